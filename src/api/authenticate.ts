@@ -1,0 +1,41 @@
+import type { FastifyRequest } from 'fastify';
+import { verifyApiKey } from '../auth/api-keys.js';
+import { ACTION_ROLES, type Action } from '../auth/roles.js';
+import { ApiError } from '../errors.js';
+import type { ApiKeyRecord, Store } from '../store/store.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller?: ApiKeyRecord;
+  }
+}
+
+/** onRequest hook: a valid, unrevoked Bearer API key or 401. Runs before the body is parsed. */
+export function authenticate(store: Store) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const header = request.headers.authorization;
+    if (!header) {
+      throw new ApiError('unauthorized', 'missing Authorization header; send "Authorization: Bearer <api key>"');
+    }
+    const [scheme, token, ...rest] = header.split(' ');
+    if (scheme?.toLowerCase() !== 'bearer' || !token || rest.length > 0) {
+      // SigV4-style signatures are declared in the OpenAPI document for API-gateway deployments; this server
+      // itself verifies only Bearer API keys (docs/api.md, "Authentication").
+      throw new ApiError('unauthorized', 'Authorization must be "Bearer <api key>"');
+    }
+    const caller = await verifyApiKey(store, token);
+    if (!caller) throw new ApiError('unauthorized', 'API key is invalid or revoked');
+    request.caller = caller;
+  };
+}
+
+/** The caller's role must allow the action, and a tenant key may act only on its own tenant. */
+export function authorize(caller: ApiKeyRecord, action: Action, tenantId: string): void {
+  const allowed = ACTION_ROLES[action];
+  if (!allowed.includes(caller.role)) {
+    throw new ApiError('forbidden', `role ${caller.role} may not call ${action} (allowed: ${allowed.join(', ')})`);
+  }
+  if (caller.tenantId !== null && caller.tenantId !== tenantId) {
+    throw new ApiError('forbidden', `this API key belongs to another tenant and may not act on ${tenantId}`);
+  }
+}

@@ -1,0 +1,206 @@
+// POST /v1/<action>: one route per action of the contract, each with its own schema.
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ACTION_ROLES, ACTIONS, type Action } from '../../auth/roles.js';
+import { algorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../crypto/algorithms.js';
+import { decodeBase64Field } from '../../crypto/encoding.js';
+import { ApiError } from '../../errors.js';
+import type { PolicyContext, SigningService } from '../../signing/signing-service.js';
+import type { Store } from '../../store/store.js';
+import { authenticate, authorize } from '../authenticate.js';
+import {
+  ActionRequests,
+  ApprovalResponse,
+  CreateTenantResponse,
+  ErrorResponse,
+  GetPublicKeyResponse,
+  RotateKeyResponse,
+  SignResponse,
+} from '../schemas.js';
+
+export interface V1Options {
+  store: Store;
+  signing: SigningService;
+}
+
+const SUMMARIES: Record<Action, string> = {
+  sign: 'Sign a pre-computed hash with the tenant key (policy-checked)',
+  pkcs11_sign: 'Sign a digest for the PKCS#11 module; algorithm chosen from the key spec (policy-checked)',
+  approve_sign: 'Approve or reject a pending signing request',
+  create_tenant: 'Create a tenant and its first key',
+  rotate_key: 'Make a new key version current, keeping the old ones',
+  get_import_params: 'Get a wrapping key and import token for key import',
+  import_key: 'Import externally generated key material',
+  get_public_key: 'Get the public key of the current (or a named) key version',
+  create_exception: 'Create a policy exception',
+  list_exceptions: 'List policy exceptions',
+  revoke_exception: 'Revoke a policy exception',
+};
+
+/** Actions whose issue has not landed yet: validated and authorised, then a documented 501. */
+const NOT_YET: Partial<Record<Action, string>> = {
+  approve_sign: 'the approval workflow',
+  get_import_params: 'key import',
+  import_key: 'key import',
+  create_exception: 'policy exceptions',
+  list_exceptions: 'policy exceptions',
+  revoke_exception: 'policy exceptions',
+};
+
+const SUCCESS_STATUS: Partial<Record<Action, number>> = { create_tenant: 201, create_exception: 201 };
+
+const SIGNING_RESPONSES = { 200: SignResponse, 202: ApprovalResponse };
+const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
+  sign: SIGNING_RESPONSES,
+  pkcs11_sign: SIGNING_RESPONSES,
+  create_tenant: { 201: CreateTenantResponse },
+  rotate_key: { 200: RotateKeyResponse },
+  get_public_key: { 200: GetPublicKeyResponse },
+};
+
+function errorResponses(action: Action): Record<number, unknown> {
+  const codes = [400, 401, 403, 404, 413, 415, 500];
+  if (action === 'create_tenant') codes.push(409);
+  if (NOT_YET[action]) codes.push(501);
+  return Object.fromEntries(codes.map((c) => [c, ErrorResponse]));
+}
+
+function policyContext(body: Record<string, unknown>): PolicyContext {
+  const pick = <T>(k: string) => body[k] as T | undefined;
+  const ctx: PolicyContext = {};
+  const assign = <K extends keyof PolicyContext>(key: K, value: PolicyContext[K] | undefined) => {
+    if (value !== undefined) ctx[key] = value;
+  };
+  assign('artifactType', pick<string>('artifact_type'));
+  assign('artifactVersion', pick<string>('artifact_version'));
+  assign('environment', pick<string>('environment'));
+  assign('identityId', pick<string>('identity_id'));
+  assign('identityStatus', pick<'active' | 'inactive'>('identity_status'));
+  assign('project', pick<string>('project'));
+  assign('requireTee', pick<boolean>('require_tee'));
+  assign('sbom', pick<string>('sbom'));
+  return ctx;
+}
+
+function callerOf(request: FastifyRequest) {
+  const caller = request.caller;
+  if (!caller) throw new ApiError('unauthorized', 'not authenticated');
+  return caller;
+}
+
+export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<void> {
+  const typed = app.withTypeProvider<TypeBoxTypeProvider>();
+  const { signing } = opts;
+  app.addHook('onRequest', authenticate(opts.store));
+
+  const handlers: Record<Action, (body: Record<string, unknown>, request: FastifyRequest) => Promise<unknown>> = {
+    async sign(body, request) {
+      const signed = await signing.sign({
+        tenantId: body.tenant_id as string,
+        callerId: callerOf(request).id,
+        digest: decodeBase64Field('hash', body.hash as string),
+        algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
+        context: policyContext(body),
+      });
+      return signedBody(signed);
+    },
+    async pkcs11_sign(body, request) {
+      const signed = await signing.pkcs11Sign({
+        tenantId: body.tenant_id as string,
+        callerId: callerOf(request).id,
+        digest: decodeBase64Field('hash', body.hash as string),
+        pss: (body.pss_padding as boolean | undefined) ?? false,
+        ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
+        context: policyContext(body),
+      });
+      return signedBody(signed);
+    },
+    async create_tenant(body) {
+      const { tenant, key } = await signing.createTenant(body.tenant_id as string, body.key_spec as KeySpec);
+      return { tenant_created: tenant.id, key: key.id, key_spec: key.keySpec };
+    },
+    async rotate_key(body) {
+      const tenantId = body.tenant_id as string;
+      const { key, keys } = await signing.rotateKey(tenantId, body.key_spec as KeySpec | undefined);
+      return {
+        tenant_id: tenantId,
+        key_id: key.id,
+        key_spec: key.keySpec,
+        keys: keys.map((k) => ({
+          key_id: k.id,
+          key_spec: k.keySpec,
+          version: k.version,
+          created_at: k.createdAt,
+          current: k.id === key.id,
+        })),
+      };
+    },
+    async get_public_key(body) {
+      const tenantId = body.tenant_id as string;
+      const current = await signing.getKey(tenantId);
+      const key = body.key_id === undefined ? current : await signing.getKey(tenantId, body.key_id as string);
+      return {
+        key_id: key.id,
+        key_spec: key.keySpec,
+        key_usage: 'SIGN_VERIFY',
+        public_key_pem: key.publicKeyPem,
+        tenant_id: tenantId,
+        signing_algorithms: algorithmsForKey(key.keySpec),
+        current: key.id === current.id,
+      };
+    },
+    approve_sign: notYet('approve_sign'),
+    get_import_params: notYet('get_import_params'),
+    import_key: notYet('import_key'),
+    create_exception: notYet('create_exception'),
+    list_exceptions: notYet('list_exceptions'),
+    revoke_exception: notYet('revoke_exception'),
+  };
+
+  for (const action of ACTIONS) {
+    typed.post(
+      `/v1/${action}`,
+      {
+        schema: {
+          operationId: action,
+          summary: SUMMARIES[action],
+          description: `Roles: ${ACTION_ROLES[action].join(', ')}.`,
+          tags: ['v1'],
+          security: [{ bearerAuth: [] }, { sigv4: [] }],
+          body: ActionRequests[action],
+          response: { ...RESPONSES[action], ...errorResponses(action) },
+        },
+        preHandler: async (request) => {
+          const body = request.body as { action: string; tenant_id: string };
+          if (body.action !== action) {
+            throw new ApiError('action_mismatch', `body.action is ${body.action} but the path is /v1/${action}`);
+          }
+          authorize(callerOf(request), action, body.tenant_id);
+        },
+      },
+      async (request, reply) => {
+        const result = await handlers[action](request.body as Record<string, unknown>, request);
+        return reply.code(SUCCESS_STATUS[action] ?? 200).send(result);
+      },
+    );
+  }
+
+  // Any other /v1/ path: a stable 404 rather than fastify's generic one (after authentication, like the rest).
+  app.post('/v1/:action', { schema: { hide: true } }, async (request) => {
+    const { action } = request.params as { action: string };
+    throw new ApiError('unknown_action', `unknown action ${action}; actions: ${ACTIONS.join(', ')}`);
+  });
+}
+
+function signedBody(signed: { signature: Buffer; keyId: string; algorithm: SigningAlgorithm }) {
+  return { signature: signed.signature.toString('base64'), key_id: signed.keyId, signing_algorithm: signed.algorithm };
+}
+
+function notYet(action: Action) {
+  return async (): Promise<never> => {
+    throw new ApiError(
+      'not_implemented',
+      `${action} is not implemented in this release (${NOT_YET[action]}; see docs/api.md)`,
+    );
+  };
+}

@@ -1,0 +1,171 @@
+// Schemas first: these TypeBox schemas drive request validation, response serialisation (which allow-lists
+// fields) and the OpenAPI document. Field names are the contract's (../shared/SIGNING-API.md section 2);
+// fields signbridge adds are marked "signbridge:" in their description and listed in docs/api.md.
+import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
+import { ACTIONS } from '../auth/roles.js';
+import { KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
+
+const StringEnum = <T extends readonly string[]>(values: T, options: { description?: string; default?: string } = {}) =>
+  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
+
+export const TENANT_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$';
+const Base64 = (description: string, maxLength = 1024) =>
+  Type.String({ minLength: 1, maxLength, pattern: '^[A-Za-z0-9+/_-]*={0,2}$', description });
+
+/** Every field of the contract's Request object (2.1), plus signbridge's documented additions. */
+export const RequestFields = {
+  action: StringEnum(ACTIONS, { description: 'the operation to perform; must equal the action in the path' }),
+  tenant_id: Type.String({ pattern: TENANT_ID_PATTERN, description: 'tenant identifier' }),
+  version: StringEnum(['v1'] as const, { default: 'v1', description: 'API version, v1 if omitted' }),
+  algorithm: StringEnum(SIGNING_ALGORITHMS, {
+    default: 'RSASSA_PKCS1_V1_5_SHA_256',
+    description: '`sign` only: the signing algorithm (AWS KMS names)',
+  }),
+  hash: Base64('pre-computed digest to sign; standard or URL-safe base64, padded or not', 256),
+  pss_padding: Type.Boolean({ default: false, description: '`pkcs11_sign` only: use PSS padding for RSA keys' }),
+  key_spec: StringEnum(KEY_SPECS, { description: 'key specification' }),
+  key_id: Type.String({
+    minLength: 1,
+    maxLength: 128,
+    description: 'signbridge: `get_public_key` only: a key version to read instead of the current one',
+  }),
+  request_id: Type.String({ format: 'uuid', description: 'identifies the pending request to resume' }),
+  artifact_type: Type.String({ maxLength: 256, description: 'policy input: type of artifact being signed' }),
+  artifact_version: Type.String({ maxLength: 256, description: 'policy input: version of artifact' }),
+  environment: Type.String({ maxLength: 256, description: 'policy input: environment name' }),
+  identity_id: Type.String({ maxLength: 256, description: 'policy input: identity performing the operation' }),
+  identity_status: StringEnum(['active', 'inactive'] as const, { description: 'policy input: identity status' }),
+  project: Type.String({ maxLength: 256, description: 'policy input: project name' }),
+  require_tee: Type.Boolean({ description: 'policy input: whether a TEE is required' }),
+  sbom: Type.String({ description: 'policy input: an SPDX or CycloneDX SBOM (JSON text)' }),
+  kms_key_id: Type.String({ maxLength: 256, description: 'KMS key identifier (`import_key`)' }),
+  import_token: Base64('token from `get_import_params`', 65536),
+  encrypted_key_material: Base64('key material encrypted for import', 65536),
+  expiration_model: StringEnum(['KEY_MATERIAL_EXPIRES', 'KEY_MATERIAL_DOES_NOT_EXPIRE'] as const),
+  wrapping_algorithm: StringEnum([
+    'RSAES_OAEP_SHA_256',
+    'RSAES_OAEP_SHA_1',
+    'RSA_AES_KEY_WRAP_SHA_256',
+    'RSA_AES_KEY_WRAP_SHA_1',
+  ] as const),
+  wrapping_key_spec: StringEnum(['RSA_2048', 'RSA_3072', 'RSA_4096'] as const),
+};
+
+type FieldName = keyof typeof RequestFields;
+
+/** The Request object with the given fields required (beyond action and tenant_id) and the rest optional. */
+function requestSchema(required: readonly FieldName[]): TObject {
+  const props: Record<string, TSchema> = {};
+  for (const [name, schema] of Object.entries(RequestFields)) {
+    const isRequired = name === 'action' || name === 'tenant_id' || (required as readonly string[]).includes(name);
+    props[name] = isRequired ? schema : Type.Optional(schema);
+  }
+  return Type.Object(props, { additionalProperties: false });
+}
+
+export const ActionRequests = {
+  sign: requestSchema(['hash']),
+  pkcs11_sign: requestSchema(['hash']),
+  approve_sign: requestSchema(['request_id']),
+  create_tenant: requestSchema(['key_spec']),
+  rotate_key: requestSchema([]),
+  get_public_key: requestSchema([]),
+  get_import_params: requestSchema(['key_spec', 'wrapping_algorithm', 'wrapping_key_spec']),
+  import_key: requestSchema(['kms_key_id', 'import_token', 'encrypted_key_material', 'expiration_model']),
+  create_exception: requestSchema([]),
+  list_exceptions: requestSchema([]),
+  revoke_exception: requestSchema([]),
+};
+
+export const ErrorResponse = Type.Object(
+  {
+    error: Type.String({ description: 'stable error code (docs/api.md lists them)' }),
+    reason: Type.String({ description: 'human-readable reason' }),
+    vuln_id: Type.Optional(Type.String({ description: 'vulnerability identifier; on policy_denied errors' })),
+    fix_version: Type.Optional(Type.String({ description: 'recommended fix version; on policy_denied errors' })),
+  },
+  { $id: 'ErrorResponse', title: 'ErrorResponse' },
+);
+export type ErrorBody = Static<typeof ErrorResponse>;
+
+export const SignResponse = Type.Object(
+  {
+    signature: Type.String({ description: 'standard base64; RSA raw signature, ECDSA X9.62 DER' }),
+    key_id: Type.String({ description: 'signbridge: the key version that signed' }),
+    signing_algorithm: StringEnum(SIGNING_ALGORITHMS, { description: 'signbridge: the algorithm used' }),
+  },
+  { $id: 'SignResponse', title: 'SignResponse' },
+);
+
+export const ApprovalResponse = Type.Object(
+  {
+    message: Type.String(),
+    request_id: Type.String({ format: 'uuid' }),
+    status: StringEnum(['pending_approval', 'pending_security_review'] as const),
+  },
+  { $id: 'ApprovalResponse', title: 'ApprovalResponse' },
+);
+
+export const CreateTenantResponse = Type.Object(
+  {
+    tenant_created: Type.String({ description: 'the new tenant id' }),
+    key: Type.String({ description: 'key identifier of the tenant first key' }),
+    key_spec: StringEnum(KEY_SPECS, { description: 'signbridge: the key spec of that key' }),
+  },
+  { $id: 'CreateTenantResponse', title: 'CreateTenantResponse' },
+);
+
+const KeyVersion = Type.Object({
+  key_id: Type.String(),
+  key_spec: StringEnum(KEY_SPECS),
+  version: Type.Integer({ minimum: 1 }),
+  created_at: Type.String({ format: 'date-time' }),
+  current: Type.Boolean(),
+});
+
+export const RotateKeyResponse = Type.Object(
+  {
+    tenant_id: Type.String(),
+    key_id: Type.String({ description: 'the new current key' }),
+    key_spec: StringEnum(KEY_SPECS),
+    keys: Type.Array(KeyVersion, { description: 'every key version of the tenant, oldest first' }),
+  },
+  { $id: 'RotateKeyResponse', title: 'RotateKeyResponse' },
+);
+
+export const GetPublicKeyResponse = Type.Object(
+  {
+    key_id: Type.String(),
+    key_spec: StringEnum(KEY_SPECS),
+    key_usage: Type.Literal('SIGN_VERIFY'),
+    public_key_pem: Type.String({ description: 'SubjectPublicKeyInfo, PEM' }),
+    tenant_id: Type.String(),
+    signing_algorithms: Type.Array(StringEnum(SIGNING_ALGORITHMS), {
+      description: 'signbridge: the algorithms `sign` accepts for this key',
+    }),
+    current: Type.Boolean({ description: 'signbridge: whether this is the tenant current key' }),
+  },
+  { $id: 'GetPublicKeyResponse', title: 'GetPublicKeyResponse' },
+);
+
+export const TrialRequest = Type.Object(
+  {
+    hash: Base64('SHA-256 hash of the message, base64-encoded', 256),
+    algorithm: Type.Optional(
+      StringEnum(['RSASSA_PKCS1_V1_5_SHA_256'] as const, { default: 'RSASSA_PKCS1_V1_5_SHA_256' }),
+    ),
+    mode: Type.Optional(StringEnum(['real', 'mock'] as const, { default: 'mock' })),
+  },
+  { additionalProperties: false },
+);
+export type TrialBody = Static<typeof TrialRequest>;
+
+export const TrialResponse = Type.Object(
+  {
+    status: Type.Literal('success'),
+    mode: StringEnum(['real', 'mock'] as const),
+    algorithm: Type.String(),
+    signature: Type.String({ description: 'hex RSA signature (512 hex characters), or the mock placeholder' }),
+  },
+  { $id: 'TrialResponse', title: 'TrialResponse' },
+);

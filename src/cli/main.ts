@@ -1,0 +1,23 @@
+// `signbridge`: one CLI for the service, the daemon and administration. Each subcommand lives in its own file.
+import { Command, CommanderError } from 'commander';
+import { registerAdminCommands } from './admin.js';
+import { registerServerCommand } from './server.js';
+
+export async function main(argv: string[]): Promise<void> {
+  const program = new Command('signbridge')
+    .description('PKCS#11 signing bridge: policy-checked signatures with keys that stay in an HSM or KMS')
+    .version('0.1.0')
+    .showHelpAfterError()
+    .exitOverride();
+  registerServerCommand(program);
+  registerAdminCommands(program);
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode;
+      return;
+    }
+    throw err;
+  }
+}

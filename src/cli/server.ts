@@ -1,0 +1,33 @@
+import type { Command } from 'commander';
+import { resolveConfig } from '../config/config.js';
+import { startServer } from '../server.js';
+
+export function registerServerCommand(program: Command): void {
+  program
+    .command('server')
+    .description('run the signing service (embedded default: SQLite + SoftHSM under the data dir)')
+    .option('--data-dir <dir>', 'state folder (env SIGNBRIDGE_DATA_DIR)')
+    .option('--listen <host:port>', 'address to serve on (env SIGNBRIDGE_LISTEN, default 127.0.0.1:8080)')
+    .option('--config <file>', 'YAML or JSON configuration file (docs/configuration.md)')
+    .action(async (opts: { dataDir?: string; listen?: string; config?: string }) => {
+      const config = resolveConfig({ dataDir: opts.dataDir, listen: opts.listen, configFile: opts.config });
+      const server = await startServer(config);
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        server.app.log.info({ signal }, 'shutting down: finishing requests in flight');
+        const force = setTimeout(() => process.exit(1), 10_000);
+        force.unref();
+        server.close().then(
+          () => process.exit(0),
+          (err) => {
+            server.app.log.error({ err }, 'shutdown failed');
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGINT', () => stop('SIGINT'));
+      process.on('SIGTERM', () => stop('SIGTERM'));
+    });
+}

@@ -1,0 +1,140 @@
+// Service configuration: defaults < config file (YAML or JSON) < environment < command-line flags.
+// With nothing but a data dir, the service runs on the embedded default: SQLite plus a SoftHSM token.
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { type Static, Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import YAML from 'yaml';
+
+const Pkcs11KeyStoreConfig = Type.Object(
+  {
+    type: Type.Literal('pkcs11'),
+    module: Type.String({ minLength: 1, description: 'path of the PKCS#11 module' }),
+    tokenLabel: Type.String({ minLength: 1 }),
+    pin: Type.Optional(Type.String({ minLength: 1 })),
+    pinFile: Type.Optional(Type.String({ minLength: 1 })),
+    sessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
+  },
+  { additionalProperties: false },
+);
+
+const SoftHsmKeyStoreConfig = Type.Object(
+  { type: Type.Literal('softhsm'), sessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })) },
+  { additionalProperties: false },
+);
+
+export const ConfigFileSchema = Type.Object(
+  {
+    dataDir: Type.Optional(Type.String({ minLength: 1 })),
+    listen: Type.Optional(Type.String({ minLength: 1 })),
+    logLevel: Type.Optional(
+      Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+    ),
+    store: Type.Optional(
+      Type.Object(
+        { type: Type.Literal('sqlite'), path: Type.Optional(Type.String()) },
+        { additionalProperties: false },
+      ),
+    ),
+    keyStore: Type.Optional(Type.Union([SoftHsmKeyStoreConfig, Pkcs11KeyStoreConfig])),
+    trial: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean()),
+          maxPerWindow: Type.Optional(Type.Integer({ minimum: 1 })),
+          windowSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    trustProxy: Type.Optional(Type.Boolean()),
+    bodyLimitBytes: Type.Optional(Type.Integer({ minimum: 1024 })),
+    publicUrl: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
+export type ConfigFile = Static<typeof ConfigFileSchema>;
+
+export interface ServiceConfig {
+  dataDir: string;
+  host: string;
+  port: number;
+  logLevel: string;
+  store: { type: 'sqlite'; path: string };
+  keyStore: Static<typeof SoftHsmKeyStoreConfig> | (Static<typeof Pkcs11KeyStoreConfig> & { pin: string });
+  trial: { enabled: boolean; max: number; windowMs: number };
+  trustProxy: boolean;
+  bodyLimit: number;
+  publicUrl?: string;
+}
+
+export interface ConfigSources {
+  configFile?: string;
+  dataDir?: string;
+  listen?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export class ConfigError extends Error {}
+
+export function parseListen(value: string): { host: string; port: number } {
+  const m = /^(\[[0-9a-fA-F:]+\]|[^:]+):(\d{1,5})$/.exec(value);
+  const port = m ? Number(m[2]) : Number.NaN;
+  if (!m || port > 65535) throw new ConfigError(`listen must be HOST:PORT (e.g. 127.0.0.1:8080), got "${value}"`);
+  return { host: (m[1] as string).replace(/^\[|\]$/g, ''), port };
+}
+
+export function loadConfigFile(path: string): ConfigFile {
+  if (!existsSync(path)) throw new ConfigError(`config file ${path} does not exist`);
+  let parsed: unknown;
+  try {
+    parsed = YAML.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`config file ${path} is not valid YAML/JSON: ${(err as Error).message}`);
+  }
+  parsed ??= {};
+  const first = [...Value.Errors(ConfigFileSchema, parsed)][0];
+  if (first) {
+    throw new ConfigError(`config file ${path}: ${first.path || '/'} ${first.message}`);
+  }
+  return parsed as ConfigFile;
+}
+
+export function resolveConfig(sources: ConfigSources): ServiceConfig {
+  const env = sources.env ?? process.env;
+  const file = sources.configFile ? loadConfigFile(sources.configFile) : {};
+  const dataDirRaw = sources.dataDir ?? env.SIGNBRIDGE_DATA_DIR ?? file.dataDir;
+  if (!dataDirRaw) {
+    throw new ConfigError('no data dir: pass --data-dir DIR, set SIGNBRIDGE_DATA_DIR, or set dataDir in --config');
+  }
+  const dataDir = resolve(dataDirRaw);
+  const { host, port } = parseListen(sources.listen ?? env.SIGNBRIDGE_LISTEN ?? file.listen ?? '127.0.0.1:8080');
+  const storePath = file.store?.path ?? 'signbridge.db';
+
+  let keyStore: ServiceConfig['keyStore'] = { type: 'softhsm' };
+  if (file.keyStore?.type === 'softhsm') keyStore = file.keyStore;
+  if (file.keyStore?.type === 'pkcs11') {
+    const { pinFile } = file.keyStore;
+    const pin =
+      file.keyStore.pin ?? (pinFile ? readFileSync(pinFile, 'utf8').trim() : undefined) ?? env.SIGNBRIDGE_PKCS11_PIN;
+    if (!pin) throw new ConfigError('keyStore.type pkcs11 needs pin, pinFile or SIGNBRIDGE_PKCS11_PIN');
+    keyStore = { ...file.keyStore, pin };
+  }
+
+  return {
+    dataDir,
+    host,
+    port,
+    logLevel: env.SIGNBRIDGE_LOG_LEVEL ?? file.logLevel ?? 'info',
+    store: { type: 'sqlite', path: isAbsolute(storePath) ? storePath : join(dataDir, storePath) },
+    keyStore,
+    trial: {
+      enabled: file.trial?.enabled ?? true,
+      max: file.trial?.maxPerWindow ?? 10,
+      windowMs: (file.trial?.windowSeconds ?? 3600) * 1000,
+    },
+    trustProxy: file.trustProxy ?? false,
+    bodyLimit: file.bodyLimitBytes ?? 4 * 1024 * 1024,
+    ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
+  };
+}

@@ -1,0 +1,54 @@
+// Every error code the API can answer, with its HTTP status. Codes are stable: clients branch on them,
+// so a code is never renamed or reused; new conditions get new codes. docs/api.md lists them.
+export const ERROR_CODES = {
+  invalid_request: 400,
+  invalid_json: 400,
+  action_mismatch: 400,
+  unsupported_version: 400,
+  invalid_hash: 400,
+  unsupported_algorithm: 400,
+  algorithm_key_mismatch: 400,
+  key_spec_mismatch: 400,
+  unsupported_key_spec: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  policy_denied: 403,
+  tenant_not_found: 404,
+  key_not_found: 404,
+  unknown_action: 404,
+  not_found: 404,
+  tenant_exists: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal_error: 500,
+  not_implemented: 501,
+  key_store_unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Extra fields an ErrorResponse may carry (policy denials name the vulnerability). */
+export interface ErrorDetails {
+  vuln_id?: string;
+  fix_version?: string;
+}
+
+/** An error meant for the API caller: its code, status and reason are safe to show. */
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly statusCode: number;
+  readonly details: ErrorDetails;
+
+  constructor(code: ErrorCode, reason: string, details: ErrorDetails = {}) {
+    super(reason);
+    this.name = 'ApiError';
+    this.code = code;
+    this.statusCode = ERROR_CODES[code];
+    this.details = details;
+  }
+}
+
+export function isApiError(err: unknown): err is ApiError {
+  return err instanceof ApiError;
+}

@@ -1,0 +1,298 @@
+// A KeyStore on any PKCS#11 token, through graphene-pk11. SoftHSM is the default token (see softhsm.ts),
+// but nothing here is SoftHSM-specific: module path, token label and PIN come from configuration.
+import { createPublicKey, randomBytes } from 'node:crypto';
+import * as graphene from 'graphene-pk11';
+import {
+  algorithmInfo,
+  DIGEST_LENGTH,
+  type KeySpec,
+  keyInfo,
+  type NamedCurve,
+  type SigningAlgorithm,
+} from '../crypto/algorithms.js';
+import { DIGEST_INFO_PREFIX, ecdsaRawToDer } from '../crypto/encoding.js';
+import { ApiError } from '../errors.js';
+import type { CreatedKey, KeyStore } from './key-store.js';
+
+export interface Pkcs11KeyStoreOptions {
+  modulePath: string;
+  tokenLabel: string;
+  pin: string;
+  /** Sessions kept open; concurrent signatures beyond this wait for a free one. */
+  sessions?: number;
+  /** When the labelled token does not exist, initialise the first free slot with this SO PIN (SoftHSM). */
+  initialiseWithSoPin?: string;
+}
+
+/** DER-encoded namedCurve OIDs for CKA_EC_PARAMS. */
+const CURVE_PARAMS: Record<NamedCurve, Buffer> = {
+  'P-256': Buffer.from('06082a8648ce3d030107', 'hex'),
+  'P-384': Buffer.from('06052b81040022', 'hex'),
+  'P-521': Buffer.from('06052b81040023', 'hex'),
+};
+const CURVE_FIELD_BYTES: Record<NamedCurve, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 };
+
+const PSS_PARAMS = {
+  sha256: () => new graphene.RsaPssParams(graphene.MechanismEnum.SHA256, graphene.RsaMgf.MGF1_SHA256, 32),
+  sha384: () => new graphene.RsaPssParams(graphene.MechanismEnum.SHA384, graphene.RsaMgf.MGF1_SHA384, 48),
+  sha512: () => new graphene.RsaPssParams(graphene.MechanismEnum.SHA512, graphene.RsaMgf.MGF1_SHA512, 64),
+};
+
+const KEY_REF_PREFIX = 'pkcs11:id=';
+
+/** A fixed set of open sessions handed out one operation at a time (a PKCS#11 session runs one operation). */
+class SessionPool {
+  private readonly idle: graphene.Session[];
+  private readonly waiters: Array<(s: graphene.Session) => void> = [];
+
+  constructor(sessions: graphene.Session[]) {
+    this.idle = [...sessions];
+  }
+
+  async use<T>(fn: (session: graphene.Session) => Promise<T>): Promise<T> {
+    const session = this.idle.pop() ?? (await new Promise<graphene.Session>((resolve) => this.waiters.push(resolve)));
+    try {
+      return await fn(session);
+    } finally {
+      const next = this.waiters.shift();
+      if (next) next(session);
+      else this.idle.push(session);
+    }
+  }
+}
+
+function promisify<T>(start: (cb: (err: Error | null, value: T | null) => void) => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    start((err, value) =>
+      err || value === null ? reject(err ?? new Error('PKCS#11 call returned nothing')) : resolve(value),
+    );
+  });
+}
+
+export class Pkcs11KeyStore implements KeyStore {
+  readonly description: string;
+  private readonly mod: graphene.Module;
+  private readonly pool: SessionPool;
+  private readonly sessions: graphene.Session[];
+  /** keyRef -> private key object handle; token object handles stay valid for the whole login. */
+  private readonly handles = new Map<string, Buffer>();
+  private closed = false;
+
+  private constructor(mod: graphene.Module, sessions: graphene.Session[], description: string) {
+    this.mod = mod;
+    this.sessions = sessions;
+    this.pool = new SessionPool(sessions);
+    this.description = description;
+  }
+
+  static open(options: Pkcs11KeyStoreOptions): Pkcs11KeyStore {
+    const mod = graphene.Module.load(options.modulePath, 'signbridge-keystore');
+    // CKF_OS_LOCKING_OK: signatures run on libuv's thread pool, several at once.
+    mod.initialize({ flags: 2 });
+    try {
+      const slot = findOrInitialiseToken(mod, options);
+      const count = Math.max(1, options.sessions ?? 8);
+      const sessions: graphene.Session[] = [];
+      for (let i = 0; i < count; i++) {
+        sessions.push(slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION));
+      }
+      try {
+        sessions[0]?.login(options.pin, graphene.UserType.USER);
+      } catch (err) {
+        if (!/CKR_USER_ALREADY_LOGGED_IN/.test(String(err))) throw err;
+      }
+      return new Pkcs11KeyStore(mod, sessions, `pkcs11:${mod.libraryDescription.trim()}/${options.tokenLabel}`);
+    } catch (err) {
+      mod.finalize();
+      throw err;
+    }
+  }
+
+  supports(spec: KeySpec): boolean {
+    try {
+      keyInfo(spec);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async createKey(spec: KeySpec, label: string): Promise<CreatedKey> {
+    const info = keyInfo(spec);
+    const id = randomBytes(16);
+    const common = { token: true, id, label };
+    return this.pool.use(async (session) => {
+      const pair =
+        info.family === 'rsa'
+          ? await promisify<graphene.IKeyPair>((cb) =>
+              session.generateKeyPair(
+                graphene.KeyGenMechanism.RSA,
+                {
+                  ...common,
+                  keyType: graphene.KeyType.RSA,
+                  verify: true,
+                  modulusBits: info.bits,
+                  publicExponent: Buffer.from([1, 0, 1]),
+                },
+                privateTemplate(common, graphene.KeyType.RSA),
+                cb,
+              ),
+            )
+          : await promisify<graphene.IKeyPair>((cb) =>
+              session.generateKeyPair(
+                graphene.KeyGenMechanism.EC,
+                { ...common, keyType: graphene.KeyType.EC, verify: true, paramsEC: CURVE_PARAMS[info.curve] },
+                privateTemplate(common, graphene.KeyType.EC),
+                cb,
+              ),
+            );
+      const keyRef = KEY_REF_PREFIX + id.toString('hex');
+      this.handles.set(keyRef, pair.privateKey.handle);
+      const publicKeyPem =
+        info.family === 'rsa'
+          ? rsaPublicKeyPem(pair.publicKey.getAttribute({ modulus: null, publicExponent: null }))
+          : ecPublicKeyPem(info.curve, pair.publicKey.getAttribute({ pointEC: null }).pointEC as Buffer);
+      return { keyRef, publicKeyPem };
+    });
+  }
+
+  async sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer> {
+    if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is shutting down');
+    const alg = algorithmInfo(algorithm);
+    if (digest.length !== DIGEST_LENGTH[alg.hash]) throw new Error('digest length does not match the algorithm');
+    let mechanism: graphene.MechanismType;
+    let input: Buffer;
+    if (alg.padding === 'pkcs1') {
+      mechanism = 'RSA_PKCS';
+      input = Buffer.concat([DIGEST_INFO_PREFIX[alg.hash], digest]);
+    } else if (alg.padding === 'pss') {
+      mechanism = { name: 'RSA_PKCS_PSS', params: PSS_PARAMS[alg.hash]() };
+      input = digest;
+    } else {
+      mechanism = 'ECDSA';
+      input = digest;
+    }
+    return this.pool.use(async (session) => {
+      const handle = this.findPrivateKey(session, keyRef);
+      // C_SignInit is quick and synchronous; C_Sign runs on libuv's thread pool so the event loop stays free.
+      const signer = session.createSign(mechanism, { handle } as unknown as graphene.Key);
+      const signature = await promisify<Buffer>((cb) => signer.once(input, cb));
+      if (alg.padding !== 'ecdsa') return signature;
+      const info = keyInfo(spec);
+      if (info.family !== 'ec' || signature.length !== 2 * CURVE_FIELD_BYTES[info.curve]) {
+        throw new Error(`token returned an ECDSA signature of unexpected length ${signature.length}`);
+      }
+      return ecdsaRawToDer(signature);
+    });
+  }
+
+  async destroyKey(keyRef: string): Promise<void> {
+    const id = Buffer.from(keyRef.slice(KEY_REF_PREFIX.length), 'hex');
+    await this.pool.use(async (session) => {
+      session.destroy({ id });
+    });
+    this.handles.delete(keyRef);
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.use(async (session) => {
+      session.slot.getToken();
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of this.sessions) {
+      try {
+        s.close();
+      } catch {
+        // already closed by the token; nothing to release
+      }
+    }
+    this.mod.finalize();
+  }
+
+  private findPrivateKey(session: graphene.Session, keyRef: string): Buffer {
+    const cached = this.handles.get(keyRef);
+    if (cached) return cached;
+    if (!keyRef.startsWith(KEY_REF_PREFIX)) throw new Error(`not a PKCS#11 key reference: ${keyRef}`);
+    const id = Buffer.from(keyRef.slice(KEY_REF_PREFIX.length), 'hex');
+    const found = session.find({ class: graphene.ObjectClass.PRIVATE_KEY, id });
+    if (found.length !== 1) {
+      throw new ApiError('key_not_found', `the key store holds no private key for ${keyRef}`);
+    }
+    const handle = found.items(0).handle;
+    this.handles.set(keyRef, handle);
+    return handle;
+  }
+}
+
+function privateTemplate(common: { token: boolean; id: Buffer; label: string }, keyType: graphene.KeyType) {
+  return {
+    ...common,
+    keyType,
+    private: true,
+    sign: true,
+    sensitive: true,
+    extractable: false,
+  };
+}
+
+function findOrInitialiseToken(mod: graphene.Module, options: Pkcs11KeyStoreOptions): graphene.Slot {
+  const slots = [...mod.getSlots(true)];
+  const labelled = slots.find((s) => s.getToken().label.trim() === options.tokenLabel);
+  if (labelled) return labelled;
+  if (options.initialiseWithSoPin === undefined) {
+    const labels = slots.map((s) => `"${s.getToken().label.trim()}"`).join(', ') || 'none';
+    throw new Error(`no PKCS#11 token labelled "${options.tokenLabel}" (tokens present: ${labels})`);
+  }
+  const free = slots.find((s) => !(s.getToken().flags & graphene.TokenFlag.TOKEN_INITIALIZED));
+  if (!free) throw new Error('no uninitialised PKCS#11 slot to create the signbridge token in');
+  // graphene's Slot.initToken mishandles pkcs11js 2's return value; call C_InitToken directly.
+  free.lib.C_InitToken(free.handle, options.initialiseWithSoPin, options.tokenLabel.padEnd(32, ' '));
+  // SoftHSM moves a freshly initialised token to a new slot id: look it up again by label.
+  const slot = [...mod.getSlots(true)].find((s) => s.getToken().label.trim() === options.tokenLabel);
+  if (!slot) throw new Error(`token "${options.tokenLabel}" vanished after initialisation`);
+  const session = slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION);
+  try {
+    session.login(options.initialiseWithSoPin, graphene.UserType.SO);
+    session.initPin(options.pin);
+    session.logout();
+  } finally {
+    session.close();
+  }
+  return slot;
+}
+
+function rsaPublicKeyPem(attrs: { modulus?: Buffer | null; publicExponent?: Buffer | null }): string {
+  if (!attrs.modulus || !attrs.publicExponent) throw new Error('token returned an RSA public key without modulus');
+  return createPublicKey({
+    key: { kty: 'RSA', n: attrs.modulus.toString('base64url'), e: attrs.publicExponent.toString('base64url') },
+    format: 'jwk',
+  })
+    .export({ type: 'spki', format: 'pem' })
+    .toString();
+}
+
+function ecPublicKeyPem(curve: NamedCurve, pointEc: Buffer): string {
+  // CKA_EC_POINT is a DER OCTET STRING around the uncompressed point 04||X||Y.
+  let point = pointEc;
+  if (point[0] === 0x04 && point.length !== 1 + 2 * CURVE_FIELD_BYTES[curve]) {
+    const lenByte = point[1] ?? 0;
+    point = point.subarray(lenByte & 0x80 ? 2 + (lenByte & 0x7f) : 2);
+  }
+  const size = CURVE_FIELD_BYTES[curve];
+  if (point[0] !== 0x04 || point.length !== 1 + 2 * size) throw new Error('token returned a malformed EC point');
+  return createPublicKey({
+    key: {
+      kty: 'EC',
+      crv: curve,
+      x: point.subarray(1, 1 + size).toString('base64url'),
+      y: point.subarray(1 + size).toString('base64url'),
+    },
+    format: 'jwk',
+  })
+    .export({ type: 'spki', format: 'pem' })
+    .toString();
+}

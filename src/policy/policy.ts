@@ -1,0 +1,36 @@
+// The policy seam every signature passes through. Policy code is pure: no fastify, no store writes.
+// The rule engine (issue: policy evaluation) implements PolicyEngine; until it is configured, allowAll decides.
+import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+
+/** Everything a policy may look at: the contract's policy inputs plus who asks, for which tenant and key. */
+export interface PolicyInput {
+  tenantId: string;
+  keyId: string;
+  keySpec: KeySpec;
+  algorithm: SigningAlgorithm;
+  /** API key id of the caller. */
+  callerId: string;
+  artifactType?: string;
+  artifactVersion?: string;
+  environment?: string;
+  identityId?: string;
+  identityStatus?: 'active' | 'inactive';
+  project?: string;
+  requireTee?: boolean;
+  sbom?: string;
+}
+
+export type PolicyDecision =
+  | { outcome: 'allow'; rule: string; reason: string }
+  | { outcome: 'pending_approval' | 'pending_security_review'; rule: string; reason: string }
+  | { outcome: 'deny'; rule: string; reason: string; vulnId?: string; fixVersion?: string };
+
+export interface PolicyEngine {
+  evaluate(input: PolicyInput): Promise<PolicyDecision>;
+}
+
+export const allowAll: PolicyEngine = {
+  async evaluate() {
+    return { outcome: 'allow', rule: 'default', reason: 'no policy rules are configured' };
+  },
+};

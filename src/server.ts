@@ -1,0 +1,59 @@
+// The service process: opens the configured store and key store, serves the app, shuts down gracefully.
+import type { FastifyInstance } from 'fastify';
+import { buildApp, REDACT_PATHS } from './app.js';
+import type { ServiceConfig } from './config/config.js';
+import { ensurePrivateDir } from './fs-private.js';
+import type { KeyStore } from './keys/key-store.js';
+import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
+import { embeddedSoftHsmOptions } from './keys/softhsm.js';
+import { openSqliteStore } from './store/sqlite-store.js';
+import type { Store } from './store/store.js';
+
+export function openKeyStore(config: ServiceConfig): KeyStore {
+  if (config.keyStore.type === 'softhsm') {
+    return Pkcs11KeyStore.open({ ...embeddedSoftHsmOptions(config.dataDir), sessions: config.keyStore.sessions ?? 8 });
+  }
+  const { module, tokenLabel, pin, sessions } = config.keyStore;
+  return Pkcs11KeyStore.open({ modulePath: module, tokenLabel, pin, sessions: sessions ?? 8 });
+}
+
+export async function openStore(config: ServiceConfig): Promise<Store> {
+  ensurePrivateDir(config.dataDir);
+  const store = openSqliteStore(config.store.path);
+  await store.migrate();
+  return store;
+}
+
+export interface RunningServer {
+  app: FastifyInstance;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startServer(config: ServiceConfig): Promise<RunningServer> {
+  const store = await openStore(config);
+  let keyStore: KeyStore;
+  try {
+    keyStore = openKeyStore(config);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  const app = await buildApp({
+    store,
+    keyStore,
+    logger: { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    trial: config.trial,
+    trustProxy: config.trustProxy,
+    bodyLimit: config.bodyLimit,
+    localUrl: `http://${config.host}:${config.port}`,
+    ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
+  });
+  app.addHook('onClose', async () => {
+    await keyStore.close();
+    await store.close();
+  });
+  const url = await app.listen({ host: config.host, port: config.port });
+  app.log.info({ store: store.description, keyStore: keyStore.description, url }, 'signbridge service ready');
+  return { app, url, close: () => app.close() };
+}

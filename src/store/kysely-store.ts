@@ -1,0 +1,238 @@
+// The Store contract on Kysely. SQL dialects differ only in how the Kysely instance is made
+// (sqlite-store.ts, and postgres-store.ts later), so every query lives here once.
+import { type Kysely, type MigrationProvider, Migrator } from 'kysely';
+import type { Role } from '../auth/roles.js';
+import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+import { MIGRATIONS } from './migrations.js';
+import {
+  type ApiKeyRecord,
+  ConflictError,
+  type KeyRecord,
+  type SignatureRecord,
+  type Store,
+  type TenantRecord,
+} from './store.js';
+
+export interface Database {
+  tenants: { id: string; current_key_id: string; created_at: string };
+  keys: {
+    id: string;
+    tenant_id: string;
+    version: number;
+    key_spec: string;
+    key_ref: string;
+    public_key_pem: string;
+    created_at: string;
+  };
+  api_keys: {
+    id: string;
+    secret_hash: string;
+    tenant_id: string | null;
+    role: string;
+    label: string;
+    created_at: string;
+    revoked_at: string | null;
+  };
+  signatures: {
+    id: string;
+    tenant_id: string;
+    key_id: string;
+    algorithm: string;
+    hash: string;
+    caller: string;
+    created_at: string;
+  };
+}
+
+const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
+
+/** True for a unique/primary-key violation in either SQLite or PostgreSQL. */
+export function isUniqueViolation(err: unknown): boolean {
+  const e = err as { code?: string };
+  return e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === '23505';
+}
+
+function toTenant(row: Database['tenants']): TenantRecord {
+  return { id: row.id, currentKeyId: row.current_key_id, createdAt: row.created_at };
+}
+
+function toKey(row: Database['keys']): KeyRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    version: Number(row.version),
+    keySpec: row.key_spec as KeySpec,
+    keyRef: row.key_ref,
+    publicKeyPem: row.public_key_pem,
+    createdAt: row.created_at,
+  };
+}
+
+function fromKey(k: KeyRecord): Database['keys'] {
+  return {
+    id: k.id,
+    tenant_id: k.tenantId,
+    version: k.version,
+    key_spec: k.keySpec,
+    key_ref: k.keyRef,
+    public_key_pem: k.publicKeyPem,
+    created_at: k.createdAt,
+  };
+}
+
+function toApiKey(row: Database['api_keys']): ApiKeyRecord {
+  return {
+    id: row.id,
+    secretHash: row.secret_hash,
+    tenantId: row.tenant_id,
+    role: row.role as Role,
+    label: row.label,
+    createdAt: row.created_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+export class KyselyStore implements Store {
+  constructor(
+    protected readonly db: Kysely<Database>,
+    readonly description: string,
+  ) {}
+
+  async migrate(): Promise<void> {
+    const { error, results } = await new Migrator({ db: this.db, provider }).migrateToLatest();
+    if (error) {
+      const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
+      throw new Error(`store migration ${failed} failed: ${String(error)}`);
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.db.selectFrom('tenants').select('id').limit(1).execute();
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+
+  async createTenant(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord> {
+    const tenant = { id: tenantId, current_key_id: firstKey.id, created_at: firstKey.createdAt };
+    try {
+      await this.db.transaction().execute(async (tx) => {
+        await tx.insertInto('tenants').values(tenant).execute();
+        await tx.insertInto('keys').values(fromKey(firstKey)).execute();
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`tenant ${tenantId} exists`);
+      throw err;
+    }
+    return toTenant(tenant);
+  }
+
+  async getTenant(tenantId: string): Promise<TenantRecord | undefined> {
+    const row = await this.db.selectFrom('tenants').selectAll().where('id', '=', tenantId).executeTakeFirst();
+    return row && toTenant(row);
+  }
+
+  async rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+    return this.db.transaction().execute(async (tx) => {
+      const { max } = await tx
+        .selectFrom('keys')
+        .select((eb) => eb.fn.max<number>('version').as('max'))
+        .where('tenant_id', '=', tenantId)
+        .executeTakeFirstOrThrow();
+      const record: KeyRecord = { ...key, version: Number(max ?? 0) + 1 };
+      await tx.insertInto('keys').values(fromKey(record)).execute();
+      await tx.updateTable('tenants').set({ current_key_id: record.id }).where('id', '=', tenantId).execute();
+      return record;
+    });
+  }
+
+  async getKey(tenantId: string, keyId: string): Promise<KeyRecord | undefined> {
+    const row = await this.db
+      .selectFrom('keys')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', keyId)
+      .executeTakeFirst();
+    return row && toKey(row);
+  }
+
+  async listKeys(tenantId: string): Promise<KeyRecord[]> {
+    const rows = await this.db
+      .selectFrom('keys')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .orderBy('version')
+      .execute();
+    return rows.map(toKey);
+  }
+
+  async createApiKey(r: ApiKeyRecord): Promise<void> {
+    await this.db
+      .insertInto('api_keys')
+      .values({
+        id: r.id,
+        secret_hash: r.secretHash,
+        tenant_id: r.tenantId,
+        role: r.role,
+        label: r.label,
+        created_at: r.createdAt,
+        revoked_at: r.revokedAt,
+      })
+      .execute();
+  }
+
+  async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
+    const row = await this.db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && toApiKey(row);
+  }
+
+  async listApiKeys(): Promise<ApiKeyRecord[]> {
+    const rows = await this.db.selectFrom('api_keys').selectAll().orderBy('created_at').execute();
+    return rows.map(toApiKey);
+  }
+
+  async revokeApiKey(id: string, at: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: at })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
+  async recordSignature(r: SignatureRecord): Promise<void> {
+    await this.db
+      .insertInto('signatures')
+      .values({
+        id: r.id,
+        tenant_id: r.tenantId,
+        key_id: r.keyId,
+        algorithm: r.algorithm,
+        hash: r.hash,
+        caller: r.caller,
+        created_at: r.createdAt,
+      })
+      .execute();
+  }
+
+  async listSignatures(tenantId: string, limit: number): Promise<SignatureRecord[]> {
+    const rows = await this.db
+      .selectFrom('signatures')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .orderBy('created_at', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => ({
+      id: row.id,
+      tenantId: row.tenant_id,
+      keyId: row.key_id,
+      algorithm: row.algorithm as SigningAlgorithm,
+      hash: row.hash,
+      caller: row.caller,
+      createdAt: row.created_at,
+    }));
+  }
+}

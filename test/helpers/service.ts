@@ -1,0 +1,67 @@
+// Builds the real service (SQLite + a SoftHSM token made for this test file) in a fresh temp data dir.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { type AppOptions, buildApp } from '../../src/app.js';
+import { createApiKey } from '../../src/auth/api-keys.js';
+import type { Role } from '../../src/auth/roles.js';
+import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
+import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
+import type { KyselyStore } from '../../src/store/kysely-store.js';
+import { openSqliteStore } from '../../src/store/sqlite-store.js';
+
+export interface TestService {
+  app: FastifyInstance;
+  store: KyselyStore;
+  keyStore: Pkcs11KeyStore;
+  dataDir: string;
+  operator: string;
+  apiKey(role: Role, tenantId: string | null): Promise<string>;
+  close(): Promise<void>;
+}
+
+export function makeTempDir(prefix = 'signbridge-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export async function startTestService(options: Partial<AppOptions> = {}): Promise<TestService> {
+  const dataDir = makeTempDir();
+  const store = openSqliteStore(join(dataDir, 'signbridge.db'));
+  await store.migrate();
+  const keyStore = Pkcs11KeyStore.open(embeddedSoftHsmOptions(dataDir));
+  const app = await buildApp({ store, keyStore, ...options });
+  await app.ready();
+  const apiKey = async (role: Role, tenantId: string | null) =>
+    (await createApiKey(store, role, tenantId, `test ${role}`)).token;
+  return {
+    app,
+    store,
+    keyStore,
+    dataDir,
+    operator: await apiKey('operator', null),
+    apiKey,
+    async close() {
+      await app.close();
+      await keyStore.close();
+      await store.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** POST a JSON body to /v1/<action> with a Bearer key; returns status and parsed body. */
+export async function callAction(
+  app: FastifyInstance,
+  token: string | undefined,
+  action: string,
+  body: Record<string, unknown>,
+): Promise<{ status: number; body: Record<string, unknown>; headers: Record<string, unknown> }> {
+  const res = await app.inject({
+    method: 'POST',
+    url: `/v1/${action}`,
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+    payload: { action, ...body },
+  });
+  return { status: res.statusCode, body: res.json(), headers: res.headers };
+}
