@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Installs everything signbridge needs on Debian 12 and builds it. Idempotent: quick when all is present.
+#   scripts/setup.sh          system packages (as root), npm packages, native build, TypeScript build
+# Environment: SIGNBRIDGE_SKIP_APT=1 skips system packages (for hosts managed by other means).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+APT_PACKAGES=(
+  softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin osslsigncode gcc-mingw-w64-x86-64
+  openjdk-17-jdk-headless cmake build-essential libssl-dev openssl curl ca-certificates
+)
+BACKPORTS_PACKAGES=(pkcs11-provider)
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    log "need root to run: $*"; log "run this script as root, or install the packages above yourself and set SIGNBRIDGE_SKIP_APT=1"
+    exit 1
+  fi
+}
+
+missing_packages() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || printf '%s\n' "$p"
+  done
+}
+
+# pkcs11-provider is only in bookworm-backports. Reuse the mirror URIs of the system's own Debian source,
+# so no mirror host is written into this repository.
+enable_backports() {
+  local list=/etc/apt/sources.list.d/signbridge-bookworm-backports.sources
+  [ -f "$list" ] && return 0
+  grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ && return 0
+  local uris=""
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    uris=$(awk '/^URIs:/{u=$2} /^Suites:/ && / bookworm( |$)/{print u; exit}' /etc/apt/sources.list.d/debian.sources)
+  fi
+  if [ -z "$uris" ] && [ -f /etc/apt/sources.list ]; then
+    uris=$(awk '$1=="deb" && $3=="bookworm"{print $2; exit}' /etc/apt/sources.list)
+  fi
+  [ -n "$uris" ] || { log "cannot find the Debian mirror in /etc/apt to add bookworm-backports"; exit 1; }
+  log "adding bookworm-backports (from $uris) for pkcs11-provider"
+  as_root tee "$list" >/dev/null <<SRC
+Types: deb
+URIs: $uris
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  APT_UPDATED=0
+}
+
+APT_UPDATED=0
+apt_update_once() {
+  if [ "$APT_UPDATED" -eq 0 ]; then
+    log "apt-get update"
+    as_root apt-get update -qq
+    APT_UPDATED=1
+  fi
+}
+
+install_system_packages() {
+  mapfile -t missing < <(missing_packages "${APT_PACKAGES[@]}")
+  if [ "${#missing[@]}" -gt 0 ]; then
+    apt_update_once
+    log "installing ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  mapfile -t missing < <(missing_packages "${BACKPORTS_PACKAGES[@]}")
+  if [ "${#missing[@]}" -gt 0 ]; then
+    enable_backports
+    apt_update_once
+    log "installing ${missing[*]} from bookworm-backports"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      -t bookworm-backports "${missing[@]}" >/dev/null
+  fi
+}
+
+install_npm_packages() {
+  # node_modules/.package-lock.json is npm's record of what is installed; reinstall when the lock changed.
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    log "npm ci"
+    npm ci --no-audit --no-fund --loglevel=error
+  fi
+}
+
+build_native() {
+  [ -f native/CMakeLists.txt ] || return 0
+  log "building native/ (cmake)"
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build -j "$(nproc)" >/dev/null
+}
+
+build_typescript() {
+  log "building TypeScript"
+  node_modules/.bin/tsc -p tsconfig.build.json
+}
+
+[ "${SIGNBRIDGE_SKIP_APT:-0}" = 1 ] || install_system_packages
+install_npm_packages
+build_native
+build_typescript
+log "ready"

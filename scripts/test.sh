@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, lints, type-checks and runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+echo "[test] lint (biome)" >&2
+node_modules/.bin/biome check .
+echo "[test] type-check" >&2
+node_modules/.bin/tsc -p tsconfig.json --noEmit
+echo "[test] vitest" >&2
+node_modules/.bin/vitest run "$@"
