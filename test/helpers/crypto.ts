@@ -1,0 +1,38 @@
+import { execFileSync } from 'node:child_process';
+import { createHash, createPublicKey, verify } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type SigningAlgorithm, algorithmInfo } from '../../src/crypto/algorithms.js';
+
+export function digestOf(algorithm: SigningAlgorithm, message: Buffer): Buffer {
+  return createHash(algorithmInfo(algorithm).hash).update(message).digest();
+}
+
+/** Verifies a service signature over `message` with node:crypto (PSS salt = digest length, ECDSA DER). */
+export function verifyWithNode(algorithm: SigningAlgorithm, publicKeyPem: string, message: Buffer, sig: Buffer): boolean {
+  const info = algorithmInfo(algorithm);
+  const key = createPublicKey(publicKeyPem);
+  if (info.padding === 'pss') {
+    const saltLength = { sha256: 32, sha384: 48, sha512: 64 }[info.hash];
+    return verify(info.hash, message, { key, padding: 6 /* RSA_PKCS1_PSS_PADDING */, saltLength }, sig);
+  }
+  return verify(info.hash, message, key, sig);
+}
+
+/** Verifies with the `openssl` command line, as a user would; returns openssl's verdict line. */
+export function verifyWithOpenssl(algorithm: SigningAlgorithm, publicKeyPem: string, message: Buffer, sig: Buffer): string {
+  const info = algorithmInfo(algorithm);
+  const dir = mkdtempSync(join(tmpdir(), 'sb-openssl-'));
+  try {
+    writeFileSync(join(dir, 'pub.pem'), publicKeyPem);
+    writeFileSync(join(dir, 'msg'), message);
+    writeFileSync(join(dir, 'sig'), sig);
+    const args = ['dgst', `-${info.hash}`, '-verify', join(dir, 'pub.pem'), '-signature', join(dir, 'sig')];
+    if (info.padding === 'pss') args.push('-sigopt', 'rsa_padding_mode:pss', '-sigopt', 'rsa_pss_saltlen:digest');
+    args.push(join(dir, 'msg'));
+    return execFileSync('openssl', args, { encoding: 'utf8' }).trim();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
