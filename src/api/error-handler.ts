@@ -46,6 +46,8 @@ function toApiError(err: FastifyError): ApiError {
       return new ApiError('payload_too_large', 'request body is larger than the limit');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new ApiError('unsupported_media_type', 'content type must be application/json');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ApiError('invalid_json', 'body is not valid JSON');
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new ApiError('invalid_json', 'body is empty; a JSON object is required');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':

@@ -1,0 +1,57 @@
+// GET /api/openapi.yml: generated from the route schemas and valid OpenAPI 3.0.0.
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { ACTIONS } from '../../src/auth/roles.js';
+import { type TestService, startTestService } from '../helpers/service.js';
+
+let svc: TestService;
+// biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document is untyped JSON
+let doc: any;
+beforeAll(async () => {
+  svc = await startTestService();
+  const res = await svc.app.inject({ method: 'GET', url: '/api/openapi.yml' });
+  expect(res.statusCode).toBe(200);
+  expect(res.headers['content-type']).toContain('yaml');
+  doc = YAML.parse(res.body);
+});
+afterAll(async () => svc?.close());
+
+describe('OpenAPI document', () => {
+  it('passes an OpenAPI validator', async () => {
+    await expect(SwaggerParser.validate(structuredClone(doc))).resolves.toBeTruthy();
+  });
+
+  it('is OpenAPI 3.0.0, document version 1.0.0, with production (region variable) and local servers', () => {
+    expect(doc.openapi).toBe('3.0.0');
+    expect(doc.info.version).toBe('1.0.0');
+    const [prod, local] = doc.servers;
+    expect(prod.url).toContain('{region}');
+    expect(prod.variables.region.default).toBe('us-east-1');
+    expect(local.url).toMatch(/^http:\/\/(127\.0\.0\.1|localhost)/);
+  });
+
+  it('declares bearer and the SigV4-style apiKey scheme on every production operation', () => {
+    const schemes = doc.components.securitySchemes;
+    expect(schemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' });
+    expect(schemes.sigv4).toMatchObject({ type: 'apiKey', in: 'header', name: 'Authorization' });
+    for (const action of ACTIONS) {
+      const op = doc.paths[`/v1/${action}`]?.post;
+      expect(op, action).toBeDefined();
+      expect(op.security).toEqual([{ bearerAuth: [] }, { sigv4: [] }]);
+      expect(op.requestBody.content['application/json'].schema).toBeDefined();
+    }
+    expect(doc.paths['/trial/sign'].post.security).toEqual([]);
+  });
+
+  it('documents the signing outcomes and the contract response fields', () => {
+    const sign = doc.paths['/v1/sign'].post.responses;
+    expect(Object.keys(sign)).toEqual(expect.arrayContaining(['200', '202', '400', '401', '403']));
+    const json = JSON.stringify(doc);
+    for (const field of ['tenant_created', 'public_key_pem', 'key_usage', 'vuln_id', 'fix_version', 'request_id']) {
+      expect(json).toContain(field);
+    }
+    expect(doc.paths['/v1/create_tenant'].post.responses['201']).toBeDefined();
+    expect(doc.paths['/v1/:action']).toBeUndefined();
+  });
+});
