@@ -2,8 +2,8 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDACT_PATHS } from '../../src/app.js';
-import { ACTIONS, ACTION_ROLES, ROLES } from '../../src/auth/roles.js';
-import { type TestService, callAction, startTestService } from '../helpers/service.js';
+import { ACTION_ROLES, ACTIONS, ROLES } from '../../src/auth/roles.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const logLines: string[] = [];
 const logStream = new Writable({
@@ -39,7 +39,10 @@ describe('authentication', () => {
       ['malformed', { authorization: 'Bearer not-a-key' }],
       ['wrong secret', { authorization: `Bearer ${wrongSecret}` }],
       ['unknown id', { authorization: `Bearer sbk_0000000000000000_${'A'.repeat(43)}` }],
-      ['SigV4-style', { authorization: 'AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/execute-api/aws4_request' }],
+      [
+        'SigV4-style',
+        { authorization: 'AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/execute-api/aws4_request' },
+      ],
     ];
     for (const [name, headers] of cases) {
       const res = await svc.app.inject({
@@ -71,7 +74,7 @@ describe('authentication', () => {
     expect((await callAction(svc.app, token, 'sign', { tenant_id: 'alpha', ...ecSign })).status).toBe(200);
     await callAction(svc.app, `${token}x`, 'sign', { tenant_id: 'alpha', ...ecSign });
     // Fastify's request serializer leaves headers out; should anything log them, redaction still applies.
-    svc.app.log.info({ headers: { authorization: `Bearer ${token}` } }, "headers");
+    svc.app.log.info({ headers: { authorization: `Bearer ${token}` } }, 'headers');
     const log = logLines.join('');
     expect(log).toContain('"authorization":"[redacted]"');
     expect(log).not.toContain(token.slice(21));
@@ -84,7 +87,11 @@ describe('authorisation: roles and tenants', () => {
     pkcs11_sign: { hash },
     approve_sign: { request_id: '6f1c1c3e-0c7a-4e8e-9a59-8f8f6f0f1a2b' },
     create_tenant: { key_spec: 'ECC_NIST_P256' },
-    get_import_params: { key_spec: 'RSA_2048', wrapping_algorithm: 'RSAES_OAEP_SHA_256', wrapping_key_spec: 'RSA_2048' },
+    get_import_params: {
+      key_spec: 'RSA_2048',
+      wrapping_algorithm: 'RSAES_OAEP_SHA_256',
+      wrapping_key_spec: 'RSA_2048',
+    },
     import_key: {
       kms_key_id: 'k',
       import_token: 'AAAA',
@@ -93,7 +100,9 @@ describe('authorisation: roles and tenants', () => {
     },
   };
 
-  it.each(ROLES.filter((r) => r !== 'operator'))('a %s key gets 403 on every action its role does not allow', async (role) => {
+  it.each(
+    ROLES.filter((r) => r !== 'operator'),
+  )('a %s key gets 403 on every action its role does not allow', async (role) => {
     const token = await svc.apiKey(role, 'alpha');
     for (const action of ACTIONS.filter((a) => !ACTION_ROLES[a].includes(role))) {
       const tenant = action === 'create_tenant' ? 'gamma' : 'alpha';

@@ -3,7 +3,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { ACTIONS } from '../../src/auth/roles.js';
-import { type TestService, startTestService } from '../helpers/service.js';
+import { startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
 // biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document is untyped JSON

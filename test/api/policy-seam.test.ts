@@ -1,7 +1,7 @@
 // Every signature passes the policy seam: its inputs arrive intact, and its decisions map to HTTP outcomes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PolicyDecision, PolicyEngine, PolicyInput } from '../../src/policy/policy.js';
-import { type TestService, callAction, startTestService } from '../helpers/service.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const seen: PolicyInput[] = [];
 let next: PolicyDecision = { outcome: 'allow', rule: 'test', reason: 'allowed' };
@@ -57,7 +57,13 @@ describe('policy seam', () => {
   });
 
   it('maps a deny to 403 policy_denied with vuln_id and fix_version, and signs nothing', async () => {
-    next = { outcome: 'deny', rule: 'sbom-vulnerable', reason: 'lodash 4.17.20 is vulnerable', vulnId: 'GHSA-xxxx', fixVersion: '4.17.21' };
+    next = {
+      outcome: 'deny',
+      rule: 'sbom-vulnerable',
+      reason: 'lodash 4.17.20 is vulnerable',
+      vulnId: 'GHSA-xxxx',
+      fixVersion: '4.17.21',
+    };
     const before = await svc.store.listSignatures('p', 100);
     const res = await callAction(svc.app, signer, 'sign', { tenant_id: 'p', hash });
     expect(res.status).toBe(403);

@@ -2,14 +2,14 @@
 // verified by node:crypto and by the openssl command; and every way a signing request can be wrong.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  algorithmInfo,
+  algorithmsForKey,
   type KeySpec,
   SIGNING_ALGORITHMS,
   type SigningAlgorithm,
-  algorithmInfo,
-  algorithmsForKey,
 } from '../../src/crypto/algorithms.js';
 import { digestOf, verifyWithNode, verifyWithOpenssl } from '../helpers/crypto.js';
-import { type TestService, callAction, startTestService } from '../helpers/service.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const SPECS: KeySpec[] = ['RSA_2048', 'RSA_3072', 'RSA_4096', 'ECC_NIST_P256', 'ECC_NIST_P384', 'ECC_NIST_P521'];
 
@@ -22,7 +22,10 @@ beforeAll(async () => {
   svc = await startTestService();
   await Promise.all(
     SPECS.map(async (spec) => {
-      const created = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: tenantOf(spec), key_spec: spec });
+      const created = await callAction(svc.app, svc.operator, 'create_tenant', {
+        tenant_id: tenantOf(spec),
+        key_spec: spec,
+      });
       expect(created.status, JSON.stringify(created.body)).toBe(201);
       const signer = await svc.apiKey('signer', tenantOf(spec));
       signers.set(spec, signer);
@@ -145,7 +148,11 @@ describe('pkcs11_sign: algorithm chosen from key spec, digest length and pss_pad
   });
 
   it('rejects a key_spec that is not the tenant current key spec', async () => {
-    const res = await sign('RSA_2048', { hash: Buffer.alloc(32).toString('base64'), key_spec: 'RSA_4096' }, 'pkcs11_sign');
+    const res = await sign(
+      'RSA_2048',
+      { hash: Buffer.alloc(32).toString('base64'), key_spec: 'RSA_4096' },
+      'pkcs11_sign',
+    );
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('key_spec_mismatch');
     expect(res.body.reason).toContain('RSA_2048');
@@ -155,7 +162,11 @@ describe('pkcs11_sign: algorithm chosen from key spec, digest length and pss_pad
     const wrong = await sign('ECC_NIST_P384', { hash: Buffer.alloc(32).toString('base64') }, 'pkcs11_sign');
     expect(wrong.status).toBe(400);
     expect(wrong.body.error).toBe('invalid_hash');
-    const pss = await sign('ECC_NIST_P256', { hash: Buffer.alloc(32).toString('base64'), pss_padding: true }, 'pkcs11_sign');
+    const pss = await sign(
+      'ECC_NIST_P256',
+      { hash: Buffer.alloc(32).toString('base64'), pss_padding: true },
+      'pkcs11_sign',
+    );
     expect(pss.status).toBe(400);
     expect(pss.body.reason).toContain('pss_padding');
   });
@@ -192,7 +203,9 @@ describe('records and concurrency', () => {
           hash: digestOf('ECDSA_SHA_256', message).toString('base64'),
         });
         const sig = Buffer.from(res.body.signature as string, 'base64');
-        return res.status === 200 && verifyWithNode('ECDSA_SHA_256', publicKeys.get('ECC_NIST_P256') as string, message, sig);
+        return (
+          res.status === 200 && verifyWithNode('ECDSA_SHA_256', publicKeys.get('ECC_NIST_P256') as string, message, sig)
+        );
       }),
     );
     expect(results.filter(Boolean).length).toBe(64);

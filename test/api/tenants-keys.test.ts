@@ -2,7 +2,7 @@
 import { createPublicKey } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestOf, verifyWithNode } from '../helpers/crypto.js';
-import { type TestService, callAction, startTestService } from '../helpers/service.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
 beforeAll(async () => {
@@ -28,7 +28,13 @@ describe('create_tenant', () => {
     const admin = await svc.apiKey('admin', tenant);
     const pub = await callAction(svc.app, admin, 'get_public_key', { tenant_id: tenant });
     expect(pub.status).toBe(200);
-    expect(pub.body).toMatchObject({ key_id: res.body.key, key_spec: spec, key_usage: 'SIGN_VERIFY', tenant_id: tenant, current: true });
+    expect(pub.body).toMatchObject({
+      key_id: res.body.key,
+      key_spec: spec,
+      key_usage: 'SIGN_VERIFY',
+      tenant_id: tenant,
+      current: true,
+    });
     const key = createPublicKey(pub.body.public_key_pem as string);
     expect(key.asymmetricKeyType).toBe(type);
     if (type === 'rsa') expect(key.asymmetricKeyDetails?.modulusLength).toBe(size);
@@ -37,14 +43,20 @@ describe('create_tenant', () => {
   });
 
   it.each(['ML_DSA_44', 'ML_DSA_65', 'ML_DSA_87', 'SM2'])('answers 400 unsupported_key_spec for %s', async (spec) => {
-    const res = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: `u-${spec.toLowerCase()}`, key_spec: spec });
+    const res = await callAction(svc.app, svc.operator, 'create_tenant', {
+      tenant_id: `u-${spec.toLowerCase()}`,
+      key_spec: spec,
+    });
     expect(res.status).toBe(400);
     expect(res.body).toEqual({ error: 'unsupported_key_spec', reason: expect.stringContaining(spec) });
     expect(await svc.store.getTenant(`u-${spec.toLowerCase()}`)).toBeUndefined();
   });
 
   it('answers 409 tenant_exists for an existing tenant and keeps its key', async () => {
-    const first = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'dup', key_spec: 'ECC_NIST_P256' });
+    const first = await callAction(svc.app, svc.operator, 'create_tenant', {
+      tenant_id: 'dup',
+      key_spec: 'ECC_NIST_P256',
+    });
     expect(first.status).toBe(201);
     const again = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'dup', key_spec: 'RSA_2048' });
     expect(again.status).toBe(409);
@@ -73,7 +85,10 @@ describe('create_tenant', () => {
 
 describe('rotate_key and key versions', () => {
   it('makes a new version current, keeps the old ones readable and signs with the new one', async () => {
-    const created = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'rot', key_spec: 'RSA_2048' });
+    const created = await callAction(svc.app, svc.operator, 'create_tenant', {
+      tenant_id: 'rot',
+      key_spec: 'RSA_2048',
+    });
     const admin = await svc.apiKey('admin', 'rot');
     const signer = await svc.apiKey('signer', 'rot');
     const oldPub = await callAction(svc.app, admin, 'get_public_key', { tenant_id: 'rot' });
@@ -97,7 +112,11 @@ describe('rotate_key and key versions', () => {
     const current = await callAction(svc.app, signer, 'get_public_key', { tenant_id: 'rot' });
     expect(current.body).toMatchObject({ key_id: toEc.body.key_id, key_spec: 'ECC_NIST_P384', current: true });
     const old = await callAction(svc.app, signer, 'get_public_key', { tenant_id: 'rot', key_id: created.body.key });
-    expect(old.body).toMatchObject({ key_id: created.body.key, current: false, public_key_pem: oldPub.body.public_key_pem });
+    expect(old.body).toMatchObject({
+      key_id: created.body.key,
+      current: false,
+      public_key_pem: oldPub.body.public_key_pem,
+    });
 
     const message = Buffer.from('after rotation');
     const signed = await callAction(svc.app, signer, 'sign', {
@@ -125,7 +144,10 @@ describe('rotate_key and key versions', () => {
   });
 
   it('does not let a tenant read another tenant key version by id', async () => {
-    const a = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'iso-a', key_spec: 'ECC_NIST_P256' });
+    const a = await callAction(svc.app, svc.operator, 'create_tenant', {
+      tenant_id: 'iso-a',
+      key_spec: 'ECC_NIST_P256',
+    });
     await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'iso-b', key_spec: 'ECC_NIST_P256' });
     const adminB = await svc.apiKey('admin', 'iso-b');
     const res = await callAction(svc.app, adminB, 'get_public_key', { tenant_id: 'iso-b', key_id: a.body.key });

@@ -3,7 +3,7 @@ import { createHash, createPrivateKey, createPublicKey, verify } from 'node:cryp
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TRIAL_KEY_PATH } from '../../src/trial/trial-signer.js';
-import { type TestService, callAction, startTestService } from '../helpers/service.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
 beforeAll(async () => {
@@ -79,6 +79,8 @@ describe('trial signing', () => {
       tenant_id: 'prod',
       hash: createHash('sha256').update(message).digest('base64'),
     });
-    expect(verify('sha256', message, trialPublicKey, Buffer.from(signed.body.signature as string, 'base64'))).toBe(false);
+    expect(verify('sha256', message, trialPublicKey, Buffer.from(signed.body.signature as string, 'base64'))).toBe(
+      false,
+    );
   });
 });

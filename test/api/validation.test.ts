@@ -1,6 +1,6 @@
 // Bad input gets a clear 4xx ErrorResponse and changes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestService, callAction, startTestService } from '../helpers/service.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
 let signer: string;
@@ -59,7 +59,10 @@ describe('request envelope', () => {
   it('requires the body action to equal the path action', async () => {
     const res = await raw(JSON.stringify({ action: 'pkcs11_sign', tenant_id: 'v', hash }));
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: 'action_mismatch', reason: 'body.action is pkcs11_sign but the path is /v1/sign' });
+    expect(res.body).toEqual({
+      error: 'action_mismatch',
+      reason: 'body.action is pkcs11_sign but the path is /v1/sign',
+    });
   });
 
   it('accepts version v1 and rejects any other version', async () => {
@@ -107,8 +110,21 @@ describe('request envelope', () => {
 describe('actions whose features are not in this release', () => {
   it.each([
     ['approve_sign', signerFor('approver'), { request_id: '0b6f0e84-3a0b-4b7e-8d0e-2b8f3f6b9f01' }],
-    ['get_import_params', signerFor('admin'), { key_spec: 'RSA_2048', wrapping_algorithm: 'RSAES_OAEP_SHA_256', wrapping_key_spec: 'RSA_4096' }],
-    ['import_key', signerFor('admin'), { kms_key_id: 'k', import_token: 'AAAA', encrypted_key_material: 'AAAA', expiration_model: 'KEY_MATERIAL_EXPIRES' }],
+    [
+      'get_import_params',
+      signerFor('admin'),
+      { key_spec: 'RSA_2048', wrapping_algorithm: 'RSAES_OAEP_SHA_256', wrapping_key_spec: 'RSA_4096' },
+    ],
+    [
+      'import_key',
+      signerFor('admin'),
+      {
+        kms_key_id: 'k',
+        import_token: 'AAAA',
+        encrypted_key_material: 'AAAA',
+        expiration_model: 'KEY_MATERIAL_EXPIRES',
+      },
+    ],
     ['create_exception', signerFor('admin'), {}],
     ['list_exceptions', signerFor('admin'), {}],
     ['revoke_exception', signerFor('admin'), {}],

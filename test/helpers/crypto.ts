@@ -3,14 +3,19 @@ import { createHash, createPublicKey, verify } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type SigningAlgorithm, algorithmInfo } from '../../src/crypto/algorithms.js';
+import { algorithmInfo, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 
 export function digestOf(algorithm: SigningAlgorithm, message: Buffer): Buffer {
   return createHash(algorithmInfo(algorithm).hash).update(message).digest();
 }
 
 /** Verifies a service signature over `message` with node:crypto (PSS salt = digest length, ECDSA DER). */
-export function verifyWithNode(algorithm: SigningAlgorithm, publicKeyPem: string, message: Buffer, sig: Buffer): boolean {
+export function verifyWithNode(
+  algorithm: SigningAlgorithm,
+  publicKeyPem: string,
+  message: Buffer,
+  sig: Buffer,
+): boolean {
   const info = algorithmInfo(algorithm);
   const key = createPublicKey(publicKeyPem);
   if (info.padding === 'pss') {
@@ -21,7 +26,12 @@ export function verifyWithNode(algorithm: SigningAlgorithm, publicKeyPem: string
 }
 
 /** Verifies with the `openssl` command line, as a user would; returns openssl's verdict line. */
-export function verifyWithOpenssl(algorithm: SigningAlgorithm, publicKeyPem: string, message: Buffer, sig: Buffer): string {
+export function verifyWithOpenssl(
+  algorithm: SigningAlgorithm,
+  publicKeyPem: string,
+  message: Buffer,
+  sig: Buffer,
+): string {
   const info = algorithmInfo(algorithm);
   const dir = mkdtempSync(join(tmpdir(), 'sb-openssl-'));
   try {

@@ -1,0 +1,53 @@
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import { packagePath } from '../../src/paths.js';
+
+export const CLI = packagePath('bin', 'signbridge.js');
+
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const res = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+  return { code: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+export interface ServerProcess {
+  child: ChildProcessWithoutNullStreams;
+  url: string;
+  output: () => string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `signbridge server` on an ephemeral port and waits for its "ready" log line. */
+export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [CLI, 'server', '--listen', '127.0.0.1:0', ...args], {
+    env: { ...process.env, ...env },
+  });
+  let out = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /"url":"(http:\/\/[^"]+)".*signbridge service ready/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1] as string);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${out}`));
+    });
+  });
+  return {
+    child,
+    url,
+    output: () => out,
+    stop(signal: NodeJS.Signals = 'SIGTERM') {
+      return new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve(child.exitCode);
+        child.once('exit', (code) => resolve(code));
+        child.kill(signal);
+      });
+    },
+  };
+}

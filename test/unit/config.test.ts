@@ -1,0 +1,66 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseListen, resolveConfig } from '../../src/config/config.js';
+import { makeTempDir } from '../helpers/service.js';
+
+describe('service configuration', () => {
+  it('runs on the embedded default with only a data dir', () => {
+    const config = resolveConfig({ dataDir: '/tmp/sb-x', env: {} });
+    expect(config).toMatchObject({
+      dataDir: '/tmp/sb-x',
+      host: '127.0.0.1',
+      port: 8080,
+      store: { type: 'sqlite', path: '/tmp/sb-x/signbridge.db' },
+      keyStore: { type: 'softhsm' },
+      trial: { enabled: true, max: 10, windowMs: 3_600_000 },
+    });
+  });
+
+  it('takes flags over environment over the file', () => {
+    const dir = makeTempDir();
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, 'dataDir: /from/file\nlisten: 0.0.0.0:1111\n');
+    expect(resolveConfig({ configFile: file, env: {} })).toMatchObject({ dataDir: '/from/file', port: 1111 });
+    expect(resolveConfig({ configFile: file, env: { SIGNBRIDGE_LISTEN: '127.0.0.1:2222' } }).port).toBe(2222);
+    expect(
+      resolveConfig({ configFile: file, listen: '[::1]:3333', env: { SIGNBRIDGE_LISTEN: '127.0.0.1:2222' } }),
+    ).toMatchObject({
+      host: '::1',
+      port: 3333,
+    });
+  });
+
+  it('configures another PKCS#11 HSM with a PIN file', () => {
+    const dir = makeTempDir();
+    writeFileSync(join(dir, 'pin'), '123456\n');
+    const file = join(dir, 'c.yaml');
+    writeFileSync(
+      file,
+      `dataDir: ${dir}\nkeyStore:\n  type: pkcs11\n  module: /usr/lib/hsm.so\n  tokenLabel: prod\n  pinFile: ${dir}/pin\n`,
+    );
+    expect(resolveConfig({ configFile: file, env: {} }).keyStore).toMatchObject({
+      type: 'pkcs11',
+      pin: '123456',
+      tokenLabel: 'prod',
+    });
+  });
+
+  it.each([
+    ['an unknown key', 'dataDir: /x\nlistn: 1.2.3.4:5\n', /listn|additional/i],
+    ['a wrong type', 'dataDir: /x\ntrial:\n  maxPerWindow: ten\n', /trial\/maxPerWindow/],
+    ['broken YAML', 'dataDir: [\n', /not valid YAML/],
+    ['pkcs11 without a PIN', 'dataDir: /x\nkeyStore: {type: pkcs11, module: /m.so, tokenLabel: t}\n', /needs pin/],
+  ])('rejects %s with a message naming the file', (_name, text, pattern) => {
+    const file = join(makeTempDir(), 'bad.yaml');
+    writeFileSync(file, text);
+    expect(() => resolveConfig({ configFile: file, env: {} })).toThrow(ConfigError);
+    expect(() => resolveConfig({ configFile: file, env: {} })).toThrow(pattern);
+  });
+
+  it('requires a data dir and a valid listen address', () => {
+    expect(() => resolveConfig({ env: {} })).toThrow(/no data dir/);
+    expect(() => parseListen('8080')).toThrow(/HOST:PORT/);
+    expect(() => parseListen('h:70000')).toThrow(/HOST:PORT/);
+  });
+});

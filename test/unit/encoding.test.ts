@@ -1,0 +1,52 @@
+import { generateKeyPairSync, sign as nodeSign, verify } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { algorithmForPkcs11, algorithmsForKey, checkSigningRequest, keyInfo } from '../../src/crypto/algorithms.js';
+import { decodeBase64Field, ecdsaRawToDer } from '../../src/crypto/encoding.js';
+import { ApiError } from '../../src/errors.js';
+
+describe('decodeBase64Field', () => {
+  const bytes = Buffer.from([0xfb, 0xff, 0xbf, 0x00, 0x01]);
+  it.each([
+    bytes.toString('base64'),
+    bytes.toString('base64url'),
+    bytes.toString('base64').replace(/=+$/, ''),
+  ])('decodes %s', (text) => expect(decodeBase64Field('hash', text)).toEqual(bytes));
+  it.each(['A', 'AB=C', 'AAA=A', '@@@@', '', 'AAAAA=='])('rejects %j', (text) => {
+    expect(() => decodeBase64Field('hash', text)).toThrow(ApiError);
+  });
+});
+
+describe('ecdsaRawToDer', () => {
+  it.each([
+    ['P-256', 32],
+    ['P-384', 48],
+    ['P-521', 66],
+  ])('converts fixed-width r||s on %s, including short r and s, into DER that verifies', (curve, size) => {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: curve });
+    // Sign until r or s has leading zero bytes (about 1 in 128 tries), so padding handling is exercised.
+    for (let i = 0; i < 400; i++) {
+      const msg = Buffer.from(`m${i}`);
+      const raw = nodeSign('sha256', msg, { key: privateKey, dsaEncoding: 'ieee-p1363' });
+      expect(raw.length).toBe(2 * size);
+      const der = ecdsaRawToDer(raw);
+      expect(verify('sha256', msg, publicKey, der)).toBe(true);
+      if (raw[0] === 0 || raw[size] === 0) return;
+    }
+  });
+  it('rejects an odd length', () => expect(() => ecdsaRawToDer(Buffer.alloc(3))).toThrow());
+});
+
+describe('algorithm tables', () => {
+  it('follows KMS: RSA keys take every RSA scheme, EC keys only their curve hash', () => {
+    expect(algorithmsForKey('RSA_2048')).toHaveLength(6);
+    expect(algorithmsForKey('ECC_NIST_P256')).toEqual(['ECDSA_SHA_256']);
+    expect(algorithmsForKey('ECC_NIST_P384')).toEqual(['ECDSA_SHA_384']);
+    expect(algorithmsForKey('ECC_NIST_P521')).toEqual(['ECDSA_SHA_512']);
+  });
+  it('rejects specs without a backend and mismatched digests', () => {
+    expect(() => keyInfo('ML_DSA_65')).toThrow(/not supported/);
+    expect(() => checkSigningRequest('RSA_2048', 'RSASSA_PSS_SHA_384', Buffer.alloc(32))).toThrow(/48-byte/);
+    expect(() => algorithmForPkcs11('RSA_4096', Buffer.alloc(28), false)).toThrow(/32, 48 or 64/);
+    expect(algorithmForPkcs11('RSA_4096', Buffer.alloc(48), true)).toBe('RSASSA_PSS_SHA_384');
+  });
+});
