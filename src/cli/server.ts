@@ -12,6 +12,8 @@ export function registerServerCommand(program: Command): void {
     .action(async (opts: { dataDir?: string; listen?: string; config?: string }) => {
       const config = resolveConfig({ dataDir: opts.dataDir, listen: opts.listen, configFile: opts.config });
       const server = await startServer(config);
+      // One plain line whatever the log level, for people and scripts waiting for the service.
+      process.stderr.write(`signbridge server listening on ${server.url}\n`);
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) return;

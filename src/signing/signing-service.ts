@@ -164,9 +164,8 @@ export class SigningService {
   }
 
   private async currentKey(tenantId: string): Promise<KeyRecord> {
-    const tenant = await this.requireTenant(tenantId);
-    const key = await this.store.getKey(tenantId, tenant.currentKeyId);
-    if (!key) throw new Error(`tenant ${tenantId} points at missing key ${tenant.currentKeyId}`);
+    const key = await this.store.getCurrentKey(tenantId);
+    if (!key) throw new ApiError('tenant_not_found', `tenant ${tenantId} does not exist`);
     return key;
   }
 

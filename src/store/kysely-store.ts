@@ -133,6 +133,16 @@ export class KyselyStore implements Store {
     return row && toTenant(row);
   }
 
+  async getCurrentKey(tenantId: string): Promise<KeyRecord | undefined> {
+    const row = await this.db
+      .selectFrom('tenants')
+      .innerJoin('keys', 'keys.id', 'tenants.current_key_id')
+      .selectAll('keys')
+      .where('tenants.id', '=', tenantId)
+      .executeTakeFirst();
+    return row && toKey(row);
+  }
+
   async rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
     return this.db.transaction().execute(async (tx) => {
       const { max } = await tx

@@ -1,7 +1,29 @@
 import { closeSync, openSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
 import { type Database, KyselyStore } from './kysely-store.js';
+
+const STATEMENT_CACHE_SIZE = 256;
+
+/**
+ * Kysely prepares every query anew; on the signing path that was the largest single cost. The store's queries are
+ * a small fixed set, so their prepared statements are kept (better-sqlite3 statements are reusable).
+ */
+function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
+  const cache = new Map<string, SqliteStatement>();
+  return {
+    close: () => db.close(),
+    prepare(sql: string): SqliteStatement {
+      let stmt = cache.get(sql);
+      if (!stmt) {
+        stmt = db.prepare(sql) as unknown as SqliteStatement;
+        if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+        cache.set(sql, stmt);
+      }
+      return stmt;
+    },
+  };
+}
 
 /** The embedded default store: one SQLite file in the data dir, WAL mode, private to its owner. */
 export function openSqliteStore(path: string): KyselyStore {
@@ -13,6 +35,6 @@ export function openSqliteStore(path: string): KyselyStore {
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return new KyselyStore(db, `sqlite:${path}`);
 }

@@ -58,6 +58,8 @@ export interface Store {
   /** Throws ConflictError if the tenant exists. */
   createTenant(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord>;
   getTenant(tenantId: string): Promise<TenantRecord | undefined>;
+  /** The tenant's current key in one round trip (the signing path); undefined if no such tenant. */
+  getCurrentKey(tenantId: string): Promise<KeyRecord | undefined>;
   /** Adds `key` as the next version and makes it current; returns the new version number. */
   rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord>;
   getKey(tenantId: string, keyId: string): Promise<KeyRecord | undefined>;

@@ -25,7 +25,7 @@ export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv 
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
-      const match = /"url":"(http:\/\/[^"]+)".*signbridge service ready/.exec(out);
+      const match = /signbridge server listening on (http:\/\/\S+)/.exec(out);
       if (match) {
         clearTimeout(timer);
         resolve(match[1] as string);

@@ -1,0 +1,141 @@
+// `npm run bench`: measures, in one run on this machine, raw SoftHSM signing and the service's `sign` over HTTP
+// (autocannon at concurrency 1 and 32) for RSA-2048 and P-256, and writes docs/benchmarks.md.
+// Environment: BENCH_SECONDS (default 8) per measurement.
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import autocannon from 'autocannon';
+import { packagePath } from '../src/paths.js';
+import { runCli, startServerProcess } from '../test/helpers/cli.js';
+import { makeTempDir } from '../test/helpers/service.js';
+
+const seconds = Number(process.env.BENCH_SECONDS ?? 8);
+interface Row {
+  path: string;
+  spec: string;
+  concurrency: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+}
+const rows: Row[] = [];
+const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
+
+log(`raw SoftHSM (pkcs11js loop, ${seconds} s per key)`);
+const raw = execFileSync(
+  process.execPath,
+  [packagePath('dist', 'bench', 'raw-softhsm.js'), makeTempDir('sb-bench-raw-'), String(seconds)],
+  {
+    encoding: 'utf8',
+  },
+);
+for (const line of raw.trim().split('\n')) {
+  const r = JSON.parse(line);
+  rows.push({
+    path: 'SoftHSM direct (pkcs11js, 1 thread)',
+    spec: r.spec,
+    concurrency: 1,
+    perSecond: r.perSecond,
+    p50Ms: r.p50Ms,
+    p99Ms: r.p99Ms,
+    errors: 0,
+  });
+}
+
+log('starting the service (embedded default)');
+const dataDir = makeTempDir('sb-bench-svc-');
+const operator = runCli(['admin', 'api-key', 'create', '--data-dir', dataDir, '--role', 'operator']).stdout.trim();
+const server = await startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+try {
+  for (const [tenant, spec, algorithm] of [
+    ['bench-rsa', 'RSA_2048', 'RSASSA_PKCS1_V1_5_SHA_256'],
+    ['bench-p256', 'ECC_NIST_P256', 'ECDSA_SHA_256'],
+  ] as const) {
+    const created = await fetch(`${server.url}/v1/create_tenant`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${operator}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'create_tenant', tenant_id: tenant, key_spec: spec }),
+    });
+    if (created.status !== 201) throw new Error(`create_tenant ${tenant}: ${await created.text()}`);
+    const signer = runCli([
+      'admin',
+      'api-key',
+      'create',
+      '--data-dir',
+      dataDir,
+      '--role',
+      'signer',
+      '--tenant',
+      tenant,
+    ]).stdout.trim();
+    const body = JSON.stringify({
+      action: 'sign',
+      tenant_id: tenant,
+      algorithm,
+      hash: Buffer.alloc(32, 7).toString('base64'),
+    });
+    for (const connections of [1, 32]) {
+      log(`service sign ${spec}, ${connections} connection(s), ${seconds} s`);
+      const result = await autocannon({
+        url: `${server.url}/v1/sign`,
+        method: 'POST',
+        headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
+        body,
+        connections,
+        duration: seconds,
+      });
+      rows.push({
+        path: 'service `sign` over HTTP (autocannon)',
+        spec,
+        concurrency: connections,
+        perSecond: result.requests.total / result.duration,
+        p50Ms: result.latency.p50,
+        p99Ms: result.latency.p99,
+        errors: result.non2xx + result.errors,
+      });
+    }
+  }
+} finally {
+  await server.stop();
+}
+
+const find = (path: string, spec: string, c: number) =>
+  rows.find((r) => r.path.startsWith(path) && r.spec === spec && r.concurrency === c);
+const rawRsa = find('SoftHSM', 'RSA_2048', 1);
+const svcRsa32 = find('service', 'RSA_2048', 32);
+const svcP256 = find('service', 'ECC_NIST_P256', 32);
+const fmt = (n: number | undefined, d = 0) => (n === undefined ? 'n/a' : n.toFixed(d));
+const goals = [
+  `RSA-2048 at concurrency 32 vs single-thread raw SoftHSM: ${fmt(svcRsa32 && rawRsa ? svcRsa32.perSecond / rawRsa.perSecond : undefined, 2)}x (aim 1.5x)`,
+  `P-256 at concurrency 32: ${fmt(svcP256?.perSecond)} signatures/s (aim 4,000)`,
+  ...['RSA_2048', 'ECC_NIST_P256'].map((spec) => {
+    const r = find('SoftHSM', spec, 1);
+    const s = find('service', spec, 1);
+    return `${spec} median latency at concurrency 1: service ${fmt(s?.p50Ms, 2)} ms vs raw ${fmt(r?.p50Ms, 3)} ms (aim: within 1 ms)`;
+  }),
+];
+
+const table = [
+  '| path | key | concurrency | signatures/s | p50 ms | p99 ms | errors |',
+  '|---|---|---|---|---|---|---|',
+  ...rows.map(
+    (r) =>
+      `| ${r.path} | ${r.spec} | ${r.concurrency} | ${fmt(r.perSecond)} | ${fmt(r.p50Ms, 2)} | ${fmt(r.p99Ms, 2)} | ${r.errors} |`,
+  ),
+].join('\n');
+const cpu = cpus()[0]?.model ?? 'unknown CPU';
+const measured = `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} × ${cpu}, Node ${process.version}, ${seconds} s per row.`;
+const section = `<!-- bench:service:start -->\n${measured}\n\n${table}\n\nAgainst the aims:\n${goals.map((g) => `- ${g}`).join('\n')}\n<!-- bench:service:end -->`;
+
+const docPath = packagePath('docs', 'benchmarks.md');
+let doc: string;
+try {
+  doc = (await import('node:fs')).readFileSync(docPath, 'utf8');
+} catch {
+  doc = '# Benchmarks\n\n<!-- bench:service:start -->\n<!-- bench:service:end -->\n';
+}
+doc = doc.replace(/<!-- bench:service:start -->[\s\S]*<!-- bench:service:end -->/, section);
+writeFileSync(docPath, doc);
+process.stdout.write(`${measured}\n\n${table}\n\n${goals.join('\n')}\n`);
+log(`wrote ${docPath}`);
