@@ -44,6 +44,9 @@ export interface Database {
   };
 }
 
+/** Largest group-commit batch; bounds the statement's size and the number of distinct cached statements. */
+const SIGNATURE_BATCH_MAX = 64;
+
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
 
 /** True for a unique/primary-key violation in either SQLite or PostgreSQL. */
@@ -212,19 +215,53 @@ export class KyselyStore implements Store {
     return Number(result.numUpdatedRows) === 1;
   }
 
-  async recordSignature(r: SignatureRecord): Promise<void> {
-    await this.db
-      .insertInto('signatures')
-      .values({
-        id: r.id,
-        tenant_id: r.tenantId,
-        key_id: r.keyId,
-        algorithm: r.algorithm,
-        hash: r.hash,
-        caller: r.caller,
-        created_at: r.createdAt,
-      })
-      .execute();
+  /**
+   * Group commit: signatures recorded in the same event-loop turn are written in one INSERT (one transaction),
+   * so concurrent signing does not pay one commit per signature. Each caller's promise settles only after the
+   * batch is durable; if the batch fails, every signature in it fails (nothing is handed out unrecorded).
+   */
+  recordSignature(r: SignatureRecord): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.pendingSignatures.push({
+        row: {
+          id: r.id,
+          tenant_id: r.tenantId,
+          key_id: r.keyId,
+          algorithm: r.algorithm,
+          hash: r.hash,
+          caller: r.caller,
+          created_at: r.createdAt,
+        },
+        resolve,
+        reject,
+      });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => void this.flushSignatures());
+      }
+    });
+  }
+
+  private readonly pendingSignatures: Array<{
+    row: Database['signatures'];
+    resolve: () => void;
+    reject: (err: unknown) => void;
+  }> = [];
+  private flushScheduled = false;
+
+  private async flushSignatures(): Promise<void> {
+    const batch = this.pendingSignatures.splice(0, SIGNATURE_BATCH_MAX);
+    if (this.pendingSignatures.length > 0) setImmediate(() => void this.flushSignatures());
+    else this.flushScheduled = false;
+    try {
+      await this.db
+        .insertInto('signatures')
+        .values(batch.map((b) => b.row))
+        .execute();
+      for (const b of batch) b.resolve();
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
   }
 
   async listSignatures(tenantId: string, limit: number): Promise<SignatureRecord[]> {

@@ -194,7 +194,8 @@ describe('records and concurrency', () => {
     expect(Date.now() - Date.parse(latest?.createdAt as string)).toBeLessThan(60_000);
   });
 
-  it('signs 64 concurrent requests (more than the session pool) correctly', async () => {
+  it('signs 64 concurrent requests (more than the session pool) correctly and records each one', async () => {
+    const before = (await svc.store.listSignatures(tenantOf('ECC_NIST_P256'), 10_000)).length;
     const results = await Promise.all(
       Array.from({ length: 64 }, async (_, i) => {
         const message = Buffer.from(`concurrent ${i}`);
@@ -209,5 +210,7 @@ describe('records and concurrency', () => {
       }),
     );
     expect(results.filter(Boolean).length).toBe(64);
+    // Recorded in group-committed batches: every one of them must be there.
+    expect((await svc.store.listSignatures(tenantOf('ECC_NIST_P256'), 10_000)).length).toBe(before + 64);
   });
 });
