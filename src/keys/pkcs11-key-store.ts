@@ -195,6 +195,7 @@ export class Pkcs11KeyStore implements KeyStore {
   }
 
   async ping(): Promise<void> {
+    if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is closed');
     await this.pool.use(async (session) => {
       session.slot.getToken();
     });

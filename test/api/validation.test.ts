@@ -152,3 +152,17 @@ describe('actions whose features are not in this release', () => {
 function signerFor(role: 'approver' | 'admin') {
   return () => svc.apiKey(role, 'v');
 }
+
+describe('readiness', () => {
+  it('answers 503 naming the part that is down, once the key store is gone', async () => {
+    const ready = await svc.app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.json()).toEqual({ status: 'ready', store: 'ok', key_store: 'ok' });
+    await svc.keyStore.close();
+    const down = await svc.app.inject({ method: 'GET', url: '/readyz' });
+    expect(down.statusCode).toBe(503);
+    expect(down.json()).toEqual({ status: 'not_ready', store: 'ok', key_store: 'unavailable' });
+    const sign = await callAction(svc.app, signer, 'sign', { tenant_id: 'v', hash });
+    expect(sign.status).toBe(503);
+    expect(sign.body.error).toBe('key_store_unavailable');
+  });
+});
