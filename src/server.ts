@@ -11,10 +11,21 @@ import type { Store } from './store/store.js';
 
 export function openKeyStore(config: ServiceConfig): KeyStore {
   if (config.keyStore.type === 'softhsm') {
-    return Pkcs11KeyStore.open({ ...embeddedSoftHsmOptions(config.dataDir), sessions: config.keyStore.sessions ?? 8 });
+    const { sessions, signThreads } = config.keyStore;
+    return Pkcs11KeyStore.open({
+      ...embeddedSoftHsmOptions(config.dataDir),
+      sessions: sessions ?? 8,
+      ...(signThreads !== undefined && { signThreads }),
+    });
   }
-  const { module, tokenLabel, pin, sessions } = config.keyStore;
-  return Pkcs11KeyStore.open({ modulePath: module, tokenLabel, pin, sessions: sessions ?? 8 });
+  const { module, tokenLabel, pin, sessions, signThreads } = config.keyStore;
+  return Pkcs11KeyStore.open({
+    modulePath: module,
+    tokenLabel,
+    pin,
+    sessions: sessions ?? 8,
+    ...(signThreads !== undefined && { signThreads }),
+  });
 }
 
 export async function openStore(config: ServiceConfig): Promise<Store> {

@@ -14,12 +14,17 @@ const Pkcs11KeyStoreConfig = Type.Object(
     pin: Type.Optional(Type.String({ minLength: 1 })),
     pinFile: Type.Optional(Type.String({ minLength: 1 })),
     sessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
+    signThreads: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
   },
   { additionalProperties: false },
 );
 
 const SoftHsmKeyStoreConfig = Type.Object(
-  { type: Type.Literal('softhsm'), sessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })) },
+  {
+    type: Type.Literal('softhsm'),
+    sessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
+    signThreads: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+  },
   { additionalProperties: false },
 );
 

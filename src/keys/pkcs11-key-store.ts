@@ -1,7 +1,9 @@
 // A KeyStore on any PKCS#11 token, through graphene-pk11. SoftHSM is the default token (see softhsm.ts),
 // but nothing here is SoftHSM-specific: module path, token label and PIN come from configuration.
 import { createPublicKey, randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import * as graphene from 'graphene-pk11';
+import pkcs11js from 'pkcs11js';
 import {
   algorithmInfo,
   DIGEST_LENGTH,
@@ -13,6 +15,7 @@ import {
 import { DIGEST_INFO_PREFIX, ecdsaRawToDer } from '../crypto/encoding.js';
 import { ApiError } from '../errors.js';
 import type { CreatedKey, KeyStore } from './key-store.js';
+import { type SignJob, SignThreadPool } from './sign-thread-pool.js';
 
 export interface Pkcs11KeyStoreOptions {
   modulePath: string;
@@ -22,6 +25,11 @@ export interface Pkcs11KeyStoreOptions {
   sessions?: number;
   /** When the labelled token does not exist, initialise the first free slot with this SO PIN (SoftHSM). */
   initialiseWithSoPin?: string;
+  /**
+   * Threads that run C_SignInit + C_Sign (default: one per core). 0 signs from the main thread with C_Sign on
+   * libuv's pool instead, for modules that do not tolerate calls from several threads.
+   */
+  signThreads?: number;
 }
 
 /** DER-encoded namedCurve OIDs for CKA_EC_PARAMS. */
@@ -32,10 +40,11 @@ const CURVE_PARAMS: Record<NamedCurve, Buffer> = {
 };
 const CURVE_FIELD_BYTES: Record<NamedCurve, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 };
 
-const PSS_PARAMS = {
-  sha256: () => new graphene.RsaPssParams(graphene.MechanismEnum.SHA256, graphene.RsaMgf.MGF1_SHA256, 32),
-  sha384: () => new graphene.RsaPssParams(graphene.MechanismEnum.SHA384, graphene.RsaMgf.MGF1_SHA384, 48),
-  sha512: () => new graphene.RsaPssParams(graphene.MechanismEnum.SHA512, graphene.RsaMgf.MGF1_SHA512, 64),
+/** The same mechanisms as plain pkcs11js structures, which can cross to a signing thread. */
+const PSS_RAW = {
+  sha256: { hashAlg: pkcs11js.CKM_SHA256, mgf: pkcs11js.CKG_MGF1_SHA256, saltLen: 32 },
+  sha384: { hashAlg: pkcs11js.CKM_SHA384, mgf: pkcs11js.CKG_MGF1_SHA384, saltLen: 48 },
+  sha512: { hashAlg: pkcs11js.CKM_SHA512, mgf: pkcs11js.CKG_MGF1_SHA512, saltLen: 64 },
 };
 
 const KEY_REF_PREFIX = 'pkcs11:id=';
@@ -77,12 +86,19 @@ export class Pkcs11KeyStore implements KeyStore {
   /** keyRef -> private key object handle; token object handles stay valid for the whole login. */
   private readonly handles = new Map<string, Buffer>();
   private closed = false;
+  private readonly threads: SignThreadPool | undefined;
 
-  private constructor(mod: graphene.Module, sessions: graphene.Session[], description: string) {
+  private constructor(
+    mod: graphene.Module,
+    sessions: graphene.Session[],
+    description: string,
+    threads: SignThreadPool | undefined,
+  ) {
     this.mod = mod;
     this.sessions = sessions;
     this.pool = new SessionPool(sessions);
     this.description = description;
+    this.threads = threads;
   }
 
   static open(options: Pkcs11KeyStoreOptions): Pkcs11KeyStore {
@@ -101,7 +117,15 @@ export class Pkcs11KeyStore implements KeyStore {
       } catch (err) {
         if (!/CKR_USER_ALREADY_LOGGED_IN/.test(String(err))) throw err;
       }
-      return new Pkcs11KeyStore(mod, sessions, `pkcs11:${mod.libraryDescription.trim()}/${options.tokenLabel}`);
+      const threadCount = options.signThreads ?? availableParallelism();
+      const threads =
+        threadCount > 0 ? new SignThreadPool(options.modulePath, options.tokenLabel, threadCount) : undefined;
+      return new Pkcs11KeyStore(
+        mod,
+        sessions,
+        `pkcs11:${mod.libraryDescription.trim()}/${options.tokenLabel}`,
+        threads,
+      );
     } catch (err) {
       mod.finalize();
       throw err;
@@ -160,30 +184,36 @@ export class Pkcs11KeyStore implements KeyStore {
     if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is shutting down');
     const alg = algorithmInfo(algorithm);
     if (digest.length !== DIGEST_LENGTH[alg.hash]) throw new Error('digest length does not match the algorithm');
-    let mechanism: graphene.MechanismType;
+    let mechanism: SignJob['mechanism'];
     let input: Buffer;
     if (alg.padding === 'pkcs1') {
-      mechanism = 'RSA_PKCS';
+      mechanism = { mechanism: pkcs11js.CKM_RSA_PKCS };
       input = Buffer.concat([DIGEST_INFO_PREFIX[alg.hash], digest]);
     } else if (alg.padding === 'pss') {
-      mechanism = { name: 'RSA_PKCS_PSS', params: PSS_PARAMS[alg.hash]() };
+      mechanism = {
+        mechanism: pkcs11js.CKM_RSA_PKCS_PSS,
+        parameter: { type: pkcs11js.CK_PARAMS_RSA_PSS, ...PSS_RAW[alg.hash] },
+      };
       input = digest;
     } else {
-      mechanism = 'ECDSA';
+      mechanism = { mechanism: pkcs11js.CKM_ECDSA };
       input = digest;
     }
-    return this.pool.use(async (session) => {
-      const handle = this.findPrivateKey(session, keyRef);
-      // C_SignInit is quick and synchronous; C_Sign runs on libuv's thread pool so the event loop stays free.
-      const signer = session.createSign(mechanism, { handle } as unknown as graphene.Key);
-      const signature = await promisify<Buffer>((cb) => signer.once(input, cb));
-      if (alg.padding !== 'ecdsa') return signature;
-      const info = keyInfo(spec);
-      if (info.family !== 'ec' || signature.length !== 2 * CURVE_FIELD_BYTES[info.curve]) {
-        throw new Error(`token returned an ECDSA signature of unexpected length ${signature.length}`);
-      }
-      return ecdsaRawToDer(signature);
-    });
+    const handle = this.handles.get(keyRef) ?? (await this.pool.use(async (s) => this.findPrivateKey(s, keyRef)));
+    const signature = this.threads
+      ? await this.threads.sign({ mechanism, handle, input })
+      : await this.pool.use(async (session) => {
+          // C_SignInit is synchronous; C_Sign runs on libuv's thread pool so the event loop stays free.
+          const lib = session.lib;
+          lib.C_SignInit(session.handle, mechanism as pkcs11js.Mechanism, handle);
+          return promisify<Buffer>((cb) => lib.C_Sign(session.handle, input, Buffer.alloc(1024), cb));
+        });
+    if (alg.padding !== 'ecdsa') return signature;
+    const info = keyInfo(spec);
+    if (info.family !== 'ec' || signature.length !== 2 * CURVE_FIELD_BYTES[info.curve]) {
+      throw new Error(`token returned an ECDSA signature of unexpected length ${signature.length}`);
+    }
+    return ecdsaRawToDer(signature);
   }
 
   async destroyKey(keyRef: string): Promise<void> {
@@ -204,6 +234,7 @@ export class Pkcs11KeyStore implements KeyStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.threads?.close();
     for (const s of this.sessions) {
       try {
         s.close();

@@ -1,5 +1,6 @@
 // The service on "another PKCS#11 HSM": a token made outside signbridge (softhsm2-util, as an HSM admin would),
-// reached only through the keyStore configuration block (module path, token label, PIN file).
+// reached only through the keyStore configuration block (module path, token label, PIN file). It also covers
+// signThreads: 0, the mode for modules that must be called from one thread (C_Sign on libuv's pool).
 import { execFileSync } from 'node:child_process';
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -28,7 +29,7 @@ beforeAll(async () => {
   const config = join(dir, 'signbridge.yaml');
   writeFileSync(
     config,
-    `dataDir: ${join(dir, 'data')}\nkeyStore:\n  type: pkcs11\n  module: ${findSoftHsmModule()}\n  tokenLabel: vendor-token\n  pinFile: ${join(dir, 'hsm.pin')}\n  sessions: 2\n`,
+    `dataDir: ${join(dir, 'data')}\nkeyStore:\n  type: pkcs11\n  module: ${findSoftHsmModule()}\n  tokenLabel: vendor-token\n  pinFile: ${join(dir, 'hsm.pin')}\n  sessions: 2\n  signThreads: 0\n`,
   );
   server = await startServerProcess(['--config', config], { SOFTHSM2_CONF: conf });
 });
