@@ -1,0 +1,89 @@
+// Typed messages of wire protocol v1. Property names are those of the field table in schema.ts.
+
+export interface Hello {
+  type: 'HELLO';
+  versionMin: number;
+  versionMax: number;
+  client: string;
+  pid: number;
+}
+export interface HelloOk {
+  type: 'HELLO_OK';
+  version: number;
+  server: string;
+}
+export interface List {
+  type: 'LIST';
+}
+export interface WireKey {
+  /** CKA_ID, 1..64 bytes. */
+  keyId: Buffer;
+  label: string;
+  keySpec: string;
+  /** SubjectPublicKeyInfo, DER. */
+  publicKey: Buffer;
+  /** X.509 leaf, DER. */
+  certificate?: Buffer;
+  /** Intermediates, leaf side first. */
+  chain: Buffer[];
+}
+export interface WireToken {
+  /** At most 32 bytes (CK_TOKEN_INFO.label). */
+  label: string;
+  tenant: string;
+  keys: WireKey[];
+}
+export interface ListOk {
+  type: 'LIST_OK';
+  tokens: WireToken[];
+}
+export interface SignContext {
+  project?: string;
+  environment?: string;
+  artifactType?: string;
+  artifactVersion?: string;
+  sbomPath?: string;
+}
+export interface Sign extends SignContext {
+  type: 'SIGN';
+  tenant: string;
+  keyId: Buffer;
+  algorithm: string;
+  digest: Buffer;
+}
+export interface SignOk {
+  type: 'SIGN_OK';
+  signature: Buffer;
+  requestId?: string;
+}
+export interface SignPending {
+  type: 'SIGN_PENDING';
+  requestId: string;
+  /** STATUS_TEXT: pending_approval or pending_security_review. */
+  status: string;
+  message: string;
+}
+export interface Poll {
+  type: 'POLL';
+  tenant: string;
+  requestId: string;
+}
+export interface ErrorMessage {
+  type: 'ERROR';
+  status: number;
+  message: string;
+  requestId?: string;
+}
+
+export type Request = Hello | List | Sign | Poll;
+export type Response = HelloOk | ListOk | SignOk | SignPending | ErrorMessage;
+export type Message = Request | Response;
+
+export const REQUEST_TYPES: ReadonlySet<Message['type']> = new Set(['HELLO', 'LIST', 'SIGN', 'POLL']);
+export const RESPONSE_TYPES: ReadonlySet<Message['type']> = new Set([
+  'HELLO_OK',
+  'LIST_OK',
+  'SIGN_OK',
+  'SIGN_PENDING',
+  'ERROR',
+]);
