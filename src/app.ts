@@ -9,6 +9,7 @@ import { v1Routes } from './api/routes/v1.js';
 import { ErrorResponse } from './api/schemas.js';
 import type { KeyStore } from './keys/key-store.js';
 import { allowAll, type PolicyEngine } from './policy/policy.js';
+import { ExceptionService } from './signing/exception-service.js';
 import { SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
 
@@ -16,6 +17,12 @@ export interface AppOptions {
   store: Store;
   keyStore: KeyStore;
   policy?: PolicyEngine;
+  /** Lifetime of pending signing requests (default 24 h). */
+  approvalLifetimeMs?: number;
+  /** Longest allowed policy-exception lifetime (default 90 days). */
+  exceptionMaxLifetimeMs?: number;
+  /** The clock; tests control it to expire approvals and exceptions. */
+  now?: () => Date;
   logger?: FastifyServerOptions['logger'];
   /** Largest accepted request body; SBOMs ride in `sign` requests, so the default is generous. */
   bodyLimit?: number;
@@ -99,8 +106,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   await app.register(rateLimit, { global: false });
 
-  const signing = new SigningService({ store: opts.store, keyStore: opts.keyStore, policy: opts.policy ?? allowAll });
-  await app.register(v1Routes, { store: opts.store, signing });
+  const now = opts.now ?? (() => new Date());
+  const signing = new SigningService({
+    store: opts.store,
+    keyStore: opts.keyStore,
+    policy: opts.policy ?? allowAll,
+    now,
+    ...(opts.approvalLifetimeMs !== undefined && { approvalLifetimeMs: opts.approvalLifetimeMs }),
+  });
+  const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);
+  await app.register(v1Routes, { store: opts.store, signing, exceptions });
   const trial = opts.trial ?? { enabled: true, max: 10, windowMs: 60 * 60 * 1000 };
   if (trial.enabled) await app.register(trialRoutes, trial);
 

@@ -29,7 +29,33 @@ export const RequestFields = {
     maxLength: 128,
     description: 'signbridge: `get_public_key` only: a key version to read instead of the current one',
   }),
-  request_id: Type.String({ format: 'uuid', description: 'identifies the pending request to resume' }),
+  request_id: Type.String({
+    format: 'uuid',
+    description:
+      'identifies the pending request: to decide it (`approve_sign`) or to collect its signature (`sign`, `pkcs11_sign`)',
+  }),
+  decision: StringEnum(['approve', 'reject'] as const, {
+    default: 'approve',
+    description: 'signbridge: `approve_sign` only: approve (default) or reject the pending request',
+  }),
+  reason: Type.String({
+    minLength: 1,
+    maxLength: 2000,
+    description: 'signbridge: why (`approve_sign` decisions, `create_exception`; required for exceptions)',
+  }),
+  vuln_id: Type.String({
+    minLength: 1,
+    maxLength: 128,
+    description: 'signbridge: `create_exception` / `list_exceptions`: the vulnerability id (OSV, GHSA, CVE)',
+  }),
+  exception_id: Type.String({ format: 'uuid', description: 'signbridge: `revoke_exception`: the exception to revoke' }),
+  expires_at: Type.String({
+    format: 'date-time',
+    description: 'signbridge: `create_exception`: when the exception ends (required, at most maxLifetimeDays ahead)',
+  }),
+  status: StringEnum(['active', 'expired', 'revoked'] as const, {
+    description: 'signbridge: `list_exceptions` filter',
+  }),
   artifact_type: Type.String({ maxLength: 256, description: 'policy input: type of artifact being signed' }),
   artifact_version: Type.String({ maxLength: 256, description: 'policy input: version of artifact' }),
   environment: Type.String({ maxLength: 256, description: 'policy input: environment name' }),
@@ -72,9 +98,9 @@ export const ActionRequests = {
   get_public_key: requestSchema([]),
   get_import_params: requestSchema(['key_spec', 'wrapping_algorithm', 'wrapping_key_spec']),
   import_key: requestSchema(['kms_key_id', 'import_token', 'encrypted_key_material', 'expiration_model']),
-  create_exception: requestSchema([]),
+  create_exception: requestSchema(['vuln_id', 'reason', 'expires_at']),
   list_exceptions: requestSchema([]),
-  revoke_exception: requestSchema([]),
+  revoke_exception: requestSchema(['exception_id']),
 };
 
 export const ErrorResponse = Type.Object(
@@ -168,4 +194,41 @@ export const TrialResponse = Type.Object(
     signature: Type.String({ description: 'hex RSA signature (512 hex characters), or the mock placeholder' }),
   },
   { $id: 'TrialResponse', title: 'TrialResponse' },
+);
+
+export const ApproveSignResponse = Type.Object(
+  {
+    request_id: Type.String({ format: 'uuid' }),
+    status: StringEnum(['approved', 'rejected', 'pending_approval', 'pending_security_review'] as const, {
+      description: 'the request after this decision (a further stage may remain)',
+    }),
+    message: Type.String(),
+    signature: Type.Optional(Type.String({ description: 'when approved: the signature, as in SignResponse' })),
+    key_id: Type.Optional(Type.String()),
+    signing_algorithm: Type.Optional(StringEnum(SIGNING_ALGORITHMS)),
+  },
+  { $id: 'ApproveSignResponse', title: 'ApproveSignResponse' },
+);
+
+export const ExceptionRecordSchema = Type.Object(
+  {
+    exception_id: Type.String({ format: 'uuid' }),
+    tenant_id: Type.String(),
+    vuln_id: Type.String(),
+    project: Type.Optional(Type.String({ description: 'only requests of this project are covered' })),
+    artifact_type: Type.Optional(Type.String({ description: 'only requests of this artifact type are covered' })),
+    reason: Type.String(),
+    created_by: Type.String({ description: 'API key id of the admin who created it' }),
+    created_at: Type.String({ format: 'date-time' }),
+    expires_at: Type.String({ format: 'date-time' }),
+    revoked_at: Type.Optional(Type.String({ format: 'date-time' })),
+    revoked_by: Type.Optional(Type.String()),
+    status: StringEnum(['active', 'expired', 'revoked'] as const),
+  },
+  { title: 'ExceptionRecord' },
+);
+
+export const ExceptionListResponse = Type.Object(
+  { exceptions: Type.Array(ExceptionRecordSchema) },
+  { $id: 'ExceptionListResponse', title: 'ExceptionListResponse' },
 );

@@ -18,12 +18,32 @@ export interface PolicyInput {
   project?: string;
   requireTee?: boolean;
   sbom?: string;
+  /** The tenant's active policy exceptions (fetched by the caller, so policy code stays free of I/O). */
+  exceptions?: ActiveException[];
+}
+
+export interface ActiveException {
+  id: string;
+  vulnId: string;
+  project?: string;
+  artifactType?: string;
+}
+
+interface DecisionBase {
+  rule: string;
+  reason: string;
+  /** Digest of the inputs the decision saw (rules-engine.ts: inputsDigest). */
+  inputsDigest?: string;
 }
 
 export type PolicyDecision =
-  | { outcome: 'allow'; rule: string; reason: string }
-  | { outcome: 'pending_approval' | 'pending_security_review'; rule: string; reason: string }
-  | { outcome: 'deny'; rule: string; reason: string; vulnId?: string; fixVersion?: string };
+  | (DecisionBase & { outcome: 'allow' })
+  | (DecisionBase & {
+      outcome: 'pending_approval' | 'pending_security_review';
+      /** Every stage the request must pass, in order; the first is `outcome`. Absent means just `outcome`. */
+      stages?: Array<'pending_approval' | 'pending_security_review'>;
+    })
+  | (DecisionBase & { outcome: 'deny'; vulnId?: string; fixVersion?: string });
 
 export interface PolicyEngine {
   evaluate(input: PolicyInput): Promise<PolicyDecision>;

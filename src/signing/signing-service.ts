@@ -10,8 +10,16 @@ import {
 } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
 import type { KeyStore } from '../keys/key-store.js';
-import type { PolicyEngine, PolicyInput } from '../policy/policy.js';
-import { ConflictError, type KeyRecord, type Store, type TenantRecord } from '../store/store.js';
+import type { ActiveException, PolicyDecision, PolicyEngine, PolicyInput } from '../policy/policy.js';
+import {
+  ConflictError,
+  type KeyRecord,
+  PENDING_STATUSES,
+  type PendingRequestRecord,
+  type PendingStatus,
+  type Store,
+  type TenantRecord,
+} from '../store/store.js';
 
 export type PolicyContext = Omit<PolicyInput, 'tenantId' | 'keyId' | 'keySpec' | 'algorithm' | 'callerId'>;
 
@@ -23,9 +31,27 @@ export interface SignRequest {
 }
 
 export interface Signed {
+  kind: 'signed';
   signature: Buffer;
   keyId: string;
   algorithm: SigningAlgorithm;
+  requestId?: string;
+}
+
+export interface Pending {
+  kind: 'pending';
+  requestId: string;
+  status: PendingStatus;
+  message: string;
+}
+
+export type SignOutcome = Signed | Pending;
+
+export interface ApprovalResult {
+  requestId: string;
+  status: 'approved' | 'rejected' | PendingStatus;
+  message: string;
+  signed?: Signed;
 }
 
 export interface SigningServiceDeps {
@@ -33,6 +59,14 @@ export interface SigningServiceDeps {
   keyStore: KeyStore;
   policy: PolicyEngine;
   now?: () => Date;
+  /** How long a pending request waits for its decisions (default 24 h). */
+  approvalLifetimeMs?: number;
+}
+
+/** Who calls: enough of an API key record for the approval rules. */
+export interface Caller {
+  id: string;
+  role: string;
 }
 
 export class SigningService {
@@ -40,12 +74,14 @@ export class SigningService {
   private readonly keyStore: KeyStore;
   private readonly policy: PolicyEngine;
   private readonly now: () => Date;
+  private readonly approvalLifetimeMs: number;
 
   constructor(deps: SigningServiceDeps) {
     this.store = deps.store;
     this.keyStore = deps.keyStore;
     this.policy = deps.policy;
     this.now = deps.now ?? (() => new Date());
+    this.approvalLifetimeMs = deps.approvalLifetimeMs ?? 24 * 3600 * 1000;
   }
 
   async createTenant(tenantId: string, keySpec: KeySpec): Promise<{ tenant: TenantRecord; key: KeyRecord }> {
@@ -95,14 +131,14 @@ export class SigningService {
   }
 
   /** `sign`: the caller names the algorithm (KMS names); it must fit the key and the digest. */
-  async sign(req: SignRequest & { algorithm: SigningAlgorithm }): Promise<Signed> {
+  async sign(req: SignRequest & { algorithm: SigningAlgorithm }): Promise<SignOutcome> {
     const key = await this.currentKey(req.tenantId);
     checkSigningRequest(key.keySpec, req.algorithm, req.digest);
-    return this.signWithKey(key, req.algorithm, req);
+    return this.decideAndSign(key, req.algorithm, req);
   }
 
   /** `pkcs11_sign`: the algorithm follows from the key spec, the digest length and `pss`. */
-  async pkcs11Sign(req: SignRequest & { keySpec?: KeySpec; pss: boolean }): Promise<Signed> {
+  async pkcs11Sign(req: SignRequest & { keySpec?: KeySpec; pss: boolean }): Promise<SignOutcome> {
     const key = await this.currentKey(req.tenantId);
     if (req.keySpec !== undefined && req.keySpec !== key.keySpec) {
       throw new ApiError(
@@ -111,43 +147,241 @@ export class SigningService {
       );
     }
     const algorithm = algorithmForPkcs11(key.keySpec, req.digest, req.pss);
-    return this.signWithKey(key, algorithm, req);
+    return this.decideAndSign(key, algorithm, req);
   }
 
-  private async signWithKey(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<Signed> {
-    const decision = await this.policy.evaluate({
-      ...req.context,
-      tenantId: req.tenantId,
+  /**
+   * The requester (any signer of the tenant) collects the outcome of a pending request: 202 while it waits,
+   * the signature once approved, 403 once rejected, expired or denied at approval time.
+   */
+  async collect(tenantId: string, requestId: string, digest: Buffer): Promise<SignOutcome> {
+    const request = await this.pendingRequest(tenantId, requestId);
+    if (!Buffer.from(request.hash, 'base64').equals(digest)) {
+      throw new ApiError('hash_mismatch', `hash differs from the hash of request ${requestId}`);
+    }
+    switch (request.status) {
+      case 'pending_approval':
+      case 'pending_security_review':
+      case 'signing':
+        return {
+          kind: 'pending',
+          requestId,
+          status: request.status === 'signing' ? 'pending_approval' : request.status,
+          message: `request ${requestId} is waiting (${request.status}); it expires at ${request.expiresAt}`,
+        };
+      case 'approved':
+        return {
+          kind: 'signed',
+          signature: Buffer.from(request.signature ?? '', 'base64'),
+          keyId: request.keyId,
+          algorithm: request.algorithm,
+          requestId,
+        };
+      case 'rejected':
+        throw new ApiError('request_rejected', `request ${requestId} was rejected${lastReason(request)}`);
+      case 'expired':
+        throw new ApiError('request_expired', `request ${requestId} expired at ${request.expiresAt}`);
+      case 'denied':
+        throw new ApiError(
+          'policy_denied',
+          `request ${requestId} was denied when re-checked at approval: ${request.reason}`,
+        );
+    }
+  }
+
+  /**
+   * approve_sign. The stage decides the role (approver / security_reviewer); the requester never approves
+   * their own request; the policy is evaluated again (a component that became vulnerable still denies); the
+   * signature uses the key version recorded in the request. A compare-and-set on the status makes two racing
+   * approvals produce one signature.
+   */
+  async decide(
+    tenantId: string,
+    requestId: string,
+    caller: Caller,
+    decision: 'approve' | 'reject',
+    reason?: string,
+  ): Promise<ApprovalResult> {
+    const request = await this.pendingRequest(tenantId, requestId);
+    const stage = request.status;
+    if (stage !== 'pending_approval' && stage !== 'pending_security_review') {
+      throw new ApiError(
+        'request_not_pending',
+        `request ${requestId} is ${stage === 'signing' ? 'being signed' : stage}`,
+      );
+    }
+    const needed = stage === 'pending_approval' ? 'approver' : 'security_reviewer';
+    if (caller.role !== needed) {
+      throw new ApiError('forbidden', `request ${requestId} is ${stage}: only a ${needed} may decide it`);
+    }
+    if (caller.id === request.requester) {
+      throw new ApiError('self_approval', `the requester of ${requestId} may not decide it`);
+    }
+    const at = this.now().toISOString();
+    const decisions = [
+      ...request.decisions,
+      { stage, by: caller.id, at, decision, ...(reason !== undefined && { reason }) },
+    ];
+    if (decision === 'reject') {
+      if (
+        !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }))
+      ) {
+        throw this.lostRace(requestId);
+      }
+      return { requestId, status: 'rejected', message: `request ${requestId} rejected` };
+    }
+
+    const context = JSON.parse(request.inputs) as PolicyContext;
+    const key = await this.store.getKey(tenantId, request.keyId);
+    if (!key) throw new ApiError('key_not_found', `key ${request.keyId} of request ${requestId} no longer exists`);
+    const recheck = await this.evaluate(key, request.algorithm, request.requester, tenantId, context);
+    if (recheck.outcome === 'deny') {
+      await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at });
+      throw denial(recheck);
+    }
+    const [next, ...rest] = request.nextStages;
+    if (next !== undefined) {
+      if (
+        !(await this.store.updatePendingRequest(requestId, stage, {
+          status: next,
+          nextStages: rest,
+          decisions,
+          updatedAt: at,
+        }))
+      ) {
+        throw this.lostRace(requestId);
+      }
+      return {
+        requestId,
+        status: next,
+        message: `stage ${stage} approved; request ${requestId} now waits for ${next}`,
+      };
+    }
+    if (!(await this.store.updatePendingRequest(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
+      throw this.lostRace(requestId);
+    }
+    let signed: Signed;
+    try {
+      signed = await this.signNow(key, request.algorithm, Buffer.from(request.hash, 'base64'), request.requester);
+    } catch (err) {
+      // Not signed: put the request back so it can be approved again.
+      await this.store.updatePendingRequest(requestId, 'signing', { status: stage, decisions: request.decisions });
+      throw err;
+    }
+    await this.store.updatePendingRequest(requestId, 'signing', {
+      status: 'approved',
+      signature: signed.signature.toString('base64'),
+      updatedAt: this.now().toISOString(),
+    });
+    return {
+      requestId,
+      status: 'approved',
+      message: `request ${requestId} approved and signed`,
+      signed: { ...signed, requestId },
+    };
+  }
+
+  private async pendingRequest(tenantId: string, requestId: string): Promise<PendingRequestRecord> {
+    await this.requireTenant(tenantId);
+    const request = await this.store.getPendingRequest(tenantId, requestId);
+    if (!request) throw new ApiError('request_not_found', `tenant ${tenantId} has no signing request ${requestId}`);
+    if (isPending(request.status) && Date.parse(request.expiresAt) <= this.now().getTime()) {
+      await this.store.updatePendingRequest(requestId, request.status, {
+        status: 'expired',
+        updatedAt: this.now().toISOString(),
+      });
+      return { ...request, status: 'expired' };
+    }
+    return request;
+  }
+
+  private lostRace(requestId: string): ApiError {
+    return new ApiError('request_not_pending', `request ${requestId} was decided by someone else meanwhile`);
+  }
+
+  private async evaluate(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    callerId: string,
+    tenantId: string,
+    context: PolicyContext,
+  ): Promise<PolicyDecision> {
+    return this.policy.evaluate({
+      ...context,
+      tenantId,
       keyId: key.id,
       keySpec: key.keySpec,
       algorithm,
-      callerId: req.callerId,
+      callerId,
+      exceptions: await this.activeExceptions(tenantId),
     });
-    if (decision.outcome === 'deny') {
-      throw new ApiError('policy_denied', `${decision.rule}: ${decision.reason}`, {
-        ...(decision.vulnId !== undefined && { vuln_id: decision.vulnId }),
-        ...(decision.fixVersion !== undefined && { fix_version: decision.fixVersion }),
-      });
-    }
+  }
+
+  private async activeExceptions(tenantId: string): Promise<ActiveException[]> {
+    const now = this.now().getTime();
+    return (await this.store.listExceptions(tenantId))
+      .filter((e) => e.revokedAt === null && Date.parse(e.expiresAt) > now)
+      .map((e) => ({
+        id: e.id,
+        vulnId: e.vulnId,
+        ...(e.project !== null && { project: e.project }),
+        ...(e.artifactType !== null && { artifactType: e.artifactType }),
+      }));
+  }
+
+  private async decideAndSign(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<SignOutcome> {
+    const decision = await this.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
+    if (decision.outcome === 'deny') throw denial(decision);
     if (decision.outcome !== 'allow') {
-      // Pending decisions need the approval workflow's durable records; until it lands, refuse plainly.
-      throw new ApiError(
-        'not_implemented',
-        `policy asked for ${decision.outcome}, but approvals are not available yet`,
-      );
+      const now = this.now();
+      const stages = decision.stages ?? [decision.outcome];
+      const requestId = randomUUID();
+      await this.store.createPendingRequest({
+        id: requestId,
+        tenantId: req.tenantId,
+        keyId: key.id,
+        algorithm,
+        hash: req.digest.toString('base64'),
+        inputs: JSON.stringify(req.context),
+        requester: req.callerId,
+        rule: decision.rule,
+        reason: decision.reason,
+        status: decision.outcome,
+        nextStages: stages.filter((s) => s !== decision.outcome),
+        decisions: [],
+        signature: null,
+        createdAt: now.toISOString(),
+        expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
+        updatedAt: now.toISOString(),
+      });
+      return {
+        kind: 'pending',
+        requestId,
+        status: decision.outcome,
+        message: `${decision.rule}: ${decision.reason}; collect the signature with request_id ${requestId}`,
+      };
     }
-    const signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, req.digest);
+    return this.signNow(key, algorithm, req.digest, req.callerId);
+  }
+
+  private async signNow(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    callerId: string,
+  ): Promise<Signed> {
+    const signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);
     // Recorded before the signature is returned: a signature the store could not record is never handed out.
     await this.store.recordSignature({
       id: randomUUID(),
-      tenantId: req.tenantId,
+      tenantId: key.tenantId,
       keyId: key.id,
       algorithm,
-      hash: req.digest.toString('base64'),
-      caller: req.callerId,
+      hash: digest.toString('base64'),
+      caller: callerId,
       createdAt: this.now().toISOString(),
     });
-    return { signature, keyId: key.id, algorithm };
+    return { kind: 'signed', signature, keyId: key.id, algorithm };
   }
 
   private requireSupported(spec: KeySpec): void {
@@ -182,4 +416,20 @@ export class SigningService {
       createdAt: this.now().toISOString(),
     };
   }
+}
+
+function isPending(status: string): status is PendingStatus {
+  return (PENDING_STATUSES as readonly string[]).includes(status);
+}
+
+function lastReason(request: PendingRequestRecord): string {
+  const last = request.decisions.at(-1);
+  return last?.reason ? `: ${last.reason}` : '';
+}
+
+function denial(decision: PolicyDecision & { outcome: 'deny' }): ApiError {
+  return new ApiError('policy_denied', `${decision.rule}: ${decision.reason}`, {
+    ...(decision.vulnId !== undefined && { vuln_id: decision.vulnId }),
+    ...(decision.fixVersion !== undefined && { fix_version: decision.fixVersion }),
+  });
 }

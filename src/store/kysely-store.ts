@@ -7,7 +7,10 @@ import { MIGRATIONS } from './migrations.js';
 import {
   type ApiKeyRecord,
   ConflictError,
+  type ExceptionRecord,
   type KeyRecord,
+  type PendingRequestRecord,
+  type RequestStatus,
   type SignatureRecord,
   type Store,
   type TenantRecord,
@@ -32,6 +35,37 @@ export interface Database {
     label: string;
     created_at: string;
     revoked_at: string | null;
+  };
+  pending_requests: {
+    id: string;
+    tenant_id: string;
+    key_id: string;
+    algorithm: string;
+    hash: string;
+    inputs: string;
+    requester: string;
+    rule: string;
+    reason: string;
+    status: string;
+    next_stages: string;
+    decisions: string;
+    signature: string | null;
+    created_at: string;
+    expires_at: string;
+    updated_at: string;
+  };
+  policy_exceptions: {
+    id: string;
+    tenant_id: string;
+    vuln_id: string;
+    project: string | null;
+    artifact_type: string | null;
+    reason: string;
+    created_by: string;
+    created_at: string;
+    expires_at: string;
+    revoked_at: string | null;
+    revoked_by: string | null;
   };
   signatures: {
     id: string;
@@ -80,6 +114,43 @@ function fromKey(k: KeyRecord): Database['keys'] {
     key_ref: k.keyRef,
     public_key_pem: k.publicKeyPem,
     created_at: k.createdAt,
+  };
+}
+
+function toPending(row: Database['pending_requests']): PendingRequestRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    keyId: row.key_id,
+    algorithm: row.algorithm as SigningAlgorithm,
+    hash: row.hash,
+    inputs: row.inputs,
+    requester: row.requester,
+    rule: row.rule,
+    reason: row.reason,
+    status: row.status as RequestStatus,
+    nextStages: JSON.parse(row.next_stages),
+    decisions: JSON.parse(row.decisions),
+    signature: row.signature,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toException(row: Database['policy_exceptions']): ExceptionRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    vulnId: row.vuln_id,
+    project: row.project,
+    artifactType: row.artifact_type,
+    reason: row.reason,
+    createdBy: row.created_by,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    revokedAt: row.revoked_at,
+    revokedBy: row.revoked_by,
   };
 }
 
@@ -262,6 +333,110 @@ export class KyselyStore implements Store {
     } catch (err) {
       for (const b of batch) b.reject(err);
     }
+  }
+
+  async createPendingRequest(r: PendingRequestRecord): Promise<void> {
+    await this.db
+      .insertInto('pending_requests')
+      .values({
+        id: r.id,
+        tenant_id: r.tenantId,
+        key_id: r.keyId,
+        algorithm: r.algorithm,
+        hash: r.hash,
+        inputs: r.inputs,
+        requester: r.requester,
+        rule: r.rule,
+        reason: r.reason,
+        status: r.status,
+        next_stages: JSON.stringify(r.nextStages),
+        decisions: JSON.stringify(r.decisions),
+        signature: r.signature,
+        created_at: r.createdAt,
+        expires_at: r.expiresAt,
+        updated_at: r.updatedAt,
+      })
+      .execute();
+  }
+
+  async getPendingRequest(tenantId: string, id: string): Promise<PendingRequestRecord | undefined> {
+    const row = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toPending(row);
+  }
+
+  async updatePendingRequest(
+    id: string,
+    from: RequestStatus,
+    changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
+  ): Promise<boolean> {
+    const result = await this.db
+      .updateTable('pending_requests')
+      .set({
+        ...(changes.status !== undefined && { status: changes.status }),
+        ...(changes.nextStages !== undefined && { next_stages: JSON.stringify(changes.nextStages) }),
+        ...(changes.decisions !== undefined && { decisions: JSON.stringify(changes.decisions) }),
+        ...(changes.signature !== undefined && { signature: changes.signature }),
+        ...(changes.updatedAt !== undefined && { updated_at: changes.updatedAt }),
+      })
+      .where('id', '=', id)
+      .where('status', '=', from)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
+  async createException(r: ExceptionRecord): Promise<void> {
+    await this.db
+      .insertInto('policy_exceptions')
+      .values({
+        id: r.id,
+        tenant_id: r.tenantId,
+        vuln_id: r.vulnId,
+        project: r.project,
+        artifact_type: r.artifactType,
+        reason: r.reason,
+        created_by: r.createdBy,
+        created_at: r.createdAt,
+        expires_at: r.expiresAt,
+        revoked_at: r.revokedAt,
+        revoked_by: r.revokedBy,
+      })
+      .execute();
+  }
+
+  async listExceptions(tenantId: string): Promise<ExceptionRecord[]> {
+    const rows = await this.db
+      .selectFrom('policy_exceptions')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .orderBy('created_at')
+      .execute();
+    return rows.map(toException);
+  }
+
+  async getException(tenantId: string, id: string): Promise<ExceptionRecord | undefined> {
+    const row = await this.db
+      .selectFrom('policy_exceptions')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toException(row);
+  }
+
+  async revokeException(tenantId: string, id: string, at: string, by: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('policy_exceptions')
+      .set({ revoked_at: at, revoked_by: by })
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 
   async listSignatures(tenantId: string, limit: number): Promise<SignatureRecord[]> {

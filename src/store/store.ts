@@ -43,6 +43,49 @@ export interface SignatureRecord {
   createdAt: string;
 }
 
+export const PENDING_STATUSES = ['pending_approval', 'pending_security_review'] as const;
+export type PendingStatus = (typeof PENDING_STATUSES)[number];
+export type RequestStatus = PendingStatus | 'signing' | 'approved' | 'rejected' | 'expired' | 'denied';
+
+/** A signing request that waits for a decision (approval workflow). */
+export interface PendingRequestRecord {
+  id: string;
+  tenantId: string;
+  /** The key version current when the request was made; approval signs with exactly this one. */
+  keyId: string;
+  algorithm: SigningAlgorithm;
+  /** Standard base64 digest. */
+  hash: string;
+  /** The policy inputs of the request, JSON (PolicyContext). */
+  inputs: string;
+  requester: string;
+  rule: string;
+  reason: string;
+  status: RequestStatus;
+  /** Stages still to pass after the current one, in order (e.g. security review, then approval). */
+  nextStages: PendingStatus[];
+  /** Who decided each passed stage. */
+  decisions: Array<{ stage: PendingStatus; by: string; at: string; decision: 'approve' | 'reject'; reason?: string }>;
+  signature: string | null;
+  createdAt: string;
+  expiresAt: string;
+  updatedAt: string;
+}
+
+export interface ExceptionRecord {
+  id: string;
+  tenantId: string;
+  vulnId: string;
+  project: string | null;
+  artifactType: string | null;
+  reason: string;
+  createdBy: string;
+  createdAt: string;
+  expiresAt: string;
+  revokedAt: string | null;
+  revokedBy: string | null;
+}
+
 export class ConflictError extends Error {}
 
 /**
@@ -72,5 +115,23 @@ export interface Store {
   revokeApiKey(id: string, at: string): Promise<boolean>;
 
   recordSignature(record: SignatureRecord): Promise<void>;
+
+  createPendingRequest(record: PendingRequestRecord): Promise<void>;
+  getPendingRequest(tenantId: string, id: string): Promise<PendingRequestRecord | undefined>;
+  /**
+   * Compare-and-set: applies `changes` only if the request's status is still `from`. Returns whether it did;
+   * of two racing approvals exactly one wins.
+   */
+  updatePendingRequest(
+    id: string,
+    from: RequestStatus,
+    changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
+  ): Promise<boolean>;
+
+  createException(record: ExceptionRecord): Promise<void>;
+  listExceptions(tenantId: string): Promise<ExceptionRecord[]>;
+  getException(tenantId: string, id: string): Promise<ExceptionRecord | undefined>;
+  /** Returns false when the exception was already revoked. */
+  revokeException(tenantId: string, id: string, at: string, by: string): Promise<boolean>;
   listSignatures(tenantId: string, limit: number): Promise<SignatureRecord[]>;
 }

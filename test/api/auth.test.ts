@@ -92,6 +92,8 @@ describe('authorisation: roles and tenants', () => {
       wrapping_algorithm: 'RSAES_OAEP_SHA_256',
       wrapping_key_spec: 'RSA_2048',
     },
+    create_exception: { vuln_id: 'GHSA-1', reason: 'r', expires_at: new Date(Date.now() + 86_400_000).toISOString() },
+    revoke_exception: { exception_id: '6f1c1c3e-0c7a-4e8e-9a59-8f8f6f0f1a2c' },
     import_key: {
       kms_key_id: 'k',
       import_token: 'AAAA',

@@ -53,6 +53,7 @@ describe('policy seam', () => {
       project: 'payments',
       requireTee: false,
       sbom: '{"bomFormat":"CycloneDX"}',
+      exceptions: [],
     });
   });
 
@@ -76,12 +77,22 @@ describe('policy seam', () => {
     expect(await svc.store.listSignatures('p', 100)).toEqual(before);
   });
 
-  it('never signs when the policy asks for an approval the release cannot store yet', async () => {
+  it('turns a pending decision into a stored request (202) and signs nothing yet', async () => {
     next = { outcome: 'pending_approval', rule: 'prod-approval', reason: 'production needs approval' };
     const before = await svc.store.listSignatures('p', 100);
     const res = await callAction(svc.app, signer, 'sign', { tenant_id: 'p', hash });
-    expect(res.status).toBe(501);
-    expect(res.body.signature).toBeUndefined();
+    expect(res.status).toBe(202);
+    expect(res.body).toEqual({
+      message: expect.stringContaining('production needs approval'),
+      request_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      status: 'pending_approval',
+    });
+    expect(await svc.store.getPendingRequest('p', res.body.request_id as string)).toMatchObject({
+      status: 'pending_approval',
+      hash,
+      rule: 'prod-approval',
+      requester: signer.slice(4, 20),
+    });
     expect(await svc.store.listSignatures('p', 100)).toEqual(before);
     next = { outcome: 'allow', rule: 'test', reason: 'allowed' };
   });

@@ -109,7 +109,6 @@ describe('request envelope', () => {
 
 describe('actions whose features are not in this release', () => {
   it.each([
-    ['approve_sign', signerFor('approver'), { request_id: '0b6f0e84-3a0b-4b7e-8d0e-2b8f3f6b9f01' }],
     [
       'get_import_params',
       signerFor('admin'),
@@ -125,9 +124,6 @@ describe('actions whose features are not in this release', () => {
         expiration_model: 'KEY_MATERIAL_EXPIRES',
       },
     ],
-    ['create_exception', signerFor('admin'), {}],
-    ['list_exceptions', signerFor('admin'), {}],
-    ['revoke_exception', signerFor('admin'), {}],
   ] as const)('%s is validated, then answers a documented 501', async (action, role, body) => {
     const token = await role();
     const ok = await callAction(svc.app, token, action, { tenant_id: 'v', ...body });

@@ -5,14 +5,18 @@ import { ACTION_ROLES, ACTIONS, type Action } from '../../auth/roles.js';
 import { algorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../crypto/algorithms.js';
 import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
-import type { PolicyContext, SigningService } from '../../signing/signing-service.js';
-import type { Store } from '../../store/store.js';
+import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
+import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
+import type { ExceptionRecord, Store } from '../../store/store.js';
 import { authenticate, authorize } from '../authenticate.js';
 import {
   ActionRequests,
   ApprovalResponse,
+  ApproveSignResponse,
   CreateTenantResponse,
   ErrorResponse,
+  ExceptionListResponse,
+  ExceptionRecordSchema,
   GetPublicKeyResponse,
   RotateKeyResponse,
   SignResponse,
@@ -21,6 +25,7 @@ import {
 export interface V1Options {
   store: Store;
   signing: SigningService;
+  exceptions: ExceptionService;
 }
 
 const SUMMARIES: Record<Action, string> = {
@@ -37,14 +42,10 @@ const SUMMARIES: Record<Action, string> = {
   revoke_exception: 'Revoke a policy exception',
 };
 
-/** Actions whose issue has not landed yet: validated and authorised, then a documented 501. */
+/** Actions not in this release: validated and authorised, then a documented 501. */
 const NOT_YET: Partial<Record<Action, string>> = {
-  approve_sign: 'the approval workflow',
   get_import_params: 'key import',
   import_key: 'key import',
-  create_exception: 'policy exceptions',
-  list_exceptions: 'policy exceptions',
-  revoke_exception: 'policy exceptions',
 };
 
 const SUCCESS_STATUS: Partial<Record<Action, number>> = { create_tenant: 201, create_exception: 201 };
@@ -56,11 +57,16 @@ const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
   create_tenant: { 201: CreateTenantResponse },
   rotate_key: { 200: RotateKeyResponse },
   get_public_key: { 200: GetPublicKeyResponse },
+  approve_sign: { 200: ApproveSignResponse },
+  create_exception: { 201: ExceptionRecordSchema },
+  list_exceptions: { 200: ExceptionListResponse },
+  revoke_exception: { 200: ExceptionRecordSchema },
 };
 
 function errorResponses(action: Action): Record<number, unknown> {
   const codes = [400, 401, 403, 404, 413, 415, 500];
-  if (action === 'create_tenant') codes.push(409);
+  if (action === 'create_tenant' || action === 'approve_sign' || action === 'revoke_exception') codes.push(409);
+  if (action === 'approve_sign' || action === 'sign' || action === 'pkcs11_sign') codes.push(503);
   if (NOT_YET[action]) codes.push(501);
   return Object.fromEntries(codes.map((c) => [c, ErrorResponse]));
 }
@@ -90,30 +96,85 @@ function callerOf(request: FastifyRequest) {
 
 export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<void> {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { signing } = opts;
+  const { signing, exceptions } = opts;
   app.addHook('onRequest', authenticate(opts.store));
 
   const handlers: Record<Action, (body: Record<string, unknown>, request: FastifyRequest) => Promise<unknown>> = {
     async sign(body, request) {
-      const signed = await signing.sign({
-        tenantId: body.tenant_id as string,
+      const tenantId = body.tenant_id as string;
+      const digest = decodeBase64Field('hash', body.hash as string);
+      if (body.request_id !== undefined)
+        return signOutcome(await signing.collect(tenantId, body.request_id as string, digest));
+      const outcome = await signing.sign({
+        tenantId,
         callerId: callerOf(request).id,
-        digest: decodeBase64Field('hash', body.hash as string),
+        digest,
         algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
         context: policyContext(body),
       });
-      return signedBody(signed);
+      return signOutcome(outcome);
     },
     async pkcs11_sign(body, request) {
-      const signed = await signing.pkcs11Sign({
-        tenantId: body.tenant_id as string,
+      const tenantId = body.tenant_id as string;
+      const digest = decodeBase64Field('hash', body.hash as string);
+      if (body.request_id !== undefined)
+        return signOutcome(await signing.collect(tenantId, body.request_id as string, digest));
+      const outcome = await signing.pkcs11Sign({
+        tenantId,
         callerId: callerOf(request).id,
-        digest: decodeBase64Field('hash', body.hash as string),
+        digest,
         pss: (body.pss_padding as boolean | undefined) ?? false,
         ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
         context: policyContext(body),
       });
-      return signedBody(signed);
+      return signOutcome(outcome);
+    },
+    async approve_sign(body, request) {
+      const result = await signing.decide(
+        body.tenant_id as string,
+        body.request_id as string,
+        callerOf(request),
+        (body.decision as 'approve' | 'reject' | undefined) ?? 'approve',
+        body.reason as string | undefined,
+      );
+      return {
+        status: 200,
+        body: {
+          request_id: result.requestId,
+          status: result.status,
+          message: result.message,
+          ...(result.signed && {
+            signature: result.signed.signature.toString('base64'),
+            key_id: result.signed.keyId,
+            signing_algorithm: result.signed.algorithm,
+          }),
+        },
+      };
+    },
+    async create_exception(body, request) {
+      const record = await exceptions.create(body.tenant_id as string, callerOf(request).id, {
+        vulnId: body.vuln_id as string,
+        reason: body.reason as string,
+        expiresAt: body.expires_at as string,
+        ...(body.project !== undefined && { project: body.project as string }),
+        ...(body.artifact_type !== undefined && { artifactType: body.artifact_type as string }),
+      });
+      return { status: 201, body: exceptionBody(record, exceptions.status(record)) };
+    },
+    async list_exceptions(body) {
+      const list = await exceptions.list(body.tenant_id as string, {
+        ...(body.status !== undefined && { status: body.status as ExceptionStatus }),
+        ...(body.vuln_id !== undefined && { vulnId: body.vuln_id as string }),
+      });
+      return { status: 200, body: { exceptions: list.map((e) => exceptionBody(e, exceptions.status(e))) } };
+    },
+    async revoke_exception(body, request) {
+      const record = await exceptions.revoke(
+        body.tenant_id as string,
+        body.exception_id as string,
+        callerOf(request).id,
+      );
+      return { status: 200, body: exceptionBody(record, exceptions.status(record)) };
     },
     async create_tenant(body) {
       const { tenant, key } = await signing.createTenant(body.tenant_id as string, body.key_spec as KeySpec);
@@ -149,12 +210,8 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         current: key.id === current.id,
       };
     },
-    approve_sign: notYet('approve_sign'),
     get_import_params: notYet('get_import_params'),
     import_key: notYet('import_key'),
-    create_exception: notYet('create_exception'),
-    list_exceptions: notYet('list_exceptions'),
-    revoke_exception: notYet('revoke_exception'),
   };
 
   for (const action of ACTIONS) {
@@ -180,6 +237,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       },
       async (request, reply) => {
         const result = await handlers[action](request.body as Record<string, unknown>, request);
+        if (isReply(result)) return reply.code(result.status).send(result.body);
         return reply.code(SUCCESS_STATUS[action] ?? 200).send(result);
       },
     );
@@ -192,8 +250,52 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
   });
 }
 
-function signedBody(signed: { signature: Buffer; keyId: string; algorithm: SigningAlgorithm }) {
-  return { signature: signed.signature.toString('base64'), key_id: signed.keyId, signing_algorithm: signed.algorithm };
+interface Reply {
+  status: number;
+  body: unknown;
+}
+
+function isReply(value: unknown): value is Reply {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'status' in value &&
+    'body' in value &&
+    Object.keys(value).length === 2
+  );
+}
+
+/** 200 with the signature, or 202 with the pending request (ApprovalResponse). */
+function signOutcome(outcome: SignOutcome): Reply {
+  if (outcome.kind === 'pending') {
+    return { status: 202, body: { message: outcome.message, request_id: outcome.requestId, status: outcome.status } };
+  }
+  return {
+    status: 200,
+    body: {
+      signature: outcome.signature.toString('base64'),
+      key_id: outcome.keyId,
+      signing_algorithm: outcome.algorithm,
+      ...(outcome.requestId !== undefined && { request_id: outcome.requestId }),
+    },
+  };
+}
+
+function exceptionBody(e: ExceptionRecord, status: ExceptionStatus) {
+  return {
+    exception_id: e.id,
+    tenant_id: e.tenantId,
+    vuln_id: e.vulnId,
+    ...(e.project !== null && { project: e.project }),
+    ...(e.artifactType !== null && { artifact_type: e.artifactType }),
+    reason: e.reason,
+    created_by: e.createdBy,
+    created_at: e.createdAt,
+    expires_at: e.expiresAt,
+    ...(e.revokedAt !== null && { revoked_at: e.revokedAt }),
+    ...(e.revokedBy !== null && { revoked_by: e.revokedBy }),
+    status,
+  };
 }
 
 function notYet(action: Action) {

@@ -1,0 +1,126 @@
+// The policy document: global rules with per-tenant overrides, validated before the service starts.
+// Format and rule order: docs/policy.md.
+import { readFileSync } from 'node:fs';
+import { type Static, Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import YAML from 'yaml';
+
+export const SEVERITIES = ['LOW', 'MEDIUM', 'HIGH', 'CRITICAL'] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+const Names = Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 1000 });
+const AllowDeny = Type.Object(
+  { allow: Type.Optional(Names), deny: Type.Optional(Names) },
+  { additionalProperties: false },
+);
+
+export const PolicyRulesSchema = Type.Object(
+  {
+    /** Deny requests whose identity_status is inactive (default true). */
+    denyInactiveIdentities: Type.Optional(Type.Boolean()),
+    projects: Type.Optional(AllowDeny),
+    artifactTypes: Type.Optional(AllowDeny),
+    environments: Type.Optional(
+      Type.Object(
+        {
+          allow: Type.Optional(Names),
+          deny: Type.Optional(Names),
+          /** Environments whose signatures wait for an approver (202 pending_approval). */
+          requireApproval: Type.Optional(Names),
+          /** Environments that run in an attested TEE: require_tee passes there without a security review. */
+          attested: Type.Optional(Names),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    sbom: Type.Optional(
+      Type.Object(
+        {
+          /** Deny signing requests that carry no SBOM. */
+          required: Type.Optional(Type.Boolean()),
+          /** The lowest severity that denies; vulnerabilities below it pass (default LOW: every one denies). */
+          denySeverity: Type.Optional(Type.Union(SEVERITIES.map((s) => Type.Literal(s)))),
+          /** Whether vulnerabilities of unknown severity deny (default true). */
+          denyUnknownSeverity: Type.Optional(Type.Boolean()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type PolicyRules = Static<typeof PolicyRulesSchema>;
+
+export const PolicyDocumentSchema = Type.Object(
+  {
+    version: Type.Literal(1),
+    rules: Type.Optional(PolicyRulesSchema),
+    /** Per-tenant overrides: each section given here replaces the global section of the same name. */
+    tenants: Type.Optional(
+      Type.Record(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' }), PolicyRulesSchema),
+    ),
+    approvals: Type.Optional(
+      Type.Object(
+        { lifetimeHours: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 24 * 30 })) },
+        { additionalProperties: false },
+      ),
+    ),
+    exceptions: Type.Optional(
+      Type.Object(
+        { maxLifetimeDays: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 365 })) },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type PolicyDocument = Static<typeof PolicyDocumentSchema>;
+
+export class PolicyFileError extends Error {}
+
+/** An empty document: every rule off, so every signature is allowed. */
+export const EMPTY_POLICY: PolicyDocument = { version: 1 };
+
+export function parsePolicyDocument(text: string, source: string): PolicyDocument {
+  let parsed: unknown;
+  try {
+    parsed = YAML.parse(text);
+  } catch (err) {
+    throw new PolicyFileError(`${source}: not valid YAML/JSON: ${(err as Error).message}`);
+  }
+  const first = [...Value.Errors(PolicyDocumentSchema, parsed)][0];
+  if (first) throw new PolicyFileError(`${source}: ${first.path || '/'}: ${first.message}`);
+  const doc = parsed as PolicyDocument;
+  for (const [scope, rules] of [
+    ['rules', doc.rules],
+    ...Object.entries(doc.tenants ?? {}).map(([t, r]) => [`tenants/${t}`, r]),
+  ] as const) {
+    checkRuleConsistency(rules as PolicyRules | undefined, `${source}: /${scope}`);
+  }
+  return doc;
+}
+
+export function loadPolicyFile(path: string): PolicyDocument {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new PolicyFileError(`${path}: cannot read: ${(err as Error).message}`);
+  }
+  return parsePolicyDocument(text, path);
+}
+
+/** Catches contradictions the schema cannot: a name both allowed and denied. */
+function checkRuleConsistency(rules: PolicyRules | undefined, where: string): void {
+  if (!rules) return;
+  for (const section of ['projects', 'artifactTypes', 'environments'] as const) {
+    const lists = rules[section];
+    const both = (lists?.allow ?? []).filter((n) => (lists?.deny ?? []).includes(n));
+    if (both.length > 0) throw new PolicyFileError(`${where}/${section}: ${both.join(', ')} both allowed and denied`);
+  }
+}
+
+/** The rules in force for a tenant: the global rules with the tenant's sections replacing theirs. */
+export function rulesForTenant(doc: PolicyDocument, tenantId: string): PolicyRules {
+  return { ...(doc.rules ?? {}), ...(doc.tenants?.[tenantId] ?? {}) };
+}
