@@ -119,6 +119,9 @@ export const SignResponse = Type.Object(
     signature: Type.String({ description: 'standard base64; RSA raw signature, ECDSA X9.62 DER' }),
     key_id: Type.String({ description: 'signbridge: the key version that signed' }),
     signing_algorithm: StringEnum(SIGNING_ALGORITHMS, { description: 'signbridge: the algorithm used' }),
+    request_id: Type.Optional(
+      Type.String({ format: 'uuid', description: 'signbridge: the approved request this signature was collected for' }),
+    ),
   },
   { $id: 'SignResponse', title: 'SignResponse' },
 );
