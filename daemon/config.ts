@@ -1,0 +1,204 @@
+// Daemon configuration: defaults < YAML/JSON file < environment < command-line flags. Paths in the file are
+// relative to the file's folder. Secrets are never in the file itself: the API key comes from a 0600 file or,
+// for CI, from SIGNBRIDGE_API_KEY.
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { type Static, Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import YAML from 'yaml';
+import { type ApiKeySource, apiKeyFromEnv, apiKeyFromFile } from './credentials.js';
+import type { TenantConfig } from './key-catalog.js';
+import { DEFAULT_SBOM_MAX_BYTES } from './sbom.js';
+import { defaultSocketPath } from './socket-path.js';
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export const DaemonConfigFileSchema = Type.Object(
+  {
+    socket: Type.Optional(Type.String({ minLength: 1 })),
+    logLevel: Type.Optional(Type.Union(LOG_LEVELS.map((l) => Type.Literal(l)))),
+    service: Type.Optional(
+      Type.Object(
+        {
+          url: Type.Optional(Type.String({ minLength: 1 })),
+          apiKeyFile: Type.Optional(Type.String({ minLength: 1 })),
+          timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 600 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    inProcess: Type.Optional(
+      Type.Object(
+        {
+          dataDir: Type.String({ minLength: 1 }),
+          config: Type.Optional(Type.String({ minLength: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    tenants: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.String({ minLength: 1 }),
+            label: Type.Optional(Type.String({ minLength: 1 })),
+            apiKeyFile: Type.Optional(Type.String({ minLength: 1 })),
+            certificates: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1 }))),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    cacheSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 3600 })),
+    approvalWaitSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 60 })),
+    sbomMaxBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 * 1024 * 1024 })),
+  },
+  { additionalProperties: false },
+);
+export type DaemonConfigFile = Static<typeof DaemonConfigFileSchema>;
+
+export type UpstreamConfig =
+  | {
+      type: 'remote';
+      url: string;
+      apiKey: ApiKeySource | undefined;
+      tenantApiKeys: Map<string, ApiKeySource>;
+      timeoutMs: number;
+    }
+  | { type: 'in-process'; dataDir: string; configFile?: string };
+
+export interface DaemonConfig {
+  socketPath: string;
+  logLevel: string;
+  upstream: UpstreamConfig;
+  tenants: TenantConfig[];
+  cacheTtlMs: number;
+  /** How long a POLL may hold its answer back before saying "still pending". */
+  approvalWaitMs: number;
+  sbomMaxBytes: number;
+}
+
+export interface DaemonConfigSources {
+  configFile?: string;
+  socket?: string;
+  serviceUrl?: string;
+  apiKeyFile?: string;
+  /** `tenant` or `tenant=label`, from repeated --tenant flags. */
+  tenants?: string[];
+  inProcessDataDir?: string;
+  logLevel?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export class DaemonConfigError extends Error {}
+
+export const MAX_TOKEN_LABEL_BYTES = 32;
+
+export function loadDaemonConfigFile(path: string): DaemonConfigFile {
+  if (!existsSync(path)) throw new DaemonConfigError(`config file ${path} does not exist`);
+  let parsed: unknown;
+  try {
+    parsed = YAML.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new DaemonConfigError(`config file ${path} is not valid YAML/JSON: ${(err as Error).message}`);
+  }
+  parsed ??= {};
+  const first = [...Value.Errors(DaemonConfigFileSchema, parsed)][0];
+  if (first) throw new DaemonConfigError(`config file ${path}: ${first.path || '/'} ${first.message}`);
+  return parsed as DaemonConfigFile;
+}
+
+function tenantFromFlag(value: string): TenantConfig {
+  const eq = value.indexOf('=');
+  const tenantId = eq < 0 ? value : value.slice(0, eq);
+  const label = eq < 0 ? tenantId : value.slice(eq + 1);
+  if (!tenantId || !label) throw new DaemonConfigError(`--tenant must be TENANT or TENANT=LABEL, got "${value}"`);
+  return { tenantId, label, certificates: {} };
+}
+
+export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig {
+  const env = sources.env ?? process.env;
+  const file = sources.configFile ? loadDaemonConfigFile(sources.configFile) : {};
+  const base = sources.configFile ? dirname(resolve(sources.configFile)) : process.cwd();
+  const fromFile = (p: string) => resolve(base, p);
+
+  const tenants: TenantConfig[] = sources.tenants?.length
+    ? sources.tenants.map(tenantFromFlag)
+    : (file.tenants ?? []).map((t) => ({
+        tenantId: t.id,
+        label: t.label ?? t.id,
+        certificates: Object.fromEntries(Object.entries(t.certificates ?? {}).map(([k, p]) => [k, fromFile(p)])),
+      }));
+  if (tenants.length === 0) {
+    throw new DaemonConfigError('no tenants to expose: pass --tenant ID[=LABEL] or list tenants in --config');
+  }
+  const seen = new Set<string>();
+  for (const t of tenants) {
+    if (Buffer.byteLength(t.label, 'utf8') > MAX_TOKEN_LABEL_BYTES) {
+      throw new DaemonConfigError(
+        `token label "${t.label}" is longer than ${MAX_TOKEN_LABEL_BYTES} bytes; set a shorter label`,
+      );
+    }
+    if (seen.has(t.tenantId)) throw new DaemonConfigError(`tenant ${t.tenantId} is listed twice`);
+    seen.add(t.tenantId);
+  }
+
+  let upstream: UpstreamConfig;
+  const inProcessDir = sources.inProcessDataDir ?? (file.inProcess ? fromFile(file.inProcess.dataDir) : undefined);
+  if (inProcessDir) {
+    const configFile = sources.inProcessDataDir ? undefined : file.inProcess?.config;
+    upstream = {
+      type: 'in-process',
+      dataDir: resolve(inProcessDir),
+      ...(configFile !== undefined && { configFile: fromFile(configFile) }),
+    };
+  } else {
+    const url = sources.serviceUrl ?? env.SIGNBRIDGE_SERVICE_URL ?? file.service?.url;
+    if (!url) {
+      throw new DaemonConfigError(
+        'no service: pass --service-url URL, set SIGNBRIDGE_SERVICE_URL or service.url in --config (or use --in-process)',
+      );
+    }
+    let apiKey: ApiKeySource | undefined;
+    const tenantApiKeys = new Map<string, ApiKeySource>();
+    const keyFile = sources.apiKeyFile ?? env.SIGNBRIDGE_API_KEY_FILE;
+    try {
+      if (keyFile) apiKey = apiKeyFromFile(resolve(keyFile));
+      else if (env.SIGNBRIDGE_API_KEY !== undefined) apiKey = apiKeyFromEnv(env.SIGNBRIDGE_API_KEY);
+      else if (file.service?.apiKeyFile) apiKey = apiKeyFromFile(fromFile(file.service.apiKeyFile));
+      if (!sources.tenants?.length) {
+        for (const t of file.tenants ?? []) {
+          if (t.apiKeyFile) tenantApiKeys.set(t.id, apiKeyFromFile(fromFile(t.apiKeyFile)));
+        }
+      }
+    } catch (err) {
+      throw new DaemonConfigError((err as Error).message);
+    }
+    const without = tenants.filter((t) => !tenantApiKeys.has(t.tenantId));
+    if (!apiKey && without.length > 0) {
+      throw new DaemonConfigError(
+        `no credentials for ${without.map((t) => t.tenantId).join(', ')}: pass --api-key-file FILE (mode 600), ` +
+          'set SIGNBRIDGE_API_KEY, or set service.apiKeyFile / tenants[].apiKeyFile in --config',
+      );
+    }
+    upstream = {
+      type: 'remote',
+      url,
+      apiKey,
+      tenantApiKeys,
+      timeoutMs: Math.round((file.service?.timeoutSeconds ?? 30) * 1000),
+    };
+  }
+
+  return {
+    socketPath: resolve(
+      sources.socket ?? (env.SIGNBRIDGE_SOCKET || (file.socket ? fromFile(file.socket) : defaultSocketPath(env))),
+    ),
+    logLevel: sources.logLevel ?? env.SIGNBRIDGE_LOG_LEVEL ?? file.logLevel ?? 'info',
+    upstream,
+    tenants,
+    cacheTtlMs: Math.round((file.cacheSeconds ?? 60) * 1000),
+    approvalWaitMs: Math.round((file.approvalWaitSeconds ?? 5) * 1000),
+    sbomMaxBytes: file.sbomMaxBytes ?? DEFAULT_SBOM_MAX_BYTES,
+  };
+}

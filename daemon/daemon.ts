@@ -1,0 +1,74 @@
+// Assembles a running daemon from its configuration: upstream, key catalog, request handler, socket server.
+// The CLI (src/cli/daemon.ts) and the tests both start it through here.
+import type { Logger } from 'pino';
+import type { DaemonConfig } from './config.js';
+import { RequestHandler } from './handler.js';
+import { KeyCatalog } from './key-catalog.js';
+import type { PeerCred } from './peercred.js';
+import { loadPeerCred } from './peercred.js';
+import { DaemonServer } from './server.js';
+import { RemoteUpstream } from './upstream/remote-upstream.js';
+import type { Upstream } from './upstream/upstream.js';
+
+export interface RunningDaemon {
+  socketPath: string;
+  upstream: Upstream;
+  catalog: KeyCatalog;
+  server: DaemonServer;
+  close(): Promise<void>;
+}
+
+export interface StartDaemonOptions {
+  log: Logger;
+  /** An upstream built by the caller (tests, or the in-process mode); default: built from config.upstream. */
+  upstream?: Upstream;
+  getPeerCred?: (fd: number) => PeerCred;
+  allowedUids?: number[];
+}
+
+export async function openUpstream(config: DaemonConfig): Promise<Upstream> {
+  if (config.upstream.type === 'remote') {
+    return new RemoteUpstream({
+      url: config.upstream.url,
+      apiKey: config.upstream.apiKey,
+      tenantApiKeys: config.upstream.tenantApiKeys,
+      timeoutMs: config.upstream.timeoutMs,
+      userAgent: 'signbridge-daemon/0.1.0',
+    });
+  }
+  // Loaded only when asked for: it pulls in the key store (graphene-pk11) and SQLite.
+  const { InProcessUpstream } = await import('./upstream/in-process-upstream.js');
+  return InProcessUpstream.open({ dataDir: config.upstream.dataDir, configFile: config.upstream.configFile });
+}
+
+export async function startDaemon(config: DaemonConfig, options: StartDaemonOptions): Promise<RunningDaemon> {
+  // Fail closed and early: without the peer-credential addon no connection could be checked.
+  const getPeerCred = options.getPeerCred ?? loadPeerCred();
+  const upstream = options.upstream ?? (await openUpstream(config));
+  const catalog = new KeyCatalog({ upstream, tenants: config.tenants, ttlMs: config.cacheTtlMs, log: options.log });
+  const handler = new RequestHandler({ catalog, upstream, log: options.log, sbomMaxBytes: config.sbomMaxBytes });
+  const server = new DaemonServer({
+    socketPath: config.socketPath,
+    handler,
+    log: options.log,
+    getPeerCred,
+    ...(options.allowedUids !== undefined && { allowedUids: options.allowedUids }),
+  });
+  try {
+    await server.start();
+  } catch (err) {
+    if (!options.upstream) await upstream.close();
+    throw err;
+  }
+  options.log.info({ upstream: upstream.description, tenants: config.tenants.map((t) => t.tenantId) }, 'daemon ready');
+  return {
+    socketPath: server.socketPath,
+    upstream,
+    catalog,
+    server,
+    async close() {
+      await server.close();
+      if (!options.upstream) await upstream.close();
+    },
+  };
+}

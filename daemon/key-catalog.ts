@@ -1,0 +1,123 @@
+// The exposed tenants and their current keys, cached for a bounded time (default 60 s). A rotation shows up as
+// a new service key id, hence a new CKA_ID, at the latest when the cache entry expires, and at once when a
+// module asks to sign with a key id the cache does not know (see current(..., { refresh: true })).
+import { createPublicKey } from 'node:crypto';
+import type { Logger } from 'pino';
+import { type KeyCertificates, loadCertificates } from './certificates.js';
+import { ckaIdFor } from './key-id.js';
+import { WireStatus } from './protocol/wire.js';
+import { type PublicKeyInfo, type Upstream, UpstreamError } from './upstream/upstream.js';
+
+export interface TenantConfig {
+  tenantId: string;
+  /** Token label (CK_TOKEN_INFO.label), at most 32 bytes; the tenant id unless configured. */
+  label: string;
+  /** Service key id -> PEM file with the leaf certificate followed by its intermediates. */
+  certificates: Record<string, string>;
+}
+
+export interface CatalogEntry {
+  tenant: TenantConfig;
+  key: PublicKeyInfo;
+  ckaId: Buffer;
+  /** SubjectPublicKeyInfo, DER. */
+  spki: Buffer;
+  certs: KeyCertificates;
+  fetchedAt: number;
+}
+
+export interface KeyCatalogOptions {
+  upstream: Upstream;
+  tenants: TenantConfig[];
+  ttlMs: number;
+  log: Logger;
+  now?: () => number;
+}
+
+export class KeyCatalog {
+  private readonly opts: KeyCatalogOptions;
+  private readonly tenants: Map<string, TenantConfig>;
+  private readonly entries = new Map<string, CatalogEntry>();
+  private readonly inFlight = new Map<string, Promise<CatalogEntry>>();
+  private readonly now: () => number;
+
+  constructor(opts: KeyCatalogOptions) {
+    this.opts = opts;
+    this.tenants = new Map(opts.tenants.map((t) => [t.tenantId, t]));
+    this.now = opts.now ?? Date.now;
+  }
+
+  get tenantList(): TenantConfig[] {
+    return [...this.tenants.values()];
+  }
+
+  tenant(tenantId: string): TenantConfig | undefined {
+    return this.tenants.get(tenantId);
+  }
+
+  /** The tenant's current key, from the cache while it is fresh; `refresh` forces a look-up. */
+  async current(tenantId: string, options: { refresh?: boolean } = {}): Promise<CatalogEntry> {
+    const tenant = this.tenants.get(tenantId);
+    if (!tenant) {
+      throw new UpstreamError(WireStatus.KEY_NOT_FOUND, `tenant ${tenantId} is not exposed by this daemon`);
+    }
+    const cached = this.entries.get(tenantId);
+    if (cached && !options.refresh && this.now() - cached.fetchedAt < this.opts.ttlMs) return cached;
+    const running = this.inFlight.get(tenantId);
+    if (running) return running;
+    const fetching = this.fetch(tenant).finally(() => this.inFlight.delete(tenantId));
+    this.inFlight.set(tenantId, fetching);
+    return fetching;
+  }
+
+  invalidate(tenantId: string): void {
+    this.entries.delete(tenantId);
+  }
+
+  private async fetch(tenant: TenantConfig): Promise<CatalogEntry> {
+    let key: PublicKeyInfo;
+    try {
+      key = await this.opts.upstream.getPublicKey(tenant.tenantId);
+    } catch (err) {
+      if (err instanceof UpstreamError && err.status === WireStatus.KEY_NOT_FOUND) this.entries.delete(tenant.tenantId);
+      throw err;
+    }
+    let spki: Buffer;
+    try {
+      spki = createPublicKey(key.publicKeyPem).export({ type: 'spki', format: 'der' });
+    } catch (err) {
+      throw new UpstreamError(
+        WireStatus.INTERNAL,
+        `tenant ${tenant.tenantId}: unreadable public key (${(err as Error).message})`,
+      );
+    }
+    const previous = this.entries.get(tenant.tenantId);
+    if (previous && previous.key.keyId !== key.keyId) {
+      this.opts.log.info(
+        { tenant: tenant.tenantId, from: previous.key.keyId, to: key.keyId },
+        'key rotation picked up',
+      );
+    }
+    const entry: CatalogEntry = {
+      tenant,
+      key,
+      ckaId: ckaIdFor(key.keyId),
+      spki,
+      certs: this.certificatesFor(tenant, key.keyId, spki),
+      fetchedAt: this.now(),
+    };
+    this.entries.set(tenant.tenantId, entry);
+    return entry;
+  }
+
+  private certificatesFor(tenant: TenantConfig, keyId: string, spki: Buffer): KeyCertificates {
+    const path = tenant.certificates[keyId];
+    if (!path) return { chain: [] };
+    try {
+      return loadCertificates(path, spki);
+    } catch (err) {
+      this.opts.log.warn({ tenant: tenant.tenantId, keyId, err: (err as Error).message }, 'certificate not published');
+      return { chain: [] };
+    }
+  }
+}

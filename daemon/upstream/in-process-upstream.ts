@@ -1,0 +1,112 @@
+// The service's own SigningService in the daemon's process, on a local PKCS#11 token and a SQLite store: for
+// build hosts with their own HSM, and to measure the bridge without HTTP. Same outcomes, same wire statuses as
+// the remote upstream (status-map.ts), because the same ApiError codes come out.
+
+import { resolveConfig } from '../../src/config/config.js';
+import { algorithmsForKey, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { isApiError } from '../../src/errors.js';
+import type { KeyStore } from '../../src/keys/key-store.js';
+import { allowAll, type PolicyEngine } from '../../src/policy/policy.js';
+import { openKeyStore, openStore } from '../../src/server.js';
+import { SigningService } from '../../src/signing/signing-service.js';
+import type { Store } from '../../src/store/store.js';
+import { WireStatus } from '../protocol/wire.js';
+import { messageFor, wireStatusFor } from './status-map.js';
+import { type PublicKeyInfo, type SignInput, type SignResult, type Upstream, UpstreamError } from './upstream.js';
+
+export interface InProcessUpstreamOptions {
+  dataDir: string;
+  /** The service's configuration file (key store, store path), as `signbridge server --config` reads it. */
+  configFile?: string | undefined;
+  policy?: PolicyEngine;
+  /** Recorded as the caller of every signature (the service records an API key id there). */
+  callerId?: string;
+}
+
+/** Signed (older service) or Signed | Pending (with approvals): read structurally so both work. */
+type ServiceOutcome =
+  | { kind?: 'signed'; signature: Buffer; keyId: string; algorithm: SigningAlgorithm; requestId?: string }
+  | { kind: 'pending'; requestId: string; status: string; message: string };
+
+export class InProcessUpstream implements Upstream {
+  readonly description: string;
+  readonly signing: SigningService;
+  private readonly store: Store;
+  private readonly keyStore: KeyStore;
+  private readonly callerId: string;
+
+  private constructor(store: Store, keyStore: KeyStore, signing: SigningService, callerId: string) {
+    this.store = store;
+    this.keyStore = keyStore;
+    this.signing = signing;
+    this.callerId = callerId;
+    this.description = `in-process (${keyStore.description}, ${store.description})`;
+  }
+
+  static async open(opts: InProcessUpstreamOptions): Promise<InProcessUpstream> {
+    const config = resolveConfig({
+      dataDir: opts.dataDir,
+      ...(opts.configFile !== undefined && { configFile: opts.configFile }),
+    });
+    const store = await openStore(config);
+    let keyStore: KeyStore;
+    try {
+      keyStore = openKeyStore(config);
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    const signing = new SigningService({ store, keyStore, policy: opts.policy ?? allowAll });
+    return new InProcessUpstream(store, keyStore, signing, opts.callerId ?? 'signbridge-daemon');
+  }
+
+  async getPublicKey(tenantId: string): Promise<PublicKeyInfo> {
+    const key = await guard(() => this.signing.getKey(tenantId));
+    return {
+      keyId: key.id,
+      keySpec: key.keySpec,
+      publicKeyPem: key.publicKeyPem,
+      signingAlgorithms: algorithmsForKey(key.keySpec),
+    };
+  }
+
+  async pkcs11Sign(input: SignInput): Promise<SignResult> {
+    const out = (await guard(() =>
+      this.signing.pkcs11Sign({
+        tenantId: input.tenantId,
+        callerId: this.callerId,
+        digest: input.digest,
+        keySpec: input.keySpec,
+        pss: input.pss,
+        context: { ...input.context },
+      }),
+    )) as unknown as ServiceOutcome;
+    if (out.kind === 'pending') return out;
+    return {
+      kind: 'signed',
+      signature: out.signature,
+      keyId: out.keyId,
+      algorithm: out.algorithm,
+      ...(out.requestId !== undefined && { requestId: out.requestId }),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.keyStore.close();
+    await this.store.close();
+  }
+}
+
+async function guard<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (isApiError(err)) {
+      throw new UpstreamError(
+        wireStatusFor(err.statusCode, err.code),
+        messageFor(err.statusCode, { error: err.code, reason: err.message, ...err.details }),
+      );
+    }
+    throw new UpstreamError(WireStatus.INTERNAL, `in-process service failed: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,175 @@
+// The remote signing service over HTTP(S). Node 20's global fetch (undici) keeps connections alive between
+// requests, so a build that signs a thousand files opens one TLS session, not a thousand.
+import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import type { ApiKeySource } from '../credentials.js';
+import { WireStatus } from '../protocol/wire.js';
+import { messageFor, wireStatusFor } from './status-map.js';
+import { type PublicKeyInfo, type SignInput, type SignResult, type Upstream, UpstreamError } from './upstream.js';
+
+export interface RemoteUpstreamOptions {
+  /** Base URL, e.g. https://signbridge.example.com (the daemon appends /v1/<action>). */
+  url: string;
+  /** The API key for tenants without their own. */
+  apiKey?: ApiKeySource | undefined;
+  /** Per-tenant API keys: the service binds a signer key to one tenant. */
+  tenantApiKeys?: ReadonlyMap<string, ApiKeySource>;
+  timeoutMs: number;
+  userAgent?: string;
+}
+
+interface HttpOutcome {
+  status: number;
+  body: Record<string, unknown> | undefined;
+  requestId: string | undefined;
+}
+
+export class RemoteUpstream implements Upstream {
+  readonly description: string;
+  private readonly base: URL;
+  private readonly opts: RemoteUpstreamOptions;
+
+  constructor(opts: RemoteUpstreamOptions) {
+    this.opts = opts;
+    this.base = new URL(opts.url.endsWith('/') ? opts.url : `${opts.url}/`);
+    if (this.base.protocol !== 'https:' && this.base.protocol !== 'http:') {
+      throw new Error(`service URL must be http(s), got ${opts.url}`);
+    }
+    this.description = this.base.origin + this.base.pathname.replace(/\/$/, '');
+  }
+
+  async getPublicKey(tenantId: string): Promise<PublicKeyInfo> {
+    const out = await this.call('get_public_key', tenantId, {});
+    if (out.status !== 200) throw this.failure(out);
+    const b = out.body ?? {};
+    if (typeof b.key_id !== 'string' || typeof b.key_spec !== 'string' || typeof b.public_key_pem !== 'string') {
+      throw new UpstreamError(
+        WireStatus.INTERNAL,
+        'get_public_key: the service answered without key_id/key_spec/public_key_pem',
+        out.requestId,
+      );
+    }
+    const algorithms = Array.isArray(b.signing_algorithms)
+      ? (b.signing_algorithms.filter((a) =>
+          (SIGNING_ALGORITHMS as readonly unknown[]).includes(a),
+        ) as SigningAlgorithm[])
+      : [];
+    return {
+      keyId: b.key_id,
+      keySpec: b.key_spec as KeySpec,
+      publicKeyPem: b.public_key_pem,
+      signingAlgorithms: algorithms,
+    };
+  }
+
+  async pkcs11Sign(input: SignInput): Promise<SignResult> {
+    const { context } = input;
+    const out = await this.call('pkcs11_sign', input.tenantId, {
+      hash: input.digest.toString('base64'),
+      key_spec: input.keySpec,
+      pss_padding: input.pss,
+      ...(context.project !== undefined && { project: context.project }),
+      ...(context.environment !== undefined && { environment: context.environment }),
+      ...(context.artifactType !== undefined && { artifact_type: context.artifactType }),
+      ...(context.artifactVersion !== undefined && { artifact_version: context.artifactVersion }),
+      ...(context.sbom !== undefined && { sbom: context.sbom }),
+    });
+    const b = out.body ?? {};
+    if (out.status === 202) {
+      if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
+        throw new UpstreamError(WireStatus.INTERNAL, 'pkcs11_sign: a 202 without request_id/status', out.requestId);
+      }
+      return {
+        kind: 'pending',
+        requestId: b.request_id,
+        status: b.status,
+        message: typeof b.message === 'string' ? b.message : `signature request ${b.status}`,
+      };
+    }
+    if (out.status !== 200) throw this.failure(out);
+    if (typeof b.signature !== 'string' || typeof b.key_id !== 'string' || typeof b.signing_algorithm !== 'string') {
+      throw new UpstreamError(
+        WireStatus.INTERNAL,
+        'pkcs11_sign: the service answered without signature/key_id/signing_algorithm',
+        out.requestId,
+      );
+    }
+    return {
+      kind: 'signed',
+      signature: Buffer.from(b.signature, 'base64'),
+      keyId: b.key_id,
+      algorithm: b.signing_algorithm as SigningAlgorithm,
+      ...(out.requestId !== undefined && { requestId: out.requestId }),
+    };
+  }
+
+  async close(): Promise<void> {
+    // The global fetch dispatcher is shared and closes its idle sockets by itself.
+  }
+
+  private failure(out: HttpOutcome): UpstreamError {
+    return new UpstreamError(
+      wireStatusFor(out.status, typeof out.body?.error === 'string' ? out.body.error : undefined),
+      messageFor(out.status, out.body),
+      out.requestId,
+    );
+  }
+
+  private async call(action: string, tenantId: string, body: Record<string, unknown>): Promise<HttpOutcome> {
+    const url = new URL(`v1/${action}`, this.base);
+    const apiKey = this.apiKey(tenantId);
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          'content-type': 'application/json',
+          accept: 'application/json',
+          'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
+        },
+        body: JSON.stringify({ action, tenant_id: tenantId, ...body }),
+        signal: AbortSignal.timeout(this.opts.timeoutMs),
+      });
+      text = await res.text();
+    } catch (err) {
+      throw networkError(err, this.description, this.opts.timeoutMs);
+    }
+    const requestId = res.headers.get('x-request-id') ?? undefined;
+    let parsed: Record<string, unknown> | undefined;
+    try {
+      const value: unknown = text ? JSON.parse(text) : undefined;
+      parsed =
+        value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === undefined && res.status < 300) {
+      throw new UpstreamError(
+        WireStatus.INTERNAL,
+        `${action}: the service answered ${res.status} without a JSON body`,
+        requestId,
+      );
+    }
+    return { status: res.status, body: parsed, requestId };
+  }
+
+  private apiKey(tenantId: string): string {
+    const source = this.opts.tenantApiKeys?.get(tenantId) ?? this.opts.apiKey;
+    if (!source) throw new UpstreamError(WireStatus.UNAUTHENTICATED, `no API key configured for tenant ${tenantId}`);
+    try {
+      return source.get();
+    } catch (err) {
+      throw new UpstreamError(WireStatus.UNAUTHENTICATED, (err as Error).message);
+    }
+  }
+}
+
+function networkError(err: unknown, where: string, timeoutMs: number): UpstreamError {
+  const e = err as Error & { cause?: { code?: string; message?: string } };
+  if (e.name === 'TimeoutError' || e.name === 'AbortError') {
+    return new UpstreamError(WireStatus.TIMEOUT, `the service at ${where} did not answer within ${timeoutMs} ms`);
+  }
+  const detail = e.cause?.code ?? e.cause?.message ?? e.message;
+  return new UpstreamError(WireStatus.UNAVAILABLE, `cannot reach the service at ${where}: ${detail}`);
+}

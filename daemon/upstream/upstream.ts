@@ -1,0 +1,67 @@
+// What the daemon needs from a signing service, whatever carries it: the remote service over HTTP(S)
+// (remote-upstream.ts) or the service's own SigningService in this process (in-process-upstream.ts).
+import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { type WireStatusCode, wireStatusName } from '../protocol/wire.js';
+
+export interface PublicKeyInfo {
+  /** The service's key id (a key version). */
+  keyId: string;
+  keySpec: KeySpec;
+  publicKeyPem: string;
+  signingAlgorithms: SigningAlgorithm[];
+}
+
+/** Policy inputs that travel with a signature (the module's CTX_* fields; the SBOM already read). */
+export interface SignContext {
+  project?: string;
+  environment?: string;
+  artifactType?: string;
+  artifactVersion?: string;
+  sbom?: string;
+}
+
+export interface SignInput {
+  tenantId: string;
+  digest: Buffer;
+  keySpec: KeySpec;
+  pss: boolean;
+  context: SignContext;
+}
+
+export type SignResult =
+  | {
+      kind: 'signed';
+      /** As the service returns it: RSA raw, ECDSA DER. */
+      signature: Buffer;
+      keyId: string;
+      algorithm: SigningAlgorithm;
+      requestId?: string;
+    }
+  | { kind: 'pending'; requestId: string; status: string; message: string };
+
+/** A failure with the wire status the module should see; `message` is safe to show to the module's user. */
+export class UpstreamError extends Error {
+  readonly status: WireStatusCode;
+  readonly requestId: string | undefined;
+
+  constructor(status: WireStatusCode, message: string, requestId?: string) {
+    super(message);
+    this.name = 'UpstreamError';
+    this.status = status;
+    this.requestId = requestId;
+  }
+
+  override toString(): string {
+    return `${wireStatusName(this.status)}: ${this.message}`;
+  }
+}
+
+export interface Upstream {
+  /** For logs and `signbridge status`, e.g. "https://signbridge.example.com" or "in-process (pkcs11:...)". */
+  readonly description: string;
+  /** The tenant's current key. */
+  getPublicKey(tenantId: string): Promise<PublicKeyInfo>;
+  /** pkcs11_sign: always signs with the tenant's current key. */
+  pkcs11Sign(input: SignInput): Promise<SignResult>;
+  close(): Promise<void>;
+}

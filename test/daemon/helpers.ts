@@ -1,0 +1,79 @@
+// Shared setup for the daemon tests: the peer-credential addon, temp socket folders, a daemon on a real socket.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { DaemonConfig } from '../../daemon/config.js';
+import { type ApiKeySource, apiKeyFromEnv } from '../../daemon/credentials.js';
+import { type RunningDaemon, type StartDaemonOptions, startDaemon } from '../../daemon/daemon.js';
+import { silentLogger } from '../../daemon/logger.js';
+import { PEERCRED_ADDON_PATH } from '../../daemon/peercred.js';
+import { packagePath } from '../../src/paths.js';
+
+/**
+ * Builds daemon/native/peercred once. Test files run in parallel processes, so a mkdir lock keeps two builds from
+ * writing the same folder. (scripts/setup.sh builds it too; then this returns at once.)
+ */
+export function ensurePeercredBuilt(): void {
+  const lock = packagePath('daemon', 'native', 'peercred', '.build-lock');
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      // A lock older than two minutes was left by a killed run.
+      if (existsSync(lock) && Date.now() - statSync(lock).mtimeMs > 120_000) rmdirSync(lock);
+      if (Date.now() > deadline) throw new Error(`peercred build lock ${lock} held too long`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+  try {
+    execFileSync('bash', [packagePath('daemon', 'native', 'peercred', 'build.sh')], { stdio: 'inherit' });
+  } finally {
+    rmdirSync(lock);
+  }
+  if (!existsSync(PEERCRED_ADDON_PATH)) throw new Error(`peercred addon missing after build: ${PEERCRED_ADDON_PATH}`);
+}
+
+/** A short socket path (sun_path is 108 bytes) in a fresh private temp folder. */
+export function tempSocketPath(): string {
+  const dir = mkdtempSync(join('/tmp', 'sbd-'));
+  return join(dir, 'run', 'daemon.sock');
+}
+
+export const keySource = (token: string): ApiKeySource => apiKeyFromEnv(token);
+
+export function remoteConfig(
+  url: string,
+  tenants: Array<{ tenantId: string; label?: string; apiKey: string; certificates?: Record<string, string> }>,
+  overrides: Partial<DaemonConfig> & { timeoutMs?: number } = {},
+): DaemonConfig {
+  const { timeoutMs, ...rest } = overrides;
+  return {
+    socketPath: tempSocketPath(),
+    logLevel: 'silent',
+    upstream: {
+      type: 'remote',
+      url,
+      apiKey: undefined,
+      tenantApiKeys: new Map(tenants.map((t) => [t.tenantId, keySource(t.apiKey)])),
+      timeoutMs: timeoutMs ?? 10_000,
+    },
+    tenants: tenants.map((t) => ({
+      tenantId: t.tenantId,
+      label: t.label ?? t.tenantId,
+      certificates: t.certificates ?? {},
+    })),
+    cacheTtlMs: 60_000,
+    approvalWaitMs: 5_000,
+    sbomMaxBytes: 1024 * 1024,
+    ...rest,
+  };
+}
+
+export async function startTestDaemon(
+  config: DaemonConfig,
+  options: Partial<StartDaemonOptions> = {},
+): Promise<RunningDaemon> {
+  return startDaemon(config, { log: silentLogger(), ...options });
+}
