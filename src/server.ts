@@ -6,6 +6,8 @@ import { ensurePrivateDir } from './fs-private.js';
 import type { KeyStore } from './keys/key-store.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
+import { loadPolicyFile } from './policy/policy-file.js';
+import { RulesPolicyEngine } from './policy/rules-engine.js';
 import { openSqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 
@@ -50,9 +52,19 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     await store.close();
     throw err;
   }
+  const policyDoc = config.policyFile ? loadPolicyFile(config.policyFile) : undefined;
   const app = await buildApp({
     store,
     keyStore,
+    ...(policyDoc && {
+      policy: new RulesPolicyEngine(policyDoc),
+      ...(policyDoc.approvals?.lifetimeHours !== undefined && {
+        approvalLifetimeMs: policyDoc.approvals.lifetimeHours * 3_600_000,
+      }),
+      ...(policyDoc.exceptions?.maxLifetimeDays !== undefined && {
+        exceptionMaxLifetimeMs: policyDoc.exceptions.maxLifetimeDays * 86_400_000,
+      }),
+    }),
     logger: { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
     trial: config.trial,
     trustProxy: config.trustProxy,

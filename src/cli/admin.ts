@@ -5,6 +5,7 @@ import { TENANT_ID_PATTERN } from '../api/schemas.js';
 import { createApiKey } from '../auth/api-keys.js';
 import { isRole, ROLES } from '../auth/roles.js';
 import { resolveConfig } from '../config/config.js';
+import { loadPolicyFile } from '../policy/policy-file.js';
 import { openStore } from '../server.js';
 import type { Store } from '../store/store.js';
 
@@ -32,7 +33,22 @@ function storeOptions(cmd: Command): Command {
 }
 
 export function registerAdminCommands(program: Command): void {
-  const admin = program.command('admin').description('administer API keys and tenants');
+  const admin = program.command('admin').description('administer API keys, policy and tenants');
+
+  admin
+    .command('policy')
+    .description('policy documents')
+    .command('check')
+    .description('validate a policy document without starting the service')
+    .argument('<file>', 'YAML or JSON policy document (docs/policy.md)')
+    .action((file: string) => {
+      const doc = loadPolicyFile(file);
+      const tenants = Object.keys(doc.tenants ?? {});
+      process.stdout.write(
+        `${file}: valid policy (version ${doc.version}; ${tenants.length} tenant override(s)${tenants.length ? `: ${tenants.join(', ')}` : ''})\n`,
+      );
+    });
+
   const apiKey = admin.command('api-key').description('manage API keys');
 
   storeOptions(apiKey.command('create'))

@@ -55,6 +55,8 @@ export const ConfigFileSchema = Type.Object(
     trustProxy: Type.Optional(Type.Boolean()),
     bodyLimitBytes: Type.Optional(Type.Integer({ minimum: 1024 })),
     publicUrl: Type.Optional(Type.String()),
+    /** The policy document (docs/policy.md); without one every signature is allowed. */
+    policyFile: Type.Optional(Type.String({ minLength: 1 })),
   },
   { additionalProperties: false },
 );
@@ -71,6 +73,7 @@ export interface ServiceConfig {
   trustProxy: boolean;
   bodyLimit: number;
   publicUrl?: string;
+  policyFile?: string;
 }
 
 export interface ConfigSources {
@@ -141,5 +144,8 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     trustProxy: file.trustProxy ?? false,
     bodyLimit: file.bodyLimitBytes ?? 4 * 1024 * 1024,
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
+    ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
+      policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
+    }),
   };
 }

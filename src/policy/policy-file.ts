@@ -57,7 +57,9 @@ export const PolicyDocumentSchema = Type.Object(
     rules: Type.Optional(PolicyRulesSchema),
     /** Per-tenant overrides: each section given here replaces the global section of the same name. */
     tenants: Type.Optional(
-      Type.Record(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' }), PolicyRulesSchema),
+      Type.Record(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' }), PolicyRulesSchema, {
+        additionalProperties: false,
+      }),
     ),
     approvals: Type.Optional(
       Type.Object(
