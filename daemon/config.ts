@@ -164,7 +164,7 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
     const keyFile = sources.apiKeyFile ?? env.SIGNBRIDGE_API_KEY_FILE;
     try {
       if (keyFile) apiKey = apiKeyFromFile(resolve(keyFile));
-      else if (env.SIGNBRIDGE_API_KEY !== undefined) apiKey = apiKeyFromEnv(env.SIGNBRIDGE_API_KEY);
+      else if (env.SIGNBRIDGE_API_KEY) apiKey = apiKeyFromEnv(env.SIGNBRIDGE_API_KEY);
       else if (file.service?.apiKeyFile) apiKey = apiKeyFromFile(fromFile(file.service.apiKeyFile));
       if (!sources.tenants?.length) {
         for (const t of file.tenants ?? []) {

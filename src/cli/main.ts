@@ -1,7 +1,10 @@
 // `signbridge`: one CLI for the service, the daemon and administration. Each subcommand lives in its own file.
 import { Command, CommanderError } from 'commander';
 import { registerAdminCommands } from './admin.js';
+import { registerDaemonCommand } from './daemon.js';
+import { registerModulePathCommand } from './module-path.js';
 import { registerServerCommand } from './server.js';
+import { registerStatusCommand } from './status.js';
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command('signbridge')
@@ -11,6 +14,9 @@ export async function main(argv: string[]): Promise<void> {
     .exitOverride();
   registerServerCommand(program);
   registerAdminCommands(program);
+  registerDaemonCommand(program);
+  registerStatusCommand(program);
+  registerModulePathCommand(program);
   try {
     await program.parseAsync(argv);
   } catch (err) {
