@@ -1,0 +1,121 @@
+// The in-process upstream: the service's own SigningService in the daemon, on a local SoftHSM token and SQLite.
+// Its own test file: one SoftHSM per process, and this file must not also start a test service.
+import { createPublicKey, verify } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DaemonClient } from '../../daemon/client.js';
+import type { DaemonConfig } from '../../daemon/config.js';
+import type { RunningDaemon } from '../../daemon/daemon.js';
+import { ckaIdFor } from '../../daemon/key-id.js';
+import type { WireKey } from '../../daemon/protocol/messages.js';
+import { WireStatus } from '../../daemon/protocol/wire.js';
+import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
+import { digestOf } from '../helpers/crypto.js';
+import { makeTempDir } from '../helpers/service.js';
+import { ensurePeercredBuilt, startTestDaemon, tempSocketPath } from './helpers.js';
+
+let dataDir: string;
+let daemon: RunningDaemon;
+const keyIds = new Map<string, string>();
+const pems = new Map<string, string>();
+
+beforeAll(async () => {
+  ensurePeercredBuilt();
+  dataDir = makeTempDir();
+  // Provision tenants the way an operator would (the service's own code on the data dir), then close it: the
+  // daemon opens the data dir itself from its configuration, as `signbridge daemon --in-process DIR` does.
+  const setup = await InProcessUpstream.open({ dataDir });
+  for (const [tenant, spec] of [
+    ['local-rsa', 'RSA_2048'],
+    ['local-p521', 'ECC_NIST_P521'],
+  ] as const) {
+    const { key } = await setup.signing.createTenant(tenant, spec);
+    keyIds.set(tenant, key.id);
+    pems.set(tenant, key.publicKeyPem);
+  }
+  await setup.close();
+  const config: DaemonConfig = {
+    socketPath: tempSocketPath(),
+    logLevel: 'silent',
+    upstream: { type: 'in-process', dataDir },
+    tenants: [
+      { tenantId: 'local-rsa', label: 'local-rsa', certificates: {} },
+      { tenantId: 'local-p521', label: 'local-p521', certificates: {} },
+      { tenantId: 'missing', label: 'missing', certificates: {} },
+    ],
+    cacheTtlMs: 60_000,
+    approvalWaitMs: 5_000,
+    sbomMaxBytes: 1024 * 1024,
+  };
+  daemon = await startTestDaemon(config);
+});
+afterAll(async () => {
+  await daemon?.close();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('in-process upstream', () => {
+  it('describes itself as in-process on the PKCS#11 token', () => {
+    expect(daemon.upstream.description).toMatch(/^in-process \(pkcs11:/);
+  });
+
+  it('LIST shows the local tenants; a tenant the store does not know is an empty token', async () => {
+    const { client } = await DaemonClient.open(daemon.socketPath);
+    const res = await client.request({ type: 'LIST' });
+    if (res.type !== 'LIST_OK') throw new Error(JSON.stringify(res));
+    const byTenant = new Map(res.tokens.map((t) => [t.tenant, t]));
+    for (const tenant of ['local-rsa', 'local-p521']) {
+      const [key] = byTenant.get(tenant)?.keys as [WireKey];
+      expect(key.keyId).toEqual(ckaIdFor(keyIds.get(tenant) as string));
+      expect(key.publicKey).toEqual(
+        createPublicKey(pems.get(tenant) as string).export({ type: 'spki', format: 'der' }),
+      );
+    }
+    expect(byTenant.get('missing')?.keys).toEqual([]);
+    client.close();
+  });
+
+  it('signs RSA-PSS and P-521 ECDSA, verified with node:crypto', async () => {
+    const { client } = await DaemonClient.open(daemon.socketPath);
+    const message = Buffer.from('built locally');
+    const rsa = await client.request({
+      type: 'SIGN',
+      tenant: 'local-rsa',
+      keyId: ckaIdFor(keyIds.get('local-rsa') as string),
+      algorithm: 'RSASSA_PSS_SHA_384',
+      digest: digestOf('RSASSA_PSS_SHA_384', message),
+    });
+    if (rsa.type !== 'SIGN_OK') throw new Error(JSON.stringify(rsa));
+    expect(
+      verify(
+        'sha384',
+        message,
+        { key: createPublicKey(pems.get('local-rsa') as string), padding: 6, saltLength: 48 },
+        rsa.signature,
+      ),
+    ).toBe(true);
+    for (let i = 0; i < 16; i++) {
+      const m = Buffer.from(`p521 ${i}`);
+      const ec = await client.request({
+        type: 'SIGN',
+        tenant: 'local-p521',
+        keyId: ckaIdFor(keyIds.get('local-p521') as string),
+        algorithm: 'ECDSA_SHA_512',
+        digest: digestOf('ECDSA_SHA_512', m),
+      });
+      if (ec.type !== 'SIGN_OK') throw new Error(JSON.stringify(ec));
+      expect(ec.signature.length).toBe(132);
+      const key = createPublicKey(pems.get('local-p521') as string);
+      expect(verify('sha512', m, { key, dsaEncoding: 'ieee-p1363' }, ec.signature)).toBe(true);
+    }
+    const missing = await client.request({
+      type: 'SIGN',
+      tenant: 'missing',
+      keyId: Buffer.from([1]),
+      algorithm: 'ECDSA_SHA_256',
+      digest: Buffer.alloc(32),
+    });
+    expect(missing).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND });
+    client.close();
+  });
+});
