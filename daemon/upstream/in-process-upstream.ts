@@ -7,6 +7,8 @@ import { algorithmsForKey, type SigningAlgorithm } from '../../src/crypto/algori
 import { isApiError } from '../../src/errors.js';
 import type { KeyStore } from '../../src/keys/key-store.js';
 import { allowAll, type PolicyEngine } from '../../src/policy/policy.js';
+import { loadPolicyFile } from '../../src/policy/policy-file.js';
+import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import { openKeyStore, openStore } from '../../src/server.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import type { Store } from '../../src/store/store.js';
@@ -18,6 +20,7 @@ export interface InProcessUpstreamOptions {
   dataDir: string;
   /** The service's configuration file (key store, store path), as `signbridge server --config` reads it. */
   configFile?: string | undefined;
+  /** Default: the policy file of the service configuration, as `signbridge server` loads it; else allow-all. */
   policy?: PolicyEngine;
   /** Recorded as the caller of every signature (the service records an API key id there). */
   callerId?: string;
@@ -56,7 +59,16 @@ export class InProcessUpstream implements Upstream {
       await store.close();
       throw err;
     }
-    const signing = new SigningService({ store, keyStore, policy: opts.policy ?? allowAll });
+    // The same policy the service would apply to this data dir: in-process signing must not be a way around it.
+    const policyDoc = config.policyFile ? loadPolicyFile(config.policyFile) : undefined;
+    const signing = new SigningService({
+      store,
+      keyStore,
+      policy: opts.policy ?? (policyDoc ? new RulesPolicyEngine(policyDoc) : allowAll),
+      ...(policyDoc?.approvals?.lifetimeHours !== undefined && {
+        approvalLifetimeMs: policyDoc.approvals.lifetimeHours * 3_600_000,
+      }),
+    });
     return new InProcessUpstream(store, keyStore, signing, opts.callerId ?? 'signbridge-daemon');
   }
 

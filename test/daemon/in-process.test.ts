@@ -29,7 +29,13 @@ beforeAll(async () => {
     ['local-rsa', 'RSA_2048'],
     ['local-p521', 'ECC_NIST_P521'],
   ] as const) {
-    const { key } = await setup.signing.createTenant(tenant, spec);
+    // (bound and widened: the service's createTenant is gaining an audit `actor` argument)
+    const createTenant = setup.signing.createTenant.bind(setup.signing) as unknown as (
+      tenant: string,
+      spec: string,
+      actor: string,
+    ) => Promise<{ key: { id: string; publicKeyPem: string } }>;
+    const { key } = await createTenant(tenant, spec, 'test');
     keyIds.set(tenant, key.id);
     pems.set(tenant, key.publicKeyPem);
   }

@@ -1,0 +1,431 @@
+// The daemon's parts without sockets or a service: ECDSA conversion, CKA_IDs, status mapping, configuration,
+// credentials, certificates, the key cache and the request handler against a scripted upstream.
+import { execFileSync } from 'node:child_process';
+import { createPrivateKey, generateKeyPairSync, sign as nodeSign, randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DaemonConfigError, resolveDaemonConfig } from '../../daemon/config.js';
+import { apiKeyFromFile, CredentialError } from '../../daemon/credentials.js';
+import { ecdsaDerToRaw } from '../../daemon/ecdsa.js';
+import { RequestHandler } from '../../daemon/handler.js';
+import { KeyCatalog } from '../../daemon/key-catalog.js';
+import { ckaIdFor } from '../../daemon/key-id.js';
+import { silentLogger } from '../../daemon/logger.js';
+import type { Response } from '../../daemon/protocol/messages.js';
+import { WireStatus } from '../../daemon/protocol/wire.js';
+import { messageFor, wireStatusFor } from '../../daemon/upstream/status-map.js';
+import {
+  type PublicKeyInfo,
+  type SignInput,
+  type SignResult,
+  type Upstream,
+  UpstreamError,
+} from '../../daemon/upstream/upstream.js';
+import type { KeySpec } from '../../src/crypto/algorithms.js';
+import { ecdsaRawToDer } from '../../src/crypto/encoding.js';
+
+const tmp = () => mkdtempSync('/tmp/sbd-unit-');
+
+describe('ecdsaDerToRaw', () => {
+  it.each([
+    [32, 'prime256v1'],
+    [48, 'secp384r1'],
+    [66, 'secp521r1'],
+  ] as const)('%i-byte halves: inverse of ecdsaRawToDer, also with leading zeros', (field, curve) => {
+    for (let i = 0; i < 200; i++) {
+      const raw = randomBytes(field * 2);
+      if (i % 3 === 0) raw.fill(0, 0, 1 + (i % 5)); // short r
+      if (i % 4 === 0) raw.fill(0, field, field + 2); // short s
+      if (field === 66) {
+        raw[0] = (raw[0] as number) & 1; // P-521 values are at most 521 bits
+        raw[field] = (raw[field] as number) & 1;
+      }
+      expect(ecdsaDerToRaw(ecdsaRawToDer(raw), field)).toEqual(raw);
+    }
+    const { privateKey } = generateKeyPairSync('ec', { namedCurve: curve });
+    const der = nodeSign('sha256', Buffer.from('x'), privateKey);
+    const p1363 = ecdsaDerToRaw(der, field);
+    expect(p1363.length).toBe(field * 2);
+    expect(ecdsaRawToDer(p1363)).toEqual(der);
+  });
+
+  it('rejects what is not a DER ECDSA signature for the curve', () => {
+    const good = ecdsaRawToDer(randomBytes(64));
+    expect(() => ecdsaDerToRaw(good, 32)).not.toThrow();
+    expect(() => ecdsaDerToRaw(Buffer.concat([good, Buffer.from([0])]), 32)).toThrow();
+    expect(() => ecdsaDerToRaw(good.subarray(0, good.length - 1), 32)).toThrow();
+    expect(() => ecdsaDerToRaw(Buffer.from('3006020100020100', 'hex').subarray(0, 7), 32)).toThrow();
+    expect(() => ecdsaDerToRaw(ecdsaRawToDer(Buffer.alloc(96, 0x11)), 32)).toThrow(/longer than 32/);
+    expect(() => ecdsaDerToRaw(Buffer.from('3006020180020101', 'hex'), 32)).toThrow(/negative/);
+    expect(() => ecdsaDerToRaw(Buffer.alloc(0), 32)).toThrow();
+  });
+});
+
+describe('ckaIdFor', () => {
+  it('a UUID becomes its 16 bytes; anything else 16 bytes of its SHA-256; stable', () => {
+    expect(ckaIdFor('0f8fad5b-d9cb-469f-a165-70867728950e').toString('hex')).toBe('0f8fad5bd9cb469fa16570867728950e');
+    const arn = 'arn:aws:kms:us-east-1:123456789012:key/abc';
+    expect(ckaIdFor(arn).length).toBe(16);
+    expect(ckaIdFor(arn)).toEqual(ckaIdFor(arn));
+    expect(ckaIdFor(arn)).not.toEqual(ckaIdFor(`${arn}x`));
+  });
+});
+
+describe('status mapping', () => {
+  it.each([
+    [401, 'unauthorized', WireStatus.UNAUTHENTICATED],
+    [403, 'policy_denied', WireStatus.POLICY_DENIED],
+    [403, 'forbidden', WireStatus.FORBIDDEN],
+    [404, 'tenant_not_found', WireStatus.KEY_NOT_FOUND],
+    [404, 'not_found', WireStatus.INTERNAL],
+    [400, 'invalid_hash', WireStatus.BAD_REQUEST],
+    [400, 'algorithm_key_mismatch', WireStatus.ALGORITHM_INVALID],
+    [413, 'payload_too_large', WireStatus.BAD_REQUEST],
+    [429, 'rate_limited', WireStatus.UNAVAILABLE],
+    [503, 'key_store_unavailable', WireStatus.UNAVAILABLE],
+    [504, undefined, WireStatus.TIMEOUT],
+    [500, 'internal_error', WireStatus.INTERNAL],
+    [501, 'not_implemented', WireStatus.INTERNAL],
+  ] as const)('%i %s -> %i', (http, code, wire) => expect(wireStatusFor(http, code)).toBe(wire));
+
+  it('names the vulnerability in the message', () => {
+    expect(messageFor(403, { error: 'policy_denied', reason: 'r', vuln_id: 'CVE-1', fix_version: '2' })).toBe(
+      'policy_denied: r (vuln_id CVE-1, fix_version 2)',
+    );
+    expect(messageFor(502, undefined)).toBe('http_502: no reason given');
+  });
+});
+
+describe('credentials', () => {
+  it('reads a 0600 key file, re-reads it when it changes, refuses wider modes', () => {
+    const dir = tmp();
+    const path = join(dir, 'key');
+    writeFileSync(path, 'sbk_first\n', { mode: 0o600 });
+    const source = apiKeyFromFile(path);
+    expect(source.get()).toBe('sbk_first');
+    expect(source.description).toBe(`file ${path}`);
+    writeFileSync(path, 'sbk_second_longer\n');
+    utimesSync(path, new Date(), new Date(Date.now() + 5000));
+    expect(source.get()).toBe('sbk_second_longer');
+    chmodSync(path, 0o640);
+    utimesSync(path, new Date(), new Date(Date.now() + 10_000));
+    expect(() => source.get()).toThrow(/mode 640/);
+    expect(() => apiKeyFromFile(join(dir, 'absent'))).toThrow(CredentialError);
+    writeFileSync(join(dir, 'empty'), '\n', { mode: 0o600 });
+    expect(() => apiKeyFromFile(join(dir, 'empty'))).toThrow(/empty/);
+  });
+});
+
+describe('configuration', () => {
+  it('file < env < flags; paths relative to the file; per-tenant keys', () => {
+    const dir = tmp();
+    writeFileSync(join(dir, 'key'), 'sbk_file\n', { mode: 0o600 });
+    writeFileSync(join(dir, 'beta.key'), 'sbk_beta\n', { mode: 0o600 });
+    const file = join(dir, 'daemon.yaml');
+    writeFileSync(
+      file,
+      'socket: run/d.sock\nservice: { url: "https://svc.example", apiKeyFile: key, timeoutSeconds: 2.5 }\n' +
+        'tenants:\n  - { id: acme, label: ACME, certificates: { k1: certs/k1.pem } }\n  - { id: beta, apiKeyFile: beta.key }\n' +
+        'cacheSeconds: 10\n',
+    );
+    const c = resolveDaemonConfig({ configFile: file, env: {} });
+    expect(c.socketPath).toBe(join(dir, 'run', 'd.sock'));
+    expect(c.tenants).toEqual([
+      { tenantId: 'acme', label: 'ACME', certificates: { k1: join(dir, 'certs', 'k1.pem') } },
+      { tenantId: 'beta', label: 'beta', certificates: {} },
+    ]);
+    expect(c.cacheTtlMs).toBe(10_000);
+    if (c.upstream.type !== 'remote') throw new Error('expected remote');
+    expect(c.upstream.url).toBe('https://svc.example');
+    expect(c.upstream.timeoutMs).toBe(2500);
+    expect(c.upstream.apiKey?.get()).toBe('sbk_file');
+    expect(c.upstream.tenantApiKeys.get('beta')?.get()).toBe('sbk_beta');
+
+    const env = {
+      SIGNBRIDGE_API_KEY: 'sbk_env',
+      SIGNBRIDGE_SOCKET: '/tmp/x/env.sock',
+      SIGNBRIDGE_SERVICE_URL: 'http://e',
+    };
+    const e = resolveDaemonConfig({ configFile: file, env });
+    expect(e.socketPath).toBe('/tmp/x/env.sock');
+    if (e.upstream.type !== 'remote') throw new Error('expected remote');
+    expect(e.upstream.apiKey?.get()).toBe('sbk_env');
+    expect(e.upstream.url).toBe('http://e');
+
+    const f = resolveDaemonConfig({
+      configFile: file,
+      env,
+      socket: '/tmp/y/flag.sock',
+      tenants: ['z=Zed'],
+      serviceUrl: 'http://f',
+    });
+    expect(f.socketPath).toBe('/tmp/y/flag.sock');
+    expect(f.tenants).toEqual([{ tenantId: 'z', label: 'Zed', certificates: {} }]);
+  });
+
+  it('defaults the socket to $XDG_RUNTIME_DIR/signbridge, else /tmp/signbridge-<uid>', () => {
+    const base = { tenants: ['t'], serviceUrl: 'http://s' };
+    const xdg = resolveDaemonConfig({ ...base, env: { SIGNBRIDGE_API_KEY: 'k', XDG_RUNTIME_DIR: '/run/user/1000' } });
+    expect(xdg.socketPath).toBe('/run/user/1000/signbridge/daemon.sock');
+    const none = resolveDaemonConfig({ ...base, env: { SIGNBRIDGE_API_KEY: 'k' } });
+    expect(none.socketPath).toBe(`/tmp/signbridge-${process.getuid?.()}/daemon.sock`);
+  });
+
+  it('says what is missing or wrong', () => {
+    const dir = tmp();
+    const bad = (text: string, pattern: RegExp, env: NodeJS.ProcessEnv = { SIGNBRIDGE_API_KEY: 'k' }) => {
+      const file = join(dir, `c${Math.random()}.yaml`);
+      writeFileSync(file, text);
+      expect(() => resolveDaemonConfig({ configFile: file, env })).toThrow(pattern);
+    };
+    bad('service: { url: http://s }\n', /no tenants/);
+    bad('tenants: [{ id: a }]\n', /no service/);
+    bad('service: { url: http://s }\ntenants: [{ id: a }]\n', /no credentials for a/, {});
+    bad(
+      'service: { url: http://s }\ntenants: [{ id: a, label: "0123456789012345678901234567890123" }]\n',
+      /longer than 32 bytes/,
+    );
+    bad('service: { url: http://s }\ntenants: [{ id: a }, { id: a }]\n', /listed twice/);
+    bad('tenants: [{ id: a, colour: red }]\n', /colour|additional/i);
+    bad('tenants: [\n', /not valid YAML/);
+    expect(() => resolveDaemonConfig({ configFile: join(dir, 'nope.yaml'), env: {} })).toThrow(DaemonConfigError);
+  });
+});
+
+// ---- a scripted upstream for the catalog and the handler ----
+
+function ecKey(curve = 'prime256v1') {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: curve });
+  return { privateKey, pem: publicKey.export({ type: 'spki', format: 'pem' }).toString() };
+}
+
+class FakeUpstream implements Upstream {
+  readonly description = 'fake';
+  keys = new Map<string, PublicKeyInfo>();
+  lookups = 0;
+  next: ((input: SignInput) => SignResult | Promise<SignResult>) | undefined;
+  signed: SignInput[] = [];
+  async getPublicKey(tenantId: string): Promise<PublicKeyInfo> {
+    this.lookups++;
+    const key = this.keys.get(tenantId);
+    if (!key) throw new UpstreamError(WireStatus.KEY_NOT_FOUND, `tenant_not_found: ${tenantId}`);
+    return key;
+  }
+  async pkcs11Sign(input: SignInput): Promise<SignResult> {
+    this.signed.push(input);
+    if (!this.next) throw new UpstreamError(WireStatus.UNAVAILABLE, 'no script');
+    return this.next(input);
+  }
+  async close(): Promise<void> {}
+}
+
+function setKey(up: FakeUpstream, tenant: string, keyId: string, keySpec: KeySpec, pem: string) {
+  up.keys.set(tenant, { keyId, keySpec, publicKeyPem: pem, signingAlgorithms: [] });
+}
+
+describe('KeyCatalog', () => {
+  it('caches for its lifetime, then picks up a rotation; concurrent look-ups share one request', async () => {
+    const up = new FakeUpstream();
+    let now = 1000;
+    const a = ecKey();
+    setKey(up, 't', 'key-1', 'ECC_NIST_P256', a.pem);
+    const catalog = new KeyCatalog({
+      upstream: up,
+      tenants: [{ tenantId: 't', label: 't', certificates: {} }],
+      ttlMs: 60_000,
+      log: silentLogger(),
+      now: () => now,
+    });
+    const [x, y] = await Promise.all([catalog.current('t'), catalog.current('t')]);
+    expect(x).toBe(y);
+    expect(up.lookups).toBe(1);
+    setKey(up, 't', 'key-2', 'ECC_NIST_P256', ecKey().pem);
+    now += 59_000;
+    expect((await catalog.current('t')).key.keyId).toBe('key-1');
+    now += 2_000;
+    expect((await catalog.current('t')).key.keyId).toBe('key-2');
+    expect(up.lookups).toBe(2);
+    expect((await catalog.current('t')).ckaId).toEqual(ckaIdFor('key-2'));
+    await expect(catalog.current('other')).rejects.toThrow(/not exposed/);
+  });
+
+  it('publishes a matching certificate chain; leaves out a certificate for another key', async () => {
+    const dir = tmp();
+    const a = ecKey();
+    writeFileSync(join(dir, 'a.key'), a.privateKey.export({ type: 'pkcs8', format: 'pem' }));
+    const cert = (name: string, key: string) => {
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-new',
+          '-key',
+          join(dir, key),
+          '-subj',
+          `/CN=${name}`,
+          '-days',
+          '1',
+          '-out',
+          join(dir, `${name}.pem`),
+        ],
+        { stdio: 'ignore' },
+      );
+      return join(dir, `${name}.pem`);
+    };
+    const other = ecKey();
+    writeFileSync(
+      join(dir, 'b.key'),
+      createPrivateKey(other.privateKey.export({ type: 'pkcs8', format: 'pem' })).export({
+        type: 'pkcs8',
+        format: 'pem',
+      }),
+    );
+    const leaf = cert('leaf', 'a.key');
+    const inter = cert('intermediate', 'b.key');
+    const chainFile = join(dir, 'chain.pem');
+    writeFileSync(
+      chainFile,
+      (await import('node:fs')).readFileSync(leaf, 'utf8') + (await import('node:fs')).readFileSync(inter, 'utf8'),
+    );
+    const up = new FakeUpstream();
+    setKey(up, 'good', 'k-good', 'ECC_NIST_P256', a.pem);
+    setKey(up, 'bad', 'k-bad', 'ECC_NIST_P256', other.pem);
+    const catalog = new KeyCatalog({
+      upstream: up,
+      tenants: [
+        { tenantId: 'good', label: 'good', certificates: { 'k-good': chainFile } },
+        { tenantId: 'bad', label: 'bad', certificates: { 'k-bad': leaf } },
+      ],
+      ttlMs: 60_000,
+      log: silentLogger(),
+    });
+    const good = await catalog.current('good');
+    expect(good.certs.certificate?.length).toBeGreaterThan(100);
+    expect(good.certs.chain).toHaveLength(1);
+    const bad = await catalog.current('bad');
+    expect(bad.certs).toEqual({ chain: [] });
+  });
+});
+
+describe('RequestHandler with a scripted upstream', () => {
+  async function setup(spec: KeySpec = 'ECC_NIST_P256') {
+    const up = new FakeUpstream();
+    const a = spec.startsWith('RSA')
+      ? {
+          pem: generateKeyPairSync('rsa', { modulusLength: 2048 })
+            .publicKey.export({ type: 'spki', format: 'pem' })
+            .toString(),
+        }
+      : ecKey();
+    setKey(up, 't', '0f8fad5b-d9cb-469f-a165-70867728950e', spec, a.pem);
+    const catalog = new KeyCatalog({
+      upstream: up,
+      tenants: [{ tenantId: 't', label: 't', certificates: {} }],
+      ttlMs: 60_000,
+      log: silentLogger(),
+    });
+    const handler = new RequestHandler({ catalog, upstream: up, log: silentLogger(), sbomMaxBytes: 100 });
+    const sign = (algorithm: string, digest = Buffer.alloc(32)): Promise<Response> =>
+      handler.handle(
+        { type: 'SIGN', tenant: 't', keyId: ckaIdFor('0f8fad5b-d9cb-469f-a165-70867728950e'), algorithm, digest },
+        { pid: process.pid, uid: 0 },
+      );
+    return { up, handler, sign };
+  }
+
+  it('a 202 from the service becomes SIGN_PENDING', async () => {
+    const { up, sign } = await setup();
+    up.next = () => ({ kind: 'pending', requestId: 'r-9', status: 'pending_approval', message: 'needs approval' });
+    expect(await sign('ECDSA_SHA_256')).toEqual({
+      type: 'SIGN_PENDING',
+      requestId: 'r-9',
+      status: 'pending_approval',
+      message: 'needs approval',
+    });
+  });
+
+  it('derives pss_padding from the algorithm and left-pads a short RSA signature to the modulus size', async () => {
+    const { up, sign } = await setup('RSA_2048');
+    up.next = (input) => ({
+      kind: 'signed',
+      signature: Buffer.alloc(255, 1),
+      keyId: '0f8fad5b-d9cb-469f-a165-70867728950e',
+      algorithm: input.pss ? 'RSASSA_PSS_SHA_256' : 'RSASSA_PKCS1_V1_5_SHA_256',
+    });
+    const res = await sign('RSASSA_PSS_SHA_256');
+    expect(up.signed.at(-1)?.pss).toBe(true);
+    expect(res.type === 'SIGN_OK' && res.signature.length).toBe(256);
+    expect(res.type === 'SIGN_OK' && res.signature[0]).toBe(0);
+    await sign('RSASSA_PKCS1_V1_5_SHA_256');
+    expect(up.signed.at(-1)?.pss).toBe(false);
+  });
+
+  it('refuses a signature made with another algorithm, or one that is not valid DER', async () => {
+    const { up, sign } = await setup();
+    const keyId = '0f8fad5b-d9cb-469f-a165-70867728950e';
+    up.next = () => ({ kind: 'signed', signature: Buffer.alloc(70), keyId, algorithm: 'ECDSA_SHA_384' });
+    expect(await sign('ECDSA_SHA_256')).toMatchObject({
+      type: 'ERROR',
+      status: WireStatus.INTERNAL,
+      message: /not the requested/,
+    });
+    up.next = () => ({ kind: 'signed', signature: Buffer.from('3000', 'hex'), keyId, algorithm: 'ECDSA_SHA_256' });
+    expect(await sign('ECDSA_SHA_256')).toMatchObject({
+      type: 'ERROR',
+      status: WireStatus.INTERNAL,
+      message: /unusable/,
+    });
+  });
+
+  it('an unexpected exception is INTERNAL without details; SBOM over the limit is BAD_REQUEST before any call', async () => {
+    const { up, handler, sign } = await setup();
+    up.next = () => {
+      throw new Error('secret detail');
+    };
+    const res = await sign('ECDSA_SHA_256');
+    expect(res).toMatchObject({ type: 'ERROR', status: WireStatus.INTERNAL });
+    expect(res.type === 'ERROR' && res.message).not.toMatch(/secret/);
+    const dir = tmp();
+    writeFileSync(join(dir, 'sbom.json'), 'x'.repeat(101));
+    const calls = up.signed.length;
+    const big = await handler.handle(
+      {
+        type: 'SIGN',
+        tenant: 't',
+        keyId: ckaIdFor('0f8fad5b-d9cb-469f-a165-70867728950e'),
+        algorithm: 'ECDSA_SHA_256',
+        digest: Buffer.alloc(32),
+        sbomPath: join(dir, 'sbom.json'),
+      },
+      { pid: process.pid, uid: 0 },
+    );
+    expect(big).toMatchObject({ type: 'ERROR', status: WireStatus.BAD_REQUEST, message: /limit of 100/ });
+    expect(up.signed.length).toBe(calls);
+    // A relative path is the client's: resolved against its working directory.
+    writeFileSync(join(dir, 'small.json'), '{}');
+    up.next = (input) => {
+      expect(input.context.sbom).toBe('{}');
+      throw new UpstreamError(WireStatus.POLICY_DENIED, 'checked');
+    };
+    const cwd = process.cwd();
+    process.chdir(dir);
+    try {
+      const rel = await handler.handle(
+        {
+          type: 'SIGN',
+          tenant: 't',
+          keyId: ckaIdFor('0f8fad5b-d9cb-469f-a165-70867728950e'),
+          algorithm: 'ECDSA_SHA_256',
+          digest: Buffer.alloc(32),
+          sbomPath: 'small.json',
+        },
+        { pid: process.pid, uid: 0 },
+      );
+      expect(rel).toMatchObject({ type: 'ERROR', status: WireStatus.POLICY_DENIED, message: 'checked' });
+    } finally {
+      process.chdir(cwd);
+    }
+  });
+});
