@@ -1,4 +1,6 @@
 // The service process: opens the configured store and key store, serves the app, shuts down gracefully.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, REDACT_PATHS } from './app.js';
 import type { ServiceConfig } from './config/config.js';
@@ -75,6 +77,20 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
   app.addHook('onClose', async () => {
     await keyStore.close();
     await store.close();
+  });
+  // The policy in force is part of the record: every start logs the digest of the policy document it loaded.
+  await store.appendAudit({
+    at: new Date().toISOString(),
+    tenantId: null,
+    actor: 'service',
+    action: 'service_start',
+    outcome: 'started',
+    details: {
+      policy_file: config.policyFile ?? null,
+      policy_sha256: config.policyFile
+        ? createHash('sha256').update(readFileSync(config.policyFile)).digest('hex')
+        : null,
+    },
   });
   const url = await app.listen({ host: config.host, port: config.port });
   app.log.info({ store: store.description, keyStore: keyStore.description, url }, 'signbridge service ready');

@@ -1,5 +1,8 @@
 // `signbridge admin`: offline administration against the service's store (works while the service runs:
 // SQLite in WAL mode takes writers from several processes).
+
+import { createWriteStream } from 'node:fs';
+import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { TENANT_ID_PATTERN } from '../api/schemas.js';
 import { createApiKey } from '../auth/api-keys.js';
@@ -7,7 +10,8 @@ import { isRole, ROLES } from '../auth/roles.js';
 import { resolveConfig } from '../config/config.js';
 import { loadPolicyFile } from '../policy/policy-file.js';
 import { openStore } from '../server.js';
-import type { Store } from '../store/store.js';
+import { ChainVerifier } from '../store/audit-chain.js';
+import type { AuditEntryInput, Store } from '../store/store.js';
 
 interface StoreFlags {
   dataDir?: string;
@@ -25,6 +29,16 @@ async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Promise<T>)
 }
 
 export class UsageError extends Error {}
+
+/** Offline administration is audited as "cli:<OS user>": there is no API key behind it. */
+function cliAudit(
+  tenantId: string | null,
+  action: string,
+  outcome: string,
+  details: Record<string, unknown>,
+): AuditEntryInput {
+  return { at: new Date().toISOString(), tenantId, actor: `cli:${userInfo().username}`, action, outcome, details };
+}
 
 function storeOptions(cmd: Command): Command {
   return cmd
@@ -63,9 +77,17 @@ export function registerAdminCommands(program: Command): void {
       if (opts.tenant && !new RegExp(TENANT_ID_PATTERN).test(opts.tenant)) {
         throw new UsageError(`--tenant "${opts.tenant}" is not a valid tenant id`);
       }
-      const { token, record } = await withStore(opts, (store) =>
-        createApiKey(store, opts.role as never, opts.tenant ?? null, opts.label),
-      );
+      const { token, record } = await withStore(opts, async (store) => {
+        const made = await createApiKey(store, opts.role as never, opts.tenant ?? null, opts.label);
+        await store.appendAudit(
+          cliAudit(opts.tenant ?? null, 'api_key_create', 'created', {
+            api_key_id: made.record.id,
+            role: made.record.role,
+            label: made.record.label,
+          }),
+        );
+        return made;
+      });
       process.stderr.write(
         `created API key ${record.id} (${record.role}${record.tenantId ? ` on ${record.tenantId}` : ''})\n`,
       );
@@ -86,8 +108,74 @@ export function registerAdminCommands(program: Command): void {
     .description('revoke an API key by id')
     .argument('<id>', 'the key id (the 16 hex characters after "sbk_")')
     .action(async (id: string, opts: StoreFlags) => {
-      const revoked = await withStore(opts, (store) => store.revokeApiKey(id, new Date().toISOString()));
+      const revoked = await withStore(opts, async (store) => {
+        const record = await store.getApiKey(id);
+        const done = await store.revokeApiKey(id, new Date().toISOString());
+        if (done)
+          await store.appendAudit(cliAudit(record?.tenantId ?? null, 'api_key_revoke', 'revoked', { api_key_id: id }));
+        return done;
+      });
       if (!revoked) throw new UsageError(`no active API key with id ${id}`);
       process.stderr.write(`revoked API key ${id}\n`);
+    });
+
+  const audit = admin.command('audit').description('the tamper-evident audit log');
+
+  storeOptions(audit.command('verify'))
+    .description(
+      'check the hash chain; exits non-zero and names the first broken entry if any was edited, removed or reordered',
+    )
+    .action(async (opts: StoreFlags) => {
+      const result = await withStore(opts, async (store) => {
+        const verifier = new ChainVerifier();
+        let after = 0;
+        let head = '';
+        for (;;) {
+          const page = await store.readAudit(after, 1000);
+          if (page.length === 0) break;
+          for (const entry of page) {
+            const problem = verifier.check(entry);
+            if (problem) return { problem, count: verifier.count };
+            head = entry.hash;
+          }
+          after = (page.at(-1) as { seq: number }).seq;
+        }
+        return { count: verifier.count, head };
+      });
+      if ('problem' in result && result.problem) {
+        throw new UsageError(
+          `audit log broken at entry ${result.problem.seq}: ${result.problem.problem} (${result.count} entries before it verified)`,
+        );
+      }
+      process.stdout.write(`audit log intact: ${result.count} entries, head ${'head' in result ? result.head : ''}\n`);
+    });
+
+  storeOptions(audit.command('export'))
+    .description('write the audit log as JSON lines (stdout, or --out FILE)')
+    .option('--out <file>', 'write to this file (created 0600) instead of stdout')
+    .action(async (opts: StoreFlags & { out?: string }) => {
+      const out = opts.out ? createWriteStream(opts.out, { mode: 0o600 }) : process.stdout;
+      const count = await withStore(opts, async (store) => {
+        let after = 0;
+        let n = 0;
+        for (;;) {
+          const page = await store.readAudit(after, 1000);
+          if (page.length === 0) break;
+          for (const e of page) {
+            out.write(
+              `${JSON.stringify({ seq: e.seq, at: e.at, tenant_id: e.tenantId, actor: e.actor, action: e.action, outcome: e.outcome, details: e.details, prev_hash: e.prevHash, hash: e.hash })}\n`,
+            );
+            n++;
+          }
+          after = (page.at(-1) as { seq: number }).seq;
+        }
+        return n;
+      });
+      if (opts.out) {
+        await new Promise<void>((resolve, reject) =>
+          (out as ReturnType<typeof createWriteStream>).end((err?: Error | null) => (err ? reject(err) : resolve())),
+        );
+      }
+      process.stderr.write(`exported ${count} audit entries\n`);
     });
 }

@@ -50,6 +50,14 @@ export class ExceptionService {
       revokedBy: null,
     };
     await this.store.createException(record);
+    await this.audit(tenantId, createdBy, 'create_exception', 'created', {
+      exception_id: record.id,
+      vuln_id: record.vulnId,
+      project: record.project,
+      artifact_type: record.artifactType,
+      reason: record.reason,
+      expires_at: record.expiresAt,
+    });
     return record;
   }
 
@@ -69,7 +77,12 @@ export class ExceptionService {
     if (!(await this.store.revokeException(tenantId, id, this.now().toISOString(), by))) {
       throw new ApiError('exception_not_active', `exception ${id} is already revoked`);
     }
+    await this.audit(tenantId, by, 'revoke_exception', 'revoked', { exception_id: id, vuln_id: existing.vulnId });
     return (await this.store.getException(tenantId, id)) as ExceptionRecord;
+  }
+
+  private audit(tenantId: string, actor: string, action: string, outcome: string, details: Record<string, unknown>) {
+    return this.store.appendAudit({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
   }
 
   private async requireTenant(tenantId: string): Promise<void> {

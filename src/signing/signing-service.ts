@@ -24,6 +24,8 @@ import {
 export type PolicyContext = Omit<PolicyInput, 'tenantId' | 'keyId' | 'keySpec' | 'algorithm' | 'callerId'>;
 
 export interface SignRequest {
+  /** The API action, for the audit log (default sign). */
+  action?: 'sign' | 'pkcs11_sign';
   tenantId: string;
   callerId: string;
   digest: Buffer;
@@ -84,7 +86,11 @@ export class SigningService {
     this.approvalLifetimeMs = deps.approvalLifetimeMs ?? 24 * 3600 * 1000;
   }
 
-  async createTenant(tenantId: string, keySpec: KeySpec): Promise<{ tenant: TenantRecord; key: KeyRecord }> {
+  async createTenant(
+    tenantId: string,
+    keySpec: KeySpec,
+    actor: string,
+  ): Promise<{ tenant: TenantRecord; key: KeyRecord }> {
     this.requireSupported(keySpec);
     if (await this.store.getTenant(tenantId)) {
       throw new ApiError('tenant_exists', `tenant ${tenantId} already exists`);
@@ -92,6 +98,7 @@ export class SigningService {
     const key = await this.newKey(tenantId, keySpec, 1);
     try {
       const tenant = await this.store.createTenant(tenantId, key);
+      await this.audit(tenantId, actor, 'create_tenant', 'created', { key_id: key.id, key_spec: keySpec });
       return { tenant, key };
     } catch (err) {
       // Lost a race with a concurrent create_tenant: the key we made is orphaned, remove it.
@@ -101,7 +108,7 @@ export class SigningService {
     }
   }
 
-  async rotateKey(tenantId: string, keySpec?: KeySpec): Promise<{ key: KeyRecord; keys: KeyRecord[] }> {
+  async rotateKey(tenantId: string, actor: string, keySpec?: KeySpec): Promise<{ key: KeyRecord; keys: KeyRecord[] }> {
     const current = await this.currentKey(tenantId);
     const spec = keySpec ?? current.keySpec;
     this.requireSupported(spec);
@@ -113,6 +120,11 @@ export class SigningService {
       await this.keyStore.destroyKey(made.keyRef).catch(() => undefined);
       throw err;
     }
+    await this.audit(tenantId, actor, 'rotate_key', 'rotated', {
+      key_id: key.id,
+      key_spec: key.keySpec,
+      version: key.version,
+    });
     return { key, keys: await this.store.listKeys(tenantId) };
   }
 
@@ -222,12 +234,14 @@ export class SigningService {
       ...request.decisions,
       { stage, by: caller.id, at, decision, ...(reason !== undefined && { reason }) },
     ];
+    const about = { request_id: requestId, stage, requester: request.requester, hash: request.hash, reason };
     if (decision === 'reject') {
       if (
         !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }))
       ) {
         throw this.lostRace(requestId);
       }
+      await this.audit(tenantId, caller.id, 'approve_sign', 'rejected', about);
       return { requestId, status: 'rejected', message: `request ${requestId} rejected` };
     }
 
@@ -237,6 +251,12 @@ export class SigningService {
     const recheck = await this.evaluate(key, request.algorithm, request.requester, tenantId, context);
     if (recheck.outcome === 'deny') {
       await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at });
+      await this.audit(tenantId, caller.id, 'approve_sign', 'denied', {
+        ...about,
+        rule: recheck.rule,
+        reason: recheck.reason,
+        inputs_digest: recheck.inputsDigest,
+      });
       throw denial(recheck);
     }
     const [next, ...rest] = request.nextStages;
@@ -251,6 +271,7 @@ export class SigningService {
       ) {
         throw this.lostRace(requestId);
       }
+      await this.audit(tenantId, caller.id, 'approve_sign', 'stage_approved', { ...about, next_stage: next });
       return {
         requestId,
         status: next,
@@ -262,7 +283,20 @@ export class SigningService {
     }
     let signed: Signed;
     try {
-      signed = await this.signNow(key, request.algorithm, Buffer.from(request.hash, 'base64'), request.requester);
+      signed = await this.signNow(
+        key,
+        request.algorithm,
+        Buffer.from(request.hash, 'base64'),
+        caller.id,
+        'approve_sign',
+        {
+          ...about,
+          key_id: key.id,
+          algorithm: request.algorithm,
+          outcome_of: 'approved',
+          inputs_digest: recheck.inputsDigest,
+        },
+      );
     } catch (err) {
       // Not signed: put the request back so it can be approved again.
       await this.store.updatePendingRequest(requestId, 'signing', { status: stage, decisions: request.decisions });
@@ -286,13 +320,30 @@ export class SigningService {
     const request = await this.store.getPendingRequest(tenantId, requestId);
     if (!request) throw new ApiError('request_not_found', `tenant ${tenantId} has no signing request ${requestId}`);
     if (isPending(request.status) && Date.parse(request.expiresAt) <= this.now().getTime()) {
-      await this.store.updatePendingRequest(requestId, request.status, {
+      const expired = await this.store.updatePendingRequest(requestId, request.status, {
         status: 'expired',
         updatedAt: this.now().toISOString(),
       });
+      if (expired) {
+        await this.audit(tenantId, 'service', 'approve_sign', 'expired', {
+          request_id: requestId,
+          expires_at: request.expiresAt,
+        });
+      }
       return { ...request, status: 'expired' };
     }
     return request;
+  }
+
+  /** Appends to the audit log; a failed write fails the caller's request. */
+  private audit(
+    tenantId: string,
+    actor: string,
+    action: string,
+    outcome: string,
+    details: Record<string, unknown>,
+  ): Promise<void> {
+    return this.store.appendAudit({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
   }
 
   private lostRace(requestId: string): ApiError {
@@ -331,7 +382,22 @@ export class SigningService {
 
   private async decideAndSign(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<SignOutcome> {
     const decision = await this.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
-    if (decision.outcome === 'deny') throw denial(decision);
+    const about = {
+      key_id: key.id,
+      algorithm,
+      hash: req.digest.toString('base64'),
+      rule: decision.rule,
+      reason: decision.reason,
+      inputs_digest: decision.inputsDigest,
+    };
+    if (decision.outcome === 'deny') {
+      await this.audit(req.tenantId, req.callerId, req.action ?? 'sign', 'denied', {
+        ...about,
+        vuln_id: decision.vulnId,
+        fix_version: decision.fixVersion,
+      });
+      throw denial(decision);
+    }
     if (decision.outcome !== 'allow') {
       const now = this.now();
       const stages = decision.stages ?? [decision.outcome];
@@ -354,6 +420,10 @@ export class SigningService {
         expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
         updatedAt: now.toISOString(),
       });
+      await this.audit(req.tenantId, req.callerId, req.action ?? 'sign', decision.outcome, {
+        ...about,
+        request_id: requestId,
+      });
       return {
         kind: 'pending',
         requestId,
@@ -361,7 +431,7 @@ export class SigningService {
         message: `${decision.rule}: ${decision.reason}; collect the signature with request_id ${requestId}`,
       };
     }
-    return this.signNow(key, algorithm, req.digest, req.callerId);
+    return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about);
   }
 
   private async signNow(
@@ -369,18 +439,24 @@ export class SigningService {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     callerId: string,
+    action: string,
+    details: Record<string, unknown>,
   ): Promise<Signed> {
     const signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);
-    // Recorded before the signature is returned: a signature the store could not record is never handed out.
-    await this.store.recordSignature({
-      id: randomUUID(),
-      tenantId: key.tenantId,
-      keyId: key.id,
-      algorithm,
-      hash: digest.toString('base64'),
-      caller: callerId,
-      createdAt: this.now().toISOString(),
-    });
+    // Recorded and audited before the signature is returned (one group-committed transaction): a signature the
+    // store could not record is never handed out.
+    await Promise.all([
+      this.store.recordSignature({
+        id: randomUUID(),
+        tenantId: key.tenantId,
+        keyId: key.id,
+        algorithm,
+        hash: digest.toString('base64'),
+        caller: callerId,
+        createdAt: this.now().toISOString(),
+      }),
+      this.audit(key.tenantId, callerId, action, 'signed', details),
+    ]);
     return { kind: 'signed', signature, keyId: key.id, algorithm };
   }
 

@@ -3,9 +3,12 @@
 import { type Kysely, type MigrationProvider, Migrator } from 'kysely';
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+import { entryHash, GENESIS_HASH } from './audit-chain.js';
 import { MIGRATIONS } from './migrations.js';
 import {
   type ApiKeyRecord,
+  type AuditEntry,
+  type AuditEntryInput,
   ConflictError,
   type ExceptionRecord,
   type KeyRecord,
@@ -67,6 +70,17 @@ export interface Database {
     revoked_at: string | null;
     revoked_by: string | null;
   };
+  audit_log: {
+    seq: number;
+    at: string;
+    tenant_id: string | null;
+    actor: string;
+    action: string;
+    outcome: string;
+    details: string;
+    prev_hash: string;
+    hash: string;
+  };
   signatures: {
     id: string;
     tenant_id: string;
@@ -79,7 +93,14 @@ export interface Database {
 }
 
 /** Largest group-commit batch; bounds the statement's size and the number of distinct cached statements. */
-const SIGNATURE_BATCH_MAX = 64;
+const WRITE_BATCH_MAX = 64;
+
+interface PendingWrite {
+  signature?: Database['signatures'];
+  audit?: AuditEntryInput;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
 
@@ -287,51 +308,111 @@ export class KyselyStore implements Store {
   }
 
   /**
-   * Group commit: signatures recorded in the same event-loop turn are written in one INSERT (one transaction),
-   * so concurrent signing does not pay one commit per signature. Each caller's promise settles only after the
-   * batch is durable; if the batch fails, every signature in it fails (nothing is handed out unrecorded).
+   * Group commit: signature records and audit entries written in the same event-loop turn go to the database in
+   * one transaction, so concurrent signing does not pay one commit per signature. Each caller's promise settles
+   * only after the batch is durable; if the batch fails, every write in it fails (nothing is handed out
+   * unrecorded).
    */
   recordSignature(r: SignatureRecord): Promise<void> {
+    return this.enqueue({
+      signature: {
+        id: r.id,
+        tenant_id: r.tenantId,
+        key_id: r.keyId,
+        algorithm: r.algorithm,
+        hash: r.hash,
+        caller: r.caller,
+        created_at: r.createdAt,
+      },
+    });
+  }
+
+  appendAudit(entry: AuditEntryInput): Promise<void> {
+    return this.enqueue({ audit: entry });
+  }
+
+  async readAudit(afterSeq: number, limit: number): Promise<AuditEntry[]> {
+    const rows = await this.db
+      .selectFrom('audit_log')
+      .selectAll()
+      .where('seq', '>', afterSeq)
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({
+      seq: Number(r.seq),
+      at: r.at,
+      tenantId: r.tenant_id,
+      actor: r.actor,
+      action: r.action,
+      outcome: r.outcome,
+      details: JSON.parse(r.details),
+      prevHash: r.prev_hash,
+      hash: r.hash,
+    }));
+  }
+
+  private readonly pendingWrites: PendingWrite[] = [];
+  private flushScheduled = false;
+
+  private enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.pendingSignatures.push({
-        row: {
-          id: r.id,
-          tenant_id: r.tenantId,
-          key_id: r.keyId,
-          algorithm: r.algorithm,
-          hash: r.hash,
-          caller: r.caller,
-          created_at: r.createdAt,
-        },
-        resolve,
-        reject,
-      });
+      this.pendingWrites.push({ ...write, resolve, reject });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
-        setImmediate(() => void this.flushSignatures());
+        setImmediate(() => void this.flushWrites());
       }
     });
   }
 
-  private readonly pendingSignatures: Array<{
-    row: Database['signatures'];
-    resolve: () => void;
-    reject: (err: unknown) => void;
-  }> = [];
-  private flushScheduled = false;
-
-  private async flushSignatures(): Promise<void> {
-    const batch = this.pendingSignatures.splice(0, SIGNATURE_BATCH_MAX);
-    if (this.pendingSignatures.length > 0) setImmediate(() => void this.flushSignatures());
+  private async flushWrites(): Promise<void> {
+    const batch = this.pendingWrites.splice(0, WRITE_BATCH_MAX);
+    if (this.pendingWrites.length > 0) setImmediate(() => void this.flushWrites());
     else this.flushScheduled = false;
-    try {
-      await this.db
-        .insertInto('signatures')
-        .values(batch.map((b) => b.row))
-        .execute();
-      for (const b of batch) b.resolve();
-    } catch (err) {
-      for (const b of batch) b.reject(err);
+    const signatures = batch.flatMap((b) => (b.signature ? [b.signature] : []));
+    const audits = batch.flatMap((b) => (b.audit ? [b.audit] : []));
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.db.transaction().execute(async (tx) => {
+          if (signatures.length > 0) await tx.insertInto('signatures').values(signatures).execute();
+          if (audits.length > 0) {
+            const last = await tx
+              .selectFrom('audit_log')
+              .select(['seq', 'hash'])
+              .orderBy('seq', 'desc')
+              .limit(1)
+              .executeTakeFirst();
+            let seq = Number(last?.seq ?? 0);
+            let prev = last?.hash ?? GENESIS_HASH;
+            const rows = audits.map((e) => {
+              seq++;
+              const hash = entryHash(seq, prev, e);
+              const row = {
+                seq,
+                at: e.at,
+                tenant_id: e.tenantId,
+                actor: e.actor,
+                action: e.action,
+                outcome: e.outcome,
+                details: JSON.stringify(e.details),
+                prev_hash: prev,
+                hash,
+              };
+              prev = hash;
+              return row;
+            });
+            await tx.insertInto('audit_log').values(rows).execute();
+          }
+        });
+        for (const b of batch) b.resolve();
+        return;
+      } catch (err) {
+        // Another process appended to the chain between our read and our write: read the new head, try again.
+        const busy = /^SQLITE_BUSY/.test(String((err as { code?: string })?.code));
+        if ((isUniqueViolation(err) || busy) && audits.length > 0 && attempt < 5) continue;
+        for (const b of batch) b.reject(err);
+        return;
+      }
     }
   }
 

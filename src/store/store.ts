@@ -86,6 +86,25 @@ export interface ExceptionRecord {
   revokedBy: string | null;
 }
 
+/** What a caller asks to append to the audit log; the store assigns seq and the hash chain. */
+export interface AuditEntryInput {
+  at: string;
+  tenantId: string | null;
+  /** API key id, or "cli:<user>" for offline administration, or "service". */
+  actor: string;
+  /** e.g. sign, pkcs11_sign, approve_sign, create_tenant, api_key_create, policy_loaded */
+  action: string;
+  /** e.g. signed, pending_approval, denied, approved, rejected, expired, created, revoked */
+  outcome: string;
+  details: Record<string, unknown>;
+}
+
+export interface AuditEntry extends AuditEntryInput {
+  seq: number;
+  prevHash: string;
+  hash: string;
+}
+
 export class ConflictError extends Error {}
 
 /**
@@ -127,6 +146,14 @@ export interface Store {
     from: RequestStatus,
     changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
   ): Promise<boolean>;
+
+  /**
+   * Appends to the hash-chained audit log. Entries appended in the same event-loop turn share one transaction
+   * (group commit); the promise settles once they are durable, and rejects if they are not.
+   */
+  appendAudit(entry: AuditEntryInput): Promise<void>;
+  /** The log in order, `limit` entries from `afterSeq` on. */
+  readAudit(afterSeq: number, limit: number): Promise<AuditEntry[]>;
 
   createException(record: ExceptionRecord): Promise<void>;
   listExceptions(tenantId: string): Promise<ExceptionRecord[]>;

@@ -106,6 +106,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       if (body.request_id !== undefined)
         return signOutcome(await signing.collect(tenantId, body.request_id as string, digest));
       const outcome = await signing.sign({
+        action: 'sign',
         tenantId,
         callerId: callerOf(request).id,
         digest,
@@ -120,6 +121,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       if (body.request_id !== undefined)
         return signOutcome(await signing.collect(tenantId, body.request_id as string, digest));
       const outcome = await signing.pkcs11Sign({
+        action: 'pkcs11_sign',
         tenantId,
         callerId: callerOf(request).id,
         digest,
@@ -176,13 +178,21 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       );
       return { status: 200, body: exceptionBody(record, exceptions.status(record)) };
     },
-    async create_tenant(body) {
-      const { tenant, key } = await signing.createTenant(body.tenant_id as string, body.key_spec as KeySpec);
+    async create_tenant(body, request) {
+      const { tenant, key } = await signing.createTenant(
+        body.tenant_id as string,
+        body.key_spec as KeySpec,
+        callerOf(request).id,
+      );
       return { tenant_created: tenant.id, key: key.id, key_spec: key.keySpec };
     },
-    async rotate_key(body) {
+    async rotate_key(body, request) {
       const tenantId = body.tenant_id as string;
-      const { key, keys } = await signing.rotateKey(tenantId, body.key_spec as KeySpec | undefined);
+      const { key, keys } = await signing.rotateKey(
+        tenantId,
+        callerOf(request).id,
+        body.key_spec as KeySpec | undefined,
+      );
       return {
         tenant_id: tenantId,
         key_id: key.id,
