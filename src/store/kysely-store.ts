@@ -16,6 +16,7 @@ import {
   type RequestStatus,
   type SignatureRecord,
   type Store,
+  type StoredVulnerability,
   type TenantRecord,
 } from './store.js';
 
@@ -70,6 +71,7 @@ export interface Database {
     revoked_at: string | null;
     revoked_by: string | null;
   };
+  vulnerabilities: { id: string; modified: string; record: string; imported_at: string };
   audit_log: {
     seq: number;
     at: string;
@@ -468,6 +470,37 @@ export class KyselyStore implements Store {
       .where('status', '=', from)
       .executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
+  }
+
+  async putVulnerabilities(records: StoredVulnerability[], importedAt: string): Promise<number> {
+    return this.db.transaction().execute(async (tx) => {
+      let changed = 0;
+      for (const r of records) {
+        const existing = await tx
+          .selectFrom('vulnerabilities')
+          .select('record')
+          .where('id', '=', r.id)
+          .executeTakeFirst();
+        if (existing?.record === r.record) continue;
+        const row = { id: r.id, modified: r.modified, record: r.record, imported_at: importedAt };
+        if (existing) await tx.updateTable('vulnerabilities').set(row).where('id', '=', r.id).execute();
+        else await tx.insertInto('vulnerabilities').values(row).execute();
+        changed++;
+      }
+      return changed;
+    });
+  }
+
+  async listVulnerabilities(): Promise<StoredVulnerability[]> {
+    return this.db.selectFrom('vulnerabilities').select(['id', 'modified', 'record']).orderBy('id').execute();
+  }
+
+  async vulnerabilityDbVersion(): Promise<string> {
+    const row = await this.db
+      .selectFrom('vulnerabilities')
+      .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.max('imported_at').as('latest')])
+      .executeTakeFirstOrThrow();
+    return `${Number(row.n)}@${row.latest ?? ''}`;
   }
 
   async createException(r: ExceptionRecord): Promise<void> {

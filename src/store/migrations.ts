@@ -109,4 +109,15 @@ export const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  '0004_vulnerability_db': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('vulnerabilities')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('modified', 'text', (c) => c.notNull())
+        .addColumn('record', 'text', (c) => c.notNull())
+        .addColumn('imported_at', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
 };

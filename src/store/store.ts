@@ -105,6 +105,13 @@ export interface AuditEntry extends AuditEntryInput {
   hash: string;
 }
 
+/** An OSV record as stored: the document itself stays JSON; policy code parses and indexes it. */
+export interface StoredVulnerability {
+  id: string;
+  modified: string;
+  record: string;
+}
+
 export class ConflictError extends Error {}
 
 /**
@@ -154,6 +161,12 @@ export interface Store {
   appendAudit(entry: AuditEntryInput): Promise<void>;
   /** The log in order, `limit` entries from `afterSeq` on. */
   readAudit(afterSeq: number, limit: number): Promise<AuditEntry[]>;
+
+  /** Inserts or replaces OSV records (by id) in one transaction; returns how many were new or changed. */
+  putVulnerabilities(records: StoredVulnerability[], importedAt: string): Promise<number>;
+  listVulnerabilities(): Promise<StoredVulnerability[]>;
+  /** Changes whenever the vulnerability database changes (count and latest import), to refresh caches cheaply. */
+  vulnerabilityDbVersion(): Promise<string>;
 
   createException(record: ExceptionRecord): Promise<void>;
   listExceptions(tenantId: string): Promise<ExceptionRecord[]>;
