@@ -46,7 +46,13 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
   const getPeerCred = options.getPeerCred ?? loadPeerCred();
   const upstream = options.upstream ?? (await openUpstream(config));
   const catalog = new KeyCatalog({ upstream, tenants: config.tenants, ttlMs: config.cacheTtlMs, log: options.log });
-  const handler = new RequestHandler({ catalog, upstream, log: options.log, sbomMaxBytes: config.sbomMaxBytes });
+  const handler = new RequestHandler({
+    catalog,
+    upstream,
+    log: options.log,
+    sbomMaxBytes: config.sbomMaxBytes,
+    approvalWaitMs: config.approvalWaitMs,
+  });
   const server = new DaemonServer({
     socketPath: config.socketPath,
     handler,

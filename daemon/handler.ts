@@ -5,6 +5,7 @@ import {
   algorithmInfo,
   algorithmsForKey,
   DIGEST_LENGTH,
+  type KeySpec,
   SIGNING_ALGORITHMS,
   type SigningAlgorithm,
 } from '../src/crypto/algorithms.js';
@@ -13,7 +14,7 @@ import type { CatalogEntry, KeyCatalog } from './key-catalog.js';
 import type { ErrorMessage, Hello, Poll, Request, Response, Sign, WireKey, WireToken } from './protocol/messages.js';
 import { PROTOCOL_VERSION, WireStatus, type WireStatusCode } from './protocol/wire.js';
 import { readSbom } from './sbom.js';
-import type { SignContext, Upstream } from './upstream/upstream.js';
+import type { SignContext, SignResult, Upstream } from './upstream/upstream.js';
 import { UpstreamError } from './upstream/upstream.js';
 
 export const DAEMON_NAME = 'signbridge-daemon 0.1.0';
@@ -23,7 +24,25 @@ export interface HandlerOptions {
   upstream: Upstream;
   log: Logger;
   sbomMaxBytes: number;
+  /** How long a POLL may wait for a decision before answering "still pending" (default 5 s). */
+  approvalWaitMs?: number;
+  /** Interval between looks at the service while a POLL waits (default 1 s). */
+  pollIntervalMs?: number;
 }
+
+/** What a later POLL needs to collect a pending signature: the service wants the same digest and key spec. */
+interface PendingSign {
+  tenant: string;
+  digest: Buffer;
+  keySpec: KeySpec;
+  keyId: string;
+  algorithm: SigningAlgorithm;
+  pss: boolean;
+  createdAt: number;
+}
+
+/** Pending requests remembered at most; the oldest is forgotten first. */
+const MAX_PENDING = 10_000;
 
 /** Who is asking: from SO_PEERCRED, for logs and for resolving relative SBOM paths. */
 export interface PeerInfo {
@@ -37,6 +56,7 @@ export function errorMessage(status: WireStatusCode, message: string, requestId?
 
 export class RequestHandler {
   private readonly opts: HandlerOptions;
+  private readonly pending = new Map<string, PendingSign>();
 
   constructor(opts: HandlerOptions) {
     this.opts = opts;
@@ -52,7 +72,7 @@ export class RequestHandler {
         case 'SIGN':
           return await this.sign(request, peer);
         case 'POLL':
-          return this.poll(request);
+          return await this.poll(request, peer);
       }
     } catch (err) {
       if (err instanceof UpstreamError) {
@@ -145,16 +165,33 @@ export class RequestHandler {
       pss: info.padding === 'pss',
       context,
     });
+    const pending: PendingSign = {
+      tenant: request.tenant,
+      digest: request.digest,
+      keySpec,
+      keyId: entry.key.keyId,
+      algorithm,
+      pss: info.padding === 'pss',
+      createdAt: Date.now(),
+    };
     if (result.kind === 'pending') {
       log.info({ tenant: request.tenant, requestId: result.requestId, status: result.status }, 'signature pending');
+      this.remember(result.requestId, pending);
       return { type: 'SIGN_PENDING', requestId: result.requestId, status: result.status, message: result.message };
     }
-    if (result.keyId !== entry.key.keyId) {
+    return this.finish(pending, result, peer);
+  }
+
+  /** Checks a signature from the service against what was asked, and puts it in PKCS#11 form. */
+  private finish(asked: PendingSign, result: Extract<SignResult, { kind: 'signed' }>, peer: PeerInfo): Response {
+    const { catalog, log } = this.opts;
+    const algorithm = asked.algorithm;
+    if (result.keyId !== asked.keyId) {
       // Rotated between our check and the signature: this signature is not from the key the module holds.
-      catalog.invalidate(request.tenant);
+      catalog.invalidate(asked.tenant);
       return errorMessage(
         WireStatus.KEY_NOT_FOUND,
-        `tenant ${request.tenant}'s key was rotated during the request (signed by ${result.keyId}); list keys again`,
+        `tenant ${asked.tenant}'s key was rotated during the request (signed by ${result.keyId}); list keys again`,
         result.requestId,
       );
     }
@@ -165,20 +202,75 @@ export class RequestHandler {
         result.requestId,
       );
     }
-    const signature = toPkcs11Signature(entry, algorithm, result.signature);
+    const signature = toPkcs11Signature(asked.keySpec, algorithm, result.signature);
     log.info(
-      { tenant: request.tenant, keyId: result.keyId, algorithm, requestId: result.requestId, pid: peer.pid },
+      { tenant: asked.tenant, keyId: result.keyId, algorithm, requestId: result.requestId, pid: peer.pid },
       'signed',
     );
     return { type: 'SIGN_OK', signature, ...(result.requestId !== undefined && { requestId: result.requestId }) };
   }
 
-  poll(request: Poll): Response {
-    return errorMessage(
-      WireStatus.INTERNAL,
-      `POLL is not supported yet: the service has no approval workflow (request ${request.requestId} cannot be resumed)`,
-      request.requestId,
-    );
+  /**
+   * Collects a pending signature. Waits up to approvalWaitMs for a decision, looking at the service every
+   * pollIntervalMs, so that a module polling in a loop is not busy; then answers SIGN_PENDING.
+   */
+  async poll(request: Poll, peer: PeerInfo): Promise<Response> {
+    const asked = this.pending.get(request.requestId);
+    if (!asked || asked.tenant !== request.tenant) {
+      return errorMessage(
+        WireStatus.BAD_REQUEST,
+        `no pending request ${request.requestId} for tenant ${request.tenant} in this daemon ` +
+          '(pending requests are forgotten when the daemon restarts; sign again)',
+        request.requestId,
+      );
+    }
+    const wait = this.opts.approvalWaitMs ?? 5_000;
+    const interval = Math.max(1, this.opts.pollIntervalMs ?? 1_000);
+    const deadline = Date.now() + wait;
+    for (;;) {
+      let result: SignResult;
+      try {
+        result = await this.opts.upstream.collect({
+          tenantId: asked.tenant,
+          requestId: request.requestId,
+          digest: asked.digest,
+          keySpec: asked.keySpec,
+          pss: asked.pss,
+        });
+      } catch (err) {
+        // Rejected, expired or denied at approval: final, forget it. A network failure: the module may poll again.
+        if (
+          err instanceof UpstreamError &&
+          err.status !== WireStatus.UNAVAILABLE &&
+          err.status !== WireStatus.TIMEOUT
+        ) {
+          this.pending.delete(request.requestId);
+          this.opts.log.info(
+            { requestId: request.requestId, httpRequestId: err.requestId, status: err.toString() },
+            'pending request ended',
+          );
+          throw new UpstreamError(err.status, err.message, request.requestId);
+        }
+        throw err;
+      }
+      if (result.kind === 'signed') {
+        this.pending.delete(request.requestId);
+        return this.finish(asked, { ...result, requestId: result.requestId ?? request.requestId }, peer);
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        return { type: 'SIGN_PENDING', requestId: request.requestId, status: result.status, message: result.message };
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(interval, left)));
+    }
+  }
+
+  private remember(requestId: string, pending: PendingSign): void {
+    if (this.pending.size >= MAX_PENDING) {
+      const oldest = this.pending.keys().next().value;
+      if (oldest !== undefined) this.pending.delete(oldest);
+    }
+    this.pending.set(requestId, pending);
   }
 
   private context(request: Sign, peer: PeerInfo): SignContext {
@@ -203,25 +295,23 @@ function wireKey(entry: CatalogEntry): WireKey {
   };
 }
 
+const RSA_MODULUS_BYTES: Partial<Record<KeySpec, number>> = { RSA_2048: 256, RSA_3072: 384, RSA_4096: 512 };
+
 /** RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s. */
-function toPkcs11Signature(entry: CatalogEntry, algorithm: SigningAlgorithm, signature: Buffer): Buffer {
+function toPkcs11Signature(keySpec: KeySpec, algorithm: SigningAlgorithm, signature: Buffer): Buffer {
   const bad = (why: string) => new UpstreamError(WireStatus.INTERNAL, `the service's signature is unusable: ${why}`);
   if (algorithmInfo(algorithm).padding === 'ecdsa') {
-    const field = EC_FIELD_BYTES[entry.key.keySpec];
-    if (!field) throw bad(`no curve size for ${entry.key.keySpec}`);
+    const field = EC_FIELD_BYTES[keySpec];
+    if (!field) throw bad(`no curve size for ${keySpec}`);
     try {
       return ecdsaDerToRaw(signature, field);
     } catch (err) {
       throw bad((err as Error).message);
     }
   }
-  const modulusBytes = modulusLength(entry);
+  const modulusBytes = RSA_MODULUS_BYTES[keySpec];
+  if (!modulusBytes) throw bad(`${keySpec} is not an RSA key`);
   if (signature.length > modulusBytes) throw bad(`${signature.length} bytes for a ${modulusBytes}-byte modulus`);
   if (signature.length === modulusBytes) return signature;
   return Buffer.concat([Buffer.alloc(modulusBytes - signature.length), signature]);
-}
-
-function modulusLength(entry: CatalogEntry): number {
-  const bits = { RSA_2048: 2048, RSA_3072: 3072, RSA_4096: 4096 }[entry.key.keySpec as 'RSA_2048'];
-  return (bits ?? 0) / 8;
 }

@@ -14,7 +14,14 @@ import { SigningService } from '../../src/signing/signing-service.js';
 import type { Store } from '../../src/store/store.js';
 import { WireStatus } from '../protocol/wire.js';
 import { messageFor, wireStatusFor } from './status-map.js';
-import { type PublicKeyInfo, type SignInput, type SignResult, type Upstream, UpstreamError } from './upstream.js';
+import {
+  type CollectInput,
+  type PublicKeyInfo,
+  type SignInput,
+  type SignResult,
+  type Upstream,
+  UpstreamError,
+} from './upstream.js';
 
 export interface InProcessUpstreamOptions {
   dataDir: string;
@@ -93,20 +100,31 @@ export class InProcessUpstream implements Upstream {
         context: { ...input.context },
       }),
     )) as unknown as ServiceOutcome;
-    if (out.kind === 'pending') return out;
-    return {
-      kind: 'signed',
-      signature: out.signature,
-      keyId: out.keyId,
-      algorithm: out.algorithm,
-      ...(out.requestId !== undefined && { requestId: out.requestId }),
-    };
+    return fromService(out);
+  }
+
+  async collect(input: CollectInput): Promise<SignResult> {
+    const out = (await guard(() =>
+      this.signing.collect(input.tenantId, input.requestId, input.digest),
+    )) as unknown as ServiceOutcome;
+    return fromService(out);
   }
 
   async close(): Promise<void> {
     await this.keyStore.close();
     await this.store.close();
   }
+}
+
+function fromService(out: ServiceOutcome): SignResult {
+  if (out.kind === 'pending') return out;
+  return {
+    kind: 'signed',
+    signature: out.signature,
+    keyId: out.keyId,
+    algorithm: out.algorithm,
+    ...(out.requestId !== undefined && { requestId: out.requestId }),
+  };
 }
 
 async function guard<T>(fn: () => Promise<T>): Promise<T> {

@@ -4,7 +4,14 @@ import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../s
 import type { ApiKeySource } from '../credentials.js';
 import { WireStatus } from '../protocol/wire.js';
 import { messageFor, wireStatusFor } from './status-map.js';
-import { type PublicKeyInfo, type SignInput, type SignResult, type Upstream, UpstreamError } from './upstream.js';
+import {
+  type CollectInput,
+  type PublicKeyInfo,
+  type SignInput,
+  type SignResult,
+  type Upstream,
+  UpstreamError,
+} from './upstream.js';
 
 export interface RemoteUpstreamOptions {
   /** Base URL, e.g. https://signbridge.example.com (the daemon appends /v1/<action>). */
@@ -63,7 +70,7 @@ export class RemoteUpstream implements Upstream {
 
   async pkcs11Sign(input: SignInput): Promise<SignResult> {
     const { context } = input;
-    const out = await this.call('pkcs11_sign', input.tenantId, {
+    return this.signCall(input.tenantId, {
       hash: input.digest.toString('base64'),
       key_spec: input.keySpec,
       pss_padding: input.pss,
@@ -73,6 +80,19 @@ export class RemoteUpstream implements Upstream {
       ...(context.artifactVersion !== undefined && { artifact_version: context.artifactVersion }),
       ...(context.sbom !== undefined && { sbom: context.sbom }),
     });
+  }
+
+  async collect(input: CollectInput): Promise<SignResult> {
+    return this.signCall(input.tenantId, {
+      request_id: input.requestId,
+      hash: input.digest.toString('base64'),
+      key_spec: input.keySpec,
+      pss_padding: input.pss,
+    });
+  }
+
+  private async signCall(tenantId: string, body: Record<string, unknown>): Promise<SignResult> {
+    const out = await this.call('pkcs11_sign', tenantId, body);
     const b = out.body ?? {};
     if (out.status === 202) {
       if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
@@ -93,12 +113,14 @@ export class RemoteUpstream implements Upstream {
         out.requestId,
       );
     }
+    // A collected approval names its request; otherwise the HTTP request id is the one to quote.
+    const requestId = typeof b.request_id === 'string' ? b.request_id : out.requestId;
     return {
       kind: 'signed',
       signature: Buffer.from(b.signature, 'base64'),
       keyId: b.key_id,
       algorithm: b.signing_algorithm as SigningAlgorithm,
-      ...(out.requestId !== undefined && { requestId: out.requestId }),
+      ...(requestId !== undefined && { requestId }),
     };
   }
 

@@ -11,8 +11,12 @@ export function wireStatusFor(httpStatus: number, code: string | undefined): Wir
     case 401:
       return WireStatus.UNAUTHENTICATED;
     case 403:
-      return code === 'policy_denied' ? WireStatus.POLICY_DENIED : WireStatus.FORBIDDEN;
+      if (code === 'policy_denied') return WireStatus.POLICY_DENIED;
+      if (code === 'request_rejected') return WireStatus.REJECTED;
+      if (code === 'request_expired') return WireStatus.EXPIRED;
+      return WireStatus.FORBIDDEN;
     case 404:
+      if (code === 'request_not_found') return WireStatus.BAD_REQUEST;
       // A 404 that is not about a tenant or key means the service URL is wrong (no such route): not the key's fault.
       return code === 'unknown_action' || code === 'not_found' ? WireStatus.INTERNAL : WireStatus.KEY_NOT_FOUND;
     case 408:

@@ -28,6 +28,15 @@ export interface SignInput {
   context: SignContext;
 }
 
+/** Collecting a pending request: the same digest and key spec as the SIGN that made it pending. */
+export interface CollectInput {
+  tenantId: string;
+  requestId: string;
+  digest: Buffer;
+  keySpec: KeySpec;
+  pss: boolean;
+}
+
 export type SignResult =
   | {
       kind: 'signed';
@@ -63,5 +72,7 @@ export interface Upstream {
   getPublicKey(tenantId: string): Promise<PublicKeyInfo>;
   /** pkcs11_sign: always signs with the tenant's current key. */
   pkcs11Sign(input: SignInput): Promise<SignResult>;
+  /** The outcome of a pending pkcs11_sign: still pending, the signature, or an UpstreamError (rejected, expired). */
+  collect(input: CollectInput): Promise<SignResult>;
   close(): Promise<void>;
 }

@@ -33,6 +33,9 @@ const policyInputs: PolicyInput[] = [];
 const policy: PolicyEngine = {
   async evaluate(input) {
     policyInputs.push(input);
+    if (input.project === 'needs-approval') {
+      return { outcome: 'pending_approval', rule: 'release-approval', reason: 'releases need an approver' };
+    }
     if (input.project === 'blocked') {
       return {
         outcome: 'deny',
@@ -278,10 +281,70 @@ describe('SIGN', () => {
     client.close();
   });
 
-  it('POLL is answered with a clear INTERNAL error until approvals reach the daemon', async () => {
+  it('a pending signature: SIGN_PENDING, POLL waits then says pending, approval -> POLL gives the signature', async () => {
     const client = await session();
-    const res = await client.request({ type: 'POLL', tenant: 't-p256', requestId: 'r-1' });
-    expectError(res, WireStatus.INTERNAL, /POLL is not supported yet/);
+    const { key } = await listed(client, 't-policy');
+    const message = Buffer.from('needs approval');
+    const digest = digestOf('ECDSA_SHA_256', message);
+    const base = { type: 'SIGN' as const, tenant: 't-policy', keyId: key.keyId, algorithm: 'ECDSA_SHA_256' };
+    const pending = await client.request({ ...base, digest, project: 'needs-approval' });
+    expect(pending).toMatchObject({ type: 'SIGN_PENDING', status: 'pending_approval' });
+    if (pending.type !== 'SIGN_PENDING') return;
+    expect(pending.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    const started = Date.now();
+    const still = await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId });
+    expect(still).toMatchObject({ type: 'SIGN_PENDING', requestId: pending.requestId, status: 'pending_approval' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250); // held back for approvalWaitMs, not busy
+    const approver = await svc.apiKey('approver', 't-policy');
+    const decided = await callAction(svc.app, approver, 'approve_sign', {
+      tenant_id: 't-policy',
+      request_id: pending.requestId,
+    });
+    expect(decided.status, JSON.stringify(decided.body)).toBe(200);
+    const done = await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId });
+    expect(done.type, JSON.stringify(done)).toBe('SIGN_OK');
+    if (done.type === 'SIGN_OK') {
+      expect(done.requestId).toBe(pending.requestId);
+      expect(verifyPkcs11('ECDSA_SHA_256', (await publicKey('t-policy')).public_key_pem, message, done.signature)).toBe(
+        true,
+      );
+    }
+    // Collected: the daemon forgets it.
+    expectError(
+      await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId }),
+      WireStatus.BAD_REQUEST,
+      /no pending request/,
+    );
+    client.close();
+  });
+
+  it('a rejected pending signature is REJECTED; an unknown request id is BAD_REQUEST', async () => {
+    const client = await session();
+    const { key } = await listed(client, 't-policy');
+    const pending = await client.request({
+      type: 'SIGN',
+      tenant: 't-policy',
+      keyId: key.keyId,
+      algorithm: 'ECDSA_SHA_256',
+      digest: Buffer.alloc(32, 5),
+      project: 'needs-approval',
+    });
+    if (pending.type !== 'SIGN_PENDING') throw new Error(JSON.stringify(pending));
+    const approver = await svc.apiKey('approver', 't-policy');
+    const decided = await callAction(svc.app, approver, 'approve_sign', {
+      tenant_id: 't-policy',
+      request_id: pending.requestId,
+      decision: 'reject',
+      reason: 'not this one',
+    });
+    expect(decided.status, JSON.stringify(decided.body)).toBe(200);
+    const res = await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId });
+    expectError(res, WireStatus.REJECTED, /rejected/);
+    if (res.type === 'ERROR') expect(res.requestId).toBe(pending.requestId);
+    expectError(
+      await client.request({ type: 'POLL', tenant: 't-policy', requestId: '00000000-0000-4000-8000-000000000000' }),
+      WireStatus.BAD_REQUEST,
+    );
     client.close();
   });
 });

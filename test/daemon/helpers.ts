@@ -65,7 +65,7 @@ export function remoteConfig(
       certificates: t.certificates ?? {},
     })),
     cacheTtlMs: 60_000,
-    approvalWaitMs: 5_000,
+    approvalWaitMs: 300,
     sbomMaxBytes: 1024 * 1024,
     ...rest,
   };

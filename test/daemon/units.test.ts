@@ -16,6 +16,7 @@ import type { Response } from '../../daemon/protocol/messages.js';
 import { WireStatus } from '../../daemon/protocol/wire.js';
 import { messageFor, wireStatusFor } from '../../daemon/upstream/status-map.js';
 import {
+  type CollectInput,
   type PublicKeyInfo,
   type SignInput,
   type SignResult,
@@ -77,6 +78,9 @@ describe('status mapping', () => {
     [401, 'unauthorized', WireStatus.UNAUTHENTICATED],
     [403, 'policy_denied', WireStatus.POLICY_DENIED],
     [403, 'forbidden', WireStatus.FORBIDDEN],
+    [403, 'request_rejected', WireStatus.REJECTED],
+    [403, 'request_expired', WireStatus.EXPIRED],
+    [404, 'request_not_found', WireStatus.BAD_REQUEST],
     [404, 'tenant_not_found', WireStatus.KEY_NOT_FOUND],
     [404, 'not_found', WireStatus.INTERNAL],
     [400, 'invalid_hash', WireStatus.BAD_REQUEST],
@@ -217,6 +221,13 @@ class FakeUpstream implements Upstream {
     if (!this.next) throw new UpstreamError(WireStatus.UNAVAILABLE, 'no script');
     return this.next(input);
   }
+  collected = 0;
+  collectNext: (() => SignResult | Promise<SignResult>) | undefined;
+  async collect(_input: CollectInput): Promise<SignResult> {
+    this.collected++;
+    if (!this.collectNext) throw new UpstreamError(WireStatus.UNAVAILABLE, 'no script');
+    return this.collectNext();
+  }
   async close(): Promise<void> {}
 }
 
@@ -326,7 +337,14 @@ describe('RequestHandler with a scripted upstream', () => {
       ttlMs: 60_000,
       log: silentLogger(),
     });
-    const handler = new RequestHandler({ catalog, upstream: up, log: silentLogger(), sbomMaxBytes: 100 });
+    const handler = new RequestHandler({
+      catalog,
+      upstream: up,
+      log: silentLogger(),
+      sbomMaxBytes: 100,
+      approvalWaitMs: 120,
+      pollIntervalMs: 20,
+    });
     const sign = (algorithm: string, digest = Buffer.alloc(32)): Promise<Response> =>
       handler.handle(
         { type: 'SIGN', tenant: 't', keyId: ckaIdFor('0f8fad5b-d9cb-469f-a165-70867728950e'), algorithm, digest },
