@@ -30,15 +30,17 @@ export interface HandlerOptions {
   pollIntervalMs?: number;
 }
 
-/** What a later POLL needs to collect a pending signature: the service wants the same digest and key spec. */
-interface PendingSign {
+/**
+ * What the daemon knows about the SIGN behind a signature: all of it for its own SIGNs, only the tenant after a
+ * restart (POLL carries the digest, so a restarted daemon can still collect; see finish()).
+ */
+interface Asked {
   tenant: string;
-  digest: Buffer;
-  keySpec: KeySpec;
-  keyId: string;
-  algorithm: SigningAlgorithm;
-  pss: boolean;
-  createdAt: number;
+  digest?: Buffer;
+  keySpec?: KeySpec;
+  /** The service key id the module signed with. */
+  keyId?: string;
+  algorithm?: SigningAlgorithm;
 }
 
 /** Pending requests remembered at most; the oldest is forgotten first. */
@@ -56,7 +58,7 @@ export function errorMessage(status: WireStatusCode, message: string, requestId?
 
 export class RequestHandler {
   private readonly opts: HandlerOptions;
-  private readonly pending = new Map<string, PendingSign>();
+  private readonly pending = new Map<string, Asked>();
 
   constructor(opts: HandlerOptions) {
     this.opts = opts;
@@ -165,28 +167,19 @@ export class RequestHandler {
       pss: info.padding === 'pss',
       context,
     });
-    const pending: PendingSign = {
-      tenant: request.tenant,
-      digest: request.digest,
-      keySpec,
-      keyId: entry.key.keyId,
-      algorithm,
-      pss: info.padding === 'pss',
-      createdAt: Date.now(),
-    };
+    const asked: Asked = { tenant: request.tenant, digest: request.digest, keySpec, keyId: entry.key.keyId, algorithm };
     if (result.kind === 'pending') {
       log.info({ tenant: request.tenant, requestId: result.requestId, status: result.status }, 'signature pending');
-      this.remember(result.requestId, pending);
+      this.remember(result.requestId, asked);
       return { type: 'SIGN_PENDING', requestId: result.requestId, status: result.status, message: result.message };
     }
-    return this.finish(pending, result, peer);
+    return this.finish(asked, result, peer);
   }
 
   /** Checks a signature from the service against what was asked, and puts it in PKCS#11 form. */
-  private finish(asked: PendingSign, result: Extract<SignResult, { kind: 'signed' }>, peer: PeerInfo): Response {
+  private finish(asked: Asked, result: Extract<SignResult, { kind: 'signed' }>, peer: PeerInfo): Response {
     const { catalog, log } = this.opts;
-    const algorithm = asked.algorithm;
-    if (result.keyId !== asked.keyId) {
+    if (asked.keyId !== undefined && result.keyId !== asked.keyId) {
       // Rotated between our check and the signature: this signature is not from the key the module holds.
       catalog.invalidate(asked.tenant);
       return errorMessage(
@@ -195,16 +188,25 @@ export class RequestHandler {
         result.requestId,
       );
     }
-    if (result.algorithm !== algorithm) {
+    if (asked.algorithm !== undefined && result.algorithm !== asked.algorithm) {
       return errorMessage(
         WireStatus.INTERNAL,
-        `the service signed with ${result.algorithm}, not the requested ${algorithm}`,
+        `the service signed with ${result.algorithm}, not the requested ${asked.algorithm}`,
         result.requestId,
       );
     }
-    const signature = toPkcs11Signature(asked.keySpec, algorithm, result.signature);
+    if (!(SIGNING_ALGORITHMS as readonly string[]).includes(result.algorithm)) {
+      return errorMessage(WireStatus.INTERNAL, `the service signed with unknown algorithm ${result.algorithm}`);
+    }
+    const signature = toPkcs11Signature(asked.keySpec, result.algorithm, result.signature);
     log.info(
-      { tenant: asked.tenant, keyId: result.keyId, algorithm, requestId: result.requestId, pid: peer.pid },
+      {
+        tenant: asked.tenant,
+        keyId: result.keyId,
+        algorithm: result.algorithm,
+        requestId: result.requestId,
+        pid: peer.pid,
+      },
       'signed',
     );
     return { type: 'SIGN_OK', signature, ...(result.requestId !== undefined && { requestId: result.requestId }) };
@@ -215,15 +217,19 @@ export class RequestHandler {
    * pollIntervalMs, so that a module polling in a loop is not busy; then answers SIGN_PENDING.
    */
   async poll(request: Poll, peer: PeerInfo): Promise<Response> {
-    const asked = this.pending.get(request.requestId);
-    if (!asked || asked.tenant !== request.tenant) {
+    const remembered = this.pending.get(request.requestId);
+    if (remembered && (remembered.tenant !== request.tenant || !remembered.digest?.equals(request.digest))) {
       return errorMessage(
         WireStatus.BAD_REQUEST,
-        `no pending request ${request.requestId} for tenant ${request.tenant} in this daemon ` +
-          '(pending requests are forgotten when the daemon restarts; sign again)',
+        `POLL for ${request.requestId} names another tenant or digest than the SIGN that went pending`,
         request.requestId,
       );
     }
+    // Not remembered (the daemon restarted since the SIGN): the service still has the request, and checks the digest.
+    if (!remembered && !this.opts.catalog.tenant(request.tenant)) {
+      return errorMessage(WireStatus.KEY_NOT_FOUND, `tenant ${request.tenant} is not exposed by this daemon`);
+    }
+    const asked: Asked = remembered ?? { tenant: request.tenant };
     const wait = this.opts.approvalWaitMs ?? 5_000;
     const interval = Math.max(1, this.opts.pollIntervalMs ?? 1_000);
     const deadline = Date.now() + wait;
@@ -231,11 +237,9 @@ export class RequestHandler {
       let result: SignResult;
       try {
         result = await this.opts.upstream.collect({
-          tenantId: asked.tenant,
+          tenantId: request.tenant,
           requestId: request.requestId,
-          digest: asked.digest,
-          keySpec: asked.keySpec,
-          pss: asked.pss,
+          digest: request.digest,
         });
       } catch (err) {
         // Rejected, expired or denied at approval: final, forget it. A network failure: the module may poll again.
@@ -265,7 +269,7 @@ export class RequestHandler {
     }
   }
 
-  private remember(requestId: string, pending: PendingSign): void {
+  private remember(requestId: string, pending: Asked): void {
     if (this.pending.size >= MAX_PENDING) {
       const oldest = this.pending.keys().next().value;
       if (oldest !== undefined) this.pending.delete(oldest);
@@ -297,18 +301,30 @@ function wireKey(entry: CatalogEntry): WireKey {
 
 const RSA_MODULUS_BYTES: Partial<Record<KeySpec, number>> = { RSA_2048: 256, RSA_3072: 384, RSA_4096: 512 };
 
-/** RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s. */
-function toPkcs11Signature(keySpec: KeySpec, algorithm: SigningAlgorithm, signature: Buffer): Buffer {
+/** The curve each ECDSA algorithm goes with (KMS pairs one hash with each curve). */
+const CURVE_FOR_ECDSA: Partial<Record<SigningAlgorithm, KeySpec>> = {
+  ECDSA_SHA_256: 'ECC_NIST_P256',
+  ECDSA_SHA_384: 'ECC_NIST_P384',
+  ECDSA_SHA_512: 'ECC_NIST_P521',
+};
+
+/**
+ * RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s. Without the key
+ * spec (a POLL after a restart) the curve follows from the algorithm and an RSA signature is taken as it is.
+ */
+function toPkcs11Signature(keySpec: KeySpec | undefined, algorithm: SigningAlgorithm, signature: Buffer): Buffer {
   const bad = (why: string) => new UpstreamError(WireStatus.INTERNAL, `the service's signature is unusable: ${why}`);
   if (algorithmInfo(algorithm).padding === 'ecdsa') {
-    const field = EC_FIELD_BYTES[keySpec];
-    if (!field) throw bad(`no curve size for ${keySpec}`);
+    const spec = keySpec ?? CURVE_FOR_ECDSA[algorithm];
+    const field = spec && EC_FIELD_BYTES[spec];
+    if (!field) throw bad(`no curve size for ${spec ?? algorithm}`);
     try {
       return ecdsaDerToRaw(signature, field);
     } catch (err) {
       throw bad((err as Error).message);
     }
   }
+  if (keySpec === undefined) return signature;
   const modulusBytes = RSA_MODULUS_BYTES[keySpec];
   if (!modulusBytes) throw bad(`${keySpec} is not an RSA key`);
   if (signature.length > modulusBytes) throw bad(`${signature.length} bytes for a ${modulusBytes}-byte modulus`);

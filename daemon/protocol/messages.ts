@@ -67,6 +67,8 @@ export interface Poll {
   type: 'POLL';
   tenant: string;
   requestId: string;
+  /** The digest of the SIGN that went pending: the service releases the signature only against it. */
+  digest: Buffer;
 }
 export interface ErrorMessage {
   type: 'ERROR';

@@ -69,6 +69,7 @@ export const MESSAGE_FIELDS: Record<MessageName, readonly FieldSpec[]> = {
   POLL: [
     { tag: Tag.TENANT, name: 'tenant', kind: 'str', required: true },
     { tag: Tag.REQUEST_ID, name: 'requestId', kind: 'str', required: true },
+    { tag: Tag.DIGEST, name: 'digest', kind: 'bytes', required: true },
   ],
   ERROR: [
     { tag: Tag.STATUS, name: 'status', kind: 'u32', required: true },

@@ -83,12 +83,7 @@ export class RemoteUpstream implements Upstream {
   }
 
   async collect(input: CollectInput): Promise<SignResult> {
-    return this.signCall(input.tenantId, {
-      request_id: input.requestId,
-      hash: input.digest.toString('base64'),
-      key_spec: input.keySpec,
-      pss_padding: input.pss,
-    });
+    return this.signCall(input.tenantId, { request_id: input.requestId, hash: input.digest.toString('base64') });
   }
 
   private async signCall(tenantId: string, body: Record<string, unknown>): Promise<SignResult> {

@@ -28,13 +28,11 @@ export interface SignInput {
   context: SignContext;
 }
 
-/** Collecting a pending request: the same digest and key spec as the SIGN that made it pending. */
+/** Collecting a pending request: the service releases its signature only against the same digest. */
 export interface CollectInput {
   tenantId: string;
   requestId: string;
   digest: Buffer;
-  keySpec: KeySpec;
-  pss: boolean;
 }
 
 export type SignResult =

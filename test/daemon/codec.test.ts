@@ -61,7 +61,7 @@ const SAMPLES: Message[] = [
   { type: 'SIGN_OK', signature: Buffer.alloc(64, 1), requestId: 'r-1' },
   { type: 'SIGN_OK', signature: Buffer.alloc(256, 2) },
   { type: 'SIGN_PENDING', requestId: 'r-2', status: 'pending_approval', message: 'waiting for approval' },
-  { type: 'POLL', tenant: 'acme', requestId: 'r-2' },
+  { type: 'POLL', tenant: 'acme', requestId: 'r-2', digest: Buffer.alloc(48, 9) },
   { type: 'ERROR', status: 4, message: 'policy denied: CVE-1', requestId: 'r-3' },
   { type: 'ERROR', status: 7, message: 'ünïcødé ✓' },
 ];

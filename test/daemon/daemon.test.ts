@@ -292,7 +292,7 @@ describe('SIGN', () => {
     if (pending.type !== 'SIGN_PENDING') return;
     expect(pending.requestId).toMatch(/^[0-9a-f-]{36}$/);
     const started = Date.now();
-    const still = await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId });
+    const still = await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId, digest });
     expect(still).toMatchObject({ type: 'SIGN_PENDING', requestId: pending.requestId, status: 'pending_approval' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(250); // held back for approvalWaitMs, not busy
     const approver = await svc.apiKey('approver', 't-policy');
@@ -301,7 +301,7 @@ describe('SIGN', () => {
       request_id: pending.requestId,
     });
     expect(decided.status, JSON.stringify(decided.body)).toBe(200);
-    const done = await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId });
+    const done = await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId, digest });
     expect(done.type, JSON.stringify(done)).toBe('SIGN_OK');
     if (done.type === 'SIGN_OK') {
       expect(done.requestId).toBe(pending.requestId);
@@ -309,12 +309,28 @@ describe('SIGN', () => {
         true,
       );
     }
-    // Collected: the daemon forgets it.
-    expectError(
-      await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId }),
-      WireStatus.BAD_REQUEST,
-      /no pending request/,
+    // A wrong digest is refused by the daemon (it remembers the SIGN) ...
+    const wrong = { type: 'POLL' as const, tenant: 't-policy', requestId: pending.requestId, digest: Buffer.alloc(32) };
+    expectError(await client.request(wrong), WireStatus.BAD_REQUEST);
+    // ... and a daemon that never saw the SIGN (restarted) collects with the digest the POLL carries.
+    const restarted = await startTestDaemon(
+      remoteConfig(url, [{ tenantId: 't-policy', apiKey: signers.get('t-policy') as string }]),
     );
+    try {
+      const other = await session(restarted.socketPath);
+      const again = await other.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId, digest });
+      expect(again.type, JSON.stringify(again)).toBe('SIGN_OK');
+      if (again.type === 'SIGN_OK') {
+        expect(again.signature.length).toBe(64);
+        expect(
+          verifyPkcs11('ECDSA_SHA_256', (await publicKey('t-policy')).public_key_pem, message, again.signature),
+        ).toBe(true);
+      }
+      expectError(await other.request(wrong), WireStatus.BAD_REQUEST, /hash_mismatch/);
+      other.close();
+    } finally {
+      await restarted.close();
+    }
     client.close();
   });
 
@@ -338,11 +354,21 @@ describe('SIGN', () => {
       reason: 'not this one',
     });
     expect(decided.status, JSON.stringify(decided.body)).toBe(200);
-    const res = await client.request({ type: 'POLL', tenant: 't-policy', requestId: pending.requestId });
+    const res = await client.request({
+      type: 'POLL',
+      tenant: 't-policy',
+      requestId: pending.requestId,
+      digest: Buffer.alloc(32, 5),
+    });
     expectError(res, WireStatus.REJECTED, /rejected/);
     if (res.type === 'ERROR') expect(res.requestId).toBe(pending.requestId);
     expectError(
-      await client.request({ type: 'POLL', tenant: 't-policy', requestId: '00000000-0000-4000-8000-000000000000' }),
+      await client.request({
+        type: 'POLL',
+        tenant: 't-policy',
+        requestId: '00000000-0000-4000-8000-000000000000',
+        digest: Buffer.alloc(32),
+      }),
       WireStatus.BAD_REQUEST,
     );
     client.close();
@@ -488,7 +514,7 @@ describe('broken clients', () => {
     const client = await session();
     const answers = await Promise.all([
       client.request({ type: 'LIST' }),
-      client.request({ type: 'POLL', tenant: 't', requestId: 'a' }),
+      client.request({ type: 'POLL', tenant: 't', requestId: 'a', digest: Buffer.alloc(32) }),
       client.request({ type: 'LIST' }),
     ]);
     expect(answers.map((a) => a.type)).toEqual(['LIST_OK', 'ERROR', 'LIST_OK']);

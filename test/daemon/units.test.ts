@@ -353,8 +353,11 @@ describe('RequestHandler with a scripted upstream', () => {
     return { up, handler, sign };
   }
 
-  it('a 202 from the service becomes SIGN_PENDING', async () => {
-    const { up, sign } = await setup();
+  it('a 202 from the service becomes SIGN_PENDING; POLL waits, re-asks, then delivers or reports the end', async () => {
+    const { up, sign, handler } = await setup();
+    const peer = { pid: process.pid, uid: 0 };
+    const poll = (requestId: string, tenant = 't', digest = Buffer.alloc(32)) =>
+      handler.handle({ type: 'POLL', tenant, requestId, digest }, peer);
     up.next = () => ({ kind: 'pending', requestId: 'r-9', status: 'pending_approval', message: 'needs approval' });
     expect(await sign('ECDSA_SHA_256')).toEqual({
       type: 'SIGN_PENDING',
@@ -362,6 +365,45 @@ describe('RequestHandler with a scripted upstream', () => {
       status: 'pending_approval',
       message: 'needs approval',
     });
+    up.collectNext = () => ({
+      kind: 'pending',
+      requestId: 'r-9',
+      status: 'pending_security_review',
+      message: 'review',
+    });
+    const t0 = Date.now();
+    expect(await poll('r-9')).toMatchObject({ type: 'SIGN_PENDING', status: 'pending_security_review' });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(100);
+    expect(up.collected).toBeGreaterThan(2);
+    // Another tenant or another digest than the SIGN's: refused without asking the service.
+    const asked = up.collected;
+    expect(await poll('r-9', 'x')).toMatchObject({ type: 'ERROR', status: WireStatus.BAD_REQUEST });
+    expect(await poll('r-9', 't', Buffer.alloc(32, 1))).toMatchObject({
+      type: 'ERROR',
+      status: WireStatus.BAD_REQUEST,
+    });
+    expect(up.collected).toBe(asked);
+    // A network failure keeps it; an approval delivers it in PKCS#11 form.
+    up.collectNext = () => {
+      throw new UpstreamError(WireStatus.UNAVAILABLE, 'down');
+    };
+    expect(await poll('r-9')).toMatchObject({ type: 'ERROR', status: WireStatus.UNAVAILABLE });
+    const raw = randomBytes(64);
+    const keyId = '0f8fad5b-d9cb-469f-a165-70867728950e';
+    up.collectNext = () => ({ kind: 'signed', signature: ecdsaRawToDer(raw), keyId, algorithm: 'ECDSA_SHA_256' });
+    expect(await poll('r-9')).toEqual({ type: 'SIGN_OK', signature: raw, requestId: 'r-9' });
+    // Unknown to this daemon (restarted): collected all the same, the curve size from the algorithm.
+    const raw521 = Buffer.concat([Buffer.alloc(1), randomBytes(65), Buffer.alloc(1), randomBytes(65)]);
+    up.collectNext = () => ({ kind: 'signed', signature: ecdsaRawToDer(raw521), keyId, algorithm: 'ECDSA_SHA_512' });
+    expect(await poll('r-unknown')).toEqual({ type: 'SIGN_OK', signature: raw521, requestId: 'r-unknown' });
+    expect(await poll('r-unknown', 'not-exposed')).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND });
+    // An expiry is final and names the request.
+    up.next = () => ({ kind: 'pending', requestId: 'r-10', status: 'pending_approval', message: '' });
+    await sign('ECDSA_SHA_256');
+    up.collectNext = () => {
+      throw new UpstreamError(WireStatus.EXPIRED, 'request_expired: too late', 'http-id');
+    };
+    expect(await poll('r-10')).toMatchObject({ type: 'ERROR', status: WireStatus.EXPIRED, requestId: 'r-10' });
   });
 
   it('derives pss_padding from the algorithm and left-pads a short RSA signature to the modulus size', async () => {
