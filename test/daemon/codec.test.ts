@@ -211,3 +211,49 @@ describe('FrameReader', () => {
     expectProtocolError(() => decodeFrame(frame.subarray(0, 4)), /exactly one/);
   });
 });
+
+describe('fuzz: mutated frames', () => {
+  it('never throw anything but ProtocolError, and never hang', () => {
+    let seed = 12345;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed % n;
+    };
+    const frames = SAMPLES.map(encodeMessage);
+    let rejected = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const base = Buffer.from(frames[rand(frames.length)] as Buffer);
+      const mutated = (() => {
+        switch (rand(4)) {
+          case 0: {
+            const b = Buffer.from(base);
+            for (let k = 0; k <= rand(4); k++) b[rand(b.length)] = rand(256);
+            return b;
+          }
+          case 1:
+            return base.subarray(0, rand(base.length));
+          case 2: {
+            const at = 5 + rand(Math.max(1, base.length - 5));
+            const extra = Buffer.from(Array.from({ length: 1 + rand(12) }, () => rand(256)));
+            const b = Buffer.concat([base.subarray(0, at), extra, base.subarray(at)]);
+            b.writeUInt32BE(b.length - 4, 0);
+            return b;
+          }
+          default: {
+            const b = Buffer.from(base);
+            b.writeUInt32BE(rand(2) ? b.length - 4 : rand(0x7fffffff), 0);
+            return b;
+          }
+        }
+      })();
+      try {
+        const reader = new FrameReader();
+        for (const f of reader.push(mutated)) decodeMessage(f.type, f.body);
+      } catch (err) {
+        if (!(err instanceof ProtocolError)) throw err;
+        rejected++;
+      }
+    }
+    expect(rejected).toBeGreaterThan(1000);
+  });
+});
