@@ -24,6 +24,7 @@ export interface StartDaemonOptions {
   upstream?: Upstream;
   getPeerCred?: (fd: number) => PeerCred;
   allowedUids?: number[];
+  helloTimeoutMs?: number;
 }
 
 export async function openUpstream(config: DaemonConfig): Promise<Upstream> {
@@ -59,6 +60,7 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     log: options.log,
     getPeerCred,
     ...(options.allowedUids !== undefined && { allowedUids: options.allowedUids }),
+    ...(options.helloTimeoutMs !== undefined && { helloTimeoutMs: options.helloTimeoutMs }),
   });
   try {
     await server.start();

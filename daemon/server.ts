@@ -17,6 +17,8 @@ export interface DaemonServerOptions {
   log: Logger;
   /** Peers allowed in; default: the daemon's own uid and root. */
   allowedUids?: number[];
+  /** A connection that has not said HELLO by then is closed (default 10 s): idle sockets cost descriptors. */
+  helloTimeoutMs?: number;
   /** For tests: where peer credentials come from (default: the SO_PEERCRED addon). */
   getPeerCred?: (fd: number) => PeerCred;
 }
@@ -98,7 +100,9 @@ export class DaemonServer {
     socket.once('close', () => this.connections.delete(socket));
     socket.on('error', (err) => log.debug({ err: err.message }, 'connection error'));
     log.debug({ uid: cred.uid, pid: cred.pid }, 'connection accepted');
-    new Connection(socket, { pid: cred.pid, uid: cred.uid }, this.opts.handler, log).run();
+    new Connection(socket, { pid: cred.pid, uid: cred.uid }, this.opts.handler, log).run(
+      this.opts.helloTimeoutMs ?? 10_000,
+    );
   }
 }
 
@@ -117,10 +121,18 @@ class Connection {
     private readonly log: Logger,
   ) {}
 
-  run(): void {
+  run(helloTimeoutMs: number): void {
+    const timer = setTimeout(() => {
+      if (this.greeted || this.closed) return;
+      this.log.warn({ helloTimeoutMs }, 'no HELLO in time: closing the connection');
+      this.closed = true;
+      this.socket.destroy();
+    }, helloTimeoutMs);
+    timer.unref();
     this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.once('close', () => {
       this.closed = true;
+      clearTimeout(timer);
     });
     this.socket.resume();
   }

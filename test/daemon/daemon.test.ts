@@ -499,6 +499,23 @@ describe('broken clients', () => {
     fresh.close();
   });
 
+  it('a connection that never says HELLO is closed after the hello timeout', async () => {
+    const config = remoteConfig(url, [{ tenantId: 't-p256', apiKey: signers.get('t-p256') as string }]);
+    const impatient = await startTestDaemon(config, { helloTimeoutMs: 150 });
+    try {
+      const idle = await DaemonClient.connect(impatient.socketPath);
+      const started = Date.now();
+      await idle.closed();
+      expect(Date.now() - started).toBeLessThan(5_000);
+      const { client } = await DaemonClient.open(impatient.socketPath); // a prompt HELLO is served
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await client.request({ type: 'LIST' })).type).toBe('LIST_OK');
+      client.close();
+    } finally {
+      await impatient.close();
+    }
+  });
+
   it('a frame cut in the middle is waited for, not misread', async () => {
     const client = await session();
     const whole = frameBytes(MessageType.LIST, Buffer.alloc(0));
