@@ -45,6 +45,12 @@ export async function openUpstream(config: DaemonConfig): Promise<Upstream> {
 export async function startDaemon(config: DaemonConfig, options: StartDaemonOptions): Promise<RunningDaemon> {
   // Fail closed and early: without the peer-credential addon no connection could be checked.
   const getPeerCred = options.getPeerCred ?? loadPeerCred();
+  if (config.upstream.type === 'remote' && isPlaintextRemote(config.upstream.url)) {
+    options.log.warn(
+      { url: config.upstream.url },
+      'the service URL is plain http to another host: API keys travel unencrypted',
+    );
+  }
   const upstream = options.upstream ?? (await openUpstream(config));
   const catalog = new KeyCatalog({ upstream, tenants: config.tenants, ttlMs: config.cacheTtlMs, log: options.log });
   const handler = new RequestHandler({
@@ -79,4 +85,12 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
       if (!options.upstream) await upstream.close();
     },
   };
+}
+
+/** http:// to anything but the loopback interface. */
+export function isPlaintextRemote(url: string): boolean {
+  const u = new URL(url);
+  if (u.protocol !== 'http:') return false;
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  return !(host === 'localhost' || host === '::1' || /^127\./.test(host));
 }

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DaemonConfigError, resolveDaemonConfig } from '../../daemon/config.js';
 import { apiKeyFromFile, CredentialError } from '../../daemon/credentials.js';
+import { isPlaintextRemote } from '../../daemon/daemon.js';
 import { ecdsaDerToRaw } from '../../daemon/ecdsa.js';
 import { RequestHandler } from '../../daemon/handler.js';
 import { KeyCatalog } from '../../daemon/key-catalog.js';
@@ -60,6 +61,17 @@ describe('ecdsaDerToRaw', () => {
     expect(() => ecdsaDerToRaw(ecdsaRawToDer(Buffer.alloc(96, 0x11)), 32)).toThrow(/longer than 32/);
     expect(() => ecdsaDerToRaw(Buffer.from('3006020180020101', 'hex'), 32)).toThrow(/negative/);
     expect(() => ecdsaDerToRaw(Buffer.alloc(0), 32)).toThrow();
+  });
+});
+
+describe('isPlaintextRemote', () => {
+  it('warns only for http to another host', () => {
+    expect(isPlaintextRemote('http://127.0.0.1:8080')).toBe(false);
+    expect(isPlaintextRemote('http://localhost:8080')).toBe(false);
+    expect(isPlaintextRemote('http://[::1]:8080')).toBe(false);
+    expect(isPlaintextRemote('https://signbridge.example.com')).toBe(false);
+    expect(isPlaintextRemote('http://signbridge.example.com')).toBe(true);
+    expect(isPlaintextRemote('http://10.0.0.5')).toBe(true);
   });
 });
 
