@@ -6,7 +6,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { errorMessage, type PeerInfo, type RequestHandler } from './handler.js';
 import { type PeerCred, peerOf } from './peercred.js';
-import { decodeMessage, encodeMessage, FrameReader } from './protocol/codec.js';
+import { decodeMessage, encodeMessage, FrameReader, FrameTooLargeError } from './protocol/codec.js';
 import { type Message, REQUEST_TYPES, type Request, type Response } from './protocol/messages.js';
 import { ProtocolError, WireStatus } from './protocol/wire.js';
 import { currentUid, prepareSocketDir } from './socket-path.js';
@@ -162,7 +162,7 @@ class Connection {
       for (let request = this.queue.shift(); request && !this.closed; request = this.queue.shift()) {
         const { response, close } = await this.serve(request);
         if (this.closed) return;
-        this.socket.write(encodeMessage(response));
+        this.socket.write(this.encode(response));
         if (close) {
           this.socket.end();
           this.closed = true;
@@ -177,6 +177,21 @@ class Connection {
       this.busy = false;
     }
     if (!this.closed) this.socket.resume();
+  }
+
+  private encode(response: Response): Buffer {
+    try {
+      return encodeMessage(response);
+    } catch (err) {
+      if (!(err instanceof FrameTooLargeError)) throw err;
+      this.log.error({ err: err.message, response: response.type }, 'answer too large for one frame');
+      return encodeMessage(
+        errorMessage(
+          WireStatus.INTERNAL,
+          `the daemon's ${response.type} answer is over the 1 MiB frame limit; expose fewer tenants or certificates`,
+        ),
+      );
+    }
   }
 
   private async serve(request: Request): Promise<{ response: Response; close: boolean }> {

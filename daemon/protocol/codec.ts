@@ -68,11 +68,17 @@ export function encodeMessage(message: Message): Buffer {
 
 /** A frame from a raw type byte and body, for tests that need frames no well-behaved encoder makes. */
 export function frameBytes(type: number, body: Buffer): Buffer {
+  if (1 + body.length > MAX_FRAME_LENGTH) {
+    throw new FrameTooLargeError(`a frame of ${1 + body.length} bytes is over the ${MAX_FRAME_LENGTH}-byte limit`);
+  }
   const header = Buffer.alloc(FRAME_HEADER_BYTES);
   header.writeUInt32BE(1 + body.length, 0);
   header.writeUInt8(type, 4);
   return Buffer.concat([header, body]);
 }
+
+/** An answer that does not fit in one frame: the peer would reject it, so it must not be sent. */
+export class FrameTooLargeError extends RangeError {}
 
 // ---- decoding ----
 

@@ -1,6 +1,13 @@
 // Wire protocol v1 codec: every message round-trips, and every malformed frame is a ProtocolError.
 import { describe, expect, it } from 'vitest';
-import { decodeFrame, decodeMessage, encodeMessage, FrameReader, frameBytes } from '../../daemon/protocol/codec.js';
+import {
+  decodeFrame,
+  decodeMessage,
+  encodeMessage,
+  FrameReader,
+  FrameTooLargeError,
+  frameBytes,
+} from '../../daemon/protocol/codec.js';
 import type { Message } from '../../daemon/protocol/messages.js';
 import { MAX_FRAME_LENGTH, MessageType, ProtocolError, Tag } from '../../daemon/protocol/wire.js';
 
@@ -90,6 +97,11 @@ describe('round trip', () => {
     expect(frame.toString('hex')).toBe(
       '0000002601' + '0001000000040000000100020000000400000002' + '000300000001' + '78' + '000400000004' + '00000009',
     );
+  });
+
+  it('refuses to encode a frame over 1 MiB', () => {
+    const big = { type: 'SIGN_OK' as const, signature: Buffer.alloc(MAX_FRAME_LENGTH) };
+    expect(() => encodeMessage(big)).toThrow(FrameTooLargeError);
   });
 
   it('refuses to encode what it could not decode', () => {
