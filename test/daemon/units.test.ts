@@ -329,6 +329,16 @@ describe('KeyCatalog', () => {
     expect(good.certs.chain).toHaveLength(1);
     const bad = await catalog.current('bad');
     expect(bad.certs).toEqual({ chain: [] });
+    // ... and LIST carries them as CERTIFICATE and CHAIN_CERTIFICATE.
+    const handler = new RequestHandler({ catalog, upstream: up, log: silentLogger(), sbomMaxBytes: 1 });
+    const list = await handler.list();
+    if (list.type !== 'LIST_OK') throw new Error(JSON.stringify(list));
+    const [goodKey] = list.tokens.find((t) => t.tenant === 'good')?.keys ?? [];
+    expect(goodKey?.certificate).toEqual(good.certs.certificate);
+    expect(goodKey?.chain).toEqual(good.certs.chain);
+    const [badKey] = list.tokens.find((t) => t.tenant === 'bad')?.keys ?? [];
+    expect(badKey?.certificate).toBeUndefined();
+    expect(badKey?.chain).toEqual([]);
   });
 });
 
