@@ -45,7 +45,15 @@ export class RemoteUpstream implements Upstream {
   }
 
   async getPublicKey(tenantId: string): Promise<PublicKeyInfo> {
-    const out = await this.call('get_public_key', tenantId, {});
+    let out: HttpOutcome;
+    try {
+      out = await this.call('get_public_key', tenantId, {});
+    } catch (err) {
+      // A kept-alive connection the server closed just now fails the request; a read is safe to send again.
+      // (Signatures are not retried: the service may already have signed, or opened an approval request.)
+      if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
+      out = await this.call('get_public_key', tenantId, {});
+    }
     if (out.status !== 200) throw this.failure(out);
     const b = out.body ?? {};
     if (typeof b.key_id !== 'string' || typeof b.key_spec !== 'string' || typeof b.public_key_pem !== 'string') {

@@ -3,10 +3,11 @@
 import { execFileSync } from 'node:child_process';
 import { createPrivateKey, generateKeyPairSync, sign as nodeSign, randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DaemonConfigError, resolveDaemonConfig } from '../../daemon/config.js';
-import { apiKeyFromFile, CredentialError } from '../../daemon/credentials.js';
+import { apiKeyFromEnv, apiKeyFromFile, CredentialError } from '../../daemon/credentials.js';
 import { isPlaintextRemote } from '../../daemon/daemon.js';
 import { ecdsaDerToRaw } from '../../daemon/ecdsa.js';
 import { RequestHandler } from '../../daemon/handler.js';
@@ -15,6 +16,7 @@ import { ckaIdFor } from '../../daemon/key-id.js';
 import { silentLogger } from '../../daemon/logger.js';
 import type { Response } from '../../daemon/protocol/messages.js';
 import { WireStatus } from '../../daemon/protocol/wire.js';
+import { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
 import { messageFor, wireStatusFor } from '../../daemon/upstream/status-map.js';
 import {
   type CollectInput,
@@ -508,6 +510,106 @@ describe('RequestHandler with a scripted upstream', () => {
       expect(rel).toMatchObject({ type: 'ERROR', status: WireStatus.POLICY_DENIED, message: 'checked' });
     } finally {
       process.chdir(cwd);
+    }
+  });
+});
+
+describe('RemoteUpstream against a scripted HTTP server', () => {
+  async function serve(handler: (n: number, req: IncomingMessage, res: ServerResponse) => void) {
+    let n = 0;
+    const server = createHttpServer((req, res) => handler(++n, req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const { port } = server.address() as { port: number };
+    const upstream = new RemoteUpstream({
+      url: `http://127.0.0.1:${port}/base`,
+      apiKey: apiKeyFromEnv('sbk_test'),
+      timeoutMs: 2000,
+    });
+    return { upstream, count: () => n, close: () => new Promise<void>((r) => server.close(() => r())) };
+  }
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+  const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+
+  it('reads again once when a connection dies under a get_public_key; never re-sends a signature', async () => {
+    const seen: string[] = [];
+    const srv = await serve((n, req, res) => {
+      seen.push(`${req.url} ${req.headers.authorization}`);
+      if (n === 1 || n === 3) {
+        req.socket.destroy();
+        return;
+      }
+      res.setHeader('content-type', 'application/json');
+      res.end(
+        JSON.stringify({
+          key_id: 'k',
+          key_spec: 'ECC_NIST_P256',
+          public_key_pem: pem,
+          signing_algorithms: ['ECDSA_SHA_256', 'BOGUS'],
+        }),
+      );
+    });
+    try {
+      const key = await srv.upstream.getPublicKey('t');
+      expect(key).toEqual({
+        keyId: 'k',
+        keySpec: 'ECC_NIST_P256',
+        publicKeyPem: pem,
+        signingAlgorithms: ['ECDSA_SHA_256'],
+      });
+      expect(srv.count()).toBe(2);
+      expect(seen[0]).toBe('/base/v1/get_public_key Bearer sbk_test');
+      await expect(
+        srv.upstream.pkcs11Sign({
+          tenantId: 't',
+          digest: Buffer.alloc(32),
+          keySpec: 'ECC_NIST_P256',
+          pss: false,
+          context: {},
+        }),
+      ).rejects.toMatchObject({ status: WireStatus.UNAVAILABLE });
+      expect(srv.count()).toBe(3);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('maps a proxy error page, a 2xx without JSON and a 202 to their statuses', async () => {
+    const srv = await serve((n, _req, res) => {
+      if (n === 1) {
+        res.statusCode = 502;
+        res.end('<html>bad gateway</html>');
+      } else if (n === 2) {
+        res.end('not json');
+      } else {
+        res.statusCode = 202;
+        res.setHeader('x-request-id', 'http-1');
+        res.end(JSON.stringify({ request_id: 'r-1', status: 'pending_security_review', message: 'security review' }));
+      }
+    });
+    try {
+      await expect(srv.upstream.getPublicKey('t')).rejects.toMatchObject({
+        status: WireStatus.UNAVAILABLE,
+        message: /http_502/,
+      });
+      await expect(srv.upstream.getPublicKey('t')).rejects.toMatchObject({
+        status: WireStatus.INTERNAL,
+        message: /without a JSON body/,
+      });
+      const pending = await srv.upstream.pkcs11Sign({
+        tenantId: 't',
+        digest: Buffer.alloc(32),
+        keySpec: 'ECC_NIST_P256',
+        pss: false,
+        context: {},
+      });
+      expect(pending).toEqual({
+        kind: 'pending',
+        requestId: 'r-1',
+        status: 'pending_security_review',
+        message: 'security review',
+      });
+    } finally {
+      await srv.close();
     }
   });
 });
