@@ -22,7 +22,9 @@ parentPort.on('message', (msg) => {
   try {
     lib.C_SignInit(session, msg.mechanism, Buffer.from(msg.handle));
     const signature = lib.C_Sign(session, Buffer.from(msg.input), out);
-    parentPort.postMessage({ id: msg.id, signature: Buffer.from(signature) });
+    const copy = new Uint8Array(signature.length);
+    copy.set(signature);
+    parentPort.postMessage({ id: msg.id, signature: copy }, [copy.buffer]);
   } catch (err) {
     parentPort.postMessage({ id: msg.id, error: err instanceof Error ? err.message : String(err) });
   }

@@ -49,7 +49,11 @@ export class SignThreadPool {
       // An idle thread must not keep the process alive; a busy one must.
       if (thread.pending.size === 0) thread.worker.ref();
       thread.pending.set(id, { resolve, reject });
-      thread.worker.postMessage({ id, ...job });
+      // Node Buffers are usually views into a shared 8 KiB pool, and structured clone copies the whole backing
+      // store; exact-size copies, transferred, keep the message small.
+      const handle = exactCopy(job.handle);
+      const input = exactCopy(job.input);
+      thread.worker.postMessage({ id, mechanism: job.mechanism, handle, input }, [handle.buffer, input.buffer]);
     });
   }
 
@@ -86,4 +90,10 @@ export class SignThreadPool {
     worker.unref();
     return thread;
   }
+}
+
+function exactCopy(buf: Buffer): Uint8Array<ArrayBuffer> {
+  const copy = new Uint8Array(new ArrayBuffer(buf.length));
+  copy.set(buf);
+  return copy;
 }
