@@ -146,6 +146,11 @@ describe('parseSbom: rejected documents, exact reasons', () => {
       cdx([{ name: 'app', components: [{ name: 'commons-text', purl: 'pkg:maven/commons-text@1.9' }] }]),
       'CycloneDX: component "commons-text" (components[0].components[0].purl) has an invalid purl "pkg:maven/commons-text@1.9": Invalid purl: maven requires a "namespace" component',
     ],
+    [
+      'Go purl whose v-version is not SemVer',
+      cdx([{ name: 'docker', purl: 'pkg:golang/github.com/docker/docker@v17.03.2-ce' }]),
+      'CycloneDX: component "docker" (components[0].purl) has an invalid purl "pkg:golang/github.com/docker/docker@v17.03.2-ce": Invalid purl: golang "version" component starting with a "v" must be followed by a valid semver version',
+    ],
     ['CycloneDX components not an array', cdx({ name: 'x' }), 'CycloneDX: components must be an array'],
     [
       'CycloneDX nested not an array',

@@ -134,10 +134,17 @@ function parsePurl(text: string, name: string, version: string | undefined, wher
     return PackageURL.fromString(text);
   } catch (err) {
     const label = version === undefined ? name : `${name}@${version}`;
-    throw new SbomError(
-      `${format}: component "${label}" (${where}) has an invalid purl "${text}": ${(err as Error).message}`,
-    );
+    throw new SbomError(`${format}: component "${label}" (${where}) has an invalid purl "${text}": ${purlReason(err)}`);
   }
+}
+
+function purlReason(err: unknown): string {
+  // packageurl-js 2.0.1's golang validator refers to an undefined `throws` when a "v" version is not SemVer
+  // (e.g. v17.03.2-ce): the ReferenceError stands for the message the library means to give.
+  if (err instanceof ReferenceError && err.message === 'throws is not defined') {
+    return 'Invalid purl: golang "version" component starting with a "v" must be followed by a valid semver version';
+  }
+  return (err as Error).message;
 }
 
 function requireString(obj: Json, key: string, where: string, format: string): string {
