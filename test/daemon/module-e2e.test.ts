@@ -14,9 +14,11 @@ import { callAction, startTestService, type TestService } from '../helpers/servi
 import { ensurePeercredBuilt, remoteConfig, startTestDaemon } from './helpers.js';
 
 const run = promisify(execFile);
-const built = existsSync(MODULE_PATH);
+// SIGNBRIDGE_TEST_PKCS11_MODULE: a module built elsewhere (e.g. a sanitizer build) instead of build/native.
+const MODULE = process.env.SIGNBRIDGE_TEST_PKCS11_MODULE ?? MODULE_PATH;
+const built = existsSync(MODULE);
 
-describe.skipIf(!built)(`pkcs11-tool -> ${MODULE_PATH} -> daemon -> service`, () => {
+describe.skipIf(!built)(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
   let svc: TestService;
   let daemon: RunningDaemon;
   let keyId: string;
@@ -24,7 +26,7 @@ describe.skipIf(!built)(`pkcs11-tool -> ${MODULE_PATH} -> daemon -> service`, ()
   let dir: string;
   // Asynchronous child processes: the daemon and the service answer from this process.
   const tool = (...args: string[]) =>
-    run('pkcs11-tool', ['--module', MODULE_PATH, ...args], {
+    run('pkcs11-tool', ['--module', MODULE, ...args], {
       env: { ...process.env, SIGNBRIDGE_SOCKET: daemon.socketPath },
       encoding: 'utf8',
       timeout: 30_000,
@@ -86,5 +88,5 @@ describe.skipIf(!built)(`pkcs11-tool -> ${MODULE_PATH} -> daemon -> service`, ()
 });
 
 describe.skipIf(built)('pkcs11-tool end to end', () => {
-  it.skip(`the PKCS#11 module is not built yet (${MODULE_PATH})`, () => undefined);
+  it.skip(`the PKCS#11 module is not built yet (${MODULE})`, () => undefined);
 });
