@@ -1,0 +1,246 @@
+#include "client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "transport.h"
+
+static int approval_timeout_s = 600;
+static int poll_interval_ms = 1000;
+
+static long env_long(const char *name, long def, long min, long max) {
+  const char *v = getenv(name);
+  if (!v || !*v) return def;
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (errno || *end || n < min || n > max) {
+    SBP11_WARN("%s=%s is not a number in %ld..%ld; using %ld", name, v, min, max, def);
+    return def;
+  }
+  return n;
+}
+
+void sbp11_client_configure(void) {
+  sbp11_transport_config cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  const char *sock = getenv("SIGNBRIDGE_SOCKET");
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  if (sock && *sock) {
+    snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", sock);
+  } else if (xdg && *xdg) {
+    snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s/signbridge/daemon.sock", xdg);
+  } else {
+    snprintf(cfg.socket_path, sizeof(cfg.socket_path), "/tmp/signbridge-%u/daemon.sock", (unsigned)getuid());
+  }
+  cfg.timeout_ms = (int)env_long("SIGNBRIDGE_TIMEOUT", 60, 1, 3600) * 1000;
+  approval_timeout_s = (int)env_long("SIGNBRIDGE_APPROVAL_TIMEOUT", 600, 0, 7 * 86400);
+  poll_interval_ms = (int)env_long("SIGNBRIDGE_POLL_INTERVAL_MS", 1000, 1, 60000);
+  sbp11_transport_configure(&cfg);
+  SBP11_DEBUG("socket %s, timeout %d s per exchange, approval timeout %d s", cfg.socket_path,
+              cfg.timeout_ms / 1000, approval_timeout_s);
+}
+
+CK_RV sbp11_status_to_ckr(uint32_t status) {
+  switch (status) {
+  case SBW_S_BAD_REQUEST: return CKR_DATA_INVALID;
+  case SBW_S_KEY_NOT_FOUND: return CKR_KEY_HANDLE_INVALID;
+  case SBW_S_UNAUTHENTICATED: return CKR_USER_NOT_LOGGED_IN;
+  case SBW_S_POLICY_DENIED: return CKR_FUNCTION_REJECTED;
+  case SBW_S_UNAVAILABLE: return CKR_DEVICE_ERROR;
+  case SBW_S_TIMEOUT: return CKR_DEVICE_ERROR;
+  case SBW_S_INTERNAL: return CKR_GENERAL_ERROR;
+  case SBW_S_ALGORITHM_INVALID: return CKR_KEY_FUNCTION_NOT_PERMITTED;
+  case SBW_S_REJECTED: return CKR_FUNCTION_REJECTED;
+  case SBW_S_EXPIRED: return CKR_FUNCTION_REJECTED;
+  case SBW_S_VERSION_UNSUPPORTED: return CKR_DEVICE_ERROR;
+  case SBW_S_FORBIDDEN: return CKR_USER_NOT_LOGGED_IN;
+  }
+  return CKR_GENERAL_ERROR;
+}
+
+static CK_RV io_to_ckr(int io) {
+  return io == SBP11_IO_NOMEM ? CKR_HOST_MEMORY : CKR_DEVICE_ERROR;
+}
+
+/* One request, one answer. A connection that died (the daemon restarted) or a daemon not there is tried once more
+ * with a fresh connection: signing is one-shot, so a retried SIGN cannot do harm. Timeouts and protocol errors are
+ * not retried. */
+static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, char *why, size_t whylen) {
+  int io = SBP11_IO_OK;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    sbp11_conn *c;
+    int fresh;
+    io = sbp11_conn_get(&c, &fresh, why, whylen);
+    if (io == SBP11_IO_OK) {
+      io = sbp11_exchange(c, req, resp, why, whylen);
+      if (io == SBP11_IO_OK) {
+        sbp11_conn_put(c);
+        return CKR_OK;
+      }
+      sbp11_conn_close(c);
+    }
+    if (io != SBP11_IO_UNREACHABLE && io != SBP11_IO_BROKEN) break;
+    if (attempt == 0) {
+      SBP11_INFO("%s: %s; reconnecting once", what, why);
+      if (io == SBP11_IO_UNREACHABLE) usleep(200 * 1000); /* a restarting daemon needs a moment to listen */
+    }
+  }
+  SBP11_ERR("%s: %s (daemon socket %s)", what, why, sbp11_transport_socket_path());
+  return io_to_ckr(io);
+}
+
+static CK_RV error_answer(const sbw_msg *m, const char *what) {
+  uint32_t status = sbw_get(&m->body, SBW_T_STATUS)->u32;
+  char msg[512], rid[128];
+  sbw_get_str(&m->body, SBW_T_MESSAGE, msg, sizeof(msg));
+  sbw_get_str(&m->body, SBW_T_REQUEST_ID, rid, sizeof(rid));
+  CK_RV rv = sbp11_status_to_ckr(status);
+  SBP11_ERR("%s failed: %s: %s%s%s (CKR 0x%lx)", what, sbw_status_name(status), msg, rid[0] ? "; request id " : "",
+            rid, (unsigned long)rv);
+  return rv;
+}
+
+CK_RV sbp11_client_list(sbw_msg *out, char *why, size_t whylen) {
+  sbw_buf b = {0};
+  sbw_frame_begin(&b, SBW_LIST);
+  if (sbw_frame_end(&b) != 0) {
+    sbw_buf_free(&b);
+    return CKR_HOST_MEMORY;
+  }
+  CK_RV rv = call(&b, out, "LIST", why, whylen);
+  sbw_buf_free(&b);
+  if (rv != CKR_OK) return rv;
+  if (out->type == SBW_LIST_OK) return CKR_OK;
+  if (out->type == SBW_ERROR) {
+    rv = error_answer(out, "LIST");
+    char msg[200];
+    sbw_get_str(&out->body, SBW_T_MESSAGE, msg, sizeof(msg));
+    snprintf(why, whylen, "%s: %s", sbw_status_name(sbw_get(&out->body, SBW_T_STATUS)->u32), msg);
+  } else {
+    snprintf(why, whylen, "protocol error: %s in answer to LIST", out->name);
+    SBP11_ERR("%s", why);
+    rv = CKR_DEVICE_ERROR;
+  }
+  sbw_msg_free(out);
+  return rv;
+}
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void put_context(sbw_buf *b) {
+  static const struct {
+    const char *env;
+    uint16_t tag;
+  } ctx[] = {
+      {"SIGNBRIDGE_PROJECT", SBW_T_CTX_PROJECT},
+      {"SIGNBRIDGE_ENVIRONMENT", SBW_T_CTX_ENVIRONMENT},
+      {"SIGNBRIDGE_ARTIFACT_TYPE", SBW_T_CTX_ARTIFACT_TYPE},
+      {"SIGNBRIDGE_ARTIFACT_VERSION", SBW_T_CTX_ARTIFACT_VERSION},
+      {"SIGNBRIDGE_SBOM", SBW_T_CTX_SBOM_PATH},
+  };
+  for (size_t i = 0; i < sizeof(ctx) / sizeof(ctx[0]); i++) {
+    const char *v = getenv(ctx[i].env);
+    if (v && *v) sbw_put_str(b, ctx[i].tag, v);
+  }
+}
+
+/* SIGN_OK: the signature must have exactly the key's length (fixed-width r||s for ECDSA). */
+static CK_RV take_signature(const sbw_msg *m, const sbp11_sign_request *req, uint8_t *sig) {
+  const sbw_item *s = sbw_get(&m->body, SBW_T_SIGNATURE);
+  char rid[128];
+  sbw_get_str(&m->body, SBW_T_REQUEST_ID, rid, sizeof(rid));
+  if (s->len != req->sig_len) {
+    SBP11_ERR("SIGN: the daemon sent a %u-byte signature, the key makes %zu bytes (request id %s)",
+              (unsigned)s->len, req->sig_len, rid[0] ? rid : "none");
+    return CKR_DEVICE_ERROR;
+  }
+  memcpy(sig, s->p, s->len);
+  SBP11_INFO("signed with tenant %s's key (%s)%s%s", req->tenant, req->algorithm, rid[0] ? ", request id " : "", rid);
+  return CKR_OK;
+}
+
+CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
+  sbw_buf b = {0};
+  sbw_frame_begin(&b, SBW_SIGN);
+  sbw_put_str(&b, SBW_T_TENANT, req->tenant);
+  sbw_put(&b, SBW_T_KEY_ID, req->key_id, req->key_id_len);
+  sbw_put_str(&b, SBW_T_ALGORITHM, req->algorithm);
+  sbw_put(&b, SBW_T_DIGEST, req->digest, req->digest_len);
+  put_context(&b);
+  if (sbw_frame_end(&b) != 0) {
+    sbw_buf_free(&b);
+    return CKR_HOST_MEMORY;
+  }
+  char why[300] = "";
+  sbw_msg m;
+  CK_RV rv = call(&b, &m, "SIGN", why, sizeof(why));
+  sbw_buf_free(&b);
+  if (rv != CKR_OK) return rv;
+
+  long long deadline = now_ms() + (long long)approval_timeout_s * 1000;
+  char rid[256] = "";
+  for (;;) {
+    if (m.type == SBW_SIGN_OK) {
+      rv = take_signature(&m, req, sig);
+      break;
+    }
+    if (m.type == SBW_ERROR) {
+      rv = error_answer(&m, rid[0] ? "POLL" : "SIGN");
+      break;
+    }
+    if (m.type != SBW_SIGN_PENDING) {
+      SBP11_ERR("protocol error: %s in answer to SIGN", m.name);
+      rv = CKR_DEVICE_ERROR;
+      break;
+    }
+    char status[64], msg[512];
+    int first = !rid[0];
+    sbw_get_str(&m.body, SBW_T_REQUEST_ID, rid, sizeof(rid));
+    sbw_get_str(&m.body, SBW_T_STATUS_TEXT, status, sizeof(status));
+    sbw_get_str(&m.body, SBW_T_MESSAGE, msg, sizeof(msg));
+    sbw_msg_free(&m);
+    long long left = deadline - now_ms();
+    if (first) {
+      SBP11_WARN("signature for tenant %s waits for approval: request id %s (%s): %s; waiting up to %d s", req->tenant,
+                 rid, status, msg, approval_timeout_s);
+    } else {
+      SBP11_INFO("request %s still %s (%lld s left)", rid, status, left > 0 ? left / 1000 : 0);
+    }
+    if (left <= 0) {
+      SBP11_ERR("request %s was not approved within %d s (SIGNBRIDGE_APPROVAL_TIMEOUT); giving up", rid,
+                approval_timeout_s);
+      return CKR_FUNCTION_REJECTED;
+    }
+    long long t0 = now_ms();
+    sbw_frame_begin(&b, SBW_POLL);
+    sbw_put_str(&b, SBW_T_TENANT, req->tenant);
+    sbw_put_str(&b, SBW_T_REQUEST_ID, rid);
+    sbw_put(&b, SBW_T_DIGEST, req->digest, req->digest_len);
+    if (sbw_frame_end(&b) != 0) {
+      sbw_buf_free(&b);
+      return CKR_HOST_MEMORY;
+    }
+    rv = call(&b, &m, "POLL", why, sizeof(why));
+    sbw_buf_free(&b);
+    if (rv != CKR_OK) return rv;
+    /* The daemon may hold a POLL back for a while; when it answers at once, do not poll busily. */
+    long long took = now_ms() - t0;
+    if (m.type == SBW_SIGN_PENDING && took < poll_interval_ms) {
+      long long nap = poll_interval_ms - took;
+      if (nap > deadline - now_ms()) nap = deadline - now_ms();
+      if (nap > 0) usleep((useconds_t)(nap * 1000));
+    }
+  }
+  sbw_msg_free(&m);
+  return rv;
+}

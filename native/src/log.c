@@ -1,0 +1,83 @@
+#include "log.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_level;   /* 0: off */
+static int log_fd = -1; /* stderr or the file */
+static int log_owns_fd;
+
+static int parse_level(const char *s, size_t n) {
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+  for (int i = 0; i < 4; i++)
+    if (strlen(names[i]) == n && !strncasecmp(s, names[i], n)) return i + 1;
+  return 0;
+}
+
+void sbp11_log_init(void) {
+  pthread_mutex_lock(&log_lock);
+  if (log_owns_fd && log_fd >= 0) close(log_fd);
+  log_fd = -1, log_owns_fd = 0, log_level = 0;
+  const char *v = getenv("SIGNBRIDGE_LOG");
+  if (v && *v) {
+    const char *colon = strchr(v, ':');
+    const char *path = NULL;
+    int level;
+    if (colon && (level = parse_level(v, (size_t)(colon - v))) > 0) {
+      path = colon + 1;
+    } else if ((level = parse_level(v, strlen(v))) == 0) {
+      level = SBP11_LOG_INFO, path = v; /* a bare path */
+    }
+    if (path && *path) {
+      log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      log_owns_fd = log_fd >= 0;
+    } else {
+      log_fd = STDERR_FILENO;
+    }
+    if (log_fd >= 0) log_level = level;
+  }
+  pthread_mutex_unlock(&log_lock);
+}
+
+void sbp11_log_close(void) {
+  pthread_mutex_lock(&log_lock);
+  if (log_owns_fd && log_fd >= 0) close(log_fd);
+  log_fd = -1, log_owns_fd = 0, log_level = 0;
+  pthread_mutex_unlock(&log_lock);
+}
+
+int sbp11_log_enabled(int level) { return level <= __atomic_load_n(&log_level, __ATOMIC_RELAXED); }
+
+void sbp11_log(int level, const char *fmt, ...) {
+  if (!sbp11_log_enabled(level)) return;
+  static const char *const names[] = {"", "error", "warn", "info", "debug"};
+  char line[2048];
+  struct timespec ts;
+  struct tm tm;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  gmtime_r(&ts.tv_sec, &tm);
+  int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ signbridge-pkcs11[%d] %s: ",
+                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                   ts.tv_nsec / 1000000, (int)getpid(), names[level]);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n > 0 && (size_t)n < sizeof(line)) n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof(line) - 1) n = (int)sizeof(line) - 2;
+  line[n++] = '\n';
+  pthread_mutex_lock(&log_lock);
+  if (log_fd >= 0) {
+    ssize_t w = write(log_fd, line, (size_t)n);
+    (void)w;
+  }
+  pthread_mutex_unlock(&log_lock);
+}

@@ -1,0 +1,20 @@
+/* Diagnostics. Nothing is ever written to stdout; nothing at all unless SIGNBRIDGE_LOG asks:
+ *   SIGNBRIDGE_LOG=error|warn|info|debug        that level and above, to stderr
+ *   SIGNBRIDGE_LOG=/path/file                   info and above, appended to the file
+ *   SIGNBRIDGE_LOG=debug:/path/file             both */
+#ifndef SBP11_LOG_H
+#define SBP11_LOG_H
+
+enum sbp11_level { SBP11_LOG_ERROR = 1, SBP11_LOG_WARN, SBP11_LOG_INFO, SBP11_LOG_DEBUG };
+
+void sbp11_log_init(void);
+void sbp11_log_close(void);
+int sbp11_log_enabled(int level);
+void sbp11_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define SBP11_ERR(...) sbp11_log(SBP11_LOG_ERROR, __VA_ARGS__)
+#define SBP11_WARN(...) sbp11_log(SBP11_LOG_WARN, __VA_ARGS__)
+#define SBP11_INFO(...) sbp11_log(SBP11_LOG_INFO, __VA_ARGS__)
+#define SBP11_DEBUG(...) sbp11_log(SBP11_LOG_DEBUG, __VA_ARGS__)
+
+#endif
