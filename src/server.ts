@@ -10,6 +10,7 @@ import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
 import { loadPolicyFile } from './policy/policy-file.js';
 import { RulesPolicyEngine } from './policy/rules-engine.js';
+import { StoreVulnerabilityScanner } from './signing/vulnerability-db.js';
 import { openSqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 
@@ -59,7 +60,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     store,
     keyStore,
     ...(policyDoc && {
-      policy: new RulesPolicyEngine(policyDoc),
+      policy: new RulesPolicyEngine(policyDoc, new StoreVulnerabilityScanner(store)),
       ...(policyDoc.approvals?.lifetimeHours !== undefined && {
         approvalLifetimeMs: policyDoc.approvals.lifetimeHours * 3_600_000,
       }),

@@ -9,6 +9,7 @@ import { createApiKey } from '../auth/api-keys.js';
 import { isRole, ROLES } from '../auth/roles.js';
 import { resolveConfig } from '../config/config.js';
 import { loadPolicyFile } from '../policy/policy-file.js';
+import { loadOsvPath } from '../policy/vulndb/osv.js';
 import { openStore } from '../server.js';
 import { ChainVerifier } from '../store/audit-chain.js';
 import type { AuditEntryInput, Store } from '../store/store.js';
@@ -117,6 +118,25 @@ export function registerAdminCommands(program: Command): void {
       });
       if (!revoked) throw new UsageError(`no active API key with id ${id}`);
       process.stderr.write(`revoked API key ${id}\n`);
+    });
+
+  storeOptions(admin.command('vulndb').description('the offline vulnerability database (OSV)').command('import'))
+    .description('load OSV JSON records (a file with one record or an array, or a folder of them) into the store')
+    .argument('<path>', 'file or folder')
+    .action(async (path: string, opts: StoreFlags) => {
+      const records = await loadOsvPath(path);
+      const at = new Date().toISOString();
+      const changed = await withStore(opts, async (store) => {
+        const n = await store.putVulnerabilities(
+          records.map((r) => ({ id: r.id, modified: r.modified, record: JSON.stringify(r) })),
+          at,
+        );
+        await store.appendAudit(
+          cliAudit(null, 'vulndb_import', 'imported', { path, records: records.length, changed: n }),
+        );
+        return n;
+      });
+      process.stdout.write(`imported ${records.length} OSV records from ${path} (${changed} new or changed)\n`);
     });
 
   const audit = admin.command('audit').description('the tamper-evident audit log');

@@ -18,6 +18,8 @@ export interface VulnerabilityMatch {
 /** Parses an SBOM and finds the vulnerabilities of its components. Throws SbomRejected for a bad document. */
 export interface SbomScanner {
   scan(sbom: string): VulnerabilityMatch[];
+  /** Brings the scanner's database up to date; awaited before each scan when present. */
+  refresh?(): Promise<void>;
 }
 
 export class SbomRejected extends Error {}
@@ -205,6 +207,7 @@ export class RulesPolicyEngine implements PolicyEngine {
     if (input.sbom !== undefined) {
       if (!this.scanner)
         throw new ApiError('invalid_request', 'this service has no vulnerability database configured for SBOMs');
+      await this.scanner.refresh?.();
       try {
         matches = this.scanner.scan(input.sbom);
       } catch (err) {

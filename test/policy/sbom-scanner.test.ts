@@ -16,15 +16,20 @@ beforeAll(async () => {
 describe('OsvSbomScanner', () => {
   it('reports every finding as the engine expects it', () => {
     expect(scanner.scan(readFileSync(here('../fixtures/sbom/spdx-2.3-webapp.spdx.json'), 'utf8'))).toEqual([
-      { vulnId: 'GHSA-35jh-r3h4-6jhm', severity: 'HIGH', fixVersion: '4.17.21', component: 'lodash@4.17.20' },
+      { vulnId: 'GHSA-35jh-r3h4-6jhm', severity: 'HIGH', fixVersion: '4.17.21', component: 'pkg:npm/lodash@4.17.20' },
       {
         vulnId: 'GHSA-67hx-6x53-jw92',
         severity: 'CRITICAL',
         fixVersion: '7.23.2',
-        component: '@babel/traverse@7.22.5',
+        component: 'pkg:npm/@babel/traverse@7.22.5',
       },
-      { vulnId: 'PYSEC-2022-213', severity: 'UNKNOWN', fixVersion: '3.2.14', component: 'Django@3.2.12' },
-      { vulnId: 'GHSA-jfh8-c2jp-5v3q', severity: 'CRITICAL', fixVersion: '2.15.0', component: 'log4j-core@2.14.1' },
+      { vulnId: 'PYSEC-2022-213', severity: 'UNKNOWN', fixVersion: '3.2.14', component: 'pkg:pypi/django@3.2.12' },
+      {
+        vulnId: 'GHSA-jfh8-c2jp-5v3q',
+        severity: 'CRITICAL',
+        fixVersion: '2.15.0',
+        component: 'pkg:maven/org.apache.logging.log4j/log4j-core@2.14.1',
+      },
     ]);
   });
 
@@ -34,7 +39,9 @@ describe('OsvSbomScanner', () => {
       specVersion: '1.6',
       components: [{ name: 'jinja2', version: '2.11.2', purl: 'pkg:pypi/jinja2@2.11.2' }],
     });
-    expect(scanner.scan(sbom)).toEqual([{ vulnId: 'PYSEC-2021-66', severity: 'MEDIUM', component: 'jinja2@2.11.2' }]);
+    expect(scanner.scan(sbom)).toEqual([
+      { vulnId: 'PYSEC-2021-66', severity: 'MEDIUM', component: 'pkg:pypi/jinja2@2.11.2' },
+    ]);
   });
 
   it.each([

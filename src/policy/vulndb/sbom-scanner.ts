@@ -13,11 +13,14 @@ export class OsvSbomScanner implements SbomScanner {
       return parseSbom(sbom).components.flatMap((component) =>
         this.index.findVulnerabilities(component).map((m) => {
           const version = component.purl?.version ?? component.version;
-          const match: VulnerabilityMatch = {
-            vulnId: m.vulnId,
-            severity: m.severity,
-            component: version === undefined ? component.name : `${component.name}@${version}`,
-          };
+          // The package URL names the component unambiguously (group, namespace); qualifiers are noise here.
+          const purl = component.purl;
+          const named = purl
+            ? `pkg:${purl.type}/${purl.namespace ? `${purl.namespace}/` : ''}${purl.name}${version === undefined ? '' : `@${version}`}`
+            : version === undefined
+              ? component.name
+              : `${component.name}@${version}`;
+          const match: VulnerabilityMatch = { vulnId: m.vulnId, severity: m.severity, component: named };
           if (m.fixVersion !== undefined) match.fixVersion = m.fixVersion;
           return match;
         }),
