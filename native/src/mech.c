@@ -38,6 +38,7 @@ size_t sbp11_mech_list(int family, CK_MECHANISM_TYPE *out, size_t max) {
 CK_RV sbp11_mech_info(CK_MECHANISM_TYPE type, CK_MECHANISM_INFO *info) {
   const sbp11_mech *m = sbp11_mech_find(type);
   if (!m) return CKR_MECHANISM_INVALID;
+  /* No CKF_HW: pkcs11-tool --test picks CKF_HW mechanisms for a SHA-1-only signature pass the service cannot do. */
   if (m->family == SBP11_RSA) {
     info->ulMinKeySize = 2048;
     info->ulMaxKeySize = 4096;

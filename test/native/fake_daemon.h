@@ -1,0 +1,71 @@
+/* A daemon for the module's tests: speaks wire protocol v1 on a Unix socket from threads of the test process,
+ * serves LIST from real keys (RSA-2048, P-256, P-384, P-521) with certificates, signs for real with libcrypto,
+ * and injects errors, delays, pending approvals, dropped connections and restarts on request. */
+#ifndef FAKE_DAEMON_H
+#define FAKE_DAEMON_H
+
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FD_NKEYS 4
+
+typedef struct fd_key {
+  const char *spec, *tenant, *token_label, *label;
+  int ec_field;   /* EC: bytes per coordinate; 0 for RSA */
+  int ec_hash;    /* EC: 256/384/512 */
+  EVP_PKEY *pkey; /* the key pair */
+  uint8_t id[16];
+  uint8_t *spki, *cert;
+  int spki_len, cert_len;
+} fd_key;
+
+typedef struct fake_daemon {
+  char path[108];
+  int lfd;
+  volatile int running;
+  pthread_t acceptor;
+  pthread_mutex_t mu;
+  fd_key keys[FD_NKEYS];
+  EVP_PKEY *ca;
+  uint8_t *ca_cert;
+  int ca_cert_len;
+  struct {
+    int fd;
+    pthread_t th;
+  } conns[512];
+  int nconns;
+  /* Controls (set under mu; fd_set helpers below). */
+  uint32_t fail_status; /* answer the next fail_count SIGNs with ERROR(fail_status, fail_msg) */
+  int fail_count;
+  char fail_msg[128];
+  int delay_ms;       /* before answering each SIGN */
+  int pending_polls;  /* >0: SIGN goes pending; POLL answers pending this many times, then the outcome */
+  uint32_t pending_outcome; /* 0: signs; else ERROR with this status */
+  int drop_next;      /* close the connection instead of answering the next SIGN */
+  int garbage_next;   /* answer the next SIGN with a malformed frame */
+  int short_sig_next; /* answer the next SIGN with a signature one byte short */
+  int list_error;     /* answer LIST with ERROR(status) */
+  /* What happened. */
+  int hellos, lists, signs, polls, accepted;
+  char last_algorithm[40], last_tenant[64], last_project[64], last_environment[64], last_artifact_type[64],
+      last_artifact_version[64], last_sbom[256];
+  /* The pending request. */
+  char pend_id[40];
+  int pend_key, pend_left;
+  char pend_alg[40];
+  uint8_t pend_digest[64];
+  size_t pend_dlen;
+} fake_daemon;
+
+/* Generates the keys and certificates and starts listening at path. NULL on failure. */
+fake_daemon *fd_start(const char *path);
+/* Stops listening and closes every connection (a daemon that went away). */
+void fd_stop(fake_daemon *d);
+/* Listens again with the same keys (a restarted daemon). 0 on success. */
+int fd_listen(fake_daemon *d);
+void fd_free(fake_daemon *d);
+const fd_key *fd_key_by_spec(const fake_daemon *d, const char *spec);
+
+#endif

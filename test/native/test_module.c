@@ -1,0 +1,1192 @@
+/* Tests of libsignbridge-pkcs11.so through its exported interface, against the fake daemon. Each test is one
+ * CTest test: `test_module <module.so> <test-name>`. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_daemon.h"
+#include "sbp11_pkcs11.h"
+
+static const char *module_path;
+static void *lib;
+static CK_FUNCTION_LIST_3_0 *F;
+static fake_daemon *D;
+static char dir[256], sock[300], logfile[300];
+static int failures;
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                          \
+    }                                                                      \
+  } while (0)
+#define CHECK_RV(call, want)                                                                              \
+  do {                                                                                                    \
+    CK_RV rv_ = (call);                                                                                   \
+    if (rv_ != (CK_RV)(want)) {                                                                           \
+      fprintf(stderr, "%s:%d: %s returned 0x%lx, want 0x%lx (%s)\n", __FILE__, __LINE__, #call,          \
+              (unsigned long)rv_, (unsigned long)(want), #want);                                          \
+      failures++;                                                                                         \
+    }                                                                                                     \
+  } while (0)
+#define REQUIRE(cond)                                                                  \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond);       \
+      exit(1);                                                                         \
+    }                                                                                  \
+  } while (0)
+
+/* ---- setup ---- */
+
+static void load_module(void) {
+  lib = dlopen(module_path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen %s: %s\n", module_path, dlerror());
+    exit(1);
+  }
+  CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(lib, "C_GetInterface");
+  REQUIRE(gi);
+  CK_INTERFACE *itf = NULL;
+  CHECK_RV(gi(NULL, NULL, &itf, 0), CKR_OK);
+  REQUIRE(itf && itf->pFunctionList);
+  F = itf->pFunctionList;
+  REQUIRE(F->version.major == 3 && F->version.minor == 0);
+}
+
+static void start_daemon(void) {
+  snprintf(dir, sizeof(dir), "/tmp/sbp11-test-%d-XXXXXX", (int)getpid());
+  REQUIRE(mkdtemp(dir));
+  snprintf(sock, sizeof(sock), "%s/daemon.sock", dir);
+  snprintf(logfile, sizeof(logfile), "%s/module.log", dir);
+  setenv("SIGNBRIDGE_SOCKET", sock, 1);
+  setenv("SIGNBRIDGE_LOG", logfile, 1);
+  setenv("SIGNBRIDGE_POLL_INTERVAL_MS", "20", 1);
+  D = fd_start(sock);
+  REQUIRE(D);
+}
+
+static void teardown(void) {
+  fd_free(D);
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+  if (lib) dlclose(lib);
+}
+
+static void init(void) { CHECK_RV(F->C_Initialize(NULL), CKR_OK); }
+static void fin(void) { CHECK_RV(F->C_Finalize(NULL), CKR_OK); }
+
+static int log_contains(const char *needle) {
+  FILE *f = fopen(logfile, "r");
+  if (!f) return 0;
+  char line[4096];
+  int found = 0;
+  while (!found && fgets(line, sizeof(line), f)) found = strstr(line, needle) != NULL;
+  fclose(f);
+  return found;
+}
+
+static int dcount(int *counter) {
+  pthread_mutex_lock(&D->mu);
+  int v = *counter;
+  pthread_mutex_unlock(&D->mu);
+  return v;
+}
+
+/* The slot whose token carries this fake daemon key (tokens come in the daemon's order). */
+static CK_SLOT_ID slot_of(const char *spec) {
+  for (int i = 0; i < FD_NKEYS; i++)
+    if (!strcmp(D->keys[i].spec, spec)) return (CK_SLOT_ID)i;
+  REQUIRE(0);
+  return 0;
+}
+
+static CK_SESSION_HANDLE open_session(const char *spec) {
+  CK_SESSION_HANDLE h = 0;
+  CHECK_RV(F->C_OpenSession(slot_of(spec), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  return h;
+}
+
+static CK_OBJECT_HANDLE find_one(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls) {
+  CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}};
+  CK_OBJECT_HANDLE o = 0;
+  CK_ULONG n = 0;
+  CHECK_RV(F->C_FindObjectsInit(h, t, 1), CKR_OK);
+  CHECK_RV(F->C_FindObjects(h, &o, 1, &n), CKR_OK);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  CHECK(n == 1);
+  return o;
+}
+
+/* ---- verification with libcrypto ---- */
+
+enum { V_PKCS1, V_PSS, V_ECDSA };
+
+static const EVP_MD *md_for(CK_MECHANISM_TYPE m) {
+  switch (m) {
+  case CKM_SHA256_RSA_PKCS: case CKM_SHA256_RSA_PKCS_PSS: case CKM_ECDSA_SHA256: case CKM_SHA256: return EVP_sha256();
+  case CKM_SHA384_RSA_PKCS: case CKM_SHA384_RSA_PKCS_PSS: case CKM_ECDSA_SHA384: case CKM_SHA384: return EVP_sha384();
+  case CKM_SHA512_RSA_PKCS: case CKM_SHA512_RSA_PKCS_PSS: case CKM_ECDSA_SHA512: case CKM_SHA512: return EVP_sha512();
+  }
+  return NULL;
+}
+
+/* Verifies sig over the digest dg with padding kind v. */
+static int verify_digest(const fd_key *k, int v, const EVP_MD *md, const uint8_t *dg, size_t dlen, const uint8_t *sig,
+                         size_t siglen) {
+  uint8_t der[600];
+  size_t derlen = siglen;
+  if (v == V_ECDSA) {
+    if (siglen != 2 * (size_t)k->ec_field) return 0;
+    ECDSA_SIG *es = ECDSA_SIG_new();
+    ECDSA_SIG_set0(es, BN_bin2bn(sig, k->ec_field, NULL), BN_bin2bn(sig + k->ec_field, k->ec_field, NULL));
+    unsigned char *p = der;
+    derlen = (size_t)i2d_ECDSA_SIG(es, &p);
+    ECDSA_SIG_free(es);
+  } else {
+    memcpy(der, sig, siglen);
+  }
+  EVP_PKEY_CTX *c = EVP_PKEY_CTX_new(k->pkey, NULL);
+  int ok = EVP_PKEY_verify_init(c) > 0 && EVP_PKEY_CTX_set_signature_md(c, md) > 0;
+  if (ok && v != V_ECDSA) ok = EVP_PKEY_CTX_set_rsa_padding(c, v == V_PSS ? RSA_PKCS1_PSS_PADDING : RSA_PKCS1_PADDING) > 0;
+  if (ok && v == V_PSS) ok = EVP_PKEY_CTX_set_rsa_pss_saltlen(c, RSA_PSS_SALTLEN_DIGEST) > 0;
+  ok = ok && EVP_PKEY_verify(c, der, derlen, dg, dlen) == 1;
+  EVP_PKEY_CTX_free(c);
+  return ok;
+}
+
+static const uint8_t DI_SHA256[] = {0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01,
+                                    0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00, 0x04, 0x20};
+static const uint8_t DI_SHA384[] = {0x30, 0x41, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01,
+                                    0x65, 0x03, 0x04, 0x02, 0x02, 0x05, 0x00, 0x04, 0x30};
+static const uint8_t DI_SHA512[] = {0x30, 0x51, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01,
+                                    0x65, 0x03, 0x04, 0x02, 0x03, 0x05, 0x00, 0x04, 0x40};
+
+typedef struct sign_case {
+  CK_MECHANISM_TYPE mech;
+  CK_MECHANISM_TYPE pss_hash; /* PSS: the hashAlg of the parameters */
+  int multipart;
+} sign_case;
+
+static void pss_params(CK_RSA_PKCS_PSS_PARAMS *p, CK_MECHANISM_TYPE hash) {
+  p->hashAlg = hash;
+  p->mgf = hash == CKM_SHA256 ? CKG_MGF1_SHA256 : hash == CKM_SHA384 ? CKG_MGF1_SHA384 : CKG_MGF1_SHA512;
+  p->sLen = (CK_ULONG)EVP_MD_get_size(md_for(hash));
+}
+
+/* Signs msg with the case's mechanism through the module and verifies with libcrypto. Returns 1 if verified. */
+static int sign_and_verify(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE key, const fd_key *k, const sign_case *sc,
+                           const uint8_t *msg, size_t msglen) {
+  CK_RSA_PKCS_PSS_PARAMS pss;
+  CK_MECHANISM m = {sc->mech, NULL, 0};
+  if (sc->pss_hash) {
+    pss_params(&pss, sc->pss_hash);
+    m.pParameter = &pss;
+    m.ulParameterLen = sizeof(pss);
+  }
+  /* The input: the message for hash-and-sign, else a digest (or a DigestInfo for CKM_RSA_PKCS). */
+  const EVP_MD *md = md_for(sc->mech);
+  int raw = md == NULL;
+  uint8_t dg[64], in[128];
+  unsigned dl = 0;
+  size_t inlen;
+  if (raw) {
+    md = sc->pss_hash ? md_for(sc->pss_hash)
+         : k->ec_field ? (k->ec_hash == 256 ? EVP_sha256() : k->ec_hash == 384 ? EVP_sha384() : EVP_sha512())
+                       : EVP_sha256();
+  }
+  EVP_Digest(msg, msglen, dg, &dl, md, NULL);
+  if (sc->mech == CKM_RSA_PKCS) {
+    const uint8_t *pre = dl == 32 ? DI_SHA256 : dl == 48 ? DI_SHA384 : DI_SHA512;
+    memcpy(in, pre, 19);
+    memcpy(in + 19, dg, dl);
+    inlen = 19 + dl;
+  } else {
+    memcpy(in, dg, dl);
+    inlen = dl;
+  }
+  const uint8_t *data = raw ? in : msg;
+  size_t datalen = raw ? inlen : msglen;
+  CK_RV rv = F->C_SignInit(h, &m, key);
+  if (rv != CKR_OK) {
+    fprintf(stderr, "C_SignInit(0x%lx) = 0x%lx\n", (unsigned long)sc->mech, (unsigned long)rv);
+    return 0;
+  }
+  uint8_t sig[600];
+  CK_ULONG siglen = 0;
+  if (sc->multipart) {
+    size_t half = datalen / 2;
+    CHECK_RV(F->C_SignUpdate(h, (CK_BYTE_PTR)data, half), CKR_OK);
+    CHECK_RV(F->C_SignUpdate(h, (CK_BYTE_PTR)data + half, datalen - half), CKR_OK);
+    CHECK_RV(F->C_SignFinal(h, NULL, &siglen), CKR_OK);
+    rv = F->C_SignFinal(h, sig, &siglen);
+  } else {
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)data, datalen, NULL, &siglen), CKR_OK);
+    rv = F->C_Sign(h, (CK_BYTE_PTR)data, datalen, sig, &siglen);
+  }
+  if (rv != CKR_OK) {
+    fprintf(stderr, "sign(0x%lx) = 0x%lx\n", (unsigned long)sc->mech, (unsigned long)rv);
+    return 0;
+  }
+  int v = k->ec_field ? V_ECDSA : (sc->mech == CKM_RSA_PKCS_PSS || sc->pss_hash) ? V_PSS : V_PKCS1;
+  return verify_digest(k, v, md, dg, dl, sig, siglen);
+}
+
+static void sign_ok(const char *spec, CK_MECHANISM_TYPE mech) {
+  CK_SESSION_HANDLE h = open_session(spec);
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  sign_case sc = {mech, 0, 0};
+  const uint8_t msg[] = "a quick signature";
+  CHECK(sign_and_verify(h, key, fd_key_by_spec(D, spec), &sc, msg, sizeof(msg)));
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
+}
+
+/* ---- tests ---- */
+
+static void t_interfaces(void) {
+  CK_C_GetInterfaceList gil = (CK_C_GetInterfaceList)dlsym(lib, "C_GetInterfaceList");
+  CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(lib, "C_GetInterface");
+  CK_C_GetFunctionList gfl = (CK_C_GetFunctionList)dlsym(lib, "C_GetFunctionList");
+  REQUIRE(gil && gi && gfl);
+  CK_ULONG n = 0;
+  CHECK_RV(gil(NULL, &n), CKR_OK);
+  CHECK(n == 2);
+  CK_INTERFACE list[2];
+  n = 1;
+  CHECK_RV(gil(list, &n), CKR_BUFFER_TOO_SMALL);
+  n = 2;
+  CHECK_RV(gil(list, &n), CKR_OK);
+  CHECK(!strcmp((char *)list[0].pInterfaceName, "PKCS 11") && !strcmp((char *)list[1].pInterfaceName, "PKCS 11"));
+  CHECK(((CK_VERSION *)list[0].pFunctionList)->major == 3 && ((CK_VERSION *)list[1].pFunctionList)->major == 2);
+  CK_VERSION v240 = {2, 40}, v30 = {3, 0}, v99 = {9, 9};
+  CK_INTERFACE *itf;
+  CHECK_RV(gi((CK_UTF8CHAR_PTR) "PKCS 11", &v240, &itf, 0), CKR_OK);
+  CHECK(((CK_FUNCTION_LIST *)itf->pFunctionList)->version.minor == 40);
+  CHECK_RV(gi((CK_UTF8CHAR_PTR) "PKCS 11", &v30, &itf, 0), CKR_OK);
+  CHECK(itf->pFunctionList == F);
+  CHECK_RV(gi((CK_UTF8CHAR_PTR) "PKCS 11", &v99, &itf, 0), CKR_ARGUMENTS_BAD);
+  CHECK_RV(gi((CK_UTF8CHAR_PTR) "Vendor X", NULL, &itf, 0), CKR_ARGUMENTS_BAD);
+  CHECK_RV(gi(NULL, NULL, &itf, CKF_INTERFACE_FORK_SAFE), CKR_ARGUMENTS_BAD);
+  CHECK_RV(gi(NULL, NULL, NULL, 0), CKR_ARGUMENTS_BAD);
+  CK_FUNCTION_LIST *fl = NULL;
+  CHECK_RV(gfl(&fl), CKR_OK);
+  CHECK(fl && fl->version.major == 2 && fl->version.minor == 40);
+  CHECK_RV(gfl(NULL), CKR_ARGUMENTS_BAD);
+  /* The 2.40 list works on its own. */
+  CHECK_RV(fl->C_Initialize(NULL), CKR_OK);
+  CK_INFO info;
+  CHECK_RV(fl->C_GetInfo(&info), CKR_OK);
+  CHECK(info.cryptokiVersion.major == 2 && info.cryptokiVersion.minor == 40);
+  CHECK_RV(F->C_GetInfo(&info), CKR_OK);
+  CHECK(info.cryptokiVersion.major == 3 && info.cryptokiVersion.minor == 0);
+  CHECK(!memcmp(info.manufacturerID, "signbridge", 10));
+  CHECK_RV(fl->C_Finalize(NULL), CKR_OK);
+}
+
+static int app_locks;
+static CK_RV app_create(CK_VOID_PTR_PTR m) {
+  pthread_mutex_t *mu = malloc(sizeof(*mu));
+  pthread_mutex_init(mu, NULL);
+  *m = mu;
+  return CKR_OK;
+}
+static CK_RV app_destroy(CK_VOID_PTR m) {
+  pthread_mutex_destroy(m);
+  free(m);
+  return CKR_OK;
+}
+static CK_RV app_lock(CK_VOID_PTR m) {
+  pthread_mutex_lock(m);
+  app_locks++;
+  return CKR_OK;
+}
+static CK_RV app_unlock(CK_VOID_PTR m) {
+  pthread_mutex_unlock(m);
+  return CKR_OK;
+}
+
+static void t_initialize(void) {
+  CK_ULONG n = 0;
+  CK_INFO info;
+  /* Before C_Initialize everything says so. */
+  CHECK_RV(F->C_GetInfo(&info), CKR_CRYPTOKI_NOT_INITIALIZED);
+  CHECK_RV(F->C_GetSlotList(CK_FALSE, NULL, &n), CKR_CRYPTOKI_NOT_INITIALIZED);
+  CHECK_RV(F->C_Finalize(NULL), CKR_CRYPTOKI_NOT_INITIALIZED);
+  CHECK_RV(F->C_EncryptInit(1, NULL, 0), CKR_CRYPTOKI_NOT_INITIALIZED);
+  CHECK_RV(F->C_Sign(1, NULL, 0, NULL, &n), CKR_CRYPTOKI_NOT_INITIALIZED);
+  /* NULL, twice, finalize. Initialising talks to nobody. */
+  CHECK_RV(F->C_Initialize(NULL), CKR_OK);
+  CHECK(dcount(&D->accepted) == 0);
+  CHECK_RV(F->C_Initialize(NULL), CKR_CRYPTOKI_ALREADY_INITIALIZED);
+  CHECK_RV(F->C_Finalize((CK_VOID_PTR)1), CKR_ARGUMENTS_BAD);
+  fin();
+  CHECK_RV(F->C_Finalize(NULL), CKR_CRYPTOKI_NOT_INITIALIZED);
+  /* flags 0, CKF_OS_LOCKING_OK. */
+  CK_C_INITIALIZE_ARGS a = {0};
+  CHECK_RV(F->C_Initialize(&a), CKR_OK);
+  fin();
+  a.flags = CKF_OS_LOCKING_OK;
+  CHECK_RV(F->C_Initialize(&a), CKR_OK);
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(n == 4);
+  fin();
+  /* Application mutexes: used. */
+  CK_C_INITIALIZE_ARGS app = {app_create, app_destroy, app_lock, app_unlock, 0, NULL};
+  CHECK_RV(F->C_Initialize(&app), CKR_OK);
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(app_locks > 0);
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  fin();
+  /* Bad arguments. */
+  CK_C_INITIALIZE_ARGS partial = {app_create, NULL, app_lock, app_unlock, 0, NULL};
+  CHECK_RV(F->C_Initialize(&partial), CKR_ARGUMENTS_BAD);
+  CK_C_INITIALIZE_ARGS reserved = {NULL, NULL, NULL, NULL, 0, (CK_VOID_PTR)1};
+  CHECK_RV(F->C_Initialize(&reserved), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_GetInfo(&info), CKR_CRYPTOKI_NOT_INITIALIZED);
+}
+
+static void t_slots(void) {
+  init();
+  CK_ULONG n = 0;
+  CHECK_RV(F->C_GetSlotList(CK_FALSE, NULL, NULL), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_GetSlotList(CK_FALSE, NULL, &n), CKR_OK);
+  CHECK(n == 4);
+  CK_SLOT_ID slots[8];
+  n = 2;
+  CHECK_RV(F->C_GetSlotList(CK_FALSE, slots, &n), CKR_BUFFER_TOO_SMALL);
+  CHECK(n == 4);
+  n = 8;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, slots, &n), CKR_OK);
+  CHECK(n == 4 && slots[0] == 0 && slots[3] == 3);
+  CK_SLOT_INFO si;
+  CHECK_RV(F->C_GetSlotInfo(0, &si), CKR_OK);
+  CHECK(si.flags & CKF_TOKEN_PRESENT);
+  CHECK_RV(F->C_GetSlotInfo(4, &si), CKR_SLOT_ID_INVALID);
+  CK_TOKEN_INFO ti;
+  CHECK_RV(F->C_GetTokenInfo(slot_of("RSA_2048"), &ti), CKR_OK);
+  CHECK(!memcmp(ti.label, "fake rsa                        ", 32));
+  CHECK(!(ti.flags & CKF_LOGIN_REQUIRED) && (ti.flags & CKF_TOKEN_INITIALIZED) && (ti.flags & CKF_RNG));
+  CHECK_RV(F->C_GetTokenInfo(99, &ti), CKR_SLOT_ID_INVALID);
+  CHECK_RV(F->C_GetTokenInfo(0, NULL), CKR_ARGUMENTS_BAD);
+  /* Mechanisms: eight for an RSA token, four for an EC token. */
+  CK_MECHANISM_TYPE mechs[32];
+  n = 0;
+  CHECK_RV(F->C_GetMechanismList(slot_of("RSA_2048"), NULL, &n), CKR_OK);
+  CHECK(n == 8);
+  n = 3;
+  CHECK_RV(F->C_GetMechanismList(slot_of("RSA_2048"), mechs, &n), CKR_BUFFER_TOO_SMALL);
+  n = 32;
+  CHECK_RV(F->C_GetMechanismList(slot_of("ECC_NIST_P384"), mechs, &n), CKR_OK);
+  CHECK(n == 4 && mechs[0] == CKM_ECDSA);
+  CK_MECHANISM_INFO mi;
+  CHECK_RV(F->C_GetMechanismInfo(slot_of("RSA_2048"), CKM_SHA256_RSA_PKCS_PSS, &mi), CKR_OK);
+  CHECK(mi.flags == CKF_SIGN && mi.ulMinKeySize == 2048);
+  CHECK_RV(F->C_GetMechanismInfo(slot_of("ECC_NIST_P521"), CKM_ECDSA, &mi), CKR_OK);
+  CHECK((mi.flags & CKF_SIGN) && (mi.flags & CKF_EC_NAMEDCURVE) && mi.ulMaxKeySize == 521);
+  CHECK_RV(F->C_GetMechanismInfo(0, CKM_SHA1_RSA_PKCS, &mi), CKR_MECHANISM_INVALID);
+  CHECK_RV(F->C_GetMechanismInfo(77, CKM_ECDSA, &mi), CKR_SLOT_ID_INVALID);
+  /* Sessions. */
+  CK_SESSION_HANDLE h;
+  CHECK_RV(F->C_OpenSession(0, 0, NULL, NULL, &h), CKR_SESSION_PARALLEL_NOT_SUPPORTED);
+  CHECK_RV(F->C_OpenSession(9, CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_SLOT_ID_INVALID);
+  CHECK_RV(F->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, NULL), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_OpenSession(0, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_SESSION_INFO sinfo;
+  CHECK_RV(F->C_GetSessionInfo(h, &sinfo), CKR_OK);
+  CHECK(sinfo.slotID == 0 && sinfo.state == CKS_RW_PUBLIC_SESSION);
+  CHECK_RV(F->C_GetTokenInfo(0, &ti), CKR_OK);
+  CHECK(ti.ulSessionCount == 1 && ti.ulRwSessionCount == 1);
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  CHECK_RV(F->C_CloseSession(h), CKR_SESSION_HANDLE_INVALID);
+  CHECK_RV(F->C_GetSessionInfo(h, &sinfo), CKR_SESSION_HANDLE_INVALID);
+  CK_SESSION_HANDLE a = open_session("RSA_2048"), b = open_session("RSA_2048");
+  CHECK_RV(F->C_CloseAllSessions(slot_of("RSA_2048")), CKR_OK);
+  CHECK_RV(F->C_CloseSession(a), CKR_SESSION_HANDLE_INVALID);
+  CHECK_RV(F->C_CloseSession(b), CKR_SESSION_HANDLE_INVALID);
+  CHECK_RV(F->C_CloseAllSessions(42), CKR_SLOT_ID_INVALID);
+  fin();
+
+  /* No daemon: one slot without a token that says so; no token present. */
+  fd_stop(D);
+  init();
+  n = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(n == 0);
+  CHECK_RV(F->C_GetSlotList(CK_FALSE, NULL, &n), CKR_OK);
+  CHECK(n == 1);
+  CHECK_RV(F->C_GetSlotInfo(0, &si), CKR_OK);
+  CHECK(!(si.flags & CKF_TOKEN_PRESENT));
+  CHECK(!memcmp(si.slotDescription, "signbridge: daemon not running", 30));
+  CHECK_RV(F->C_GetTokenInfo(0, &ti), CKR_TOKEN_NOT_PRESENT);
+  CHECK_RV(F->C_OpenSession(0, CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_TOKEN_NOT_PRESENT);
+  CHECK(log_contains("cannot connect to the signbridge daemon"));
+  /* The daemon comes up: the next enumeration finds the tokens. */
+  REQUIRE(fd_listen(D) == 0);
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(n == 4);
+  fin();
+
+  /* The daemon answers LIST with an error: the slot says why. */
+  D->list_error = 3;
+  init();
+  CHECK_RV(F->C_GetSlotList(CK_FALSE, NULL, &n), CKR_OK);
+  CHECK(n == 1);
+  CHECK_RV(F->C_GetSlotInfo(0, &si), CKR_OK);
+  CHECK(!memcmp(si.slotDescription, "signbridge: UNAUTHENTICATED", 27));
+  D->list_error = 0;
+  fin();
+}
+
+static void t_objects(void) {
+  init();
+  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  const fd_key *k = fd_key_by_spec(D, "RSA_2048");
+  /* Every object: private key, public key, leaf certificate, the CA certificate. */
+  CK_OBJECT_HANDLE objs[16];
+  CK_ULONG n = 0;
+  CHECK_RV(F->C_FindObjects(h, objs, 16, &n), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_FindObjectsInit(h, NULL, 0), CKR_OK);
+  CHECK_RV(F->C_FindObjectsInit(h, NULL, 0), CKR_OPERATION_ACTIVE);
+  CHECK_RV(F->C_FindObjects(h, objs, 2, &n), CKR_OK);
+  CHECK(n == 2);
+  CHECK_RV(F->C_FindObjects(h, objs + 2, 14, &n), CKR_OK);
+  CHECK(n == 2);
+  CHECK_RV(F->C_FindObjects(h, objs, 16, &n), CKR_OK);
+  CHECK(n == 0);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OPERATION_NOT_INITIALIZED);
+  /* Templates: by id (private, public, leaf), by class and id, no match. */
+  CK_OBJECT_CLASS cert = CKO_CERTIFICATE, priv = CKO_PRIVATE_KEY;
+  CK_ATTRIBUTE by_id[] = {{CKA_ID, (void *)k->id, 16}};
+  CHECK_RV(F->C_FindObjectsInit(h, by_id, 1), CKR_OK);
+  CHECK_RV(F->C_FindObjects(h, objs, 16, &n), CKR_OK);
+  CHECK(n == 3);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  CK_ATTRIBUTE certs[] = {{CKA_CLASS, &cert, sizeof(cert)}};
+  CHECK_RV(F->C_FindObjectsInit(h, certs, 1), CKR_OK);
+  CHECK_RV(F->C_FindObjects(h, objs, 16, &n), CKR_OK);
+  CHECK(n == 2);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  uint8_t other_id[16] = {1};
+  CK_ATTRIBUTE none[] = {{CKA_CLASS, &priv, sizeof(priv)}, {CKA_ID, other_id, 16}};
+  CHECK_RV(F->C_FindObjectsInit(h, none, 2), CKR_OK);
+  CHECK_RV(F->C_FindObjects(h, objs, 16, &n), CKR_OK);
+  CHECK(n == 0);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  CHECK_RV(F->C_FindObjectsInit(h, NULL, 1), CKR_ARGUMENTS_BAD);
+
+  /* C_GetAttributeValue: size query, values, every attribute processed. */
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_ATTRIBUTE q[] = {{CKA_MODULUS, NULL, 0}, {CKA_ID, NULL, 0}, {CKA_LABEL, NULL, 0}};
+  CHECK_RV(F->C_GetAttributeValue(h, key, q, 3), CKR_OK);
+  CHECK(q[0].ulValueLen == 256 && q[1].ulValueLen == 16 && q[2].ulValueLen == strlen("rsa key"));
+  uint8_t modulus[256], id[16], small[4];
+  CK_BBOOL sensitive = 0, extractable = 1, sign = 0;
+  CK_KEY_TYPE kt = 0;
+  CK_ATTRIBUTE t[] = {
+      {CKA_MODULUS, modulus, sizeof(modulus)}, {CKA_PRIVATE_EXPONENT, small, sizeof(small)},
+      {CKA_ID, id, sizeof(id)},                {CKA_VENDOR_DEFINED + 7, small, sizeof(small)},
+      {CKA_SENSITIVE, &sensitive, 1},          {CKA_LABEL, small, 2},
+      {CKA_EXTRACTABLE, &extractable, 1},      {CKA_KEY_TYPE, &kt, sizeof(kt)},
+      {CKA_SIGN, &sign, 1},
+  };
+  CK_RV rv = F->C_GetAttributeValue(h, key, t, 9);
+  CHECK(rv == CKR_ATTRIBUTE_SENSITIVE || rv == CKR_ATTRIBUTE_TYPE_INVALID || rv == CKR_BUFFER_TOO_SMALL);
+  CHECK(t[0].ulValueLen == 256 && t[2].ulValueLen == 16 && !memcmp(id, k->id, 16));
+  CHECK(t[1].ulValueLen == CK_UNAVAILABLE_INFORMATION);
+  CHECK(t[3].ulValueLen == CK_UNAVAILABLE_INFORMATION);
+  CHECK(t[5].ulValueLen == CK_UNAVAILABLE_INFORMATION);
+  CHECK(sensitive == CK_TRUE && extractable == CK_FALSE && kt == CKK_RSA && sign == CK_TRUE);
+  BIGNUM *bn = NULL;
+  EVP_PKEY_get_bn_param(k->pkey, OSSL_PKEY_PARAM_RSA_N, &bn);
+  uint8_t want[256];
+  BN_bn2binpad(bn, want, 256);
+  BN_free(bn);
+  CHECK(!memcmp(modulus, want, 256));
+  /* One error at a time gives its own code. */
+  CK_ATTRIBUTE only_sens[] = {{CKA_PRIVATE_EXPONENT, NULL, 0}};
+  CHECK_RV(F->C_GetAttributeValue(h, key, only_sens, 1), CKR_ATTRIBUTE_SENSITIVE);
+  CHECK(only_sens[0].ulValueLen == CK_UNAVAILABLE_INFORMATION);
+  CK_ATTRIBUTE only_invalid[] = {{CKA_VALUE_LEN, NULL, 0}};
+  CHECK_RV(F->C_GetAttributeValue(h, key, only_invalid, 1), CKR_ATTRIBUTE_TYPE_INVALID);
+  CK_ATTRIBUTE only_small[] = {{CKA_MODULUS, small, sizeof(small)}};
+  CHECK_RV(F->C_GetAttributeValue(h, key, only_small, 1), CKR_BUFFER_TOO_SMALL);
+  CHECK(only_small[0].ulValueLen == CK_UNAVAILABLE_INFORMATION);
+  /* CKA_ALLOWED_MECHANISMS of an RSA key: the eight RSA mechanisms. */
+  CK_MECHANISM_TYPE allowed[16];
+  CK_ATTRIBUTE am[] = {{CKA_ALLOWED_MECHANISMS, allowed, sizeof(allowed)}};
+  CHECK_RV(F->C_GetAttributeValue(h, key, am, 1), CKR_OK);
+  CHECK(am[0].ulValueLen == 8 * sizeof(CK_MECHANISM_TYPE));
+  /* Handles. */
+  CHECK_RV(F->C_GetAttributeValue(h, 0, q, 1), CKR_OBJECT_HANDLE_INVALID);
+  CHECK_RV(F->C_GetAttributeValue(h, 0x7fff0001, q, 1), CKR_OBJECT_HANDLE_INVALID);
+  CHECK_RV(F->C_GetAttributeValue(h + 100, key, q, 1), CKR_SESSION_HANDLE_INVALID);
+  CK_SESSION_HANDLE h_ec = open_session("ECC_NIST_P521");
+  CHECK_RV(F->C_GetAttributeValue(h_ec, key, q, 1), CKR_OBJECT_HANDLE_INVALID); /* another token's object */
+  /* EC key: params, point, CKA_VALUE sensitive, two allowed mechanisms. */
+  CK_OBJECT_HANDLE eckey = find_one(h_ec, CKO_PRIVATE_KEY), ecpub = find_one(h_ec, CKO_PUBLIC_KEY);
+  uint8_t params[16], point[140];
+  CK_ATTRIBUTE ec[] = {{CKA_EC_PARAMS, params, sizeof(params)}, {CKA_EC_POINT, point, sizeof(point)}};
+  CHECK_RV(F->C_GetAttributeValue(h_ec, ecpub, ec, 2), CKR_OK);
+  static const uint8_t p521[] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23};
+  CHECK(ec[0].ulValueLen == sizeof(p521) && !memcmp(params, p521, sizeof(p521)));
+  uint8_t raw[140];
+  size_t rawlen = 0;
+  EVP_PKEY_get_octet_string_param(fd_key_by_spec(D, "ECC_NIST_P521")->pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, raw,
+                                  sizeof(raw), &rawlen);
+  CHECK(ec[1].ulValueLen == rawlen + 3 && point[0] == 0x04 && point[1] == 0x81 && point[2] == rawlen &&
+        !memcmp(point + 3, raw, rawlen));
+  CK_ATTRIBUTE ecv[] = {{CKA_VALUE, NULL, 0}};
+  CHECK_RV(F->C_GetAttributeValue(h_ec, eckey, ecv, 1), CKR_ATTRIBUTE_SENSITIVE);
+  am[0].ulValueLen = sizeof(allowed);
+  CHECK_RV(F->C_GetAttributeValue(h_ec, eckey, am, 1), CKR_OK);
+  CHECK(am[0].ulValueLen == 2 * sizeof(CK_MECHANISM_TYPE) && allowed[0] == CKM_ECDSA &&
+        allowed[1] == CKM_ECDSA_SHA512);
+  /* The leaf certificate: DER as sent, same subject as the private key's CKA_SUBJECT. */
+  CK_ATTRIBUTE by_cert_id[] = {{CKA_CLASS, &cert, sizeof(cert)}, {CKA_ID, (void *)k->id, 16}};
+  CK_OBJECT_HANDLE leaf = 0;
+  CHECK_RV(F->C_FindObjectsInit(h, by_cert_id, 2), CKR_OK);
+  CHECK_RV(F->C_FindObjects(h, &leaf, 1, &n), CKR_OK);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  CHECK(n == 1);
+  uint8_t der[2048], subj1[512], subj2[512];
+  CK_ATTRIBUTE cv[] = {{CKA_VALUE, der, sizeof(der)}, {CKA_SUBJECT, subj1, sizeof(subj1)}};
+  CHECK_RV(F->C_GetAttributeValue(h, leaf, cv, 2), CKR_OK);
+  CHECK(cv[0].ulValueLen == (CK_ULONG)k->cert_len && !memcmp(der, k->cert, (size_t)k->cert_len));
+  CK_ATTRIBUTE ks[] = {{CKA_SUBJECT, subj2, sizeof(subj2)}};
+  CHECK_RV(F->C_GetAttributeValue(h, key, ks, 1), CKR_OK);
+  CHECK(ks[0].ulValueLen == cv[1].ulValueLen && !memcmp(subj1, subj2, ks[0].ulValueLen));
+  /* Objects are read-only: copy, destroy, set are prohibited; create is not offered. */
+  CK_OBJECT_HANDLE copy;
+  CK_BBOOL no = CK_FALSE;
+  CK_ATTRIBUTE tok[] = {{CKA_TOKEN, &no, 1}};
+  CHECK_RV(F->C_CopyObject(h, key, tok, 1, &copy), CKR_ACTION_PROHIBITED);
+  CHECK_RV(F->C_DestroyObject(h, key), CKR_ACTION_PROHIBITED);
+  CHECK_RV(F->C_DestroyObject(h, 12345), CKR_OBJECT_HANDLE_INVALID);
+  CHECK_RV(F->C_SetAttributeValue(h, key, tok, 1), CKR_ACTION_PROHIBITED);
+  CHECK_RV(F->C_CreateObject(h, tok, 1, &copy), CKR_FUNCTION_NOT_SUPPORTED);
+  CK_ULONG size = 0;
+  CHECK_RV(F->C_GetObjectSize(h, key, &size), CKR_OK);
+  CHECK(size > 256);
+  fin();
+}
+
+static const CK_MECHANISM_TYPE RSA_MECHS[] = {CKM_RSA_PKCS,        CKM_SHA256_RSA_PKCS,     CKM_SHA384_RSA_PKCS,
+                                              CKM_SHA512_RSA_PKCS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS,
+                                              CKM_SHA512_RSA_PKCS_PSS};
+
+static void t_sign_all(void) {
+  init();
+  const uint8_t msg[] = "The quick brown fox signs over the lazy dog, with every mechanism there is.";
+  int verified = 0, total = 0;
+  for (int ki = 0; ki < FD_NKEYS; ki++) {
+    const fd_key *k = &D->keys[ki];
+    CK_SESSION_HANDLE h = open_session(k->spec);
+    CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+    sign_case cases[40];
+    int nc = 0;
+    for (int mp = 0; mp < 2; mp++) {
+      if (!k->ec_field) {
+        for (size_t i = 0; i < sizeof(RSA_MECHS) / sizeof(RSA_MECHS[0]); i++) {
+          CK_MECHANISM_TYPE m = RSA_MECHS[i];
+          CK_MECHANISM_TYPE ph = m == CKM_SHA256_RSA_PKCS_PSS ? CKM_SHA256
+                                 : m == CKM_SHA384_RSA_PKCS_PSS ? CKM_SHA384
+                                 : m == CKM_SHA512_RSA_PKCS_PSS ? CKM_SHA512 : 0;
+          cases[nc++] = (sign_case){m, ph, mp};
+        }
+        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA256, mp};
+        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA384, mp};
+        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA512, mp};
+      } else {
+        cases[nc++] = (sign_case){CKM_ECDSA, 0, mp};
+        cases[nc++] = (sign_case){k->ec_hash == 256 ? CKM_ECDSA_SHA256 : k->ec_hash == 384 ? CKM_ECDSA_SHA384
+                                                                                           : CKM_ECDSA_SHA512,
+                                  0, mp};
+      }
+    }
+    for (int c = 0; c < nc; c++) {
+      total++;
+      /* P-521 signatures: repeat, so that short r or s values (left-padding) turn up. */
+      int reps = k->ec_field == 66 ? 8 : 1;
+      int ok = 1;
+      for (int r = 0; r < reps; r++) ok &= sign_and_verify(h, key, k, &cases[c], msg, sizeof(msg) - (size_t)r);
+      if (ok) verified++;
+      else fprintf(stderr, "FAILED: %s mechanism 0x%lx multipart %d\n", k->spec, (unsigned long)cases[c].mech,
+                   cases[c].multipart);
+    }
+    CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  }
+  printf("%d of %d key/mechanism combinations verified\n", verified, total);
+  CHECK(verified == total && total == 2 * 10 + 3 * 4);
+  /* The algorithm names on the wire. */
+  sign_ok("RSA_2048", CKM_SHA384_RSA_PKCS);
+  CHECK(!strcmp(D->last_algorithm, "RSASSA_PKCS1_V1_5_SHA_384"));
+  sign_ok("ECC_NIST_P384", CKM_ECDSA);
+  CHECK(!strcmp(D->last_algorithm, "ECDSA_SHA_384"));
+  fin();
+}
+
+static void t_sign_errors(void) {
+  init();
+  const fd_key *rk = fd_key_by_spec(D, "RSA_2048");
+  CK_SESSION_HANDLE h = open_session("RSA_2048"), he = open_session("ECC_NIST_P521");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY), pub = find_one(h, CKO_PUBLIC_KEY);
+  CK_OBJECT_HANDLE cert_obj = 0, eckey = find_one(he, CKO_PRIVATE_KEY);
+  {
+    CK_OBJECT_CLASS c = CKO_CERTIFICATE;
+    CK_ATTRIBUTE t[] = {{CKA_CLASS, &c, sizeof(c)}, {CKA_ID, (void *)rk->id, 16}};
+    CK_ULONG n;
+    F->C_FindObjectsInit(h, t, 2);
+    F->C_FindObjects(h, &cert_obj, 1, &n);
+    F->C_FindObjectsFinal(h);
+  }
+  int signs_before = dcount(&D->signs);
+  CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  uint8_t sig[512];
+  CK_ULONG siglen = sizeof(sig);
+  /* Sign before init; update/final before init. */
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_SignUpdate(h, (CK_BYTE_PTR) "x", 1), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  /* Handles and arguments. */
+  CHECK_RV(F->C_SignInit(999, &m, key), CKR_SESSION_HANDLE_INVALID);
+  CHECK_RV(F->C_SignInit(h, NULL, key), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_SignInit(h, &m, 0), CKR_KEY_HANDLE_INVALID);
+  CHECK_RV(F->C_SignInit(h, &m, 0x00050001), CKR_KEY_HANDLE_INVALID);
+  CHECK_RV(F->C_SignInit(h, &m, cert_obj), CKR_KEY_HANDLE_INVALID);
+  CHECK_RV(F->C_SignInit(h, &m, pub), CKR_KEY_FUNCTION_NOT_PERMITTED);
+  CHECK_RV(F->C_SignInit(h, &m, eckey), CKR_KEY_HANDLE_INVALID); /* another token's key */
+  /* Mechanisms against keys. */
+  CK_MECHANISM bad = {CKM_SHA1_RSA_PKCS, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &bad, key), CKR_MECHANISM_INVALID);
+  bad.mechanism = CKM_ECDSA_SHA256;
+  CHECK_RV(F->C_SignInit(h, &bad, key), CKR_KEY_TYPE_INCONSISTENT);
+  bad.mechanism = CKM_SHA256_RSA_PKCS;
+  CHECK_RV(F->C_SignInit(he, &bad, eckey), CKR_KEY_TYPE_INCONSISTENT);
+  bad.mechanism = CKM_ECDSA_SHA256; /* P-521 goes with SHA-512 only */
+  CHECK_RV(F->C_SignInit(he, &bad, eckey), CKR_MECHANISM_INVALID);
+  bad.mechanism = CKM_ECDSA_SHA384;
+  CHECK_RV(F->C_SignInit(he, &bad, eckey), CKR_MECHANISM_INVALID);
+  /* PSS parameters. */
+  CK_RSA_PKCS_PSS_PARAMS pss;
+  CK_MECHANISM pm = {CKM_SHA256_RSA_PKCS_PSS, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &pm, key), CKR_MECHANISM_PARAM_INVALID);
+  pm.pParameter = &pss;
+  pm.ulParameterLen = sizeof(pss);
+  pss_params(&pss, CKM_SHA384); /* hashAlg differs from the mechanism's */
+  CHECK_RV(F->C_SignInit(h, &pm, key), CKR_MECHANISM_PARAM_INVALID);
+  pss_params(&pss, CKM_SHA256);
+  pss.mgf = CKG_MGF1_SHA1;
+  CHECK_RV(F->C_SignInit(h, &pm, key), CKR_MECHANISM_PARAM_INVALID);
+  pss_params(&pss, CKM_SHA256);
+  pss.sLen = 20;
+  CHECK_RV(F->C_SignInit(h, &pm, key), CKR_MECHANISM_PARAM_INVALID);
+  pss_params(&pss, CKM_SHA256);
+  pss.hashAlg = CKM_SHA_1;
+  pm.mechanism = CKM_RSA_PKCS_PSS;
+  CHECK_RV(F->C_SignInit(h, &pm, key), CKR_MECHANISM_PARAM_INVALID);
+  pm.ulParameterLen = 3;
+  CHECK_RV(F->C_SignInit(h, &pm, key), CKR_MECHANISM_PARAM_INVALID);
+  CK_MECHANISM with_param = {CKM_SHA256_RSA_PKCS, &pss, sizeof(pss)};
+  CHECK_RV(F->C_SignInit(h, &with_param, key), CKR_MECHANISM_PARAM_INVALID);
+  CHECK(dcount(&D->signs) == signs_before); /* nothing reached the daemon */
+
+  /* Init twice. */
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OPERATION_ACTIVE);
+  /* Size query and a short buffer keep the operation and sign nothing. */
+  siglen = 0;
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "data", 4, NULL, &siglen), CKR_OK);
+  CHECK(siglen == 256);
+  siglen = 100;
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "data", 4, sig, &siglen), CKR_BUFFER_TOO_SMALL);
+  CHECK(siglen == 256);
+  CHECK(dcount(&D->signs) == signs_before);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "data", 4, sig, NULL), CKR_ARGUMENTS_BAD); /* ends it */
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "data", 4, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "data", 4, sig, &siglen), CKR_OK);
+  CHECK(siglen == 256 && dcount(&D->signs) == signs_before + 1);
+  /* After a signature the operation is over. */
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "data", 4, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  /* C_Sign cannot finish a multi-part operation. */
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(h, (CK_BYTE_PTR) "da", 2), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "ta", 2, sig, &siglen), CKR_OPERATION_ACTIVE);
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  /* C_SignFinal: a size query and a short buffer keep the operation. */
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(h, (CK_BYTE_PTR) "data", 4), CKR_OK);
+  siglen = 1;
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_BUFFER_TOO_SMALL);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OK);
+  CHECK(siglen == 256);
+
+  /* CKM_RSA_PKCS: the DigestInfo is parsed in full. */
+  CK_MECHANISM raw = {CKM_RSA_PKCS, NULL, 0};
+  uint8_t di[128];
+  memcpy(di, DI_SHA256, 19);
+  memset(di + 19, 0x5a, 32);
+  static const uint8_t sha1_di[] = {0x30, 0x21, 0x30, 0x09, 0x06, 0x05, 0x2b, 0x0e, 0x03, 0x02, 0x1a, 0x05, 0x00,
+                                    0x04, 0x14, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  struct {
+    const uint8_t *p;
+    size_t len;
+    CK_RV want;
+    const char *what;
+  } bad_inputs[] = {
+      {sha1_di, sizeof(sha1_di), CKR_DATA_INVALID, "a SHA-1 DigestInfo"},
+      {di, 19 + 31, CKR_DATA_INVALID, "a SHA-256 DigestInfo one byte short"},
+      {di, 19 + 33, CKR_DATA_INVALID, "a SHA-256 DigestInfo with a trailing byte"},
+      {di + 19, 32, CKR_DATA_INVALID, "a bare digest"},
+      {di, 0, CKR_DATA_INVALID, "nothing"},
+      {di, 300, CKR_DATA_LEN_RANGE, "more than the modulus allows"},
+  };
+  uint8_t big[300] = {0};
+  bad_inputs[5].p = big;
+  for (size_t i = 0; i < sizeof(bad_inputs) / sizeof(bad_inputs[0]); i++) {
+    CHECK_RV(F->C_SignInit(h, &raw, key), CKR_OK);
+    siglen = sizeof(sig);
+    CK_RV rv = F->C_Sign(h, (CK_BYTE_PTR)bad_inputs[i].p, bad_inputs[i].len, sig, &siglen);
+    if (rv != bad_inputs[i].want) {
+      fprintf(stderr, "CKM_RSA_PKCS over %s: 0x%lx\n", bad_inputs[i].what, (unsigned long)rv);
+      failures++;
+    }
+    /* The error ended the operation. */
+    CHECK_RV(F->C_Sign(h, di, 51, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  }
+  uint8_t di_mod[64];
+  memcpy(di_mod, di, 51);
+  di_mod[14] = 0x04; /* SHA-224's OID arc */
+  CHECK_RV(F->C_SignInit(h, &raw, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, di_mod, 51, sig, &siglen), CKR_DATA_INVALID);
+  memcpy(di_mod, di, 51);
+  di_mod[16] = 0x01; /* NULL with a non-zero byte */
+  CHECK_RV(F->C_SignInit(h, &raw, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, di_mod, 51, sig, &siglen), CKR_DATA_INVALID);
+  /* Without the NULL parameters (also valid DER for SHA-2). */
+  uint8_t di_nonull[49] = {0x30, 0x2f, 0x30, 0x0b, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01,
+                           0x04, 0x20};
+  CHECK_RV(F->C_SignInit(h, &raw, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, di_nonull, sizeof(di_nonull), sig, &siglen), CKR_OK);
+  CHECK(!strcmp(D->last_algorithm, "RSASSA_PKCS1_V1_5_SHA_256"));
+  /* Raw PSS and ECDSA want exactly the digest length. */
+  pss_params(&pss, CKM_SHA384);
+  pm.mechanism = CKM_RSA_PKCS_PSS;
+  pm.ulParameterLen = sizeof(pss);
+  CHECK_RV(F->C_SignInit(h, &pm, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, di, 32, sig, &siglen), CKR_DATA_LEN_RANGE);
+  CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
+  uint8_t esig[200];
+  CK_ULONG esiglen = sizeof(esig);
+  CHECK_RV(F->C_SignInit(he, &ecdsa, eckey), CKR_OK);
+  CHECK_RV(F->C_Sign(he, di, 32, esig, &esiglen), CKR_DATA_LEN_RANGE); /* P-521 wants a SHA-512 digest */
+  CHECK_RV(F->C_SignInit(he, &ecdsa, eckey), CKR_OK);
+  esiglen = 0;
+  CHECK_RV(F->C_Sign(he, di, 64, NULL, &esiglen), CKR_OK);
+  CHECK(esiglen == 132);
+  esiglen = sizeof(esig);
+  CHECK_RV(F->C_Sign(he, di, 64, esig, &esiglen), CKR_OK);
+  CHECK(esiglen == 132);
+  /* Update with NULL data ends the operation. */
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(h, NULL, 5), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  /* Cancel (3.0). */
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_SessionCancel(h, CKF_SIGN), CKR_OK);
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  fin();
+}
+
+typedef struct status_case {
+  uint32_t status;
+  CK_RV want;
+} status_case;
+
+static void t_daemon_errors(void) {
+  init();
+  CK_SESSION_HANDLE h = open_session("ECC_NIST_P256");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
+  uint8_t sig[64];
+  CK_ULONG siglen;
+  static const status_case cases[] = {
+      {1, CKR_DATA_INVALID},         {2, CKR_KEY_HANDLE_INVALID},        {3, CKR_USER_NOT_LOGGED_IN},
+      {4, CKR_FUNCTION_REJECTED},    {5, CKR_DEVICE_ERROR},              {6, CKR_DEVICE_ERROR},
+      {7, CKR_GENERAL_ERROR},        {8, CKR_KEY_FUNCTION_NOT_PERMITTED}, {9, CKR_FUNCTION_REJECTED},
+      {10, CKR_FUNCTION_REJECTED},   {11, CKR_DEVICE_ERROR},             {12, CKR_USER_NOT_LOGGED_IN},
+      {99, CKR_GENERAL_ERROR},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    pthread_mutex_lock(&D->mu);
+    D->fail_status = cases[i].status;
+    D->fail_count = 1;
+    snprintf(D->fail_msg, sizeof(D->fail_msg), "injected failure %u", cases[i].status);
+    pthread_mutex_unlock(&D->mu);
+    CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+    siglen = sizeof(sig);
+    CK_RV rv = F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen);
+    if (rv != cases[i].want) {
+      fprintf(stderr, "status %u: 0x%lx, want 0x%lx\n", cases[i].status, (unsigned long)rv,
+              (unsigned long)cases[i].want);
+      failures++;
+    }
+    /* The operation is over; the next signature works. */
+    CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED);
+  }
+  /* The reason and the request id are in the log. */
+  CHECK(log_contains("POLICY_DENIED: injected failure 4; request id req-"));
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  /* A signature of the wrong length is refused. */
+  D->short_sig_next = 1;
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  /* A malformed answer closes the connection; nothing is retried, the next signature works. */
+  D->garbage_next = 1;
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  CHECK(log_contains("protocol error"));
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  fin();
+  /* A daemon that does not answer in time (SIGNBRIDGE_TIMEOUT=1). */
+  setenv("SIGNBRIDGE_TIMEOUT", "1", 1);
+  init();
+  h = open_session("ECC_NIST_P256");
+  key = find_one(h, CKO_PRIVATE_KEY);
+  D->delay_ms = 2500;
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  CHECK(took > 0.9 && took < 2.0);
+  D->delay_ms = 0;
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  fin();
+  unsetenv("SIGNBRIDGE_TIMEOUT");
+  usleep(1600 * 1000); /* let the delayed answer drain */
+}
+
+static void t_restart(void) {
+  init();
+  sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
+  int accepted = dcount(&D->accepted);
+  /* The daemon restarts between two signatures: the client does not notice. */
+  fd_stop(D);
+  REQUIRE(fd_listen(D) == 0);
+  sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
+  CHECK(dcount(&D->accepted) == accepted + 1);
+  CHECK(log_contains("reconnecting once"));
+  /* The daemon drops the connection in the middle of a request: retried once on a fresh connection. */
+  int signs = dcount(&D->signs);
+  D->drop_next = 1;
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
+  CHECK(dcount(&D->signs) == signs + 2);
+  /* The daemon is gone: CKR_DEVICE_ERROR, and the session survives for when it is back. */
+  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  fd_stop(D);
+  CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  uint8_t sig[256];
+  CK_ULONG siglen = sizeof(sig);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  REQUIRE(fd_listen(D) == 0);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_OK);
+  fin();
+}
+
+static void t_pending(void) {
+  init();
+  /* Pending, polled three times, then signed. */
+  D->pending_polls = 3;
+  D->pending_outcome = 0;
+  int polls = dcount(&D->polls);
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  CHECK(dcount(&D->polls) == polls + 3);
+  CHECK(log_contains("waits for approval: request id req-"));
+  /* Pending, then rejected by an approver. */
+  D->pending_polls = 1;
+  D->pending_outcome = 9;
+  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM m = {CKM_SHA512_RSA_PKCS, NULL, 0};
+  uint8_t sig[256];
+  CK_ULONG siglen = sizeof(sig);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_FUNCTION_REJECTED);
+  CHECK(log_contains("REJECTED: rejected by an approver"));
+  fin();
+  /* Never approved within SIGNBRIDGE_APPROVAL_TIMEOUT. */
+  setenv("SIGNBRIDGE_APPROVAL_TIMEOUT", "1", 1);
+  init();
+  D->pending_polls = 1000000;
+  D->pending_outcome = 0;
+  h = open_session("RSA_2048");
+  key = find_one(h, CKO_PRIVATE_KEY);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_FUNCTION_REJECTED);
+  CHECK(log_contains("was not approved within 1 s"));
+  D->pending_polls = 0;
+  fin();
+  unsetenv("SIGNBRIDGE_APPROVAL_TIMEOUT");
+}
+
+static void t_operation_state(void) {
+  init();
+  const fd_key *k = fd_key_by_spec(D, "RSA_2048");
+  CK_SESSION_HANDLE a = open_session("RSA_2048"), b = open_session("RSA_2048");
+  CK_OBJECT_HANDLE key = find_one(a, CKO_PRIVATE_KEY);
+  CK_ULONG len = 0;
+  uint8_t state[4096];
+  CHECK_RV(F->C_GetOperationState(a, NULL, &len), CKR_OPERATION_NOT_INITIALIZED);
+  /* Hash-and-sign, half the data in, the state copied to another session, both finish. */
+  CK_RSA_PKCS_PSS_PARAMS pss;
+  pss_params(&pss, CKM_SHA384);
+  CK_MECHANISM m = {CKM_SHA384_RSA_PKCS_PSS, &pss, sizeof(pss)};
+  const uint8_t msg[] = "first half | second half";
+  CHECK_RV(F->C_SignInit(a, &m, key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(a, (CK_BYTE_PTR)msg, 12), CKR_OK);
+  CHECK_RV(F->C_GetOperationState(a, NULL, &len), CKR_OK);
+  CK_ULONG small = len - 1;
+  CHECK_RV(F->C_GetOperationState(a, state, &small), CKR_BUFFER_TOO_SMALL);
+  CHECK_RV(F->C_GetOperationState(a, state, &len), CKR_OK);
+  CHECK_RV(F->C_SetOperationState(b, state, len, 0, 0), CKR_OK);
+  uint8_t sa[256], sb[256], dg[48];
+  CK_ULONG la = sizeof(sa), lb = sizeof(sb);
+  CHECK_RV(F->C_SignUpdate(a, (CK_BYTE_PTR)msg + 12, sizeof(msg) - 12), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(b, (CK_BYTE_PTR)msg + 12, sizeof(msg) - 12), CKR_OK);
+  CHECK_RV(F->C_SignFinal(a, sa, &la), CKR_OK);
+  CHECK_RV(F->C_SignFinal(b, sb, &lb), CKR_OK);
+  unsigned dl;
+  EVP_Digest(msg, sizeof(msg), dg, &dl, EVP_sha384(), NULL);
+  CHECK(verify_digest(k, V_PSS, EVP_sha384(), dg, dl, sa, la));
+  CHECK(verify_digest(k, V_PSS, EVP_sha384(), dg, dl, sb, lb));
+  /* A raw mechanism (the input buffered) restored after the first session closed. */
+  CK_MECHANISM raw = {CKM_RSA_PKCS, NULL, 0};
+  uint8_t di[51];
+  memcpy(di, DI_SHA256, 19);
+  EVP_Digest(msg, sizeof(msg), di + 19, &dl, EVP_sha256(), NULL);
+  CHECK_RV(F->C_SignInit(a, &raw, key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(a, di, 20), CKR_OK);
+  len = sizeof(state);
+  CHECK_RV(F->C_GetOperationState(a, state, &len), CKR_OK);
+  CHECK_RV(F->C_CloseSession(a), CKR_OK);
+  CHECK_RV(F->C_SetOperationState(b, state, len, 0, 0), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(b, di + 20, 31), CKR_OK);
+  lb = sizeof(sb);
+  CHECK_RV(F->C_SignFinal(b, sb, &lb), CKR_OK);
+  CHECK(verify_digest(k, V_PKCS1, EVP_sha256(), di + 19, 32, sb, lb));
+  /* Broken states. */
+  CHECK_RV(F->C_SetOperationState(b, state, 10, 0, 0), CKR_SAVED_STATE_INVALID);
+  state[0] ^= 1;
+  CHECK_RV(F->C_SetOperationState(b, state, len, 0, 0), CKR_SAVED_STATE_INVALID);
+  state[0] ^= 1;
+  CHECK_RV(F->C_SetOperationState(b, state, len + 1, 0, 0), CKR_SAVED_STATE_INVALID);
+  CHECK_RV(F->C_SetOperationState(b, state, len, key, 0), CKR_KEY_NOT_NEEDED);
+  CHECK_RV(F->C_SetOperationState(b, NULL, len, 0, 0), CKR_ARGUMENTS_BAD);
+  /* A state from another token's session names a key this session cannot use. */
+  CK_SESSION_HANDLE e = open_session("ECC_NIST_P256");
+  CHECK_RV(F->C_SetOperationState(e, state, len, 0, 0), CKR_SAVED_STATE_INVALID);
+  fin();
+}
+
+typedef struct thread_arg {
+  int index, ok, total;
+} thread_arg;
+
+static void *signer(void *p) {
+  thread_arg *ta = p;
+  const fd_key *k = &D->keys[ta->index % FD_NKEYS];
+  CK_SESSION_HANDLE h;
+  if (F->C_OpenSession(slot_of(k->spec), CKF_SERIAL_SESSION, NULL, NULL, &h) != CKR_OK) return NULL;
+  CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+  CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}};
+  CK_OBJECT_HANDLE key = 0;
+  CK_ULONG n = 0;
+  F->C_FindObjectsInit(h, t, 1);
+  F->C_FindObjects(h, &key, 1, &n);
+  F->C_FindObjectsFinal(h);
+  for (int i = 0; i < 12; i++) {
+    sign_case sc = {k->ec_field ? CKM_ECDSA : (i % 2 ? CKM_SHA256_RSA_PKCS : CKM_SHA512_RSA_PKCS_PSS),
+                    (!k->ec_field && i % 2 == 0) ? CKM_SHA512 : 0, i % 3 == 0};
+    char msg[64];
+    snprintf(msg, sizeof(msg), "thread %d message %d", ta->index, i);
+    ta->total++;
+    if (sign_and_verify(h, key, k, &sc, (const uint8_t *)msg, strlen(msg))) ta->ok++;
+  }
+  F->C_CloseSession(h);
+  return NULL;
+}
+
+static void t_threads(void) {
+  CK_C_INITIALIZE_ARGS a = {NULL, NULL, NULL, NULL, CKF_OS_LOCKING_OK, NULL};
+  CHECK_RV(F->C_Initialize(&a), CKR_OK);
+  CK_ULONG n;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  enum { NT = 16 };
+  pthread_t th[NT];
+  thread_arg args[NT];
+  for (int i = 0; i < NT; i++) {
+    args[i] = (thread_arg){i, 0, 0};
+    pthread_create(&th[i], NULL, signer, &args[i]);
+  }
+  int ok = 0, total = 0;
+  for (int i = 0; i < NT; i++) {
+    pthread_join(th[i], NULL);
+    ok += args[i].ok, total += args[i].total;
+  }
+  printf("%d of %d concurrent signatures verified; %d connections\n", ok, total, dcount(&D->accepted));
+  CHECK(total == NT * 12 && ok == total);
+  fin();
+}
+
+static void t_fork(void) {
+  init();
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    /* The child: the parent's library state is not ours; C_Initialize starts clean. */
+    int before = failures;
+    CK_ULONG n = 0;
+    CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_CRYPTOKI_NOT_INITIALIZED);
+    CHECK_RV(F->C_Initialize(NULL), CKR_OK);
+    sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+    sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
+    CHECK_RV(F->C_Finalize(NULL), CKR_OK);
+    _exit(failures == before ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  /* The parent carries on, on its own connection. */
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  fin();
+}
+
+static void t_context(void) {
+  setenv("SIGNBRIDGE_PROJECT", "shop", 1);
+  setenv("SIGNBRIDGE_ENVIRONMENT", "ci", 1);
+  setenv("SIGNBRIDGE_ARTIFACT_TYPE", "jar", 1);
+  setenv("SIGNBRIDGE_ARTIFACT_VERSION", "1.2.3", 1);
+  setenv("SIGNBRIDGE_SBOM", "/tmp/sbom.cdx.json", 1);
+  init();
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
+  CHECK(!strcmp(D->last_project, "shop") && !strcmp(D->last_environment, "ci"));
+  CHECK(!strcmp(D->last_artifact_type, "jar") && !strcmp(D->last_artifact_version, "1.2.3"));
+  CHECK(!strcmp(D->last_sbom, "/tmp/sbom.cdx.json") && !strcmp(D->last_tenant, "t-p384"));
+  unsetenv("SIGNBRIDGE_PROJECT");
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
+  CHECK(D->last_project[0] == 0);
+  fin();
+}
+
+static void t_session_misc(void) {
+  init();
+  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  /* Login: no PIN needed, any accepted, consistent state. */
+  CK_SESSION_INFO si;
+  CHECK_RV(F->C_Logout(h), CKR_USER_NOT_LOGGED_IN);
+  CHECK_RV(F->C_Login(h, CKU_SO, (CK_UTF8CHAR_PTR) "x", 1), CKR_USER_TYPE_INVALID);
+  CHECK_RV(F->C_Login(h, CKU_USER, (CK_UTF8CHAR_PTR) "1234", 4), CKR_OK);
+  CHECK_RV(F->C_Login(h, CKU_USER, (CK_UTF8CHAR_PTR) "other", 5), CKR_USER_ALREADY_LOGGED_IN);
+  CHECK_RV(F->C_GetSessionInfo(h, &si), CKR_OK);
+  CHECK(si.state == CKS_RO_USER_FUNCTIONS);
+  CK_SESSION_HANDLE h2 = open_session("RSA_2048");
+  CHECK_RV(F->C_GetSessionInfo(h2, &si), CKR_OK);
+  CHECK(si.state == CKS_RO_USER_FUNCTIONS); /* login is per token */
+  CHECK_RV(F->C_Logout(h), CKR_OK);
+  CHECK_RV(F->C_GetSessionInfo(h2, &si), CKR_OK);
+  CHECK(si.state == CKS_RO_PUBLIC_SESSION);
+  CHECK_RV(F->C_LoginUser(h, CKU_USER, NULL, 0, (CK_UTF8CHAR_PTR) "me", 2), CKR_OK);
+  sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
+  /* Random. */
+  uint8_t r1[64] = {0}, r2[64] = {0};
+  CHECK_RV(F->C_GenerateRandom(h, r1, sizeof(r1)), CKR_OK);
+  CHECK_RV(F->C_GenerateRandom(h, r2, sizeof(r2)), CKR_OK);
+  CHECK(memcmp(r1, r2, sizeof(r1)) != 0);
+  CHECK_RV(F->C_GenerateRandom(h, NULL, 5), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_GenerateRandom(999, r1, 5), CKR_SESSION_HANDLE_INVALID);
+  CHECK_RV(F->C_SeedRandom(h, r1, 5), CKR_RANDOM_SEED_NOT_SUPPORTED);
+  /* What the module does not offer. */
+  CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  CHECK_RV(F->C_VerifyInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
+  CHECK_RV(F->C_EncryptInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
+  CHECK_RV(F->C_DigestInit(h, &m), CKR_FUNCTION_NOT_SUPPORTED);
+  CHECK_RV(F->C_EncryptInit(999, &m, 1), CKR_SESSION_HANDLE_INVALID);
+  CHECK_RV(F->C_InitPIN(h, NULL, 0), CKR_FUNCTION_NOT_SUPPORTED);
+  CHECK_RV(F->C_GetFunctionStatus(h), CKR_FUNCTION_NOT_PARALLEL);
+  CHECK_RV(F->C_CancelFunction(h), CKR_FUNCTION_NOT_PARALLEL);
+  CK_SLOT_ID slot;
+  CHECK_RV(F->C_WaitForSlotEvent(0, &slot, NULL), CKR_FUNCTION_NOT_SUPPORTED);
+  CHECK_RV(F->C_MessageSignInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
+  fin();
+}
+
+static const struct {
+  const char *name;
+  void (*fn)(void);
+  int needs_init_free; /* t_interfaces, t_initialize manage C_Initialize themselves */
+} TESTS[] = {
+    {"interfaces", t_interfaces, 0},   {"initialize", t_initialize, 0},   {"slots", t_slots, 0},
+    {"objects", t_objects, 0},         {"sign_all", t_sign_all, 0},       {"sign_errors", t_sign_errors, 0},
+    {"daemon_errors", t_daemon_errors, 0}, {"restart", t_restart, 0},     {"pending", t_pending, 0},
+    {"operation_state", t_operation_state, 0}, {"threads", t_threads, 0}, {"fork", t_fork, 0},
+    {"context", t_context, 0},         {"session_misc", t_session_misc, 0},
+};
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s MODULE.so TEST|all\n", argv[0]);
+    return 2;
+  }
+  module_path = argv[1];
+  int ran = 0;
+  for (size_t i = 0; i < sizeof(TESTS) / sizeof(TESTS[0]); i++) {
+    if (strcmp(argv[2], "all") && strcmp(argv[2], TESTS[i].name)) continue;
+    start_daemon();
+    load_module();
+    int before = failures;
+    TESTS[i].fn();
+    if (failures != before) {
+      fprintf(stderr, "--- module log (%s) ---\n", logfile);
+      char cmd[400];
+      snprintf(cmd, sizeof(cmd), "tail -n 40 '%s' >&2", logfile);
+      if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
+    }
+    printf("%s %s\n", failures == before ? "ok  " : "FAIL", TESTS[i].name);
+    teardown();
+    ran++;
+  }
+  if (!ran) {
+    fprintf(stderr, "no test named %s\n", argv[2]);
+    return 2;
+  }
+  return failures ? 1 : 0;
+}
