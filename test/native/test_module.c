@@ -419,6 +419,17 @@ static void t_slots(void) {
   CHECK_RV(F->C_CloseSession(a), CKR_SESSION_HANDLE_INVALID);
   CHECK_RV(F->C_CloseSession(b), CKR_SESSION_HANDLE_INVALID);
   CHECK_RV(F->C_CloseAllSessions(42), CKR_SLOT_ID_INVALID);
+  /* LIST again at the start of an enumeration while no session is open; never while one is. */
+  int lists = dcount(&D->lists);
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(dcount(&D->lists) == lists + 1);
+  n = 8;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, slots, &n), CKR_OK); /* the second half of the enumeration: cached */
+  CHECK(dcount(&D->lists) == lists + 1);
+  a = open_session("ECC_NIST_P256");
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(dcount(&D->lists) == lists + 1);
+  CHECK_RV(F->C_CloseSession(a), CKR_OK);
   fin();
 
   /* No daemon: one slot without a token that says so; no token present. */
@@ -781,6 +792,11 @@ static void t_sign_errors(void) {
   di_mod[16] = 0x01; /* NULL with a non-zero byte */
   CHECK_RV(F->C_SignInit(h, &raw, key), CKR_OK);
   CHECK_RV(F->C_Sign(h, di_mod, 51, sig, &siglen), CKR_DATA_INVALID);
+  memcpy(di_mod, di, 51);
+  di_mod[1] = 0x32; /* an extra byte inside the SEQUENCE, after the OCTET STRING */
+  di_mod[51] = 0;
+  CHECK_RV(F->C_SignInit(h, &raw, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, di_mod, 52, sig, &siglen), CKR_DATA_INVALID);
   /* Without the NULL parameters (also valid DER for SHA-2). */
   uint8_t di_nonull[49] = {0x30, 0x2f, 0x30, 0x0b, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01,
                            0x04, 0x20};
@@ -1002,6 +1018,24 @@ static void t_operation_state(void) {
   lb = sizeof(sb);
   CHECK_RV(F->C_SignFinal(b, sb, &lb), CKR_OK);
   CHECK(verify_digest(k, V_PKCS1, EVP_sha256(), di + 19, 32, sb, lb));
+  /* More hash-and-sign data than is kept for saving: still signs, cannot be saved. */
+  static uint8_t lots[70 * 1024];
+  CK_MECHANISM sha = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  CHECK_RV(F->C_SignInit(b, &sha, key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(b, lots, sizeof(lots)), CKR_OK);
+  len = sizeof(state);
+  CHECK_RV(F->C_GetOperationState(b, state, &len), CKR_STATE_UNSAVEABLE);
+  lb = sizeof(sb);
+  CHECK_RV(F->C_SignFinal(b, sb, &lb), CKR_OK);
+  uint8_t dlots[32];
+  EVP_Digest(lots, sizeof(lots), dlots, &dl, EVP_sha256(), NULL);
+  CHECK(verify_digest(k, V_PKCS1, EVP_sha256(), dlots, 32, sb, lb));
+  /* Put back the raw state for the checks below. */
+  CHECK_RV(F->C_SignInit(b, &raw, key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(b, di, 20), CKR_OK);
+  len = sizeof(state);
+  CHECK_RV(F->C_GetOperationState(b, state, &len), CKR_OK);
+  CHECK_RV(F->C_SessionCancel(b, CKF_SIGN), CKR_OK);
   /* Broken states. */
   CHECK_RV(F->C_SetOperationState(b, state, 10, 0, 0), CKR_SAVED_STATE_INVALID);
   state[0] ^= 1;
