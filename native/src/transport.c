@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -131,12 +132,15 @@ void sbp11_conn_close(sbp11_conn *c) {
   free(c);
 }
 
-static int connect_socket(const char *path, int *fd_out) {
+static int connect_socket(const char *path, int timeout_ms, int *fd_out) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof(addr.sun_path)) return ENAMETOOLONG;
   strcpy(addr.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno;
+  /* A blocking connect() to a daemon whose backlog is full waits; SO_SNDTIMEO bounds it (AF_UNIX honours it). */
+  struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   while (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
     if (errno == EINTR) continue;
     int e = errno;
@@ -210,17 +214,28 @@ int sbp11_conn_get(sbp11_conn **out, int *fresh, char *why, size_t whylen) {
   }
   char path[sizeof(config.socket_path)];
   memcpy(path, config.socket_path, sizeof(path));
+  int timeout_ms = config.timeout_ms;
   pthread_mutex_unlock(&pool_lock);
 
   *fresh = 1;
   sbp11_conn *c = calloc(1, sizeof(*c));
   if (!c) return SBP11_IO_NOMEM;
   c->pid = me;
-  int e = connect_socket(path, &c->fd);
+  int e = connect_socket(path, timeout_ms, &c->fd);
   if (e) {
     snprintf(why, whylen, "cannot connect to the signbridge daemon at %s: %s", path, strerror(e));
     free(c);
     return SBP11_IO_UNREACHABLE;
+  }
+  /* Digests and build context go only to a daemon of this user (or root): someone else's socket at the path
+   * (a shared /tmp) is refused. The daemon makes the same check the other way. */
+  struct ucred cred;
+  socklen_t credlen = sizeof(cred);
+  if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) != 0 || (cred.uid != getuid() && cred.uid != 0)) {
+    snprintf(why, whylen, "the socket %s belongs to uid %d, not to this user (uid %d); refusing it", path,
+             credlen == sizeof(cred) ? (int)cred.uid : -1, (int)getuid());
+    sbp11_conn_close(c);
+    return SBP11_IO_PEER;
   }
   int rc = hello(c, why, whylen);
   if (rc != SBP11_IO_OK) {

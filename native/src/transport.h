@@ -16,6 +16,7 @@ enum sbp11_io {
   SBP11_IO_PROTOCOL = 4,    /* a malformed frame or an unexpected answer: the connection is closed */
   SBP11_IO_REFUSED = 5,     /* HELLO answered with an ERROR */
   SBP11_IO_NOMEM = 6,
+  SBP11_IO_PEER = 7,        /* the socket belongs to another user: not our daemon */
 };
 
 typedef struct sbp11_conn {
@@ -25,7 +26,7 @@ typedef struct sbp11_conn {
 } sbp11_conn;
 
 typedef struct sbp11_transport_config {
-  char socket_path[108];
+  char socket_path[4096]; /* longer than sun_path on purpose: an overlong path is refused, never truncated */
   int timeout_ms; /* per exchange */
 } sbp11_transport_config;
 

@@ -452,6 +452,19 @@ static void t_slots(void) {
   CHECK(n == 4);
   fin();
 
+  /* A socket path longer than a Unix socket address allows is refused, not truncated. */
+  char longpath[300];
+  memset(longpath, 'x', sizeof(longpath) - 1);
+  longpath[0] = '/';
+  longpath[sizeof(longpath) - 1] = 0;
+  setenv("SIGNBRIDGE_SOCKET", longpath, 1);
+  init();
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(n == 0);
+  CHECK(log_contains("File name too long"));
+  fin();
+  setenv("SIGNBRIDGE_SOCKET", sock, 1);
+
   /* The daemon answers LIST with an error: the slot says why. */
   D->list_error = 3;
   init();
