@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: service (SQLite + SoftHSM) in a fresh data dir, a demo tenant with an
-# RSA-2048 key, a SHA-256 hash signed through the API, and the signature verified by OpenSSL with the public
-# key from get_public_key. Everything it starts, it stops.
+# RSA-2048 key, a SHA-256 hash signed through the API and verified by OpenSSL with the public key from
+# get_public_key; then the build-host daemon, and a file signed through the PKCS#11 module
+# (libsignbridge-pkcs11.so, loaded by pkcs11-tool), verified by OpenSSL. Everything it starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +23,12 @@ SB="node bin/signbridge.js"
 step "starting the service on $URL (data dir $DATA)"
 $SB server --data-dir "$DATA" --listen "127.0.0.1:$PORT" >"$DATA/server.log" 2>&1 &
 SERVER_PID=$!
-trap 'kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null || true' EXIT
+DAEMON_PID=""
+cleanup() {
+  [ -n "$DAEMON_PID" ] && kill "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null
+  kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null || true
+}
+trap cleanup EXIT
 for _ in $(seq 1 100); do
   curl -fsS "$URL/readyz" >/dev/null 2>&1 && break
   kill -0 "$SERVER_PID" 2>/dev/null || fail "the service exited during start-up"
@@ -56,6 +62,25 @@ call get_public_key "$SIGNER" '"tenant_id":"demo"' | json public_key_pem >"$WORK
 VERIFY=$(openssl dgst -sha256 -verify "$WORK/demo-public.pem" -signature "$WORK/artifact.sig" "$WORK/artifact.txt") \
   || fail "openssl could not verify the signature"
 
+step "starting the build-host daemon (signbridge daemon) for tenant demo"
+install -m 600 /dev/null "$WORK/signer.key" && printf '%s\n' "$SIGNER" >"$WORK/signer.key"
+SOCKET="$DATA/run/daemon.sock"
+$SB daemon --socket "$SOCKET" --service-url "$URL" --api-key-file "$WORK/signer.key" --tenant demo \
+  >"$DATA/daemon.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 1 100); do [ -S "$SOCKET" ] && break; sleep 0.1; done
+[ -S "$SOCKET" ] || fail "the daemon did not start (see $DATA/daemon.log)"
+SIGNBRIDGE_SOCKET="$SOCKET" $SB status || fail "signbridge status"
+
+step "signing a file through the PKCS#11 module (pkcs11-tool -> libsignbridge-pkcs11.so -> daemon -> service)"
+MODULE=$($SB module-path) || fail "the PKCS#11 module is not built"
+printf 'signed through PKCS#11 %s\n' "$(date -u +%FT%TZ)" >"$WORK/module-artifact.txt"
+SIGNBRIDGE_SOCKET="$SOCKET" pkcs11-tool --module "$MODULE" --token-label demo --sign --mechanism SHA256-RSA-PKCS \
+  --input-file "$WORK/module-artifact.txt" --output-file "$WORK/module-artifact.sig" >/dev/null 2>"$DATA/pkcs11-tool.log" \
+  || fail "pkcs11-tool --sign through the module (see $DATA/pkcs11-tool.log)"
+MODULE_VERIFY=$(openssl dgst -sha256 -verify "$WORK/demo-public.pem" -signature "$WORK/module-artifact.sig" "$WORK/module-artifact.txt") \
+  || fail "openssl could not verify the module's signature"
+
 step "done"
 cat <<SUMMARY
   service     $URL  (SQLite + SoftHSM in $DATA)
@@ -64,4 +89,7 @@ cat <<SUMMARY
   signature   $WORK/artifact.sig ($(stat -c %s "$WORK/artifact.sig") bytes)
   public key  $WORK/demo-public.pem
   openssl     $VERIFY
+  module      $MODULE
+  signed      $WORK/module-artifact.txt through PKCS#11 (SHA256-RSA-PKCS)
+  openssl     $MODULE_VERIFY
 SUMMARY
