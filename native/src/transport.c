@@ -223,7 +223,7 @@ int sbp11_conn_get(sbp11_conn **out, int *fresh, char *why, size_t whylen) {
   c->pid = me;
   int e = connect_socket(path, timeout_ms, &c->fd);
   if (e) {
-    snprintf(why, whylen, "cannot connect to the signbridge daemon at %s: %s", path, strerror(e));
+    snprintf(why, whylen, "cannot connect to the signbridge daemon (%s) at %s", strerror(e), path);
     free(c);
     return SBP11_IO_UNREACHABLE;
   }
