@@ -9,7 +9,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 APT_PACKAGES=(
   softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin osslsigncode gcc-mingw-w64-x86-64
-  openjdk-17-jdk-headless cmake build-essential libssl-dev openssl curl ca-certificates
+  openjdk-17-jdk-headless cmake build-essential libssl-dev libp11-kit-dev openssl curl ca-certificates
 )
 BACKPORTS_PACKAGES=(pkcs11-provider)
 
@@ -93,6 +93,11 @@ build_native() {
   cmake --build build -j "$(nproc)" >/dev/null
 }
 
+build_daemon_addon() {
+  # The daemon's SO_PEERCRED check (node-addon-api, cmake-js); quick when already built.
+  bash daemon/native/peercred/build.sh
+}
+
 build_typescript() {
   log "building TypeScript"
   node_modules/.bin/tsc -p tsconfig.build.json
@@ -101,5 +106,6 @@ build_typescript() {
 [ "${SIGNBRIDGE_SKIP_APT:-0}" = 1 ] || install_system_packages
 install_npm_packages
 build_native
+build_daemon_addon
 build_typescript
 log "ready"

@@ -7,5 +7,7 @@ echo "[test] lint (biome)" >&2
 node_modules/.bin/biome check .
 echo "[test] type-check" >&2
 node_modules/.bin/tsc -p tsconfig.json --noEmit
+echo "[test] native module (ctest: C tests against a fake daemon, pkcs11-tool --test)" >&2
+ctest --test-dir build --output-on-failure
 echo "[test] vitest" >&2
 node_modules/.bin/vitest run "$@"
