@@ -1,5 +1,6 @@
-// End to end through the real PKCS#11 module: pkcs11-tool loads build/native/libsignbridge-pkcs11.so, which talks
-// to the daemon, which talks to the service. Skips (with the reason) until the C module is built.
+// End to end through the real PKCS#11 module: pkcs11-tool loads libsignbridge-pkcs11.so, which talks to the daemon,
+// which talks to the service (this file's SoftHSM token); openssl verifies what comes out. Skips, with the reason,
+// until the C module is built.
 import { execFile } from 'node:child_process';
 import { createPublicKey } from 'node:crypto';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -9,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningDaemon } from '../../daemon/daemon.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
-import { digestOf } from '../helpers/crypto.js';
+import type { KeySpec } from '../../src/crypto/algorithms.js';
+import type { PolicyEngine } from '../../src/policy/policy.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { ensurePeercredBuilt, remoteConfig, startTestDaemon } from './helpers.js';
 
@@ -18,72 +20,111 @@ const run = promisify(execFile);
 const MODULE = process.env.SIGNBRIDGE_TEST_PKCS11_MODULE ?? MODULE_PATH;
 const built = existsSync(MODULE);
 
+const TENANTS: Record<string, KeySpec> = {
+  'e2e-p256': 'ECC_NIST_P256',
+  'e2e-p521': 'ECC_NIST_P521',
+  'e2e-rsa': 'RSA_2048',
+};
+
+const policy: PolicyEngine = {
+  async evaluate(input) {
+    if (input.project === 'blocked') {
+      return { outcome: 'deny', rule: 'vulnerable', reason: 'blocked project', vulnId: 'CVE-2099-1' };
+    }
+    return { outcome: 'allow', rule: 'test', reason: 'test' };
+  },
+};
+
 describe.skipIf(!built)(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
   let svc: TestService;
   let daemon: RunningDaemon;
-  let keyId: string;
-  let pem: string;
+  const keys = new Map<string, { keyId: string; pemFile: string }>();
   let dir: string;
   // Asynchronous child processes: the daemon and the service answer from this process.
-  const tool = (...args: string[]) =>
+  const tool = (args: string[], env: NodeJS.ProcessEnv = {}) =>
     run('pkcs11-tool', ['--module', MODULE, ...args], {
-      env: { ...process.env, SIGNBRIDGE_SOCKET: daemon.socketPath },
+      env: { ...process.env, SIGNBRIDGE_SOCKET: daemon.socketPath, ...env },
       encoding: 'utf8',
       timeout: 30_000,
     });
+  const verify = async (hash: string, tenant: string, sig: string, extra: string[] = []) => {
+    const pub = keys.get(tenant)?.pemFile as string;
+    const args = ['dgst', `-${hash}`, '-verify', pub, '-signature', sig, ...extra, join(dir, 'msg')];
+    return (await run('openssl', args, { encoding: 'utf8' })).stdout.trim();
+  };
+  const id = (tenant: string) => ckaIdFor(keys.get(tenant)?.keyId as string).toString('hex');
 
   beforeAll(async () => {
     ensurePeercredBuilt();
-    svc = await startTestService();
-    const url = await svc.app.listen({ host: '127.0.0.1', port: 0 });
-    const created = await callAction(svc.app, svc.operator, 'create_tenant', {
-      tenant_id: 'e2e',
-      key_spec: 'ECC_NIST_P256',
-    });
-    expect(created.status).toBe(201);
-    const signer = await svc.apiKey('signer', 'e2e');
-    const pub = await callAction(svc.app, signer, 'get_public_key', { tenant_id: 'e2e' });
-    keyId = pub.body.key_id as string;
-    pem = pub.body.public_key_pem as string;
-    daemon = await startTestDaemon(remoteConfig(url, [{ tenantId: 'e2e', label: 'e2e token', apiKey: signer }]));
     dir = mkdtempSync('/tmp/sbd-e2e-');
+    svc = await startTestService({ policy });
+    const url = await svc.app.listen({ host: '127.0.0.1', port: 0 });
+    const tenants = [];
+    for (const [tenant, spec] of Object.entries(TENANTS)) {
+      const created = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: tenant, key_spec: spec });
+      expect(created.status).toBe(201);
+      const signer = await svc.apiKey('signer', tenant);
+      const pub = await callAction(svc.app, signer, 'get_public_key', { tenant_id: tenant });
+      const pemFile = join(dir, `${tenant}.pem`);
+      writeFileSync(
+        pemFile,
+        createPublicKey(pub.body.public_key_pem as string).export({ type: 'spki', format: 'pem' }),
+      );
+      keys.set(tenant, { keyId: pub.body.key_id as string, pemFile });
+      tenants.push({ tenantId: tenant, label: `${tenant} token`, apiKey: signer });
+    }
+    daemon = await startTestDaemon(remoteConfig(url, tenants));
+    writeFileSync(join(dir, 'msg'), 'signed through the module');
   });
   afterAll(async () => {
     await daemon?.close();
     await svc?.close();
   });
 
-  it('lists the tenant as a token and its key by CKA_ID', async () => {
-    const slots = await tool('--list-slots');
-    expect(slots.stdout).toContain('e2e token');
-    const objects = await tool('--list-objects');
-    expect(objects.stdout.toLowerCase()).toContain(ckaIdFor(keyId).toString('hex'));
+  it('lists every tenant as a token and its key by CKA_ID', async () => {
+    const slots = await tool(['--list-slots']);
+    for (const tenant of Object.keys(TENANTS)) expect(slots.stdout).toContain(`${tenant} token`);
+    const objects = await tool(['--list-objects', '--token-label', 'e2e-p256 token']);
+    expect(objects.stdout.toLowerCase()).toContain(id('e2e-p256'));
   });
 
-  it('signs a digest with ECDSA; openssl verifies it', async () => {
-    const message = Buffer.from('signed through the module');
-    writeFileSync(join(dir, 'msg'), message);
-    writeFileSync(join(dir, 'digest'), digestOf('ECDSA_SHA_256', message));
-    writeFileSync(join(dir, 'pub.pem'), createPublicKey(pem).export({ type: 'spki', format: 'pem' }));
-    await tool(
-      '--sign',
-      '--id',
-      ckaIdFor(keyId).toString('hex'),
-      '-m',
-      'ECDSA',
-      '--signature-format',
-      'openssl',
-      '--input-file',
-      join(dir, 'digest'),
-      '--output-file',
-      join(dir, 'sig'),
+  it('ECDSA P-256 and P-521 over a digest; openssl verifies', async () => {
+    for (const [tenant, hash] of [
+      ['e2e-p256', 'sha256'],
+      ['e2e-p521', 'sha512'],
+    ] as const) {
+      const digest = join(dir, `${tenant}.digest`);
+      await run('openssl', ['dgst', `-${hash}`, '-binary', '-out', digest, join(dir, 'msg')]);
+      const sig = join(dir, `${tenant}.sig`);
+      const args = ['--token-label', `${tenant} token`, '--sign', '--id', id(tenant), '-m', 'ECDSA'];
+      await tool([...args, '--signature-format', 'openssl', '--input-file', digest, '--output-file', sig]);
+      expect(await verify(hash, tenant, sig)).toBe('Verified OK');
+    }
+  });
+
+  it('RSA PKCS#1 v1.5 and PSS, hashed by the module; openssl verifies', async () => {
+    const base = ['--token-label', 'e2e-rsa token', '--sign', '--id', id('e2e-rsa'), '--input-file', join(dir, 'msg')];
+    await tool([...base, '-m', 'SHA256-RSA-PKCS', '--output-file', join(dir, 'rsa.sig')]);
+    expect(await verify('sha256', 'e2e-rsa', join(dir, 'rsa.sig'))).toBe('Verified OK');
+    await tool([...base, '-m', 'SHA384-RSA-PKCS-PSS', '--output-file', join(dir, 'pss.sig')]);
+    const pss = ['-sigopt', 'rsa_padding_mode:pss', '-sigopt', 'rsa_pss_saltlen:auto'];
+    expect(await verify('sha384', 'e2e-rsa', join(dir, 'pss.sig'), pss)).toBe('Verified OK');
+  });
+
+  it("a policy denial reaches the tool as CKR_FUNCTION_REJECTED, with the service's reason in the module log", async () => {
+    const digest = join(dir, 'deny.digest');
+    await run('openssl', ['dgst', '-sha256', '-binary', '-out', digest, join(dir, 'msg')]);
+    const args = ['--token-label', 'e2e-p256 token', '--sign', '--id', id('e2e-p256'), '-m', 'ECDSA'];
+    const failed = await tool([...args, '--input-file', digest, '--output-file', join(dir, 'deny.sig')], {
+      SIGNBRIDGE_PROJECT: 'blocked',
+      SIGNBRIDGE_LOG: 'error',
+    }).then(
+      () => undefined,
+      (err: { stderr?: string; stdout?: string }) => `${err.stdout ?? ''}${err.stderr ?? ''}`,
     );
-    const { stdout } = await run(
-      'openssl',
-      ['dgst', '-sha256', '-verify', join(dir, 'pub.pem'), '-signature', join(dir, 'sig'), join(dir, 'msg')],
-      { encoding: 'utf8' },
-    );
-    expect(stdout.trim()).toBe('Verified OK');
+    // pkcs11-tool prints 0x200 without a name for CKR_FUNCTION_REJECTED.
+    expect(failed).toMatch(/CKR_FUNCTION_REJECTED|rv = unknown PKCS11 error \(0x200\)/);
+    expect(failed).toMatch(/policy_denied: vulnerable: blocked project \(vuln_id CVE-2099-1\)/);
   });
 });
 
