@@ -5,6 +5,7 @@
 #include <openssl/ec.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,21 @@ static X509 *make_cert(EVP_PKEY *subject_key, const char *cn, EVP_PKEY *issuer_k
   X509_NAME_add_entry_by_txt(n, "O", MBSTRING_ASC, (const unsigned char *)"signbridge tests", -1, -1, 0);
   X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
   X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer) : n);
+  /* Real-looking extensions, so that osslsigncode and jarsigner accept the chain. */
+  X509V3_CTX v3;
+  X509V3_set_ctx(&v3, issuer ? issuer : x, x, NULL, NULL, 0);
+  const char *exts[][2] = {
+      {"basicConstraints", issuer ? "critical,CA:FALSE" : "critical,CA:TRUE"},
+      {"keyUsage", issuer ? "critical,digitalSignature" : "critical,keyCertSign,cRLSign"},
+      {"extendedKeyUsage", issuer ? "codeSigning" : NULL},
+      {"subjectKeyIdentifier", "hash"},
+  };
+  for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+    if (!exts[i][1]) continue;
+    X509_EXTENSION *e = X509V3_EXT_conf(NULL, &v3, exts[i][0], exts[i][1]);
+    if (e) X509_add_ext(x, e, -1);
+    X509_EXTENSION_free(e);
+  }
   X509_sign(x, issuer_key, EVP_sha256());
   return x;
 }
