@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningDaemon } from '../../daemon/daemon.js';
+import { openUpstream, type RunningDaemon } from '../../daemon/daemon.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
@@ -28,6 +28,9 @@ const TENANTS: Record<string, KeySpec> = {
 
 const policy: PolicyEngine = {
   async evaluate(input) {
+    if (input.project === 'release') {
+      return { outcome: 'pending_approval', rule: 'release-approval', reason: 'releases need an approver' };
+    }
     if (input.project === 'blocked') {
       return { outcome: 'deny', rule: 'vulnerable', reason: 'blocked project', vulnId: 'CVE-2099-1' };
     }
@@ -40,6 +43,7 @@ describe.skipIf(!built)(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
   let daemon: RunningDaemon;
   const keys = new Map<string, { keyId: string; pemFile: string }>();
   let dir: string;
+  const pendingIds: string[] = [];
   // Asynchronous child processes: the daemon and the service answer from this process.
   const tool = (args: string[], env: NodeJS.ProcessEnv = {}) =>
     run('pkcs11-tool', ['--module', MODULE, ...args], {
@@ -73,7 +77,16 @@ describe.skipIf(!built)(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
       keys.set(tenant, { keyId: pub.body.key_id as string, pemFile });
       tenants.push({ tenantId: tenant, label: `${tenant} token`, apiKey: signer });
     }
-    daemon = await startTestDaemon(remoteConfig(url, tenants));
+    const config = remoteConfig(url, tenants);
+    // Watch the upstream for pending requests, so that the test can approve them like a person would.
+    const upstream = await openUpstream(config);
+    const original = upstream.pkcs11Sign.bind(upstream);
+    upstream.pkcs11Sign = async (input) => {
+      const result = await original(input);
+      if (result.kind === 'pending') pendingIds.push(result.requestId);
+      return result;
+    };
+    daemon = await startTestDaemon(config, { upstream });
     writeFileSync(join(dir, 'msg'), 'signed through the module');
   });
   afterAll(async () => {
@@ -125,6 +138,30 @@ describe.skipIf(!built)(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     // pkcs11-tool prints 0x200 without a name for CKR_FUNCTION_REJECTED.
     expect(failed).toMatch(/CKR_FUNCTION_REJECTED|rv = unknown PKCS11 error \(0x200\)/);
     expect(failed).toMatch(/policy_denied: vulnerable: blocked project \(vuln_id CVE-2099-1\)/);
+  });
+
+  it('a pending approval: C_Sign waits (POLL through the daemon) and returns the signature once approved', async () => {
+    const digest = join(dir, 'approve.digest');
+    await run('openssl', ['dgst', '-sha256', '-binary', '-out', digest, join(dir, 'msg')]);
+    const sig = join(dir, 'approve.sig');
+    const args = ['--token-label', 'e2e-p256 token', '--sign', '--id', id('e2e-p256'), '-m', 'ECDSA'];
+    const signing = tool([...args, '--signature-format', 'openssl', '--input-file', digest, '--output-file', sig], {
+      SIGNBRIDGE_PROJECT: 'release',
+      SIGNBRIDGE_APPROVAL_TIMEOUT: '60',
+      SIGNBRIDGE_POLL_INTERVAL_MS: '100',
+    });
+    const deadline = Date.now() + 20_000;
+    while (pendingIds.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(pendingIds).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 500)); // the module is polling now
+    const approver = await svc.apiKey('approver', 'e2e-p256');
+    const decided = await callAction(svc.app, approver, 'approve_sign', {
+      tenant_id: 'e2e-p256',
+      request_id: pendingIds[0],
+    });
+    expect(decided.status, JSON.stringify(decided.body)).toBe(200);
+    await signing;
+    expect(await verify('sha256', 'e2e-p256', sig)).toBe('Verified OK');
   });
 });
 
