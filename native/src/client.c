@@ -88,6 +88,8 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, char *why
     if (io != SBP11_IO_UNREACHABLE && io != SBP11_IO_BROKEN) break;
     if (attempt == 0) {
       SBP11_INFO("%s: %s; reconnecting once", what, why);
+      /* The other idle connections lead to the same dead daemon: drop them, so the retry really is fresh. */
+      if (io == SBP11_IO_BROKEN) sbp11_pool_drain();
       if (io == SBP11_IO_UNREACHABLE) usleep(200 * 1000); /* a restarting daemon needs a moment to listen */
     }
   }
