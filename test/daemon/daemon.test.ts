@@ -556,14 +556,18 @@ describe('socket', () => {
     }
   });
 
-  it('a client running as another user (nobody) is disconnected; the same client as root is served', async () => {
-    const dir = mkdtempSync('/tmp/sbd-peer-');
-    chmodSync(dir, 0o755);
-    const script = join(dir, 'client.cjs');
-    // Self-contained (nobody cannot read this repository): send HELLO, report what comes back.
-    writeFileSync(
-      script,
-      `const net = require('node:net');
+  // Switching to another uid needs root (and setpriv, from util-linux); elsewhere the allowedUids test above stands in.
+  const canSwitchUser = process.getuid?.() === 0 && existsSync('/usr/bin/setpriv');
+  it.skipIf(!canSwitchUser)(
+    'a client running as another user (nobody) is disconnected; the same client as root is served',
+    async () => {
+      const dir = mkdtempSync('/tmp/sbd-peer-');
+      chmodSync(dir, 0o755);
+      const script = join(dir, 'client.cjs');
+      // Self-contained (nobody cannot read this repository): send HELLO, report what comes back.
+      writeFileSync(
+        script,
+        `const net = require('node:net');
 const s = net.connect(process.argv[2]);
 let got = Buffer.alloc(0);
 s.on('connect', () => s.write(Buffer.from(process.argv[3], 'hex')));
@@ -571,33 +575,34 @@ s.on('data', (d) => { got = Buffer.concat([got, d]); if (got.length >= 4 && got.
 s.on('error', (e) => { console.log('ERROR ' + e.code); process.exit(0); });
 s.on('close', () => { console.log(got.length ? 'DATA ' + got.toString('hex') : 'CLOSED'); process.exit(0); });
 `,
-      { mode: 0o755 },
-    );
-    const hello = encodeMessage({ type: 'HELLO', versionMin: 1, versionMax: 1, client: 'nobody', pid: 1 }).toString(
-      'hex',
-    );
-    // Open the folders and the socket to everyone for this test, so only the SO_PEERCRED check stands in the way.
-    chmodSync(dirname(dirname(daemon.socketPath)), 0o711);
-    chmodSync(dirname(daemon.socketPath), 0o711);
-    chmodSync(daemon.socketPath, 0o666);
-    try {
-      // Asynchronously: the daemon under test runs in this very process.
-      const run = async (asNobody: boolean) => {
-        const argv = [process.execPath, script, daemon.socketPath, hello];
-        const [cmd, ...args] = asNobody
-          ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', ...argv]
-          : argv;
-        const { stdout } = await promisify(execFile)(cmd as string, args, { encoding: 'utf8', timeout: 20_000 });
-        return stdout.trim();
-      };
-      expect(await run(false)).toMatch(/^DATA [0-9a-f]{8}81/); // HELLO_OK
-      expect(await run(true)).toMatch(/^(CLOSED|ERROR ECONNRESET|ERROR EPIPE)$/);
-    } finally {
-      chmodSync(daemon.socketPath, 0o600);
-      chmodSync(dirname(daemon.socketPath), 0o700);
-      chmodSync(dirname(dirname(daemon.socketPath)), 0o700);
-    }
-  });
+        { mode: 0o755 },
+      );
+      const hello = encodeMessage({ type: 'HELLO', versionMin: 1, versionMax: 1, client: 'nobody', pid: 1 }).toString(
+        'hex',
+      );
+      // Open the folders and the socket to everyone for this test, so only the SO_PEERCRED check stands in the way.
+      chmodSync(dirname(dirname(daemon.socketPath)), 0o711);
+      chmodSync(dirname(daemon.socketPath), 0o711);
+      chmodSync(daemon.socketPath, 0o666);
+      try {
+        // Asynchronously: the daemon under test runs in this very process.
+        const run = async (asNobody: boolean) => {
+          const argv = [process.execPath, script, daemon.socketPath, hello];
+          const [cmd, ...args] = asNobody
+            ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', ...argv]
+            : argv;
+          const { stdout } = await promisify(execFile)(cmd as string, args, { encoding: 'utf8', timeout: 20_000 });
+          return stdout.trim();
+        };
+        expect(await run(false)).toMatch(/^DATA [0-9a-f]{8}81/); // HELLO_OK
+        expect(await run(true)).toMatch(/^(CLOSED|ERROR ECONNRESET|ERROR EPIPE)$/);
+      } finally {
+        chmodSync(daemon.socketPath, 0o600);
+        chmodSync(dirname(daemon.socketPath), 0o700);
+        chmodSync(dirname(dirname(daemon.socketPath)), 0o700);
+      }
+    },
+  );
 
   it('refuses a second daemon on a live socket, replaces a stale one, and removes its socket on close', async () => {
     const config = remoteConfig(url, [{ tenantId: 't-p256', apiKey: signers.get('t-p256') as string }]);
@@ -626,6 +631,7 @@ s.on('close', () => { console.log(got.length ? 'DATA ' + got.toString('hex') : '
     chmodSync(dir, 0o755);
     await expect(startTestDaemon(config)).rejects.toThrow(/mode 755/);
     chmodSync(dir, 0o700);
+    if (process.getuid?.() !== 0) return; // giving a folder away needs root
     chownSync(dir, 65534, 65534);
     await expect(startTestDaemon(config)).rejects.toThrow(/owned by uid 65534/);
   });
