@@ -386,7 +386,7 @@ static void *serve(void *arg) {
 
 static void *accept_loop(void *arg) {
   fake_daemon *d = arg;
-  while (d->running) {
+  while (__atomic_load_n(&d->running, __ATOMIC_ACQUIRE)) {
     struct pollfd p = {.fd = d->lfd, .events = POLLIN};
     if (poll(&p, 1, 50) <= 0) continue;
     int fd = accept(d->lfd, NULL, NULL);
@@ -417,14 +417,14 @@ int fd_listen(fake_daemon *d) {
     perror("fake daemon: listen");
     return -1;
   }
-  d->running = 1;
+  __atomic_store_n(&d->running, 1, __ATOMIC_RELEASE);
   pthread_create(&d->acceptor, NULL, accept_loop, d);
   return 0;
 }
 
 void fd_stop(fake_daemon *d) {
-  if (!d->running) return;
-  d->running = 0;
+  if (!__atomic_load_n(&d->running, __ATOMIC_ACQUIRE)) return;
+  __atomic_store_n(&d->running, 0, __ATOMIC_RELEASE);
   pthread_join(d->acceptor, NULL);
   close(d->lfd);
   d->lfd = -1;

@@ -24,7 +24,7 @@ typedef struct fd_key {
 typedef struct fake_daemon {
   char path[108];
   int lfd;
-  volatile int running;
+  int running; /* atomic */
   pthread_t acceptor;
   pthread_mutex_t mu;
   fd_key keys[FD_NKEYS];

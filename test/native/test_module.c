@@ -101,6 +101,14 @@ static int log_contains(const char *needle) {
   return found;
 }
 
+/* Sets a fake daemon control under its lock (its threads read them). */
+#define DSET(field, value)         \
+  do {                             \
+    pthread_mutex_lock(&D->mu);    \
+    D->field = (value);            \
+    pthread_mutex_unlock(&D->mu);  \
+  } while (0)
+
 static int dcount(int *counter) {
   pthread_mutex_lock(&D->mu);
   int v = *counter;
@@ -466,13 +474,13 @@ static void t_slots(void) {
   setenv("SIGNBRIDGE_SOCKET", sock, 1);
 
   /* The daemon answers LIST with an error: the slot says why. */
-  D->list_error = 3;
+  DSET(list_error, 3);
   init();
   CHECK_RV(F->C_GetSlotList(CK_FALSE, NULL, &n), CKR_OK);
   CHECK(n == 1);
   CHECK_RV(F->C_GetSlotInfo(0, &si), CKR_OK);
   CHECK(!memcmp(si.slotDescription, "signbridge: UNAUTHENTICATED", 27));
-  D->list_error = 0;
+  DSET(list_error, 0);
   fin();
 }
 
@@ -886,12 +894,12 @@ static void t_daemon_errors(void) {
   CHECK(log_contains("POLICY_DENIED: injected failure 4; request id req-"));
   sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
   /* A signature of the wrong length is refused. */
-  D->short_sig_next = 1;
+  DSET(short_sig_next, 1);
   CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
   siglen = sizeof(sig);
   CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
   /* A malformed answer closes the connection; nothing is retried, the next signature works. */
-  D->garbage_next = 1;
+  DSET(garbage_next, 1);
   CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
   CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
   CHECK(log_contains("protocol error"));
@@ -902,7 +910,7 @@ static void t_daemon_errors(void) {
   init();
   h = open_session("ECC_NIST_P256");
   key = find_one(h, CKO_PRIVATE_KEY);
-  D->delay_ms = 2500;
+  DSET(delay_ms, 2500);
   CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -911,7 +919,7 @@ static void t_daemon_errors(void) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   CHECK(took > 0.9 && took < 2.0);
-  D->delay_ms = 0;
+  DSET(delay_ms, 0);
   sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
   fin();
   unsetenv("SIGNBRIDGE_TIMEOUT");
@@ -930,7 +938,7 @@ static void t_restart(void) {
   CHECK(log_contains("reconnecting once"));
   /* The daemon drops the connection in the middle of a request: retried once on a fresh connection. */
   int signs = dcount(&D->signs);
-  D->drop_next = 1;
+  DSET(drop_next, 1);
   sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
   CHECK(dcount(&D->signs) == signs + 2);
   /* The daemon is gone: CKR_DEVICE_ERROR, and the session survives for when it is back. */
@@ -952,15 +960,15 @@ static void t_restart(void) {
 static void t_pending(void) {
   init();
   /* Pending, polled three times, then signed. */
-  D->pending_polls = 3;
-  D->pending_outcome = 0;
+  DSET(pending_polls, 3);
+  DSET(pending_outcome, 0);
   int polls = dcount(&D->polls);
   sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
   CHECK(dcount(&D->polls) == polls + 3);
   CHECK(log_contains("waits for approval: request id req-"));
   /* Pending, then rejected by an approver. */
-  D->pending_polls = 1;
-  D->pending_outcome = 9;
+  DSET(pending_polls, 1);
+  DSET(pending_outcome, 9);
   CK_SESSION_HANDLE h = open_session("RSA_2048");
   CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
   CK_MECHANISM m = {CKM_SHA512_RSA_PKCS, NULL, 0};
@@ -973,15 +981,15 @@ static void t_pending(void) {
   /* Never approved within SIGNBRIDGE_APPROVAL_TIMEOUT. */
   setenv("SIGNBRIDGE_APPROVAL_TIMEOUT", "1", 1);
   init();
-  D->pending_polls = 1000000;
-  D->pending_outcome = 0;
+  DSET(pending_polls, 1000000);
+  DSET(pending_outcome, 0);
   h = open_session("RSA_2048");
   key = find_one(h, CKO_PRIVATE_KEY);
   CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
   siglen = sizeof(sig);
   CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_FUNCTION_REJECTED);
   CHECK(log_contains("was not approved within 1 s"));
-  D->pending_polls = 0;
+  DSET(pending_polls, 0);
   fin();
   unsetenv("SIGNBRIDGE_APPROVAL_TIMEOUT");
 }
