@@ -8,6 +8,7 @@ import autocannon from 'autocannon';
 import { packagePath } from '../src/paths.js';
 import { runCli, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
+import { measurePaths } from './paths.js';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 8);
 interface Row {
@@ -128,6 +129,25 @@ const cpu = cpus()[0]?.model ?? 'unknown CPU';
 const measured = `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} × ${cpu}, Node ${process.version}, ${seconds} s per row.`;
 const section = `<!-- bench:service:start -->\n${measured}\n\n${table}\n\nAgainst the aims:\n${goals.map((g) => `- ${g}`).join('\n')}\n<!-- bench:service:end -->`;
 
+log('the bridge paths (C client build/native/sbp11_bench)');
+const paths = await measurePaths(seconds);
+const pathTable = [
+  '| path | key | threads | signatures/s | p50 ms | p99 ms |',
+  '|---|---|---|---|---|---|',
+  ...paths.map(
+    (r) => `| ${r.path} | ${r.key} | ${r.threads} | ${fmt(r.perSecond)} | ${fmt(r.p50Ms, 3)} | ${fmt(r.p99Ms, 2)} |`,
+  ),
+].join('\n');
+const pathAt = (prefix: string, key: string, threads: number) =>
+  paths.find((r) => r.path.startsWith(prefix) && r.key === key && r.threads === threads);
+const direct = (key: string) => pathAt('SoftHSM direct', key, 1)?.p50Ms ?? Number.NaN;
+const pathGoals = ['RSA_2048', 'ECC_NIST_P256'].flatMap((key) => [
+  `${key} latency added per signature at 1 thread: in-process bridge ${fmt((pathAt('signbridge module -> daemon (in-process)', key, 1)?.p50Ms ?? Number.NaN) - direct(key), 3)} ms vs p11-kit ${fmt((pathAt('p11-kit', key, 1)?.p50Ms ?? Number.NaN) - direct(key), 3)} ms (aim: less than p11-kit)`,
+  `${key} full path (module -> daemon -> service) at 1 thread: ${fmt(pathAt('signbridge module -> daemon -> service', key, 1)?.perSecond)} signatures/s (aim ${key === 'RSA_2048' ? '900' : '3,000'})`,
+]);
+const pathSection = `<!-- bench:paths:start -->\n${measured}\n\n${pathTable}\n\nAgainst the aims:\n${pathGoals.map((g) => `- ${g}`).join('\n')}\n<!-- bench:paths:end -->`;
+process.stdout.write(`\n${pathTable}\n\n${pathGoals.join('\n')}\n`);
+
 const docPath = packagePath('docs', 'benchmarks.md');
 let doc: string;
 try {
@@ -136,6 +156,9 @@ try {
   doc = '# Benchmarks\n\n<!-- bench:service:start -->\n<!-- bench:service:end -->\n';
 }
 doc = doc.replace(/<!-- bench:service:start -->[\s\S]*<!-- bench:service:end -->/, section);
+if (!doc.includes('<!-- bench:paths:start -->'))
+  doc += '\n## The bridge paths\n\n<!-- bench:paths:start -->\n<!-- bench:paths:end -->\n';
+doc = doc.replace(/<!-- bench:paths:start -->[\s\S]*<!-- bench:paths:end -->/, pathSection);
 writeFileSync(docPath, doc);
 process.stdout.write(`${measured}\n\n${table}\n\n${goals.join('\n')}\n`);
 log(`wrote ${docPath}`);

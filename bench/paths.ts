@@ -1,0 +1,202 @@
+// The bridge's four paths, measured by one C client (build/native/sbp11_bench) at 1 and 2 threads:
+//   1. SoftHSM direct;
+//   2. p11-kit-client.so -> `p11-kit server` -> SoftHSM (the peer forwarder);
+//   3. libsignbridge-pkcs11.so -> daemon, in-process mode -> SoftHSM;
+//   4. libsignbridge-pkcs11.so -> daemon -> service over HTTP -> SoftHSM.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MODULE_PATH } from '../src/cli/module-path.js';
+import { findSoftHsmModule } from '../src/keys/softhsm.js';
+import { packagePath } from '../src/paths.js';
+import { CLI, runCli, startServerProcess } from '../test/helpers/cli.js';
+import { makeTempDir } from '../test/helpers/service.js';
+
+export interface PathRow {
+  path: string;
+  key: 'RSA_2048' | 'ECC_NIST_P256';
+  threads: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+const BENCH = packagePath('build', 'native', 'sbp11_bench');
+const P11KIT_CLIENT = '/usr/lib/x86_64-linux-gnu/pkcs11/p11-kit-client.so';
+const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
+
+function measure(
+  path: string,
+  module: string,
+  token: string,
+  pin: string,
+  kind: 'rsa' | 'ec',
+  seconds: number,
+  env: NodeJS.ProcessEnv,
+): PathRow[] {
+  const rows: PathRow[] = [];
+  for (const threads of [1, 2]) {
+    log(`${path}: ${kind}, ${threads} thread(s)`);
+    const out = execFileSync(BENCH, [module, token, pin, kind, String(seconds), String(threads)], {
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+    });
+    const r = JSON.parse(out) as { perSecond: number; p50Ms: number; p99Ms: number };
+    rows.push({ path, key: kind === 'rsa' ? 'RSA_2048' : 'ECC_NIST_P256', threads, ...r });
+  }
+  return rows;
+}
+
+async function waitForFile(path: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!existsSync(path)) {
+    if (Date.now() > deadline) throw new Error(`${path} did not appear`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await new Promise((r) => setTimeout(r, 200));
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+export async function measurePaths(seconds: number): Promise<PathRow[]> {
+  if (!existsSync(BENCH) || !existsSync(MODULE_PATH)) throw new Error('build the native code first (scripts/setup.sh)');
+  const rows: PathRow[] = [];
+  const softhsm = findSoftHsmModule();
+
+  // 1 and 2: a SoftHSM token of its own, keys made by pkcs11-tool.
+  const dir = makeTempDir('sb-paths-');
+  mkdirSync(join(dir, 'tokens'), { mode: 0o700 });
+  writeFileSync(
+    join(dir, 'softhsm2.conf'),
+    `directories.tokendir = ${join(dir, 'tokens')}\nobjectstore.backend = file\nlog.level = ERROR\n`,
+  );
+  const hsmEnv = { SOFTHSM2_CONF: join(dir, 'softhsm2.conf') };
+  const run = (cmd: string, args: string[]) =>
+    execFileSync(cmd, args, { env: { ...process.env, ...hsmEnv }, stdio: 'ignore' });
+  run('softhsm2-util', ['--init-token', '--free', '--label', 'bench', '--pin', '1234', '--so-pin', '5678']);
+  const p11 = ['--module', softhsm, '--token-label', 'bench', '--login', '--pin', '1234', '--keypairgen'];
+  run('pkcs11-tool', [...p11, '--key-type', 'rsa:2048', '--label', 'rsa', '--id', '01']);
+  run('pkcs11-tool', [...p11, '--key-type', 'EC:prime256v1', '--label', 'ec', '--id', '02']);
+  for (const kind of ['rsa', 'ec'] as const)
+    rows.push(...measure('SoftHSM direct', softhsm, 'bench', '1234', kind, seconds, hsmEnv));
+
+  const p11sock = join(dir, 'p11kit.sock');
+  const p11kit = spawn('p11-kit', ['server', '-f', '-n', p11sock, '--provider', softhsm, 'pkcs11:token=bench'], {
+    env: { ...process.env, ...hsmEnv },
+    stdio: 'ignore',
+  });
+  try {
+    await waitForFile(p11sock);
+    for (const kind of ['rsa', 'ec'] as const) {
+      rows.push(
+        ...measure('p11-kit-client -> p11-kit server -> SoftHSM', P11KIT_CLIENT, 'bench', '1234', kind, seconds, {
+          P11_KIT_SERVER_ADDRESS: `unix:path=${p11sock}`,
+        }),
+      );
+    }
+  } finally {
+    await stop(p11kit);
+  }
+
+  // 3 and 4: the embedded service's data dir, one tenant per key spec.
+  const dataDir = join(dir, 'svc');
+  const server = await startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+  const operator = runCli(['admin', 'api-key', 'create', '--data-dir', dataDir, '--role', 'operator']).stdout.trim();
+  const keys: Record<string, string> = {};
+  for (const [tenant, spec] of [
+    ['bench-rsa', 'RSA_2048'],
+    ['bench-ec', 'ECC_NIST_P256'],
+  ] as const) {
+    const res = await fetch(`${server.url}/v1/create_tenant`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${operator}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'create_tenant', tenant_id: tenant, key_spec: spec }),
+    });
+    if (res.status !== 201) throw new Error(`create_tenant: ${await res.text()}`);
+    keys[tenant] = runCli([
+      'admin',
+      'api-key',
+      'create',
+      '--data-dir',
+      dataDir,
+      '--role',
+      'signer',
+      '--tenant',
+      tenant,
+    ]).stdout.trim();
+    writeFileSync(join(dir, `${tenant}.key`), `${keys[tenant]}\n`, { mode: 0o600 });
+  }
+
+  const remoteSock = join(makeTempDir('sbp-'), 'run', 'd.sock');
+  writeFileSync(
+    join(dir, 'daemon.yaml'),
+    `socket: ${remoteSock}\nlogLevel: warn\nservice:\n  url: ${server.url}\ntenants:\n  - id: bench-rsa\n    apiKeyFile: ${join(dir, 'bench-rsa.key')}\n  - id: bench-ec\n    apiKeyFile: ${join(dir, 'bench-ec.key')}\n`,
+  );
+  const remote = spawn(process.execPath, [CLI, 'daemon', '--config', join(dir, 'daemon.yaml')], { stdio: 'ignore' });
+  try {
+    await waitForFile(remoteSock);
+    for (const [tenant, kind] of [
+      ['bench-rsa', 'rsa'],
+      ['bench-ec', 'ec'],
+    ] as const) {
+      rows.push(
+        ...measure(
+          'signbridge module -> daemon -> service (HTTP) -> SoftHSM',
+          MODULE_PATH,
+          tenant,
+          '0000',
+          kind,
+          seconds,
+          {
+            SIGNBRIDGE_SOCKET: remoteSock,
+          },
+        ),
+      );
+    }
+  } finally {
+    await stop(remote);
+    await server.stop();
+  }
+
+  const localSock = join(makeTempDir('sbp-'), 'run', 'd.sock');
+  const local = spawn(
+    process.execPath,
+    [
+      CLI,
+      'daemon',
+      '--in-process',
+      dataDir,
+      '--socket',
+      localSock,
+      '--tenant',
+      'bench-rsa',
+      '--tenant',
+      'bench-ec',
+      '--log-level',
+      'warn',
+    ],
+    { stdio: 'ignore' },
+  );
+  try {
+    await waitForFile(localSock);
+    for (const [tenant, kind] of [
+      ['bench-rsa', 'rsa'],
+      ['bench-ec', 'ec'],
+    ] as const) {
+      rows.push(
+        ...measure('signbridge module -> daemon (in-process) -> SoftHSM', MODULE_PATH, tenant, '0000', kind, seconds, {
+          SIGNBRIDGE_SOCKET: localSock,
+        }),
+      );
+    }
+  } finally {
+    await stop(local);
+  }
+  return rows;
+}
