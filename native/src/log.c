@@ -34,7 +34,9 @@ void sbp11_log_init(void) {
     if (colon && (level = parse_level(v, (size_t)(colon - v))) > 0) {
       path = colon + 1;
     } else if ((level = parse_level(v, strlen(v))) == 0) {
-      level = SBP11_LOG_INFO, path = v; /* a bare path */
+      /* A path must contain a '/': SIGNBRIDGE_LOG=1 or =true means "info to stderr", never a file named "1". */
+      level = SBP11_LOG_INFO;
+      if (strchr(v, '/')) path = v;
     }
     if (path && *path) {
       log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);

@@ -1,6 +1,7 @@
 /* Diagnostics. Nothing is ever written to stdout; nothing at all unless SIGNBRIDGE_LOG asks:
  *   SIGNBRIDGE_LOG=error|warn|info|debug        that level and above, to stderr
- *   SIGNBRIDGE_LOG=/path/file                   info and above, appended to the file
+ *   SIGNBRIDGE_LOG=/path/file                   info and above, appended to the file (a path has a '/')
+ *   SIGNBRIDGE_LOG=1 (any other value)          info and above, to stderr
  *   SIGNBRIDGE_LOG=debug:/path/file             both */
 #ifndef SBP11_LOG_H
 #define SBP11_LOG_H
