@@ -1,13 +1,13 @@
 // `signbridge daemon`, `status` and `module-path` as a user runs them: the compiled CLI in child processes,
 // against the real service (this file's SoftHSM token) over HTTP.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { CLI, runCli } from '../helpers/cli.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
-import { ensurePeercredBuilt, tempSocketPath } from './helpers.js';
+import { ensurePeercredBuilt, tempDir, tempSocketPath } from './helpers.js';
 
 let svc: TestService;
 let url: string;
@@ -25,7 +25,7 @@ beforeAll(async () => {
     const res = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: tenant, key_spec: spec });
     expect(res.status).toBe(201);
   }
-  dir = mkdtempSync('/tmp/sbd-cli-');
+  dir = tempDir('sbd-cli-');
   keyFile = join(dir, 'api-key');
   writeFileSync(keyFile, `${await svc.apiKey('signer', 'acme')}\n`, { mode: 0o600 });
   writeFileSync(join(dir, 'beta-key'), `${await svc.apiKey('signer', 'beta')}\n`, { mode: 0o600 });

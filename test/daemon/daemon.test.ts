@@ -2,7 +2,7 @@
 // Unix socket with the TypeScript codec as the client.
 import { execFile, execFileSync } from 'node:child_process';
 import { createPublicKey, verify } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -17,7 +17,7 @@ import { algorithmInfo, algorithmsForKey, type KeySpec, type SigningAlgorithm } 
 import type { PolicyEngine, PolicyInput } from '../../src/policy/policy.js';
 import { digestOf } from '../helpers/crypto.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
-import { ensurePeercredBuilt, remoteConfig, startTestDaemon } from './helpers.js';
+import { ensurePeercredBuilt, remoteConfig, startTestDaemon, tempDir } from './helpers.js';
 
 const SPECS: Record<string, KeySpec> = {
   't-rsa': 'RSA_2048',
@@ -234,7 +234,7 @@ describe('SIGN', () => {
   it('passes CTX fields and the SBOM file to the policy; a denial is POLICY_DENIED with the vulnerability', async () => {
     const client = await session();
     const { key } = await listed(client, 't-policy');
-    const dir = mkdtempSync('/tmp/sbd-sbom-');
+    const dir = tempDir('sbd-sbom-');
     const sbomPath = join(dir, 'sbom.json');
     const sbom = JSON.stringify({ bomFormat: 'CycloneDX', specVersion: '1.5', components: [] });
     writeFileSync(sbomPath, sbom);
@@ -561,7 +561,7 @@ describe('socket', () => {
   it.skipIf(!canSwitchUser)(
     'a client running as another user (nobody) is disconnected; the same client as root is served',
     async () => {
-      const dir = mkdtempSync('/tmp/sbd-peer-');
+      const dir = tempDir('sbd-peer-');
       chmodSync(dir, 0o755);
       const script = join(dir, 'client.cjs');
       // Self-contained (nobody cannot read this repository): send HELLO, report what comes back.

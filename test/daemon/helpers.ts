@@ -1,7 +1,8 @@
 // Shared setup for the daemon tests: the peer-credential addon, temp socket folders, a daemon on a real socket.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { afterAll } from 'vitest';
 import type { DaemonConfig } from '../../daemon/config.js';
 import { type ApiKeySource, apiKeyFromEnv } from '../../daemon/credentials.js';
 import { type RunningDaemon, type StartDaemonOptions, startDaemon } from '../../daemon/daemon.js';
@@ -35,10 +36,22 @@ export function ensurePeercredBuilt(): void {
   if (!existsSync(PEERCRED_ADDON_PATH)) throw new Error(`peercred addon missing after build: ${PEERCRED_ADDON_PATH}`);
 }
 
-/** A short socket path (sun_path is 108 bytes) in a fresh private temp folder. */
+const tempDirs: string[] = [];
+// Registered while the importing test file is collected, so it runs after that file's own afterAll hooks.
+afterAll(() => {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh private folder under /tmp (short paths: sun_path is 108 bytes), removed when the test file ends. */
+export function tempDir(prefix = 'sbd-'): string {
+  const dir = mkdtempSync(join('/tmp', prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+
+/** A socket path in a fresh private temp folder; the daemon creates the `run` folder itself. */
 export function tempSocketPath(): string {
-  const dir = mkdtempSync(join('/tmp', 'sbd-'));
-  return join(dir, 'run', 'daemon.sock');
+  return join(tempDir(), 'run', 'daemon.sock');
 }
 
 export const keySource = (token: string): ApiKeySource => apiKeyFromEnv(token);

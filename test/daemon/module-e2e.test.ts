@@ -3,7 +3,7 @@
 // until the C module is built.
 import { execFile } from 'node:child_process';
 import { createPublicKey } from 'node:crypto';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import { MODULE_PATH } from '../../src/cli/module-path.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
-import { ensurePeercredBuilt, remoteConfig, startTestDaemon } from './helpers.js';
+import { ensurePeercredBuilt, remoteConfig, startTestDaemon, tempDir } from './helpers.js';
 
 const run = promisify(execFile);
 // SIGNBRIDGE_TEST_PKCS11_MODULE: a module built elsewhere (e.g. a sanitizer build) instead of build/native.
@@ -60,7 +60,7 @@ describe.skipIf(!built)(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
 
   beforeAll(async () => {
     ensurePeercredBuilt();
-    dir = mkdtempSync('/tmp/sbd-e2e-');
+    dir = tempDir('sbd-e2e-');
     svc = await startTestService({ policy });
     const url = await svc.app.listen({ host: '127.0.0.1', port: 0 });
     const tenants = [];

@@ -2,7 +2,7 @@
 // credentials, certificates, the key cache and the request handler against a scripted upstream.
 import { execFileSync } from 'node:child_process';
 import { createPrivateKey, generateKeyPairSync, sign as nodeSign, randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -28,8 +28,9 @@ import {
 } from '../../daemon/upstream/upstream.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { ecdsaRawToDer } from '../../src/crypto/encoding.js';
+import { tempDir } from './helpers.js';
 
-const tmp = () => mkdtempSync('/tmp/sbd-unit-');
+const tmp = () => tempDir('sbd-unit-');
 
 describe('ecdsaDerToRaw', () => {
   it.each([
