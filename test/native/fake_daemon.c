@@ -251,8 +251,8 @@ static int handle_sign(fake_daemon *d, int fd, const sbw_msg *m) {
   copy_str(&m->body, SBW_T_CTX_ARTIFACT_TYPE, d->last_artifact_type, sizeof(d->last_artifact_type));
   copy_str(&m->body, SBW_T_CTX_ARTIFACT_VERSION, d->last_artifact_version, sizeof(d->last_artifact_version));
   copy_str(&m->body, SBW_T_CTX_SBOM_PATH, d->last_sbom, sizeof(d->last_sbom));
-  int delay = d->delay_ms, drop = d->drop_next, garbage = d->garbage_next;
-  d->drop_next = d->garbage_next = 0;
+  int delay = d->delay_ms, drop = d->drop_next, garbage = d->garbage_next, wrong = d->wrong_type_next;
+  d->drop_next = d->garbage_next = d->wrong_type_next = 0;
   uint32_t fail = 0;
   char fail_msg[128];
   if (d->fail_count > 0) {
@@ -271,6 +271,7 @@ static int handle_sign(fake_daemon *d, int fd, const sbw_msg *m) {
     (void)w;
     return -1;
   }
+  if (wrong) return handle_list(d, fd);
   char rid[40];
   snprintf(rid, sizeof(rid), "req-%04d", reqno);
   if (fail) return send_error(fd, fail, fail_msg, rid);

@@ -46,6 +46,7 @@ typedef struct fake_daemon {
   int drop_next;      /* close the connection instead of answering the next SIGN */
   int garbage_next;   /* answer the next SIGN with a malformed frame */
   int short_sig_next; /* answer the next SIGN with a signature one byte short */
+  int wrong_type_next; /* answer the next SIGN with a well-formed LIST_OK */
   int list_error;     /* answer LIST with ERROR(status) */
   /* What happened. */
   int hellos, lists, signs, polls, accepted;

@@ -295,8 +295,27 @@ static void t_interfaces(void) {
   CHECK_RV(gfl(&fl), CKR_OK);
   CHECK(fl && fl->version.major == 2 && fl->version.minor == 40);
   CHECK_RV(gfl(NULL), CKR_ARGUMENTS_BAD);
-  /* The 2.40 list works on its own. */
+  /* The 2.40 list works on its own, signatures included. */
   CHECK_RV(fl->C_Initialize(NULL), CKR_OK);
+  {
+    CK_SESSION_HANDLE h;
+    CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+    CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}};
+    CK_OBJECT_HANDLE key = 0;
+    CK_ULONG nk = 0;
+    CHECK_RV(fl->C_OpenSession(slot_of("ECC_NIST_P256"), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+    CHECK_RV(fl->C_FindObjectsInit(h, t, 1), CKR_OK);
+    CHECK_RV(fl->C_FindObjects(h, &key, 1, &nk), CKR_OK);
+    CHECK_RV(fl->C_FindObjectsFinal(h), CKR_OK);
+    CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
+    uint8_t sig[64], dg[32];
+    CK_ULONG siglen = sizeof(sig);
+    unsigned dl;
+    CHECK_RV(fl->C_SignInit(h, &m, key), CKR_OK);
+    CHECK_RV(fl->C_Sign(h, (CK_BYTE_PTR) "2.40", 4, sig, &siglen), CKR_OK);
+    EVP_Digest("2.40", 4, dg, &dl, EVP_sha256(), NULL);
+    CHECK(verify_digest(fd_key_by_spec(D, "ECC_NIST_P256"), V_ECDSA, EVP_sha256(), dg, 32, sig, siglen));
+  }
   CK_INFO info;
   CHECK_RV(fl->C_GetInfo(&info), CKR_OK);
   CHECK(info.cryptokiVersion.major == 2 && info.cryptokiVersion.minor == 40);
@@ -904,6 +923,13 @@ static void t_daemon_errors(void) {
   CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
   CHECK(log_contains("protocol error"));
   sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  /* A well-formed answer of the wrong type is a protocol error too. */
+  DSET(wrong_type_next, 1);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  CHECK(log_contains("protocol error: LIST_OK in answer to SIGN"));
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
   fin();
   /* A daemon that does not answer in time (SIGNBRIDGE_TIMEOUT=1). */
   setenv("SIGNBRIDGE_TIMEOUT", "1", 1);
@@ -957,7 +983,16 @@ static void t_restart(void) {
   fin();
 }
 
+static void *restart_soon(void *unused) {
+  (void)unused;
+  usleep(50 * 1000); /* mid-wait: the module polls every 20 ms */
+  fd_stop(D);
+  if (fd_listen(D) != 0) failures++;
+  return NULL;
+}
+
 static void t_pending(void) {
+  int accepted;
   init();
   /* Pending, polled three times, then signed. */
   DSET(pending_polls, 3);
@@ -966,6 +1001,14 @@ static void t_pending(void) {
   sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
   CHECK(dcount(&D->polls) == polls + 3);
   CHECK(log_contains("waits for approval: request id req-"));
+  /* The daemon restarts while C_Sign waits for approval: polling carries on on a new connection. */
+  DSET(pending_polls, 6);
+  pthread_t restarter;
+  pthread_create(&restarter, NULL, restart_soon, NULL);
+  accepted = dcount(&D->accepted);
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
+  pthread_join(restarter, NULL);
+  CHECK(dcount(&D->accepted) > accepted);
   /* Pending, then rejected by an approver. */
   DSET(pending_polls, 1);
   DSET(pending_outcome, 9);
