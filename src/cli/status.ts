@@ -35,9 +35,10 @@ export async function daemonStatus(socket: string): Promise<StatusReport> {
     const list = await client.request({ type: 'LIST' });
     if (list.type !== 'LIST_OK') {
       report.error = describeError(list);
-      if (list.type === 'ERROR' && (list.status === WireStatus.UNAVAILABLE || list.status === WireStatus.TIMEOUT)) {
-        report.service = 'unreachable';
-      }
+      // Any other error (bad credentials, forbidden, ...) came from a service that answered.
+      const unreachable =
+        list.type === 'ERROR' && (list.status === WireStatus.UNAVAILABLE || list.status === WireStatus.TIMEOUT);
+      report.service = unreachable ? 'unreachable' : 'reachable';
       return report;
     }
     report.service = 'reachable';
@@ -90,6 +91,6 @@ export function registerStatusCommand(program: Command): void {
     .action(async (opts: { socket?: string; json?: boolean }) => {
       const report = await daemonStatus(opts.socket ?? defaultSocketPath());
       process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
-      if (report.daemon !== 'reachable' || report.service !== 'reachable') process.exitCode = 1;
+      if (report.daemon !== 'reachable' || report.service !== 'reachable' || report.error) process.exitCode = 1;
     });
 }

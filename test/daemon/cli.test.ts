@@ -147,6 +147,30 @@ describe('signbridge daemon + status', () => {
     expect(none.stdout).toMatch(/daemon: {2}unreachable/);
   });
 
+  it('status says so when the service refuses the credentials (reachable, but exit code 1)', async () => {
+    const socket = tempSocketPath();
+    const revoked = join(dir, 'revoked-key');
+    writeFileSync(revoked, 'sbk_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n', { mode: 0o600 });
+    const daemon = await startDaemonProcess([
+      '--socket',
+      socket,
+      '--service-url',
+      url,
+      '--tenant',
+      'acme',
+      '--api-key-file',
+      revoked,
+    ]);
+    try {
+      const status = await runCliAsync(['status', '--socket', socket]);
+      expect(status.code).toBe(1);
+      expect(status.stdout).toMatch(/service: reachable/);
+      expect(status.stdout).toMatch(/error: {3}UNAUTHENTICATED: unauthorized: API key is invalid or revoked/);
+    } finally {
+      await daemon.stop();
+    }
+  });
+
   it('refuses an API key file readable by others, and a config without tenants', () => {
     const loose = join(dir, 'loose-key');
     writeFileSync(loose, 'sbk_x\n', { mode: 0o644 });
