@@ -429,7 +429,7 @@ export class SigningService {
         kind: 'pending',
         requestId,
         status: decision.outcome,
-        message: `${decision.rule}: ${decision.reason}; collect the signature with request_id ${requestId}`,
+        message: `${decision.rule}: ${decision.reason}${digestNote(decision)}; collect the signature with request_id ${requestId}`,
       };
     }
     return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about);
@@ -505,8 +505,13 @@ function lastReason(request: PendingRequestRecord): string {
 }
 
 function denial(decision: PolicyDecision & { outcome: 'deny' }): ApiError {
-  return new ApiError('policy_denied', `${decision.rule}: ${decision.reason}`, {
+  return new ApiError('policy_denied', `${decision.rule}: ${decision.reason}${digestNote(decision)}`, {
     ...(decision.vulnId !== undefined && { vuln_id: decision.vulnId }),
     ...(decision.fixVersion !== undefined && { fix_version: decision.fixVersion }),
   });
+}
+
+/** The decision names what it saw: the digest of its inputs, also kept in the audit log. */
+function digestNote(decision: PolicyDecision): string {
+  return decision.inputsDigest ? ` [inputs ${decision.inputsDigest}]` : '';
 }

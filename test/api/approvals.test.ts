@@ -67,6 +67,7 @@ describe('approval workflow', () => {
     expect(prod.status).toBe(202);
     expect(prod.body.status).toBe('pending_approval');
     expect(prod.body.message).toContain('environment-approval');
+    expect(prod.body.message).toMatch(/\[inputs sha256:[0-9a-f]{64}\]/);
   });
 
   it('runs the whole life cycle: pending, collect (202), approve (signature), collect (200)', async () => {

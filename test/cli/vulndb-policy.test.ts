@@ -86,6 +86,10 @@ describe('SBOM gating against the imported OSV database', () => {
       vuln_id: 'GHSA-36p3-wjmg-h94x',
       fix_version: '5.3.18',
     });
+    const digest = /\[inputs (sha256:[0-9a-f]{64})\]/.exec(denied.body.reason as string)?.[1];
+    expect(digest).toBeDefined();
+    const audit = runCli(['admin', 'audit', 'export', '--data-dir', dataDir]).stdout;
+    expect(audit).toContain(`"inputs_digest":"${digest}"`);
     expect(denied.body.reason).toMatch(
       /^sbom-vulnerable: pkg:maven\/org\.springframework\/spring-\w+@5\.3\.17 is affected by GHSA-36p3-wjmg-h94x \(\w+\); fixed in 5\.3\.18/,
     );
