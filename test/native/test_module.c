@@ -266,6 +266,11 @@ static void sign_ok(const char *spec, CK_MECHANISM_TYPE mech) {
 
 /* ---- tests ---- */
 
+typedef struct thread_arg {
+  int index, ok, total;
+} thread_arg;
+static void *signer(void *p);
+
 static void t_interfaces(void) {
   CK_C_GetInterfaceList gil = (CK_C_GetInterfaceList)dlsym(lib, "C_GetInterfaceList");
   CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(lib, "C_GetInterface");
@@ -962,6 +967,22 @@ static void t_restart(void) {
   sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
   CHECK(dcount(&D->accepted) == accepted + 1);
   CHECK(log_contains("reconnecting once"));
+  /* Several idle connections in the pool, all dead after a restart: the one retry still reaches the new daemon. */
+  {
+    enum { NT = 4 };
+    pthread_t th[NT];
+    thread_arg args[NT];
+    for (int i = 0; i < NT; i++) {
+      args[i] = (thread_arg){1, 0, 0}; /* all on the P-256 token, at the same time: one connection each */
+      pthread_create(&th[i], NULL, signer, &args[i]);
+    }
+    for (int i = 0; i < NT; i++) pthread_join(th[i], NULL);
+    CHECK(dcount(&D->accepted) >= accepted + 2);
+    fd_stop(D);
+    REQUIRE(fd_listen(D) == 0);
+    sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+    sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
+  }
   /* The daemon drops the connection in the middle of a request: retried once on a fresh connection. */
   int signs = dcount(&D->signs);
   DSET(drop_next, 1);
@@ -1113,10 +1134,6 @@ static void t_operation_state(void) {
   CHECK_RV(F->C_SetOperationState(e, state, len, 0, 0), CKR_SAVED_STATE_INVALID);
   fin();
 }
-
-typedef struct thread_arg {
-  int index, ok, total;
-} thread_arg;
 
 static void *signer(void *p) {
   thread_arg *ta = p;
