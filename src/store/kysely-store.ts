@@ -116,7 +116,7 @@ function toTenant(row: Database['tenants']): TenantRecord {
   return { id: row.id, currentKeyId: row.current_key_id, createdAt: row.created_at };
 }
 
-function toKey(row: Database['keys']): KeyRecord {
+export function toKey(row: Database['keys']): KeyRecord {
   return {
     id: row.id,
     tenantId: row.tenant_id,
@@ -177,7 +177,7 @@ function toException(row: Database['policy_exceptions']): ExceptionRecord {
   };
 }
 
-function toApiKey(row: Database['api_keys']): ApiKeyRecord {
+export function toApiKey(row: Database['api_keys']): ApiKeyRecord {
   return {
     id: row.id,
     secretHash: row.secret_hash,

@@ -1,7 +1,8 @@
 import { closeSync, openSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
-import { type Database, KyselyStore } from './kysely-store.js';
+import { type Database, KyselyStore, toApiKey, toKey } from './kysely-store.js';
+import type { ApiKeyRecord, KeyRecord } from './store.js';
 
 const STATEMENT_CACHE_SIZE = 256;
 
@@ -25,6 +26,39 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
   };
 }
 
+/**
+ * The two reads every signature makes (the caller's API key, the tenant's current key) as prepared statements:
+ * Kysely's query building costs more than SQLite's lookup on this path. Same SQL as KyselyStore's; every other
+ * query stays there.
+ */
+class SqliteStore extends KyselyStore {
+  private apiKeyById?: BetterSqlite3.Statement<[string], Database['api_keys']>;
+  private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
+
+  constructor(
+    db: Kysely<Database>,
+    description: string,
+    private readonly sqlite: BetterSqlite3.Database,
+  ) {
+    super(db, description);
+  }
+
+  // Prepared on first use: the tables exist only after migrate().
+  override async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
+    this.apiKeyById ??= this.sqlite.prepare('SELECT * FROM api_keys WHERE id = ?');
+    const row = this.apiKeyById.get(id);
+    return row && toApiKey(row);
+  }
+
+  override async getCurrentKey(tenantId: string): Promise<KeyRecord | undefined> {
+    this.currentKeyByTenant ??= this.sqlite.prepare(
+      'SELECT keys.* FROM tenants JOIN keys ON keys.id = tenants.current_key_id WHERE tenants.id = ?',
+    );
+    const row = this.currentKeyByTenant.get(tenantId);
+    return row && toKey(row);
+  }
+}
+
 /** The embedded default store: one SQLite file in the data dir, WAL mode, private to its owner. */
 export function openSqliteStore(path: string): KyselyStore {
   // Create the file 0600 first: SQLite gives its -wal and -shm files the database file's mode.
@@ -36,5 +70,6 @@ export function openSqliteStore(path: string): KyselyStore {
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
-  return new KyselyStore(db, `sqlite:${path}`);
+  const store = new SqliteStore(db, `sqlite:${path}`, sqlite);
+  return store;
 }
