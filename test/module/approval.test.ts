@@ -70,7 +70,7 @@ function signAsync(message: Buffer): Promise<Buffer> {
 
 /** The module logs where a request waits; an approver reads the id from the build log. */
 async function waitingRequestId(seen: Set<string>): Promise<string> {
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < 600; i++) {
     const log = existsSync(logFile) ? readFileSync(logFile, 'utf8') : '';
     for (const m of log.matchAll(/waits for approval: request id ([0-9a-f-]{36})/g)) {
       if (!seen.has(m[1] as string)) {
@@ -86,7 +86,7 @@ async function waitingRequestId(seen: Set<string>): Promise<string> {
 describe('C_Sign and the approval workflow', () => {
   const seen = new Set<string>();
 
-  it('waits for an approval given meanwhile, then returns the signature', async () => {
+  it('waits for an approval given meanwhile, then returns the signature', { timeout: 120_000 }, async () => {
     const message = Buffer.from('release build for production');
     const pending = signAsync(message);
     const requestId = await waitingRequestId(seen);
@@ -97,7 +97,7 @@ describe('C_Sign and the approval workflow', () => {
     expect(verify('sha256', message, { key: createPublicKey(pem), dsaEncoding: 'ieee-p1363' }, sig)).toBe(true);
   });
 
-  it('returns CKR_FUNCTION_REJECTED when the approver rejects', async () => {
+  it('returns CKR_FUNCTION_REJECTED when the approver rejects', { timeout: 120_000 }, async () => {
     const pending = signAsync(Buffer.from('not this one'));
     const requestId = await waitingRequestId(seen);
     const rejected = await stack.call('approve_sign', approver, {
