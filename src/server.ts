@@ -8,9 +8,7 @@ import { ensurePrivateDir } from './fs-private.js';
 import type { KeyStore } from './keys/key-store.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
-import { loadPolicyFile } from './policy/policy-file.js';
-import { RulesPolicyEngine } from './policy/rules-engine.js';
-import { StoreVulnerabilityScanner } from './signing/vulnerability-db.js';
+import { policySettings } from './signing/policy-settings.js';
 import { openSqliteStore } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 
@@ -55,19 +53,10 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     await store.close();
     throw err;
   }
-  const policyDoc = config.policyFile ? loadPolicyFile(config.policyFile) : undefined;
   const app = await buildApp({
     store,
     keyStore,
-    ...(policyDoc && {
-      policy: new RulesPolicyEngine(policyDoc, new StoreVulnerabilityScanner(store)),
-      ...(policyDoc.approvals?.lifetimeHours !== undefined && {
-        approvalLifetimeMs: policyDoc.approvals.lifetimeHours * 3_600_000,
-      }),
-      ...(policyDoc.exceptions?.maxLifetimeDays !== undefined && {
-        exceptionMaxLifetimeMs: policyDoc.exceptions.maxLifetimeDays * 86_400_000,
-      }),
-    }),
+    ...policySettings(config, store),
     logger: { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
     trial: config.trial,
     trustProxy: config.trustProxy,

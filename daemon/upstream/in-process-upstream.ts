@@ -6,10 +6,9 @@ import { resolveConfig } from '../../src/config/config.js';
 import { algorithmsForKey, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { isApiError } from '../../src/errors.js';
 import type { KeyStore } from '../../src/keys/key-store.js';
-import { allowAll, type PolicyEngine } from '../../src/policy/policy.js';
-import { loadPolicyFile } from '../../src/policy/policy-file.js';
-import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
+import type { PolicyEngine } from '../../src/policy/policy.js';
 import { openKeyStore, openStore } from '../../src/server.js';
+import { policySettings } from '../../src/signing/policy-settings.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import type { Store } from '../../src/store/store.js';
 import { WireStatus } from '../protocol/wire.js';
@@ -67,14 +66,12 @@ export class InProcessUpstream implements Upstream {
       throw err;
     }
     // The same policy the service would apply to this data dir: in-process signing must not be a way around it.
-    const policyDoc = config.policyFile ? loadPolicyFile(config.policyFile) : undefined;
+    const { exceptionMaxLifetimeMs: _exceptions, ...settings } = policySettings(config, store);
     const signing = new SigningService({
       store,
       keyStore,
-      policy: opts.policy ?? (policyDoc ? new RulesPolicyEngine(policyDoc) : allowAll),
-      ...(policyDoc?.approvals?.lifetimeHours !== undefined && {
-        approvalLifetimeMs: policyDoc.approvals.lifetimeHours * 3_600_000,
-      }),
+      ...settings,
+      ...(opts.policy && { policy: opts.policy }),
     });
     return new InProcessUpstream(store, keyStore, signing, opts.callerId ?? 'signbridge-daemon');
   }
