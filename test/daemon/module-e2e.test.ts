@@ -1,6 +1,5 @@
 // End to end through the real PKCS#11 module: pkcs11-tool loads libsignbridge-pkcs11.so, which talks to the daemon,
-// which talks to the service (this file's SoftHSM token); openssl verifies what comes out. Skips, with the reason,
-// until the C module is built.
+// which talks to the service (this file's SoftHSM token); openssl verifies what comes out.
 import { execFile } from 'node:child_process';
 import { createPublicKey } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
