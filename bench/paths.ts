@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { MODULE_PATH } from '../src/cli/module-path.js';
 import { findSoftHsmModule } from '../src/keys/softhsm.js';
 import { packagePath } from '../src/paths.js';
-import { CLI, runCli, startServerProcess } from '../test/helpers/cli.js';
+import { CLI, postAction, runCli, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 
 export interface PathRow {
@@ -113,12 +113,8 @@ export async function measurePaths(seconds: number): Promise<PathRow[]> {
     ['bench-rsa', 'RSA_2048'],
     ['bench-ec', 'ECC_NIST_P256'],
   ] as const) {
-    const res = await fetch(`${server.url}/v1/create_tenant`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${operator}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ action: 'create_tenant', tenant_id: tenant, key_spec: spec }),
-    });
-    if (res.status !== 201) throw new Error(`create_tenant: ${await res.text()}`);
+    const res = await postAction(server.url, 'create_tenant', operator, { tenant_id: tenant, key_spec: spec });
+    if (res.status !== 201) throw new Error(`create_tenant: ${JSON.stringify(res.body)}`);
     keys[tenant] = runCli([
       'admin',
       'api-key',

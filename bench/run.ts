@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import autocannon from 'autocannon';
 import { packagePath } from '../src/paths.js';
-import { runCli, startServerProcess } from '../test/helpers/cli.js';
+import { postAction, runCli, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { measurePaths } from './paths.js';
 
@@ -53,12 +53,8 @@ try {
     ['bench-rsa', 'RSA_2048', 'RSASSA_PKCS1_V1_5_SHA_256'],
     ['bench-p256', 'ECC_NIST_P256', 'ECDSA_SHA_256'],
   ] as const) {
-    const created = await fetch(`${server.url}/v1/create_tenant`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${operator}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ action: 'create_tenant', tenant_id: tenant, key_spec: spec }),
-    });
-    if (created.status !== 201) throw new Error(`create_tenant ${tenant}: ${await created.text()}`);
+    const created = await postAction(server.url, 'create_tenant', operator, { tenant_id: tenant, key_spec: spec });
+    if (created.status !== 201) throw new Error(`create_tenant ${tenant}: ${JSON.stringify(created.body)}`);
     const signer = runCli([
       'admin',
       'api-key',

@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { findSoftHsmModule } from '../../src/keys/softhsm.js';
-import { runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const dir = makeTempDir('sb-hsm-');
@@ -47,12 +47,7 @@ it('creates keys in the configured token and signs with them', async () => {
     '--role',
     'operator',
   ]).stdout.trim();
-  const call = (action: string, token: string, body: object) =>
-    fetch(`${server.url}/v1/${action}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ action, ...body }),
-    });
+  const call = (action: string, token: string, body: object) => postAction(server.url, action, token, body);
   expect((await call('create_tenant', operator, { tenant_id: 'ext', key_spec: 'RSA_3072' })).status).toBe(201);
   const signer = runCli([
     'admin',
@@ -72,11 +67,9 @@ it('creates keys in the configured token and signs with them', async () => {
     hash: createHash('sha256').update(message).digest('base64'),
   });
   expect(res.status).toBe(200);
-  const { signature } = (await res.json()) as { signature: string };
-  const { public_key_pem } = (await (await call('get_public_key', signer, { tenant_id: 'ext' })).json()) as {
-    public_key_pem: string;
-  };
-  const key = createPublicKey(public_key_pem);
+  const signature = res.body.signature as string;
+  const pub = await call('get_public_key', signer, { tenant_id: 'ext' });
+  const key = createPublicKey(pub.body.public_key_pem as string);
   expect(verify('sha256', message, { key, padding: 6, saltLength: 32 }, Buffer.from(signature, 'base64'))).toBe(true);
   // The key lives in the vendor token: the HSM's own tool lists it.
   const objects = execFileSync(

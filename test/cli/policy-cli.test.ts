@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
-import { runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const dir = makeTempDir('sb-policy-');
@@ -50,12 +50,7 @@ describe('a server with a policy file', () => {
     writeFileSync(config, `dataDir: ${dataDir}\npolicyFile: ${good}\n`);
     server = await startServerProcess(['--config', config]);
     const operator = runCli(['admin', 'api-key', 'create', '--data-dir', dataDir, '--role', 'operator']).stdout.trim();
-    const call = (action: string, token: string, body: object) =>
-      fetch(`${server?.url}/v1/${action}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ action, ...body }),
-      });
+    const call = (action: string, token: string, body: object) => postAction(server?.url ?? '', action, token, body);
     expect((await call('create_tenant', operator, { tenant_id: 'ops', key_spec: 'ECC_NIST_P256' })).status).toBe(201);
     const signer = runCli([
       'admin',
@@ -73,7 +68,7 @@ describe('a server with a policy file', () => {
     expect((await call('sign', signer, { ...body, environment: 'staging' })).status).toBe(200);
     const prod = await call('sign', signer, { ...body, environment: 'production' });
     expect(prod.status).toBe(202);
-    const pending = (await prod.json()) as { request_id: string; status: string };
+    const pending = prod.body as { request_id: string; status: string };
     expect(pending.status).toBe('pending_approval');
     // approvals.lifetimeHours from the policy file sets the request's lifetime.
     const store = openSqliteStore(join(dataDir, 'signbridge.db'));

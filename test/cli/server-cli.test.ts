@@ -3,7 +3,7 @@ import { createHash, createPublicKey, verify } from 'node:crypto';
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const mode = (path: string) => statSync(path).mode & 0o777;
@@ -75,11 +75,7 @@ describe('signbridge server', () => {
   });
 
   const post = (action: string, token: string, body: Record<string, unknown>) =>
-    fetch(`${server.url}/v1/${action}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ action, ...body }),
-    });
+    postAction(server.url, action, token, body);
 
   it('serves health, readiness and the OpenAPI document', async () => {
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
@@ -111,11 +107,10 @@ describe('signbridge server', () => {
       hash: createHash('sha256').update(message).digest('base64url'),
     });
     expect(res.status).toBe(200);
-    const { signature } = (await res.json()) as { signature: string };
-    const pub = (await (await post('get_public_key', signer, { tenant_id: 'cli' })).json()) as {
-      public_key_pem: string;
-    };
-    expect(verify('sha256', message, createPublicKey(pub.public_key_pem), Buffer.from(signature, 'base64'))).toBe(true);
+    const signature = res.body.signature as string;
+    const pub = await post('get_public_key', signer, { tenant_id: 'cli' });
+    const pem = pub.body.public_key_pem as string;
+    expect(verify('sha256', message, createPublicKey(pem), Buffer.from(signature, 'base64'))).toBe(true);
     expect(server.output()).not.toContain(signer.slice(21));
     expect(server.output()).not.toContain(operator.slice(21));
   });

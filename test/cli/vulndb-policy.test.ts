@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/paths.js';
-import { runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const dir = makeTempDir('sb-vulndb-');
@@ -16,14 +16,7 @@ let server: ServerProcess;
 let signer: string;
 let admin: string;
 
-const call = async (action: string, token: string, body: object) => {
-  const res = await fetch(`${server.url}/v1/${action}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ action, ...body }),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-};
+const call = (action: string, token: string, body: object) => postAction(server.url, action, token, body);
 const sign = (extra: object) =>
   call('sign', signer, {
     tenant_id: 'svc',

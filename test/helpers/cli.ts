@@ -51,3 +51,19 @@ export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv 
     },
   };
 }
+
+export interface ActionResult {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+/** POST {base}/v1/<action> with a Bearer API key over real HTTP (the JSON API as any client uses it). */
+export async function postAction(base: string, action: string, token: string, body: object): Promise<ActionResult> {
+  const res = await fetch(`${base}/v1/${action}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ action, ...body }),
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+}

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
-import { CLI, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { CLI, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 export interface Stack {
@@ -65,14 +65,7 @@ export async function startStack(specs: KeySpec[], extraPolicy?: string): Promis
       ...(tenant ? ['--tenant', tenant] : []),
     ]).stdout.trim();
   const operator = key('operator');
-  const call = async (action: string, token: string, body: object) => {
-    const res = await fetch(`${server.url}/v1/${action}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ action, ...body }),
-    });
-    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-  };
+  const call = (action: string, token: string, body: object) => postAction(server.url, action, token, body);
   const publicKeys = new Map<string, string>();
   const keyIds = new Map<string, string>();
   const admins = new Map<string, string>();
