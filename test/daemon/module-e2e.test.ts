@@ -166,4 +166,3 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     expect(await verify('sha256', 'e2e-p256', sig)).toBe('Verified OK');
   });
 });
-

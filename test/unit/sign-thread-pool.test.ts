@@ -12,9 +12,9 @@ beforeAll(() => {
 afterAll(async () => ks?.close());
 
 const digest = Buffer.alloc(32, 4);
-// biome-ignore lint/suspicious/noExplicitAny: reaching into the pool to kill a thread, as a crash would
+/** Reaches into the pool to kill a thread, as a crash would. */
 const threadsOf = (store: Pkcs11KeyStore) =>
-  (store as any).threads.threads as Array<{ worker: { terminate(): Promise<number> } }>;
+  (store as unknown as { threads: { threads: Array<{ worker: { terminate(): Promise<number> } }> } }).threads.threads;
 
 it('signs on the threads, and a thread that dies is replaced without losing the pool', async () => {
   const key = await ks.createKey('ECC_NIST_P384', 'threads');
