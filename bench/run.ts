@@ -33,10 +33,14 @@ const raw = execFileSync(
 );
 for (const line of raw.trim().split('\n')) {
   const r = JSON.parse(line);
+  const path =
+    r.path === 'key-store'
+      ? 'service key store alone (8 in flight, signing threads)'
+      : 'SoftHSM direct (pkcs11js, 1 thread)';
   rows.push({
-    path: 'SoftHSM direct (pkcs11js, 1 thread)',
+    path,
     spec: r.spec,
-    concurrency: 1,
+    concurrency: r.threads,
     perSecond: r.perSecond,
     p50Ms: r.p50Ms,
     p99Ms: r.p99Ms,
