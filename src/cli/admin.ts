@@ -1,7 +1,7 @@
 // `signbridge admin`: offline administration against the service's store (works while the service runs:
 // SQLite in WAL mode takes writers from several processes).
 
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, openSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { TENANT_ID_PATTERN } from '../api/schemas.js';
@@ -174,7 +174,9 @@ export function registerAdminCommands(program: Command): void {
     .description('write the audit log as JSON lines (stdout, or --out FILE)')
     .option('--out <file>', 'write to this file (created 0600) instead of stdout')
     .action(async (opts: StoreFlags & { out?: string }) => {
-      const out = opts.out ? createWriteStream(opts.out, { mode: 0o600 }) : process.stdout;
+      // Open the file first, synchronously: a bad path is a clear error before anything is read.
+      const fd = opts.out ? openSync(opts.out, 'w', 0o600) : undefined;
+      const out = fd !== undefined ? createWriteStream('', { fd }) : process.stdout;
       const count = await withStore(opts, async (store) => {
         let after = 0;
         let n = 0;

@@ -104,6 +104,17 @@ describe('audit log', () => {
     expect(lines).toHaveLength(all.length);
     expect(lines[0]).toMatchObject({ seq: 1, action: 'create_tenant', prev_hash: '0'.repeat(64) });
     expect(statSync(out).mode & 0o777).toBe(0o600);
+    const bad = runCli([
+      'admin',
+      'audit',
+      'export',
+      '--data-dir',
+      svc.dataDir,
+      '--out',
+      join(svc.dataDir, 'no', 'such', 'dir'),
+    ]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('ENOENT');
   });
 
   it.each([
