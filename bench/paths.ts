@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { MODULE_PATH } from '../src/cli/module-path.js';
 import { findSoftHsmModule } from '../src/keys/softhsm.js';
 import { packagePath } from '../src/paths.js';
-import { CLI, postAction, runCli, startServerProcess } from '../test/helpers/cli.js';
+import { CLI, createApiKeyCli, postAction, runCli, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 
 export interface PathRow {
@@ -107,7 +107,7 @@ export async function measurePaths(seconds: number): Promise<PathRow[]> {
   // 3 and 4: the embedded service's data dir, one tenant per key spec.
   const dataDir = join(dir, 'svc');
   const server = await startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
-  const operator = runCli(['admin', 'api-key', 'create', '--data-dir', dataDir, '--role', 'operator']).stdout.trim();
+  const operator = createApiKeyCli(dataDir, 'operator');
   const keys: Record<string, string> = {};
   for (const [tenant, spec] of [
     ['bench-rsa', 'RSA_2048'],
@@ -115,17 +115,7 @@ export async function measurePaths(seconds: number): Promise<PathRow[]> {
   ] as const) {
     const res = await postAction(server.url, 'create_tenant', operator, { tenant_id: tenant, key_spec: spec });
     if (res.status !== 201) throw new Error(`create_tenant: ${JSON.stringify(res.body)}`);
-    keys[tenant] = runCli([
-      'admin',
-      'api-key',
-      'create',
-      '--data-dir',
-      dataDir,
-      '--role',
-      'signer',
-      '--tenant',
-      tenant,
-    ]).stdout.trim();
+    keys[tenant] = createApiKeyCli(dataDir, 'signer', tenant);
     writeFileSync(join(dir, `${tenant}.key`), `${keys[tenant]}\n`, { mode: 0o600 });
   }
 

@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import autocannon from 'autocannon';
 import { packagePath } from '../src/paths.js';
-import { postAction, runCli, startServerProcess } from '../test/helpers/cli.js';
+import { createApiKeyCli, postAction, runCli, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { measurePaths } from './paths.js';
 
@@ -50,7 +50,7 @@ for (const line of raw.trim().split('\n')) {
 
 log('starting the service (embedded default)');
 const dataDir = makeTempDir('sb-bench-svc-');
-const operator = runCli(['admin', 'api-key', 'create', '--data-dir', dataDir, '--role', 'operator']).stdout.trim();
+const operator = createApiKeyCli(dataDir, 'operator');
 const server = await startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
 try {
   for (const [tenant, spec, algorithm] of [
@@ -59,17 +59,7 @@ try {
   ] as const) {
     const created = await postAction(server.url, 'create_tenant', operator, { tenant_id: tenant, key_spec: spec });
     if (created.status !== 201) throw new Error(`create_tenant ${tenant}: ${JSON.stringify(created.body)}`);
-    const signer = runCli([
-      'admin',
-      'api-key',
-      'create',
-      '--data-dir',
-      dataDir,
-      '--role',
-      'signer',
-      '--tenant',
-      tenant,
-    ]).stdout.trim();
+    const signer = createApiKeyCli(dataDir, 'signer', tenant);
     const body = JSON.stringify({
       action: 'sign',
       tenant_id: tenant,

@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { findSoftHsmModule } from '../../src/keys/softhsm.js';
-import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const dir = makeTempDir('sb-hsm-');
@@ -38,28 +38,10 @@ afterAll(async () => {
 });
 
 it('creates keys in the configured token and signs with them', async () => {
-  const operator = runCli([
-    'admin',
-    'api-key',
-    'create',
-    '--data-dir',
-    join(dir, 'data'),
-    '--role',
-    'operator',
-  ]).stdout.trim();
+  const operator = createApiKeyCli(join(dir, 'data'), 'operator');
   const call = (action: string, token: string, body: object) => postAction(server.url, action, token, body);
   expect((await call('create_tenant', operator, { tenant_id: 'ext', key_spec: 'RSA_3072' })).status).toBe(201);
-  const signer = runCli([
-    'admin',
-    'api-key',
-    'create',
-    '--data-dir',
-    join(dir, 'data'),
-    '--role',
-    'signer',
-    '--tenant',
-    'ext',
-  ]).stdout.trim();
+  const signer = createApiKeyCli(join(dir, 'data'), 'signer', 'ext');
   const message = Buffer.from('vendor hsm');
   const res = await call('sign', signer, {
     tenant_id: 'ext',

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
-import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const dir = makeTempDir('sb-policy-');
@@ -49,20 +49,10 @@ describe('a server with a policy file', () => {
     const config = join(dir, 'server.yaml');
     writeFileSync(config, `dataDir: ${dataDir}\npolicyFile: ${good}\n`);
     server = await startServerProcess(['--config', config]);
-    const operator = runCli(['admin', 'api-key', 'create', '--data-dir', dataDir, '--role', 'operator']).stdout.trim();
+    const operator = createApiKeyCli(dataDir, 'operator');
     const call = (action: string, token: string, body: object) => postAction(server?.url ?? '', action, token, body);
     expect((await call('create_tenant', operator, { tenant_id: 'ops', key_spec: 'ECC_NIST_P256' })).status).toBe(201);
-    const signer = runCli([
-      'admin',
-      'api-key',
-      'create',
-      '--data-dir',
-      dataDir,
-      '--role',
-      'signer',
-      '--tenant',
-      'ops',
-    ]).stdout.trim();
+    const signer = createApiKeyCli(dataDir, 'signer', 'ops');
     const hash = createHash('sha256').update('x').digest('base64');
     const body = { tenant_id: 'ops', algorithm: 'ECDSA_SHA_256', hash };
     expect((await call('sign', signer, { ...body, environment: 'staging' })).status).toBe(200);

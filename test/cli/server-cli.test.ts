@@ -3,7 +3,7 @@ import { createHash, createPublicKey, verify } from 'node:crypto';
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const mode = (path: string) => statSync(path).mode & 0o777;
@@ -67,7 +67,7 @@ describe('signbridge server', () => {
   let server: ServerProcess;
   let operator: string;
   beforeAll(async () => {
-    operator = runCli(['admin', 'api-key', 'create', '--data-dir', dataDir, '--role', 'operator']).stdout.trim();
+    operator = createApiKeyCli(dataDir, 'operator');
     server = await startServerProcess(['--data-dir', dataDir]);
   });
   afterAll(async () => {
@@ -89,17 +89,7 @@ describe('signbridge server', () => {
     const created = await post('create_tenant', operator, { tenant_id: 'cli', key_spec: 'ECC_NIST_P256' });
     expect(created.status).toBe(201);
     expect(created.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
-    const signer = runCli([
-      'admin',
-      'api-key',
-      'create',
-      '--data-dir',
-      dataDir,
-      '--role',
-      'signer',
-      '--tenant',
-      'cli',
-    ]).stdout.trim();
+    const signer = createApiKeyCli(dataDir, 'signer', 'cli');
     const message = Buffer.from('over http');
     const res = await post('sign', signer, {
       tenant_id: 'cli',
@@ -129,17 +119,7 @@ describe('signbridge server', () => {
   it('keeps tenants and keys across a restart, and shuts down cleanly on SIGTERM', async () => {
     expect(await server.stop('SIGTERM')).toBe(0);
     server = await startServerProcess(['--data-dir', dataDir]);
-    const signer = runCli([
-      'admin',
-      'api-key',
-      'create',
-      '--data-dir',
-      dataDir,
-      '--role',
-      'signer',
-      '--tenant',
-      'cli',
-    ]).stdout.trim();
+    const signer = createApiKeyCli(dataDir, 'signer', 'cli');
     const res = await post('sign', signer, {
       tenant_id: 'cli',
       algorithm: 'ECDSA_SHA_256',

@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/paths.js';
-import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const dir = makeTempDir('sb-vulndb-');
@@ -35,30 +35,10 @@ beforeAll(async () => {
   expect(first.code, first.stderr).toBe(0);
   expect(first.stdout).toMatch(/imported 2 OSV records .* \(2 new or changed\)/);
   server = await startServerProcess(['--config', join(dir, 'server.yaml')]);
-  const operator = runCli(['admin', 'api-key', 'create', '--data-dir', dataDir, '--role', 'operator']).stdout.trim();
+  const operator = createApiKeyCli(dataDir, 'operator');
   expect((await call('create_tenant', operator, { tenant_id: 'svc', key_spec: 'ECC_NIST_P256' })).status).toBe(201);
-  signer = runCli([
-    'admin',
-    'api-key',
-    'create',
-    '--data-dir',
-    dataDir,
-    '--role',
-    'signer',
-    '--tenant',
-    'svc',
-  ]).stdout.trim();
-  admin = runCli([
-    'admin',
-    'api-key',
-    'create',
-    '--data-dir',
-    dataDir,
-    '--role',
-    'admin',
-    '--tenant',
-    'svc',
-  ]).stdout.trim();
+  signer = createApiKeyCli(dataDir, 'signer', 'svc');
+  admin = createApiKeyCli(dataDir, 'admin', 'svc');
 });
 afterAll(async () => {
   await server?.stop();

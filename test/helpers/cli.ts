@@ -67,3 +67,19 @@ export async function postAction(base: string, action: string, token: string, bo
   });
   return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
 }
+
+/** `signbridge admin api-key create` as an operator runs it; returns the key printed on stdout. */
+export function createApiKeyCli(dataDir: string, role: string, tenant?: string): string {
+  const res = runCli([
+    'admin',
+    'api-key',
+    'create',
+    '--data-dir',
+    dataDir,
+    '--role',
+    role,
+    ...(tenant ? ['--tenant', tenant] : []),
+  ]);
+  if (res.code !== 0) throw new Error(`api-key create ${role}: ${res.stderr}`);
+  return res.stdout.trim();
+}

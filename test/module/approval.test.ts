@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import pkcs11js from 'pkcs11js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
-import { runCli } from '../helpers/cli.js';
+import { createApiKeyCli, runCli } from '../helpers/cli.js';
 import { type Stack, startStack, tenantFor } from './harness.js';
 
 const P = pkcs11js;
@@ -42,17 +42,7 @@ beforeAll(async () => {
   lib.C_FindObjectsInit(session, [{ type: P.CKA_CLASS, value: P.CKO_PRIVATE_KEY }]);
   [key] = lib.C_FindObjects(session, 1) as [Buffer];
   lib.C_FindObjectsFinal(session);
-  approver = runCli([
-    'admin',
-    'api-key',
-    'create',
-    '--data-dir',
-    join(stack.dir, 'data'),
-    '--role',
-    'approver',
-    '--tenant',
-    tenant,
-  ]).stdout.trim();
+  approver = createApiKeyCli(join(stack.dir, 'data'), 'approver', tenant);
 }, 120_000);
 
 afterAll(async () => {

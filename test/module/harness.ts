@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
-import { CLI, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
 export interface Stack {
@@ -53,17 +53,7 @@ export async function startStack(specs: KeySpec[], extraPolicy?: string): Promis
     serverArgs.splice(0, 2, '--config', join(dir, 'server.yaml'));
   }
   const server = await startServerProcess(serverArgs, { SIGNBRIDGE_LOG_LEVEL: 'warn' });
-  const key = (role: string, tenant?: string) =>
-    runCli([
-      'admin',
-      'api-key',
-      'create',
-      '--data-dir',
-      dataDir,
-      '--role',
-      role,
-      ...(tenant ? ['--tenant', tenant] : []),
-    ]).stdout.trim();
+  const key = (role: string, tenant?: string) => createApiKeyCli(dataDir, role, tenant);
   const operator = key('operator');
   const call = (action: string, token: string, body: object) => postAction(server.url, action, token, body);
   const publicKeys = new Map<string, string>();
