@@ -49,6 +49,9 @@ export interface Pending {
 
 export type SignOutcome = Signed | Pending;
 
+/** How long a request may sit in `signing` before it counts as abandoned by a crashed process. */
+export const SIGNING_STUCK_MS = 2 * 60 * 1000;
+
 export interface ApprovalResult {
   requestId: string;
   status: 'approved' | 'rejected' | PendingStatus;
@@ -319,6 +322,8 @@ export class SigningService {
     await this.requireTenant(tenantId);
     const request = await this.store.getPendingRequest(tenantId, requestId);
     if (!request) throw new ApiError('request_not_found', `tenant ${tenantId} has no signing request ${requestId}`);
+    const recovered = await this.recoverStuckSigning(request);
+    if (recovered) return this.pendingRequest(tenantId, requestId);
     if (isPending(request.status) && Date.parse(request.expiresAt) <= this.now().getTime()) {
       const expired = await this.store.updatePendingRequest(requestId, request.status, {
         status: 'expired',
@@ -333,6 +338,31 @@ export class SigningService {
       return { ...request, status: 'expired' };
     }
     return request;
+  }
+
+  /**
+   * A request left in `signing` by a process that died between claiming it and recording the signature would
+   * wait forever. After SIGNING_STUCK_MS it goes back to the stage it was approved from (the signature, if the
+   * HSM made one, was never handed out), so it can be approved again or expire.
+   */
+  private async recoverStuckSigning(request: PendingRequestRecord): Promise<boolean> {
+    if (request.status !== 'signing') return false;
+    if (this.now().getTime() - Date.parse(request.updatedAt) < SIGNING_STUCK_MS) return false;
+    const last = request.decisions.at(-1);
+    if (!last) return false;
+    const back = await this.store.updatePendingRequest(request.id, 'signing', {
+      status: last.stage,
+      decisions: request.decisions.slice(0, -1),
+      updatedAt: this.now().toISOString(),
+    });
+    if (back) {
+      await this.audit(request.tenantId, 'service', 'approve_sign', 'signing_abandoned', {
+        request_id: request.id,
+        back_to: last.stage,
+        approved_by: last.by,
+      });
+    }
+    return true;
   }
 
   /** Appends to the audit log; a failed write fails the caller's request. */

@@ -202,4 +202,29 @@ describe('approval workflow', () => {
     const unknown = await collect(requester, 'x', '00000000-0000-4000-8000-000000000000');
     expect(unknown.status).toBe(404);
   });
+
+  it('recovers a request left in signing by a crashed process: it can be approved again', async () => {
+    const { body } = await request('crashed mid-signature');
+    const id = body.request_id as string;
+    const record = await svc.store.getPendingRequest('ap', id);
+    // What a process that died after claiming the request leaves behind.
+    expect(
+      await svc.store.updatePendingRequest(id, 'pending_approval', {
+        status: 'signing',
+        decisions: [
+          ...(record?.decisions ?? []),
+          { stage: 'pending_approval', by: 'crashed', at: new Date(clock).toISOString(), decision: 'approve' },
+        ],
+        updatedAt: new Date(clock).toISOString(),
+      }),
+    ).toBe(true);
+    const early = await approve(approver, id);
+    expect(early.status).toBe(409);
+    expect(early.body.reason).toContain('being signed');
+    clock += 2 * 60 * 1000 + 1;
+    expect((await collect(requester, 'crashed mid-signature', id)).body.status).toBe('pending_approval');
+    const approved = await approve(approver, id);
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    expect(approved.body.status).toBe('approved');
+  });
 });
