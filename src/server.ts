@@ -44,15 +44,19 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function startServer(config: ServiceConfig): Promise<RunningServer> {
+/** The store and the key store of a data dir, opened together (the store is closed again if the key store fails). */
+export async function openStores(config: ServiceConfig): Promise<{ store: Store; keyStore: KeyStore }> {
   const store = await openStore(config);
-  let keyStore: KeyStore;
   try {
-    keyStore = openKeyStore(config);
+    return { store, keyStore: openKeyStore(config) };
   } catch (err) {
     await store.close();
     throw err;
   }
+}
+
+export async function startServer(config: ServiceConfig): Promise<RunningServer> {
+  const { store, keyStore } = await openStores(config);
   const app = await buildApp({
     store,
     keyStore,

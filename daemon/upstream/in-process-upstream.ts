@@ -7,7 +7,7 @@ import { algorithmsForKey, type SigningAlgorithm } from '../../src/crypto/algori
 import { isApiError } from '../../src/errors.js';
 import type { KeyStore } from '../../src/keys/key-store.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
-import { openKeyStore, openStore } from '../../src/server.js';
+import { openStores } from '../../src/server.js';
 import { policySettings } from '../../src/signing/policy-settings.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import type { Store } from '../../src/store/store.js';
@@ -57,14 +57,7 @@ export class InProcessUpstream implements Upstream {
       dataDir: opts.dataDir,
       ...(opts.configFile !== undefined && { configFile: opts.configFile }),
     });
-    const store = await openStore(config);
-    let keyStore: KeyStore;
-    try {
-      keyStore = openKeyStore(config);
-    } catch (err) {
-      await store.close();
-      throw err;
-    }
+    const { store, keyStore } = await openStores(config);
     // The same policy the service would apply to this data dir: in-process signing must not be a way around it.
     const { exceptionMaxLifetimeMs: _exceptions, ...settings } = policySettings(config, store);
     const signing = new SigningService({

@@ -68,7 +68,7 @@ static int write_all(int fd, const uint8_t *p, size_t n, long long deadline) {
   return SBP11_IO_OK;
 }
 
-/* got_any tells a clean EOF before any byte (a closed idle connection) from a frame cut in the middle. */
+/* Reads exactly n bytes before the deadline; EOF or any socket error is BROKEN (the caller may reconnect once). */
 static int read_all(int fd, uint8_t *p, size_t n, long long deadline) {
   while (n) {
     ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
