@@ -1,0 +1,61 @@
+// The commands in docs/clients.md are the commands the tool tests run, so the docs cannot drift from what works.
+// A snippet is a fenced block whose info string names it:
+//
+//   ```sh id=openssl-dgst-sign
+//   openssl dgst -sha256 -sign "pkcs11:token=$TOKEN;type=private" -out file.sig file
+//   ```
+//
+// Tests run a snippet with bash (-e -u -o pipefail) in a folder of their choosing, with the variables the
+// snippet uses ($MODULE, $TOKEN, ...) in its environment.
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { packagePath } from '../../src/paths.js';
+
+const CLIENTS_DOC = packagePath('docs', 'clients.md');
+
+/** All snippets of a markdown file, by id. */
+export function docSnippets(path = CLIENTS_DOC): Map<string, string> {
+  const text = readFileSync(path, 'utf8');
+  const found = new Map<string, string>();
+  const fence = /^```[a-z]*[ \t]+id=([A-Za-z0-9_.-]+)[^\n]*\n([\s\S]*?)^```[ \t]*$/gm;
+  for (const m of text.matchAll(fence)) {
+    const id = m[1] as string;
+    if (found.has(id)) throw new Error(`${path}: snippet id ${id} is used twice`);
+    found.set(id, m[2] as string);
+  }
+  return found;
+}
+
+/** One snippet's text; throws when docs/clients.md has no such snippet. */
+export function docSnippet(id: string, path = CLIENTS_DOC): string {
+  const s = docSnippets(path).get(id);
+  if (s === undefined) throw new Error(`${path} has no snippet id=${id}`);
+  return s;
+}
+
+export interface SnippetRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a snippet with bash in `cwd`; `env` adds to the test process's environment. */
+export function runSnippet(id: string, cwd: string, env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): SnippetRun {
+  const script = docSnippet(id);
+  const res = spawnSync('bash', ['-euo', 'pipefail', '-c', script], {
+    cwd,
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: timeoutMs,
+  });
+  return { code: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+/** Like runSnippet, but throws with the snippet's output when it fails. */
+export function runSnippetOk(id: string, cwd: string, env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): SnippetRun {
+  const r = runSnippet(id, cwd, env, timeoutMs);
+  if (r.code !== 0) {
+    throw new Error(`snippet ${id} exited with ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
+  }
+  return r;
+}
