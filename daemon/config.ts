@@ -6,6 +6,7 @@ import { dirname, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
+import { defaultCertificateDir } from './certificate-store.js';
 import { type ApiKeySource, apiKeyFromEnv, apiKeyFromFile } from './credentials.js';
 import type { TenantConfig } from './key-catalog.js';
 import { DEFAULT_SBOM_MAX_BYTES } from './sbom.js';
@@ -16,6 +17,7 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 export const DaemonConfigFileSchema = Type.Object(
   {
     socket: Type.Optional(Type.String({ minLength: 1 })),
+    certificateDir: Type.Optional(Type.String({ minLength: 1 })),
     logLevel: Type.Optional(Type.Union(LOG_LEVELS.map((l) => Type.Literal(l)))),
     service: Type.Optional(
       Type.Object(
@@ -69,6 +71,8 @@ export type UpstreamConfig =
 
 export interface DaemonConfig {
   socketPath: string;
+  /** Where `signbridge cert import` chains are kept. */
+  certificateDir: string;
   logLevel: string;
   upstream: UpstreamConfig;
   tenants: TenantConfig[];
@@ -81,6 +85,7 @@ export interface DaemonConfig {
 export interface DaemonConfigSources {
   configFile?: string;
   socket?: string;
+  certificateDir?: string;
   serviceUrl?: string;
   apiKeyFile?: string;
   /** `tenant` or `tenant=label`, from repeated --tenant flags. */
@@ -193,6 +198,10 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
   return {
     socketPath: resolve(
       sources.socket ?? (env.SIGNBRIDGE_SOCKET || (file.socket ? fromFile(file.socket) : defaultSocketPath(env))),
+    ),
+    certificateDir: resolve(
+      sources.certificateDir ??
+        (env.SIGNBRIDGE_CERT_DIR || (file.certificateDir ? fromFile(file.certificateDir) : defaultCertificateDir(env))),
     ),
     logLevel: sources.logLevel ?? env.SIGNBRIDGE_LOG_LEVEL ?? file.logLevel ?? 'info',
     upstream,

@@ -1,6 +1,7 @@
 // Assembles a running daemon from its configuration: upstream, key catalog, request handler, socket server.
 // The CLI (src/cli/daemon.ts) and the tests both start it through here.
 import type { Logger } from 'pino';
+import { CertificateStore } from './certificate-store.js';
 import type { DaemonConfig } from './config.js';
 import { RequestHandler } from './handler.js';
 import { KeyCatalog } from './key-catalog.js';
@@ -52,8 +53,16 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     );
   }
   const upstream = options.upstream ?? (await openUpstream(config));
-  const catalog = new KeyCatalog({ upstream, tenants: config.tenants, ttlMs: config.cacheTtlMs, log: options.log });
+  const certificateStore = new CertificateStore(config.certificateDir);
+  const catalog = new KeyCatalog({
+    upstream,
+    tenants: config.tenants,
+    ttlMs: config.cacheTtlMs,
+    log: options.log,
+    certificateStore,
+  });
   const handler = new RequestHandler({
+    certificateStore,
     catalog,
     upstream,
     log: options.log,

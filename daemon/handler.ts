@@ -9,9 +9,20 @@ import {
   SIGNING_ALGORITHMS,
   type SigningAlgorithm,
 } from '../src/crypto/algorithms.js';
+import { CertificateChainError, type CertificateStore, checkChain } from './certificate-store.js';
 import { EC_FIELD_BYTES, ecdsaDerToRaw } from './ecdsa.js';
 import type { CatalogEntry, KeyCatalog } from './key-catalog.js';
-import type { ErrorMessage, Hello, Poll, Request, Response, Sign, WireKey, WireToken } from './protocol/messages.js';
+import type {
+  ErrorMessage,
+  Hello,
+  ImportCertificates,
+  Poll,
+  Request,
+  Response,
+  Sign,
+  WireKey,
+  WireToken,
+} from './protocol/messages.js';
 import { PROTOCOL_VERSION, WireStatus, type WireStatusCode } from './protocol/wire.js';
 import { readSbom } from './sbom.js';
 import type { SignContext, SignResult, Upstream } from './upstream/upstream.js';
@@ -24,6 +35,8 @@ export interface HandlerOptions {
   upstream: Upstream;
   log: Logger;
   sbomMaxBytes: number;
+  /** Where IMPORT_CERTIFICATES stores chains; without it, imports are refused. */
+  certificateStore?: CertificateStore;
   /** How long a POLL may wait for a decision before answering "still pending" (default 5 s). */
   approvalWaitMs?: number;
   /** Interval between looks at the service while a POLL waits (default 1 s). */
@@ -75,6 +88,8 @@ export class RequestHandler {
           return await this.sign(request, peer);
         case 'POLL':
           return await this.poll(request, peer);
+        case 'IMPORT_CERTIFICATES':
+          return await this.importCertificates(request, peer);
       }
     } catch (err) {
       if (err instanceof UpstreamError) {
@@ -174,6 +189,53 @@ export class RequestHandler {
       return { type: 'SIGN_PENDING', requestId: result.requestId, status: result.status, message: result.message };
     }
     return this.finish(asked, result, peer);
+  }
+
+  /**
+   * Registers a chain for the tenant's current key (`signbridge cert import`). The key is looked up afresh, so a
+   * chain for a key rotated away is refused rather than stored under a key no module will show.
+   */
+  async importCertificates(request: ImportCertificates, peer: PeerInfo): Promise<Response> {
+    const { catalog, log, certificateStore } = this.opts;
+    if (!certificateStore) {
+      return errorMessage(
+        WireStatus.BAD_REQUEST,
+        'this daemon has no certificate folder; certificates cannot be imported',
+      );
+    }
+    const entry = await catalog.current(request.tenant, { refresh: true });
+    const configured = entry.tenant.certificates[entry.key.keyId];
+    if (configured) {
+      return errorMessage(
+        WireStatus.BAD_REQUEST,
+        `the daemon's configuration names ${configured} for key ${entry.key.keyId}; change that file instead ` +
+          '(a configured file wins over imported certificates)',
+      );
+    }
+    let certs: ReturnType<typeof checkChain>;
+    try {
+      certs = checkChain(request.certificate, request.chain, entry.spki);
+    } catch (err) {
+      if (err instanceof CertificateChainError) {
+        return errorMessage(WireStatus.BAD_REQUEST, `tenant ${request.tenant}, key ${entry.key.keyId}: ${err.message}`);
+      }
+      throw err;
+    }
+    const path = certificateStore.save(request.tenant, entry.key.keyId, certs);
+    catalog.invalidate(request.tenant);
+    const leaf = certs[0] as (typeof certs)[number];
+    log.info(
+      { tenant: request.tenant, keyId: entry.key.keyId, subject: leaf.subject, chain: certs.length - 1, pid: peer.pid },
+      'certificates imported',
+    );
+    return {
+      type: 'IMPORT_OK',
+      keyId: entry.ckaId,
+      label: entry.key.keyId,
+      message:
+        `leaf ${leaf.subject.split('\n').join(', ')} (valid until ${leaf.validTo}) and ${certs.length - 1} ` +
+        `intermediate(s) stored in ${path}`,
+    };
   }
 
   /** Checks a signature from the service against what was asked, and puts it in PKCS#11 form. */

@@ -3,6 +3,7 @@
 // module asks to sign with a key id the cache does not know (see current(..., { refresh: true })).
 import { createPublicKey } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { CertificateStore } from './certificate-store.js';
 import { type KeyCertificates, loadCertificates } from './certificates.js';
 import { ckaIdFor } from './key-id.js';
 import { WireStatus } from './protocol/wire.js';
@@ -31,6 +32,8 @@ export interface KeyCatalogOptions {
   tenants: TenantConfig[];
   ttlMs: number;
   log: Logger;
+  /** Chains registered with `signbridge cert import`; a file named in the configuration wins over it. */
+  certificateStore?: CertificateStore;
   now?: () => number;
 }
 
@@ -112,9 +115,9 @@ export class KeyCatalog {
 
   private certificatesFor(tenant: TenantConfig, keyId: string, spki: Buffer): KeyCertificates {
     const path = tenant.certificates[keyId];
-    if (!path) return { chain: [] };
     try {
-      return loadCertificates(path, spki);
+      if (path) return loadCertificates(path, spki);
+      return this.opts.certificateStore?.load(tenant.tenantId, keyId, spki) ?? { chain: [] };
     } catch (err) {
       this.opts.log.warn({ tenant: tenant.tenantId, keyId, err: (err as Error).message }, 'certificate not published');
       return { chain: [] };

@@ -5,7 +5,7 @@
 // for a daemon serving module clients in other processes.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { DaemonClient } from '../client.js';
 import { startDaemon } from '../daemon.js';
@@ -50,6 +50,7 @@ async function main(): Promise<void> {
   const daemon = await startDaemon(
     {
       socketPath,
+      certificateDir: join(dirname(socketPath), 'certificates'),
       logLevel: 'silent',
       upstream: { type: 'in-process', dataDir },
       tenants: cases.map((c) => ({ tenantId: c.tenant, label: c.tenant, certificates: {} })),

@@ -70,6 +70,27 @@ export interface Poll {
   /** The digest of the SIGN that went pending: the service releases the signature only against it. */
   digest: Buffer;
 }
+/**
+ * Registers a certificate chain for a tenant's current key (sent by `signbridge cert import`, never by the module).
+ * The daemon keeps it in its certificate folder and LIST publishes it from then on.
+ */
+export interface ImportCertificates {
+  type: 'IMPORT_CERTIFICATES';
+  tenant: string;
+  /** X.509 leaf, DER: its public key must be the tenant's current key. */
+  certificate: Buffer;
+  /** Intermediates, leaf side first. */
+  chain: Buffer[];
+}
+export interface ImportOk {
+  type: 'IMPORT_OK';
+  /** CKA_ID the module gives the key and the leaf. */
+  keyId: Buffer;
+  /** The service key id. */
+  label: string;
+  /** What was stored, for the CLI to print. */
+  message: string;
+}
 export interface ErrorMessage {
   type: 'ERROR';
   status: number;
@@ -77,15 +98,22 @@ export interface ErrorMessage {
   requestId?: string;
 }
 
-export type Request = Hello | List | Sign | Poll;
-export type Response = HelloOk | ListOk | SignOk | SignPending | ErrorMessage;
+export type Request = Hello | List | Sign | Poll | ImportCertificates;
+export type Response = HelloOk | ListOk | SignOk | SignPending | ImportOk | ErrorMessage;
 export type Message = Request | Response;
 
-export const REQUEST_TYPES: ReadonlySet<Message['type']> = new Set(['HELLO', 'LIST', 'SIGN', 'POLL']);
+export const REQUEST_TYPES: ReadonlySet<Message['type']> = new Set([
+  'HELLO',
+  'LIST',
+  'SIGN',
+  'POLL',
+  'IMPORT_CERTIFICATES',
+]);
 export const RESPONSE_TYPES: ReadonlySet<Message['type']> = new Set([
   'HELLO_OK',
   'LIST_OK',
   'SIGN_OK',
   'SIGN_PENDING',
+  'IMPORT_OK',
   'ERROR',
 ]);

@@ -71,6 +71,16 @@ export const MESSAGE_FIELDS: Record<MessageName, readonly FieldSpec[]> = {
     { tag: Tag.REQUEST_ID, name: 'requestId', kind: 'str', required: true },
     { tag: Tag.DIGEST, name: 'digest', kind: 'bytes', required: true },
   ],
+  IMPORT_CERTIFICATES: [
+    { tag: Tag.TENANT, name: 'tenant', kind: 'str', required: true },
+    { tag: Tag.CERTIFICATE, name: 'certificate', kind: 'bytes', required: true, minBytes: 1 },
+    { tag: Tag.CHAIN_CERTIFICATE, name: 'chain', kind: 'bytes', repeated: true, minBytes: 1 },
+  ],
+  IMPORT_OK: [
+    { tag: Tag.KEY_ID, name: 'keyId', kind: 'bytes', required: true, minBytes: 1, maxBytes: 64 },
+    { tag: Tag.KEY_LABEL, name: 'label', kind: 'str', required: true },
+    { tag: Tag.MESSAGE, name: 'message', kind: 'str', required: true },
+  ],
   ERROR: [
     { tag: Tag.STATUS, name: 'status', kind: 'u32', required: true },
     { tag: Tag.MESSAGE, name: 'message', kind: 'str', required: true },

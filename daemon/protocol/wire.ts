@@ -15,11 +15,13 @@ export const MessageType = {
   LIST: 0x02,
   SIGN: 0x03,
   POLL: 0x04,
+  IMPORT_CERTIFICATES: 0x05,
   ERROR: 0x7f,
   HELLO_OK: 0x81,
   LIST_OK: 0x82,
   SIGN_OK: 0x83,
   SIGN_PENDING: 0x84,
+  IMPORT_OK: 0x85,
 } as const;
 export type MessageName = keyof typeof MessageType;
 

@@ -7,6 +7,7 @@ import { createDaemonLogger } from '../../daemon/logger.js';
 interface DaemonFlags {
   config?: string;
   socket?: string;
+  certDir?: string;
   serviceUrl?: string;
   apiKeyFile?: string;
   tenant: string[];
@@ -22,6 +23,10 @@ export function registerDaemonCommand(program: Command): void {
     .description('run the build-host daemon that serves the PKCS#11 module (docs/daemon.md)')
     .option('--config <file>', 'YAML or JSON configuration file (docs/daemon.md)')
     .option('--socket <path>', 'socket path (env SIGNBRIDGE_SOCKET; default $XDG_RUNTIME_DIR/signbridge/daemon.sock)')
+    .option(
+      '--cert-dir <dir>',
+      'where `signbridge cert import` keeps chains (env SIGNBRIDGE_CERT_DIR; default ~/.local/share/signbridge/certificates)',
+    )
     .option('--service-url <url>', 'signing service base URL (env SIGNBRIDGE_SERVICE_URL)')
     .option('--api-key-file <file>', 'file holding the API key, mode 600 (or env SIGNBRIDGE_API_KEY)')
     .option('--tenant <id[=label]>', 'tenant to expose as a token (repeatable; label defaults to the id)', collect, [])
@@ -31,6 +36,7 @@ export function registerDaemonCommand(program: Command): void {
       const config = resolveDaemonConfig({
         ...(flags.config !== undefined && { configFile: flags.config }),
         ...(flags.socket !== undefined && { socket: flags.socket }),
+        ...(flags.certDir !== undefined && { certificateDir: flags.certDir }),
         ...(flags.serviceUrl !== undefined && { serviceUrl: flags.serviceUrl }),
         ...(flags.apiKeyFile !== undefined && { apiKeyFile: flags.apiKeyFile }),
         ...(flags.inProcess !== undefined && { inProcessDataDir: flags.inProcess }),

@@ -1,6 +1,7 @@
 // `signbridge`: one CLI for the service, the daemon and administration. Each subcommand lives in its own file.
 import { Command, CommanderError } from 'commander';
 import { registerAdminCommands } from './admin.js';
+import { registerCertCommands } from './cert.js';
 import { registerDaemonCommand } from './daemon.js';
 import { registerModulePathCommand } from './module-path.js';
 import { registerServerCommand } from './server.js';
@@ -17,6 +18,7 @@ export async function main(argv: string[]): Promise<void> {
   registerDaemonCommand(program);
   registerStatusCommand(program);
   registerModulePathCommand(program);
+  registerCertCommands(program);
   try {
     await program.parseAsync(argv);
   } catch (err) {

@@ -31,6 +31,9 @@ const SAMPLES: Message[] = [
   { type: 'HELLO_OK', version: 1, server: 'signbridge-daemon 0.1.0' },
   { type: 'LIST' },
   { type: 'LIST_OK', tokens: [] },
+  { type: 'IMPORT_CERTIFICATES', tenant: 'acme', certificate: b('3082aa'), chain: [b('3082bb'), b('3082cc')] },
+  { type: 'IMPORT_CERTIFICATES', tenant: 'acme', certificate: b('3082aa'), chain: [] },
+  { type: 'IMPORT_OK', keyId: b('0011'), label: 'key-1', message: 'stored' },
   {
     type: 'LIST_OK',
     tokens: [

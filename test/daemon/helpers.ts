@@ -64,6 +64,7 @@ export function remoteConfig(
   const { timeoutMs, ...rest } = overrides;
   return {
     socketPath: tempSocketPath(),
+    certificateDir: join(tempDir(), 'certificates'),
     logLevel: 'silent',
     upstream: {
       type: 'remote',

@@ -2,6 +2,7 @@
 // Its own test file: one SoftHSM per process, and this file must not also start a test service.
 import { createPublicKey, verify } from 'node:crypto';
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../daemon/client.js';
 import type { DaemonConfig } from '../../daemon/config.js';
@@ -42,6 +43,7 @@ beforeAll(async () => {
   await setup.close();
   const config: DaemonConfig = {
     socketPath: tempSocketPath(),
+    certificateDir: join(dataDir, 'certificates'),
     logLevel: 'silent',
     upstream: { type: 'in-process', dataDir },
     tenants: [

@@ -8,10 +8,27 @@
 // Tests run a snippet with bash (-e -u -o pipefail) in a folder of their choosing, with the variables the
 // snippet uses ($MODULE, $TOKEN, ...) in its environment.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { packagePath } from '../../src/paths.js';
 
 const CLIENTS_DOC = packagePath('docs', 'clients.md');
+
+let shimDir: string | undefined;
+/**
+ * PATH with a `signbridge` command first (a shim that runs this checkout's bin/signbridge.js), so snippets call
+ * `signbridge ...` as a user with the package installed would.
+ */
+export function pathWithSignbridge(): string {
+  if (!shimDir) {
+    shimDir = mkdtempSync(join(tmpdir(), 'sb-bin-'));
+    const shim = join(shimDir, 'signbridge');
+    writeFileSync(shim, `#!/bin/sh\nexec "${process.execPath}" "${packagePath('bin', 'signbridge.js')}" "$@"\n`);
+    chmodSync(shim, 0o755);
+  }
+  return `${shimDir}:${process.env.PATH ?? ''}`;
+}
 
 /** All snippets of a markdown file, by id. */
 export function docSnippets(path = CLIENTS_DOC): Map<string, string> {
@@ -44,7 +61,7 @@ export function runSnippet(id: string, cwd: string, env: NodeJS.ProcessEnv = {},
   const script = docSnippet(id);
   const res = spawnSync('bash', ['-euo', 'pipefail', '-c', script], {
     cwd,
-    env: { ...process.env, ...env },
+    env: { ...process.env, PATH: pathWithSignbridge(), ...env },
     encoding: 'utf8',
     timeout: timeoutMs,
   });

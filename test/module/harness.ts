@@ -12,6 +12,8 @@ export interface Stack {
   dir: string;
   server: ServerProcess;
   socketPath: string;
+  /** The daemon's certificate folder (`signbridge cert import` writes there). */
+  certificateDir: string;
   publicKeys: Map<string, string>;
   keyIds: Map<string, string>;
   operator: string;
@@ -78,13 +80,14 @@ export async function startStack(specs: KeySpec[], extraPolicy?: string): Promis
   const daemonConfig = join(dir, 'daemon.yaml');
   writeFileSync(
     daemonConfig,
-    `socket: ${socketPath}\nlogLevel: warn\nservice:\n  url: ${server.url}\ntenants:\n${tenantsYaml.join('\n')}\napprovalWaitSeconds: 1\n`,
+    `socket: ${socketPath}\ncertificateDir: ${join(dir, 'certificates')}\nlogLevel: warn\nservice:\n  url: ${server.url}\ntenants:\n${tenantsYaml.join('\n')}\napprovalWaitSeconds: 1\n`,
   );
   let daemon: ChildProcess | undefined;
   const stack: Stack = {
     dir,
     server,
     socketPath,
+    certificateDir: join(dir, 'certificates'),
     publicKeys,
     keyIds,
     operator,

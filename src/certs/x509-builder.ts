@@ -1,0 +1,227 @@
+// PKCS#10 requests and certificates for a key that signs elsewhere (the service, reached through the daemon).
+// @peculiar/x509 does the ASN.1; it signs through a WebCrypto object, so we hand it one whose `sign` hashes the
+// to-be-signed bytes here and sends only the digest to the remote key. Everything else is Node's own WebCrypto.
+import 'reflect-metadata';
+import { createHash, X509Certificate as NodeX509Certificate, webcrypto } from 'node:crypto';
+import * as x509 from '@peculiar/x509';
+import {
+  algorithmInfo,
+  algorithmsForKey,
+  type HashName,
+  type KeySpec,
+  keyInfo,
+  type SigningAlgorithm,
+} from '../crypto/algorithms.js';
+
+/** A key whose private half lives elsewhere: its spec, its public key, and a way to sign a digest with it. */
+export interface RemoteKey {
+  keySpec: KeySpec;
+  /** SubjectPublicKeyInfo, DER. */
+  spki: Buffer;
+  /**
+   * Signs a digest. RSA: the modulus-sized signature; ECDSA: fixed-width r||s (what PKCS#11 and WebCrypto return,
+   * and what the daemon answers).
+   */
+  sign(algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer>;
+}
+
+export class SubjectError extends Error {}
+
+type JsonName = Array<Record<string, string[]>>;
+
+/**
+ * A distinguished name from the command line, in either of the two forms people paste:
+ *   OpenSSL's `/C=DE/O=Example/CN=Release signing` (most significant first, as `openssl req -subj`), or
+ *   RFC 4514's `CN=Release signing, O=Example, C=DE` (most significant last).
+ * `\` escapes a separator inside a value.
+ */
+export function parseSubject(text: string): x509.Name {
+  const input = text.trim();
+  if (!input) throw new SubjectError('the subject is empty; give e.g. "/CN=Release signing/O=Example"');
+  const slashForm = input.startsWith('/');
+  const parts = splitUnescaped(slashForm ? input.slice(1) : input, slashForm ? '/' : ',');
+  const rdns: JsonName = parts.map((part) => {
+    const eq = part.indexOf('=');
+    const type = part.slice(0, eq).trim();
+    const value = part
+      .slice(eq + 1)
+      .trim()
+      .replace(/\\(.)/g, '$1');
+    if (eq <= 0 || !value) throw new SubjectError(`"${part}" in the subject is not TYPE=value`);
+    return { [type]: [value] };
+  });
+  if (!slashForm) rdns.reverse();
+  try {
+    return new x509.Name(rdns);
+  } catch (err) {
+    throw new SubjectError(`the subject "${text}" is not a valid name: ${(err as Error).message}`);
+  }
+}
+
+function splitUnescaped(text: string, separator: string): string[] {
+  const out: string[] = [];
+  let current = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i] as string;
+    if (c === '\\' && i + 1 < text.length) {
+      current += c + (text[i + 1] as string);
+      i++;
+    } else if (c === separator) {
+      out.push(current);
+      current = '';
+    } else current += c;
+  }
+  out.push(current);
+  return out.filter((p) => p.trim() !== '');
+}
+
+const WEB_HASH: Record<HashName, string> = { sha256: 'SHA-256', sha384: 'SHA-384', sha512: 'SHA-512' };
+
+/** The signature algorithm for a key: PKCS#1 v1.5 (or PSS) with the chosen hash for RSA; the curve's hash for EC. */
+export function certificateAlgorithm(keySpec: KeySpec, options: { hash?: HashName; pss?: boolean } = {}) {
+  const info = keyInfo(keySpec);
+  const hash = info.family === 'ec' ? info.hash : (options.hash ?? 'sha256');
+  if (info.family === 'ec' && options.hash && options.hash !== info.hash) {
+    throw new SubjectError(`a ${keySpec} key signs with ${info.hash} only`);
+  }
+  if (info.family === 'ec' && options.pss) throw new SubjectError('PSS is for RSA keys only');
+  const suffix = hash.slice(3);
+  const algorithm = (
+    info.family === 'ec'
+      ? `ECDSA_SHA_${suffix}`
+      : options.pss
+        ? `RSASSA_PSS_SHA_${suffix}`
+        : `RSASSA_PKCS1_V1_5_SHA_${suffix}`
+  ) as SigningAlgorithm;
+  if (!algorithmsForKey(keySpec).includes(algorithm)) throw new SubjectError(`${keySpec} does not allow ${algorithm}`);
+  const webHash = WEB_HASH[hash];
+  const web =
+    info.family === 'ec'
+      ? { name: 'ECDSA', hash: webHash, namedCurve: info.curve }
+      : options.pss
+        ? { name: 'RSA-PSS', hash: webHash, saltLength: DIGEST_BYTES[hash] }
+        : { name: 'RSASSA-PKCS1-v1_5', hash: webHash };
+  return { algorithm, web };
+}
+
+const DIGEST_BYTES: Record<HashName, number> = { sha256: 32, sha384: 48, sha512: 64 };
+
+/** The WebCrypto import parameters for the key's public half (only used to compute key identifiers). */
+function importParams(keySpec: KeySpec) {
+  const info = keyInfo(keySpec);
+  return info.family === 'ec'
+    ? { name: 'ECDSA', namedCurve: info.curve }
+    : { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' };
+}
+
+/** Node's WebCrypto, except that `sign` goes to the remote key with a digest computed here. */
+function remoteCrypto(key: RemoteKey, algorithm: SigningAlgorithm): webcrypto.Crypto {
+  const subtle = webcrypto.subtle;
+  const hash = algorithmInfo(algorithm).hash;
+  const signRemotely = async (
+    _alg: unknown,
+    _key: unknown,
+    data: ArrayBuffer | ArrayBufferView,
+  ): Promise<ArrayBuffer> => {
+    const bytes = ArrayBuffer.isView(data)
+      ? Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+      : Buffer.from(data as ArrayBuffer);
+    const signature = await key.sign(algorithm, createHash(hash).update(bytes).digest());
+    return new Uint8Array(signature).buffer;
+  };
+  const proxied = new Proxy(subtle, {
+    get(target, prop) {
+      if (prop === 'sign') return signRemotely;
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return {
+    subtle: proxied,
+    getRandomValues: webcrypto.getRandomValues.bind(webcrypto),
+    randomUUID: webcrypto.randomUUID.bind(webcrypto),
+  } as unknown as webcrypto.Crypto;
+}
+
+export interface BuildOptions {
+  subject: x509.Name;
+  hash?: HashName;
+  pss?: boolean;
+}
+
+/** Extensions a code-signing certificate carries: digitalSignature, codeSigning, not a CA. */
+async function codeSigningExtensions(publicKey: webcrypto.CryptoKey, crypto: webcrypto.Crypto, selfSigned: boolean) {
+  const extensions: x509.Extension[] = [
+    new x509.BasicConstraintsExtension(false, undefined, true),
+    new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+    new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.codeSigning], false),
+    await x509.SubjectKeyIdentifierExtension.create(publicKey, false, crypto),
+  ];
+  if (selfSigned) extensions.push(await x509.AuthorityKeyIdentifierExtension.create(publicKey, false, crypto));
+  return extensions;
+}
+
+async function publicCryptoKey(key: RemoteKey): Promise<webcrypto.CryptoKey> {
+  return webcrypto.subtle.importKey('spki', key.spki, importParams(key.keySpec), true, [
+    'verify',
+  ]) as Promise<webcrypto.CryptoKey>;
+}
+
+/** A PKCS#10 request for the remote key, asking for a code-signing certificate; its signature is checked here. */
+export async function createCsr(key: RemoteKey, options: BuildOptions): Promise<x509.Pkcs10CertificateRequest> {
+  const { algorithm, web } = certificateAlgorithm(key.keySpec, options);
+  const crypto = remoteCrypto(key, algorithm);
+  const publicKey = await publicCryptoKey(key);
+  const csr = await x509.Pkcs10CertificateRequestGenerator.create(
+    {
+      name: options.subject,
+      keys: { publicKey, privateKey: { algorithm: web, type: 'private' } as unknown as webcrypto.CryptoKey },
+      signingAlgorithm: web,
+      extensions: [
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.codeSigning], false),
+      ],
+    },
+    crypto,
+  );
+  if (!(await csr.verify(webcrypto as unknown as webcrypto.Crypto))) {
+    throw new Error('the signature on the new request does not verify with the key; nothing was written');
+  }
+  return csr;
+}
+
+export interface SelfSignedOptions extends BuildOptions {
+  days: number;
+  notBefore?: Date;
+}
+
+/** A self-signed code-signing certificate for the remote key; its signature is checked here. */
+export async function createSelfSigned(key: RemoteKey, options: SelfSignedOptions): Promise<x509.X509Certificate> {
+  if (!Number.isInteger(options.days) || options.days < 1 || options.days > 36_500) {
+    throw new SubjectError(`--days must be a whole number from 1 to 36500, got ${options.days}`);
+  }
+  const { algorithm, web } = certificateAlgorithm(key.keySpec, options);
+  const crypto = remoteCrypto(key, algorithm);
+  const publicKey = await publicCryptoKey(key);
+  // A minute back, so that a verifier whose clock is slightly behind does not see a certificate from the future.
+  const notBefore = options.notBefore ?? new Date(Date.now() - 60_000);
+  const cert = await x509.X509CertificateGenerator.create(
+    {
+      serialNumber: webcrypto.getRandomValues(Buffer.alloc(16)).toString('hex').replace(/^./, '4'),
+      subject: options.subject,
+      issuer: options.subject,
+      notBefore,
+      notAfter: new Date(notBefore.getTime() + options.days * 86_400_000),
+      publicKey: key.spki,
+      signingKey: { algorithm: web, type: 'private' } as unknown as webcrypto.CryptoKey,
+      signingAlgorithm: web,
+      extensions: await codeSigningExtensions(publicKey, crypto, true),
+    },
+    crypto,
+  );
+  const check = new NodeX509Certificate(Buffer.from(cert.rawData));
+  if (!check.verify(check.publicKey)) {
+    throw new Error('the signature on the new certificate does not verify with the key; nothing was written');
+  }
+  return cert;
+}
