@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 APT_PACKAGES=(
-  softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin osslsigncode gcc-mingw-w64-x86-64
+  softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin gcc-mingw-w64-x86-64 unzip
   openjdk-17-jdk-headless cmake build-essential libssl-dev libp11-kit-dev openssl curl ca-certificates
 )
-BACKPORTS_PACKAGES=(pkcs11-provider)
+# pkcs11-provider exists only in bookworm-backports; osslsigncode 2.9 (main has 2.5) comes from there too.
+BACKPORTS_PACKAGES=(pkcs11-provider osslsigncode)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else

@@ -1,0 +1,107 @@
+// A small certificate authority for the tool tests, made with OpenSSL and local keys: a root and an intermediate,
+// standing in for the CA a user sends `signbridge cert csr` output to. Leaves it issues are code-signing certificates.
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface TestPki {
+  dir: string;
+  /** Root certificate, PEM file path (the trust anchor verifiers get). */
+  root: string;
+  /** Intermediate certificate, PEM file path. */
+  intermediate: string;
+  /** Issues a leaf for a PKCS#10 request; writes `<out>` (leaf only) and returns the chain PEM leaf→intermediate→root. */
+  issue(csr: string, out: string): string;
+}
+
+const ossl = (dir: string, args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+
+export function makeTestPki(dir: string, name = 'Example'): TestPki {
+  const ext = (file: string, lines: string[]) => writeFileSync(join(dir, file), `${lines.join('\n')}\n`);
+  const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  ossl(dir, [
+    'req',
+    '-x509',
+    ...ecKey,
+    '-keyout',
+    'root.key',
+    '-out',
+    'root.pem',
+    '-days',
+    '3',
+    '-subj',
+    `/O=${name}/CN=${name} test root CA`,
+    '-addext',
+    'basicConstraints=critical,CA:true',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
+  ossl(dir, [
+    'req',
+    '-new',
+    ...ecKey,
+    '-keyout',
+    'intermediate.key',
+    '-out',
+    'intermediate.csr',
+    '-subj',
+    `/O=${name}/CN=${name} test code-signing CA`,
+  ]);
+  ext('intermediate.ext', [
+    'basicConstraints=critical,CA:true,pathlen:0',
+    'keyUsage=critical,keyCertSign,cRLSign',
+    'subjectKeyIdentifier=hash',
+    'authorityKeyIdentifier=keyid',
+  ]);
+  ossl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    'intermediate.csr',
+    '-CA',
+    'root.pem',
+    '-CAkey',
+    'root.key',
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    'intermediate.ext',
+    '-out',
+    'intermediate.pem',
+  ]);
+  ext('leaf.ext', [
+    'basicConstraints=critical,CA:false',
+    'keyUsage=critical,digitalSignature',
+    'extendedKeyUsage=codeSigning',
+    'subjectKeyIdentifier=hash',
+    'authorityKeyIdentifier=keyid',
+  ]);
+  const root = join(dir, 'root.pem');
+  const intermediate = join(dir, 'intermediate.pem');
+  return {
+    dir,
+    root,
+    intermediate,
+    issue(csr, out) {
+      ossl(dir, [
+        'x509',
+        '-req',
+        '-in',
+        csr,
+        '-CA',
+        'intermediate.pem',
+        '-CAkey',
+        'intermediate.key',
+        '-CAcreateserial',
+        '-days',
+        '1',
+        '-extfile',
+        'leaf.ext',
+        '-out',
+        out,
+      ]);
+      return [out, intermediate, root].map((f) => readFileSync(f, 'utf8')).join('');
+    },
+  };
+}
