@@ -4,6 +4,7 @@ import { registerAdminCommands } from './admin.js';
 import { registerCertCommands } from './cert.js';
 import { registerDaemonCommand } from './daemon.js';
 import { registerModulePathCommand } from './module-path.js';
+import { registerOpensslConfigCommand } from './openssl-config.js';
 import { registerServerCommand } from './server.js';
 import { registerStatusCommand } from './status.js';
 
@@ -19,6 +20,7 @@ export async function main(argv: string[]): Promise<void> {
   registerStatusCommand(program);
   registerModulePathCommand(program);
   registerCertCommands(program);
+  registerOpensslConfigCommand(program);
   try {
     await program.parseAsync(argv);
   } catch (err) {
