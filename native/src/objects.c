@@ -94,6 +94,25 @@ static const struct {
     {"ECC_NIST_P521", SBP11_EC, 521, "secp521r1", OID_P521, sizeof(OID_P521), SBP11_SHA512},
 };
 
+/*
+ * The EC point, straight from the SPKI's BIT STRING (uncompressed form expected). Not from the EVP_PKEY: in a
+ * process where the libp11 engine is loaded, d2i_PUBKEY makes an engine-backed legacy key that does not answer
+ * OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY.
+ */
+static int spki_ec_point(const uint8_t *der, size_t len, uint8_t *point, size_t cap, size_t *plen) {
+  const unsigned char *p = der;
+  X509_PUBKEY *xp = d2i_X509_PUBKEY(NULL, &p, (long)len);
+  const unsigned char *pt = NULL;
+  int ptlen = 0;
+  int ok = xp && X509_PUBKEY_get0_param(NULL, &pt, &ptlen, NULL, xp) == 1 && ptlen > 0 && (size_t)ptlen <= cap;
+  if (ok) {
+    memcpy(point, pt, (size_t)ptlen);
+    *plen = (size_t)ptlen;
+  }
+  X509_PUBKEY_free(xp);
+  return ok ? 0 : -1;
+}
+
 /* Parses the SPKI and checks it is what KEY_SPEC says. Returns 0, or -1 with a reason. */
 static int parse_spki(const char *spec, const uint8_t *der, size_t len, pubkey *pk, char *why, size_t whylen) {
   memset(pk, 0, sizeof(*pk));
@@ -136,8 +155,8 @@ static int parse_spki(const char *spec, const uint8_t *der, size_t len, pubkey *
       snprintf(why, whylen, "PUBLIC_KEY is not on the curve KEY_SPEC %s says", spec);
       goto out;
     }
-    if (!EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, point, sizeof(point), &plen) ||
-        plen < 65 || point[0] != 0x04) {
+    if (spki_ec_point(der, len, point, sizeof(point), &plen) != 0 || plen != 1 + 2 * ((SPECS[s].bits + 7) / 8) ||
+        point[0] != 0x04) {
       snprintf(why, whylen, "cannot read the EC point");
       goto out;
     }
