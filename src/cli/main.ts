@@ -5,6 +5,7 @@ import { registerCertCommands } from './cert.js';
 import { registerDaemonCommand } from './daemon.js';
 import { registerModulePathCommand } from './module-path.js';
 import { registerOpensslConfigCommand } from './openssl-config.js';
+import { registerP11KitCommands } from './p11-kit.js';
 import { registerServerCommand } from './server.js';
 import { registerStatusCommand } from './status.js';
 
@@ -21,6 +22,7 @@ export async function main(argv: string[]): Promise<void> {
   registerModulePathCommand(program);
   registerCertCommands(program);
   registerOpensslConfigCommand(program);
+  registerP11KitCommands(program);
   try {
     await program.parseAsync(argv);
   } catch (err) {
