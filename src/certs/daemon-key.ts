@@ -1,7 +1,7 @@
 // A RemoteKey reached through the build-host daemon, the way the PKCS#11 module reaches it (HELLO, LIST, SIGN,
 // POLL): `signbridge cert` needs no credentials of its own, and its signatures pass the same policy as any other.
 import { DaemonClient } from '../../daemon/client.js';
-import type { Response, WireKey } from '../../daemon/protocol/messages.js';
+import type { Response, SignContext, WireKey } from '../../daemon/protocol/messages.js';
 import { wireStatusName } from '../../daemon/protocol/wire.js';
 import { KEY_SPECS, type KeySpec } from '../crypto/algorithms.js';
 import type { RemoteKey } from './x509-builder.js';
@@ -13,6 +13,18 @@ export interface DaemonKeyOptions {
   onPending?: (requestId: string, status: string, message: string) => void;
   /** How long to wait for an approval before giving up (default 10 minutes). */
   approvalTimeoutMs?: number;
+  /** Policy inputs sent with each signature (by default from the environment, as the module does). */
+  context?: SignContext;
+}
+
+/** The build step's context from the variables the module reads too (SIGNBRIDGE_PROJECT, ...). */
+export function contextFromEnv(env: NodeJS.ProcessEnv = process.env): SignContext {
+  const ctx: SignContext = {};
+  if (env.SIGNBRIDGE_PROJECT) ctx.project = env.SIGNBRIDGE_PROJECT;
+  if (env.SIGNBRIDGE_ENVIRONMENT) ctx.environment = env.SIGNBRIDGE_ENVIRONMENT;
+  if (env.SIGNBRIDGE_ARTIFACT_TYPE) ctx.artifactType = env.SIGNBRIDGE_ARTIFACT_TYPE;
+  if (env.SIGNBRIDGE_ARTIFACT_VERSION) ctx.artifactVersion = env.SIGNBRIDGE_ARTIFACT_VERSION;
+  return ctx;
 }
 
 export interface DaemonKey extends RemoteKey {
@@ -72,7 +84,8 @@ export async function openDaemonKey(
       throw new DaemonKeyError(`tenant ${tenant}'s key has a key spec this tool does not know: ${key.keySpec}`);
     }
     const sign: RemoteKey['sign'] = async (algorithm, digest) => {
-      let res = await client.request({ type: 'SIGN', tenant, keyId: key.keyId, algorithm, digest });
+      const context = options.context ?? contextFromEnv();
+      let res = await client.request({ type: 'SIGN', tenant, keyId: key.keyId, algorithm, digest, ...context });
       const deadline = Date.now() + (options.approvalTimeoutMs ?? 600_000);
       while (res.type === 'SIGN_PENDING') {
         options.onPending?.(res.requestId, res.status, res.message);
