@@ -10,6 +10,7 @@ import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { runCli } from '../helpers/cli.js';
 import { runSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
 import { type Stack, startStack, tenantFor } from '../module/harness.js';
+import { selfSignedCa } from './pki.js';
 
 let stack: Stack;
 let work: string;
@@ -21,31 +22,7 @@ beforeAll(async () => {
   stack = await startStack(['RSA_2048', 'ECC_NIST_P256', 'ECC_NIST_P384']);
   work = mkdtempSync(join(stack.dir, 'work-'));
   // A test CA with a local key, as a user's CA would be: it signs what `cert csr` produced.
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      'ca.key',
-      '-subj',
-      '/O=Example/CN=Example test CA',
-      '-days',
-      '2',
-      '-out',
-      'ca.pem',
-      '-addext',
-      'basicConstraints=critical,CA:true',
-      '-addext',
-      'keyUsage=critical,keyCertSign',
-    ],
-    { cwd: work, stdio: 'pipe' },
-  );
+  selfSignedCa(work, 'ca', '/O=Example/CN=Example test CA');
 });
 afterAll(async () => {
   await stack?.close();
@@ -191,27 +168,7 @@ describe('bad input changes nothing', () => {
     });
     expect(reversed.code).toBe(1);
     expect(reversed.stderr).toContain("the leaf certificate (O=Example, CN=Example test CA) does not carry this key's");
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-keyout',
-        'other.key',
-        '-subj',
-        '/CN=Another CA',
-        '-days',
-        '1',
-        '-out',
-        'other-ca.pem',
-      ],
-      { cwd: work, stdio: 'pipe' },
-    );
+    selfSignedCa(work, 'other-ca', '/CN=Another CA');
     writeFileSync(join(work, 'wrong-issuer.pem'), leaf + readFileSync(join(work, 'other-ca.pem'), 'utf8'));
     const wrong = runCli(['cert', 'import', '--tenant', RSA, '--chain', join(work, 'wrong-issuer.pem')], {
       SIGNBRIDGE_SOCKET: stack.socketPath,

@@ -9,7 +9,7 @@ import { MODULE_PATH } from '../../src/cli/module-path.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { runSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
 import { type Stack, startStack, tenantFor } from '../module/harness.js';
-import { makeTestPki, type TestPki } from './pki.js';
+import { certifyTenants, makeTestPki, type TestPki } from './pki.js';
 
 // Slot order is the daemon's tenant order, which is this order.
 const SPECS: KeySpec[] = ['RSA_2048', 'RSA_3072', 'ECC_NIST_P256', 'ECC_NIST_P384'];
@@ -30,13 +30,7 @@ beforeAll(async () => {
   writeFileSync(join(build, 'Hello.txt'), 'signed by signbridge\n');
   execFileSync('jar', ['cf', 'app.jar', 'Hello.txt'], { cwd: build });
   jar = readFileSync(join(build, 'app.jar'));
-  for (const spec of SPECS) {
-    const dir = mkdtempSync(join(stack.dir, `cert-${spec}-`));
-    const env = { SIGNBRIDGE_SOCKET: stack.socketPath, TOKEN: tenantFor(spec) };
-    runSnippetOk('cert-csr', dir, env);
-    writeFileSync(join(dir, 'release-chain.pem'), pki.issue(join(dir, 'release.csr'), join(dir, 'leaf.pem')));
-    runSnippetOk('cert-import', dir, env);
-  }
+  certifyTenants(pki, stack.socketPath, stack.dir, SPECS.map(tenantFor));
 }, 180_000);
 afterAll(async () => {
   await stack?.close();

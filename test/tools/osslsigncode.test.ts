@@ -9,7 +9,7 @@ import { MODULE_PATH } from '../../src/cli/module-path.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { runSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
 import { type Stack, startStack, tenantFor } from '../module/harness.js';
-import { makeTestPki, type TestPki } from './pki.js';
+import { certifyTenants, makeTestPki, type TestPki } from './pki.js';
 
 const SPECS: KeySpec[] = ['RSA_2048', 'ECC_NIST_P256', 'ECC_NIST_P384'];
 let stack: Stack;
@@ -24,15 +24,7 @@ beforeAll(async () => {
   execFileSync('x86_64-w64-mingw32-gcc', ['-O2', '-o', 'hello.exe', 'hello.c'], { cwd: build });
   pe = readFileSync(join(build, 'hello.exe'));
   expect(pe.subarray(0, 2).toString()).toBe('MZ');
-  // Each tenant gets a CA-issued certificate: request signed through the daemon, chain imported.
-  for (const spec of SPECS) {
-    const tenant = tenantFor(spec);
-    const dir = mkdtempSync(join(stack.dir, `cert-${spec}-`));
-    const env = { SIGNBRIDGE_SOCKET: stack.socketPath, TOKEN: tenant };
-    runSnippetOk('cert-csr', dir, env);
-    writeFileSync(join(dir, 'release-chain.pem'), pki.issue(join(dir, 'release.csr'), join(dir, 'leaf.pem')));
-    runSnippetOk('cert-import', dir, env);
-  }
+  certifyTenants(pki, stack.socketPath, stack.dir, SPECS.map(tenantFor));
 });
 afterAll(async () => {
   await stack?.close();

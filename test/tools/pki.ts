@@ -1,8 +1,9 @@
 // A small certificate authority for the tool tests, made with OpenSSL and local keys: a root and an intermediate,
 // standing in for the CA a user sends `signbridge cert csr` output to. Leaves it issues are code-signing certificates.
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { runSnippetOk } from '../helpers/doc-snippets.js';
 
 export interface TestPki {
   dir: string;
@@ -15,31 +16,51 @@ export interface TestPki {
 }
 
 const ossl = (dir: string, args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
 
-export function makeTestPki(dir: string, name = 'Example'): TestPki {
-  const ext = (file: string, lines: string[]) => writeFileSync(join(dir, file), `${lines.join('\n')}\n`);
-  const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+/** A self-signed CA certificate with a new local P-256 key: writes `<name>.key` and `<name>.pem` into dir. */
+export function selfSignedCa(dir: string, name: string, subject: string): string {
   ossl(dir, [
     'req',
     '-x509',
-    ...ecKey,
+    ...EC_KEY,
     '-keyout',
-    'root.key',
+    `${name}.key`,
     '-out',
-    'root.pem',
+    `${name}.pem`,
     '-days',
     '3',
     '-subj',
-    `/O=${name}/CN=${name} test root CA`,
+    subject,
     '-addext',
     'basicConstraints=critical,CA:true',
     '-addext',
     'keyUsage=critical,keyCertSign,cRLSign',
   ]);
+  return join(dir, `${name}.pem`);
+}
+
+/**
+ * Gives each tenant a certificate from `pki`, the way a user would: `signbridge cert csr` (signed through the
+ * daemon), the CA issues, `signbridge cert import` registers leaf + intermediate + root. Uses the docs' snippets.
+ */
+export function certifyTenants(pki: TestPki, socketPath: string, parent: string, tenants: string[]): void {
+  for (const tenant of tenants) {
+    const dir = mkdtempSync(join(parent, `cert-${tenant}-`));
+    const env = { SIGNBRIDGE_SOCKET: socketPath, TOKEN: tenant };
+    runSnippetOk('cert-csr', dir, env);
+    writeFileSync(join(dir, 'release-chain.pem'), pki.issue(join(dir, 'release.csr'), join(dir, 'leaf.pem')));
+    runSnippetOk('cert-import', dir, env);
+  }
+}
+
+export function makeTestPki(dir: string, name = 'Example'): TestPki {
+  const ext = (file: string, lines: string[]) => writeFileSync(join(dir, file), `${lines.join('\n')}\n`);
+  selfSignedCa(dir, 'root', `/O=${name}/CN=${name} test root CA`);
   ossl(dir, [
     'req',
     '-new',
-    ...ecKey,
+    ...EC_KEY,
     '-keyout',
     'intermediate.key',
     '-out',
