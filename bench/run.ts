@@ -35,7 +35,7 @@ for (const line of raw.trim().split('\n')) {
   const r = JSON.parse(line);
   const path =
     r.path === 'key-store'
-      ? 'service key store alone (8 in flight, signing threads)'
+      ? `service key store alone (${r.threads} in flight, signing threads)`
       : 'SoftHSM direct (pkcs11js, 1 thread)';
   rows.push({
     path,
@@ -94,15 +94,15 @@ try {
 const find = (path: string, spec: string, c: number) =>
   rows.find((r) => r.path.startsWith(path) && r.spec === spec && r.concurrency === c);
 const rawRsa = find('SoftHSM', 'RSA_2048', 1);
-const svcRsa32 = find('service', 'RSA_2048', 32);
-const svcP256 = find('service', 'ECC_NIST_P256', 32);
+const svcRsa32 = find('service `sign`', 'RSA_2048', 32);
+const svcP256 = find('service `sign`', 'ECC_NIST_P256', 32);
 const fmt = (n: number | undefined, d = 0) => (n === undefined ? 'n/a' : n.toFixed(d));
 const goals = [
   `RSA-2048 at concurrency 32 vs single-thread raw SoftHSM: ${fmt(svcRsa32 && rawRsa ? svcRsa32.perSecond / rawRsa.perSecond : undefined, 2)}x (aim 1.5x)`,
   `P-256 at concurrency 32: ${fmt(svcP256?.perSecond)} signatures/s (aim 4,000)`,
   ...['RSA_2048', 'ECC_NIST_P256'].map((spec) => {
     const r = find('SoftHSM', spec, 1);
-    const s = find('service', spec, 1);
+    const s = find('service `sign`', spec, 1);
     return `${spec} median latency at concurrency 1: service ${fmt(s?.p50Ms, 2)} ms vs raw ${fmt(r?.p50Ms, 3)} ms (aim: within 1 ms)`;
   }),
 ];
