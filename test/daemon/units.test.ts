@@ -2,10 +2,11 @@
 // credentials, certificates, the key cache and the request handler against a scripted upstream.
 import { execFileSync } from 'node:child_process';
 import { createPrivateKey, generateKeyPairSync, sign as nodeSign, randomBytes } from 'node:crypto';
-import { chmodSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CertificateStore } from '../../daemon/certificate-store.js';
 import { DaemonConfigError, resolveDaemonConfig } from '../../daemon/config.js';
 import { apiKeyFromEnv, apiKeyFromFile, CredentialError } from '../../daemon/credentials.js';
 import { isPlaintextRemote } from '../../daemon/daemon.js';
@@ -612,5 +613,123 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
     } finally {
       await srv.close();
     }
+  });
+});
+
+describe('RequestHandler IMPORT_CERTIFICATES', () => {
+  /** A self-signed certificate for `key`, DER. */
+  function certFor(key: ReturnType<typeof ecKey>, name: string): Buffer {
+    const dir = tmp();
+    writeFileSync(join(dir, 'k.pem'), key.privateKey.export({ type: 'pkcs8', format: 'pem' }));
+    return execFileSync('openssl', [
+      'req',
+      '-x509',
+      '-new',
+      '-key',
+      join(dir, 'k.pem'),
+      '-subj',
+      `/CN=${name}`,
+      '-days',
+      '1',
+      '-outform',
+      'DER',
+    ]);
+  }
+  const peer = { pid: process.pid, uid: 0 };
+
+  function setup(options: { store?: boolean; configured?: Record<string, string> } = {}) {
+    const up = new FakeUpstream();
+    const key = ecKey();
+    setKey(up, 't', '../k-1', 'ECC_NIST_P256', key.pem);
+    const dir = tmp();
+    const store = options.store === false ? undefined : new CertificateStore(join(dir, 'certs'));
+    const catalog = new KeyCatalog({
+      upstream: up,
+      tenants: [{ tenantId: 't', label: 't', certificates: options.configured ?? {} }],
+      ttlMs: 60_000,
+      log: silentLogger(),
+      ...(store && { certificateStore: store }),
+    });
+    const handler = new RequestHandler({
+      catalog,
+      upstream: up,
+      log: silentLogger(),
+      sbomMaxBytes: 1,
+      ...(store && { certificateStore: store }),
+    });
+    return { up, key, dir, catalog, handler };
+  }
+
+  it('stores a matching leaf privately inside its folder (whatever the key id) and publishes it at once', async () => {
+    const { key, dir, catalog, handler } = setup();
+    expect((await catalog.current('t')).certs.certificate).toBeUndefined();
+    const leaf = certFor(key, 'leaf');
+    const res = await handler.handle({ type: 'IMPORT_CERTIFICATES', tenant: 't', certificate: leaf, chain: [] }, peer);
+    if (res.type !== 'IMPORT_OK') throw new Error(JSON.stringify(res));
+    expect(res.label).toBe('../k-1');
+    expect(res.keyId).toEqual(ckaIdFor('../k-1'));
+    const file = join(dir, 'certs', 't', '%2e%2e%2fk-1.pem');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect((await catalog.current('t')).certs.certificate).toEqual(leaf);
+  });
+
+  it('refuses another key, an unknown tenant, a configured file and a daemon without a folder', async () => {
+    const { handler } = setup();
+    const other = certFor(ecKey(), 'other');
+    const wrongKey = await handler.handle(
+      { type: 'IMPORT_CERTIFICATES', tenant: 't', certificate: other, chain: [] },
+      peer,
+    );
+    expect(wrongKey).toMatchObject({ type: 'ERROR', status: WireStatus.BAD_REQUEST });
+    expect((wrongKey as { message: string }).message).toMatch(/does not carry this key's public key/);
+    const garbage = await handler.handle(
+      { type: 'IMPORT_CERTIFICATES', tenant: 't', certificate: Buffer.from('3003020101', 'hex'), chain: [] },
+      peer,
+    );
+    expect(garbage).toMatchObject({ type: 'ERROR', status: WireStatus.BAD_REQUEST });
+    const unknown = await handler.handle(
+      { type: 'IMPORT_CERTIFICATES', tenant: 'x', certificate: other, chain: [] },
+      peer,
+    );
+    expect(unknown).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND });
+
+    const pinned = setup({ configured: { '../k-1': '/etc/certs/pinned.pem' } });
+    const refused = await pinned.handler.handle(
+      { type: 'IMPORT_CERTIFICATES', tenant: 't', certificate: certFor(pinned.key, 'leaf'), chain: [] },
+      peer,
+    );
+    expect(refused).toMatchObject({ type: 'ERROR', status: WireStatus.BAD_REQUEST });
+    expect((refused as { message: string }).message).toContain('/etc/certs/pinned.pem');
+
+    const noFolder = setup({ store: false });
+    const none = await noFolder.handler.handle(
+      { type: 'IMPORT_CERTIFICATES', tenant: 't', certificate: certFor(noFolder.key, 'leaf'), chain: [] },
+      peer,
+    );
+    expect(none).toMatchObject({ type: 'ERROR', status: WireStatus.BAD_REQUEST });
+  });
+});
+
+describe('daemon certificate folder', () => {
+  const base = { tenants: ['t'], serviceUrl: 'http://127.0.0.1:1' };
+  it('defaults under XDG_DATA_HOME or ~/.local/share; the file, the environment and --cert-dir override it', () => {
+    const env = { SIGNBRIDGE_API_KEY: 'sbk_x_y', HOME: '/home/b' };
+    expect(resolveDaemonConfig({ ...base, env }).certificateDir).toBe('/home/b/.local/share/signbridge/certificates');
+    expect(resolveDaemonConfig({ ...base, env: { ...env, XDG_DATA_HOME: '/xdg' } }).certificateDir).toBe(
+      '/xdg/signbridge/certificates',
+    );
+    const dir = tmp();
+    writeFileSync(join(dir, 'd.yaml'), 'certificateDir: certs\n');
+    expect(resolveDaemonConfig({ ...base, env, configFile: join(dir, 'd.yaml') }).certificateDir).toBe(
+      join(dir, 'certs'),
+    );
+    expect(
+      resolveDaemonConfig({
+        ...base,
+        env: { ...env, SIGNBRIDGE_CERT_DIR: '/env/certs' },
+        configFile: join(dir, 'd.yaml'),
+      }).certificateDir,
+    ).toBe('/env/certs');
+    expect(resolveDaemonConfig({ ...base, env, certificateDir: '/flag' }).certificateDir).toBe('/flag');
   });
 });
