@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { MODULE_PATH } from '../src/cli/module-path.js';
 import { findSoftHsmModule } from '../src/keys/softhsm.js';
 import { packagePath } from '../src/paths.js';
-import { CLI, createApiKeyCli, postAction, runCli, startServerProcess } from '../test/helpers/cli.js';
+import { CLI, createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 
 export interface PathRow {

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import pkcs11js from 'pkcs11js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
-import { createApiKeyCli, runCli } from '../helpers/cli.js';
+import { createApiKeyCli } from '../helpers/cli.js';
 import { type Stack, startStack, tenantFor } from './harness.js';
 
 const P = pkcs11js;
