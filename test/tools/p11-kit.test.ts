@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
-import { MODULE_FILE, SYSTEM_MODULES_DIR } from '../../src/cli/p11-kit.js';
+import { MODULE_FILE, registrationDir, SYSTEM_MODULES_DIR, userConfigIgnored } from '../../src/cli/p11-kit.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { packagePath } from '../../src/paths.js';
 import { CLI, createApiKeyCli, runCli } from '../helpers/cli.js';
@@ -240,4 +240,25 @@ describe('p11-kit, system-wide registration', () => {
       expect(r.stderr).toContain('--system needs root');
     });
   }
+});
+
+describe('where p11-kit looks, as register computes it', () => {
+  it('the user folder: $XDG_CONFIG_HOME/pkcs11/modules, else ~/.config/pkcs11/modules', () => {
+    expect(registrationDir('user', { HOME: '/h', XDG_CONFIG_HOME: '/x' })).toBe('/x/pkcs11/modules');
+    expect(registrationDir('user', { HOME: '/h', XDG_CONFIG_HOME: '' })).toBe('/h/.config/pkcs11/modules');
+    expect(registrationDir('system', { HOME: '/h' })).toBe(SYSTEM_MODULES_DIR);
+  });
+
+  it('per-user files are ignored with user-config: none in pkcs11.conf or P11_KIT_NO_USER_CONFIG', () => {
+    const dir = mkdtempSync(join(stack.dir, 'p11kit-conf-'));
+    const conf = join(dir, 'pkcs11.conf');
+    expect(userConfigIgnored({}, conf)).toBeUndefined(); // no file: p11-kit merges
+    writeFileSync(conf, '# comment\nuser-config: merge\n');
+    expect(userConfigIgnored({}, conf)).toBeUndefined();
+    writeFileSync(conf, 'user-config: none\n');
+    expect(userConfigIgnored({}, conf)).toBe(`${conf} says user-config: none`);
+    expect(userConfigIgnored({ P11_KIT_NO_USER_CONFIG: '1' }, join(dir, 'missing'))).toBe(
+      'P11_KIT_NO_USER_CONFIG is set',
+    );
+  });
 });
