@@ -26,7 +26,8 @@ export interface Stack {
 
 export const tenantFor = (spec: KeySpec) => `m-${spec.toLowerCase().replaceAll('_', '-')}`;
 
-async function waitForSocket(path: string, timeoutMs = 20_000): Promise<void> {
+/** Resolves once something accepts connections on the Unix socket `path`. */
+export async function waitForSocket(path: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (existsSync(path)) {

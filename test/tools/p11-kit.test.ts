@@ -7,7 +7,6 @@
 // registers with --system (written to /etc/pkcs11/modules for the length of one test, and always removed).
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
@@ -16,7 +15,7 @@ import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { packagePath } from '../../src/paths.js';
 import { CLI, createApiKeyCli, runCli } from '../helpers/cli.js';
 import { docSnippet, runSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
-import { type Stack, startStack, tenantFor } from '../module/harness.js';
+import { type Stack, startStack, tenantFor, waitForSocket } from '../module/harness.js';
 
 const SPECS: KeySpec[] = ['RSA_2048', 'ECC_NIST_P256', 'ECC_NIST_P384'];
 const TENANTS = SPECS.map(tenantFor);
@@ -63,23 +62,6 @@ function nobodyCannotRead(): string | undefined {
 }
 const userPartBlocked = nobodyCannotRead();
 if (userPartBlocked) process.stderr.write(`p11-kit per-user test skipped: ${userPartBlocked}\n`);
-
-async function waitForSocket(path: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = connect(path);
-      s.once('connect', () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`the build user's daemon socket ${path} did not appear`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 beforeAll(async () => {
   stack = await startStack(SPECS);
