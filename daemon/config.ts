@@ -6,6 +6,7 @@ import { dirname, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
+import { busyPollSetting } from '../src/busy-poll.js';
 import { defaultCertificateDir } from './certificate-store.js';
 import { type ApiKeySource, apiKeyFromEnv, apiKeyFromFile } from './credentials.js';
 import type { TenantConfig } from './key-catalog.js';
@@ -52,6 +53,8 @@ export const DaemonConfigFileSchema = Type.Object(
       ),
     ),
     cacheSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 3600 })),
+    /** How long the event loop keeps polling after a request (src/busy-poll.ts); 0 turns it off. */
+    busyPollMs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
     approvalWaitSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 60 })),
     sbomMaxBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 * 1024 * 1024 })),
   },
@@ -77,6 +80,8 @@ export interface DaemonConfig {
   upstream: UpstreamConfig;
   tenants: TenantConfig[];
   cacheTtlMs: number;
+  /** Busy-polling window after each request, ms (src/busy-poll.ts); default DEFAULT_BUSY_POLL_MS, 0 off. */
+  busyPollMs?: number;
   /** How long a POLL may hold its answer back before saying "still pending". */
   approvalWaitMs: number;
   sbomMaxBytes: number;
@@ -207,6 +212,7 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
     upstream,
     tenants,
     cacheTtlMs: Math.round((file.cacheSeconds ?? 60) * 1000),
+    busyPollMs: busyPollSetting(env.SIGNBRIDGE_BUSY_POLL_MS, file.busyPollMs, (m) => new DaemonConfigError(m)),
     approvalWaitMs: Math.round((file.approvalWaitSeconds ?? 5) * 1000),
     sbomMaxBytes: file.sbomMaxBytes ?? DEFAULT_SBOM_MAX_BYTES,
   };

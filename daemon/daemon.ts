@@ -1,6 +1,7 @@
 // Assembles a running daemon from its configuration: upstream, key catalog, request handler, socket server.
 // The CLI (src/cli/daemon.ts) and the tests both start it through here.
 import type { Logger } from 'pino';
+import { BusyPoll, DEFAULT_BUSY_POLL_MS } from '../src/busy-poll.js';
 import { CertificateStore } from './certificate-store.js';
 import type { DaemonConfig } from './config.js';
 import { RequestHandler } from './handler.js';
@@ -73,6 +74,7 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     socketPath: config.socketPath,
     handler,
     log: options.log,
+    busyPoll: new BusyPoll(config.busyPollMs ?? DEFAULT_BUSY_POLL_MS),
     getPeerCred,
     ...(options.allowedUids !== undefined && { allowedUids: options.allowedUids }),
     ...(options.helloTimeoutMs !== undefined && { helloTimeoutMs: options.helloTimeoutMs }),

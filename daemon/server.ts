@@ -4,6 +4,7 @@
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { type BusyPoll, MAX_BUSY_POLL_MS } from '../src/busy-poll.js';
 import { errorMessage, type PeerInfo, type RequestHandler } from './handler.js';
 import { type PeerCred, peerOf } from './peercred.js';
 import { decodeMessage, encodeMessage, FrameReader, FrameTooLargeError } from './protocol/codec.js';
@@ -21,7 +22,16 @@ export interface DaemonServerOptions {
   helloTimeoutMs?: number;
   /** For tests: where peer credentials come from (default: the SO_PEERCRED addon). */
   getPeerCred?: (fd: number) => PeerCred;
+  /** Keeps the event loop polling around requests (src/busy-poll.ts); default: none. */
+  busyPoll?: BusyPoll;
 }
+
+/**
+ * How long the loop polls while a request is served: long enough for a signature forwarded to the service to
+ * come back (1-3 ms on one host for P-256 and RSA-2048), so its answer does not find the daemon asleep; a request
+ * that waits longer (an approval, a slow HSM) lets the daemon sleep after this.
+ */
+const SERVING_POLL_MS = MAX_BUSY_POLL_MS;
 
 export class DaemonServer {
   readonly socketPath: string;
@@ -100,7 +110,7 @@ export class DaemonServer {
     socket.once('close', () => this.connections.delete(socket));
     socket.on('error', (err) => log.debug({ err: err.message }, 'connection error'));
     log.debug({ uid: cred.uid, pid: cred.pid }, 'connection accepted');
-    new Connection(socket, { pid: cred.pid, uid: cred.uid }, this.opts.handler, log).run(
+    new Connection(socket, { pid: cred.pid, uid: cred.uid }, this.opts.handler, log, this.opts.busyPoll).run(
       this.opts.helloTimeoutMs ?? 10_000,
     );
   }
@@ -119,6 +129,7 @@ class Connection {
     private readonly peer: PeerInfo,
     private readonly handler: RequestHandler,
     private readonly log: Logger,
+    private readonly busyPoll: BusyPoll | undefined,
   ) {}
 
   run(helloTimeoutMs: number): void {
@@ -150,6 +161,7 @@ class Connection {
     }
     // A client that pipelines is served in order; stop reading while work is queued so memory stays bounded.
     if (this.queue.length > 0) {
+      this.busyPoll?.touch(SERVING_POLL_MS);
       this.socket.pause();
       void this.drain();
     }
@@ -163,6 +175,8 @@ class Connection {
         const { response, close } = await this.serve(request);
         if (this.closed) return;
         this.socket.write(this.encode(response));
+        // The module's next request usually follows within microseconds (C_SignInit, then C_Sign).
+        this.busyPoll?.touch();
         if (close) {
           this.socket.end();
           this.closed = true;

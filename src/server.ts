@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, REDACT_PATHS } from './app.js';
+import { BusyPoll } from './busy-poll.js';
 import type { ServiceConfig } from './config/config.js';
 import { ensurePrivateDir } from './fs-private.js';
 import type { KeyStore } from './keys/key-store.js';
@@ -14,20 +15,22 @@ import type { Store } from './store/store.js';
 
 export function openKeyStore(config: ServiceConfig): KeyStore {
   if (config.keyStore.type === 'softhsm') {
-    const { sessions, signThreads } = config.keyStore;
+    const { sessions, signThreads, inlineSignBelowMs } = config.keyStore;
     return Pkcs11KeyStore.open({
       ...embeddedSoftHsmOptions(config.dataDir),
       sessions: sessions ?? 8,
       ...(signThreads !== undefined && { signThreads }),
+      ...(inlineSignBelowMs !== undefined && { inlineBelowMs: inlineSignBelowMs }),
     });
   }
-  const { module, tokenLabel, pin, sessions, signThreads } = config.keyStore;
+  const { module, tokenLabel, pin, sessions, signThreads, inlineSignBelowMs } = config.keyStore;
   return Pkcs11KeyStore.open({
     modulePath: module,
     tokenLabel,
     pin,
     sessions: sessions ?? 8,
     ...(signThreads !== undefined && { signThreads }),
+    ...(inlineSignBelowMs !== undefined && { inlineBelowMs: inlineSignBelowMs }),
   });
 }
 
@@ -85,6 +88,13 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
         ? createHash('sha256').update(readFileSync(config.policyFile)).digest('hex')
         : null,
     },
+  });
+  // Keep the loop polling while a request is handled and just after it (src/busy-poll.ts): the next request of a
+  // sequential client, or a signing thread's answer, then finds a running process instead of a sleeping one.
+  const busyPoll = new BusyPoll(config.busyPollMs);
+  app.server.on('request', (_req, res) => {
+    busyPoll.touch();
+    res.once('finish', () => busyPoll.touch());
   });
   const url = await app.listen({ host: config.host, port: config.port });
   app.log.info({ store: store.description, keyStore: keyStore.description, url }, 'signbridge service ready');

@@ -5,6 +5,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
+import { busyPollSetting } from '../busy-poll.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
   {
@@ -15,6 +16,7 @@ const Pkcs11KeyStoreConfig = Type.Object(
     pinFile: Type.Optional(Type.String({ minLength: 1 })),
     sessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
     signThreads: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+    inlineSignBelowMs: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
   },
   { additionalProperties: false },
 );
@@ -24,6 +26,7 @@ const SoftHsmKeyStoreConfig = Type.Object(
     type: Type.Literal('softhsm'),
     sessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
     signThreads: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+    inlineSignBelowMs: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
   },
   { additionalProperties: false },
 );
@@ -57,6 +60,8 @@ export const ConfigFileSchema = Type.Object(
     publicUrl: Type.Optional(Type.String()),
     /** The policy document (docs/policy.md); without one every signature is allowed. */
     policyFile: Type.Optional(Type.String({ minLength: 1 })),
+    /** How long the event loop keeps polling after a request (src/busy-poll.ts); 0 turns it off. */
+    busyPollMs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
   },
   { additionalProperties: false },
 );
@@ -74,6 +79,7 @@ export interface ServiceConfig {
   bodyLimit: number;
   publicUrl?: string;
   policyFile?: string;
+  busyPollMs: number;
 }
 
 export interface ConfigSources {
@@ -143,6 +149,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     },
     trustProxy: file.trustProxy ?? false,
     bodyLimit: file.bodyLimitBytes ?? 4 * 1024 * 1024,
+    busyPollMs: busyPollSetting(env.SIGNBRIDGE_BUSY_POLL_MS, file.busyPollMs, (m) => new ConfigError(m)),
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),

@@ -3,6 +3,7 @@
 // CKR_CRYPTOKI_ALREADY_INITIALIZED, the login and the object handles are process-wide, and this thread opens
 // its own session. It never calls C_Finalize, which would end the library for every thread.
 'use strict';
+const { performance } = require('node:perf_hooks');
 const { parentPort, workerData } = require('node:worker_threads');
 const pkcs11js = require(workerData.pkcs11jsPath);
 
@@ -20,11 +21,13 @@ const out = Buffer.alloc(1024);
 
 parentPort.on('message', (msg) => {
   try {
+    const start = performance.now();
     lib.C_SignInit(session, msg.mechanism, Buffer.from(msg.handle));
     const signature = lib.C_Sign(session, Buffer.from(msg.input), out);
+    const tokenMs = performance.now() - start;
     const copy = new Uint8Array(signature.length);
     copy.set(signature);
-    parentPort.postMessage({ id: msg.id, signature: copy }, [copy.buffer]);
+    parentPort.postMessage({ id: msg.id, signature: copy, tokenMs }, [copy.buffer]);
   } catch (err) {
     parentPort.postMessage({ id: msg.id, error: err instanceof Error ? err.message : String(err) });
   }

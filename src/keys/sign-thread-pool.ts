@@ -11,8 +11,14 @@ export interface SignJob {
   input: Buffer;
 }
 
+/** A signature and the time the token took for it (C_SignInit + C_Sign on the thread, in ms). */
+export interface ThreadSignature {
+  signature: Buffer;
+  tokenMs: number;
+}
+
 interface Pending {
-  resolve: (signature: Buffer) => void;
+  resolve: (result: ThreadSignature) => void;
   reject: (err: Error) => void;
 }
 
@@ -29,6 +35,7 @@ export class SignThreadPool {
   private nextId = 1;
   private next = 0;
   private closed = false;
+  private busy = 0;
 
   constructor(
     private readonly modulePath: string,
@@ -38,7 +45,12 @@ export class SignThreadPool {
     for (let i = 0; i < size; i++) this.threads.push(this.spawn());
   }
 
-  sign(job: SignJob): Promise<Buffer> {
+  /** Signatures handed to a thread and not yet answered. */
+  get inFlight(): number {
+    return this.busy;
+  }
+
+  sign(job: SignJob): Promise<ThreadSignature> {
     if (this.closed) return Promise.reject(new Error('the signing threads are stopped'));
     // Least-loaded thread; ties go round-robin so both cores fill up under load.
     let thread = this.threads[this.next % this.threads.length] as Thread;
@@ -49,6 +61,7 @@ export class SignThreadPool {
       // An idle thread must not keep the process alive; a busy one must.
       if (thread.pending.size === 0) thread.worker.ref();
       thread.pending.set(id, { resolve, reject });
+      this.busy++;
       // Node Buffers are usually views into a shared 8 KiB pool, and structured clone copies the whole backing
       // store; exact-size copies, transferred, keep the message small.
       const handle = exactCopy(job.handle);
@@ -67,17 +80,19 @@ export class SignThreadPool {
       workerData: { modulePath: this.modulePath, tokenLabel: this.tokenLabel, pkcs11jsPath },
     });
     const thread: Thread = { worker, pending: new Map() };
-    worker.on('message', (msg: { id: number; signature?: Uint8Array; error?: string }) => {
+    worker.on('message', (msg: { id: number; signature?: Uint8Array; tokenMs?: number; error?: string }) => {
       const p = thread.pending.get(msg.id);
       if (!p) return;
       thread.pending.delete(msg.id);
+      this.busy--;
       if (thread.pending.size === 0) worker.unref();
-      if (msg.signature) p.resolve(Buffer.from(msg.signature));
+      if (msg.signature) p.resolve({ signature: Buffer.from(msg.signature), tokenMs: msg.tokenMs ?? 0 });
       else p.reject(new Error(msg.error ?? 'signing thread failed'));
     });
     // A thread that dies fails its jobs (nothing is signed twice) and is replaced.
     const fail = (err: Error) => {
       for (const p of thread.pending.values()) p.reject(err);
+      this.busy -= thread.pending.size;
       thread.pending.clear();
       if (this.closed) return;
       const index = this.threads.indexOf(thread);

@@ -106,6 +106,32 @@ interface PendingWrite {
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
 
+/** Audit rows for `audits`, chained on the log's current head (undefined: the log is empty). */
+export function chainAuditRows(
+  head: { seq: number | string; hash: string } | undefined,
+  audits: AuditEntryInput[],
+): Database['audit_log'][] {
+  let seq = Number(head?.seq ?? 0);
+  let prev = head?.hash ?? GENESIS_HASH;
+  return audits.map((e) => {
+    seq++;
+    const hash = entryHash(seq, prev, e);
+    const row = {
+      seq,
+      at: e.at,
+      tenant_id: e.tenantId,
+      actor: e.actor,
+      action: e.action,
+      outcome: e.outcome,
+      details: JSON.stringify(e.details),
+      prev_hash: prev,
+      hash,
+    };
+    prev = hash;
+    return row;
+  });
+}
+
 /** True for a unique/primary-key violation in either SQLite or PostgreSQL. */
 export function isUniqueViolation(err: unknown): boolean {
   const e = err as { code?: string };
@@ -375,37 +401,7 @@ export class KyselyStore implements Store {
     const audits = batch.flatMap((b) => (b.audit ? [b.audit] : []));
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.db.transaction().execute(async (tx) => {
-          if (signatures.length > 0) await tx.insertInto('signatures').values(signatures).execute();
-          if (audits.length > 0) {
-            const last = await tx
-              .selectFrom('audit_log')
-              .select(['seq', 'hash'])
-              .orderBy('seq', 'desc')
-              .limit(1)
-              .executeTakeFirst();
-            let seq = Number(last?.seq ?? 0);
-            let prev = last?.hash ?? GENESIS_HASH;
-            const rows = audits.map((e) => {
-              seq++;
-              const hash = entryHash(seq, prev, e);
-              const row = {
-                seq,
-                at: e.at,
-                tenant_id: e.tenantId,
-                actor: e.actor,
-                action: e.action,
-                outcome: e.outcome,
-                details: JSON.stringify(e.details),
-                prev_hash: prev,
-                hash,
-              };
-              prev = hash;
-              return row;
-            });
-            await tx.insertInto('audit_log').values(rows).execute();
-          }
-        });
+        await this.commitWrites(signatures, audits);
         for (const b of batch) b.resolve();
         return;
       } catch (err) {
@@ -416,6 +412,22 @@ export class KyselyStore implements Store {
         return;
       }
     }
+  }
+
+  /** One group-commit batch in one transaction: the signature records, then the audit entries chained on. */
+  protected async commitWrites(signatures: Database['signatures'][], audits: AuditEntryInput[]): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      if (signatures.length > 0) await tx.insertInto('signatures').values(signatures).execute();
+      if (audits.length > 0) {
+        const head = await tx
+          .selectFrom('audit_log')
+          .select(['seq', 'hash'])
+          .orderBy('seq', 'desc')
+          .limit(1)
+          .executeTakeFirst();
+        await tx.insertInto('audit_log').values(chainAuditRows(head, audits)).execute();
+      }
+    });
   }
 
   async createPendingRequest(r: PendingRequestRecord): Promise<void> {

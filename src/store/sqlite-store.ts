@@ -1,8 +1,8 @@
 import { closeSync, openSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
-import { type Database, KyselyStore, toApiKey, toKey } from './kysely-store.js';
-import type { ApiKeyRecord, KeyRecord } from './store.js';
+import { chainAuditRows, type Database, KyselyStore, toApiKey, toKey } from './kysely-store.js';
+import type { ApiKeyRecord, AuditEntryInput, KeyRecord } from './store.js';
 
 const STATEMENT_CACHE_SIZE = 256;
 
@@ -27,13 +27,15 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
 }
 
 /**
- * The two reads every signature makes (the caller's API key, the tenant's current key) as prepared statements:
- * Kysely's query building costs more than SQLite's lookup on this path. Same SQL as KyselyStore's; every other
- * query stays there.
+ * The signing path's statements, prepared once: the two reads every signature makes (the caller's API key, the
+ * tenant's current key) and the group commit of signature records and audit entries. Kysely's query building and
+ * its promise chain cost more than SQLite's own work here (the commit went from about 0.45 ms to under 0.1 ms a
+ * signature). Same SQL as KyselyStore's; every other query stays there.
  */
 class SqliteStore extends KyselyStore {
   private apiKeyById?: BetterSqlite3.Statement<[string], Database['api_keys']>;
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
+  private writeBatch?: (signatures: Database['signatures'][], audits: AuditEntryInput[]) => void;
 
   constructor(
     db: Kysely<Database>,
@@ -56,6 +58,30 @@ class SqliteStore extends KyselyStore {
     );
     const row = this.currentKeyByTenant.get(tenantId);
     return row && toKey(row);
+  }
+
+  protected override async commitWrites(signatures: Database['signatures'][], audits: AuditEntryInput[]) {
+    if (!this.writeBatch) {
+      const insertSignature = this.sqlite.prepare<Database['signatures']>(
+        'INSERT INTO signatures (id, tenant_id, key_id, algorithm, hash, caller, created_at) ' +
+          'VALUES (@id, @tenant_id, @key_id, @algorithm, @hash, @caller, @created_at)',
+      );
+      const head = this.sqlite.prepare<[], { seq: number; hash: string }>(
+        'SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1',
+      );
+      const insertAudit = this.sqlite.prepare<Database['audit_log']>(
+        'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
+          'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
+      );
+      const batch = this.sqlite.transaction((sigs: Database['signatures'][], entries: AuditEntryInput[]) => {
+        for (const row of sigs) insertSignature.run(row);
+        if (entries.length > 0) for (const row of chainAuditRows(head.get(), entries)) insertAudit.run(row);
+      });
+      // IMMEDIATE: take the write lock before reading the chain's head, so another process cannot append between
+      // the read and the write (a deferred transaction would fail to upgrade with SQLITE_BUSY instead).
+      this.writeBatch = (sigs, entries) => batch.immediate(sigs, entries);
+    }
+    this.writeBatch(signatures, audits);
   }
 }
 

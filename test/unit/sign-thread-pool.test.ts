@@ -1,6 +1,6 @@
 // The key store's signing threads: they sign for real, report PKCS#11 errors, and a dead thread is replaced.
 import { createHash, createPublicKey, verify } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -48,4 +48,59 @@ it('reports a PKCS#11 failure from a thread as an error, and keeps signing after
   await expect(ks.sign(key.keyRef, 'RSA_2048', 'RSASSA_PKCS1_V1_5_SHA_256', digest)).rejects.toThrow(/CKR_/);
   const other = await ks.createKey('RSA_2048', 'fine');
   expect((await ks.sign(other.keyRef, 'RSA_2048', 'RSASSA_PKCS1_V1_5_SHA_256', digest)).length).toBe(256);
+});
+
+describe('where signatures are made', () => {
+  const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+  const p256 = (store: Pkcs11KeyStore, keyRef: string, i: number) =>
+    store.sign(keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', createHash('sha256').update(`m${i}`).digest());
+
+  it('signs one request at a time on the event loop once the spec is known to be cheap, and verifies', async () => {
+    const key = await ks.createKey('ECC_NIST_P256', 'inline');
+    const before = { ...ks.signedOn };
+    // The first signature of a spec goes to a thread: its cost is not known yet.
+    await p256(ks, key.keyRef, 0);
+    expect(ks.signedOn.threads).toBe(before.threads + 1);
+    for (let i = 1; i <= 20; i++) {
+      await nextTurn(); // each signature a request of its own, as a sequential client's are
+      const sig = await p256(ks, key.keyRef, i);
+      const publicKey = { key: createPublicKey(key.publicKeyPem), dsaEncoding: 'der' as const };
+      expect(verify('sha256', Buffer.from(`m${i}`), publicKey, sig)).toBe(true);
+      expect(verify('sha256', Buffer.from(`other${i}`), publicKey, sig)).toBe(false);
+    }
+    expect(ks.signedOn.eventLoop - before.eventLoop).toBe(20);
+  });
+
+  it('sends a burst to the threads: at most one signature of an event-loop turn is made inline', async () => {
+    const key = await ks.createKey('ECC_NIST_P256', 'burst');
+    await p256(ks, key.keyRef, 0);
+    await nextTurn();
+    const before = { ...ks.signedOn };
+    const sigs = await Promise.all(Array.from({ length: 16 }, (_, i) => p256(ks, key.keyRef, i)));
+    const publicKey = { key: createPublicKey(key.publicKeyPem), dsaEncoding: 'der' as const };
+    expect(sigs.every((sig, i) => verify('sha256', Buffer.from(`m${i}`), publicKey, sig))).toBe(true);
+    expect(ks.signedOn.eventLoop - before.eventLoop).toBeLessThanOrEqual(1);
+    expect(ks.signedOn.threads - before.threads).toBeGreaterThanOrEqual(15);
+  });
+
+  it('reports a PKCS#11 failure made inline as an error and gives the session back', async () => {
+    const key = await ks.createKey('ECC_NIST_P256', 'inline-fails');
+    await p256(ks, key.keyRef, 0);
+    const internals = ks as unknown as { handles: Map<string, Buffer>; pool: { idle: unknown[] } };
+    const idleSessions = internals.pool.idle.length;
+    internals.handles.set(key.keyRef, Buffer.from([0xfe, 0xff, 0, 0, 0, 0, 0, 0]));
+    const threadsBefore = ks.signedOn.threads;
+    await nextTurn();
+    await expect(p256(ks, key.keyRef, 2)).rejects.toThrow(/CKR_/);
+    expect(internals.pool.idle.length).toBe(idleSessions);
+    internals.handles.delete(key.keyRef);
+    await nextTurn();
+    const before = ks.signedOn.eventLoop;
+    const sig = await p256(ks, key.keyRef, 3);
+    expect(
+      verify('sha256', Buffer.from('m3'), { key: createPublicKey(key.publicKeyPem), dsaEncoding: 'der' }, sig),
+    ).toBe(true);
+    expect(ks.signedOn.eventLoop).toBe(before + 1);
+    expect(ks.signedOn.threads).toBe(threadsBefore);
+  });
 });
