@@ -4,7 +4,7 @@
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { type BusyPoll, MAX_BUSY_POLL_MS } from '../src/busy-poll.js';
+import type { BusyPoll } from '../src/busy-poll.js';
 import { errorMessage, type PeerInfo, type RequestHandler } from './handler.js';
 import { type PeerCred, peerOf } from './peercred.js';
 import { decodeMessage, encodeMessage, FrameReader, FrameTooLargeError } from './protocol/codec.js';
@@ -25,13 +25,6 @@ export interface DaemonServerOptions {
   /** Keeps the event loop polling around requests (src/busy-poll.ts); default: none. */
   busyPoll?: BusyPoll;
 }
-
-/**
- * How long the loop polls while a request is served: long enough for a signature forwarded to the service to
- * come back (1-3 ms on one host for P-256 and RSA-2048), so its answer does not find the daemon asleep; a request
- * that waits longer (an approval, a slow HSM) lets the daemon sleep after this.
- */
-const SERVING_POLL_MS = MAX_BUSY_POLL_MS;
 
 export class DaemonServer {
   readonly socketPath: string;
@@ -161,7 +154,6 @@ class Connection {
     }
     // A client that pipelines is served in order; stop reading while work is queued so memory stays bounded.
     if (this.queue.length > 0) {
-      this.busyPoll?.touch(SERVING_POLL_MS);
       this.socket.pause();
       void this.drain();
     }
@@ -172,11 +164,18 @@ class Connection {
     this.busy = true;
     try {
       for (let request = this.queue.shift(); request && !this.closed; request = this.queue.shift()) {
-        const { response, close } = await this.serve(request);
+        // Poll while the request is served (a SIGN waits for the service) and just after: the module's next
+        // request usually follows within microseconds (C_SignInit, then C_Sign). See src/busy-poll.ts.
+        this.busyPoll?.begin();
+        let served: { response: Response; close: boolean };
+        try {
+          served = await this.serve(request);
+        } finally {
+          this.busyPoll?.end();
+        }
+        const { response, close } = served;
         if (this.closed) return;
         this.socket.write(this.encode(response));
-        // The module's next request usually follows within microseconds (C_SignInit, then C_Sign).
-        this.busyPoll?.touch();
         if (close) {
           this.socket.end();
           this.closed = true;

@@ -16,8 +16,12 @@ export const MAX_BUSY_POLL_MS = 10;
 export class BusyPoll {
   private until = 0;
   private polling = false;
+  /** Work under way (begin() without its end()), and how long polling may last for it. */
+  private open = 0;
+  private openUntil = 0;
   private readonly poll = (): void => {
-    if (performance.now() < this.until) setImmediate(this.poll);
+    const now = performance.now();
+    if (now < this.until || (this.open > 0 && now < this.openUntil)) setImmediate(this.poll);
     else this.polling = false;
   };
 
@@ -28,13 +32,33 @@ export class BusyPoll {
     return this.polling;
   }
 
-  /**
-   * Something happened: keep the loop polling for the window from now, or for `ms` (at most MAX_BUSY_POLL_MS)
-   * when an answer is expected within that time, such as a request forwarded to the service.
-   */
-  touch(ms = this.windowMs): void {
+  /** Something happened: keep the loop polling for the window from now. */
+  touch(): void {
     if (this.windowMs <= 0) return;
-    this.until = Math.max(this.until, performance.now() + Math.min(ms, MAX_BUSY_POLL_MS));
+    this.until = Math.max(this.until, performance.now() + this.windowMs);
+    this.start();
+  }
+
+  /**
+   * Work whose answer comes from elsewhere is under way (a signature forwarded to the service): poll until its
+   * end(), for at most MAX_BUSY_POLL_MS, so the answer does not find the process asleep. A longer wait (an
+   * approval, a slow HSM) sleeps after that. Every begin() needs one end().
+   */
+  begin(): void {
+    if (this.windowMs <= 0) return;
+    this.open++;
+    this.openUntil = performance.now() + MAX_BUSY_POLL_MS;
+    this.start();
+  }
+
+  /** The work of a begin() is done: poll for the window after it. */
+  end(): void {
+    if (this.windowMs <= 0) return;
+    this.open = Math.max(0, this.open - 1);
+    this.touch();
+  }
+
+  private start(): void {
     if (!this.polling) {
       this.polling = true;
       setImmediate(this.poll);

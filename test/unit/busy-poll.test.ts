@@ -29,13 +29,27 @@ describe('BusyPoll', () => {
     expect(poll.active).toBe(false);
   });
 
-  it('caps a long touch at MAX_BUSY_POLL_MS, and does nothing with a window of 0', async () => {
+  it('polls while work is under way (begin/end), at most MAX_BUSY_POLL_MS, then the window after its end', async () => {
     const poll = new BusyPoll(1);
-    poll.touch(60_000);
+    poll.begin();
+    await sleep(5);
+    expect(poll.active).toBe(true); // past the 1 ms window: held by the open work
+    poll.end();
+    await sleep(30);
+    expect(poll.active).toBe(false);
+
+    poll.begin(); // never ended, as a request waiting minutes for an approval
     await sleep(MAX_BUSY_POLL_MS + 40);
     expect(poll.active).toBe(false);
+    poll.end();
+  });
+
+  it('does nothing with a window of 0', () => {
     const off = new BusyPoll(0);
-    off.touch(5);
+    off.touch();
+    off.begin();
+    expect(off.active).toBe(false);
+    off.end();
     expect(off.active).toBe(false);
   });
 });
