@@ -37,9 +37,13 @@ const raw = execFileSync(
 for (const line of raw.trim().split('\n')) {
   const r = JSON.parse(line);
   const path =
-    r.path === 'key-store'
-      ? `service key store alone (${r.threads} in flight, signing threads)`
-      : 'SoftHSM direct (pkcs11js, 1 thread)';
+    r.path === 'key-store-thread'
+      ? 'service key store alone (1 in flight, always on a signing thread)'
+      : r.path === 'key-store-inline'
+        ? 'service key store alone (1 in flight, default: inline while the threads are idle)'
+        : r.path === 'key-store'
+          ? `service key store alone (${r.threads} in flight)`
+          : 'SoftHSM direct (pkcs11js, 1 thread)';
   rows.push({
     path,
     spec: r.spec,
