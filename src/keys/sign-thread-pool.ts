@@ -70,9 +70,15 @@ export class SignThreadPool {
     });
   }
 
+  /** Stops the threads; a signature still in flight fails (its answer may never come) rather than hanging. */
   async close(): Promise<void> {
     this.closed = true;
     await Promise.all(this.threads.map((t) => t.worker.terminate()));
+    for (const thread of this.threads) {
+      for (const p of thread.pending.values()) p.reject(new Error('the signing threads are stopped'));
+      this.busy -= thread.pending.size;
+      thread.pending.clear();
+    }
   }
 
   private spawn(): Thread {
