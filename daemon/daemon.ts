@@ -74,7 +74,9 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     socketPath: config.socketPath,
     handler,
     log: options.log,
-    busyPoll: new BusyPoll(config.busyPollMs ?? DEFAULT_BUSY_POLL_MS),
+    busyPoll: new BusyPoll(config.busyPollMs ?? DEFAULT_BUSY_POLL_MS, {
+      busyThreads: () => upstream.threadsBusy?.() ?? 0,
+    }),
     getPeerCred,
     ...(options.allowedUids !== undefined && { allowedUids: options.allowedUids }),
     ...(options.helloTimeoutMs !== undefined && { helloTimeoutMs: options.helloTimeoutMs }),

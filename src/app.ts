@@ -60,8 +60,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send({ error: 'not_found', reason: `no route ${request.method} ${request.url.split('?')[0]}` }),
   );
-  app.addHook('onSend', async (request, reply) => {
+  // Set when the request arrives (a synchronous hook: an async onSend cost a promise per reply); errors keep it.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    done();
   });
   app.addSchema(ErrorResponse);
 

@@ -10,7 +10,7 @@ import type { KeyStore } from './keys/key-store.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
 import { policySettings } from './signing/policy-settings.js';
-import { openSqliteStore } from './store/sqlite-store.js';
+import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 
 export function openKeyStore(config: ServiceConfig): KeyStore {
@@ -34,9 +34,9 @@ export function openKeyStore(config: ServiceConfig): KeyStore {
   });
 }
 
-export async function openStore(config: ServiceConfig): Promise<Store> {
+export async function openStore(config: ServiceConfig, options: SqliteStoreOptions = {}): Promise<Store> {
   ensurePrivateDir(config.dataDir);
-  const store = openSqliteStore(config.store.path);
+  const store = openSqliteStore(config.store.path, options);
   await store.migrate();
   return store;
 }
@@ -47,9 +47,21 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** The store and the key store of a data dir, opened together (the store is closed again if the key store fails). */
-export async function openStores(config: ServiceConfig): Promise<{ store: Store; keyStore: KeyStore }> {
-  const store = await openStore(config);
+/** How often the checkpointer thread of a long-running process looks at the WAL (sqlite-checkpointer.cjs). */
+const CHECKPOINT_INTERVAL_MS = 200;
+
+/**
+ * The store and the key store of a data dir, opened together for a long-running signer (the service, the
+ * in-process daemon): WAL checkpoints run on a thread of their own. The store is closed again if the key store
+ * fails.
+ */
+export async function openStores(
+  config: ServiceConfig,
+  onStoreError: (message: string) => void = (message) => process.emitWarning(`SQLite checkpointer: ${message}`),
+): Promise<{ store: Store; keyStore: KeyStore }> {
+  const store = await openStore(config, {
+    backgroundCheckpoints: { intervalMs: CHECKPOINT_INTERVAL_MS, onError: onStoreError },
+  });
   try {
     return { store, keyStore: openKeyStore(config) };
   } catch (err) {
@@ -91,7 +103,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
   });
   // Keep the loop polling while a request is handled and just after it (src/busy-poll.ts): the next request of a
   // sequential client, or a signing thread's answer, then finds a running process instead of a sleeping one.
-  const busyPoll = new BusyPoll(config.busyPollMs);
+  const busyPoll = new BusyPoll(config.busyPollMs, { busyThreads: () => keyStore.threadsBusy?.() ?? 0 });
   app.server.on('request', (_req, res) => {
     busyPoll.touch();
     res.once('finish', () => busyPoll.touch());

@@ -100,6 +100,10 @@ export class InProcessUpstream implements Upstream {
     return fromService(out);
   }
 
+  threadsBusy(): number {
+    return this.keyStore.threadsBusy?.() ?? 0;
+  }
+
   async close(): Promise<void> {
     await this.keyStore.close();
     await this.store.close();

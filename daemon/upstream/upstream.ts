@@ -72,5 +72,7 @@ export interface Upstream {
   pkcs11Sign(input: SignInput): Promise<SignResult>;
   /** The outcome of a pending pkcs11_sign: still pending, the signature, or an UpstreamError (rejected, expired). */
   collect(input: CollectInput): Promise<SignResult>;
+  /** Signatures under way on this process's own signing threads (in-process mode); busy polling yields to them. */
+  threadsBusy?(): number;
   close(): Promise<void>;
 }

@@ -23,6 +23,8 @@ export interface KeyStore {
   sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer>;
   /** Removes a key made by createKey (used to undo a half-finished tenant creation or rotation). */
   destroyKey(keyRef: string): Promise<void>;
+  /** Signatures under way on this process's own threads, if it signs on threads (busy-poll.ts yields to them). */
+  threadsBusy?(): number;
   /** Cheap liveness probe for /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;

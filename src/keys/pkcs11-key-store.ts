@@ -294,6 +294,10 @@ export class Pkcs11KeyStore implements KeyStore {
     this.handles.delete(keyRef);
   }
 
+  threadsBusy(): number {
+    return this.threads?.inFlight ?? 0;
+  }
+
   async ping(): Promise<void> {
     if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is closed');
     await this.pool.use(async (session) => {

@@ -1,8 +1,11 @@
 import { closeSync, openSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
+import { packagePath } from '../paths.js';
 import { chainAuditRows, type Database, KyselyStore, toApiKey, toKey } from './kysely-store.js';
-import type { ApiKeyRecord, AuditEntryInput, KeyRecord } from './store.js';
+import type { ApiKeyRecord, AuditEntryInput, KeyRecord, TenantRecord } from './store.js';
 
 const STATEMENT_CACHE_SIZE = 256;
 
@@ -31,33 +34,93 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
  * tenant's current key) and the group commit of signature records and audit entries. Kysely's query building and
  * its promise chain cost more than SQLite's own work here (the commit went from about 0.45 ms to under 0.1 ms a
  * signature). Same SQL as KyselyStore's; every other query stays there.
+ *
+ * The two reads are also cached: API keys and current keys change rarely, and each read cost about 20 us on the
+ * event loop. The cache is exact, not time-based: this connection's own writes to those tables clear it, and
+ * `PRAGMA data_version` (which changes whenever another connection commits: `signbridge admin api-key revoke`, an
+ * in-process daemon, a second service) clears it. That pragma costs as much as the read it saves (every statement
+ * opens a WAL snapshot), so it runs once per event-loop turn: a key revoked by another process fails every
+ * request from the next turn on (well under a millisecond).
  */
 class SqliteStore extends KyselyStore {
   private apiKeyById?: BetterSqlite3.Statement<[string], Database['api_keys']>;
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
   private writeBatch?: (signatures: Database['signatures'][], audits: AuditEntryInput[]) => void;
+  private readonly dataVersion: BetterSqlite3.Statement<[], number>;
+  private seenVersion = -1;
+  private checkedThisTurn = false;
+  private readonly nextTurn = (): void => {
+    this.checkedThisTurn = false;
+  };
+  private readonly apiKeys = new Map<string, ApiKeyRecord>();
+  private readonly currentKeys = new Map<string, KeyRecord>();
+  /** Cache reads and misses, for tests and diagnostics. */
+  readonly cacheStats = { hits: 0, misses: 0 };
 
   constructor(
     db: Kysely<Database>,
     description: string,
     private readonly sqlite: BetterSqlite3.Database,
+    private readonly checkpointer: Checkpointer | undefined,
   ) {
     super(db, description);
+    this.dataVersion = sqlite.prepare<[], number>('PRAGMA data_version').pluck();
   }
 
   // Prepared on first use: the tables exist only after migrate().
   override async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
+    this.checkFresh();
+    const cached = this.apiKeys.get(id);
+    if (cached) return this.hit(cached);
     this.apiKeyById ??= this.sqlite.prepare('SELECT * FROM api_keys WHERE id = ?');
     const row = this.apiKeyById.get(id);
-    return row && toApiKey(row);
+    const record = row && toApiKey(row);
+    // Only rows that exist are kept (unknown ids are not, so guessing cannot fill the cache).
+    if (record) remember(this.apiKeys, id, record);
+    this.cacheStats.misses++;
+    return record;
   }
 
   override async getCurrentKey(tenantId: string): Promise<KeyRecord | undefined> {
+    this.checkFresh();
+    const cached = this.currentKeys.get(tenantId);
+    if (cached) return this.hit(cached);
     this.currentKeyByTenant ??= this.sqlite.prepare(
       'SELECT keys.* FROM tenants JOIN keys ON keys.id = tenants.current_key_id WHERE tenants.id = ?',
     );
     const row = this.currentKeyByTenant.get(tenantId);
-    return row && toKey(row);
+    const key = row && toKey(row);
+    if (key) remember(this.currentKeys, tenantId, key);
+    this.cacheStats.misses++;
+    return key;
+  }
+
+  // This connection's writes to the cached tables: forget before (a read racing the write sees the old row or
+  // reads anew) and after (nothing read meanwhile outlives the write).
+  override async createTenant(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord> {
+    return this.changing(() => super.createTenant(tenantId, firstKey));
+  }
+
+  override async rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+    return this.changing(() => super.rotateKey(tenantId, key));
+  }
+
+  override async createApiKey(record: ApiKeyRecord): Promise<void> {
+    return this.changing(() => super.createApiKey(record));
+  }
+
+  override async revokeApiKey(id: string, at: string): Promise<boolean> {
+    return this.changing(() => super.revokeApiKey(id, at));
+  }
+
+  override async close(): Promise<void> {
+    await this.checkpointer?.stop();
+    await super.close();
+  }
+
+  /** Runs a WAL checkpoint on the checkpointer thread now (tests); resolves when it is done. */
+  async checkpointNow(): Promise<void> {
+    await this.checkpointer?.now();
   }
 
   protected override async commitWrites(signatures: Database['signatures'][], audits: AuditEntryInput[]) {
@@ -83,10 +146,105 @@ class SqliteStore extends KyselyStore {
     }
     this.writeBatch(signatures, audits);
   }
+
+  private checkFresh(): void {
+    if (this.checkedThisTurn) return;
+    this.checkedThisTurn = true;
+    setImmediate(this.nextTurn);
+    const version = this.dataVersion.get() as number;
+    if (version !== this.seenVersion) {
+      this.forget();
+      this.seenVersion = version;
+    }
+  }
+
+  private hit<T>(value: T): T {
+    this.cacheStats.hits++;
+    return value;
+  }
+
+  private forget(): void {
+    this.apiKeys.clear();
+    this.currentKeys.clear();
+  }
+
+  private async changing<T>(write: () => Promise<T>): Promise<T> {
+    this.forget();
+    try {
+      return await write();
+    } finally {
+      this.forget();
+    }
+  }
 }
 
+/** Entries kept per cache; past it the oldest goes (Map keeps insertion order). */
+const CACHE_MAX = 10_000;
+
+function remember<V>(cache: Map<string, V>, key: string, value: V): void {
+  if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
+  cache.set(key, value);
+}
+
+const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
+const betterSqlite3Path = createRequire(import.meta.url).resolve('better-sqlite3');
+
+/** The checkpointer thread of a long-running store (sqlite-checkpointer.cjs says why). */
+class Checkpointer {
+  private readonly worker: Worker;
+  private waiting: Array<() => void> = [];
+  private stopped = false;
+
+  constructor(path: string, intervalMs: number, onError: (message: string) => void) {
+    this.worker = new Worker(CHECKPOINTER_PATH, {
+      workerData: { path, intervalMs, busyTimeoutMs: BUSY_TIMEOUT_MS, betterSqlite3Path },
+    });
+    this.worker.on('message', (msg: { type: string; message?: string }) => {
+      if (msg.type === 'error' && msg.message) onError(msg.message);
+      if (msg.type === 'done') for (const resolve of this.waiting.splice(0)) resolve();
+    });
+    // A thread that fails to start (or dies) leaves the WAL growing: say so; the database itself stays correct.
+    this.worker.on('error', (err) => onError(err.message));
+    this.worker.unref();
+  }
+
+  now(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiting.push(resolve);
+      this.worker.postMessage('now');
+    });
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const resolve of this.waiting.splice(0)) resolve();
+    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    this.worker.postMessage('stop');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 2000).unref())]);
+    await this.worker.terminate();
+  }
+}
+
+const BUSY_TIMEOUT_MS = 5000;
+
+export interface SqliteStoreOptions {
+  /**
+   * Checkpoint the WAL on a thread of its own instead of inside commits (sqlite-checkpointer.cjs), every
+   * `intervalMs` when the WAL has grown. For long-running processes (the service, the in-process daemon); a
+   * short CLI command keeps SQLite's automatic checkpoints.
+   */
+  backgroundCheckpoints?: { intervalMs: number; onError?: (message: string) => void };
+}
+
+export type SqliteKyselyStore = KyselyStore & {
+  readonly cacheStats: { hits: number; misses: number };
+  checkpointNow(): Promise<void>;
+};
+
 /** The embedded default store: one SQLite file in the data dir, WAL mode, private to its owner. */
-export function openSqliteStore(path: string): KyselyStore {
+export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteKyselyStore {
   // Create the file 0600 first: SQLite gives its -wal and -shm files the database file's mode.
   closeSync(openSync(path, 'a', 0o600));
   const sqlite = new BetterSqlite3(path);
@@ -94,8 +252,15 @@ export function openSqliteStore(path: string): KyselyStore {
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
-  sqlite.pragma('busy_timeout = 5000');
+  sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  // After a checkpoint lets the WAL start over, a WAL file that grew past this is cut back.
+  sqlite.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+  let checkpointer: Checkpointer | undefined;
+  const background = options.backgroundCheckpoints;
+  if (background) {
+    sqlite.pragma('wal_autocheckpoint = 0');
+    checkpointer = new Checkpointer(path, background.intervalMs, background.onError ?? (() => undefined));
+  }
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
-  const store = new SqliteStore(db, `sqlite:${path}`, sqlite);
-  return store;
+  return new SqliteStore(db, `sqlite:${path}`, sqlite, checkpointer);
 }

@@ -29,6 +29,27 @@ describe('BusyPoll', () => {
     expect(poll.active).toBe(false);
   });
 
+  it('yields to busy signing threads: stops polling while they would need the core it takes, resumes after', async () => {
+    let busy = 1;
+    const poll = new BusyPoll(50, { busyThreads: () => busy, cores: 2 });
+    poll.touch();
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(poll.active).toBe(false); // one thread busy on 2 cores: the loop sleeps instead of spinning
+    busy = 0;
+    poll.touch(); // the thread's answer arrives and the reply goes out
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(poll.active).toBe(true);
+    // With more cores the same busy thread leaves room to poll.
+    const roomy = new BusyPoll(50, { busyThreads: () => 1, cores: 4 });
+    roomy.touch();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(roomy.active).toBe(true);
+    await sleep(80);
+    expect(poll.active).toBe(false);
+    expect(roomy.active).toBe(false);
+  });
+
   it('polls while work is under way (begin/end), at most MAX_BUSY_POLL_MS, then the window after its end', async () => {
     const poll = new BusyPoll(1);
     poll.begin();

@@ -1,12 +1,14 @@
 // The Store contract on SQLite (PostgreSQL will run the same cases).
+import { copyFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+
+import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-store.js';
 import { ConflictError, type KeyRecord, type SignatureRecord } from '../../src/store/store.js';
 import { makeTempDir } from '../helpers/service.js';
 
-let store: KyselyStore;
+let store: SqliteKyselyStore;
 const dir = makeTempDir();
 beforeAll(async () => {
   store = openSqliteStore(join(dir, 'test.db'));
@@ -32,6 +34,16 @@ const sig = (id: string, tenantId = 't1'): SignatureRecord => ({
   hash: 'aGFzaA==',
   caller: 'c',
   createdAt: new Date().toISOString(),
+});
+
+const apiKey = (id: string) => ({
+  id,
+  secretHash: '00',
+  tenantId: null,
+  role: 'operator' as const,
+  label: '',
+  createdAt: new Date().toISOString(),
+  revokedAt: null,
 });
 
 describe('SQLite store', () => {
@@ -65,6 +77,89 @@ describe('SQLite store', () => {
     expect(await store.listSignatures('t2', 10)).toEqual([]);
     await store.recordSignature(sig('after', 't2'));
     expect(await store.listSignatures('t2', 10)).toHaveLength(1);
+  });
+
+  it('caches API keys and current keys, and sees writes of this connection and of other processes at once', async () => {
+    const path = join(makeTempDir(), 'cache.db');
+    const mine = openSqliteStore(path);
+    await mine.migrate();
+    const other = openSqliteStore(path); // another process: `signbridge admin`, a second service
+    try {
+      await mine.createTenant('tc', key('kc1', 'tc'));
+      await mine.createApiKey(apiKey('ak1'));
+      const turn = () => new Promise((resolve) => setImmediate(resolve));
+      expect((await mine.getApiKey('ak1'))?.revokedAt).toBeNull();
+      expect((await mine.getCurrentKey('tc'))?.id).toBe('kc1');
+      await turn();
+      const before = { ...mine.cacheStats };
+      expect((await mine.getApiKey('ak1'))?.revokedAt).toBeNull();
+      expect((await mine.getCurrentKey('tc'))?.id).toBe('kc1');
+      expect(mine.cacheStats.hits - before.hits).toBe(2);
+
+      // Revoked and rotated by the other connection: the next turn reads the new rows.
+      expect(await other.revokeApiKey('ak1', new Date().toISOString())).toBe(true);
+      const { version: _v, ...next } = key('kc2', 'tc');
+      await other.rotateKey('tc', next);
+      await turn();
+      expect((await mine.getApiKey('ak1'))?.revokedAt).not.toBeNull();
+      expect((await mine.getCurrentKey('tc'))?.id).toBe('kc2');
+
+      // This connection's own rotation is seen at once, in the same turn.
+      const { version: _w, ...third } = key('kc3', 'tc');
+      await mine.rotateKey('tc', third);
+      expect((await mine.getCurrentKey('tc'))?.id).toBe('kc3');
+      // Unknown ids are never kept: a key created later by another process is found.
+      expect(await mine.getApiKey('ak2')).toBeUndefined();
+      await other.createApiKey(apiKey('ak2'));
+      await turn();
+      expect((await mine.getApiKey('ak2'))?.id).toBe('ak2');
+    } finally {
+      await other.close();
+      await mine.close();
+    }
+  });
+
+  it('checkpoints the WAL on its own thread: commits leave the WAL alone, the checkpointer copies it', async () => {
+    const dir = makeTempDir();
+    const path = join(dir, 'ckpt.db');
+    const background = openSqliteStore(path, { backgroundCheckpoints: { intervalMs: 60_000 } });
+    await background.migrate();
+    try {
+      await background.createTenant('tw', key('kw1', 'tw'));
+      for (let batch = 0; batch < 400; batch++) {
+        await Promise.all(
+          Array.from({ length: 10 }, (_, i) => background.recordSignature(sig(`w${batch}-${i}`, 'tw'))),
+        );
+      }
+      // 400 commits take the WAL past SQLite's automatic checkpoint (1000 pages), yet no commit checkpointed:
+      // the database file alone still lacks the rows.
+      expect(statSync(`${path}-wal`).size).toBeGreaterThan(1000 * 4096);
+      const snapshot = (name: string) => {
+        copyFileSync(path, join(dir, name)); // the main file only, without its -wal
+        const db = new BetterSqlite3(join(dir, name));
+        try {
+          return db.prepare("SELECT count(*) FROM signatures WHERE tenant_id = 'tw'").pluck().get();
+        } catch {
+          return 0; // before the first checkpoint the file may not even hold the schema
+        } finally {
+          db.close();
+        }
+      };
+      expect(snapshot('before.db')).toBe(0);
+      const turn = () => new Promise((resolve) => setImmediate(resolve));
+      await turn();
+      await background.getCurrentKey('tw');
+      await turn();
+      const hits = background.cacheStats.hits;
+      await background.checkpointNow();
+      expect(snapshot('after.db')).toBe(4000);
+      // A checkpoint is not a commit: the cache stays valid.
+      await turn();
+      await background.getCurrentKey('tw');
+      expect(background.cacheStats.hits).toBe(hits + 1);
+    } finally {
+      await background.close();
+    }
   });
 
   it('revokes an API key once', async () => {
