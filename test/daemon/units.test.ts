@@ -575,6 +575,54 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
     }
   });
 
+  it('fails a service that does not answer with TIMEOUT after timeoutMs, and an unreachable one with UNAVAILABLE', async () => {
+    const held: ServerResponse[] = [];
+    const server = createHttpServer((_req, res) => held.push(res)); // never answers
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const { port } = server.address() as { port: number };
+    const slow = new RemoteUpstream({
+      url: `http://127.0.0.1:${port}`,
+      apiKey: apiKeyFromEnv('sbk_test'),
+      timeoutMs: 300,
+    });
+    const sign = (upstream: RemoteUpstream) =>
+      upstream.pkcs11Sign({
+        tenantId: 't',
+        digest: Buffer.alloc(32),
+        keySpec: 'ECC_NIST_P256',
+        pss: false,
+        context: {},
+      });
+    try {
+      const started = Date.now();
+      await expect(sign(slow)).rejects.toMatchObject({
+        status: WireStatus.TIMEOUT,
+        message: /did not answer within 300 ms/,
+      });
+      const waited = Date.now() - started;
+      expect(waited).toBeGreaterThanOrEqual(250);
+      expect(waited).toBeLessThan(5000);
+    } finally {
+      for (const res of held) res.destroy();
+      await slow.close();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+    // The port is closed now: nothing listens there.
+    const gone = new RemoteUpstream({
+      url: `http://127.0.0.1:${port}`,
+      apiKey: apiKeyFromEnv('sbk_test'),
+      timeoutMs: 300,
+    });
+    try {
+      await expect(sign(gone)).rejects.toMatchObject({
+        status: WireStatus.UNAVAILABLE,
+        message: /cannot reach the service at http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/,
+      });
+    } finally {
+      await gone.close();
+    }
+  });
+
   it('maps a proxy error page, a 2xx without JSON and a 202 to their statuses', async () => {
     const srv = await serve((n, _req, res) => {
       if (n === 1) {
