@@ -195,16 +195,33 @@ class Checkpointer {
   private waiting: Array<() => void> = [];
   private stopped = false;
 
-  constructor(path: string, intervalMs: number, onError: (message: string) => void) {
-    this.worker = new Worker(CHECKPOINTER_PATH, {
+  /**
+   * `onDeath` runs if the thread fails to start or ends before stop(): the caller turns SQLite's automatic
+   * checkpoint back on, so the WAL never grows without bound.
+   */
+  constructor(
+    path: string,
+    intervalMs: number,
+    onError: (message: string) => void,
+    onDeath: () => void,
+    workerFile = CHECKPOINTER_PATH,
+  ) {
+    this.worker = new Worker(workerFile, {
       workerData: { path, intervalMs, busyTimeoutMs: BUSY_TIMEOUT_MS, betterSqlite3Path },
     });
     this.worker.on('message', (msg: { type: string; message?: string }) => {
       if (msg.type === 'error' && msg.message) onError(msg.message);
       if (msg.type === 'done') for (const resolve of this.waiting.splice(0)) resolve();
     });
-    // A thread that fails to start (or dies) leaves the WAL growing: say so; the database itself stays correct.
     this.worker.on('error', (err) => onError(err.message));
+    this.worker.on('exit', () => {
+      for (const resolve of this.waiting.splice(0)) resolve();
+      if (!this.stopped) {
+        this.stopped = true;
+        onError('the checkpointer thread ended; SQLite checkpoints inside commits again');
+        onDeath();
+      }
+    });
     this.worker.unref();
   }
 
@@ -221,8 +238,13 @@ class Checkpointer {
     this.stopped = true;
     for (const resolve of this.waiting.splice(0)) resolve();
     const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    // Referenced while it stops: an unreferenced thread and timer let a process with nothing else to do end
+    // in the middle of this wait, with exit code 0, before its caller could report an error.
+    this.worker.ref();
     this.worker.postMessage('stop');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 2000).unref())]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, 2000)))]);
+    clearTimeout(timer);
     await this.worker.terminate();
   }
 }
@@ -235,7 +257,12 @@ export interface SqliteStoreOptions {
    * `intervalMs` when the WAL has grown. For long-running processes (the service, the in-process daemon); a
    * short CLI command keeps SQLite's automatic checkpoints.
    */
-  backgroundCheckpoints?: { intervalMs: number; onError?: (message: string) => void };
+  backgroundCheckpoints?: {
+    intervalMs: number;
+    onError?: (message: string) => void;
+    /** The thread's script (tests run one that fails, to check the fallback). */
+    workerFile?: string;
+  };
 }
 
 export type SqliteKyselyStore = KyselyStore & {
@@ -259,7 +286,15 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   const background = options.backgroundCheckpoints;
   if (background) {
     sqlite.pragma('wal_autocheckpoint = 0');
-    checkpointer = new Checkpointer(path, background.intervalMs, background.onError ?? (() => undefined));
+    checkpointer = new Checkpointer(
+      path,
+      background.intervalMs,
+      background.onError ?? (() => undefined),
+      () => {
+        if (sqlite.open) sqlite.pragma('wal_autocheckpoint = 1000');
+      },
+      background.workerFile,
+    );
   }
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return new SqliteStore(db, `sqlite:${path}`, sqlite, checkpointer);

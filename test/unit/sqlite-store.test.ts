@@ -1,5 +1,5 @@
 // The Store contract on SQLite (PostgreSQL will run the same cases).
-import { copyFileSync, statSync } from 'node:fs';
+import { copyFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -159,6 +159,35 @@ describe('SQLite store', () => {
       expect(background.cacheStats.hits).toBe(hits + 1);
     } finally {
       await background.close();
+    }
+  });
+
+  it("falls back to SQLite's own checkpoints when the checkpointer thread dies, and says so", async () => {
+    const dir = makeTempDir();
+    const path = join(dir, 'fallback.db');
+    const failing = join(dir, 'failing-checkpointer.cjs');
+    writeFileSync(failing, "throw new Error('checkpointer could not start');\n");
+    const errors: string[] = [];
+    const store = openSqliteStore(path, {
+      backgroundCheckpoints: { intervalMs: 60_000, workerFile: failing, onError: (m) => errors.push(m) },
+    });
+    await store.migrate();
+    try {
+      for (let i = 0; i < 100 && !errors.some((e) => /ended/.test(e)); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(errors.join('\n')).toMatch(/checkpointer could not start/);
+      expect(errors.join('\n')).toMatch(/SQLite checkpoints inside commits again/);
+      await store.createTenant('tf', key('kf1', 'tf'));
+      for (let batch = 0; batch < 400; batch++) {
+        await Promise.all(Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`f${batch}-${i}`, 'tf'))));
+      }
+      // SQLite's automatic checkpoint ran inside a commit: the database file alone holds rows.
+      copyFileSync(path, join(dir, 'copy.db'));
+      const copy = new BetterSqlite3(join(dir, 'copy.db'));
+      const rows = copy.prepare("SELECT count(*) FROM signatures WHERE tenant_id = 'tf'").pluck().get() as number;
+      copy.close();
+      expect(rows).toBeGreaterThan(0);
+    } finally {
+      await store.close();
     }
   });
 
