@@ -183,7 +183,7 @@ const CACHE_MAX = 10_000;
 
 function remember<V>(cache: Map<string, V>, key: string, value: V): void {
   if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
-  cache.set(key, value);
+  cache.set(key, Object.freeze(value));
 }
 
 const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
@@ -243,7 +243,10 @@ class Checkpointer {
     this.worker.ref();
     this.worker.postMessage('stop');
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, 2000)))]);
+    const gaveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, 2000);
+    });
+    await Promise.race([exited, gaveUp]);
     clearTimeout(timer);
     await this.worker.terminate();
   }
