@@ -47,7 +47,7 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** How often the checkpointer thread of a long-running process looks at the WAL (sqlite-checkpointer.cjs). */
+/** How often the checkpointer thread of a long-running process checkpoints the WAL (sqlite-checkpointer.cjs). */
 const CHECKPOINT_INTERVAL_MS = 200;
 
 /**

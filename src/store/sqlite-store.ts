@@ -257,7 +257,7 @@ const BUSY_TIMEOUT_MS = 5000;
 export interface SqliteStoreOptions {
   /**
    * Checkpoint the WAL on a thread of its own instead of inside commits (sqlite-checkpointer.cjs), every
-   * `intervalMs` when the WAL has grown. For long-running processes (the service, the in-process daemon); a
+   * `intervalMs`. For long-running processes (the service, the in-process daemon); a
    * short CLI command keeps SQLite's automatic checkpoints.
    */
   backgroundCheckpoints?: {

@@ -36,6 +36,9 @@ const sig = (id: string, tenantId = 't1'): SignatureRecord => ({
   createdAt: new Date().toISOString(),
 });
 
+/** One event-loop turn: the store checks PRAGMA data_version once per turn. */
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
 const apiKey = (id: string) => ({
   id,
   secretHash: '00',
@@ -87,7 +90,6 @@ describe('SQLite store', () => {
     try {
       await mine.createTenant('tc', key('kc1', 'tc'));
       await mine.createApiKey(apiKey('ak1'));
-      const turn = () => new Promise((resolve) => setImmediate(resolve));
       expect((await mine.getApiKey('ak1'))?.revokedAt).toBeNull();
       expect((await mine.getCurrentKey('tc'))?.id).toBe('kc1');
       await turn();
@@ -146,7 +148,6 @@ describe('SQLite store', () => {
         }
       };
       expect(snapshot('before.db')).toBe(0);
-      const turn = () => new Promise((resolve) => setImmediate(resolve));
       await turn();
       await background.getCurrentKey('tw');
       await turn();
@@ -159,6 +160,44 @@ describe('SQLite store', () => {
       expect(background.cacheStats.hits).toBe(hits + 1);
     } finally {
       await background.close();
+    }
+  });
+
+  it('keeps checkpointing after the WAL starts over (a refilled WAL file does not grow)', async () => {
+    const dir = makeTempDir();
+    const path = join(dir, 'refill.db');
+    const store = openSqliteStore(path, { backgroundCheckpoints: { intervalMs: 20 } });
+    await store.migrate();
+    const rowsInFile = (name: string) => {
+      copyFileSync(path, join(dir, name)); // the main file only, without its -wal
+      const db = new BetterSqlite3(join(dir, name));
+      try {
+        return db.prepare("SELECT count(*) FROM signatures WHERE tenant_id = 'tr'").pluck().get() as number;
+      } finally {
+        db.close();
+      }
+    };
+    try {
+      await store.createTenant('tr', key('kr1', 'tr'));
+      for (let batch = 0; batch < 50; batch++) {
+        await Promise.all(Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`r${batch}-${i}`, 'tr'))));
+      }
+      await store.checkpointNow();
+      expect(rowsInFile('first.db')).toBe(500);
+      const walBefore = statSync(`${path}-wal`).size;
+      // Fewer frames than before: the writer reuses the WAL file from its start, so its size does not change.
+      for (let batch = 0; batch < 5; batch++) {
+        await Promise.all(Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`s${batch}-${i}`, 'tr'))));
+      }
+      expect(statSync(`${path}-wal`).size).toBe(walBefore);
+      let rows = 0;
+      for (let i = 0; i < 100 && rows < 550; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        rows = rowsInFile('second.db');
+      }
+      expect(rows).toBe(550);
+    } finally {
+      await store.close();
     }
   });
 
