@@ -118,9 +118,9 @@ class SqliteStore extends KyselyStore {
     await super.close();
   }
 
-  /** Runs a WAL checkpoint on the checkpointer thread now (tests); resolves when it is done. */
-  async checkpointNow(): Promise<void> {
-    await this.checkpointer?.now();
+  /** Runs a checkpoint pass on the checkpointer thread now (tests); resolves with the thread's counters. */
+  async checkpointNow(): Promise<CheckpointerStats | undefined> {
+    return this.checkpointer?.now();
   }
 
   protected override async commitWrites(signatures: Database['signatures'][], audits: AuditEntryInput[]) {
@@ -144,7 +144,15 @@ class SqliteStore extends KyselyStore {
       // the read and the write (a deferred transaction would fail to upgrade with SQLITE_BUSY instead).
       this.writeBatch = (sigs, entries) => batch.immediate(sigs, entries);
     }
-    this.writeBatch(signatures, audits);
+    const gate = this.checkpointer?.gate;
+    // The checkpointer holds the gate for a moment while it catches up with the WAL: wait for it without
+    // blocking the event loop (requests go on; their records join this batch's wait).
+    while (gate && !gate.tryEnter()) await this.checkpointer?.reopened();
+    try {
+      this.writeBatch(signatures, audits);
+    } finally {
+      gate?.leave();
+    }
   }
 
   private checkFresh(): void {
@@ -189,10 +197,48 @@ function remember<V>(cache: Map<string, V>, key: string, value: V): void {
 const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
 const betterSqlite3Path = createRequire(import.meta.url).resolve('better-sqlite3');
 
+/** What the checkpointer thread has done: passes, and passes with the commits held (and for how long in all). */
+export interface CheckpointerStats {
+  passes: number;
+  gatedPasses: number;
+  gateMs: number;
+}
+
+// Commit gate states; sqlite-checkpointer.cjs has the same.
+const GATE_OPEN = 0;
+const GATE_COMMITTING = 1;
+
+/**
+ * A word shared with the checkpointer thread: this thread commits only while it holds the gate, the checkpointer
+ * holds it for its short catch-up pass. A commit is synchronous, so the thread that reads OPEN and sets COMMITTING
+ * keeps it until leave(), with no await in between.
+ */
+class CommitGate {
+  readonly word = new Int32Array(new SharedArrayBuffer(4));
+
+  tryEnter(): boolean {
+    return Atomics.compareExchange(this.word, 0, GATE_OPEN, GATE_COMMITTING) === GATE_OPEN;
+  }
+
+  leave(): void {
+    Atomics.store(this.word, 0, GATE_OPEN);
+  }
+
+  /** The checkpointer is gone: nothing may stay shut. */
+  forceOpen(): void {
+    Atomics.store(this.word, 0, GATE_OPEN);
+  }
+}
+
+/** WAL length (in frames, 4 KiB pages) past which the checkpointer catches up with the commits held. */
+const RESTART_FRAMES = 1000;
+
 /** The checkpointer thread of a long-running store (sqlite-checkpointer.cjs says why). */
 class Checkpointer {
+  readonly gate = new CommitGate();
   private readonly worker: Worker;
-  private waiting: Array<() => void> = [];
+  private waiting: Array<(stats: CheckpointerStats | undefined) => void> = [];
+  private gateWaiters: Array<() => void> = [];
   private stopped = false;
 
   /**
@@ -202,20 +248,31 @@ class Checkpointer {
   constructor(
     path: string,
     intervalMs: number,
+    restartFrames: number,
     onError: (message: string) => void,
     onDeath: () => void,
     workerFile = CHECKPOINTER_PATH,
   ) {
     this.worker = new Worker(workerFile, {
-      workerData: { path, intervalMs, busyTimeoutMs: BUSY_TIMEOUT_MS, betterSqlite3Path },
+      workerData: {
+        path,
+        intervalMs,
+        restartFrames,
+        busyTimeoutMs: BUSY_TIMEOUT_MS,
+        betterSqlite3Path,
+        gate: this.gate.word.buffer,
+      },
     });
-    this.worker.on('message', (msg: { type: string; message?: string }) => {
+    this.worker.on('message', (msg: { type: string; message?: string; stats?: CheckpointerStats }) => {
       if (msg.type === 'error' && msg.message) onError(msg.message);
-      if (msg.type === 'done') for (const resolve of this.waiting.splice(0)) resolve();
+      if (msg.type === 'open') this.wakeGateWaiters();
+      if (msg.type === 'done') for (const resolve of this.waiting.splice(0)) resolve(msg.stats);
     });
     this.worker.on('error', (err) => onError(err.message));
     this.worker.on('exit', () => {
-      for (const resolve of this.waiting.splice(0)) resolve();
+      this.gate.forceOpen();
+      this.wakeGateWaiters();
+      for (const resolve of this.waiting.splice(0)) resolve(undefined);
       if (!this.stopped) {
         this.stopped = true;
         onError('the checkpointer thread ended; SQLite checkpoints inside commits again');
@@ -225,8 +282,17 @@ class Checkpointer {
     this.worker.unref();
   }
 
-  now(): Promise<void> {
+  /**
+   * Resolves once the checkpointer has let go of the commit gate. Called right after tryEnter() failed, in the
+   * same synchronous run: the thread posts 'open' only after it let go, so that message is still to come.
+   */
+  reopened(): Promise<void> {
     if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => this.gateWaiters.push(resolve));
+  }
+
+  now(): Promise<CheckpointerStats | undefined> {
+    if (this.stopped) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       this.waiting.push(resolve);
       this.worker.postMessage('now');
@@ -236,7 +302,7 @@ class Checkpointer {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    for (const resolve of this.waiting.splice(0)) resolve();
+    for (const resolve of this.waiting.splice(0)) resolve(undefined);
     const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
     // Referenced while it stops: an unreferenced thread and timer let a process with nothing else to do end
     // in the middle of this wait, with exit code 0, before its caller could report an error.
@@ -249,6 +315,12 @@ class Checkpointer {
     await Promise.race([exited, gaveUp]);
     clearTimeout(timer);
     await this.worker.terminate();
+    this.gate.forceOpen();
+    this.wakeGateWaiters();
+  }
+
+  private wakeGateWaiters(): void {
+    for (const resolve of this.gateWaiters.splice(0)) resolve();
   }
 }
 
@@ -262,6 +334,8 @@ export interface SqliteStoreOptions {
    */
   backgroundCheckpoints?: {
     intervalMs: number;
+    /** WAL length in frames past which a pass catches up with the commits held (default 1000, ~4 MB). */
+    restartFrames?: number;
     onError?: (message: string) => void;
     /** The thread's script (tests run one that fails, to check the fallback). */
     workerFile?: string;
@@ -270,7 +344,7 @@ export interface SqliteStoreOptions {
 
 export type SqliteKyselyStore = KyselyStore & {
   readonly cacheStats: { hits: number; misses: number };
-  checkpointNow(): Promise<void>;
+  checkpointNow(): Promise<CheckpointerStats | undefined>;
 };
 
 /** The embedded default store: one SQLite file in the data dir, WAL mode, private to its owner. */
@@ -292,6 +366,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     checkpointer = new Checkpointer(
       path,
       background.intervalMs,
+      background.restartFrames ?? RESTART_FRAMES,
       background.onError ?? (() => undefined),
       () => {
         if (sqlite.open) sqlite.pragma('wal_autocheckpoint = 1000');
