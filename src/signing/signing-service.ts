@@ -1,6 +1,7 @@
 // The service's domain logic: tenants, key versions and signing. Transport-free, so the HTTP routes and the
 // daemon's in-process mode share it.
 import { randomUUID } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import {
   algorithmForPkcs11,
   checkSigningRequest,
@@ -478,7 +479,9 @@ export class SigningService {
     // store could not record is never handed out.
     await Promise.all([
       this.store.recordSignature({
-        id: randomUUID(),
+        // Time-ordered (UUIDv7): each record lands at the end of the id index, not on a random page of it; random
+        // ids dirtied one more page per signature in every group commit.
+        id: uuidv7(),
         tenantId: key.tenantId,
         keyId: key.id,
         algorithm,

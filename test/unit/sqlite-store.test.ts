@@ -2,11 +2,13 @@
 import { copyFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
 import { ChainVerifier } from '../../src/store/audit-chain.js';
+import { chainAuditRows, type Database } from '../../src/store/kysely-store.js';
+import { MIGRATIONS } from '../../src/store/migrations.js';
 import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-store.js';
-import { ConflictError, type KeyRecord, type SignatureRecord } from '../../src/store/store.js';
+import { type AuditEntryInput, ConflictError, type KeyRecord, type SignatureRecord } from '../../src/store/store.js';
 import { makeTempDir } from '../helpers/service.js';
 
 let store: SqliteKyselyStore;
@@ -299,6 +301,92 @@ describe('SQLite store', () => {
       expect(rows).toBeGreaterThan(0);
     } finally {
       await store.close();
+    }
+  });
+
+  it('migrates an audit log written before 0005 intact, without the unique index on prev_hash', async () => {
+    const path = join(makeTempDir(), 'old-audit.db');
+    const sqlite = new BetterSqlite3(path);
+    const old = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    const provider = { getMigrations: async () => MIGRATIONS };
+    expect((await new Migrator({ db: old, provider }).migrateTo('0004_vulnerability_db')).error).toBeUndefined();
+    const entries = Array.from({ length: 50 }, (_, i) => ({
+      at: new Date(1_700_000_000_000 + i).toISOString(),
+      tenantId: i % 2 ? 'ta' : null,
+      actor: 'test',
+      action: 'sign',
+      outcome: 'signed',
+      details: { i },
+    }));
+    await old.insertInto('audit_log').values(chainAuditRows(undefined, entries)).execute();
+    const indexes = () =>
+      sqlite.prepare('SELECT name, "unique" FROM pragma_index_list(\'audit_log\')').all() as { unique: number }[];
+    expect(indexes().some((i) => i.unique === 1)).toBe(true); // 0003's index
+    await old.destroy();
+
+    const store = openSqliteStore(path);
+    try {
+      await store.migrate();
+      const read = await store.readAudit(0, 1000);
+      expect(read.map((e) => e.details)).toEqual(entries.map((e) => e.details));
+      const verifier = new ChainVerifier();
+      expect(read.map((e) => verifier.check(e)).filter(Boolean)).toEqual([]);
+      const after = new BetterSqlite3(path, { readonly: true });
+      try {
+        expect(after.prepare("SELECT count(*) FROM pragma_index_list('audit_log')").pluck().get()).toBe(0);
+      } finally {
+        after.close();
+      }
+      // New entries chain on where the old ones ended.
+      await store.appendAudit({ ...entries[0], details: { next: true } } as AuditEntryInput);
+      const all = await store.readAudit(0, 1000);
+      const again = new ChainVerifier();
+      expect(all.map((e) => again.check(e)).filter(Boolean)).toEqual([]);
+      expect(all.at(-1)?.seq).toBe(51);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('keeps one chain when two connections append at once (the seq primary key refuses a fork)', async () => {
+    const path = join(makeTempDir(), 'two-writers.db');
+    const a = openSqliteStore(path);
+    await a.migrate();
+    const b = openSqliteStore(path);
+    try {
+      const entry = (who: string, i: number): AuditEntryInput => ({
+        at: new Date().toISOString(),
+        tenantId: null,
+        actor: who,
+        action: 'sign',
+        outcome: 'signed',
+        details: { i },
+      });
+      await Promise.all(
+        Array.from({ length: 100 }, (_, i) => [a.appendAudit(entry('a', i)), b.appendAudit(entry('b', i))]).flat(),
+      );
+      const all = await a.readAudit(0, 1000);
+      expect(all.length).toBe(200);
+      const verifier = new ChainVerifier();
+      expect(all.map((e) => verifier.check(e)).filter(Boolean)).toEqual([]);
+      // A second successor of an existing entry cannot be written.
+      const raw = new BetterSqlite3(path);
+      try {
+        const [row] = chainAuditRows({ seq: 10, hash: (all[9] as { hash: string }).hash }, [entry('fork', 0)]);
+        expect(() =>
+          raw
+            .prepare(
+              'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
+                'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
+            )
+            .run(row),
+        ).toThrow(/UNIQUE|PRIMARY KEY/);
+      } finally {
+        raw.close();
+      }
+    } finally {
+      await b.close();
+      await a.close();
     }
   });
 
