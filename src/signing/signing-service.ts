@@ -1,7 +1,6 @@
 // The service's domain logic: tenants, key versions and signing. Transport-free, so the HTTP routes and the
 // daemon's in-process mode share it.
 import { randomUUID } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
 import {
   algorithmForPkcs11,
   checkSigningRequest,
@@ -477,17 +476,16 @@ export class SigningService {
     const signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);
     // Recorded and audited before the signature is returned (one group-committed transaction): a signature the
     // store could not record is never handed out.
+    const at = this.now();
     await Promise.all([
       this.store.recordSignature({
-        // Time-ordered (UUIDv7): each record lands at the end of the id index, not on a random page of it; random
-        // ids dirtied one more page per signature in every group commit.
-        id: uuidv7(),
+        id: timeOrderedId(at.getTime()),
         tenantId: key.tenantId,
         keyId: key.id,
         algorithm,
         hash: digest.toString('base64'),
         caller: callerId,
-        createdAt: this.now().toISOString(),
+        createdAt: at.toISOString(),
       }),
       this.audit(key.tenantId, callerId, action, 'signed', details),
     ]);
@@ -547,4 +545,16 @@ function denial(decision: PolicyDecision & { outcome: 'deny' }): ApiError {
 /** The decision names what it saw: the digest of its inputs, also kept in the audit log. */
 function digestNote(decision: PolicyDecision): string {
   return decision.inputsDigest ? ` [inputs ${decision.inputsDigest}]` : '';
+}
+
+/**
+ * A UUIDv7 (RFC 9562): 48 bits of Unix time in ms, then random bits. Signature records get these so that each one
+ * lands at the end of the id index instead of on a random page of it (random ids dirtied one more page per
+ * signature in every group commit). The random part comes from randomUUID(), which Node draws from a pooled
+ * buffer; the uuid package's v7() asks the OS-backed generator for 16 bytes per id, ~9 us on the event loop.
+ */
+export function timeOrderedId(ms: number): string {
+  const time = ms.toString(16).padStart(12, '0');
+  // randomUUID(): xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx; keep what follows the version digit (V is the variant).
+  return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${randomUUID().slice(15)}`;
 }
