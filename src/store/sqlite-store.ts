@@ -197,11 +197,13 @@ function remember<V>(cache: Map<string, V>, key: string, value: V): void {
 const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
 const betterSqlite3Path = createRequire(import.meta.url).resolve('better-sqlite3');
 
-/** What the checkpointer thread has done: passes, and passes with the commits held (and for how long in all). */
+/** What the checkpointer thread has done: passes, passes with the commits held (and for how long in all), lockouts. */
 export interface CheckpointerStats {
   passes: number;
   gatedPasses: number;
   gateMs: number;
+  /** Passes that found another connection's checkpoint under way (and were tried again a few ms later). */
+  lockedOut: number;
 }
 
 // Commit gate states; sqlite-checkpointer.cjs has the same.
