@@ -290,6 +290,8 @@ class Checkpointer {
    */
   reopened(): Promise<void> {
     if (this.stopped) return Promise.resolve();
+    // Referenced while a commit waits: a process with nothing else to do must not end before its records are written.
+    if (this.gateWaiters.length === 0) this.worker.ref();
     return new Promise((resolve) => this.gateWaiters.push(resolve));
   }
 
@@ -322,6 +324,8 @@ class Checkpointer {
   }
 
   private wakeGateWaiters(): void {
+    if (this.gateWaiters.length === 0) return;
+    if (!this.stopped) this.worker.unref();
     for (const resolve of this.gateWaiters.splice(0)) resolve();
   }
 }
