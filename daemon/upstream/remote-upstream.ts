@@ -185,29 +185,51 @@ export class RemoteUpstream implements Upstream {
   }
 
   /**
-   * One POST; rejects with the socket's error, or undici's headers/body timeout when the service does not start
-   * answering within timeoutMs, or stalls for timeoutMs within its answer.
+   * One POST; rejects with the socket's error, or a timeout when the whole exchange takes longer than timeoutMs
+   * (undici's own headers/body timeouts only bound each wait, so a service trickling its answer could hold a
+   * signature for ever), or AnswerTooLarge for an answer over MAX_ANSWER_BYTES (read as it comes, never whole).
    */
   private async post(
     path: string,
     apiKey: string,
     body: string,
   ): Promise<{ status: number; requestId: string | undefined; text: string }> {
-    const res = await this.pool.request({
-      path,
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${apiKey}`,
-        'content-type': 'application/json',
-        accept: 'application/json',
-        'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
-      },
-      body,
-    });
-    // Always read the body: an unread one would hold its connection.
-    const text = await res.body.text();
-    const id = res.headers['x-request-id'];
-    return { status: res.statusCode, requestId: typeof id === 'string' ? id : undefined, text };
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(), this.opts.timeoutMs);
+    try {
+      const res = await this.pool.request({
+        path,
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          'content-type': 'application/json',
+          accept: 'application/json',
+          'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
+        },
+        body,
+        signal: deadline.signal,
+      });
+      // Always read the body (an unread one would hold its connection), up to the limit.
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > MAX_ANSWER_BYTES) {
+          res.body.destroy();
+          throw new AnswerTooLarge();
+        }
+        chunks.push(chunk);
+      }
+      const id = res.headers['x-request-id'];
+      const text =
+        chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
+      return { status: res.statusCode, requestId: typeof id === 'string' ? id : undefined, text };
+    } catch (err) {
+      if (deadline.signal.aborted) throw Object.assign(new Error('deadline'), { code: DEADLINE_CODE });
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private apiKey(tenantId: string): string {
@@ -221,9 +243,25 @@ export class RemoteUpstream implements Upstream {
   }
 }
 
-const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+/** The largest answer read from the service; its real answers are a few KB (a public key, a certificate chain). */
+const MAX_ANSWER_BYTES = 1024 * 1024;
+const DEADLINE_CODE = 'SIGNBRIDGE_DEADLINE';
+const TIMEOUT_CODES = new Set([
+  DEADLINE_CODE,
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+class AnswerTooLarge extends Error {}
 
 function networkError(err: unknown, where: string, timeoutMs: number): UpstreamError {
+  if (err instanceof AnswerTooLarge) {
+    return new UpstreamError(
+      WireStatus.INTERNAL,
+      `the service at ${where} answered with more than ${MAX_ANSWER_BYTES} bytes`,
+    );
+  }
   const e = err as Error & { code?: string };
   if (e.code !== undefined && TIMEOUT_CODES.has(e.code)) {
     return new UpstreamError(WireStatus.TIMEOUT, `the service at ${where} did not answer within ${timeoutMs} ms`);

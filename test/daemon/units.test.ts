@@ -623,6 +623,49 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
     }
   });
 
+  it('bounds the whole exchange: a service trickling its answer times out; an answer over 1 MiB is refused', async () => {
+    const timers: NodeJS.Timeout[] = [];
+    const server = createHttpServer((req, res) => {
+      if (req.url?.endsWith('get_public_key')) {
+        // Headers at once, then a byte every 50 ms: no single wait is long, the whole answer never ends.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        timers.push(setInterval(() => res.write(' '), 50));
+      } else {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(`{"signature":"${'A'.repeat(2 * 1024 * 1024)}"}`);
+      }
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const { port } = server.address() as { port: number };
+    const upstream = new RemoteUpstream({
+      url: `http://127.0.0.1:${port}`,
+      apiKey: apiKeyFromEnv('sbk_test'),
+      timeoutMs: 400,
+    });
+    try {
+      const started = Date.now();
+      await expect(upstream.getPublicKey('t')).rejects.toMatchObject({
+        status: WireStatus.TIMEOUT,
+        message: /did not answer within 400 ms/,
+      });
+      expect(Date.now() - started).toBeLessThan(3000);
+      await expect(
+        upstream.pkcs11Sign({
+          tenantId: 't',
+          digest: Buffer.alloc(32),
+          keySpec: 'ECC_NIST_P256',
+          pss: false,
+          context: {},
+        }),
+      ).rejects.toMatchObject({ status: WireStatus.INTERNAL, message: /more than 1048576 bytes/ });
+    } finally {
+      for (const t of timers) clearInterval(t);
+      await upstream.close();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
   it('maps a proxy error page, a 2xx without JSON and a 202 to their statuses', async () => {
     const srv = await serve((n, _req, res) => {
       if (n === 1) {
