@@ -14,8 +14,19 @@ import { makeTempDir } from '../test/helpers/service.js';
 import { measurePaths } from './paths.js';
 import { summarise } from './stats.js';
 
-const seconds = Number(process.env.BENCH_SECONDS ?? 8);
-const warmUpSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+/** A whole number of seconds from the environment, or the default; anything else stops the run with a message. */
+function secondsFromEnv(name: string, fallback: number, min: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!/^\s*\d+\s*$/.test(raw) || value < min) {
+    process.stderr.write(`bench: ${name} must be a whole number of seconds, at least ${min}; got "${raw}"\n`);
+    process.exit(2);
+  }
+  return value;
+}
+const seconds = secondsFromEnv('BENCH_SECONDS', 8, 1);
+const warmUpSeconds = secondsFromEnv('BENCH_WARMUP_SECONDS', 3, 0);
 interface Row {
   path: string;
   spec: string;
