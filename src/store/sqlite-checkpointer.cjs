@@ -16,10 +16,8 @@ const { performance } = require('node:perf_hooks');
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.betterSqlite3Path);
 
-// Commit gate states; sqlite-store.ts has the same.
-const OPEN = 0;
-const COMMITTING = 1;
-const CHECKPOINTING = 2;
+// Commit gate states, as sqlite-store.ts defines them.
+const { OPEN, COMMITTING, CHECKPOINTING } = workerData.gateStates ?? {};
 /** How long to try for the gate before leaving it to the next pass (the service holds it only for one commit). */
 const GATE_WAIT_MS = 100;
 /**

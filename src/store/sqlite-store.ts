@@ -206,9 +206,8 @@ export interface CheckpointerStats {
   lockedOut: number;
 }
 
-// Commit gate states; sqlite-checkpointer.cjs has the same.
-const GATE_OPEN = 0;
-const GATE_COMMITTING = 1;
+/** Commit gate states; the checkpointer thread gets them through its workerData. */
+const GATE = { OPEN: 0, COMMITTING: 1, CHECKPOINTING: 2 } as const;
 
 /**
  * A word shared with the checkpointer thread: this thread commits only while it holds the gate, the checkpointer
@@ -219,16 +218,12 @@ class CommitGate {
   readonly word = new Int32Array(new SharedArrayBuffer(4));
 
   tryEnter(): boolean {
-    return Atomics.compareExchange(this.word, 0, GATE_OPEN, GATE_COMMITTING) === GATE_OPEN;
+    return Atomics.compareExchange(this.word, 0, GATE.OPEN, GATE.COMMITTING) === GATE.OPEN;
   }
 
+  /** Opens the gate: after this thread's commit, or when the checkpointer is gone (nothing may stay shut). */
   leave(): void {
-    Atomics.store(this.word, 0, GATE_OPEN);
-  }
-
-  /** The checkpointer is gone: nothing may stay shut. */
-  forceOpen(): void {
-    Atomics.store(this.word, 0, GATE_OPEN);
+    Atomics.store(this.word, 0, GATE.OPEN);
   }
 }
 
@@ -263,6 +258,7 @@ class Checkpointer {
         busyTimeoutMs: BUSY_TIMEOUT_MS,
         betterSqlite3Path,
         gate: this.gate.word.buffer,
+        gateStates: GATE,
       },
     });
     this.worker.on('message', (msg: { type: string; message?: string; stats?: CheckpointerStats }) => {
@@ -272,7 +268,7 @@ class Checkpointer {
     });
     this.worker.on('error', (err) => onError(err.message));
     this.worker.on('exit', () => {
-      this.gate.forceOpen();
+      this.gate.leave();
       this.wakeGateWaiters();
       for (const resolve of this.waiting.splice(0)) resolve(undefined);
       if (!this.stopped) {
@@ -319,7 +315,7 @@ class Checkpointer {
     await Promise.race([exited, gaveUp]);
     clearTimeout(timer);
     await this.worker.terminate();
-    this.gate.forceOpen();
+    this.gate.leave();
     this.wakeGateWaiters();
   }
 

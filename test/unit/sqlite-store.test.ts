@@ -8,7 +8,13 @@ import { ChainVerifier } from '../../src/store/audit-chain.js';
 import { chainAuditRows, type Database } from '../../src/store/kysely-store.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-store.js';
-import { type AuditEntryInput, ConflictError, type KeyRecord, type SignatureRecord } from '../../src/store/store.js';
+import {
+  type AuditEntry,
+  type AuditEntryInput,
+  ConflictError,
+  type KeyRecord,
+  type SignatureRecord,
+} from '../../src/store/store.js';
 import { makeTempDir } from '../helpers/service.js';
 
 let store: SqliteKyselyStore;
@@ -38,6 +44,30 @@ const sig = (id: string, tenantId = 't1'): SignatureRecord => ({
   caller: 'c',
   createdAt: new Date().toISOString(),
 });
+
+/**
+ * Signature rows of `tenantId` in the database file alone, without its -wal: what checkpoints have copied so far.
+ * 0 before the first checkpoint, when the file may not even hold the schema.
+ */
+function rowsInMainFile(path: string, tenantId: string): number {
+  const copy = join(makeTempDir(), 'main-file-only.db');
+  copyFileSync(path, copy);
+  const db = new BetterSqlite3(copy);
+  try {
+    return db.prepare('SELECT count(*) FROM signatures WHERE tenant_id = ?').pluck().get(tenantId) as number;
+  } catch {
+    return 0;
+  } finally {
+    db.close();
+  }
+}
+
+/** Walks the audit chain through `entries`: where it breaks ([] when whole) and how many entries verified. */
+function walkChain(entries: AuditEntry[]) {
+  const verifier = new ChainVerifier();
+  const problems = entries.map((e) => verifier.check(e)).filter(Boolean);
+  return { problems, verified: verifier.count };
+}
 
 /** One event-loop turn: the store checks PRAGMA data_version once per turn. */
 const turn = () => new Promise((resolve) => setImmediate(resolve));
@@ -139,24 +169,13 @@ describe('SQLite store', () => {
       // 400 commits take the WAL past SQLite's automatic checkpoint (1000 pages), yet no commit checkpointed:
       // the database file alone still lacks the rows.
       expect(statSync(`${path}-wal`).size).toBeGreaterThan(1000 * 4096);
-      const snapshot = (name: string) => {
-        copyFileSync(path, join(dir, name)); // the main file only, without its -wal
-        const db = new BetterSqlite3(join(dir, name));
-        try {
-          return db.prepare("SELECT count(*) FROM signatures WHERE tenant_id = 'tw'").pluck().get();
-        } catch {
-          return 0; // before the first checkpoint the file may not even hold the schema
-        } finally {
-          db.close();
-        }
-      };
-      expect(snapshot('before.db')).toBe(0);
+      expect(rowsInMainFile(path, 'tw')).toBe(0);
       await turn();
       await background.getCurrentKey('tw');
       await turn();
       const hits = background.cacheStats.hits;
       await background.checkpointNow();
-      expect(snapshot('after.db')).toBe(4000);
+      expect(rowsInMainFile(path, 'tw')).toBe(4000);
       // A checkpoint is not a commit: the cache stays valid.
       await turn();
       await background.getCurrentKey('tw');
@@ -171,22 +190,13 @@ describe('SQLite store', () => {
     const path = join(dir, 'refill.db');
     const store = openSqliteStore(path, { backgroundCheckpoints: { intervalMs: 20 } });
     await store.migrate();
-    const rowsInFile = (name: string) => {
-      copyFileSync(path, join(dir, name)); // the main file only, without its -wal
-      const db = new BetterSqlite3(join(dir, name));
-      try {
-        return db.prepare("SELECT count(*) FROM signatures WHERE tenant_id = 'tr'").pluck().get() as number;
-      } finally {
-        db.close();
-      }
-    };
     try {
       await store.createTenant('tr', key('kr1', 'tr'));
       for (let batch = 0; batch < 50; batch++) {
         await Promise.all(Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`r${batch}-${i}`, 'tr'))));
       }
       await store.checkpointNow();
-      expect(rowsInFile('first.db')).toBe(500);
+      expect(rowsInMainFile(path, 'tr')).toBe(500);
       const walBefore = statSync(`${path}-wal`).size;
       // Fewer frames than before: the writer reuses the WAL file from its start, so its size does not change.
       for (let batch = 0; batch < 5; batch++) {
@@ -196,7 +206,7 @@ describe('SQLite store', () => {
       let rows = 0;
       for (let i = 0; i < 100 && rows < 550; i++) {
         await new Promise((r) => setTimeout(r, 20));
-        rows = rowsInFile('second.db');
+        rows = rowsInMainFile(path, 'tr');
       }
       expect(rows).toBe(550);
     } finally {
@@ -270,10 +280,8 @@ describe('SQLite store', () => {
       } finally {
         db.close();
       }
-      const verifier = new ChainVerifier();
       const entries = await store.readAudit(0, 1_000_000);
-      expect(entries.map((e) => verifier.check(e)).filter(Boolean)).toEqual([]);
-      expect(verifier.count).toBe(entries.length);
+      expect(walkChain(entries)).toEqual({ problems: [], verified: entries.length });
     } finally {
       await neighbour.close();
       await store.close();
@@ -299,11 +307,7 @@ describe('SQLite store', () => {
         await Promise.all(Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`f${batch}-${i}`, 'tf'))));
       }
       // SQLite's automatic checkpoint ran inside a commit: the database file alone holds rows.
-      copyFileSync(path, join(dir, 'copy.db'));
-      const copy = new BetterSqlite3(join(dir, 'copy.db'));
-      const rows = copy.prepare("SELECT count(*) FROM signatures WHERE tenant_id = 'tf'").pluck().get() as number;
-      copy.close();
-      expect(rows).toBeGreaterThan(0);
+      expect(rowsInMainFile(path, 'tf')).toBeGreaterThan(0);
     } finally {
       await store.close();
     }
@@ -334,8 +338,7 @@ describe('SQLite store', () => {
       await store.migrate();
       const read = await store.readAudit(0, 1000);
       expect(read.map((e) => e.details)).toEqual(entries.map((e) => e.details));
-      const verifier = new ChainVerifier();
-      expect(read.map((e) => verifier.check(e)).filter(Boolean)).toEqual([]);
+      expect(walkChain(read)).toEqual({ problems: [], verified: read.length });
       const after = new BetterSqlite3(path, { readonly: true });
       try {
         expect(after.prepare("SELECT count(*) FROM pragma_index_list('audit_log')").pluck().get()).toBe(0);
@@ -345,8 +348,7 @@ describe('SQLite store', () => {
       // New entries chain on where the old ones ended.
       await store.appendAudit({ ...entries[0], details: { next: true } } as AuditEntryInput);
       const all = await store.readAudit(0, 1000);
-      const again = new ChainVerifier();
-      expect(all.map((e) => again.check(e)).filter(Boolean)).toEqual([]);
+      expect(walkChain(all)).toEqual({ problems: [], verified: all.length });
       expect(all.at(-1)?.seq).toBe(51);
     } finally {
       await store.close();
@@ -372,8 +374,7 @@ describe('SQLite store', () => {
       );
       const all = await a.readAudit(0, 1000);
       expect(all.length).toBe(200);
-      const verifier = new ChainVerifier();
-      expect(all.map((e) => verifier.check(e)).filter(Boolean)).toEqual([]);
+      expect(walkChain(all)).toEqual({ problems: [], verified: all.length });
       // A second successor of an existing entry cannot be written.
       const raw = new BetterSqlite3(path);
       try {
