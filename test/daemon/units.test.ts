@@ -517,7 +517,7 @@ describe('RequestHandler with a scripted upstream', () => {
 });
 
 describe('RemoteUpstream against a scripted HTTP server', () => {
-  async function serve(handler: (n: number, req: IncomingMessage, res: ServerResponse) => void) {
+  async function serve(handler: (n: number, req: IncomingMessage, res: ServerResponse) => void, timeoutMs = 2000) {
     let n = 0;
     const server = createHttpServer((req, res) => handler(++n, req, res));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
@@ -525,10 +525,18 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
     const upstream = new RemoteUpstream({
       url: `http://127.0.0.1:${port}/base`,
       apiKey: apiKeyFromEnv('sbk_test'),
-      timeoutMs: 2000,
+      timeoutMs,
     });
-    return { upstream, count: () => n, close: () => new Promise<void>((r) => server.close(() => r())) };
+    const close = async () => {
+      await upstream.close();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    };
+    return { upstream, port, count: () => n, close };
   }
+  /** A pkcs11_sign of a P-256 digest for tenant t. */
+  const signOnce = (upstream: RemoteUpstream) =>
+    upstream.pkcs11Sign({ tenantId: 't', digest: Buffer.alloc(32), keySpec: 'ECC_NIST_P256', pss: false, context: {} });
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
 
@@ -560,15 +568,7 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
       });
       expect(srv.count()).toBe(2);
       expect(seen[0]).toBe('/base/v1/get_public_key Bearer sbk_test');
-      await expect(
-        srv.upstream.pkcs11Sign({
-          tenantId: 't',
-          digest: Buffer.alloc(32),
-          keySpec: 'ECC_NIST_P256',
-          pss: false,
-          context: {},
-        }),
-      ).rejects.toMatchObject({ status: WireStatus.UNAVAILABLE });
+      await expect(signOnce(srv.upstream)).rejects.toMatchObject({ status: WireStatus.UNAVAILABLE });
       expect(srv.count()).toBe(3);
     } finally {
       await srv.close();
@@ -576,26 +576,10 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
   });
 
   it('fails a service that does not answer with TIMEOUT after timeoutMs, and an unreachable one with UNAVAILABLE', async () => {
-    const held: ServerResponse[] = [];
-    const server = createHttpServer((_req, res) => held.push(res)); // never answers
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-    const { port } = server.address() as { port: number };
-    const slow = new RemoteUpstream({
-      url: `http://127.0.0.1:${port}`,
-      apiKey: apiKeyFromEnv('sbk_test'),
-      timeoutMs: 300,
-    });
-    const sign = (upstream: RemoteUpstream) =>
-      upstream.pkcs11Sign({
-        tenantId: 't',
-        digest: Buffer.alloc(32),
-        keySpec: 'ECC_NIST_P256',
-        pss: false,
-        context: {},
-      });
+    const slow = await serve(() => undefined, 300); // never answers
     try {
       const started = Date.now();
-      await expect(sign(slow)).rejects.toMatchObject({
+      await expect(signOnce(slow.upstream)).rejects.toMatchObject({
         status: WireStatus.TIMEOUT,
         message: /did not answer within 300 ms/,
       });
@@ -603,18 +587,16 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
       expect(waited).toBeGreaterThanOrEqual(250);
       expect(waited).toBeLessThan(5000);
     } finally {
-      for (const res of held) res.destroy();
       await slow.close();
-      await new Promise<void>((r) => server.close(() => r()));
     }
     // The port is closed now: nothing listens there.
     const gone = new RemoteUpstream({
-      url: `http://127.0.0.1:${port}`,
+      url: `http://127.0.0.1:${slow.port}`,
       apiKey: apiKeyFromEnv('sbk_test'),
       timeoutMs: 300,
     });
     try {
-      await expect(sign(gone)).rejects.toMatchObject({
+      await expect(signOnce(gone)).rejects.toMatchObject({
         status: WireStatus.UNAVAILABLE,
         message: /cannot reach the service at http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/,
       });
@@ -625,44 +607,29 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
 
   it('bounds the whole exchange: a service trickling its answer times out; an answer over 1 MiB is refused', async () => {
     const timers: NodeJS.Timeout[] = [];
-    const server = createHttpServer((req, res) => {
+    const srv = await serve((_n, req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
       if (req.url?.endsWith('get_public_key')) {
         // Headers at once, then a byte every 50 ms: no single wait is long, the whole answer never ends.
-        res.writeHead(200, { 'content-type': 'application/json' });
         timers.push(setInterval(() => res.write(' '), 50));
       } else {
-        res.writeHead(200, { 'content-type': 'application/json' });
         res.end(`{"signature":"${'A'.repeat(2 * 1024 * 1024)}"}`);
       }
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-    const { port } = server.address() as { port: number };
-    const upstream = new RemoteUpstream({
-      url: `http://127.0.0.1:${port}`,
-      apiKey: apiKeyFromEnv('sbk_test'),
-      timeoutMs: 400,
-    });
+    }, 400);
     try {
       const started = Date.now();
-      await expect(upstream.getPublicKey('t')).rejects.toMatchObject({
+      await expect(srv.upstream.getPublicKey('t')).rejects.toMatchObject({
         status: WireStatus.TIMEOUT,
         message: /did not answer within 400 ms/,
       });
       expect(Date.now() - started).toBeLessThan(3000);
-      await expect(
-        upstream.pkcs11Sign({
-          tenantId: 't',
-          digest: Buffer.alloc(32),
-          keySpec: 'ECC_NIST_P256',
-          pss: false,
-          context: {},
-        }),
-      ).rejects.toMatchObject({ status: WireStatus.INTERNAL, message: /more than 1048576 bytes/ });
+      await expect(signOnce(srv.upstream)).rejects.toMatchObject({
+        status: WireStatus.INTERNAL,
+        message: /more than 1048576 bytes/,
+      });
     } finally {
       for (const t of timers) clearInterval(t);
-      await upstream.close();
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      await srv.close();
     }
   });
 
@@ -688,13 +655,7 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
         status: WireStatus.INTERNAL,
         message: /without a JSON body/,
       });
-      const pending = await srv.upstream.pkcs11Sign({
-        tenantId: 't',
-        digest: Buffer.alloc(32),
-        keySpec: 'ECC_NIST_P256',
-        pss: false,
-        context: {},
-      });
+      const pending = await signOnce(srv.upstream);
       expect(pending).toEqual({
         kind: 'pending',
         requestId: 'r-1',
