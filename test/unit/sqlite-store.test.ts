@@ -62,6 +62,15 @@ function rowsInMainFile(path: string, tenantId: string): number {
   }
 }
 
+/** Records `batches` group commits of 10 signatures each for `tenantId` (ids `<prefix><batch>-<i>`). */
+async function recordBatches(store: SqliteKyselyStore, tenantId: string, prefix: string, batches: number) {
+  for (let batch = 0; batch < batches; batch++) {
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`${prefix}${batch}-${i}`, tenantId))),
+    );
+  }
+}
+
 /** Walks the audit chain through `entries`: where it breaks ([] when whole) and how many entries verified. */
 function walkChain(entries: AuditEntry[]) {
   const verifier = new ChainVerifier();
@@ -161,11 +170,7 @@ describe('SQLite store', () => {
     await background.migrate();
     try {
       await background.createTenant('tw', key('kw1', 'tw'));
-      for (let batch = 0; batch < 400; batch++) {
-        await Promise.all(
-          Array.from({ length: 10 }, (_, i) => background.recordSignature(sig(`w${batch}-${i}`, 'tw'))),
-        );
-      }
+      await recordBatches(background, 'tw', 'w', 400);
       // 400 commits take the WAL past SQLite's automatic checkpoint (1000 pages), yet no commit checkpointed:
       // the database file alone still lacks the rows.
       expect(statSync(`${path}-wal`).size).toBeGreaterThan(1000 * 4096);
@@ -192,16 +197,12 @@ describe('SQLite store', () => {
     await store.migrate();
     try {
       await store.createTenant('tr', key('kr1', 'tr'));
-      for (let batch = 0; batch < 50; batch++) {
-        await Promise.all(Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`r${batch}-${i}`, 'tr'))));
-      }
+      await recordBatches(store, 'tr', 'r', 50);
       await store.checkpointNow();
       expect(rowsInMainFile(path, 'tr')).toBe(500);
       const walBefore = statSync(`${path}-wal`).size;
       // Fewer frames than before: the writer reuses the WAL file from its start, so its size does not change.
-      for (let batch = 0; batch < 5; batch++) {
-        await Promise.all(Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`s${batch}-${i}`, 'tr'))));
-      }
+      await recordBatches(store, 'tr', 's', 5);
       expect(statSync(`${path}-wal`).size).toBe(walBefore);
       let rows = 0;
       for (let i = 0; i < 100 && rows < 550; i++) {
@@ -303,9 +304,7 @@ describe('SQLite store', () => {
       expect(errors.join('\n')).toMatch(/checkpointer could not start/);
       expect(errors.join('\n')).toMatch(/SQLite checkpoints inside commits again/);
       await store.createTenant('tf', key('kf1', 'tf'));
-      for (let batch = 0; batch < 400; batch++) {
-        await Promise.all(Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`f${batch}-${i}`, 'tf'))));
-      }
+      await recordBatches(store, 'tf', 'f', 400);
       // SQLite's automatic checkpoint ran inside a commit: the database file alone holds rows.
       expect(rowsInMainFile(path, 'tf')).toBeGreaterThan(0);
     } finally {
