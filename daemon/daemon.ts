@@ -41,7 +41,12 @@ export async function openUpstream(config: DaemonConfig): Promise<Upstream> {
   }
   // Loaded only when asked for: it pulls in the key store (graphene-pk11) and SQLite.
   const { InProcessUpstream } = await import('./upstream/in-process-upstream.js');
-  return InProcessUpstream.open({ dataDir: config.upstream.dataDir, configFile: config.upstream.configFile });
+  return InProcessUpstream.open({
+    dataDir: config.upstream.dataDir,
+    configFile: config.upstream.configFile,
+    // A build host signs one artifact at a time: overlap each signature with its commit (docs/benchmarks.md).
+    writerSpinMs: config.busyPollMs ?? DEFAULT_BUSY_POLL_MS,
+  });
 }
 
 export async function startDaemon(config: DaemonConfig, options: StartDaemonOptions): Promise<RunningDaemon> {

@@ -57,10 +57,12 @@ const CHECKPOINT_INTERVAL_MS = 200;
  */
 export async function openStores(
   config: ServiceConfig,
-  onStoreError: (message: string) => void = (message) => process.emitWarning(`SQLite checkpointer: ${message}`),
+  onStoreError: (message: string) => void = (message) => process.emitWarning(`SQLite store: ${message}`),
+  options: Pick<SqliteStoreOptions, 'writerThread'> = {},
 ): Promise<{ store: Store; keyStore: KeyStore }> {
   const store = await openStore(config, {
     backgroundCheckpoints: { intervalMs: CHECKPOINT_INTERVAL_MS, onError: onStoreError },
+    ...(options.writerThread && { writerThread: { onError: onStoreError, ...options.writerThread } }),
   });
   try {
     return { store, keyStore: openKeyStore(config) };

@@ -10,6 +10,7 @@ import type { PolicyEngine } from '../../src/policy/policy.js';
 import { openStores } from '../../src/server.js';
 import { policySettings } from '../../src/signing/policy-settings.js';
 import { SigningService } from '../../src/signing/signing-service.js';
+import type { SqliteKyselyStore } from '../../src/store/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { WireStatus } from '../protocol/wire.js';
 import { messageFor, wireStatusFor } from './status-map.js';
@@ -30,6 +31,12 @@ export interface InProcessUpstreamOptions {
   policy?: PolicyEngine;
   /** Recorded as the caller of every signature (the service records an API key id there). */
   callerId?: string;
+  /**
+   * Commit each signature's record and audit entry on the store's writer thread while the token signs, the
+   * thread taking new writes for this long after each commit before it sleeps (the daemon's busy-poll window).
+   * Undefined: commit on the event loop, after the signature.
+   */
+  writerSpinMs?: number;
 }
 
 /** Signed (older service) or Signed | Pending (with approvals): read structurally so both work. */
@@ -57,7 +64,11 @@ export class InProcessUpstream implements Upstream {
       dataDir: opts.dataDir,
       ...(opts.configFile !== undefined && { configFile: opts.configFile }),
     });
-    const { store, keyStore } = await openStores(config);
+    const { store, keyStore } = await openStores(
+      config,
+      undefined,
+      opts.writerSpinMs === undefined ? {} : { writerThread: { spinMs: opts.writerSpinMs } },
+    );
     // The same policy the service would apply to this data dir: in-process signing must not be a way around it.
     const { exceptionMaxLifetimeMs: _exceptions, ...settings } = policySettings(config, store);
     const signing = new SigningService({
@@ -102,6 +113,11 @@ export class InProcessUpstream implements Upstream {
 
   threadsBusy(): number {
     return this.keyStore.threadsBusy?.() ?? 0;
+  }
+
+  /** True while the store commits signature records and audit entries on its writer thread. */
+  get writesOnThread(): boolean {
+    return (this.store as Partial<SqliteKyselyStore>).writesOnThread === true;
   }
 
   async close(): Promise<void> {

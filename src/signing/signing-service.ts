@@ -465,6 +465,12 @@ export class SigningService {
     return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about);
   }
 
+  /**
+   * Signs, with the signature's record and its `signed` audit entry written ahead: the store commits them while
+   * the key store signs (on the store's writer thread, where it has one), and the signature is handed out only
+   * once both are durable, so a signature the store could not record is never handed out. If the key store then
+   * fails, the record is withdrawn and a `sign_failed` entry naming it follows in the log.
+   */
   private async signNow(
     key: KeyRecord,
     algorithm: SigningAlgorithm,
@@ -473,22 +479,56 @@ export class SigningService {
     action: string,
     details: Record<string, unknown>,
   ): Promise<Signed> {
-    const signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);
-    // Recorded and audited before the signature is returned (one group-committed transaction): a signature the
-    // store could not record is never handed out.
     const at = this.now();
-    await Promise.all([
-      this.store.recordSignature({
-        id: timeOrderedId(at.getTime()),
+    const signatureId = timeOrderedId(at.getTime());
+    const recorded = this.store.recordSignature(
+      {
+        id: signatureId,
         tenantId: key.tenantId,
         keyId: key.id,
         algorithm,
         hash: digest.toString('base64'),
         caller: callerId,
         createdAt: at.toISOString(),
-      }),
-      this.audit(key.tenantId, callerId, action, 'signed', details),
-    ]);
+      },
+      {
+        at: at.toISOString(),
+        tenantId: key.tenantId,
+        actor: callerId,
+        action,
+        outcome: 'signed',
+        details: { ...details, signature_id: signatureId },
+      },
+    );
+    let signature: Buffer;
+    try {
+      signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);
+    } catch (err) {
+      // After the record's own commit (failed or not), so the withdrawal follows it in the log.
+      if (
+        await recorded.then(
+          () => true,
+          () => false,
+        )
+      ) {
+        await this.store
+          .withdrawSignature(signatureId, {
+            at: this.now().toISOString(),
+            tenantId: key.tenantId,
+            actor: callerId,
+            action,
+            outcome: 'sign_failed',
+            details: {
+              signature_id: signatureId,
+              key_id: key.id,
+              error: err instanceof Error ? err.message : String(err),
+            },
+          })
+          .catch(() => undefined); // the key store's error is the one to report
+      }
+      throw err;
+    }
+    await recorded;
     return { kind: 'signed', signature, keyId: key.id, algorithm };
   }
 

@@ -1,34 +1,38 @@
 // The audit log's hash chain: each entry's hash covers its content and its predecessor's hash, so editing,
 // removing or reordering entries breaks the chain at that point. Shared by the stores and `admin audit verify`.
-import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { packagePath } from '../paths.js';
 import type { AuditEntry, AuditEntryInput } from './store.js';
 
-export const GENESIS_HASH = '0'.repeat(64);
+/** An audit_log row as stored (details as JSON text). */
+export interface AuditRow {
+  seq: number;
+  at: string;
+  tenant_id: string | null;
+  actor: string;
+  action: string;
+  outcome: string;
+  details: string;
+  prev_hash: string;
+  hash: string;
+}
 
+interface AuditHash {
+  GENESIS_HASH: string;
+  canonicalJson(value: unknown): string;
+  entryHash(seq: number, prevHash: string, e: AuditEntryInput): string;
+  chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditEntryInput[]): AuditRow[];
+}
+
+// The computing part is CommonJS (audit-hash.cjs) so the store's writer thread runs the same code.
+const auditHash = createRequire(import.meta.url)(packagePath('src', 'store', 'audit-hash.cjs')) as AuditHash;
+
+export const GENESIS_HASH = auditHash.GENESIS_HASH;
 /** Canonical JSON: object keys sorted at every level, so the hash does not depend on key order. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
-
-export function entryHash(seq: number, prevHash: string, e: AuditEntryInput): string {
-  const body = canonicalJson({
-    seq,
-    at: e.at,
-    tenant_id: e.tenantId,
-    actor: e.actor,
-    action: e.action,
-    outcome: e.outcome,
-    details: e.details,
-  });
-  return createHash('sha256').update(`${prevHash}\n${body}`).digest('hex');
-}
+export const canonicalJson = auditHash.canonicalJson;
+export const entryHash = auditHash.entryHash;
+/** The audit_log rows for `entries`, chained on the log's current head (undefined: the log is empty). */
+export const chainAuditRows = auditHash.chainAuditRows;
 
 export interface ChainProblem {
   seq: number;

@@ -1,9 +1,9 @@
 // The Store contract on Kysely. SQL dialects differ only in how the Kysely instance is made
 // (sqlite-store.ts, and postgres-store.ts later), so every query lives here once.
-import { type Kysely, type MigrationProvider, Migrator } from 'kysely';
+import { type Kysely, type MigrationProvider, Migrator, type Transaction } from 'kysely';
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
-import { entryHash, GENESIS_HASH } from './audit-chain.js';
+import { type AuditRow, chainAuditRows } from './audit-chain.js';
 import { MIGRATIONS } from './migrations.js';
 import {
   type ApiKeyRecord,
@@ -72,17 +72,8 @@ export interface Database {
     revoked_by: string | null;
   };
   vulnerabilities: { id: string; modified: string; record: string; imported_at: string };
-  audit_log: {
-    seq: number;
-    at: string;
-    tenant_id: string | null;
-    actor: string;
-    action: string;
-    outcome: string;
-    details: string;
-    prev_hash: string;
-    hash: string;
-  };
+  audit_log: AuditRow;
+  cache_epoch: { id: number; n: number };
   signatures: {
     id: string;
     tenant_id: string;
@@ -95,41 +86,51 @@ export interface Database {
 }
 
 /** Largest group-commit batch; bounds the statement's size and the number of distinct cached statements. */
-const WRITE_BATCH_MAX = 64;
+export const WRITE_BATCH_MAX = 64;
+/** Tries of a batch whose chain head another connection took meanwhile. */
+export const CHAIN_RACE_ATTEMPTS = 5;
 
-interface PendingWrite {
+/** One caller's part of a group commit: a signature record to add or withdraw, and/or an audit entry. */
+export interface PendingWrite {
   signature?: Database['signatures'];
+  /** Id of a signature record to delete (the key store failed after the record was written ahead). */
+  withdraw?: string;
   audit?: AuditEntryInput;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
 
+/** What one group commit writes, in this order: records, withdrawals, then the audit entries chained on. */
+export interface WriteBatch {
+  signatures: Database['signatures'][];
+  withdrawals: string[];
+  audits: AuditEntryInput[];
+}
+
+export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
+  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [] };
+  for (const w of writes) {
+    if (w.signature) batch.signatures.push(w.signature);
+    if (w.withdraw !== undefined) batch.withdrawals.push(w.withdraw);
+    if (w.audit) batch.audits.push(w.audit);
+  }
+  return batch;
+}
+
+/** Another connection appended to the audit chain between our read of its head and our write. */
+function isChainRace(err: unknown): boolean {
+  return isUniqueViolation(err) || /^SQLITE_BUSY/.test(String((err as { code?: string })?.code));
+}
+
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
 
-/** Audit rows for `audits`, chained on the log's current head (undefined: the log is empty). */
-export function chainAuditRows(
-  head: { seq: number | string; hash: string } | undefined,
-  audits: AuditEntryInput[],
-): Database['audit_log'][] {
-  let seq = Number(head?.seq ?? 0);
-  let prev = head?.hash ?? GENESIS_HASH;
-  return audits.map((e) => {
-    seq++;
-    const hash = entryHash(seq, prev, e);
-    const row = {
-      seq,
-      at: e.at,
-      tenant_id: e.tenantId,
-      actor: e.actor,
-      action: e.action,
-      outcome: e.outcome,
-      details: JSON.stringify(e.details),
-      prev_hash: prev,
-      hash,
-    };
-    prev = hash;
-    return row;
-  });
+/** Every write to tenants, keys or API keys raises the cache epoch in its transaction (migration 0006 says why). */
+async function raiseCacheEpoch(tx: Transaction<Database>): Promise<void> {
+  await tx
+    .updateTable('cache_epoch')
+    .set((eb) => ({ n: eb('n', '+', 1) }))
+    .where('id', '=', 1)
+    .execute();
 }
 
 /** True for a unique/primary-key violation in either SQLite or PostgreSQL. */
@@ -243,6 +244,7 @@ export class KyselyStore implements Store {
       await this.db.transaction().execute(async (tx) => {
         await tx.insertInto('tenants').values(tenant).execute();
         await tx.insertInto('keys').values(fromKey(firstKey)).execute();
+        await raiseCacheEpoch(tx);
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`tenant ${tenantId} exists`);
@@ -276,6 +278,7 @@ export class KyselyStore implements Store {
       const record: KeyRecord = { ...key, version: Number(max ?? 0) + 1 };
       await tx.insertInto('keys').values(fromKey(record)).execute();
       await tx.updateTable('tenants').set({ current_key_id: record.id }).where('id', '=', tenantId).execute();
+      await raiseCacheEpoch(tx);
       return record;
     });
   }
@@ -301,18 +304,21 @@ export class KyselyStore implements Store {
   }
 
   async createApiKey(r: ApiKeyRecord): Promise<void> {
-    await this.db
-      .insertInto('api_keys')
-      .values({
-        id: r.id,
-        secret_hash: r.secretHash,
-        tenant_id: r.tenantId,
-        role: r.role,
-        label: r.label,
-        created_at: r.createdAt,
-        revoked_at: r.revokedAt,
-      })
-      .execute();
+    await this.db.transaction().execute(async (tx) => {
+      await tx
+        .insertInto('api_keys')
+        .values({
+          id: r.id,
+          secret_hash: r.secretHash,
+          tenant_id: r.tenantId,
+          role: r.role,
+          label: r.label,
+          created_at: r.createdAt,
+          revoked_at: r.revokedAt,
+        })
+        .execute();
+      await raiseCacheEpoch(tx);
+    });
   }
 
   async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
@@ -326,22 +332,25 @@ export class KyselyStore implements Store {
   }
 
   async revokeApiKey(id: string, at: string): Promise<boolean> {
-    const result = await this.db
-      .updateTable('api_keys')
-      .set({ revoked_at: at })
-      .where('id', '=', id)
-      .where('revoked_at', 'is', null)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) === 1;
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('api_keys')
+        .set({ revoked_at: at })
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      await raiseCacheEpoch(tx);
+      return Number(result.numUpdatedRows) === 1;
+    });
   }
 
   /**
    * Group commit: signature records and audit entries written in the same event-loop turn go to the database in
    * one transaction, so concurrent signing does not pay one commit per signature. Each caller's promise settles
    * only after the batch is durable; if the batch fails, every write in it fails (nothing is handed out
-   * unrecorded).
+   * unrecorded). A record and the audit entry that goes with it are written in the same transaction.
    */
-  recordSignature(r: SignatureRecord): Promise<void> {
+  recordSignature(r: SignatureRecord, audit?: AuditEntryInput): Promise<void> {
     return this.enqueue({
       signature: {
         id: r.id,
@@ -352,7 +361,12 @@ export class KyselyStore implements Store {
         caller: r.caller,
         created_at: r.createdAt,
       },
+      ...(audit && { audit }),
     });
+  }
+
+  withdrawSignature(id: string, audit: AuditEntryInput): Promise<void> {
+    return this.enqueue({ withdraw: id, audit });
   }
 
   appendAudit(entry: AuditEntryInput): Promise<void> {
@@ -383,7 +397,7 @@ export class KyselyStore implements Store {
   private readonly pendingWrites: PendingWrite[] = [];
   private flushScheduled = false;
 
-  private enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<void> {
+  protected enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<void> {
     return new Promise((resolve, reject) => {
       this.pendingWrites.push({ ...write, resolve, reject });
       if (!this.flushScheduled) {
@@ -397,17 +411,15 @@ export class KyselyStore implements Store {
     const batch = this.pendingWrites.splice(0, WRITE_BATCH_MAX);
     if (this.pendingWrites.length > 0) setImmediate(() => void this.flushWrites());
     else this.flushScheduled = false;
-    const signatures = batch.flatMap((b) => (b.signature ? [b.signature] : []));
-    const audits = batch.flatMap((b) => (b.audit ? [b.audit] : []));
+    const writes = toWriteBatch(batch);
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.commitWrites(signatures, audits);
+        await this.commitWrites(writes);
         for (const b of batch) b.resolve();
         return;
       } catch (err) {
         // Another process appended to the chain between our read and our write: read the new head, try again.
-        const busy = /^SQLITE_BUSY/.test(String((err as { code?: string })?.code));
-        if ((isUniqueViolation(err) || busy) && audits.length > 0 && attempt < 5) continue;
+        if (isChainRace(err) && writes.audits.length > 0 && attempt < CHAIN_RACE_ATTEMPTS) continue;
         for (const b of batch) b.reject(err);
         return;
       }
@@ -415,9 +427,10 @@ export class KyselyStore implements Store {
   }
 
   /** One group-commit batch in one transaction: the signature records, then the audit entries chained on. */
-  protected async commitWrites(signatures: Database['signatures'][], audits: AuditEntryInput[]): Promise<void> {
+  protected async commitWrites({ signatures, withdrawals, audits }: WriteBatch): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
       if (signatures.length > 0) await tx.insertInto('signatures').values(signatures).execute();
+      if (withdrawals.length > 0) await tx.deleteFrom('signatures').where('id', 'in', withdrawals).execute();
       if (audits.length > 0) {
         const head = await tx
           .selectFrom('audit_log')

@@ -4,8 +4,18 @@ import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
 import { packagePath } from '../paths.js';
-import { chainAuditRows, type Database, KyselyStore, toApiKey, toKey } from './kysely-store.js';
-import type { ApiKeyRecord, AuditEntryInput, KeyRecord, TenantRecord } from './store.js';
+import { chainAuditRows } from './audit-chain.js';
+import {
+  CHAIN_RACE_ATTEMPTS,
+  type Database,
+  KyselyStore,
+  type PendingWrite,
+  toApiKey,
+  toKey,
+  WRITE_BATCH_MAX,
+  type WriteBatch,
+} from './kysely-store.js';
+import type { ApiKeyRecord, KeyRecord, TenantRecord } from './store.js';
 
 const STATEMENT_CACHE_SIZE = 256;
 
@@ -36,18 +46,21 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
  * signature). Same SQL as KyselyStore's; every other query stays there.
  *
  * The two reads are also cached: API keys and current keys change rarely, and each read cost about 20 us on the
- * event loop. The cache is exact, not time-based: this connection's own writes to those tables clear it, and
- * `PRAGMA data_version` (which changes whenever another connection commits: `signbridge admin api-key revoke`, an
- * in-process daemon, a second service) clears it. That pragma costs as much as the read it saves (every statement
- * opens a WAL snapshot), so it runs once per event-loop turn: a key revoked by another process fails every
- * request from the next turn on (well under a millisecond).
+ * event loop. The cache is exact, not time-based: this connection's own writes to those tables clear it, and so
+ * does a change of the cache epoch (migration 0006), which every write to tenants, keys and API keys raises, from
+ * whatever process (`signbridge admin api-key revoke`, an in-process daemon, a second service). Reading the epoch
+ * costs as much as the read it saves (every statement opens a WAL snapshot), so it runs once per event-loop turn:
+ * a key revoked by another process fails every request from the next turn on (well under a millisecond).
+ *
+ * With `writerThread`, signature records and audit entries are committed on a thread of their own
+ * (sqlite-writer.cjs), in parallel with the signature.
  */
 class SqliteStore extends KyselyStore {
   private apiKeyById?: BetterSqlite3.Statement<[string], Database['api_keys']>;
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
-  private writeBatch?: (signatures: Database['signatures'][], audits: AuditEntryInput[]) => void;
-  private readonly dataVersion: BetterSqlite3.Statement<[], number>;
-  private seenVersion = -1;
+  private writeBatch?: (batch: WriteBatch) => void;
+  private cacheEpoch?: BetterSqlite3.Statement<[], number>;
+  private seenEpoch = -1;
   private checkedThisTurn = false;
   private readonly nextTurn = (): void => {
     this.checkedThisTurn = false;
@@ -62,9 +75,9 @@ class SqliteStore extends KyselyStore {
     description: string,
     private readonly sqlite: BetterSqlite3.Database,
     private readonly checkpointer: Checkpointer | undefined,
+    private writer: StoreWriter | undefined,
   ) {
     super(db, description);
-    this.dataVersion = sqlite.prepare<[], number>('PRAGMA data_version').pluck();
   }
 
   // Prepared on first use: the tables exist only after migrate().
@@ -114,8 +127,25 @@ class SqliteStore extends KyselyStore {
   }
 
   override async close(): Promise<void> {
+    await this.writer?.stop();
     await this.checkpointer?.stop();
     await super.close();
+  }
+
+  /** True while a writer thread commits this store's signature records and audit entries. */
+  get writesOnThread(): boolean {
+    return this.writer !== undefined;
+  }
+
+  /** The writer thread died: commit on the event loop from now on (the writes it held were failed). */
+  writerDied(): void {
+    this.writer = undefined;
+  }
+
+  protected override enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<void> {
+    if (!this.writer) return super.enqueue(write);
+    const writer = this.writer;
+    return new Promise((resolve, reject) => writer.write(write, resolve, reject));
   }
 
   /** Runs a checkpoint pass on the checkpointer thread now (tests); resolves with the thread's counters. */
@@ -123,12 +153,13 @@ class SqliteStore extends KyselyStore {
     return this.checkpointer?.now();
   }
 
-  protected override async commitWrites(signatures: Database['signatures'][], audits: AuditEntryInput[]) {
+  protected override async commitWrites(writes: WriteBatch) {
     if (!this.writeBatch) {
       const insertSignature = this.sqlite.prepare<Database['signatures']>(
         'INSERT INTO signatures (id, tenant_id, key_id, algorithm, hash, caller, created_at) ' +
           'VALUES (@id, @tenant_id, @key_id, @algorithm, @hash, @caller, @created_at)',
       );
+      const deleteSignature = this.sqlite.prepare<[string]>('DELETE FROM signatures WHERE id = ?');
       const head = this.sqlite.prepare<[], { seq: number; hash: string }>(
         'SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1',
       );
@@ -136,20 +167,21 @@ class SqliteStore extends KyselyStore {
         'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
           'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
       );
-      const batch = this.sqlite.transaction((sigs: Database['signatures'][], entries: AuditEntryInput[]) => {
-        for (const row of sigs) insertSignature.run(row);
-        if (entries.length > 0) for (const row of chainAuditRows(head.get(), entries)) insertAudit.run(row);
+      const batch = this.sqlite.transaction(({ signatures, withdrawals, audits }: WriteBatch) => {
+        for (const row of signatures) insertSignature.run(row);
+        for (const id of withdrawals) deleteSignature.run(id);
+        if (audits.length > 0) for (const row of chainAuditRows(head.get(), audits)) insertAudit.run(row);
       });
       // IMMEDIATE: take the write lock before reading the chain's head, so another process cannot append between
       // the read and the write (a deferred transaction would fail to upgrade with SQLITE_BUSY instead).
-      this.writeBatch = (sigs, entries) => batch.immediate(sigs, entries);
+      this.writeBatch = (writes) => batch.immediate(writes);
     }
     const gate = this.checkpointer?.gate;
     // The checkpointer holds the gate for a moment while it catches up with the WAL: wait for it without
     // blocking the event loop (requests go on; their records join this batch's wait).
     while (gate && !gate.tryEnter()) await this.checkpointer?.reopened();
     try {
-      this.writeBatch(signatures, audits);
+      this.writeBatch(writes);
     } finally {
       gate?.leave();
     }
@@ -159,10 +191,12 @@ class SqliteStore extends KyselyStore {
     if (this.checkedThisTurn) return;
     this.checkedThisTurn = true;
     setImmediate(this.nextTurn);
-    const version = this.dataVersion.get() as number;
-    if (version !== this.seenVersion) {
+    // Prepared on first use: the table exists only after migrate().
+    this.cacheEpoch ??= this.sqlite.prepare<[], number>('SELECT n FROM cache_epoch WHERE id = 1').pluck();
+    const epoch = this.cacheEpoch.get() as number;
+    if (epoch !== this.seenEpoch) {
       this.forget();
-      this.seenVersion = version;
+      this.seenEpoch = epoch;
     }
   }
 
@@ -328,6 +362,91 @@ class Checkpointer {
 
 const BUSY_TIMEOUT_MS = 5000;
 
+const WRITER_PATH = packagePath('src', 'store', 'sqlite-writer.cjs');
+const AUDIT_HASH_PATH = packagePath('src', 'store', 'audit-hash.cjs');
+
+type Settle = Pick<PendingWrite, 'resolve' | 'reject'>;
+
+/** The writer thread of a store with `writerThread` (sqlite-writer.cjs says why). */
+class StoreWriter {
+  private readonly worker: Worker;
+  private readonly waiting = new Map<number, Settle>();
+  private nextId = 0;
+  private stopped = false;
+
+  /** `onDeath` runs if the thread fails to start or ends before stop(); the writes it held have failed by then. */
+  constructor(
+    path: string,
+    spinMs: number,
+    gate: CommitGate | undefined,
+    onError: (message: string) => void,
+    onDeath: () => void,
+    workerFile = WRITER_PATH,
+  ) {
+    this.worker = new Worker(workerFile, {
+      workerData: {
+        path,
+        spinMs,
+        busyTimeoutMs: BUSY_TIMEOUT_MS,
+        batchMax: WRITE_BATCH_MAX,
+        chainRaceAttempts: CHAIN_RACE_ATTEMPTS,
+        noAutoCheckpoint: gate !== undefined,
+        betterSqlite3Path,
+        auditHashPath: AUDIT_HASH_PATH,
+        gate: gate?.word.buffer,
+        gateStates: GATE,
+      },
+    });
+    this.worker.on('message', (msg: { type: string; ids: number[]; message?: string; code?: string }) => {
+      const failure =
+        msg.type === 'failed' ? Object.assign(new Error(msg.message), { code: msg.code || undefined }) : undefined;
+      for (const id of msg.ids) {
+        const settle = this.waiting.get(id);
+        this.waiting.delete(id);
+        if (failure) settle?.reject(failure);
+        else settle?.resolve();
+      }
+      if (this.waiting.size === 0) this.worker.unref();
+    });
+    this.worker.on('error', (err) => onError(err.message));
+    this.worker.on('exit', () => {
+      const lost = new Error('the store writer thread ended before it confirmed these writes');
+      for (const settle of this.waiting.values()) settle.reject(lost);
+      this.waiting.clear();
+      if (!this.stopped) {
+        this.stopped = true;
+        onError('the store writer thread ended; the event loop commits again');
+        onDeath();
+      }
+    });
+    this.worker.unref();
+  }
+
+  write(write: Omit<PendingWrite, 'resolve' | 'reject'>, resolve: () => void, reject: (err: unknown) => void): void {
+    const id = ++this.nextId;
+    // Referenced while writes are under way: the process must not end before they are durable.
+    if (this.waiting.size === 0) this.worker.ref();
+    this.waiting.set(id, { resolve, reject });
+    this.worker.postMessage({ id, ...write });
+  }
+
+  /** Lets the thread commit what it was given, then ends it. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    this.worker.ref();
+    this.worker.postMessage('stop');
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, 10_000);
+    });
+    await Promise.race([exited, gaveUp]);
+    clearTimeout(timer);
+    await this.worker.terminate();
+  }
+}
+
 export interface SqliteStoreOptions {
   /**
    * Checkpoint the WAL on a thread of its own instead of inside commits (sqlite-checkpointer.cjs), every
@@ -342,10 +461,21 @@ export interface SqliteStoreOptions {
     /** The thread's script (tests run one that fails, to check the fallback). */
     workerFile?: string;
   };
+  /**
+   * Commit signature records and audit entries on a thread of their own (sqlite-writer.cjs), so the commit runs
+   * while the key store signs. After a commit the thread takes new writes for `spinMs` without sleeping.
+   */
+  writerThread?: {
+    spinMs: number;
+    onError?: (message: string) => void;
+    /** The thread's script (tests run one that dies, to check the fallback). */
+    workerFile?: string;
+  };
 }
 
 export type SqliteKyselyStore = KyselyStore & {
   readonly cacheStats: { hits: number; misses: number };
+  readonly writesOnThread: boolean;
   checkpointNow(): Promise<CheckpointerStats | undefined>;
 };
 
@@ -377,5 +507,18 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     );
   }
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
-  return new SqliteStore(db, `sqlite:${path}`, sqlite, checkpointer);
+  let store: SqliteStore | undefined;
+  const onThread = options.writerThread;
+  const writer =
+    onThread &&
+    new StoreWriter(
+      path,
+      onThread.spinMs,
+      checkpointer?.gate,
+      onThread.onError ?? (() => undefined),
+      () => store?.writerDied(),
+      onThread.workerFile,
+    );
+  store = new SqliteStore(db, `sqlite:${path}`, sqlite, checkpointer, writer);
+  return store;
 }

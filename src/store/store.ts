@@ -140,7 +140,13 @@ export interface Store {
   /** Returns false when no such key was active. */
   revokeApiKey(id: string, at: string): Promise<boolean>;
 
-  recordSignature(record: SignatureRecord): Promise<void>;
+  /**
+   * Records a signature, with the audit entry that goes with it in the same transaction (group-committed like
+   * appendAudit). The signing path writes both ahead of the signature, while the key store signs.
+   */
+  recordSignature(record: SignatureRecord, audit?: AuditEntryInput): Promise<void>;
+  /** Deletes a record written ahead for a signature the key store then failed to make, appending `audit`. */
+  withdrawSignature(id: string, audit: AuditEntryInput): Promise<void>;
 
   createPendingRequest(record: PendingRequestRecord): Promise<void>;
   getPendingRequest(tenantId: string, id: string): Promise<PendingRequestRecord | undefined>;

@@ -11,6 +11,8 @@ import { ckaIdFor } from '../../daemon/key-id.js';
 import type { WireKey } from '../../daemon/protocol/messages.js';
 import { WireStatus } from '../../daemon/protocol/wire.js';
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
+import { resolveConfig } from '../../src/config/config.js';
+import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { digestOf } from '../helpers/crypto.js';
 import { makeTempDir } from '../helpers/service.js';
 import { ensurePeercredBuilt, startTestDaemon, tempSocketPath } from './helpers.js';
@@ -125,5 +127,33 @@ describe('in-process upstream', () => {
     });
     expect(missing).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND });
     client.close();
+  });
+
+  it("commits each signature's record and audit entry on the store's writer thread, linked by signature_id", async () => {
+    expect((daemon.upstream as InProcessUpstream).writesOnThread).toBe(true);
+    const { client } = await DaemonClient.open(daemon.socketPath);
+    for (let i = 0; i < 3; i++) {
+      const res = await client.request({
+        type: 'SIGN',
+        tenant: 'local-p521',
+        keyId: ckaIdFor(keyIds.get('local-p521') as string),
+        algorithm: 'ECDSA_SHA_512',
+        digest: digestOf('ECDSA_SHA_512', Buffer.from(`linked ${i}`)),
+      });
+      expect(res.type).toBe('SIGN_OK');
+    }
+    client.close();
+    // Read back on a connection of its own, as `signbridge admin audit` would.
+    const store = openSqliteStore(resolveConfig({ dataDir }).store.path);
+    try {
+      const records = await store.listSignatures('local-p521', 1000);
+      const signed = (await store.readAudit(0, 1000)).filter(
+        (e) => e.tenantId === 'local-p521' && e.outcome === 'signed',
+      );
+      expect(records.length).toBeGreaterThanOrEqual(19);
+      expect(signed.map((e) => e.details.signature_id).sort()).toEqual(records.map((r) => r.id).sort());
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChainVerifier } from '../../src/store/audit-chain.js';
-import { chainAuditRows, type Database } from '../../src/store/kysely-store.js';
+import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
+import type { Database } from '../../src/store/kysely-store.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-store.js';
 import {
@@ -78,8 +78,17 @@ function walkChain(entries: AuditEntry[]) {
   return { problems, verified: verifier.count };
 }
 
-/** One event-loop turn: the store checks PRAGMA data_version once per turn. */
+/** One event-loop turn: the store checks the cache epoch once per turn. */
 const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+const audit = (actor: string, i: number): AuditEntryInput => ({
+  at: new Date().toISOString(),
+  tenantId: null,
+  actor,
+  action: 'sign',
+  outcome: 'signed',
+  details: { i },
+});
 
 const apiKey = (id: string) => ({
   id,
@@ -392,6 +401,113 @@ describe('SQLite store', () => {
     } finally {
       await b.close();
       await a.close();
+    }
+  });
+
+  it("keeps its caches across other connections' commits that change no key (the cache epoch)", async () => {
+    const path = join(makeTempDir(), 'epoch.db');
+    const mine = openSqliteStore(path);
+    await mine.migrate();
+    const other = openSqliteStore(path);
+    try {
+      await mine.createTenant('te', key('ke1', 'te'));
+      await mine.createApiKey(apiKey('ake'));
+      await mine.getApiKey('ake');
+      await mine.getCurrentKey('te');
+      // Another connection commits signatures and audit entries (a writer thread, an in-process daemon): SQLite's
+      // data_version changes, the cached rows do not.
+      await other.recordSignature(sig('epoch-1', 'te'), audit('other', 1));
+      await turn();
+      const before = { ...mine.cacheStats };
+      expect((await mine.getApiKey('ake'))?.id).toBe('ake');
+      expect((await mine.getCurrentKey('te'))?.id).toBe('ke1');
+      expect(mine.cacheStats).toEqual({ hits: before.hits + 2, misses: before.misses });
+    } finally {
+      await other.close();
+      await mine.close();
+    }
+  });
+
+  it('commits records and their audit entries on the writer thread, in one chain with another connection', async () => {
+    const path = join(makeTempDir(), 'writer.db');
+    const onThread = openSqliteStore(path, {
+      writerThread: { spinMs: 0.2 },
+      backgroundCheckpoints: { intervalMs: 5, restartFrames: 20 },
+    });
+    await onThread.migrate();
+    const neighbour = openSqliteStore(path);
+    try {
+      expect(onThread.writesOnThread).toBe(true);
+      await Promise.all(
+        Array.from({ length: 150 }, (_, i) => [
+          onThread.recordSignature(sig(`w${i}`, 'tw'), audit('thread', i)),
+          neighbour.appendAudit(audit('neighbour', i)),
+        ]).flat(),
+      );
+      const entries = await onThread.readAudit(0, 1000);
+      expect(entries.length).toBe(300);
+      expect(walkChain(entries)).toEqual({ problems: [], verified: 300 });
+      expect((await onThread.listSignatures('tw', 1000)).length).toBe(150);
+      // Each record and its entry share a transaction: the thread's entries are in the order they were given.
+      const mineInOrder = entries.filter((e) => e.actor === 'thread').map((e) => e.details.i);
+      expect(mineInOrder).toEqual(Array.from({ length: 150 }, (_, i) => i));
+    } finally {
+      await neighbour.close();
+      await onThread.close();
+    }
+  });
+
+  it('fails a write the writer thread cannot commit with its SQLite code, and commits the next ones', async () => {
+    const path = join(makeTempDir(), 'writer-fail.db');
+    const onThread = openSqliteStore(path, { writerThread: { spinMs: 0 } });
+    await onThread.migrate();
+    try {
+      await onThread.recordSignature(sig('dup', 'tx'), audit('x', 0));
+      await expect(onThread.recordSignature(sig('dup', 'tx'), audit('x', 1))).rejects.toMatchObject({
+        code: 'SQLITE_CONSTRAINT_PRIMARYKEY',
+      });
+      await onThread.recordSignature(sig('after', 'tx'), audit('x', 2));
+      expect((await onThread.listSignatures('tx', 10)).map((r) => r.id).sort()).toEqual(['after', 'dup']);
+      // The failed write's entry went with it.
+      expect((await onThread.readAudit(0, 10)).map((e) => e.details.i)).toEqual([0, 2]);
+    } finally {
+      await onThread.close();
+    }
+  });
+
+  it('falls back to committing on the event loop when the writer thread dies, and says so', async () => {
+    const dir = makeTempDir();
+    const dying = join(dir, 'dying-writer.cjs');
+    writeFileSync(dying, "require('node:worker_threads').parentPort.on('message', () => process.exit(3));\n");
+    const errors: string[] = [];
+    const store = openSqliteStore(join(dir, 'writer-dies.db'), {
+      writerThread: { spinMs: 0, workerFile: dying, onError: (m) => errors.push(m) },
+    });
+    await store.migrate();
+    try {
+      await expect(store.recordSignature(sig('lost', 'td'), audit('d', 0))).rejects.toThrow(/writer thread ended/);
+      expect(store.writesOnThread).toBe(false);
+      expect(errors.join('\n')).toMatch(/the event loop commits again/);
+      await store.recordSignature(sig('kept', 'td'), audit('d', 1));
+      expect((await store.listSignatures('td', 10)).map((r) => r.id)).toEqual(['kept']);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('commits everything the writer thread was given before close() returns', async () => {
+    const path = join(makeTempDir(), 'writer-close.db');
+    const store = openSqliteStore(path, { writerThread: { spinMs: 0 } });
+    await store.migrate();
+    const writes = Array.from({ length: 50 }, (_, i) => store.recordSignature(sig(`c${i}`, 'tc'), audit('c', i)));
+    await store.close();
+    await expect(Promise.all(writes)).resolves.toHaveLength(50);
+    const reopened = openSqliteStore(path);
+    try {
+      expect((await reopened.listSignatures('tc', 100)).length).toBe(50);
+      expect(walkChain(await reopened.readAudit(0, 100))).toEqual({ problems: [], verified: 50 });
+    } finally {
+      await reopened.close();
     }
   });
 
