@@ -155,12 +155,12 @@ describe('audit log', () => {
     expect(res.stderr).toMatch(problem);
   });
 
-  it('fails the request, and hands out no signature, when the audit write fails', async () => {
+  it('fails the request, and hands out no signature and no record, when the audit write fails', async () => {
     const signer = await svc.apiKey('signer', 'au');
-    const original = svc.store.appendAudit.bind(svc.store);
-    svc.store.appendAudit = async () => {
-      throw new Error('disk full');
-    };
+    const before = (await svc.store.listSignatures('au', 1000)).length;
+    // A real failure of the audit insert (as a full disk would fail it), made by another connection.
+    const db = new BetterSqlite3(join(svc.dataDir, 'signbridge.db'));
+    db.exec(`CREATE TRIGGER audit_fails BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'disk full'); END`);
     try {
       const res = await callAction(svc.app, signer, 'sign', {
         tenant_id: 'au',
@@ -169,8 +169,11 @@ describe('audit log', () => {
       });
       expect(res.status).toBe(500);
       expect(res.body.signature).toBeUndefined();
+      // The record shared the entry's transaction: it is gone with it.
+      expect((await svc.store.listSignatures('au', 1000)).length).toBe(before);
     } finally {
-      svc.store.appendAudit = original;
+      db.exec('DROP TRIGGER audit_fails');
+      db.close();
     }
   });
 });
