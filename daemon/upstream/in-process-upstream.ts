@@ -10,7 +10,6 @@ import type { PolicyEngine } from '../../src/policy/policy.js';
 import { openStores } from '../../src/server.js';
 import { policySettings } from '../../src/signing/policy-settings.js';
 import { SigningService } from '../../src/signing/signing-service.js';
-import type { SqliteKyselyStore } from '../../src/store/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { WireStatus } from '../protocol/wire.js';
 import { messageFor, wireStatusFor } from './status-map.js';
@@ -117,7 +116,7 @@ export class InProcessUpstream implements Upstream {
 
   /** True while the store commits signature records and audit entries on its writer thread. */
   get writesOnThread(): boolean {
-    return (this.store as Partial<SqliteKyselyStore>).writesOnThread === true;
+    return this.store.writesOnThread;
   }
 
   async close(): Promise<void> {

@@ -466,10 +466,12 @@ export class SigningService {
   }
 
   /**
-   * Signs, with the signature's record and its `signed` audit entry written ahead: the store commits them while
-   * the key store signs (on the store's writer thread, where it has one), and the signature is handed out only
-   * once both are durable, so a signature the store could not record is never handed out. If the key store then
-   * fails, the record is withdrawn and a `sign_failed` entry naming it follows in the log.
+   * Signs, and records the signature and its `signed` audit entry (one transaction) before handing it out: a
+   * signature the store could not record is never handed out. A store that commits on a thread of its own gets
+   * both ahead of the signature, so the commit runs while the key store signs; if the key store then fails, the
+   * record is withdrawn and a `sign_failed` entry naming it follows in the log. A store that commits on the event
+   * loop gets them right after the signature: there the commit could not overlap an inline signature anyway, and
+   * writing ahead cost 10-20% of the throughput under load (docs/benchmarks.md).
    */
   private async signNow(
     key: KeyRecord,
@@ -479,47 +481,52 @@ export class SigningService {
     action: string,
     details: Record<string, unknown>,
   ): Promise<Signed> {
-    const at = this.now();
-    const signatureId = timeOrderedId(at.getTime());
-    const recorded = this.store.recordSignature(
-      {
-        id: signatureId,
-        tenantId: key.tenantId,
-        keyId: key.id,
-        algorithm,
-        hash: digest.toString('base64'),
-        caller: callerId,
-        createdAt: at.toISOString(),
-      },
-      {
-        at: at.toISOString(),
-        tenantId: key.tenantId,
-        actor: callerId,
-        action,
-        outcome: 'signed',
-        details: { ...details, signature_id: signatureId },
-      },
-    );
+    const record = (): { id: string; written: Promise<void> } => {
+      const at = this.now();
+      const id = timeOrderedId(at.getTime());
+      const written = this.store.recordSignature(
+        {
+          id,
+          tenantId: key.tenantId,
+          keyId: key.id,
+          algorithm,
+          hash: digest.toString('base64'),
+          caller: callerId,
+          createdAt: at.toISOString(),
+        },
+        {
+          at: at.toISOString(),
+          tenantId: key.tenantId,
+          actor: callerId,
+          action,
+          outcome: 'signed',
+          details: { ...details, signature_id: id },
+        },
+      );
+      return { id, written };
+    };
+    const ahead = this.store.writesOnThread ? record() : undefined;
     let signature: Buffer;
     try {
       signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);
     } catch (err) {
       // After the record's own commit (failed or not), so the withdrawal follows it in the log.
       if (
-        await recorded.then(
+        ahead &&
+        (await ahead.written.then(
           () => true,
           () => false,
-        )
+        ))
       ) {
         await this.store
-          .withdrawSignature(signatureId, {
+          .withdrawSignature(ahead.id, {
             at: this.now().toISOString(),
             tenantId: key.tenantId,
             actor: callerId,
             action,
             outcome: 'sign_failed',
             details: {
-              signature_id: signatureId,
+              signature_id: ahead.id,
               key_id: key.id,
               error: err instanceof Error ? err.message : String(err),
             },
@@ -528,7 +535,7 @@ export class SigningService {
       }
       throw err;
     }
-    await recorded;
+    await (ahead ?? record()).written;
     return { kind: 'signed', signature, keyId: key.id, algorithm };
   }
 

@@ -365,6 +365,11 @@ export class KyselyStore implements Store {
     });
   }
 
+  /** Group commits run on the event loop here (the SQLite store may hand them to a writer thread). */
+  get writesOnThread(): boolean {
+    return false;
+  }
+
   withdrawSignature(id: string, audit: AuditEntryInput): Promise<void> {
     return this.enqueue({ withdraw: id, audit });
   }

@@ -133,7 +133,7 @@ class SqliteStore extends KyselyStore {
   }
 
   /** True while a writer thread commits this store's signature records and audit entries. */
-  get writesOnThread(): boolean {
+  override get writesOnThread(): boolean {
     return this.writer !== undefined;
   }
 
@@ -475,7 +475,6 @@ export interface SqliteStoreOptions {
 
 export type SqliteKyselyStore = KyselyStore & {
   readonly cacheStats: { hits: number; misses: number };
-  readonly writesOnThread: boolean;
   checkpointNow(): Promise<CheckpointerStats | undefined>;
 };
 

@@ -141,9 +141,11 @@ export interface Store {
   revokeApiKey(id: string, at: string): Promise<boolean>;
 
   /**
-   * Records a signature, with the audit entry that goes with it in the same transaction (group-committed like
-   * appendAudit). The signing path writes both ahead of the signature, while the key store signs.
+   * True when signature records and audit entries are committed on a thread of the store's own: a write handed
+   * over proceeds while the event loop works (the signing path then writes ahead of the signature).
    */
+  readonly writesOnThread: boolean;
+  /** Records a signature, with the audit entry that goes with it in the same transaction (group-committed). */
   recordSignature(record: SignatureRecord, audit?: AuditEntryInput): Promise<void>;
   /** Deletes a record written ahead for a signature the key store then failed to make, appending `audit`. */
   withdrawSignature(id: string, audit: AuditEntryInput): Promise<void>;

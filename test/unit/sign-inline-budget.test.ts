@@ -1,6 +1,6 @@
 // Key stores opened and closed per test: the inline-signing budget (inlineBelowMs: 0 keeps every signature on the
 // signing threads, and a spec that costs more than the budget stays there too), closing with a signature in
-// flight, and a signature the key store fails after its record was written ahead. Their own file: each key store
+// flight, and a signature the key store fails (with its record written ahead, or not). Their own file: each key store
 // here finalizes SoftHSM, which would end the library for any other key store in the same process.
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
@@ -43,40 +43,63 @@ it('settles a signature in flight on a thread when the store closes, instead of 
   expect(settled).toMatch(/^signed 512$|^failed: the signing threads are stopped$/);
 });
 
-it.each([
-  ['on the event loop', false],
-  ['on the writer thread', true],
-])('a signature the key store fails to make (store committing %s): its record is withdrawn, sign_failed follows', async (_, onThread) => {
+/** A tenant on a real key store and SQLite store (with or without the writer thread), for the failure tests. */
+async function signingSetup(onThread: boolean) {
   const dir = makeTempDir();
   const keyStore = Pkcs11KeyStore.open({ ...embeddedSoftHsmOptions(dir), signThreads: 1 });
   const store = openSqliteStore(join(dir, 'store.db'), onThread ? { writerThread: { spinMs: 0.2 } } : {});
+  await store.migrate();
+  expect(store.writesOnThread).toBe(onThread);
+  const signing = new SigningService({ store, keyStore, policy: allowAll });
+  await signing.createTenant('wa', 'ECC_NIST_P256', 'test');
+  const digest = createHash('sha256').update('write-ahead').digest();
+  const request = { action: 'pkcs11_sign' as const, tenantId: 'wa', callerId: 'ci', digest, context: {}, pss: false };
+  // A signature that is made: its `signed` entry names its record.
+  await signing.pkcs11Sign(request);
+  const [record] = await store.listSignatures('wa', 10);
+  const signedEntry = (await store.readAudit(0, 100)).at(-1);
+  expect(signedEntry).toMatchObject({ action: 'pkcs11_sign', outcome: 'signed' });
+  expect(signedEntry?.details.signature_id).toBe(record?.id);
+  return {
+    keyStore,
+    store,
+    signing,
+    request,
+    recordId: record?.id,
+    lastSeq: signedEntry?.seq ?? 0,
+    close: async () => {
+      await keyStore.close();
+      await store.close();
+    },
+  };
+}
+
+it('a store committing on its writer thread gets the record ahead; a key-store failure withdraws it, sign_failed follows', async () => {
+  const t = await signingSetup(true);
   try {
-    await store.migrate();
-    expect(store.writesOnThread).toBe(onThread);
-    const signing = new SigningService({ store, keyStore, policy: allowAll });
-    await signing.createTenant('wa', 'ECC_NIST_P256', 'test');
-    const digest = createHash('sha256').update('write-ahead').digest();
-    const request = { action: 'pkcs11_sign' as const, tenantId: 'wa', callerId: 'ci', digest, context: {}, pss: false };
-
-    const signed = await signing.pkcs11Sign(request);
-    expect(signed.kind).toBe('signed');
-    const [record] = await store.listSignatures('wa', 10);
-    const signedEntry = (await store.readAudit(0, 100)).at(-1);
-    expect(signedEntry).toMatchObject({ action: 'pkcs11_sign', outcome: 'signed' });
-    expect(signedEntry?.details.signature_id).toBe(record?.id);
-
-    await keyStore.close(); // every signature from now on fails in the key store
-    await expect(signing.pkcs11Sign(request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
-    const [ahead, failed, ...more] = await store.readAudit(signedEntry?.seq ?? 0, 100);
+    await t.keyStore.close(); // every signature from now on fails in the key store
+    await expect(t.signing.pkcs11Sign(t.request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
+    const [ahead, failed, ...more] = await t.store.readAudit(t.lastSeq, 100);
     expect(more).toEqual([]);
     expect(ahead).toMatchObject({ action: 'pkcs11_sign', outcome: 'signed', actor: 'ci' });
     expect(failed).toMatchObject({ action: 'pkcs11_sign', outcome: 'sign_failed', actor: 'ci' });
     expect(failed?.details.signature_id).toBe(ahead?.details.signature_id);
     expect(failed?.details.error).toMatch(/shutting down/);
     // Only the signature that was made keeps its record.
-    expect((await store.listSignatures('wa', 10)).map((r) => r.id)).toEqual([record?.id]);
+    expect((await t.store.listSignatures('wa', 10)).map((r) => r.id)).toEqual([t.recordId]);
   } finally {
-    await keyStore.close();
-    await store.close();
+    await t.close();
+  }
+});
+
+it('a store committing on the event loop gets the record after the signature: a key-store failure writes nothing', async () => {
+  const t = await signingSetup(false);
+  try {
+    await t.keyStore.close();
+    await expect(t.signing.pkcs11Sign(t.request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
+    expect(await t.store.readAudit(t.lastSeq, 100)).toEqual([]);
+    expect((await t.store.listSignatures('wa', 10)).map((r) => r.id)).toEqual([t.recordId]);
+  } finally {
+    await t.close();
   }
 });
