@@ -18,8 +18,9 @@ function canonicalJson(value) {
   return JSON.stringify(value);
 }
 
-function entryHash(seq, prevHash, e) {
-  const body = canonicalJson({
+/** What an entry's hash covers, besides its predecessor's hash: these fields, as canonical JSON. */
+function hashedFields(seq, e) {
+  return {
     seq,
     at: e.at,
     tenant_id: e.tenantId,
@@ -27,8 +28,17 @@ function entryHash(seq, prevHash, e) {
     action: e.action,
     outcome: e.outcome,
     details: e.details,
-  });
-  return createHash('sha256').update(`${prevHash}\n${body}`).digest('hex');
+  };
+}
+
+function hashOf(prevHash, fields) {
+  return createHash('sha256')
+    .update(`${prevHash}\n${canonicalJson(fields)}`)
+    .digest('hex');
+}
+
+function entryHash(seq, prevHash, e) {
+  return hashOf(prevHash, hashedFields(seq, e));
 }
 
 /** The audit_log rows for `entries`, chained on the log's current head (undefined: the log is empty). */
@@ -37,18 +47,9 @@ function chainAuditRows(head, entries) {
   let prev = head?.hash ?? GENESIS_HASH;
   return entries.map((e) => {
     seq++;
-    const hash = entryHash(seq, prev, e);
-    const row = {
-      seq,
-      at: e.at,
-      tenant_id: e.tenantId,
-      actor: e.actor,
-      action: e.action,
-      outcome: e.outcome,
-      details: JSON.stringify(e.details),
-      prev_hash: prev,
-      hash,
-    };
+    const fields = hashedFields(seq, e);
+    const hash = hashOf(prev, fields);
+    const row = { ...fields, details: JSON.stringify(e.details), prev_hash: prev, hash };
     prev = hash;
     return row;
   });

@@ -337,18 +337,7 @@ class Checkpointer {
     if (this.stopped) return;
     this.stopped = true;
     for (const resolve of this.waiting.splice(0)) resolve(undefined);
-    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
-    // Referenced while it stops: an unreferenced thread and timer let a process with nothing else to do end
-    // in the middle of this wait, with exit code 0, before its caller could report an error.
-    this.worker.ref();
-    this.worker.postMessage('stop');
-    let timer: NodeJS.Timeout | undefined;
-    const gaveUp = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, 2000);
-    });
-    await Promise.race([exited, gaveUp]);
-    clearTimeout(timer);
-    await this.worker.terminate();
+    await stopThread(this.worker, 2000);
     this.gate.leave();
     this.wakeGateWaiters();
   }
@@ -434,17 +423,24 @@ class StoreWriter {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
-    this.worker.ref();
-    this.worker.postMessage('stop');
-    let timer: NodeJS.Timeout | undefined;
-    const gaveUp = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, 10_000);
-    });
-    await Promise.race([exited, gaveUp]);
-    clearTimeout(timer);
-    await this.worker.terminate();
+    await stopThread(this.worker, 10_000);
   }
+}
+
+/** Asks a store thread to stop, waits for it up to `graceMs`, then ends it. */
+async function stopThread(worker: Worker, graceMs: number): Promise<void> {
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  // Referenced while it stops: an unreferenced thread and timer let a process with nothing else to do end
+  // in the middle of this wait, with exit code 0, before its caller could report an error.
+  worker.ref();
+  worker.postMessage('stop');
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, graceMs);
+  });
+  await Promise.race([exited, gaveUp]);
+  clearTimeout(timer);
+  await worker.terminate();
 }
 
 export interface SqliteStoreOptions {
