@@ -413,7 +413,10 @@ class StoreWriter {
 
   write(write: Omit<PendingWrite, 'resolve' | 'reject'>, resolve: () => void, reject: (err: unknown) => void): void {
     // A message to an ended thread goes nowhere: the caller would wait for ever.
-    if (this.stopped) return reject(new Error('the store is closed'));
+    if (this.stopped) {
+      reject(new Error('the store is closed'));
+      return;
+    }
     const id = ++this.nextId;
     // Referenced while writes are under way: the process must not end before they are durable.
     if (this.waiting.size === 0) this.worker.ref();
