@@ -506,6 +506,9 @@ export class SigningService {
       return { id, written };
     };
     const ahead = this.store.writesOnThread ? record() : undefined;
+    // The commit may fail while a signing thread still works; it is awaited below, but a rejection with no
+    // handler meanwhile would end the process (Node's default for unhandled rejections).
+    ahead?.written.catch(() => undefined);
     let signature: Buffer;
     try {
       signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);

@@ -4,6 +4,7 @@
 // here finalizes SoftHSM, which would end the library for any other key store in the same process.
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { expect, it } from 'vitest';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
@@ -44,9 +45,13 @@ it('settles a signature in flight on a thread when the store closes, instead of 
 });
 
 /** A tenant on a real key store and SQLite store (with or without the writer thread), for the failure tests. */
-async function signingSetup(onThread: boolean) {
+async function signingSetup(onThread: boolean, inlineBelowMs?: number) {
   const dir = makeTempDir();
-  const keyStore = Pkcs11KeyStore.open({ ...embeddedSoftHsmOptions(dir), signThreads: 1 });
+  const keyStore = Pkcs11KeyStore.open({
+    ...embeddedSoftHsmOptions(dir),
+    signThreads: 1,
+    ...(inlineBelowMs !== undefined && { inlineBelowMs }),
+  });
   const store = openSqliteStore(join(dir, 'store.db'), onThread ? { writerThread: { spinMs: 0.2 } } : {});
   await store.migrate();
   expect(store.writesOnThread).toBe(onThread);
@@ -67,6 +72,7 @@ async function signingSetup(onThread: boolean) {
     request,
     recordId: record?.id,
     lastSeq: signedEntry?.seq ?? 0,
+    storePath: join(dir, 'store.db'),
     close: async () => {
       await keyStore.close();
       await store.close();
@@ -100,6 +106,34 @@ it('a store committing on the event loop gets the record after the signature: a 
     expect(await t.store.readAudit(t.lastSeq, 100)).toEqual([]);
     expect((await t.store.listSignatures('wa', 10)).map((r) => r.id)).toEqual([t.recordId]);
   } finally {
+    await t.close();
+  }
+});
+
+it('a commit written ahead that fails while the signature is on a signing thread fails the request, nothing else', async () => {
+  // RSA-4096 on a thread (inlineBelowMs 0) takes milliseconds: the writer's failure arrives while it signs.
+  const t = await signingSetup(true, 0);
+  const db = new BetterSqlite3(t.storePath);
+  try {
+    await t.signing.createTenant('slow', 'RSA_4096', 'test');
+    db.exec(`CREATE TRIGGER audit_fails BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'disk full'); END`);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const digest = createHash('sha256').update('slow').digest();
+      await expect(t.signing.pkcs11Sign({ ...t.request, tenantId: 'slow', digest, pss: false })).rejects.toThrow(
+        /disk full/,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    db.exec('DROP TRIGGER audit_fails');
+    expect((await t.store.listSignatures('slow', 10)).length).toBe(0);
+  } finally {
+    db.close();
     await t.close();
   }
 });
