@@ -4,18 +4,21 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { handleError } from './api/error-handler.js';
+import { clientErrorHandler, notFoundOrWrongMethod, parseJsonBody, refuseWhileClosing } from './api/http-strict.js';
 import { trialRoutes } from './api/routes/trial.js';
 import { v1Routes } from './api/routes/v1.js';
-import { ErrorResponse } from './api/schemas.js';
+import { NAMED_SCHEMAS } from './api/schemas.js';
 import type { KeyStore } from './keys/key-store.js';
-import { allowAll, type PolicyEngine } from './policy/policy.js';
+import type { PolicyEngine } from './policy/policy.js';
 import { ExceptionService } from './signing/exception-service.js';
+import { defaultPolicy } from './signing/policy-settings.js';
 import { SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
 
 export interface AppOptions {
   store: Store;
   keyStore: KeyStore;
+  /** Default: the built-in default policy (src/signing/policy-settings.ts). */
   policy?: PolicyEngine;
   /** Lifetime of pending signing requests (default 24 h). */
   approvalLifetimeMs?: number;
@@ -26,7 +29,8 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Largest accepted request body; SBOMs ride in `sign` requests, so the default is generous. */
   bodyLimit?: number;
-  trustProxy?: boolean;
+  /** Proxy addresses/CIDRs whose X-Forwarded-For is believed (config.ts: never every hop). */
+  trustProxy?: readonly string[];
   trial?: { enabled: boolean; max: number; windowMs: number };
   /** Production server URL template for the OpenAPI document; `{region}` is a server variable. */
   publicUrl?: string;
@@ -47,7 +51,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: opts.logger ?? false,
     bodyLimit: opts.bodyLimit ?? 4 * 1024 * 1024,
-    trustProxy: opts.trustProxy ?? false,
+    trustProxy: opts.trustProxy && opts.trustProxy.length > 0 ? [...opts.trustProxy] : false,
+    // Requests during shutdown and client errors get ErrorResponse bodies (api/http-strict.ts), not fastify's.
+    return503OnClosing: false,
+    clientErrorHandler,
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
     ajv: {
@@ -57,15 +64,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
 
   app.setErrorHandler(handleError);
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send({ error: 'not_found', reason: `no route ${request.method} ${request.url.split('?')[0]}` }),
-  );
+  app.setNotFoundHandler(notFoundOrWrongMethod(app));
+  // JSON only: fastify's text/plain parser would hand a string to the schema (a 400 instead of 415).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
+  refuseWhileClosing(app);
   // Set when the request arrives (a synchronous hook: an async onSend cost a promise per reply); errors keep it.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     done();
   });
-  app.addSchema(ErrorResponse);
+  for (const schema of NAMED_SCHEMAS) app.addSchema(schema);
 
   await app.register(swagger, {
     openapi: {
@@ -112,7 +121,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const signing = new SigningService({
     store: opts.store,
     keyStore: opts.keyStore,
-    policy: opts.policy ?? allowAll,
+    policy: opts.policy ?? defaultPolicy(opts.store),
     now,
     ...(opts.approvalLifetimeMs !== undefined && { approvalLifetimeMs: opts.approvalLifetimeMs }),
   });

@@ -25,15 +25,19 @@ export const ERROR_CODES = {
   not_found: 404,
   request_not_found: 404,
   exception_not_found: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
   tenant_exists: 409,
   request_not_pending: 409,
   exception_not_active: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
+  headers_too_large: 431,
   internal_error: 500,
   not_implemented: 501,
   key_store_unavailable: 503,
+  shutting_down: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

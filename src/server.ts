@@ -1,6 +1,4 @@
 // The service process: opens the configured store and key store, serves the app, shuts down gracefully.
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, REDACT_PATHS } from './app.js';
 import { BusyPoll } from './busy-poll.js';
@@ -9,7 +7,7 @@ import { ensurePrivateDir } from './fs-private.js';
 import type { KeyStore } from './keys/key-store.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
-import { policySettings } from './signing/policy-settings.js';
+import { policySettings, policySource } from './signing/policy-settings.js';
 import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 
@@ -90,6 +88,8 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     await store.close();
   });
   // The policy in force is part of the record: every start logs the digest of the policy document it loaded.
+  const policy = policySource(config);
+  app.log.info({ policy: policy.name, policy_sha256: policy.sha256 }, `policy in force: ${policy.name}`);
   await store.appendAudit({
     at: new Date().toISOString(),
     tenantId: null,
@@ -97,10 +97,8 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     action: 'service_start',
     outcome: 'started',
     details: {
-      policy_file: config.policyFile ?? null,
-      policy_sha256: config.policyFile
-        ? createHash('sha256').update(readFileSync(config.policyFile)).digest('hex')
-        : null,
+      policy_file: policy.file,
+      policy_sha256: policy.sha256,
     },
   });
   // Keep the loop polling while a request is handled and just after it (src/busy-poll.ts): the next request of a

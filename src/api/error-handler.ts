@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorCode } from '../errors.js';
-import type { ErrorBody } from './schemas.js';
+import { type ErrorBody, RequestFields } from './schemas.js';
 
 interface AjvError {
   instancePath: string;
@@ -9,22 +9,41 @@ interface AjvError {
   params: Record<string, unknown>;
 }
 
-/** One readable sentence naming the field, e.g. "body.hash must be string". */
-export function describeValidationError(context: string, errors: AjvError[]): { code: ErrorCode; reason: string } {
+/**
+ * One readable sentence naming the field, e.g. "body.hash must be string". `action` is the operation the request
+ * was for (from the path), so a field of another action is named as such: "body.pss_padding does not apply to sign".
+ */
+export function describeValidationError(
+  context: string,
+  errors: AjvError[],
+  action?: string,
+): { code: ErrorCode; reason: string } {
   const first = errors[0];
   if (!first) return { code: 'invalid_request', reason: `${context} is invalid` };
   const field = first.instancePath ? `${context}${first.instancePath.replaceAll('/', '.')}` : context;
   if (first.instancePath === '/version') {
     return { code: 'unsupported_version', reason: 'version must be v1 (the only supported API version)' };
   }
+  if (context === 'body' && first.instancePath === '/action' && action !== undefined && first.keyword === 'enum') {
+    return { code: 'action_mismatch', reason: `body.action must be ${action}, the action in the path /v1/${action}` };
+  }
+  if (context === 'body' && first.instancePath === '/hash' && first.keyword === 'pattern') {
+    return {
+      code: 'invalid_hash',
+      reason: 'body.hash must be the base64 (standard or URL-safe) of a 32-, 48- or 64-byte digest',
+    };
+  }
   switch (first.keyword) {
     case 'required':
       return { code: 'invalid_request', reason: `${context}.${String(first.params.missingProperty)} is required` };
-    case 'additionalProperties':
+    case 'additionalProperties': {
+      const name = String(first.params.additionalProperty);
+      const known = context === 'body' && action !== undefined && Object.hasOwn(RequestFields, name);
       return {
         code: 'invalid_request',
-        reason: `${context}.${String(first.params.additionalProperty)} is not a known field`,
+        reason: known ? `${context}.${name} does not apply to ${action}` : `${context}.${name} is not a known field`,
       };
+    }
     case 'enum':
       return {
         code: 'invalid_request',
@@ -35,10 +54,20 @@ export function describeValidationError(context: string, errors: AjvError[]): { 
   }
 }
 
-function toApiError(err: FastifyError): ApiError {
+/** The action of a /v1/<action> request, to name it in validation errors. */
+function actionOf(request: FastifyRequest): string | undefined {
+  const m = /^\/v1\/([a-z0-9_]+)(?:\?|$)/.exec(request.url);
+  return m?.[1];
+}
+
+function toApiError(err: FastifyError, request: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
   if (err.validation) {
-    const { code, reason } = describeValidationError(err.validationContext ?? 'body', err.validation as AjvError[]);
+    const { code, reason } = describeValidationError(
+      err.validationContext ?? 'body',
+      err.validation as AjvError[],
+      actionOf(request),
+    );
     return new ApiError(code, reason);
   }
   switch (err.code) {
@@ -68,7 +97,7 @@ export function errorBody(err: ApiError): ErrorBody {
 
 /** Every error leaves as an ErrorResponse; 5xx details stay in the log, never in the response. */
 export function handleError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const apiError = toApiError(err);
+  const apiError = toApiError(err, request);
   if (apiError.statusCode >= 500) {
     request.log.error({ err }, 'request failed');
   } else {

@@ -1,6 +1,7 @@
 // Service configuration: defaults < config file (YAML or JSON) < environment < command-line flags.
 // With nothing but a data dir, the service runs on the embedded default: SQLite plus a SoftHSM token.
 import { existsSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { isAbsolute, join, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
@@ -55,7 +56,8 @@ export const ConfigFileSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
-    trustProxy: Type.Optional(Type.Boolean()),
+    /** Addresses or CIDRs of the proxies in front (docs/configuration.md); `true` is refused (trustProxySetting). */
+    trustProxy: Type.Optional(Type.Union([Type.Boolean(), Type.Array(Type.String({ minLength: 1 })), Type.String()])),
     bodyLimitBytes: Type.Optional(Type.Integer({ minimum: 1024 })),
     publicUrl: Type.Optional(Type.String()),
     /** The policy document (docs/policy.md); without one every signature is allowed. */
@@ -75,7 +77,8 @@ export interface ServiceConfig {
   store: { type: 'sqlite'; path: string };
   keyStore: Static<typeof SoftHsmKeyStoreConfig> | (Static<typeof Pkcs11KeyStoreConfig> & { pin: string });
   trial: { enabled: boolean; max: number; windowMs: number };
-  trustProxy: boolean;
+  /** Proxies whose X-Forwarded-For is believed; empty: the peer address is the client. */
+  trustProxy: string[];
   bodyLimit: number;
   publicUrl?: string;
   policyFile?: string;
@@ -147,7 +150,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
       max: file.trial?.maxPerWindow ?? 10,
       windowMs: (file.trial?.windowSeconds ?? 3600) * 1000,
     },
-    trustProxy: file.trustProxy ?? false,
+    trustProxy: trustProxySetting(env.SIGNBRIDGE_TRUST_PROXY ?? file.trustProxy),
     bodyLimit: file.bodyLimitBytes ?? 4 * 1024 * 1024,
     busyPollMs: busyPollSetting(env.SIGNBRIDGE_BUSY_POLL_MS, file.busyPollMs, (m) => new ConfigError(m)),
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
@@ -155,4 +158,42 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
   };
+}
+
+/** Names proxy-addr (fastify's trustProxy) knows for common ranges. */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/**
+ * trustProxy: a list (or comma-separated string) of proxy addresses or CIDRs, or false. `true` would believe
+ * every hop, so the left-most X-Forwarded-For address, which the client writes, would become the client address
+ * (and the trial limit could be bypassed): it is refused with what to write instead.
+ */
+export function trustProxySetting(value: boolean | string | string[] | undefined): string[] {
+  if (value === undefined || value === false || value === 'false' || value === '') return [];
+  if (value === true || value === 'true') {
+    throw new ConfigError(
+      'trustProxy: true would trust every hop, so a client could choose its own address with X-Forwarded-For; ' +
+        'list the addresses or CIDRs of your proxies instead, e.g. trustProxy: ["10.0.0.0/8"] ' +
+        '(SIGNBRIDGE_TRUST_PROXY=10.0.0.0/8,192.0.2.7)',
+    );
+  }
+  const entries = (Array.isArray(value) ? value : value.split(',')).map((e) => e.trim()).filter((e) => e !== '');
+  for (const entry of entries) {
+    if (!isProxyAddress(entry)) {
+      throw new ConfigError(
+        `trustProxy: "${entry}" is not an IP address, a CIDR (e.g. 10.0.0.0/8) or one of ${PROXY_RANGE_NAMES.join(', ')}`,
+      );
+    }
+  }
+  return entries;
+}
+
+function isProxyAddress(entry: string): boolean {
+  if (PROXY_RANGE_NAMES.includes(entry)) return true;
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  if (!/^\d{1,3}$/.test(prefix)) return false;
+  return Number(prefix) <= (family === 4 ? 32 : 128);
 }

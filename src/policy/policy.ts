@@ -1,5 +1,6 @@
 // The policy seam every signature passes through. Policy code is pure: no fastify, no store writes.
-// The rule engine (issue: policy evaluation) implements PolicyEngine; until it is configured, allowAll decides.
+// The rule engine (rules-engine.ts) implements PolicyEngine; without a policy file the built-in default
+// (signing/policy-settings.ts) decides. allowAll is for unit tests of the signing path only.
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 
 /** Everything a policy may look at: the contract's policy inputs plus who asks, for which tenant and key. */

@@ -4,7 +4,8 @@ import type { FastifyInstance } from 'fastify';
 import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
 import { TRIAL_MOCK_SIGNATURE, TrialSigner } from '../../trial/trial-signer.js';
-import { ErrorResponse, TrialRequest, TrialResponse } from '../schemas.js';
+import { documented, errorResponse } from '../responses.js';
+import { TrialRequest, TrialResponse } from '../schemas.js';
 
 export interface TrialOptions {
   /** Requests per window per client IP (contract: 10 per hour). */
@@ -36,11 +37,8 @@ export async function trialRoutes(app: FastifyInstance, opts: TrialOptions): Pro
         security: [],
         body: TrialRequest,
         response: {
-          200: TrialResponse,
-          400: ErrorResponse,
-          413: ErrorResponse,
-          415: ErrorResponse,
-          429: ErrorResponse,
+          200: documented(TrialResponse, 'the signature (real) or the mock placeholder'),
+          ...Object.fromEntries([400, 413, 415, 429, 500, 503].map((status) => [status, errorResponse(status)])),
         },
       },
     },

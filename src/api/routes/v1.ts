@@ -9,12 +9,12 @@ import type { ExceptionService, ExceptionStatus } from '../../signing/exception-
 import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import type { ExceptionRecord, Store } from '../../store/store.js';
 import { authenticate, authorize } from '../authenticate.js';
+import { documented, errorResponse } from '../responses.js';
 import {
   ActionRequests,
   ApprovalResponse,
   ApproveSignResponse,
   CreateTenantResponse,
-  ErrorResponse,
   ExceptionListResponse,
   ExceptionRecordSchema,
   GetPublicKeyResponse,
@@ -50,25 +50,28 @@ const NOT_YET: Partial<Record<Action, string>> = {
 
 const SUCCESS_STATUS: Partial<Record<Action, number>> = { create_tenant: 201, create_exception: 201 };
 
-const SIGNING_RESPONSES = { 200: SignResponse, 202: ApprovalResponse };
+const SIGNING_RESPONSES = {
+  200: documented(SignResponse, 'the signature (SignResponse)'),
+  202: documented(ApprovalResponse, 'the request waits for approval or security review (ApprovalResponse)'),
+};
 const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
   sign: SIGNING_RESPONSES,
   pkcs11_sign: SIGNING_RESPONSES,
-  create_tenant: { 201: CreateTenantResponse },
-  rotate_key: { 200: RotateKeyResponse },
-  get_public_key: { 200: GetPublicKeyResponse },
-  approve_sign: { 200: ApproveSignResponse },
-  create_exception: { 201: ExceptionRecordSchema },
-  list_exceptions: { 200: ExceptionListResponse },
-  revoke_exception: { 200: ExceptionRecordSchema },
+  create_tenant: { 201: documented(CreateTenantResponse, 'the tenant and its first key were created') },
+  rotate_key: { 200: documented(RotateKeyResponse, 'a new key version is current; every version listed') },
+  get_public_key: { 200: documented(GetPublicKeyResponse, 'the public key of the current or the named key version') },
+  approve_sign: { 200: documented(ApproveSignResponse, 'the decision was recorded; the signature when approved') },
+  create_exception: { 201: documented(ExceptionRecordSchema, 'the exception was created') },
+  list_exceptions: { 200: documented(ExceptionListResponse, 'the exceptions that match, newest first') },
+  revoke_exception: { 200: documented(ExceptionRecordSchema, 'the exception, now revoked') },
 };
 
+/** The error answers of an action: each status with the error codes it can carry (src/errors.ts). */
 function errorResponses(action: Action): Record<number, unknown> {
-  const codes = [400, 401, 403, 404, 413, 415, 500];
-  if (action === 'create_tenant' || action === 'approve_sign' || action === 'revoke_exception') codes.push(409);
-  if (action === 'approve_sign' || action === 'sign' || action === 'pkcs11_sign') codes.push(503);
-  if (NOT_YET[action]) codes.push(501);
-  return Object.fromEntries(codes.map((c) => [c, ErrorResponse]));
+  const statuses = [400, 401, 403, 404, 413, 415, 500, 503];
+  if (action === 'create_tenant' || action === 'approve_sign' || action === 'revoke_exception') statuses.push(409);
+  if (NOT_YET[action]) statuses.push(501);
+  return Object.fromEntries(statuses.map((status) => [status, errorResponse(status)]));
 }
 
 function policyContext(body: Record<string, unknown>): PolicyContext {

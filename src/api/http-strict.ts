@@ -1,0 +1,128 @@
+// HTTP below the routes, held to the same rule as they are: every error body is an ErrorResponse. Fastify
+// answers some requests itself (a wrong method, oversized headers, requests that arrive while it shuts down, the
+// bodies its own JSON parser refuses); these replace those answers with ours.
+import type { Socket } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, type ErrorCode } from '../errors.js';
+import { errorBody } from './error-handler.js';
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
+
+/** Not-found handler: a known path asked with another method is 405 with `Allow`; anything else 404. */
+export function notFoundOrWrongMethod(app: FastifyInstance) {
+  return (request: FastifyRequest, reply: FastifyReply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+    if (allowed.length > 0) {
+      return reply
+        .code(405)
+        .header('allow', allowed.join(', '))
+        .send(
+          errorBody(
+            new ApiError(
+              'method_not_allowed',
+              `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`,
+            ),
+          ),
+        );
+    }
+    return reply.code(404).send(errorBody(new ApiError('not_found', `no route ${request.method} ${path}`)));
+  };
+}
+
+/** Requests that arrive while the service shuts down: 503 with our body, and the connection closes. */
+export function refuseWhileClosing(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onRequest', (_request, reply, done) => {
+    if (!closing) return done();
+    reply
+      .code(503)
+      .header('connection', 'close')
+      .header('retry-after', '1')
+      .send(
+        errorBody(new ApiError('shutting_down', 'the service is shutting down; retry (another instance may answer)')),
+      );
+  });
+}
+
+const CLIENT_ERRORS: Record<string, { status: number; code: ErrorCode; reason: string }> = {
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    code: 'headers_too_large',
+    reason: 'the request headers are larger than the server accepts (16 KiB in all)',
+  },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    status: 408,
+    code: 'request_timeout',
+    reason: 'the request was not received in time; retry',
+  },
+};
+
+/**
+ * Node's `clientError` (bad framing, oversized headers, timeouts) happens before any route or hook, so the
+ * answer is written raw on the socket. The reason never echoes the client's bytes.
+ */
+export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const known = CLIENT_ERRORS[err.code ?? ''] ?? {
+    status: 400,
+    code: 'invalid_request' as const,
+    reason: 'the request is not valid HTTP/1.1',
+  };
+  this.log.info({ code: err.code, status: known.status }, 'client error');
+  if (socket.writable) {
+    const body = JSON.stringify({ error: known.code, reason: known.reason });
+    const statusText =
+      known.status === 431
+        ? 'Request Header Fields Too Large'
+        : known.status === 408
+          ? 'Request Timeout'
+          : 'Bad Request';
+    socket.write(
+      `HTTP/1.1 ${known.status} ${statusText}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
+}
+
+const POISON_KEY = /"(?:__proto__|constructor)"/;
+
+/**
+ * The JSON body parser. Plain JSON.parse, except that a key that could poison prototypes (`__proto__`, or
+ * `constructor` holding `prototype`) is refused with a reason that says so: it is valid JSON, just not accepted.
+ */
+export function parseJsonBody(
+  _request: FastifyRequest,
+  text: string,
+  done: (err: Error | null, body?: unknown) => void,
+) {
+  if (text.length === 0) return done(new ApiError('invalid_json', 'body is empty; a JSON object is required'));
+  try {
+    const body: unknown = POISON_KEY.test(text) ? JSON.parse(text, refusePoisonKeys) : JSON.parse(text);
+    done(null, body);
+  } catch (err) {
+    if (err instanceof ApiError) return done(err);
+    done(new ApiError('invalid_json', `body is not valid JSON: ${(err as Error).message}`));
+  }
+}
+
+function refusePoisonKeys(key: string, value: unknown): unknown {
+  if (key === '__proto__') {
+    throw new ApiError(
+      'invalid_request',
+      'body contains the key "__proto__", which is refused (prototype-poisoning protection)',
+    );
+  }
+  if (key === 'constructor' && typeof value === 'object' && value !== null && 'prototype' in value) {
+    throw new ApiError(
+      'invalid_request',
+      'body contains a "constructor" key holding "prototype", which is refused (prototype-poisoning protection)',
+    );
+  }
+  return value;
+}
