@@ -1,6 +1,5 @@
 // The HTTP application, separate from the process that runs it (server.ts): tests build it with their own
 // store and key store and call it with inject() or over a real socket.
-import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { handleError } from './api/error-handler.js';
@@ -115,8 +114,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
 
-  await app.register(rateLimit, { global: false });
-
   const now = opts.now ?? (() => new Date());
   const signing = new SigningService({
     store: opts.store,
@@ -128,7 +125,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);
   await app.register(v1Routes, { store: opts.store, signing, exceptions });
   const trial = opts.trial ?? { enabled: true, max: 10, windowMs: 60 * 60 * 1000 };
-  if (trial.enabled) await app.register(trialRoutes, trial);
+  if (trial.enabled) await app.register(trialRoutes, { ...trial, store: opts.store, now });
 
   app.get('/api/openapi.yml', { schema: { hide: true } }, async (_request, reply) =>
     reply.type('application/yaml').send(app.swagger({ yaml: true })),

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { decodeBase64Field } from '../crypto/encoding.js';
 import { ApiError, type ErrorCode } from '../errors.js';
 import { type ErrorBody, RequestFields } from './schemas.js';
 
@@ -17,6 +18,7 @@ export function describeValidationError(
   context: string,
   errors: AjvError[],
   action?: string,
+  body?: unknown,
 ): { code: ErrorCode; reason: string } {
   const first = errors[0];
   if (!first) return { code: 'invalid_request', reason: `${context} is invalid` };
@@ -25,13 +27,11 @@ export function describeValidationError(
     return { code: 'unsupported_version', reason: 'version must be v1 (the only supported API version)' };
   }
   if (context === 'body' && first.instancePath === '/action' && action !== undefined && first.keyword === 'enum') {
-    return { code: 'action_mismatch', reason: `body.action must be ${action}, the action in the path /v1/${action}` };
+    const given = (body as { action?: unknown } | undefined)?.action;
+    return { code: 'action_mismatch', reason: `body.action is ${String(given)} but the path is /v1/${action}` };
   }
   if (context === 'body' && first.instancePath === '/hash' && first.keyword === 'pattern') {
-    return {
-      code: 'invalid_hash',
-      reason: 'body.hash must be the base64 (standard or URL-safe) of a 32-, 48- or 64-byte digest',
-    };
+    return describeHash((body as { hash?: unknown } | undefined)?.hash, action === undefined ? '32' : '32-, 48- or 64');
   }
   switch (first.keyword) {
     case 'required':
@@ -54,6 +54,26 @@ export function describeValidationError(
   }
 }
 
+/**
+ * Why a hash failed the schema's pattern, in the words the server's own checks use: outside the alphabet is
+ * invalid_request; base64 of a length no digest has is invalid_hash with the length it decodes to.
+ */
+function describeHash(value: unknown, sizes: string): { code: ErrorCode; reason: string } {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) {
+    return { code: 'invalid_request', reason: 'body.hash must be base64 (standard or URL-safe alphabet)' };
+  }
+  try {
+    const bytes = decodeBase64Field('body.hash', value);
+    return {
+      code: 'invalid_hash',
+      reason: `body.hash must be a ${sizes}-byte digest, got ${bytes.length} bytes`,
+    };
+  } catch (err) {
+    if (err instanceof ApiError) return { code: err.code, reason: err.message };
+    throw err;
+  }
+}
+
 /** The action of a /v1/<action> request, to name it in validation errors. */
 function actionOf(request: FastifyRequest): string | undefined {
   const m = /^\/v1\/([a-z0-9_]+)(?:\?|$)/.exec(request.url);
@@ -67,6 +87,7 @@ function toApiError(err: FastifyError, request: FastifyRequest): ApiError {
       err.validationContext ?? 'body',
       err.validation as AjvError[],
       actionOf(request),
+      request.body,
     );
     return new ApiError(code, reason);
   }

@@ -18,6 +18,7 @@ import {
   type Store,
   type StoredVulnerability,
   type TenantRecord,
+  type TrialCount,
 } from './store.js';
 
 export interface Database {
@@ -74,6 +75,7 @@ export interface Database {
   vulnerabilities: { id: string; modified: string; record: string; imported_at: string };
   audit_log: AuditRow;
   cache_epoch: { id: number; n: number };
+  trial_counters: { client: string; window_start: number; count: number };
   signatures: {
     id: string;
     tenant_id: string;
@@ -523,6 +525,25 @@ export class KyselyStore implements Store {
 
   async listVulnerabilities(): Promise<StoredVulnerability[]> {
     return this.db.selectFrom('vulnerabilities').select(['id', 'modified', 'record']).orderBy('id').execute();
+  }
+
+  async countTrialRequest(client: string, nowMs: number, windowMs: number): Promise<TrialCount> {
+    const ended = nowMs - windowMs;
+    return this.db.transaction().execute(async (tx) => {
+      await tx.deleteFrom('trial_counters').where('window_start', '<=', ended).execute();
+      // One statement, so two instances counting the same address at once both count (no lost update).
+      const row = await tx
+        .insertInto('trial_counters')
+        .values({ client, window_start: nowMs, count: 1 })
+        .onConflict((oc) =>
+          oc.column('client').doUpdateSet((eb) => ({
+            count: eb('trial_counters.count', '+', 1),
+          })),
+        )
+        .returning(['count', 'window_start'])
+        .executeTakeFirstOrThrow();
+      return { count: Number(row.count), windowStartMs: Number(row.window_start) };
+    });
   }
 
   async vulnerabilityDbVersion(): Promise<string> {

@@ -163,4 +163,18 @@ export const MIGRATIONS: Record<string, Migration> = {
       await sql`INSERT INTO cache_epoch (id, n) VALUES (1, 0)`.execute(db);
     },
   },
+  '0007_trial_counters': {
+    // The trial endpoint's per-address limit, kept in the store so that a restart does not hand every client a
+    // fresh allowance, and every instance on one database counts together. One row per address: its window's
+    // start (ms since the epoch) and the requests counted in it.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('trial_counters')
+        .addColumn('client', 'text', (c) => c.primaryKey())
+        .addColumn('window_start', 'bigint', (c) => c.notNull())
+        .addColumn('count', 'integer', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('trial_counters_window_start').on('trial_counters').column('window_start').execute();
+    },
+  },
 };

@@ -182,4 +182,16 @@ export interface Store {
   /** Returns false when the exception was already revoked. */
   revokeException(tenantId: string, id: string, at: string, by: string): Promise<boolean>;
   listSignatures(tenantId: string, limit: number): Promise<SignatureRecord[]>;
+
+  /**
+   * Counts one trial request of a client address, atomically, in a window of `windowMs` that starts at the
+   * address's first request (a window that has ended starts again at `nowMs`). Returns the count including this
+   * request and when the window started. Windows that ended are deleted.
+   */
+  countTrialRequest(client: string, nowMs: number, windowMs: number): Promise<TrialCount>;
+}
+
+export interface TrialCount {
+  count: number;
+  windowStartMs: number;
 }

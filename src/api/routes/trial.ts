@@ -1,8 +1,10 @@
-// POST /trial/sign: no account, rate-limited per client IP, signs with the published test key or mocks.
+// POST /trial/sign: no account, limited per client IP (counters in the store), signs with the published test key
+// or mocks.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
+import type { Store } from '../../store/store.js';
 import { TRIAL_MOCK_SIGNATURE, TrialSigner } from '../../trial/trial-signer.js';
 import { documented, errorResponse } from '../responses.js';
 import { TrialRequest, TrialResponse } from '../schemas.js';
@@ -11,6 +13,29 @@ export interface TrialOptions {
   /** Requests per window per client IP (contract: 10 per hour). */
   max: number;
   windowMs: number;
+  /** Where the counters live, so they survive a restart and are shared by every instance on the store. */
+  store: Store;
+  now: () => Date;
+}
+
+/** onRequest hook: counts the request against its address (request.ip: trustProxy decides it) or answers 429. */
+function trialLimit(opts: TrialOptions) {
+  const window = opts.windowMs % 3_600_000 === 0 ? `${opts.windowMs / 3_600_000} h` : `${opts.windowMs / 1000} s`;
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const nowMs = opts.now().getTime();
+    const { count, windowStartMs } = await opts.store.countTrialRequest(request.ip, nowMs, opts.windowMs);
+    const resetS = Math.max(1, Math.ceil((windowStartMs + opts.windowMs - nowMs) / 1000));
+    reply.header('x-ratelimit-limit', opts.max);
+    reply.header('x-ratelimit-remaining', Math.max(0, opts.max - count));
+    reply.header('x-ratelimit-reset', resetS);
+    if (count > opts.max) {
+      reply.header('retry-after', resetS);
+      throw new ApiError(
+        'rate_limited',
+        `trial limit of ${opts.max} requests per ${window} reached for this address; retry after ${resetS} s`,
+      );
+    }
+  };
 }
 
 export async function trialRoutes(app: FastifyInstance, opts: TrialOptions): Promise<void> {
@@ -18,18 +43,7 @@ export async function trialRoutes(app: FastifyInstance, opts: TrialOptions): Pro
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/trial/sign',
     {
-      config: {
-        rateLimit: {
-          max: opts.max,
-          timeWindow: opts.windowMs,
-          keyGenerator: (request) => request.ip,
-          errorResponseBuilder: (_request, context) =>
-            new ApiError(
-              'rate_limited',
-              `trial limit of ${context.max} requests per ${context.after} reached for this address; retry later`,
-            ),
-        },
-      },
+      onRequest: trialLimit(opts),
       schema: {
         operationId: 'trial_sign',
         summary: 'Trial signing with the published test key (no account; 10 requests per hour per IP)',
