@@ -9,7 +9,21 @@ import { registerP11KitCommands } from './p11-kit.js';
 import { registerServerCommand } from './server.js';
 import { registerStatusCommand } from './status.js';
 
+/**
+ * A reader that stops early (`signbridge admin api-key list | head`) closes the pipe: the next write fails with
+ * EPIPE, which Node raises as an unhandled 'error' event, a stack trace. Like other Unix tools, stop quietly
+ * instead: with the exit code set so far (0 unless the command failed), and nothing more on a closed stderr.
+ */
+export function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream = process.stdout): void {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
+  });
+}
+
 export async function main(argv: string[]): Promise<void> {
+  exitQuietlyOnClosedPipe(process.stdout);
+  exitQuietlyOnClosedPipe(process.stderr);
   const program = new Command('signbridge')
     .description('PKCS#11 signing bridge: policy-checked signatures with keys that stay in an HSM or KMS')
     .version('0.1.0')
