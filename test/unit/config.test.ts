@@ -63,4 +63,29 @@ describe('service configuration', () => {
     expect(() => parseListen('8080')).toThrow(/HOST:PORT/);
     expect(() => parseListen('h:70000')).toThrow(/HOST:PORT/);
   });
+
+  it('trustProxy takes proxy addresses or CIDRs, and refuses true with what to write instead', () => {
+    const dir = makeTempDir();
+    const file = join(dir, 'c.yaml');
+    const withProxy = (value: string, env: NodeJS.ProcessEnv = {}) => {
+      writeFileSync(file, `dataDir: ${dir}\ntrustProxy: ${value}\n`);
+      return resolveConfig({ configFile: file, env });
+    };
+    expect(resolveConfig({ dataDir: dir, env: {} }).trustProxy).toEqual([]);
+    expect(withProxy('["10.0.0.0/8", "192.0.2.7", "::1", "loopback"]').trustProxy).toEqual([
+      '10.0.0.0/8',
+      '192.0.2.7',
+      '::1',
+      'loopback',
+    ]);
+    expect(withProxy('false').trustProxy).toEqual([]);
+    expect(withProxy('false', { SIGNBRIDGE_TRUST_PROXY: '10.0.0.1, 10.0.0.2' }).trustProxy).toEqual([
+      '10.0.0.1',
+      '10.0.0.2',
+    ]);
+    expect(() => withProxy('true')).toThrow(/trustProxy: true would trust every hop.*list the addresses or CIDRs/);
+    expect(() => resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_TRUST_PROXY: 'true' } })).toThrow(ConfigError);
+    expect(() => withProxy('["10.0.0.0/33"]')).toThrow(/"10.0.0.0\/33" is not an IP address, a CIDR/);
+    expect(() => withProxy('["proxy.example.com"]')).toThrow(/is not an IP address/);
+  });
 });
