@@ -54,4 +54,51 @@ describe('OpenAPI document', () => {
     expect(doc.paths['/v1/create_tenant'].post.responses['201']).toBeDefined();
     expect(doc.paths['/v1/:action']).toBeUndefined();
   });
+
+  it('each operation names its own action, and the hash carries its length rule', () => {
+    for (const action of ACTIONS) {
+      const schema = doc.paths[`/v1/${action}`].post.requestBody.content['application/json'].schema;
+      expect(schema.properties.action.enum, action).toEqual([action]);
+      expect(schema.additionalProperties, action).toBe(false);
+    }
+    const hash = doc.paths['/v1/sign'].post.requestBody.content['application/json'].schema.properties.hash;
+    const rule = new RegExp(hash.pattern);
+    for (const bytes of [32, 48, 64]) {
+      const digest = Buffer.alloc(bytes, 0xfb);
+      for (const text of [digest.toString('base64'), digest.toString('base64url')]) expect(rule.test(text)).toBe(true);
+    }
+    for (const bytes of [0, 20, 31, 33, 47, 65]) expect(rule.test(Buffer.alloc(bytes).toString('base64'))).toBe(false);
+    const sign = doc.paths['/v1/sign'].post.requestBody.content['application/json'].schema.properties;
+    expect(sign.pss_padding).toBeUndefined();
+    expect(sign.key_spec).toBeUndefined();
+    expect(
+      doc.paths['/v1/pkcs11_sign'].post.requestBody.content['application/json'].schema.properties.algorithm,
+    ).toBeUndefined();
+  });
+
+  it('responses are named components with descriptions of their own', () => {
+    for (const name of [
+      'ErrorResponse',
+      'SignResponse',
+      'ApprovalResponse',
+      'CreateTenantResponse',
+      'GetPublicKeyResponse',
+      'RotateKeyResponse',
+      'ApproveSignResponse',
+      'ExceptionRecord',
+      'ExceptionListResponse',
+      'TrialResponse',
+    ]) {
+      expect(doc.components.schemas[name], name).toBeDefined();
+    }
+    const ref = (path: string, status: string) =>
+      doc.paths[path].post.responses[status].content['application/json'].schema.$ref;
+    expect(ref('/v1/sign', '200')).toBe('#/components/schemas/SignResponse');
+    expect(ref('/v1/sign', '202')).toBe('#/components/schemas/ApprovalResponse');
+    expect(ref('/v1/create_tenant', '201')).toBe('#/components/schemas/CreateTenantResponse');
+    expect(ref('/v1/get_public_key', '200')).toBe('#/components/schemas/GetPublicKeyResponse');
+    expect(ref('/v1/get_public_key', '404')).toBe('#/components/schemas/ErrorResponse');
+    expect(JSON.stringify(doc)).not.toContain('Default Response');
+    expect(doc.paths['/v1/sign'].post.responses['400'].description).toContain('invalid_hash');
+  });
 });

@@ -1,0 +1,189 @@
+// A fuzzer that reads the served OpenAPI document, sends only requests valid under it (to a real app with
+// SoftHSM), and holds the server to the document: every answer's status is one the operation documents, its body
+// validates against that response's schema, and an error's code is one the response lists. Seeded: no flakes.
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { Ajv } from 'ajv';
+import formats from 'ajv-formats';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ACTION_ROLES, type Action } from '../../src/auth/roles.js';
+import { ERROR_CODES } from '../../src/errors.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: OpenAPI schemas are untyped JSON
+type Schema = any;
+
+/** mulberry32: a small seeded PRNG, so every run sends the same requests. */
+function prng(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const TENANTS = ['fz-rsa', 'fz-ec', 'fz-new'];
+
+class Generator {
+  constructor(private readonly random: () => number) {}
+
+  int(max: number): number {
+    return Math.floor(this.random() * max);
+  }
+  pick<T>(values: readonly T[]): T {
+    return values[this.int(values.length)] as T;
+  }
+  chance(p: number): boolean {
+    return this.random() < p;
+  }
+  chars(alphabet: string, n: number): string {
+    return Array.from({ length: n }, () => alphabet[this.int(alphabet.length)]).join('');
+  }
+  base64(bytes: number, urlSafe: boolean, padded: boolean): string {
+    const b = Buffer.from(Array.from({ length: bytes }, () => this.int(256)));
+    const text = b.toString(urlSafe ? 'base64url' : 'base64').replace(/=+$/, '');
+    return padded ? text.padEnd(Math.ceil(text.length / 4) * 4, '=') : text;
+  }
+
+  /** A value valid under the schema; patterns are the document's own, each with a generator (or the test fails). */
+  value(schema: Schema, name: string): unknown {
+    if (schema.enum) return this.pick(schema.enum);
+    switch (schema.type) {
+      case 'boolean':
+        return this.chance(0.5);
+      case 'integer':
+        return (schema.minimum ?? 0) + this.int(100);
+      case 'object':
+        return this.object(schema);
+      case 'string':
+        return this.string(schema, name);
+    }
+    throw new Error(`no generator for ${name}: ${JSON.stringify(schema)}`);
+  }
+
+  object(schema: Schema): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [name, prop] of Object.entries(schema.properties ?? {})) {
+      if ((schema.required ?? []).includes(name) || this.chance(0.2)) out[name] = this.value(prop, name);
+    }
+    return out;
+  }
+
+  string(schema: Schema, name: string): string {
+    if (schema.format === 'uuid') return crypto.randomUUID();
+    if (schema.format === 'date-time') {
+      return new Date(Date.UTC(2020 + this.int(20), this.int(12), 1 + this.int(28))).toISOString();
+    }
+    switch (schema.pattern) {
+      case undefined:
+        return this.chars(
+          'abcdefghij -_./',
+          Math.max(schema.minLength ?? 0, 1 + this.int(Math.min(schema.maxLength ?? 40, 40))),
+        );
+      case '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$':
+        // Mostly the tenants that exist, so the requests reach the operations rather than 404.
+        return this.chance(0.85) ? this.pick(TENANTS) : `t${this.chars('abcxyz0189._-', this.int(20))}`;
+      case '^(?:[A-Za-z0-9+/_-]{43}=?|[A-Za-z0-9+/_-]{64}|[A-Za-z0-9+/_-]{86}(?:==)?)$':
+        return this.base64(this.pick([32, 32, 48, 64]), this.chance(0.5), this.chance(0.5));
+      case '^[A-Za-z0-9+/_-]{43}=?$':
+        return this.base64(32, this.chance(0.5), this.chance(0.5));
+      case '^[A-Za-z0-9+/_-]*={0,2}$':
+        return this.base64(1 + this.int(64), this.chance(0.5), this.chance(0.5));
+    }
+    throw new Error(`no generator for the pattern of ${name}: ${schema.pattern}`);
+  }
+}
+
+let svc: TestService;
+let doc: Schema;
+/** API keys: the operator's, and one per role and tenant. */
+const keys = new Map<string, string>();
+const ajv = new Ajv({ strict: false, allErrors: true });
+// ajv-formats is CommonJS: its plugin is the module's default export.
+(formats as unknown as { default: (ajv: Ajv) => Ajv }).default(ajv);
+
+beforeAll(async () => {
+  svc = await startTestService();
+  const res = await svc.app.inject({ method: 'GET', url: '/api/openapi.json' });
+  doc = await SwaggerParser.dereference(res.json());
+  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'fz-rsa', key_spec: 'RSA_2048' });
+  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'fz-ec', key_spec: 'ECC_NIST_P256' });
+  keys.set('operator', svc.operator);
+  for (const tenant of TENANTS) {
+    for (const role of ['admin', 'signer', 'approver', 'security_reviewer'] as const) {
+      keys.set(`${role}/${tenant}`, await svc.apiKey(role, tenant));
+    }
+  }
+});
+afterAll(async () => svc?.close());
+
+/** Mostly a key whose role may call the action on the request's tenant, so requests get past authorisation. */
+function keyFor(gen: Generator, action: string, request: Record<string, unknown> | undefined): string {
+  const roles = ACTION_ROLES[action as Action];
+  if (!roles || gen.chance(0.2)) return gen.pick([...keys.values()]);
+  const role = gen.pick(roles);
+  return keys.get(role === 'operator' ? role : `${role}/${request?.tenant_id}`) ?? gen.pick([...keys.values()]);
+}
+
+interface Finding {
+  operation: string;
+  status: number;
+  problem: string;
+  request: unknown;
+  body: unknown;
+}
+
+/** What is wrong with an answer under the document, or undefined. */
+function check(operation: Schema, status: number, contentType: string | undefined, body: unknown): string | undefined {
+  const documented = operation.responses[String(status)];
+  if (!documented) return `status ${status} is not documented (${Object.keys(operation.responses).join(', ')})`;
+  if (!contentType?.startsWith('application/json')) return `content type ${contentType}`;
+  const schema = documented.content?.['application/json']?.schema;
+  if (!schema) return 'the documented response has no schema';
+  const validate = ajv.compile(schema);
+  if (!validate(body)) return `body does not match: ${ajv.errorsText(validate.errors)}`;
+  if (status >= 400) {
+    const code = (body as { error: string }).error;
+    if ((ERROR_CODES as Record<string, number>)[code] !== status) return `error ${code} is not a ${status} code`;
+    if (!String(documented.description).includes(code)) return `error ${code} is not listed for ${status}`;
+  }
+  return undefined;
+}
+
+describe('OpenAPI fuzzing (schema-valid requests only)', () => {
+  it('every answer to 800 schema-valid requests is documented and matches its schema', async () => {
+    const gen = new Generator(prng(20261123));
+    const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.entries(item as Record<string, Schema>).map(([method, op]) => ({ path, method, op })),
+    );
+    const findings: Finding[] = [];
+    const statuses = new Map<string, Set<number>>();
+    for (let i = 0; i < 800; i++) {
+      const { path, method, op } = gen.pick(operations);
+      const bodySchema = op.requestBody?.content?.['application/json']?.schema;
+      const request = bodySchema ? gen.object(bodySchema) : undefined;
+      const secured = (op.security ?? []).length > 0;
+      const res = await svc.app.inject({
+        method: method.toUpperCase() as 'POST',
+        url: path,
+        headers: secured ? { authorization: `Bearer ${keyFor(gen, op.operationId, request)}` } : {},
+        remoteAddress: `198.51.100.${gen.int(250)}`,
+        ...(request !== undefined && { payload: request }),
+      });
+      const contentType = String(res.headers['content-type'] ?? '');
+      const body = contentType.startsWith('application/json') ? res.json() : res.body;
+      const problem = check(op, res.statusCode, contentType, body);
+      if (problem) findings.push({ operation: op.operationId, status: res.statusCode, problem, request, body });
+      const seen = statuses.get(op.operationId) ?? new Set<number>();
+      seen.add(res.statusCode);
+      statuses.set(op.operationId, seen);
+    }
+    expect(findings.slice(0, 5)).toEqual([]);
+    // The requests reached the operations, not only their checks: signatures, new tenants and refusals were seen.
+    expect(statuses.get('sign')?.has(200)).toBe(true);
+    const all = new Set([...statuses.values()].flatMap((s) => [...s]));
+    for (const status of [200, 201, 400, 403, 404, 409]) expect(all.has(status), `status ${status} seen`).toBe(true);
+  });
+});
