@@ -3,6 +3,7 @@ import { createHash, createPublicKey, verify } from 'node:crypto';
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BUILT_IN_POLICY_TEXT } from '../../src/signing/policy-settings.js';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -77,6 +78,20 @@ describe('signbridge server', () => {
   const post = (action: string, token: string, body: Record<string, unknown>) =>
     postAction(server.url, action, token, body);
 
+  it('logs the policy in force at start-up: the built-in default without a policy file, and its digest', () => {
+    const digest = createHash('sha256').update(BUILT_IN_POLICY_TEXT).digest('hex');
+    const line = server
+      .output()
+      .split('\n')
+      .find((l) => l.includes('policy in force'));
+    expect(line).toBeDefined();
+    expect(JSON.parse(line as string)).toMatchObject({
+      msg: 'policy in force: built-in default',
+      policy: 'built-in default',
+      policy_sha256: digest,
+    });
+  });
+
   it('serves health, readiness and the OpenAPI document', async () => {
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
     const ready = await fetch(`${server.url}/readyz`);
@@ -126,6 +141,26 @@ describe('signbridge server', () => {
       hash: Buffer.alloc(32, 5).toString('base64'),
     });
     expect(res.status).toBe(200);
+  });
+
+  it('names a policy file in force and the SHA-256 of its bytes', async () => {
+    const dir = makeTempDir();
+    const policyFile = join(dir, 'policy.yaml');
+    const text = 'version: 1\nrules:\n  denyInactiveIdentities: true\n  projects: { deny: [legacy] }\n';
+    writeFileSync(policyFile, text);
+    const other = await startServerProcess(['--data-dir', join(dir, 'data')], { SIGNBRIDGE_POLICY_FILE: policyFile });
+    try {
+      const line = other
+        .output()
+        .split('\n')
+        .find((l) => l.includes('policy in force'));
+      expect(JSON.parse(line as string)).toMatchObject({
+        policy: policyFile,
+        policy_sha256: createHash('sha256').update(text).digest('hex'),
+      });
+    } finally {
+      await other.stop('SIGKILL');
+    }
   });
 
   it('refuses to start on a bad configuration, saying what is wrong', () => {
