@@ -60,7 +60,7 @@ export const ConfigFileSchema = Type.Object(
     trustProxy: Type.Optional(Type.Union([Type.Boolean(), Type.Array(Type.String({ minLength: 1 })), Type.String()])),
     bodyLimitBytes: Type.Optional(Type.Integer({ minimum: 1024 })),
     publicUrl: Type.Optional(Type.String()),
-    /** The policy document (docs/policy.md); without one every signature is allowed. */
+    /** The policy document (docs/policy.md); without one the built-in default policy applies. */
     policyFile: Type.Optional(Type.String({ minLength: 1 })),
     /** How long the event loop keeps polling after a request (src/busy-poll.ts); 0 turns it off. */
     busyPollMs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
