@@ -3,7 +3,13 @@
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { handleError } from './api/error-handler.js';
-import { clientErrorHandler, notFoundOrWrongMethod, parseJsonBody, refuseWhileClosing } from './api/http-strict.js';
+import {
+  clientErrorHandler,
+  frameworkErrors,
+  notFoundOrWrongMethod,
+  parseJsonBody,
+  refuseWhileClosing,
+} from './api/http-strict.js';
 import { trialRoutes } from './api/routes/trial.js';
 import { v1Routes } from './api/routes/v1.js';
 import { NAMED_SCHEMAS } from './api/schemas.js';
@@ -54,6 +60,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // Requests during shutdown and client errors get ErrorResponse bodies (api/http-strict.ts), not fastify's.
     return503OnClosing: false,
     clientErrorHandler,
+    frameworkErrors,
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
     ajv: {

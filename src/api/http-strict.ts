@@ -2,7 +2,7 @@
 // answers some requests itself (a wrong method, oversized headers, requests that arrive while it shuts down, the
 // bodies its own JSON parser refuses); these replace those answers with ours.
 import type { Socket } from 'node:net';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorCode } from '../errors.js';
 import { errorBody } from './error-handler.js';
 
@@ -88,6 +88,15 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
     );
   }
   socket.destroy(err);
+}
+
+/** Fastify's router errors (a URL it cannot decode, a path parameter over its length limit). */
+export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const reason =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? 'a segment of the request path is longer than the server accepts'
+      : 'the request path is not a valid URL (bad percent-encoding)';
+  reply.code(400).send(errorBody(new ApiError('invalid_request', reason)));
 }
 
 const POISON_KEY = /"(?:__proto__|constructor)"/;

@@ -87,6 +87,12 @@ describe('HTTP', () => {
     expect(res.json()).toEqual({ error: 'method_not_allowed', reason: expect.stringContaining(allow) });
   });
 
+  it('a URL the router cannot decode is 400 with an ErrorResponse', async () => {
+    const res = await svc.app.inject({ method: 'GET', url: '/v1/%zz' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'invalid_request', reason: expect.stringContaining('not a valid URL') });
+  });
+
   it('an unknown path is still 404 not_found', async () => {
     const res = await svc.app.inject({ method: 'GET', url: '/nothing/here' });
     expect(res.statusCode).toBe(404);
