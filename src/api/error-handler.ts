@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, type ErrorCode } from '../errors.js';
+import { ApiError, type ErrorCode, RETRY_AFTER_SECONDS } from '../errors.js';
+import { storeFault, storeUnavailable } from '../store/store-errors.js';
 import type { ErrorBody } from './schemas.js';
 
 interface AjvError {
@@ -37,6 +38,8 @@ export function describeValidationError(context: string, errors: AjvError[]): { 
 
 function toApiError(err: FastifyError): ApiError {
   if (err instanceof ApiError) return err;
+  const fault = storeFault(err);
+  if (fault) return storeUnavailable(fault);
   if (err.validation) {
     const { code, reason } = describeValidationError(err.validationContext ?? 'body', err.validation as AjvError[]);
     return new ApiError(code, reason);
@@ -74,5 +77,7 @@ export function handleError(err: FastifyError, request: FastifyRequest, reply: F
   } else {
     request.log.info({ code: apiError.code, reason: apiError.message }, 'request refused');
   }
+  const retryAfter = RETRY_AFTER_SECONDS[apiError.code];
+  if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
   return reply.code(apiError.statusCode).send(errorBody(apiError));
 }

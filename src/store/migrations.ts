@@ -163,4 +163,17 @@ export const MIGRATIONS: Record<string, Migration> = {
       await sql`INSERT INTO cache_epoch (id, n) VALUES (1, 0)`.execute(db);
     },
   },
+  '0008_store_heartbeat': {
+    // /readyz proves that the store can write (Store.probeWrite): a row the size of a few pages is committed here
+    // and deleted again, so a disk (or database) too full to grow fails the probe. Numbered after 0007 (trial
+    // counters, written at the same time on another branch).
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('store_heartbeat')
+        .addColumn('id', 'integer', (c) => c.primaryKey())
+        .addColumn('at', 'text', (c) => c.notNull())
+        .addColumn('pad', 'blob', (c) => c.notNull())
+        .execute();
+    },
+  },
 };
