@@ -11,7 +11,8 @@ import { Pkcs11KeyStore, type Pkcs11KeyStoreOptions } from '../../src/keys/pkcs1
 import { embeddedSoftHsmOptions, findSoftHsmModule } from '../../src/keys/softhsm.js';
 import { ServiceMetrics } from '../../src/metrics/service-metrics.js';
 import { packagePath } from '../../src/paths.js';
-import type { PolicyEngine } from '../../src/policy/policy.js';
+import { allowAll, type PolicyEngine } from '../../src/policy/policy.js';
+import { SigningService } from '../../src/signing/signing-service.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { parseExposition, sample } from '../helpers/metrics.js';
 import { callAction, makeTempDir } from '../helpers/service.js';
@@ -187,4 +188,38 @@ describe.each([
       sample(samples, 'signbridge_http_request_duration_seconds_count', { route: '/v1/sign', status: '503' })?.value,
     ).toBeGreaterThanOrEqual(4);
   });
+});
+
+it('a store committing on its writer thread (the in-process daemon) withdraws the record and writes sign_failed', async () => {
+  fault('');
+  const threaded = openSqliteStore(join(dir, 'daemon.db'), { writerThread: { spinMs: 0.2 } });
+  const keyStore = Pkcs11KeyStore.open({ ...hsm, signThreads: 1 });
+  try {
+    await threaded.migrate();
+    const signing = new SigningService({ store: threaded, keyStore, policy: allowAll });
+    await signing.createTenant('daemon', 'ECC_NIST_P256', 'test');
+    const digest = Buffer.from(hash, 'base64');
+    const request = {
+      action: 'pkcs11_sign' as const,
+      tenantId: 'daemon',
+      callerId: 'ci',
+      digest,
+      context: {},
+      pss: false,
+    };
+    const before = (await threaded.stats()).auditEntries;
+    fault('-1 0x30 * close');
+    await expect(signing.pkcs11Sign(request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
+    const [ahead, failed, ...more] = await threaded.readAudit(before, 10);
+    expect(more).toEqual([]);
+    expect(ahead).toMatchObject({ action: 'pkcs11_sign', outcome: 'signed' });
+    expect(failed).toMatchObject({ action: 'pkcs11_sign', outcome: 'sign_failed', tenantId: 'daemon', actor: 'ci' });
+    expect(failed?.details.signature_id).toBe(ahead?.details.signature_id);
+    expect(String(failed?.details.error)).toMatch(/CKR_DEVICE_ERROR/);
+    expect(await threaded.listSignatures('daemon', 10)).toEqual([]);
+  } finally {
+    fault('');
+    await keyStore.close();
+    await threaded.close();
+  }
 });
