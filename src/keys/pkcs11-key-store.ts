@@ -136,6 +136,8 @@ export class Pkcs11KeyStore implements KeyStore {
   private away: { fault: string; at: number } | undefined;
   /** Token faults seen and re-opens that worked, for /metrics and tests. */
   readonly faults = { seen: 0, recovered: 0 };
+  /** Told when the token faults, stays away and comes back (the service logs it); never given a PIN. */
+  onEvent: (message: string) => void = () => undefined;
   private closed = false;
   private readonly threads: SignThreadPool | undefined;
   private readonly inlineBelowMs: number;
@@ -324,12 +326,12 @@ export class Pkcs11KeyStore implements KeyStore {
   }
 
   private async openAgain(fault: string): Promise<void> {
+    if (!this.away) this.onEvent(`token fault ${fault}: opening new sessions and logging in again`);
     let sessions: graphene.Session[];
     try {
       sessions = openLoggedIn(findToken(this.mod, this.options.tokenLabel), this.options);
     } catch (err) {
-      this.away = { fault: tokenFault(err) ?? fault, at: Date.now() };
-      throw keyStoreUnavailable(this.away.fault);
+      return this.stillAway(err, fault);
     }
     this.generation++;
     this.handles.clear();
@@ -338,11 +340,21 @@ export class Pkcs11KeyStore implements KeyStore {
     try {
       await this.threads?.reopenSessions();
     } catch (err) {
-      this.away = { fault: tokenFault(err) ?? fault, at: Date.now() };
-      throw keyStoreUnavailable(this.away.fault);
+      return this.stillAway(err, fault);
     }
     this.away = undefined;
     this.faults.recovered++;
+    this.onEvent(`key store re-opened after ${fault}: new sessions, logged in, key handles looked up again`);
+  }
+
+  private stillAway(err: unknown, fault: string): never {
+    const first = !this.away;
+    this.away = { fault: tokenFault(err) ?? fault, at: Date.now() };
+    if (first) {
+      const why = err instanceof Error ? err.message : String(err);
+      this.onEvent(`the token cannot be re-opened yet (${why}); signing answers 503 until it is back`);
+    }
+    throw keyStoreUnavailable(this.away.fault);
   }
 
   /**

@@ -113,6 +113,8 @@ describe.each([
 
   it('while the token is away: 503 key_store_unavailable with Retry-After, audited, not ready; back without a restart', async () => {
     const auditBefore = (await store.stats()).auditEntries;
+    const events: string[] = [];
+    keyStore.onEvent = (message) => events.push(message);
     fault('-1 0x32 * close');
     const res = await sign();
     expect(res.status).toBe(503);
@@ -143,6 +145,12 @@ describe.each([
     });
     expect(verifies(back.body.signature)).toBe(true);
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    // Said once each, not once per request: the fault, that the token stays away, that it is back.
+    expect(events).toEqual([
+      expect.stringMatching(/^token fault CKR_DEVICE_REMOVED/),
+      expect.stringMatching(/^the token cannot be re-opened yet \(CKR_DEVICE_REMOVED\)/),
+      expect.stringMatching(/^key store re-opened after CKR_DEVICE_REMOVED/),
+    ]);
     expect(keyStore.faults.recovered).toBeGreaterThanOrEqual(2);
   });
 
