@@ -91,7 +91,8 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     localUrl: `http://${config.host}:${config.port}`,
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
   });
-  if (keyStore instanceof Pkcs11KeyStore) keyStore.onEvent = (message) => app.log.warn({ keyStore: keyStore.description }, message);
+  if (keyStore instanceof Pkcs11KeyStore)
+    keyStore.onEvent = (message) => app.log.warn({ keyStore: keyStore.description }, message);
   app.addHook('onClose', async () => {
     await keyStore.close();
     await store.close();
