@@ -301,8 +301,9 @@ export class Pkcs11KeyStore implements KeyStore {
     } catch (err) {
       const fault = tokenFault(err);
       if (!fault) throw err;
+      // The token opened and logged in again but still fails this operation: this request fails; others (other
+      // keys) go on, so the token is not marked away.
       this.faults.seen++;
-      this.away = { fault, at: Date.now() };
       throw keyStoreUnavailable(fault);
     }
   }

@@ -165,6 +165,17 @@ describe.each([
     expect(verifies(res.body.signature)).toBe(true);
   });
 
+  it('an operation that still fails after a good re-open fails alone: the token is not marked away', async () => {
+    fault('-1 0x30 C_SignInit');
+    const res = await sign();
+    expect(res.status).toBe(503);
+    expect(String(res.body.reason)).toMatch(/CKR_DEVICE_ERROR/);
+    expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    fault('');
+    // At once, not after a back-off: nothing is left in a failed state.
+    expect((await sign()).status).toBe(200);
+  });
+
   it('counts signatures, denials, failures and key-store errors in /metrics', async () => {
     const operator = (await createApiKey(store, 'operator', null, 'op')).token;
     const deniedTenant = `denied-${tenant}`;
