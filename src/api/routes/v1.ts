@@ -64,9 +64,9 @@ const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
 };
 
 function errorResponses(action: Action): Record<number, unknown> {
-  const codes = [400, 401, 403, 404, 413, 415, 500];
+  // 503 for every action: any of them may meet a store that cannot write now (store_unavailable).
+  const codes = [400, 401, 403, 404, 413, 415, 500, 503];
   if (action === 'create_tenant' || action === 'approve_sign' || action === 'revoke_exception') codes.push(409);
-  if (action === 'approve_sign' || action === 'sign' || action === 'pkcs11_sign') codes.push(503);
   if (NOT_YET[action]) codes.push(501);
   return Object.fromEntries(codes.map((c) => [c, ErrorResponse]));
 }
