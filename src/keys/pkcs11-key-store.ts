@@ -256,7 +256,14 @@ export class Pkcs11KeyStore implements KeyStore {
       mechanism = { mechanism: pkcs11js.CKM_ECDSA };
       input = digest;
     }
-    const signature = await this.withRecovery(true, () => this.signOnce(keyRef, spec, mechanism, input));
+    if (this.away) await this.reopen(this.generation);
+    const generation = this.generation;
+    let signature: Buffer;
+    try {
+      signature = await this.signOnce(keyRef, spec, mechanism, input);
+    } catch (err) {
+      signature = await this.afterFault(err, generation, () => this.signOnce(keyRef, spec, mechanism, input));
+    }
     if (alg.padding !== 'ecdsa') return signature;
     const info = keyInfo(spec);
     if (info.family !== 'ec' || signature.length !== 2 * CURVE_FIELD_BYTES[info.curve]) {
@@ -290,21 +297,26 @@ export class Pkcs11KeyStore implements KeyStore {
     try {
       return await op();
     } catch (err) {
-      const fault = tokenFault(err);
-      if (!fault) throw err;
-      this.faults.seen++;
-      await this.reopen(generation, fault);
-      if (!retry) throw keyStoreUnavailable(fault);
+      return this.afterFault(err, generation, retry ? op : undefined);
     }
+  }
+
+  /** The failure half of withRecovery (sign() calls it directly, so a signature allocates no closure). */
+  private async afterFault<T>(err: unknown, generation: number, retry: (() => Promise<T>) | undefined): Promise<T> {
+    const fault = tokenFault(err);
+    if (!fault) throw err;
+    this.faults.seen++;
+    await this.reopen(generation, fault);
+    if (!retry) throw keyStoreUnavailable(fault);
     try {
-      return await op();
-    } catch (err) {
-      const fault = tokenFault(err);
-      if (!fault) throw err;
+      return await retry();
+    } catch (again) {
+      const stillFailing = tokenFault(again);
+      if (!stillFailing) throw again;
       // The token opened and logged in again but still fails this operation: this request fails; others (other
       // keys) go on, so the token is not marked away.
       this.faults.seen++;
-      throw keyStoreUnavailable(fault);
+      throw keyStoreUnavailable(stillFailing);
     }
   }
 
