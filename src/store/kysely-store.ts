@@ -1,5 +1,6 @@
 // The Store contract on Kysely. SQL dialects differ only in how the Kysely instance is made
 // (sqlite-store.ts, and postgres-store.ts later), so every query lives here once.
+import { randomInt } from 'node:crypto';
 import { type Kysely, type MigrationProvider, Migrator, type Transaction } from 'kysely';
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
@@ -255,9 +256,13 @@ export class KyselyStore implements Store {
   }
 
   async probeWrite(): Promise<void> {
-    const at = new Date().toISOString();
-    await this.db.insertInto('store_heartbeat').values({ id: 1, at, pad: HEARTBEAT_PAD }).execute();
-    await this.db.deleteFrom('store_heartbeat').where('id', '=', 1).execute();
+    // A row of its own: another process on the same data dir (an in-process daemon) may probe at the same moment.
+    const id = randomInt(1, 2 ** 47);
+    await this.db
+      .insertInto('store_heartbeat')
+      .values({ id, at: new Date().toISOString(), pad: HEARTBEAT_PAD })
+      .execute();
+    await this.db.deleteFrom('store_heartbeat').where('id', '=', id).execute();
   }
 
   async close(): Promise<void> {

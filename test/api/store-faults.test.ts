@@ -101,3 +101,13 @@ it('serves the counters on a metrics listener of its own, without an API key', a
     await server.close();
   }
 });
+
+it('two processes on one data dir (the service and an in-process daemon) probe at once without failing each other', async () => {
+  const other = openSqliteStore(join(dir, 'signbridge.db'));
+  try {
+    for (let i = 0; i < 20; i++) await Promise.all([store.probeWrite(), other.probeWrite()]);
+    expect(sqlite.prepare('SELECT count(*) AS n FROM store_heartbeat').get()).toEqual({ n: 0 });
+  } finally {
+    await other.close();
+  }
+});
