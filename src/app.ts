@@ -10,10 +10,13 @@ import {
   parseJsonBody,
   refuseWhileClosing,
 } from './api/http-strict.js';
+import { healthRoutes } from './api/routes/health.js';
 import { trialRoutes } from './api/routes/trial.js';
 import { v1Routes } from './api/routes/v1.js';
 import { NAMED_SCHEMAS } from './api/schemas.js';
 import type { KeyStore } from './keys/key-store.js';
+import { instrumentApp } from './metrics/instrument.js';
+import type { ServiceMetrics } from './metrics/service-metrics.js';
 import type { PolicyEngine } from './policy/policy.js';
 import { ExceptionService } from './signing/exception-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
@@ -40,6 +43,8 @@ export interface AppOptions {
   /** Production server URL template for the OpenAPI document; `{region}` is a server variable. */
   publicUrl?: string;
   localUrl?: string;
+  /** Counts requests and signatures for /metrics (served apart from the API, src/metrics/metrics-server.ts). */
+  metrics?: ServiceMetrics;
 }
 
 /** Headers and fields that may carry secrets; pino replaces them with "[redacted]". */
@@ -81,6 +86,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     done();
   });
   for (const schema of NAMED_SCHEMAS) app.addSchema(schema);
+  if (opts.metrics) instrumentApp(app, opts.metrics);
 
   await app.register(swagger, {
     openapi: {
@@ -128,6 +134,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     policy: opts.policy ?? defaultPolicy(opts.store),
     now,
     ...(opts.approvalLifetimeMs !== undefined && { approvalLifetimeMs: opts.approvalLifetimeMs }),
+    ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);
   await app.register(v1Routes, { store: opts.store, signing, exceptions });
@@ -138,14 +145,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     reply.type('application/yaml').send(app.swagger({ yaml: true })),
   );
   app.get('/api/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { schema: { hide: true } }, async (request, reply) => {
-    const checks = await Promise.allSettled([opts.store.ping(), opts.keyStore.ping()]);
-    const [store, keyStore] = checks.map((c) => (c.status === 'fulfilled' ? 'ok' : 'unavailable'));
-    const ready = store === 'ok' && keyStore === 'ok';
-    if (!ready) request.log.warn({ checks }, 'not ready');
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', store, key_store: keyStore });
-  });
+  await app.register(healthRoutes, { store: opts.store, keyStore: opts.keyStore });
 
   return app;
 }

@@ -38,9 +38,16 @@ export const ERROR_CODES = {
   not_implemented: 501,
   key_store_unavailable: 503,
   shutting_down: 503,
+  store_unavailable: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** Seconds a client should wait before retrying (the Retry-After header); only for conditions that pass by themselves. */
+export const RETRY_AFTER_SECONDS: Partial<Record<ErrorCode, number>> = {
+  key_store_unavailable: 5,
+  store_unavailable: 5,
+};
 
 /** Extra fields an ErrorResponse may carry (policy denials name the vulnerability). */
 export interface ErrorDetails {

@@ -7,6 +7,8 @@ import { ensurePrivateDir } from './fs-private.js';
 import type { KeyStore } from './keys/key-store.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
+import { startMetricsServer } from './metrics/metrics-server.js';
+import { ServiceMetrics } from './metrics/service-metrics.js';
 import { policySettings, policySource } from './signing/policy-settings.js';
 import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
@@ -42,6 +44,8 @@ export async function openStore(config: ServiceConfig, options: SqliteStoreOptio
 export interface RunningServer {
   app: FastifyInstance;
   url: string;
+  /** The /metrics URL, when config.metrics asks for it. */
+  metricsUrl?: string;
   close(): Promise<void>;
 }
 
@@ -72,7 +76,9 @@ export async function openStores(
 
 export async function startServer(config: ServiceConfig): Promise<RunningServer> {
   const { store, keyStore } = await openStores(config);
+  const metrics = config.metrics ? new ServiceMetrics({ store, keyStore }) : undefined;
   const app = await buildApp({
+    ...(metrics && { metrics }),
     store,
     keyStore,
     ...policySettings(config, store),
@@ -83,6 +89,8 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     localUrl: `http://${config.host}:${config.port}`,
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
   });
+  if (keyStore instanceof Pkcs11KeyStore)
+    keyStore.onEvent = (message) => app.log.warn({ keyStore: keyStore.description }, message);
   app.addHook('onClose', async () => {
     await keyStore.close();
     await store.close();
@@ -108,7 +116,23 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     busyPoll.touch();
     res.once('finish', () => busyPoll.touch());
   });
-  const url = await app.listen({ host: config.host, port: config.port });
-  app.log.info({ store: store.description, keyStore: keyStore.description, url }, 'signbridge service ready');
-  return { app, url, close: () => app.close() };
+  const metricsServer =
+    metrics && config.metrics
+      ? await startMetricsServer(metrics, config.metrics, (err) => app.log.error({ err }, 'metrics collection failed'))
+      : undefined;
+  if (metricsServer) app.addHook('onClose', () => metricsServer.close());
+  const url = await app.listen({ host: config.host, port: config.port }).catch(async (err) => {
+    await metricsServer?.close();
+    throw err;
+  });
+  app.log.info(
+    { store: store.description, keyStore: keyStore.description, url, metrics: metricsServer?.url },
+    'signbridge service ready',
+  );
+  return {
+    app,
+    url,
+    ...(metricsServer && { metricsUrl: metricsServer.url }),
+    close: () => app.close(),
+  };
 }

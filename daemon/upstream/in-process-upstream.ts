@@ -11,6 +11,7 @@ import { openStores } from '../../src/server.js';
 import { policySettings } from '../../src/signing/policy-settings.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import type { Store } from '../../src/store/store.js';
+import { storeFault, storeUnavailable } from '../../src/store/store-errors.js';
 import { WireStatus } from '../protocol/wire.js';
 import { messageFor, wireStatusFor } from './status-map.js';
 import {
@@ -140,12 +141,20 @@ async function guard<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (isApiError(err)) {
-      throw new UpstreamError(
-        wireStatusFor(err.statusCode, err.code),
-        messageFor(err.statusCode, { error: err.code, reason: err.message, ...err.details }),
-      );
-    }
-    throw new UpstreamError(WireStatus.INTERNAL, `in-process service failed: ${(err as Error).message}`);
+    throw upstreamErrorFor(err);
   }
+}
+
+/** The service's error as the module sees it (the same wire status the remote upstream gets from the HTTP answer). */
+export function upstreamErrorFor(caught: unknown): UpstreamError {
+  // A store that cannot write now (full, I/O, busy) is UNAVAILABLE to the module, as the service's 503 is.
+  const fault = storeFault(caught);
+  const err = fault ? storeUnavailable(fault) : caught;
+  if (isApiError(err)) {
+    return new UpstreamError(
+      wireStatusFor(err.statusCode, err.code),
+      messageFor(err.statusCode, { error: err.code, reason: err.message, ...err.details }),
+    );
+  }
+  return new UpstreamError(WireStatus.INTERNAL, `in-process service failed: ${(err as Error).message}`);
 }

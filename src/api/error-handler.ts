@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { decodeBase64Field } from '../crypto/encoding.js';
-import { ApiError, type ErrorCode } from '../errors.js';
+import { ApiError, type ErrorCode, RETRY_AFTER_SECONDS } from '../errors.js';
+import { storeFault, storeUnavailable } from '../store/store-errors.js';
 import { type ErrorBody, RequestFields } from './schemas.js';
 
 interface AjvError {
@@ -82,6 +83,8 @@ function actionOf(request: FastifyRequest): string | undefined {
 
 function toApiError(err: FastifyError, request: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
+  const fault = storeFault(err);
+  if (fault) return storeUnavailable(fault);
   if (err.validation) {
     const { code, reason } = describeValidationError(
       err.validationContext ?? 'body',
@@ -124,5 +127,7 @@ export function handleError(err: FastifyError, request: FastifyRequest, reply: F
   } else {
     request.log.info({ code: apiError.code, reason: apiError.message }, 'request refused');
   }
+  const retryAfter = RETRY_AFTER_SECONDS[apiError.code];
+  if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
   return reply.code(apiError.statusCode).send(errorBody(apiError));
 }

@@ -13,6 +13,7 @@ export function registerServerCommand(program: Command): void {
       const config = resolveConfig({ dataDir: opts.dataDir, listen: opts.listen, configFile: opts.config });
       const server = await startServer(config);
       // One plain line whatever the log level, for people and scripts waiting for the service.
+      if (server.metricsUrl) process.stderr.write(`signbridge metrics on ${server.metricsUrl}\n`);
       process.stderr.write(`signbridge server listening on ${server.url}\n`);
       let stopping = false;
       const stop = (signal: string) => {

@@ -64,6 +64,13 @@ export const ConfigFileSchema = Type.Object(
     policyFile: Type.Optional(Type.String({ minLength: 1 })),
     /** How long the event loop keeps polling after a request (src/busy-poll.ts); 0 turns it off. */
     busyPollMs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
+    /** Prometheus /metrics on a listener of its own (docs/configuration.md); off unless enabled. */
+    metrics: Type.Optional(
+      Type.Object(
+        { enabled: Type.Optional(Type.Boolean()), listen: Type.Optional(Type.String({ minLength: 1 })) },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -83,6 +90,8 @@ export interface ServiceConfig {
   publicUrl?: string;
   policyFile?: string;
   busyPollMs: number;
+  /** Where /metrics is served; absent: not served. */
+  metrics?: { host: string; port: number };
 }
 
 export interface ConfigSources {
@@ -153,6 +162,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     trustProxy: trustProxySetting(env.SIGNBRIDGE_TRUST_PROXY ?? file.trustProxy),
     bodyLimit: file.bodyLimitBytes ?? 4 * 1024 * 1024,
     busyPollMs: busyPollSetting(env.SIGNBRIDGE_BUSY_POLL_MS, file.busyPollMs, (m) => new ConfigError(m)),
+    ...metricsSetting(env.SIGNBRIDGE_METRICS_LISTEN, file.metrics),
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
@@ -196,4 +206,22 @@ function isProxyAddress(entry: string): boolean {
   if (prefix === undefined) return true;
   if (!/^\d{1,3}$/.test(prefix)) return false;
   return Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+/** The default /metrics address: loopback, the port Prometheus exporters of this kind commonly use. */
+export const DEFAULT_METRICS_LISTEN = '127.0.0.1:9464';
+
+/**
+ * SIGNBRIDGE_METRICS_LISTEN (HOST:PORT, or "off") wins over the file's `metrics` block; without either, /metrics is
+ * not served: it needs no API key, so an operator chooses where it listens.
+ */
+function metricsSetting(
+  envListen: string | undefined,
+  file: ConfigFile['metrics'],
+): { metrics?: { host: string; port: number } } {
+  if (envListen !== undefined && envListen !== '') {
+    return envListen === 'off' ? {} : { metrics: parseListen(envListen) };
+  }
+  if (!file || file.enabled === false || (file.enabled === undefined && file.listen === undefined)) return {};
+  return { metrics: parseListen(file.listen ?? DEFAULT_METRICS_LISTEN) };
 }

@@ -25,7 +25,9 @@ export interface KeyStore {
   destroyKey(keyRef: string): Promise<void>;
   /** Signatures under way on this process's own threads, if it signs on threads (busy-poll.ts yields to them). */
   threadsBusy?(): number;
-  /** Cheap liveness probe for /readyz. */
+  /** Readiness probe for /readyz: resolves when the key store can sign now. */
   ping(): Promise<void>;
+  /** Token faults seen and recoveries from them, if the key store recovers by itself (for /metrics). */
+  readonly faults?: { readonly seen: number; readonly recovered: number };
   close(): Promise<void>;
 }

@@ -16,6 +16,7 @@ import {
 import { DIGEST_INFO_PREFIX, ecdsaRawToDer } from '../crypto/encoding.js';
 import { ApiError } from '../errors.js';
 import type { CreatedKey, KeyStore } from './key-store.js';
+import { keyStoreUnavailable, tokenFault } from './pkcs11-faults.js';
 import { type SignJob, SignThreadPool } from './sign-thread-pool.js';
 
 export interface Pkcs11KeyStoreOptions {
@@ -58,13 +59,34 @@ const PSS_RAW = {
 
 const KEY_REF_PREFIX = 'pkcs11:id=';
 
-/** A fixed set of open sessions handed out one operation at a time (a PKCS#11 session runs one operation). */
+/** Session states of a logged-in user (PKCS#11 CKS_*; pkcs11js does not export them). */
+const CKS_RO_USER_FUNCTIONS = 1;
+const CKS_RW_USER_FUNCTIONS = 3;
+
+/** Shortest wait between two attempts to re-open a token that is away (requests meanwhile get 503 at once). */
+const REOPEN_INTERVAL_MS = 1000;
+
+/**
+ * A fixed set of open sessions handed out one operation at a time (a PKCS#11 session runs one operation). After
+ * the token lost its sessions, `replace` swaps in new ones; an old one still in use is closed when it comes back.
+ */
 class SessionPool {
-  private readonly idle: graphene.Session[];
+  private idle: graphene.Session[];
+  private current: Set<graphene.Session>;
   private readonly waiters: Array<(s: graphene.Session) => void> = [];
 
   constructor(sessions: graphene.Session[]) {
     this.idle = [...sessions];
+    this.current = new Set(sessions);
+  }
+
+  /** Hands out `sessions` from now on; returns the idle old ones for the caller to close. */
+  replace(sessions: graphene.Session[]): graphene.Session[] {
+    const old = this.idle;
+    this.idle = [];
+    this.current = new Set(sessions);
+    for (const s of sessions) this.release(s);
+    return old;
   }
 
   /** An idle session now, or undefined when all are in use. Give it back with `release`. */
@@ -73,6 +95,10 @@ class SessionPool {
   }
 
   release(session: graphene.Session): void {
+    if (!this.current.has(session)) {
+      closeQuietly(session);
+      return;
+    }
     const next = this.waiters.shift();
     if (next) next(session);
     else this.idle.push(session);
@@ -100,9 +126,18 @@ export class Pkcs11KeyStore implements KeyStore {
   readonly description: string;
   private readonly mod: graphene.Module;
   private readonly pool: SessionPool;
-  private readonly sessions: graphene.Session[];
+  private sessions: graphene.Session[];
   /** keyRef -> private key object handle; token object handles stay valid for the whole login. */
   private readonly handles = new Map<string, Buffer>();
+  /** Raised each time the sessions are re-opened: handles found before belong to the old login. */
+  private generation = 0;
+  private reopening: Promise<void> | undefined;
+  /** Set while the token is away: the last fault, and when re-opening last failed. */
+  private away: { fault: string; at: number } | undefined;
+  /** Token faults seen and re-opens that worked, for /metrics and tests. */
+  readonly faults = { seen: 0, recovered: 0 };
+  /** Told when the token faults, stays away and comes back (the service logs it); never given a PIN. */
+  onEvent: (message: string) => void = () => undefined;
   private closed = false;
   private readonly threads: SignThreadPool | undefined;
   private readonly inlineBelowMs: number;
@@ -118,6 +153,7 @@ export class Pkcs11KeyStore implements KeyStore {
     description: string,
     threads: SignThreadPool | undefined,
     inlineBelowMs: number,
+    private readonly options: Pkcs11KeyStoreOptions,
   ) {
     this.inlineBelowMs = inlineBelowMs;
     this.mod = mod;
@@ -132,17 +168,7 @@ export class Pkcs11KeyStore implements KeyStore {
     // CKF_OS_LOCKING_OK: signatures run on libuv's thread pool, several at once.
     mod.initialize({ flags: 2 });
     try {
-      const slot = findOrInitialiseToken(mod, options);
-      const count = Math.max(1, options.sessions ?? 8);
-      const sessions: graphene.Session[] = [];
-      for (let i = 0; i < count; i++) {
-        sessions.push(slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION));
-      }
-      try {
-        sessions[0]?.login(options.pin, graphene.UserType.USER);
-      } catch (err) {
-        if (!/CKR_USER_ALREADY_LOGGED_IN/.test(String(err))) throw err;
-      }
+      const sessions = openLoggedIn(findOrInitialiseToken(mod, options), options);
       const threadCount = options.signThreads ?? availableParallelism();
       const threads =
         threadCount > 0 ? new SignThreadPool(options.modulePath, options.tokenLabel, threadCount) : undefined;
@@ -152,6 +178,7 @@ export class Pkcs11KeyStore implements KeyStore {
         `pkcs11:${mod.libraryDescription.trim()}/${options.tokenLabel}`,
         threads,
         options.inlineBelowMs ?? 2,
+        options,
       );
     } catch (err) {
       mod.finalize();
@@ -172,39 +199,42 @@ export class Pkcs11KeyStore implements KeyStore {
     const info = keyInfo(spec);
     const id = randomBytes(16);
     const common = { token: true, id, label };
-    return this.pool.use(async (session) => {
-      const pair =
-        info.family === 'rsa'
-          ? await promisify<graphene.IKeyPair>((cb) =>
-              session.generateKeyPair(
-                graphene.KeyGenMechanism.RSA,
-                {
-                  ...common,
-                  keyType: graphene.KeyType.RSA,
-                  verify: true,
-                  modulusBits: info.bits,
-                  publicExponent: Buffer.from([1, 0, 1]),
-                },
-                privateTemplate(common, graphene.KeyType.RSA),
-                cb,
-              ),
-            )
-          : await promisify<graphene.IKeyPair>((cb) =>
-              session.generateKeyPair(
-                graphene.KeyGenMechanism.EC,
-                { ...common, keyType: graphene.KeyType.EC, verify: true, paramsEC: CURVE_PARAMS[info.curve] },
-                privateTemplate(common, graphene.KeyType.EC),
-                cb,
-              ),
-            );
-      const keyRef = KEY_REF_PREFIX + id.toString('hex');
-      this.handles.set(keyRef, pair.privateKey.handle);
-      const publicKeyPem =
-        info.family === 'rsa'
-          ? rsaPublicKeyPem(pair.publicKey.getAttribute({ modulus: null, publicExponent: null }))
-          : ecPublicKeyPem(info.curve, pair.publicKey.getAttribute({ pointEC: null }).pointEC as Buffer);
-      return { keyRef, publicKeyPem };
-    });
+    const generation = this.generation;
+    return this.withRecovery(false, () =>
+      this.pool.use(async (session) => {
+        const pair =
+          info.family === 'rsa'
+            ? await promisify<graphene.IKeyPair>((cb) =>
+                session.generateKeyPair(
+                  graphene.KeyGenMechanism.RSA,
+                  {
+                    ...common,
+                    keyType: graphene.KeyType.RSA,
+                    verify: true,
+                    modulusBits: info.bits,
+                    publicExponent: Buffer.from([1, 0, 1]),
+                  },
+                  privateTemplate(common, graphene.KeyType.RSA),
+                  cb,
+                ),
+              )
+            : await promisify<graphene.IKeyPair>((cb) =>
+                session.generateKeyPair(
+                  graphene.KeyGenMechanism.EC,
+                  { ...common, keyType: graphene.KeyType.EC, verify: true, paramsEC: CURVE_PARAMS[info.curve] },
+                  privateTemplate(common, graphene.KeyType.EC),
+                  cb,
+                ),
+              );
+        const keyRef = KEY_REF_PREFIX + id.toString('hex');
+        if (generation === this.generation) this.handles.set(keyRef, pair.privateKey.handle);
+        const publicKeyPem =
+          info.family === 'rsa'
+            ? rsaPublicKeyPem(pair.publicKey.getAttribute({ modulus: null, publicExponent: null }))
+            : ecPublicKeyPem(info.curve, pair.publicKey.getAttribute({ pointEC: null }).pointEC as Buffer);
+        return { keyRef, publicKeyPem };
+      }),
+    );
   }
 
   async sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer> {
@@ -226,8 +256,25 @@ export class Pkcs11KeyStore implements KeyStore {
       mechanism = { mechanism: pkcs11js.CKM_ECDSA };
       input = digest;
     }
+    if (this.away) await this.reopen(this.generation);
+    const generation = this.generation;
+    let signature: Buffer;
+    try {
+      signature = await this.signOnce(keyRef, spec, mechanism, input);
+    } catch (err) {
+      signature = await this.afterFault(err, generation, () => this.signOnce(keyRef, spec, mechanism, input));
+    }
+    if (alg.padding !== 'ecdsa') return signature;
+    const info = keyInfo(spec);
+    if (info.family !== 'ec' || signature.length !== 2 * CURVE_FIELD_BYTES[info.curve]) {
+      throw new Error(`token returned an ECDSA signature of unexpected length ${signature.length}`);
+    }
+    return ecdsaRawToDer(signature);
+  }
+
+  private async signOnce(keyRef: string, spec: KeySpec, mechanism: SignJob['mechanism'], input: Buffer) {
     const handle = this.handles.get(keyRef) ?? (await this.pool.use(async (s) => this.findPrivateKey(s, keyRef)));
-    const signature = this.threads
+    return this.threads
       ? (this.signInline(spec, mechanism, handle, input) ?? (await this.signOnThread(spec, mechanism, handle, input)))
       : await this.pool.use(async (session) => {
           // C_SignInit is synchronous; C_Sign runs on libuv's thread pool so the event loop stays free.
@@ -235,12 +282,92 @@ export class Pkcs11KeyStore implements KeyStore {
           lib.C_SignInit(session.handle, mechanism as pkcs11js.Mechanism, handle);
           return promisify<Buffer>((cb) => lib.C_Sign(session.handle, input, Buffer.alloc(1024), cb));
         });
-    if (alg.padding !== 'ecdsa') return signature;
-    const info = keyInfo(spec);
-    if (info.family !== 'ec' || signature.length !== 2 * CURVE_FIELD_BYTES[info.curve]) {
-      throw new Error(`token returned an ECDSA signature of unexpected length ${signature.length}`);
+  }
+
+  /**
+   * Runs `op`. When the token answers with a fault that may have cost it the sessions, the login or the object
+   * handles (pkcs11-faults.ts), the sessions are opened again, the key store logs in again, cached handles are
+   * dropped, and `op` runs once more (if `retry`; creating a key is not repeated, it might exist). While the token
+   * stays away every caller gets key_store_unavailable (503), and the next request after REOPEN_INTERVAL_MS tries
+   * again, so signing resumes by itself when the token is back. Success costs no PKCS#11 call.
+   */
+  private async withRecovery<T>(retry: boolean, op: () => Promise<T>): Promise<T> {
+    if (this.away) await this.reopen(this.generation);
+    const generation = this.generation;
+    try {
+      return await op();
+    } catch (err) {
+      return this.afterFault(err, generation, retry ? op : undefined);
     }
-    return ecdsaRawToDer(signature);
+  }
+
+  /** The failure half of withRecovery (sign() calls it directly, so a signature allocates no closure). */
+  private async afterFault<T>(err: unknown, generation: number, retry: (() => Promise<T>) | undefined): Promise<T> {
+    const fault = tokenFault(err);
+    if (!fault) throw err;
+    this.faults.seen++;
+    await this.reopen(generation, fault);
+    if (!retry) throw keyStoreUnavailable(fault);
+    try {
+      return await retry();
+    } catch (again) {
+      const stillFailing = tokenFault(again);
+      if (!stillFailing) throw again;
+      // The token opened and logged in again but still fails this operation: this request fails; others (other
+      // keys) go on, so the token is not marked away.
+      this.faults.seen++;
+      throw keyStoreUnavailable(stillFailing);
+    }
+  }
+
+  /**
+   * Opens new sessions, logs in and lets the signing threads open theirs, unless someone already did since
+   * `seenGeneration`. One re-open at a time; callers that fault meanwhile wait for it. Throws key_store_unavailable
+   * while the token cannot be reached.
+   */
+  private reopen(seenGeneration: number, fault?: string): Promise<void> {
+    if (this.closed) return Promise.reject(new ApiError('key_store_unavailable', 'the key store is closed'));
+    if (this.generation !== seenGeneration && !this.away) return Promise.resolve();
+    if (this.reopening) return this.reopening;
+    if (this.away && Date.now() - this.away.at < REOPEN_INTERVAL_MS) {
+      return Promise.reject(keyStoreUnavailable(this.away.fault));
+    }
+    this.reopening = this.openAgain(fault ?? this.away?.fault ?? 'CKR_DEVICE_ERROR').finally(() => {
+      this.reopening = undefined;
+    });
+    return this.reopening;
+  }
+
+  private async openAgain(fault: string): Promise<void> {
+    if (!this.away) this.onEvent(`token fault ${fault}: opening new sessions and logging in again`);
+    let sessions: graphene.Session[];
+    try {
+      sessions = openLoggedIn(findToken(this.mod, this.options.tokenLabel), this.options);
+    } catch (err) {
+      return this.stillAway(err, fault);
+    }
+    this.generation++;
+    this.handles.clear();
+    for (const s of this.pool.replace(sessions)) closeQuietly(s);
+    this.sessions = sessions;
+    try {
+      await this.threads?.reopenSessions();
+    } catch (err) {
+      return this.stillAway(err, fault);
+    }
+    this.away = undefined;
+    this.faults.recovered++;
+    this.onEvent(`key store re-opened after ${fault}: new sessions, logged in, key handles looked up again`);
+  }
+
+  private stillAway(err: unknown, fault: string): never {
+    const first = !this.away;
+    this.away = { fault: tokenFault(err) ?? fault, at: Date.now() };
+    if (first) {
+      const why = err instanceof Error ? err.message : String(err);
+      this.onEvent(`the token cannot be re-opened yet (${why}); signing answers 503 until it is back`);
+    }
+    throw keyStoreUnavailable(this.away.fault);
   }
 
   /**
@@ -288,9 +415,11 @@ export class Pkcs11KeyStore implements KeyStore {
 
   async destroyKey(keyRef: string): Promise<void> {
     const id = Buffer.from(keyRef.slice(KEY_REF_PREFIX.length), 'hex');
-    await this.pool.use(async (session) => {
-      session.destroy({ id });
-    });
+    await this.withRecovery(true, () =>
+      this.pool.use(async (session) => {
+        session.destroy({ id });
+      }),
+    );
     this.handles.delete(keyRef);
   }
 
@@ -298,30 +427,46 @@ export class Pkcs11KeyStore implements KeyStore {
     return this.threads?.inFlight ?? 0;
   }
 
+  /**
+   * Ready means able to sign: the sessions are alive and logged in. An idle session is asked (C_GetSessionInfo);
+   * a fault there re-opens the token like a failed signature would. With every session busy, they are signing.
+   */
   async ping(): Promise<void> {
     if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is closed');
-    await this.pool.use(async (session) => {
-      session.slot.getToken();
-    });
+    if (this.away) return this.reopen(this.generation);
+    const generation = this.generation;
+    const session = this.pool.take();
+    if (!session) return;
+    let fault: string | undefined;
+    try {
+      const { state } = session.lib.C_GetSessionInfo(session.handle);
+      if (state !== CKS_RO_USER_FUNCTIONS && state !== CKS_RW_USER_FUNCTIONS) {
+        fault = 'CKR_USER_NOT_LOGGED_IN';
+      }
+    } catch (err) {
+      fault = tokenFault(err);
+      if (!fault) throw err;
+    } finally {
+      this.pool.release(session);
+    }
+    if (fault) {
+      this.faults.seen++;
+      await this.reopen(generation, fault);
+    }
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.threads?.close();
-    for (const s of this.sessions) {
-      try {
-        s.close();
-      } catch {
-        // already closed by the token; nothing to release
-      }
-    }
+    for (const s of this.sessions) closeQuietly(s);
     this.mod.finalize();
   }
 
   private findPrivateKey(session: graphene.Session, keyRef: string): Buffer {
     const cached = this.handles.get(keyRef);
     if (cached) return cached;
+    const generation = this.generation;
     if (!keyRef.startsWith(KEY_REF_PREFIX)) throw new Error(`not a PKCS#11 key reference: ${keyRef}`);
     const id = Buffer.from(keyRef.slice(KEY_REF_PREFIX.length), 'hex');
     const found = session.find({ class: graphene.ObjectClass.PRIVATE_KEY, id });
@@ -329,7 +474,8 @@ export class Pkcs11KeyStore implements KeyStore {
       throw new ApiError('key_not_found', `the key store holds no private key for ${keyRef}`);
     }
     const handle = found.items(0).handle;
-    this.handles.set(keyRef, handle);
+    // A handle found on a session of the old login must not outlive a re-open that happened meanwhile.
+    if (generation === this.generation) this.handles.set(keyRef, handle);
     return handle;
   }
 }
@@ -343,6 +489,41 @@ function privateTemplate(common: { token: boolean; id: Buffer; label: string }, 
     sensitive: true,
     extractable: false,
   };
+}
+
+function closeQuietly(session: graphene.Session): void {
+  try {
+    session.close();
+  } catch {
+    // already closed by the token; nothing to release
+  }
+}
+
+/** The key store's sessions on `slot`, logged in as the user (the login is the token's, shared by all of them). */
+function openLoggedIn(slot: graphene.Slot, options: Pkcs11KeyStoreOptions): graphene.Session[] {
+  const count = Math.max(1, options.sessions ?? 8);
+  const sessions: graphene.Session[] = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      sessions.push(slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION));
+    }
+    try {
+      sessions[0]?.login(options.pin, graphene.UserType.USER);
+    } catch (err) {
+      if (!/CKR_USER_ALREADY_LOGGED_IN/.test(String(err))) throw err;
+    }
+    return sessions;
+  } catch (err) {
+    for (const s of sessions) closeQuietly(s);
+    throw err;
+  }
+}
+
+/** The slot holding the token labelled `label` now (slot ids may change when a token comes back). */
+function findToken(mod: graphene.Module, label: string): graphene.Slot {
+  const slot = [...mod.getSlots(true)].find((s) => s.getToken().label.trim() === label);
+  if (!slot) throw new Error(`CKR_TOKEN_NOT_PRESENT: no PKCS#11 token labelled "${label}"`);
+  return slot;
 }
 
 function findOrInitialiseToken(mod: graphene.Module, options: Pkcs11KeyStoreOptions): graphene.Slot {

@@ -14,13 +14,34 @@ try {
 } catch (err) {
   if (!/CKR_CRYPTOKI_ALREADY_INITIALIZED/.test(String(err))) throw err;
 }
-const slot = lib.C_GetSlotList(true).find((s) => lib.C_GetTokenInfo(s).label.trim() === workerData.tokenLabel);
-if (!slot) throw new Error(`signing thread: no token labelled "${workerData.tokenLabel}"`);
-const session = lib.C_OpenSession(slot, pkcs11js.CKF_SERIAL_SESSION);
+
+function openSession() {
+  const slot = lib.C_GetSlotList(true).find((s) => lib.C_GetTokenInfo(s).label.trim() === workerData.tokenLabel);
+  if (!slot) throw new Error(`CKR_TOKEN_NOT_PRESENT: signing thread: no token labelled "${workerData.tokenLabel}"`);
+  return lib.C_OpenSession(slot, pkcs11js.CKF_SERIAL_SESSION);
+}
+
+// Opened on first use: a token that is away when the thread starts fails signatures, not the thread.
+let session;
 const out = Buffer.alloc(1024);
 
 parentPort.on('message', (msg) => {
   try {
+    if (msg.reopen) {
+      // The token lost its sessions (the main thread has logged in again): a new one first, then drop the old.
+      const old = session;
+      session = openSession();
+      if (old !== undefined) {
+        try {
+          lib.C_CloseSession(old);
+        } catch {
+          // already gone with the token's other sessions
+        }
+      }
+      parentPort.postMessage({ id: msg.id, reopened: true });
+      return;
+    }
+    session ??= openSession();
     const start = performance.now();
     lib.C_SignInit(session, msg.mechanism, Buffer.from(msg.handle));
     const signature = lib.C_Sign(session, Buffer.from(msg.input), out);

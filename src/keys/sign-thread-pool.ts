@@ -18,7 +18,7 @@ export interface ThreadSignature {
 }
 
 interface Pending {
-  resolve: (result: ThreadSignature) => void;
+  resolve: (result: ThreadSignature | undefined) => void;
   reject: (err: Error) => void;
 }
 
@@ -57,10 +57,10 @@ export class SignThreadPool {
     this.next++;
     for (const t of this.threads) if (t.pending.size < thread.pending.size) thread = t;
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
+    return new Promise<ThreadSignature>((resolve, reject) => {
       // An idle thread must not keep the process alive; a busy one must.
       if (thread.pending.size === 0) thread.worker.ref();
-      thread.pending.set(id, { resolve, reject });
+      thread.pending.set(id, { resolve: resolve as Pending['resolve'], reject });
       this.busy++;
       // Node Buffers are usually views into a shared 8 KiB pool, and structured clone copies the whole backing
       // store; exact-size copies, transferred, keep the message small.
@@ -68,6 +68,26 @@ export class SignThreadPool {
       const input = exactCopy(job.input);
       thread.worker.postMessage({ id, mechanism: job.mechanism, handle, input }, [handle.buffer, input.buffer]);
     });
+  }
+
+  /**
+   * Every thread opens a new session and closes its old one: after the token lost its sessions (the caller has
+   * logged in again). Rejects with the first thread's error if a thread cannot.
+   */
+  async reopenSessions(): Promise<void> {
+    if (this.closed) throw new Error('the signing threads are stopped');
+    await Promise.all(
+      this.threads.map(
+        (thread) =>
+          new Promise<ThreadSignature | undefined>((resolve, reject) => {
+            const id = this.nextId++;
+            if (thread.pending.size === 0) thread.worker.ref();
+            thread.pending.set(id, { resolve, reject });
+            this.busy++;
+            thread.worker.postMessage({ id, reopen: true });
+          }),
+      ),
+    );
   }
 
   /** Stops the threads; a signature still in flight fails (its answer may never come) rather than hanging. */
@@ -86,15 +106,19 @@ export class SignThreadPool {
       workerData: { modulePath: this.modulePath, tokenLabel: this.tokenLabel, pkcs11jsPath },
     });
     const thread: Thread = { worker, pending: new Map() };
-    worker.on('message', (msg: { id: number; signature?: Uint8Array; tokenMs?: number; error?: string }) => {
-      const p = thread.pending.get(msg.id);
-      if (!p) return;
-      thread.pending.delete(msg.id);
-      this.busy--;
-      if (thread.pending.size === 0) worker.unref();
-      if (msg.signature) p.resolve({ signature: Buffer.from(msg.signature), tokenMs: msg.tokenMs ?? 0 });
-      else p.reject(new Error(msg.error ?? 'signing thread failed'));
-    });
+    worker.on(
+      'message',
+      (msg: { id: number; signature?: Uint8Array; tokenMs?: number; error?: string; reopened?: boolean }) => {
+        const p = thread.pending.get(msg.id);
+        if (!p) return;
+        thread.pending.delete(msg.id);
+        this.busy--;
+        if (thread.pending.size === 0) worker.unref();
+        if (msg.reopened) p.resolve(undefined);
+        else if (msg.signature) p.resolve({ signature: Buffer.from(msg.signature), tokenMs: msg.tokenMs ?? 0 });
+        else p.reject(new Error(msg.error ?? 'signing thread failed'));
+      },
+    );
     // A thread that dies fails its jobs (nothing is signed twice) and is replaced.
     const fail = (err: Error) => {
       for (const p of thread.pending.values()) p.reject(err);

@@ -1,6 +1,7 @@
 // The service's domain logic: tenants, key versions and signing. Transport-free, so the HTTP routes and the
 // daemon's in-process mode share it.
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import {
   algorithmForPkcs11,
   checkSigningRequest,
@@ -12,6 +13,7 @@ import { ApiError } from '../errors.js';
 import type { KeyStore } from '../keys/key-store.js';
 import type { ActiveException, PolicyDecision, PolicyEngine, PolicyInput } from '../policy/policy.js';
 import {
+  type AuditEntryInput,
   ConflictError,
   type KeyRecord,
   PENDING_STATUSES,
@@ -66,7 +68,19 @@ export interface SigningServiceDeps {
   now?: () => Date;
   /** How long a pending request waits for its decisions (default 24 h). */
   approvalLifetimeMs?: number;
+  /** Told the outcome of every signing request that reached the policy (for /metrics); must not throw. */
+  onSignOutcome?: SignOutcomeObserver;
 }
+
+/** `seconds`: from the start of the policy decision (or of the signature, on approval) to the outcome. */
+export type SignOutcomeObserver = (
+  outcome: 'signed' | 'denied' | 'pending' | 'failed',
+  algorithm: SigningAlgorithm,
+  tenantId: string,
+  seconds: number,
+) => void;
+
+const noObserver: SignOutcomeObserver = () => undefined;
 
 /** Who calls: enough of an API key record for the approval rules. */
 export interface Caller {
@@ -80,8 +94,10 @@ export class SigningService {
   private readonly policy: PolicyEngine;
   private readonly now: () => Date;
   private readonly approvalLifetimeMs: number;
+  private readonly observe: SignOutcomeObserver;
 
   constructor(deps: SigningServiceDeps) {
+    this.observe = deps.onSignOutcome ?? noObserver;
     this.store = deps.store;
     this.keyStore = deps.keyStore;
     this.policy = deps.policy;
@@ -412,6 +428,7 @@ export class SigningService {
   }
 
   private async decideAndSign(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<SignOutcome> {
+    const start = performance.now();
     const decision = await this.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
     const about = {
       key_id: key.id,
@@ -427,6 +444,7 @@ export class SigningService {
         vuln_id: decision.vulnId,
         fix_version: decision.fixVersion,
       });
+      this.observe('denied', algorithm, req.tenantId, (performance.now() - start) / 1000);
       throw denial(decision);
     }
     if (decision.outcome !== 'allow') {
@@ -455,6 +473,7 @@ export class SigningService {
         ...about,
         request_id: requestId,
       });
+      this.observe('pending', algorithm, req.tenantId, (performance.now() - start) / 1000);
       return {
         kind: 'pending',
         requestId,
@@ -462,7 +481,7 @@ export class SigningService {
         message: `${decision.rule}: ${decision.reason}${digestNote(decision)}; collect the signature with request_id ${requestId}`,
       };
     }
-    return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about);
+    return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about, start);
   }
 
   /**
@@ -480,6 +499,7 @@ export class SigningService {
     callerId: string,
     action: string,
     details: Record<string, unknown>,
+    start = performance.now(),
   ): Promise<Signed> {
     const record = (): { id: string; written: Promise<void> } => {
       const at = this.now();
@@ -513,32 +533,42 @@ export class SigningService {
     try {
       signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);
     } catch (err) {
-      // After the record's own commit (failed or not), so the withdrawal follows it in the log.
-      if (
-        ahead &&
+      const failed = (signatureId?: string): AuditEntryInput => ({
+        at: this.now().toISOString(),
+        tenantId: key.tenantId,
+        actor: callerId,
+        action,
+        outcome: 'sign_failed',
+        details: {
+          ...(signatureId !== undefined && { signature_id: signatureId }),
+          key_id: key.id,
+          algorithm,
+          hash: digest.toString('base64'),
+          error: err instanceof Error ? err.message : String(err),
+        },
+      });
+      // After the record's own commit (failed or not), so the withdrawal follows it in the log. Every allowed
+      // request the key store failed leaves a sign_failed entry, whichever way the store commits.
+      const recorded =
+        ahead !== undefined &&
         (await ahead.written.then(
           () => true,
           () => false,
-        ))
-      ) {
-        await this.store
-          .withdrawSignature(ahead.id, {
-            at: this.now().toISOString(),
-            tenantId: key.tenantId,
-            actor: callerId,
-            action,
-            outcome: 'sign_failed',
-            details: {
-              signature_id: ahead.id,
-              key_id: key.id,
-              error: err instanceof Error ? err.message : String(err),
-            },
-          })
-          .catch(() => undefined); // the key store's error is the one to report
-      }
+        ));
+      const audited = recorded
+        ? this.store.withdrawSignature(ahead.id, failed(ahead.id))
+        : this.store.appendAudit(failed());
+      await audited.catch(() => undefined); // the key store's error is the one to report
+      this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
     }
-    await (ahead ?? record()).written;
+    try {
+      await (ahead ?? record()).written;
+    } catch (err) {
+      this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
+      throw err;
+    }
+    this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);
     return { kind: 'signed', signature, keyId: key.id, algorithm };
   }
 

@@ -1,5 +1,6 @@
 // The Store contract on Kysely. SQL dialects differ only in how the Kysely instance is made
 // (sqlite-store.ts, and postgres-store.ts later), so every query lives here once.
+import { randomInt } from 'node:crypto';
 import { type Kysely, type MigrationProvider, Migrator, type Transaction } from 'kysely';
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
@@ -12,6 +13,7 @@ import {
   ConflictError,
   type ExceptionRecord,
   type KeyRecord,
+  PENDING_STATUSES,
   type PendingRequestRecord,
   type RequestStatus,
   type SignatureRecord,
@@ -76,6 +78,7 @@ export interface Database {
   audit_log: AuditRow;
   cache_epoch: { id: number; n: number };
   trial_counters: { client: string; window_start: number; count: number };
+  store_heartbeat: { id: number; at: string; pad: Buffer };
   signatures: {
     id: string;
     tenant_id: string;
@@ -218,6 +221,9 @@ export function toApiKey(row: Database['api_keys']): ApiKeyRecord {
   };
 }
 
+/** Big enough to need pages of its own (overflow pages), so the probe allocates as a batch of signatures would. */
+const HEARTBEAT_PAD = Buffer.alloc(3 * 4096, 0x5a);
+
 export class KyselyStore implements Store {
   constructor(
     protected readonly db: Kysely<Database>,
@@ -234,6 +240,31 @@ export class KyselyStore implements Store {
 
   async ping(): Promise<void> {
     await this.db.selectFrom('tenants').select('id').limit(1).execute();
+  }
+
+  /**
+   * Commits a row of a few pages and deletes it again (two write transactions). A rolled-back write proves
+   * nothing: a full disk shows only when pages are allocated and the commit reaches the file.
+   */
+  async stats(): Promise<{ pendingApprovals: number; auditEntries: number }> {
+    const pending = await this.db
+      .selectFrom('pending_requests')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', 'in', PENDING_STATUSES)
+      .executeTakeFirst();
+    // seq counts from 1 without gaps: the head's seq is the chain's length.
+    const head = await this.db.selectFrom('audit_log').select('seq').orderBy('seq', 'desc').limit(1).executeTakeFirst();
+    return { pendingApprovals: Number(pending?.n ?? 0), auditEntries: head?.seq ?? 0 };
+  }
+
+  async probeWrite(): Promise<void> {
+    // A row of its own: another process on the same data dir (an in-process daemon) may probe at the same moment.
+    const id = randomInt(1, 2 ** 47);
+    await this.db
+      .insertInto('store_heartbeat')
+      .values({ id, at: new Date().toISOString(), pad: HEARTBEAT_PAD })
+      .execute();
+    await this.db.deleteFrom('store_heartbeat').where('id', '=', id).execute();
   }
 
   async close(): Promise<void> {

@@ -177,4 +177,17 @@ export const MIGRATIONS: Record<string, Migration> = {
       await db.schema.createIndex('trial_counters_window_start').on('trial_counters').column('window_start').execute();
     },
   },
+  '0008_store_heartbeat': {
+    // /readyz proves that the store can write (Store.probeWrite): a row the size of a few pages is committed here
+    // and deleted again, so a disk (or database) too full to grow fails the probe. Numbered after 0007 (trial
+    // counters).
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('store_heartbeat')
+        .addColumn('id', 'integer', (c) => c.primaryKey())
+        .addColumn('at', 'text', (c) => c.notNull())
+        .addColumn('pad', 'blob', (c) => c.notNull())
+        .execute();
+    },
+  },
 };

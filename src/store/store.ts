@@ -122,6 +122,10 @@ export interface Store {
   readonly description: string;
   migrate(): Promise<void>;
   ping(): Promise<void>;
+  /** Proves that a write reaches the disk now (for /readyz; a read-only ping passes on a full disk). */
+  probeWrite(): Promise<void>;
+  /** Figures read on a metrics scrape: requests waiting for a decision, entries in the audit log. */
+  stats(): Promise<{ pendingApprovals: number; auditEntries: number }>;
   close(): Promise<void>;
 
   /** Throws ConflictError if the tenant exists. */

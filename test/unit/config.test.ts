@@ -31,6 +31,34 @@ describe('service configuration', () => {
     });
   });
 
+  it('serves /metrics only when asked to, on loopback port 9464 unless told otherwise; the environment wins', () => {
+    const dir = makeTempDir();
+    const file = (yaml: string) => {
+      const path = join(dir, `m${Math.random()}.yaml`);
+      writeFileSync(path, `dataDir: ${dir}\n${yaml}`);
+      return path;
+    };
+    expect(resolveConfig({ dataDir: dir, env: {} }).metrics).toBeUndefined();
+    expect(resolveConfig({ configFile: file('metrics: {enabled: true}\n'), env: {} }).metrics).toEqual({
+      host: '127.0.0.1',
+      port: 9464,
+    });
+    expect(resolveConfig({ configFile: file('metrics: {listen: "0.0.0.0:9100"}\n'), env: {} }).metrics).toEqual({
+      host: '0.0.0.0',
+      port: 9100,
+    });
+    const disabled = file('metrics: {enabled: false, listen: "0.0.0.0:9100"}\n');
+    expect(resolveConfig({ configFile: disabled, env: {} }).metrics).toBeUndefined();
+    expect(resolveConfig({ configFile: disabled, env: { SIGNBRIDGE_METRICS_LISTEN: '[::1]:0' } }).metrics).toEqual({
+      host: '::1',
+      port: 0,
+    });
+    const on = file('metrics: {enabled: true}\n');
+    expect(resolveConfig({ configFile: on, env: { SIGNBRIDGE_METRICS_LISTEN: 'off' } }).metrics).toBeUndefined();
+    expect(() => resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_METRICS_LISTEN: 'nine' } })).toThrow(ConfigError);
+    expect(() => resolveConfig({ configFile: file('metrics: {port: 1}\n'), env: {} })).toThrow(/metrics/);
+  });
+
   it('configures another PKCS#11 HSM with a PIN file', () => {
     const dir = makeTempDir();
     writeFileSync(join(dir, 'pin'), '123456\n');

@@ -98,12 +98,16 @@ it('a store committing on its writer thread gets the record ahead; a key-store f
   }
 });
 
-it('a store committing on the event loop gets the record after the signature: a key-store failure writes nothing', async () => {
+it('a store committing on the event loop gets the record after the signature: a key-store failure writes only sign_failed', async () => {
   const t = await signingSetup(false);
   try {
     await t.keyStore.close();
     await expect(t.signing.pkcs11Sign(t.request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
-    expect(await t.store.readAudit(t.lastSeq, 100)).toEqual([]);
+    const [failed, ...more] = await t.store.readAudit(t.lastSeq, 100);
+    expect(more).toEqual([]);
+    expect(failed).toMatchObject({ action: 'pkcs11_sign', outcome: 'sign_failed', actor: 'ci' });
+    expect(failed?.details.signature_id).toBeUndefined();
+    expect(failed?.details.error).toMatch(/shutting down/);
     expect((await t.store.listSignatures('wa', 10)).map((r) => r.id)).toEqual([t.recordId]);
   } finally {
     await t.close();
