@@ -321,7 +321,11 @@ export class RequestHandler {
       }
       if (result.kind === 'signed') {
         this.pending.delete(request.requestId);
-        return this.finish(asked, { ...result, requestId: result.requestId ?? request.requestId }, peer);
+        const requestId = result.requestId ?? request.requestId;
+        // After a restart the key spec comes from the key that signed: the algorithm does not name the curve
+        // (an EC key signs every SHA-2 digest), and r||s is as wide as the curve's field.
+        asked.keySpec ??= await this.keySpecOf(request.tenant, result.keyId, requestId);
+        return this.finish(asked, { ...result, requestId }, peer);
       }
       const left = deadline - Date.now();
       if (left <= 0) {
@@ -329,6 +333,21 @@ export class RequestHandler {
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(interval, left)));
     }
+  }
+
+  /** The spec of the tenant's key `keyId`, which must be its current key (a module holds no other). */
+  private async keySpecOf(tenant: string, keyId: string, requestId: string): Promise<KeySpec> {
+    const { catalog } = this.opts;
+    let entry = await catalog.current(tenant);
+    if (entry.key.keyId !== keyId) entry = await catalog.current(tenant, { refresh: true });
+    if (entry.key.keyId !== keyId) {
+      throw new UpstreamError(
+        WireStatus.KEY_NOT_FOUND,
+        `request ${requestId} was signed by ${keyId}, which is no longer tenant ${tenant}'s current key; sign again`,
+        requestId,
+      );
+    }
+    return entry.key.keySpec;
   }
 
   private remember(requestId: string, pending: Asked): void {
@@ -363,23 +382,16 @@ function wireKey(entry: CatalogEntry): WireKey {
 
 const RSA_MODULUS_BYTES: Partial<Record<KeySpec, number>> = { RSA_2048: 256, RSA_3072: 384, RSA_4096: 512 };
 
-/** The curve each ECDSA algorithm goes with (KMS pairs one hash with each curve). */
-const CURVE_FOR_ECDSA: Partial<Record<SigningAlgorithm, KeySpec>> = {
-  ECDSA_SHA_256: 'ECC_NIST_P256',
-  ECDSA_SHA_384: 'ECC_NIST_P384',
-  ECDSA_SHA_512: 'ECC_NIST_P521',
-};
-
 /**
- * RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s. Without the key
- * spec (a POLL after a restart) the curve follows from the algorithm and an RSA signature is taken as it is.
+ * RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s, as wide as the
+ * key's curve (not the algorithm's hash: an EC key signs every SHA-2 digest). Without the key spec an RSA signature
+ * is taken as it is.
  */
 function toPkcs11Signature(keySpec: KeySpec | undefined, algorithm: SigningAlgorithm, signature: Buffer): Buffer {
   const bad = (why: string) => new UpstreamError(WireStatus.INTERNAL, `the service's signature is unusable: ${why}`);
   if (algorithmInfo(algorithm).padding === 'ecdsa') {
-    const spec = keySpec ?? CURVE_FOR_ECDSA[algorithm];
-    const field = spec && EC_FIELD_BYTES[spec];
-    if (!field) throw bad(`no curve size for ${spec ?? algorithm}`);
+    const field = keySpec && EC_FIELD_BYTES[keySpec];
+    if (!field) throw bad(`no curve size for ${keySpec ?? 'an unknown key'}`);
     try {
       return ecdsaDerToRaw(signature, field);
     } catch (err) {

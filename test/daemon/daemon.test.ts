@@ -199,17 +199,32 @@ describe('SIGN', () => {
     client.close();
   });
 
-  it('refuses an algorithm the key does not allow (ALGORITHM_INVALID), and unknown algorithms', async () => {
+  it('refuses an algorithm the key does not allow (ALGORITHM_INVALID) and unknown algorithms; EC: any SHA-2', async () => {
     const client = await session();
     const p256 = (await listed(client, 't-p256')).key;
     const rsa = (await listed(client, 't-rsa')).key;
     const sign = (tenant: string, keyId: Buffer, algorithm: string, len = 32) =>
       client.request({ type: 'SIGN', tenant, keyId, algorithm, digest: Buffer.alloc(len, 1) });
     expectError(
-      await sign('t-p256', p256.keyId, 'ECDSA_SHA_384', 48),
+      await sign('t-p256', p256.keyId, 'RSASSA_PKCS1_V1_5_SHA_256'),
       WireStatus.ALGORITHM_INVALID,
-      /allowed: ECDSA_SHA_256/,
+      /allowed: ECDSA_SHA_256, ECDSA_SHA_384, ECDSA_SHA_512/,
     );
+    // An EC key signs every SHA-2 digest (TLS 1.2 hands a P-384 key SHA-256); r||s is as wide as its curve.
+    const message = Buffer.from('P-256 with SHA-384');
+    const ok = await client.request({
+      type: 'SIGN',
+      tenant: 't-p256',
+      keyId: p256.keyId,
+      algorithm: 'ECDSA_SHA_384',
+      digest: digestOf('ECDSA_SHA_384', message),
+    });
+    expect(ok.type, JSON.stringify(ok)).toBe('SIGN_OK');
+    if (ok.type === 'SIGN_OK') {
+      expect(ok.signature.length).toBe(64);
+      const pem = (await publicKey('t-p256')).public_key_pem;
+      expect(verifyPkcs11('ECDSA_SHA_384', pem, message, ok.signature)).toBe(true);
+    }
     expectError(await sign('t-p256', p256.keyId, 'RSASSA_PSS_SHA_256'), WireStatus.ALGORITHM_INVALID);
     expectError(await sign('t-rsa', rsa.keyId, 'ECDSA_SHA_256'), WireStatus.ALGORITHM_INVALID);
     expectError(await sign('t-rsa', rsa.keyId, 'RSASSA_PKCS1_V1_5_SHA_1'), WireStatus.ALGORITHM_INVALID, /unknown/);

@@ -418,10 +418,19 @@ describe('RequestHandler with a scripted upstream', () => {
     const keyId = '0f8fad5b-d9cb-469f-a165-70867728950e';
     up.collectNext = () => ({ kind: 'signed', signature: ecdsaRawToDer(raw), keyId, algorithm: 'ECDSA_SHA_256' });
     expect(await poll('r-9')).toEqual({ type: 'SIGN_OK', signature: raw, requestId: 'r-9' });
-    // Unknown to this daemon (restarted): collected all the same, the curve size from the algorithm.
-    const raw521 = Buffer.concat([Buffer.alloc(1), randomBytes(65), Buffer.alloc(1), randomBytes(65)]);
-    up.collectNext = () => ({ kind: 'signed', signature: ecdsaRawToDer(raw521), keyId, algorithm: 'ECDSA_SHA_512' });
-    expect(await poll('r-unknown')).toEqual({ type: 'SIGN_OK', signature: raw521, requestId: 'r-unknown' });
+    // Unknown to this daemon (restarted): collected all the same, r||s as wide as the signing key's curve (P-256),
+    // not the algorithm's hash (an EC key signs every SHA-2 digest).
+    const raw256 = Buffer.concat([Buffer.alloc(1), randomBytes(31), Buffer.alloc(1), randomBytes(31)]);
+    up.collectNext = () => ({ kind: 'signed', signature: ecdsaRawToDer(raw256), keyId, algorithm: 'ECDSA_SHA_512' });
+    expect(await poll('r-unknown')).toEqual({ type: 'SIGN_OK', signature: raw256, requestId: 'r-unknown' });
+    // Signed by a key that is no longer current: no module holds it, so it cannot be given out.
+    up.collectNext = () => ({
+      kind: 'signed',
+      signature: ecdsaRawToDer(raw256),
+      keyId: '7c9e6679-7425-40de-944b-e07fc1f90ae7',
+      algorithm: 'ECDSA_SHA_256',
+    });
+    expect(await poll('r-old')).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND, requestId: 'r-old' });
     expect(await poll('r-unknown', 'not-exposed')).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND });
     // An expiry is final and names the request.
     up.next = () => ({ kind: 'pending', requestId: 'r-10', status: 'pending_approval', message: '' });

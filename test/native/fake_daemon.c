@@ -146,7 +146,7 @@ static uint32_t do_sign(const fd_key *k, const char *alg, const uint8_t *dg, siz
     snprintf(msg, msglen, "unknown algorithm %s", alg);
     return SBW_S_ALGORITHM_INVALID;
   }
-  if ((rsa && k->ec_field) || (ecdsa && (!k->ec_field || EVP_MD_get_size(md) * 8 != k->ec_hash))) {
+  if ((rsa && k->ec_field) || (ecdsa && !k->ec_field)) { /* as the daemon: ECDSA with any SHA-2 on any curve */
     snprintf(msg, msglen, "a %s key does not allow %s", k->spec, alg);
     return SBW_S_ALGORITHM_INVALID;
   }
