@@ -115,8 +115,18 @@ export class RequestHandler {
   }
 
   async list(): Promise<Response> {
-    const { catalog } = this.opts;
+    const { catalog, log } = this.opts;
     const results = await Promise.allSettled(catalog.tenantList.map((t) => catalog.current(t.tenantId)));
+    // A failure that hits every tenant (no service, the one shared key revoked) fails the whole LIST, so the user
+    // sees why; a tenant that is gone or that these credentials may not use is always just its own empty token.
+    const failures = results.filter((r) => r.status === 'rejected').map((r) => r.reason as unknown);
+    const ownFailure = (err: unknown) =>
+      err instanceof UpstreamError && (err.status === WireStatus.KEY_NOT_FOUND || err.status === WireStatus.FORBIDDEN);
+    if (results.length > 0 && failures.length === results.length && !failures.every(ownFailure)) {
+      throw failures.find((err) => !ownFailure(err));
+    }
+    // Otherwise each failing tenant (its own key revoked, its call timed out) is a token without keys that says
+    // why, and every other tenant is listed as usual.
     const tokens: WireToken[] = [];
     for (const [i, tenant] of catalog.tenantList.entries()) {
       const result = results[i];
@@ -124,18 +134,20 @@ export class RequestHandler {
         tokens.push({ label: tenant.label, tenant: tenant.tenantId, keys: [wireKey(result.value)] });
         continue;
       }
-      const err = result?.reason;
-      // A tenant that is gone, or that these credentials may not use, is an empty token; anything that affects
-      // every tenant (no service, bad credentials) fails the whole LIST so the user sees why.
-      if (
-        err instanceof UpstreamError &&
-        (err.status === WireStatus.KEY_NOT_FOUND || err.status === WireStatus.FORBIDDEN)
-      ) {
-        this.opts.log.warn({ tenant: tenant.tenantId, status: err.toString() }, 'tenant listed without keys');
-        tokens.push({ label: tenant.label, tenant: tenant.tenantId, keys: [] });
-        continue;
-      }
-      throw err;
+      const err = result?.reason as unknown;
+      const failure =
+        err instanceof UpstreamError
+          ? err
+          : new UpstreamError(WireStatus.INTERNAL, 'internal error in the signbridge daemon (see its log)');
+      if (!(err instanceof UpstreamError)) log.error({ err, tenant: tenant.tenantId }, 'internal error');
+      log.warn({ tenant: tenant.tenantId, status: failure.toString() }, 'tenant listed without keys');
+      tokens.push({
+        label: tenant.label,
+        tenant: tenant.tenantId,
+        keys: [],
+        status: failure.status,
+        message: failure.message,
+      });
     }
     return { type: 'LIST_OK', tokens };
   }

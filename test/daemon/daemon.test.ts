@@ -14,6 +14,7 @@ import { encodeMessage, frameBytes } from '../../daemon/protocol/codec.js';
 import type { Response, WireKey, WireToken } from '../../daemon/protocol/messages.js';
 import { MessageType, WireStatus } from '../../daemon/protocol/wire.js';
 import { algorithmInfo, algorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { packagePath } from '../../src/paths.js';
 import type { PolicyEngine, PolicyInput } from '../../src/policy/policy.js';
 import { digestOf } from '../helpers/crypto.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
@@ -444,6 +445,68 @@ describe('credentials and reachability', () => {
     });
     expectError(res, WireStatus.UNAUTHENTICATED, /unauthorized/);
     client.close();
+  });
+
+  it("one tenant's revoked key fails its own token only; `signbridge status` names the tenant and why", async () => {
+    const tenants = ['iso-ok', 'iso-revoked'];
+    const keys = new Map<string, string>();
+    for (const tenant of tenants) {
+      const created = await callAction(svc.app, svc.operator, 'create_tenant', {
+        tenant_id: tenant,
+        key_spec: 'ECC_NIST_P256',
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      keys.set(tenant, await svc.apiKey('signer', tenant));
+    }
+    const revoked = /^sbk_([0-9a-f]{16})_/.exec(keys.get('iso-revoked') as string)?.[1] as string;
+    expect(await svc.store.revokeApiKey(revoked, new Date().toISOString())).toBe(true);
+    // A new daemon (nothing cached), as a new build host process would meet it.
+    const fresh = await startTestDaemon(
+      remoteConfig(
+        url,
+        tenants.map((tenantId) => ({ tenantId, apiKey: keys.get(tenantId) as string })),
+      ),
+    );
+    try {
+      const client = await session(fresh.socketPath);
+      const list = await client.request({ type: 'LIST' });
+      expect(list.type, JSON.stringify(list)).toBe('LIST_OK');
+      if (list.type !== 'LIST_OK') return;
+      const ok = list.tokens.find((t) => t.tenant === 'iso-ok');
+      expect(ok?.keys).toHaveLength(1);
+      expect(ok?.status).toBeUndefined();
+      const bad = list.tokens.find((t) => t.tenant === 'iso-revoked');
+      expect(bad).toMatchObject({ keys: [], status: WireStatus.UNAUTHENTICATED });
+      expect(bad?.message).toMatch(/unauthorized/);
+      // The working tenant still signs.
+      const digest = digestOf('ECDSA_SHA_256', Buffer.from('isolated'));
+      const signed = await client.request({
+        type: 'SIGN',
+        tenant: 'iso-ok',
+        keyId: ok?.keys[0]?.keyId as Buffer,
+        algorithm: 'ECDSA_SHA_256',
+        digest,
+      });
+      expect(signed.type, JSON.stringify(signed)).toBe('SIGN_OK');
+      client.close();
+      // `signbridge status`: exit 1, the failing tenant named with the reason, the other one listed with its key.
+      const status = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          [packagePath('bin', 'signbridge.js'), 'status', '--socket', fresh.socketPath],
+          { encoding: 'utf8' },
+          (err, stdout) => resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout }),
+        );
+      });
+      expect(status.code, status.stdout).toBe(1);
+      expect(status.stdout).toMatch(
+        /token "iso-revoked" \(tenant iso-revoked\): no keys, tenant iso-revoked failed: UNAUTHENTICATED: .*unauthorized/,
+      );
+      expect(status.stdout).toMatch(/token "iso-ok" \(tenant iso-ok\):\n {2}key [0-9a-f-]+ {2}ECC_NIST_P256/);
+      expect(status.stdout).toMatch(/service: reachable/);
+    } finally {
+      await fresh.close();
+    }
   });
 
   it('a service that is down is UNAVAILABLE; one that does not answer is TIMEOUT', async () => {
