@@ -508,6 +508,31 @@ static void t_slots(void) {
   CHECK(!memcmp(si.slotDescription, "signbridge: UNAUTHENTICATED", 27));
   DSET(list_error, 0);
   fin();
+
+  /* One tenant failed on its own (its API key revoked): its token is there without keys and its slot and the log
+   * say why; every other token is as usual and signs. */
+  DSET(list_failed_key, 2); /* t-p256 */
+  init();
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(n == 4);
+  CHECK_RV(F->C_GetSlotInfo(slot_of("ECC_NIST_P256"), &si), CKR_OK);
+  CHECK((si.flags & CKF_TOKEN_PRESENT) && !memcmp(si.slotDescription, "signbridge t-p256: UNAUTHENTICATED", 34));
+  CHECK(log_contains("token \"fake p256\" (tenant t-p256) has no keys: UNAUTHENTICATED: unauthorized: API key revoked"));
+  {
+    CK_SESSION_HANDLE hf = open_session("ECC_NIST_P256");
+    CK_OBJECT_HANDLE o;
+    CK_ULONG found = 1;
+    CHECK_RV(F->C_FindObjectsInit(hf, NULL, 0), CKR_OK);
+    CHECK_RV(F->C_FindObjects(hf, &o, 1, &found), CKR_OK);
+    CHECK(found == 0);
+    CHECK_RV(F->C_FindObjectsFinal(hf), CKR_OK);
+    CHECK_RV(F->C_CloseSession(hf), CKR_OK);
+  }
+  CHECK_RV(F->C_GetSlotInfo(slot_of("ECC_NIST_P384"), &si), CKR_OK);
+  CHECK(!memcmp(si.slotDescription, "signbridge t-p384 ", 18));
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
+  DSET(list_failed_key, 0);
+  fin();
 }
 
 static void t_objects(void) {
