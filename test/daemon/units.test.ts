@@ -346,6 +346,47 @@ describe('KeyCatalog', () => {
   });
 });
 
+describe('RequestHandler LIST: one tenant failure stays in its own token', () => {
+  it('a tenant whose call times out is a token without keys that says why; all failing fails the LIST', async () => {
+    const up = new FakeUpstream();
+    setKey(up, 'ok', 'k-ok', 'ECC_NIST_P384', ecKey().pem);
+    const slow = new Set(['slow']);
+    const lookup = up.getPublicKey.bind(up);
+    up.getPublicKey = async (tenantId: string) => {
+      if (slow.has(tenantId)) throw new UpstreamError(WireStatus.TIMEOUT, 'the service did not answer within 300 ms');
+      return lookup(tenantId);
+    };
+    const tenants = ['ok', 'slow', 'gone'].map((tenantId) => ({ tenantId, label: tenantId, certificates: {} }));
+    const catalog = new KeyCatalog({ upstream: up, tenants, ttlMs: 60_000, log: silentLogger() });
+    const handler = new RequestHandler({ catalog, upstream: up, log: silentLogger(), sbomMaxBytes: 1 });
+    const list = await handler.list();
+    if (list.type !== 'LIST_OK') throw new Error(JSON.stringify(list));
+    expect(list.tokens.map((t) => [t.tenant, t.keys.length, t.status])).toEqual([
+      ['ok', 1, undefined],
+      ['slow', 0, WireStatus.TIMEOUT],
+      ['gone', 0, WireStatus.KEY_NOT_FOUND],
+    ]);
+    expect(list.tokens[1]?.message).toMatch(/300 ms/);
+    // Once the fault ends, the next LIST shows the tenant's key (failures are not cached).
+    slow.clear();
+    setKey(up, 'slow', 'k-slow', 'ECC_NIST_P256', ecKey().pem);
+    const again = await handler.list();
+    if (again.type !== 'LIST_OK') throw new Error(JSON.stringify(again));
+    expect(again.tokens[1]).toMatchObject({ tenant: 'slow', keys: [{ keySpec: 'ECC_NIST_P256' }] });
+    expect(again.tokens[1]?.status).toBeUndefined();
+    // Every tenant failing (the service down for all) fails the whole LIST with that status, as before.
+    const down = new KeyCatalog({ upstream: up, tenants: tenants.slice(1), ttlMs: 0, log: silentLogger() });
+    slow.add('slow');
+    const failed = await new RequestHandler({
+      catalog: down,
+      upstream: up,
+      log: silentLogger(),
+      sbomMaxBytes: 1,
+    }).handle({ type: 'LIST' }, { pid: process.pid, uid: 0 });
+    expect(failed).toMatchObject({ type: 'ERROR', status: WireStatus.TIMEOUT });
+  });
+});
+
 describe('RequestHandler with a scripted upstream', () => {
   async function setup(spec: KeySpec = 'ECC_NIST_P256') {
     const up = new FakeUpstream();
