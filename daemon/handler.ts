@@ -115,8 +115,18 @@ export class RequestHandler {
   }
 
   async list(): Promise<Response> {
-    const { catalog } = this.opts;
+    const { catalog, log } = this.opts;
     const results = await Promise.allSettled(catalog.tenantList.map((t) => catalog.current(t.tenantId)));
+    // A failure that hits every tenant (no service, the one shared key revoked) fails the whole LIST, so the user
+    // sees why; a tenant that is gone or that these credentials may not use is always just its own empty token.
+    const failures = results.filter((r) => r.status === 'rejected').map((r) => r.reason as unknown);
+    const ownFailure = (err: unknown) =>
+      err instanceof UpstreamError && (err.status === WireStatus.KEY_NOT_FOUND || err.status === WireStatus.FORBIDDEN);
+    if (results.length > 0 && failures.length === results.length && !failures.every(ownFailure)) {
+      throw failures.find((err) => !ownFailure(err));
+    }
+    // Otherwise each failing tenant (its own key revoked, its call timed out) is a token without keys that says
+    // why, and every other tenant is listed as usual.
     const tokens: WireToken[] = [];
     for (const [i, tenant] of catalog.tenantList.entries()) {
       const result = results[i];
@@ -124,18 +134,20 @@ export class RequestHandler {
         tokens.push({ label: tenant.label, tenant: tenant.tenantId, keys: [wireKey(result.value)] });
         continue;
       }
-      const err = result?.reason;
-      // A tenant that is gone, or that these credentials may not use, is an empty token; anything that affects
-      // every tenant (no service, bad credentials) fails the whole LIST so the user sees why.
-      if (
-        err instanceof UpstreamError &&
-        (err.status === WireStatus.KEY_NOT_FOUND || err.status === WireStatus.FORBIDDEN)
-      ) {
-        this.opts.log.warn({ tenant: tenant.tenantId, status: err.toString() }, 'tenant listed without keys');
-        tokens.push({ label: tenant.label, tenant: tenant.tenantId, keys: [] });
-        continue;
-      }
-      throw err;
+      const err = result?.reason as unknown;
+      const failure =
+        err instanceof UpstreamError
+          ? err
+          : new UpstreamError(WireStatus.INTERNAL, 'internal error in the signbridge daemon (see its log)');
+      if (!(err instanceof UpstreamError)) log.error({ err, tenant: tenant.tenantId }, 'internal error');
+      log.warn({ tenant: tenant.tenantId, status: failure.toString() }, 'tenant listed without keys');
+      tokens.push({
+        label: tenant.label,
+        tenant: tenant.tenantId,
+        keys: [],
+        status: failure.status,
+        message: failure.message,
+      });
     }
     return { type: 'LIST_OK', tokens };
   }
@@ -321,7 +333,11 @@ export class RequestHandler {
       }
       if (result.kind === 'signed') {
         this.pending.delete(request.requestId);
-        return this.finish(asked, { ...result, requestId: result.requestId ?? request.requestId }, peer);
+        const requestId = result.requestId ?? request.requestId;
+        // After a restart the key spec comes from the key that signed: the algorithm does not name the curve
+        // (an EC key signs every SHA-2 digest), and r||s is as wide as the curve's field.
+        asked.keySpec ??= await this.keySpecOf(request.tenant, result.keyId, requestId);
+        return this.finish(asked, { ...result, requestId }, peer);
       }
       const left = deadline - Date.now();
       if (left <= 0) {
@@ -329,6 +345,21 @@ export class RequestHandler {
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(interval, left)));
     }
+  }
+
+  /** The spec of the tenant's key `keyId`, which must be its current key (a module holds no other). */
+  private async keySpecOf(tenant: string, keyId: string, requestId: string): Promise<KeySpec> {
+    const { catalog } = this.opts;
+    let entry = await catalog.current(tenant);
+    if (entry.key.keyId !== keyId) entry = await catalog.current(tenant, { refresh: true });
+    if (entry.key.keyId !== keyId) {
+      throw new UpstreamError(
+        WireStatus.KEY_NOT_FOUND,
+        `request ${requestId} was signed by ${keyId}, which is no longer tenant ${tenant}'s current key; sign again`,
+        requestId,
+      );
+    }
+    return entry.key.keySpec;
   }
 
   private remember(requestId: string, pending: Asked): void {
@@ -363,23 +394,16 @@ function wireKey(entry: CatalogEntry): WireKey {
 
 const RSA_MODULUS_BYTES: Partial<Record<KeySpec, number>> = { RSA_2048: 256, RSA_3072: 384, RSA_4096: 512 };
 
-/** The curve each ECDSA algorithm goes with (KMS pairs one hash with each curve). */
-const CURVE_FOR_ECDSA: Partial<Record<SigningAlgorithm, KeySpec>> = {
-  ECDSA_SHA_256: 'ECC_NIST_P256',
-  ECDSA_SHA_384: 'ECC_NIST_P384',
-  ECDSA_SHA_512: 'ECC_NIST_P521',
-};
-
 /**
- * RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s. Without the key
- * spec (a POLL after a restart) the curve follows from the algorithm and an RSA signature is taken as it is.
+ * RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s, as wide as the
+ * key's curve (not the algorithm's hash: an EC key signs every SHA-2 digest). Without the key spec an RSA signature
+ * is taken as it is.
  */
 function toPkcs11Signature(keySpec: KeySpec | undefined, algorithm: SigningAlgorithm, signature: Buffer): Buffer {
   const bad = (why: string) => new UpstreamError(WireStatus.INTERNAL, `the service's signature is unusable: ${why}`);
   if (algorithmInfo(algorithm).padding === 'ecdsa') {
-    const spec = keySpec ?? CURVE_FOR_ECDSA[algorithm];
-    const field = spec && EC_FIELD_BYTES[spec];
-    if (!field) throw bad(`no curve size for ${spec ?? algorithm}`);
+    const field = keySpec && EC_FIELD_BYTES[keySpec];
+    if (!field) throw bad(`no curve size for ${keySpec ?? 'an unknown key'}`);
     try {
       return ecdsaDerToRaw(signature, field);
     } catch (err) {

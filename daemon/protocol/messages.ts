@@ -32,6 +32,9 @@ export interface WireToken {
   label: string;
   tenant: string;
   keys: WireKey[];
+  /** Set when this tenant failed on its own (the others are listed as usual); then there are no keys. */
+  status?: number;
+  message?: string;
 }
 export interface ListOk {
   type: 'LIST_OK';

@@ -31,6 +31,9 @@ export const TOKEN_FIELDS: readonly FieldSpec[] = [
   { tag: Tag.TOKEN_LABEL, name: 'label', kind: 'str', required: true, maxBytes: 32 },
   { tag: Tag.TENANT, name: 'tenant', kind: 'str', required: true },
   { tag: Tag.KEY, name: 'keys', kind: 'nested', repeated: true, fields: KEY_FIELDS },
+  // The tenant's own failure (revoked key, timeout, ...): the token is listed without keys and says why.
+  { tag: Tag.STATUS, name: 'status', kind: 'u32' },
+  { tag: Tag.MESSAGE, name: 'message', kind: 'str' },
 ];
 
 export const MESSAGE_FIELDS: Record<MessageName, readonly FieldSpec[]> = {

@@ -56,7 +56,6 @@ size_t sbp11_mech_allowed(const sbp11_keyinfo *key, CK_MECHANISM_TYPE *out, size
   for (size_t i = 0; i < NMECHS; i++) {
     const sbp11_mech *m = &MECHS[i];
     if (m->family != key->family) continue;
-    if (m->family == SBP11_EC && m->hash != SBP11_HASH_NONE && m->hash != key->ec_hash) continue;
     if (out && n < max) out[n] = m->type;
     n++;
   }
@@ -116,12 +115,6 @@ CK_RV sbp11_mech_plan(const CK_MECHANISM *m, const sbp11_keyinfo *key, sbp11_sig
   if (mech->family != key->family) return CKR_KEY_TYPE_INCONSISTENT;
   plan->mech = mech;
   plan->hash = mech->hash;
-  if (mech->family == SBP11_EC) {
-    /* The service pairs one hash with each curve (P-256/SHA-256, P-384/SHA-384, P-521/SHA-512): anything else is
-     * outside CKA_ALLOWED_MECHANISMS. */
-    if (mech->hash != SBP11_HASH_NONE && mech->hash != key->ec_hash) return CKR_MECHANISM_INVALID;
-    plan->hash = key->ec_hash;
-  }
   if (mech->scheme == SBP11_PSS) {
     if (!m->pParameter || m->ulParameterLen != sizeof(CK_RSA_PKCS_PSS_PARAMS)) return CKR_MECHANISM_PARAM_INVALID;
     memcpy(&plan->pss, m->pParameter, sizeof(plan->pss));
@@ -180,11 +173,22 @@ CK_RV sbp11_mech_raw_digest(sbp11_signplan *plan, const sbp11_keyinfo *key, cons
     return CKR_OK;
   }
   case SBP11_PSS:
-  case SBP11_ECDSA:
     if (len != sbp11_hash_len(plan->hash)) return CKR_DATA_LEN_RANGE;
     *digest = in;
     *dlen = len;
     return CKR_OK;
+  case SBP11_ECDSA: {
+    /* Any SHA-2 digest on any curve, as a plain HSM signs it (TLS 1.2 stacks hand a P-384 key a SHA-256 digest);
+     * the length says which, and the service is told that digest, not the curve's. */
+    int h = SBP11_HASH_NONE;
+    for (int c = SBP11_SHA256; c <= SBP11_SHA512; c++)
+      if (len == sbp11_hash_len(c)) h = c;
+    if (h == SBP11_HASH_NONE) return CKR_DATA_LEN_RANGE;
+    plan->hash = h;
+    *digest = in;
+    *dlen = len;
+    return CKR_OK;
+  }
   }
   return CKR_GENERAL_ERROR;
 }

@@ -23,7 +23,7 @@ typedef struct sbp11_mech {
 typedef struct sbp11_keyinfo {
   int family;
   unsigned bits;   /* RSA modulus / EC field size in bits */
-  int ec_hash;     /* EC: the one hash the service pairs with the curve */
+  int ec_hash;     /* EC: the hash KMS pairs with the curve (every ECDSA mechanism works on every curve) */
   size_t sig_len;  /* RSA: modulus bytes; EC: 2 * field bytes */
 } sbp11_keyinfo;
 
@@ -45,7 +45,7 @@ size_t sbp11_mech_allowed(const sbp11_keyinfo *key, CK_MECHANISM_TYPE *out, size
 /* C_SignInit's checks, before anything touches the network. */
 CK_RV sbp11_mech_plan(const CK_MECHANISM *m, const sbp11_keyinfo *key, sbp11_signplan *plan);
 /* Turns the data of a mechanism without hashing into the digest to sign: CKM_RSA_PKCS parses the DER DigestInfo
- * (and sets plan->hash), PSS and ECDSA check the digest length. */
+ * (and sets plan->hash), PSS checks the digest length, CKM_ECDSA takes any SHA-2 length (and sets plan->hash). */
 CK_RV sbp11_mech_raw_digest(sbp11_signplan *plan, const sbp11_keyinfo *key, const uint8_t *in, size_t len,
                             const uint8_t **digest, size_t *dlen);
 

@@ -329,7 +329,9 @@ CK_RV sbp11_get_slot_info(CK_SLOT_ID slotID, CK_SLOT_INFO_PTR pInfo) {
     char desc[300];
     memset(pInfo, 0, sizeof(*pInfo));
     if (t) {
-      snprintf(desc, sizeof(desc), "signbridge %s", t->tenant);
+      /* A tenant that failed on its own is still a token (without keys); its slot says why in brief. */
+      if (t->status) snprintf(desc, sizeof(desc), "signbridge %s: %s", t->tenant, sbw_status_name(t->status));
+      else snprintf(desc, sizeof(desc), "signbridge %s", t->tenant);
       pInfo->flags = CKF_TOKEN_PRESENT;
     } else {
       /* 64 characters: the reason in brief; SIGNBRIDGE_LOG shows it in full. */

@@ -399,6 +399,14 @@ CK_RV sbp11_tokens_from_list(const sbw_msg *msg, sbp11_token **tokens_out, size_
     uint8_t h[32];
     SHA256((const uint8_t *)t->tenant, strlen(t->tenant), h);
     for (int k = 0; k < 8; k++) snprintf(t->serial + 2 * k, 3, "%02x", h[k]);
+    const sbw_item *st = sbw_get(tn, SBW_T_STATUS);
+    if (st) {
+      /* This tenant failed (revoked key, timeout, ...); the others are usable. Say why once, in the log. */
+      char why[256];
+      sbw_get_str(tn, SBW_T_MESSAGE, why, sizeof(why));
+      t->status = st->u32;
+      SBP11_WARN("token \"%s\" (tenant %s) has no keys: %s: %s", t->label, t->tenant, sbw_status_name(st->u32), why);
+    }
     obj_list ol = {0};
     for (size_t k = 0; k < tn->nitems; k++) {
       if (tn->items[k].spec->tag != SBW_T_KEY) continue;

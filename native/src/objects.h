@@ -41,6 +41,7 @@ typedef struct sbp11_token {
   sbp11_object *objects;
   size_t nobjects;
   int families; /* bit per sbp11_family present */
+  uint32_t status; /* 0, or the wire status of this tenant's failure (the token then has no keys) */
 } sbp11_token;
 
 /* Builds tokens from a LIST_OK message. Keys the module cannot use (unknown spec, SPKI not matching it) are left

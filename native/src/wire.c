@@ -24,6 +24,8 @@ static const sbw_spec TOKEN_FIELDS[] = {
     F(TOKEN_LABEL, STR, 1, 0, 0, 32),
     F(TENANT, STR, 1, 0, 0, 0),
     N(KEY, 0, 1, KEY_FIELDS),
+    F(STATUS, U32, 0, 0, 0, 0), /* the tenant's own failure: the token is listed without keys */
+    F(MESSAGE, STR, 0, 0, 0, 0),
 };
 static const sbw_spec HELLO_FIELDS[] = {
     F(VERSION_MIN, U32, 1, 0, 0, 0),

@@ -77,13 +77,13 @@ function splitUnescaped(text: string, separator: string): string[] {
 
 const WEB_HASH: Record<HashName, string> = { sha256: 'SHA-256', sha384: 'SHA-384', sha512: 'SHA-512' };
 
-/** The signature algorithm for a key: PKCS#1 v1.5 (or PSS) with the chosen hash for RSA; the curve's hash for EC. */
+/**
+ * The signature algorithm for a key: PKCS#1 v1.5 (or PSS) with the chosen hash (default SHA-256) for RSA; ECDSA with
+ * the chosen hash for EC, by default the curve's (an EC key signs any SHA-2 digest).
+ */
 export function certificateAlgorithm(keySpec: KeySpec, options: { hash?: HashName; pss?: boolean } = {}) {
   const info = keyInfo(keySpec);
-  const hash = info.family === 'ec' ? info.hash : (options.hash ?? 'sha256');
-  if (info.family === 'ec' && options.hash && options.hash !== info.hash) {
-    throw new SubjectError(`a ${keySpec} key signs with ${info.hash} only`);
-  }
+  const hash = options.hash ?? (info.family === 'ec' ? info.hash : 'sha256');
   if (info.family === 'ec' && options.pss) throw new SubjectError('PSS is for RSA keys only');
   const suffix = hash.slice(3);
   const algorithm = (

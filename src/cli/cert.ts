@@ -118,7 +118,11 @@ export function registerCertCommands(program: Command): void {
       .requiredOption('--tenant <id>', 'tenant whose current key signs (must be exposed by the daemon)')
       .requiredOption('--subject <dn>', 'subject, e.g. "/C=DE/O=Example/CN=Release signing" or "CN=..., O=..."')
       .option('--out <file>', 'write the PEM here instead of stdout')
-      .option('--hash <sha256|sha384|sha512>', 'hash for RSA keys (EC keys use their curve hash)', undefined)
+      .option(
+        '--hash <sha256|sha384|sha512>',
+        'hash (default: sha256 for RSA keys, the curve hash for EC keys)',
+        undefined,
+      )
       .option('--pss', 'sign with RSASSA-PSS instead of PKCS#1 v1.5 (RSA keys)')
       .option('--wait <seconds>', 'how long to wait if the signature needs an approval', '600')
       .option('--socket <path>', 'daemon socket (env SIGNBRIDGE_SOCKET)');

@@ -16,6 +16,8 @@ export interface StatusReport {
   tokens: Array<{
     label: string;
     tenant: string;
+    /** Why this tenant has no keys when it failed on its own (revoked key, timeout, ...); the others still work. */
+    error?: string;
     keys: Array<{ label: string; id: string; keySpec: string; spkiSha256: string; certificates: number }>;
   }>;
 }
@@ -45,6 +47,7 @@ export async function daemonStatus(socket: string): Promise<StatusReport> {
     report.tokens = list.tokens.map((t) => ({
       label: t.label,
       tenant: t.tenant,
+      ...(t.status !== undefined && { error: `${wireStatusName(t.status)}: ${t.message ?? ''}`.trimEnd() }),
       keys: t.keys.map((k) => ({
         label: k.label,
         id: k.keyId.toString('hex'),
@@ -72,7 +75,8 @@ export function formatStatus(r: StatusReport): string {
   lines.push(`service: ${r.service}`);
   if (r.error) lines.push(`error:   ${r.error}`);
   for (const t of r.tokens) {
-    lines.push(`token "${t.label}" (tenant ${t.tenant}): ${t.keys.length === 0 ? 'no keys' : ''}`.trimEnd());
+    const none = t.error ? `no keys, tenant ${t.tenant} failed: ${t.error}` : 'no keys';
+    lines.push(`token "${t.label}" (tenant ${t.tenant}): ${t.keys.length === 0 ? none : ''}`.trimEnd());
     for (const k of t.keys) {
       lines.push(
         `  key ${k.label}  ${k.keySpec}  CKA_ID ${k.id}  SPKI sha256 ${k.spkiSha256.slice(0, 16)}…  certificates: ${k.certificates}`,
@@ -91,6 +95,9 @@ export function registerStatusCommand(program: Command): void {
     .action(async (opts: { socket?: string; json?: boolean }) => {
       const report = await daemonStatus(opts.socket ?? defaultSocketPath());
       process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
-      if (report.daemon !== 'reachable' || report.service !== 'reachable' || report.error) process.exitCode = 1;
+      const tenantFailed = report.tokens.some((t) => t.error);
+      if (report.daemon !== 'reachable' || report.service !== 'reachable' || report.error || tenantFailed) {
+        process.exitCode = 1;
+      }
     });
 }

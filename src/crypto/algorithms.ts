@@ -42,7 +42,7 @@ export interface RsaKeyInfo {
 export interface EcKeyInfo {
   family: 'ec';
   curve: NamedCurve;
-  /** The hash KMS pairs with this curve; the only ECDSA algorithm the key accepts. */
+  /** The hash KMS pairs with this curve: the default (certificates) and what a KMS-like key store accepts. */
   hash: HashName;
 }
 export type KeyInfo = RsaKeyInfo | EcKeyInfo;
@@ -87,14 +87,15 @@ export function algorithmInfo(algorithm: SigningAlgorithm): AlgorithmInfo {
   return ALGORITHM_INFO[algorithm];
 }
 
-/** The algorithms a key accepts, in KMS's terms: RSA keys any RSA scheme, EC keys only their curve's hash. */
+/**
+ * The algorithms a key accepts: RSA keys any RSA scheme, EC keys ECDSA with any SHA-2 digest. KMS allows an EC key
+ * only its curve's hash; signbridge deliberately allows all three, as a plain HSM does, because TLS 1.2 stacks hand
+ * a P-384 or P-521 key a SHA-256 digest by default (docs/api.md). ecdsaInputForCurve() serves key stores that
+ * accept only the curve's digest length.
+ */
 export function algorithmsForKey(spec: KeySpec): SigningAlgorithm[] {
   const info = keyInfo(spec);
-  return SIGNING_ALGORITHMS.filter((alg) => {
-    const a = ALGORITHM_INFO[alg];
-    if (a.family !== info.family) return false;
-    return info.family === 'rsa' || a.hash === info.hash;
-  });
+  return SIGNING_ALGORITHMS.filter((alg) => ALGORITHM_INFO[alg].family === info.family);
 }
 
 /** Checks that `algorithm` fits the key and the digest; throws the precise 400 otherwise. */
@@ -116,31 +117,23 @@ export function checkSigningRequest(spec: KeySpec, algorithm: SigningAlgorithm, 
 }
 
 /**
- * pkcs11_sign picks the algorithm itself: RSA keys by digest length (SHA-256/384/512) and pss_padding,
- * EC keys by their curve's hash. The PKCS#11 module hands over a bare digest, so this is all it knows.
+ * pkcs11_sign picks the algorithm itself, by digest length (SHA-256/384/512), for RSA keys also by pss_padding.
+ * The PKCS#11 module hands over a bare digest, so this is all it knows.
  */
 export function algorithmForPkcs11(spec: KeySpec, digest: Buffer, pss: boolean): SigningAlgorithm {
   const info = keyInfo(spec);
-  if (info.family === 'ec') {
-    if (pss) {
-      throw new ApiError('invalid_request', `pss_padding applies only to RSA keys; this key is ${spec}`);
-    }
-    const expected = DIGEST_LENGTH[info.hash];
-    if (digest.length !== expected) {
-      throw new ApiError(
-        'invalid_hash',
-        `hash must be a ${expected}-byte digest for a ${spec} key, got ${digest.length} bytes`,
-      );
-    }
-    return `ECDSA_SHA_${info.hash.slice(3)}` as SigningAlgorithm;
+  if (info.family === 'ec' && pss) {
+    throw new ApiError('invalid_request', `pss_padding applies only to RSA keys; this key is ${spec}`);
   }
   const hash = (Object.keys(DIGEST_LENGTH) as HashName[]).find((h) => DIGEST_LENGTH[h] === digest.length);
   if (!hash) {
     throw new ApiError(
       'invalid_hash',
-      `hash must be a 32, 48 or 64-byte digest (SHA-256/384/512) for an RSA key, got ${digest.length} bytes`,
+      `hash must be a 32, 48 or 64-byte digest (SHA-256/384/512) for ${info.family === 'ec' ? 'an EC' : 'an RSA'} ` +
+        `key, got ${digest.length} bytes`,
     );
   }
   const bits = hash.slice(3);
+  if (info.family === 'ec') return `ECDSA_SHA_${bits}` as SigningAlgorithm;
   return (pss ? `RSASSA_PSS_SHA_${bits}` : `RSASSA_PKCS1_V1_5_SHA_${bits}`) as SigningAlgorithm;
 }

@@ -138,13 +138,21 @@ describe('pkcs11_sign: algorithm chosen from key spec, digest length and pss_pad
     ['ECC_NIST_P256', 'ECDSA_SHA_256'],
     ['ECC_NIST_P384', 'ECDSA_SHA_384'],
     ['ECC_NIST_P521', 'ECDSA_SHA_512'],
-  ] as const)('EC: %s signs with its curve hash (%s)', async (spec, expected) => {
+    ['ECC_NIST_P384', 'ECDSA_SHA_256'],
+    ['ECC_NIST_P521', 'ECDSA_SHA_256'],
+    ['ECC_NIST_P256', 'ECDSA_SHA_512'],
+  ] as const)('EC: %s signs a digest of any SHA-2 length and names it (%s)', async (spec, expected) => {
     const message = Buffer.from(`pkcs11 ${spec}`);
     const res = await sign(spec, { hash: digestOf(expected, message).toString('base64') }, 'pkcs11_sign');
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.signing_algorithm).toBe(expected);
     const sig = Buffer.from(res.body.signature as string, 'base64');
     expect(verifyWithNode(expected, publicKeys.get(spec) as string, message, sig)).toBe(true);
+    expect(verifyWithOpenssl(expected, publicKeys.get(spec) as string, message, sig)).toBe('Verified OK');
+    // The audit record names the digest really signed, not the curve's hash.
+    const audit = await svc.store.readAudit(0, 100_000);
+    const entry = audit.findLast((e) => e.tenantId === tenantOf(spec) && e.outcome === 'signed');
+    expect(entry?.details).toMatchObject({ algorithm: expected });
   });
 
   it('rejects a key_spec that is not the tenant current key spec', async () => {
@@ -158,8 +166,8 @@ describe('pkcs11_sign: algorithm chosen from key spec, digest length and pss_pad
     expect(res.body.reason).toContain('RSA_2048');
   });
 
-  it('rejects a digest of the wrong size for an EC curve, and PSS for EC', async () => {
-    const wrong = await sign('ECC_NIST_P384', { hash: Buffer.alloc(32).toString('base64') }, 'pkcs11_sign');
+  it('rejects a digest of no SHA-2 size for an EC key, and PSS for EC', async () => {
+    const wrong = await sign('ECC_NIST_P384', { hash: Buffer.alloc(20).toString('base64') }, 'pkcs11_sign');
     expect(wrong.status).toBe(400);
     expect(wrong.body.error).toBe('invalid_hash');
     const pss = await sign(

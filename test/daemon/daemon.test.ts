@@ -14,6 +14,7 @@ import { encodeMessage, frameBytes } from '../../daemon/protocol/codec.js';
 import type { Response, WireKey, WireToken } from '../../daemon/protocol/messages.js';
 import { MessageType, WireStatus } from '../../daemon/protocol/wire.js';
 import { algorithmInfo, algorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { packagePath } from '../../src/paths.js';
 import type { PolicyEngine, PolicyInput } from '../../src/policy/policy.js';
 import { digestOf } from '../helpers/crypto.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
@@ -199,17 +200,32 @@ describe('SIGN', () => {
     client.close();
   });
 
-  it('refuses an algorithm the key does not allow (ALGORITHM_INVALID), and unknown algorithms', async () => {
+  it('refuses an algorithm the key does not allow (ALGORITHM_INVALID) and unknown algorithms; EC: any SHA-2', async () => {
     const client = await session();
     const p256 = (await listed(client, 't-p256')).key;
     const rsa = (await listed(client, 't-rsa')).key;
     const sign = (tenant: string, keyId: Buffer, algorithm: string, len = 32) =>
       client.request({ type: 'SIGN', tenant, keyId, algorithm, digest: Buffer.alloc(len, 1) });
     expectError(
-      await sign('t-p256', p256.keyId, 'ECDSA_SHA_384', 48),
+      await sign('t-p256', p256.keyId, 'RSASSA_PKCS1_V1_5_SHA_256'),
       WireStatus.ALGORITHM_INVALID,
-      /allowed: ECDSA_SHA_256/,
+      /allowed: ECDSA_SHA_256, ECDSA_SHA_384, ECDSA_SHA_512/,
     );
+    // An EC key signs every SHA-2 digest (TLS 1.2 hands a P-384 key SHA-256); r||s is as wide as its curve.
+    const message = Buffer.from('P-256 with SHA-384');
+    const ok = await client.request({
+      type: 'SIGN',
+      tenant: 't-p256',
+      keyId: p256.keyId,
+      algorithm: 'ECDSA_SHA_384',
+      digest: digestOf('ECDSA_SHA_384', message),
+    });
+    expect(ok.type, JSON.stringify(ok)).toBe('SIGN_OK');
+    if (ok.type === 'SIGN_OK') {
+      expect(ok.signature.length).toBe(64);
+      const pem = (await publicKey('t-p256')).public_key_pem;
+      expect(verifyPkcs11('ECDSA_SHA_384', pem, message, ok.signature)).toBe(true);
+    }
     expectError(await sign('t-p256', p256.keyId, 'RSASSA_PSS_SHA_256'), WireStatus.ALGORITHM_INVALID);
     expectError(await sign('t-rsa', rsa.keyId, 'ECDSA_SHA_256'), WireStatus.ALGORITHM_INVALID);
     expectError(await sign('t-rsa', rsa.keyId, 'RSASSA_PKCS1_V1_5_SHA_1'), WireStatus.ALGORITHM_INVALID, /unknown/);
@@ -429,6 +445,68 @@ describe('credentials and reachability', () => {
     });
     expectError(res, WireStatus.UNAUTHENTICATED, /unauthorized/);
     client.close();
+  });
+
+  it("one tenant's revoked key fails its own token only; `signbridge status` names the tenant and why", async () => {
+    const tenants = ['iso-ok', 'iso-revoked'];
+    const keys = new Map<string, string>();
+    for (const tenant of tenants) {
+      const created = await callAction(svc.app, svc.operator, 'create_tenant', {
+        tenant_id: tenant,
+        key_spec: 'ECC_NIST_P256',
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      keys.set(tenant, await svc.apiKey('signer', tenant));
+    }
+    const revoked = /^sbk_([0-9a-f]{16})_/.exec(keys.get('iso-revoked') as string)?.[1] as string;
+    expect(await svc.store.revokeApiKey(revoked, new Date().toISOString())).toBe(true);
+    // A new daemon (nothing cached), as a new build host process would meet it.
+    const fresh = await startTestDaemon(
+      remoteConfig(
+        url,
+        tenants.map((tenantId) => ({ tenantId, apiKey: keys.get(tenantId) as string })),
+      ),
+    );
+    try {
+      const client = await session(fresh.socketPath);
+      const list = await client.request({ type: 'LIST' });
+      expect(list.type, JSON.stringify(list)).toBe('LIST_OK');
+      if (list.type !== 'LIST_OK') return;
+      const ok = list.tokens.find((t) => t.tenant === 'iso-ok');
+      expect(ok?.keys).toHaveLength(1);
+      expect(ok?.status).toBeUndefined();
+      const bad = list.tokens.find((t) => t.tenant === 'iso-revoked');
+      expect(bad).toMatchObject({ keys: [], status: WireStatus.UNAUTHENTICATED });
+      expect(bad?.message).toMatch(/unauthorized/);
+      // The working tenant still signs.
+      const digest = digestOf('ECDSA_SHA_256', Buffer.from('isolated'));
+      const signed = await client.request({
+        type: 'SIGN',
+        tenant: 'iso-ok',
+        keyId: ok?.keys[0]?.keyId as Buffer,
+        algorithm: 'ECDSA_SHA_256',
+        digest,
+      });
+      expect(signed.type, JSON.stringify(signed)).toBe('SIGN_OK');
+      client.close();
+      // `signbridge status`: exit 1, the failing tenant named with the reason, the other one listed with its key.
+      const status = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          [packagePath('bin', 'signbridge.js'), 'status', '--socket', fresh.socketPath],
+          { encoding: 'utf8' },
+          (err, stdout) => resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout }),
+        );
+      });
+      expect(status.code, status.stdout).toBe(1);
+      expect(status.stdout).toMatch(
+        /token "iso-revoked" \(tenant iso-revoked\): no keys, tenant iso-revoked failed: UNAUTHENTICATED: .*unauthorized/,
+      );
+      expect(status.stdout).toMatch(/token "iso-ok" \(tenant iso-ok\):\n {2}key [0-9a-f-]+ {2}ECC_NIST_P256/);
+      expect(status.stdout).toMatch(/service: reachable/);
+    } finally {
+      await fresh.close();
+    }
   });
 
   it('a service that is down is UNAVAILABLE; one that does not answer is TIMEOUT', async () => {

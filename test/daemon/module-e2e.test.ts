@@ -45,6 +45,7 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
   let daemon: RunningDaemon;
   const keys = new Map<string, { keyId: string; pemFile: string }>();
   let dir: string;
+  let url: string;
   const pendingIds: string[] = [];
   // Asynchronous child processes: the daemon and the service answer from this process.
   const tool = (args: string[], env: NodeJS.ProcessEnv = {}) =>
@@ -64,7 +65,7 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     ensurePeercredBuilt();
     dir = tempDir('sbd-e2e-');
     svc = await startTestService({ policy });
-    const url = await svc.app.listen({ host: '127.0.0.1', port: 0 });
+    url = await svc.app.listen({ host: '127.0.0.1', port: 0 });
     const tenants = [];
     for (const [tenant, spec] of Object.entries(TENANTS)) {
       const created = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: tenant, key_spec: spec });
@@ -164,5 +165,36 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     expect(decided.status, JSON.stringify(decided.body)).toBe(200);
     await signing;
     expect(await verify('sha256', 'e2e-p256', sig)).toBe('Verified OK');
+  });
+  it("one tenant's revoked API key: its slot says why, the other token lists and signs in a new process", async () => {
+    const created = await callAction(svc.app, svc.operator, 'create_tenant', {
+      tenant_id: 'e2e-revoked',
+      key_spec: 'ECC_NIST_P256',
+    });
+    expect(created.status).toBe(201);
+    const revoked = await svc.apiKey('signer', 'e2e-revoked');
+    const id16 = /^sbk_([0-9a-f]{16})_/.exec(revoked)?.[1] as string;
+    expect(await svc.store.revokeApiKey(id16, new Date().toISOString())).toBe(true);
+    const own = await startTestDaemon(
+      remoteConfig(url, [
+        { tenantId: 'e2e-p256', label: 'e2e-p256 token', apiKey: await svc.apiKey('signer', 'e2e-p256') },
+        { tenantId: 'e2e-revoked', label: 'e2e-revoked token', apiKey: revoked },
+      ]),
+    );
+    try {
+      const env = { SIGNBRIDGE_SOCKET: own.socketPath, SIGNBRIDGE_LOG: 'warn' };
+      const slots = await tool(['--list-slots'], env);
+      expect(slots.stdout).toContain('e2e-p256 token');
+      expect(slots.stdout).toContain('signbridge e2e-revoked: UNAUTHENTICATED');
+      expect(slots.stderr).toMatch(/tenant e2e-revoked\) has no keys: UNAUTHENTICATED: .*unauthorized/);
+      const digest = join(dir, 'isolated.digest');
+      await run('openssl', ['dgst', '-sha256', '-binary', '-out', digest, join(dir, 'msg')]);
+      const sig = join(dir, 'isolated.sig');
+      const args = ['--token-label', 'e2e-p256 token', '--sign', '--id', id('e2e-p256'), '-m', 'ECDSA'];
+      await tool([...args, '--signature-format', 'openssl', '--input-file', digest, '--output-file', sig], env);
+      expect(await verify('sha256', 'e2e-p256', sig)).toBe('Verified OK');
+    } finally {
+      await own.close();
+    }
   });
 });

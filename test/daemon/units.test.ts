@@ -346,6 +346,47 @@ describe('KeyCatalog', () => {
   });
 });
 
+describe('RequestHandler LIST: one tenant failure stays in its own token', () => {
+  it('a tenant whose call times out is a token without keys that says why; all failing fails the LIST', async () => {
+    const up = new FakeUpstream();
+    setKey(up, 'ok', 'k-ok', 'ECC_NIST_P384', ecKey().pem);
+    const slow = new Set(['slow']);
+    const lookup = up.getPublicKey.bind(up);
+    up.getPublicKey = async (tenantId: string) => {
+      if (slow.has(tenantId)) throw new UpstreamError(WireStatus.TIMEOUT, 'the service did not answer within 300 ms');
+      return lookup(tenantId);
+    };
+    const tenants = ['ok', 'slow', 'gone'].map((tenantId) => ({ tenantId, label: tenantId, certificates: {} }));
+    const catalog = new KeyCatalog({ upstream: up, tenants, ttlMs: 60_000, log: silentLogger() });
+    const handler = new RequestHandler({ catalog, upstream: up, log: silentLogger(), sbomMaxBytes: 1 });
+    const list = await handler.list();
+    if (list.type !== 'LIST_OK') throw new Error(JSON.stringify(list));
+    expect(list.tokens.map((t) => [t.tenant, t.keys.length, t.status])).toEqual([
+      ['ok', 1, undefined],
+      ['slow', 0, WireStatus.TIMEOUT],
+      ['gone', 0, WireStatus.KEY_NOT_FOUND],
+    ]);
+    expect(list.tokens[1]?.message).toMatch(/300 ms/);
+    // Once the fault ends, the next LIST shows the tenant's key (failures are not cached).
+    slow.clear();
+    setKey(up, 'slow', 'k-slow', 'ECC_NIST_P256', ecKey().pem);
+    const again = await handler.list();
+    if (again.type !== 'LIST_OK') throw new Error(JSON.stringify(again));
+    expect(again.tokens[1]).toMatchObject({ tenant: 'slow', keys: [{ keySpec: 'ECC_NIST_P256' }] });
+    expect(again.tokens[1]?.status).toBeUndefined();
+    // Every tenant failing (the service down for all) fails the whole LIST with that status, as before.
+    const down = new KeyCatalog({ upstream: up, tenants: tenants.slice(1), ttlMs: 0, log: silentLogger() });
+    slow.add('slow');
+    const failed = await new RequestHandler({
+      catalog: down,
+      upstream: up,
+      log: silentLogger(),
+      sbomMaxBytes: 1,
+    }).handle({ type: 'LIST' }, { pid: process.pid, uid: 0 });
+    expect(failed).toMatchObject({ type: 'ERROR', status: WireStatus.TIMEOUT });
+  });
+});
+
 describe('RequestHandler with a scripted upstream', () => {
   async function setup(spec: KeySpec = 'ECC_NIST_P256') {
     const up = new FakeUpstream();
@@ -418,10 +459,19 @@ describe('RequestHandler with a scripted upstream', () => {
     const keyId = '0f8fad5b-d9cb-469f-a165-70867728950e';
     up.collectNext = () => ({ kind: 'signed', signature: ecdsaRawToDer(raw), keyId, algorithm: 'ECDSA_SHA_256' });
     expect(await poll('r-9')).toEqual({ type: 'SIGN_OK', signature: raw, requestId: 'r-9' });
-    // Unknown to this daemon (restarted): collected all the same, the curve size from the algorithm.
-    const raw521 = Buffer.concat([Buffer.alloc(1), randomBytes(65), Buffer.alloc(1), randomBytes(65)]);
-    up.collectNext = () => ({ kind: 'signed', signature: ecdsaRawToDer(raw521), keyId, algorithm: 'ECDSA_SHA_512' });
-    expect(await poll('r-unknown')).toEqual({ type: 'SIGN_OK', signature: raw521, requestId: 'r-unknown' });
+    // Unknown to this daemon (restarted): collected all the same, r||s as wide as the signing key's curve (P-256),
+    // not the algorithm's hash (an EC key signs every SHA-2 digest).
+    const raw256 = Buffer.concat([Buffer.alloc(1), randomBytes(31), Buffer.alloc(1), randomBytes(31)]);
+    up.collectNext = () => ({ kind: 'signed', signature: ecdsaRawToDer(raw256), keyId, algorithm: 'ECDSA_SHA_512' });
+    expect(await poll('r-unknown')).toEqual({ type: 'SIGN_OK', signature: raw256, requestId: 'r-unknown' });
+    // Signed by a key that is no longer current: no module holds it, so it cannot be given out.
+    up.collectNext = () => ({
+      kind: 'signed',
+      signature: ecdsaRawToDer(raw256),
+      keyId: '7c9e6679-7425-40de-944b-e07fc1f90ae7',
+      algorithm: 'ECDSA_SHA_256',
+    });
+    expect(await poll('r-old')).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND, requestId: 'r-old' });
     expect(await poll('r-unknown', 'not-exposed')).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND });
     // An expiry is final and names the request.
     up.next = () => ({ kind: 'pending', requestId: 'r-10', status: 'pending_approval', message: '' });

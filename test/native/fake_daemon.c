@@ -146,7 +146,7 @@ static uint32_t do_sign(const fd_key *k, const char *alg, const uint8_t *dg, siz
     snprintf(msg, msglen, "unknown algorithm %s", alg);
     return SBW_S_ALGORITHM_INVALID;
   }
-  if ((rsa && k->ec_field) || (ecdsa && (!k->ec_field || EVP_MD_get_size(md) * 8 != k->ec_hash))) {
+  if ((rsa && k->ec_field) || (ecdsa && !k->ec_field)) { /* as the daemon: ECDSA with any SHA-2 on any curve */
     snprintf(msg, msglen, "a %s key does not allow %s", k->spec, alg);
     return SBW_S_ALGORITHM_INVALID;
   }
@@ -210,7 +210,7 @@ static int answer_signature(fake_daemon *d, int fd, int ki, const char *alg, con
 static int handle_list(fake_daemon *d, int fd) {
   pthread_mutex_lock(&d->mu);
   d->lists++;
-  int err = d->list_error;
+  int err = d->list_error, failed = d->list_failed_key - 1;
   pthread_mutex_unlock(&d->mu);
   if (err) return send_error(fd, (uint32_t)err, "the daemon has no valid credentials (injected)", NULL);
   sbw_buf b = {0};
@@ -220,6 +220,12 @@ static int handle_list(fake_daemon *d, int fd) {
     size_t t = sbw_nested_begin(&b, SBW_T_TOKEN);
     sbw_put_str(&b, SBW_T_TOKEN_LABEL, k->token_label);
     sbw_put_str(&b, SBW_T_TENANT, k->tenant);
+    if (i == failed) { /* as the daemon lists a tenant whose own API key was revoked */
+      sbw_put_u32(&b, SBW_T_STATUS, 3);
+      sbw_put_str(&b, SBW_T_MESSAGE, "unauthorized: API key revoked (injected)");
+      sbw_nested_end(&b, t);
+      continue;
+    }
     size_t km = sbw_nested_begin(&b, SBW_T_KEY);
     sbw_put(&b, SBW_T_KEY_ID, k->id, sizeof(k->id));
     sbw_put_str(&b, SBW_T_KEY_LABEL, k->label);

@@ -48,6 +48,7 @@ typedef struct fake_daemon {
   int short_sig_next; /* answer the next SIGN with a signature one byte short */
   int wrong_type_next; /* answer the next SIGN with a well-formed LIST_OK */
   int list_error;     /* answer LIST with ERROR(status) */
+  int list_failed_key; /* >0: key list_failed_key-1's tenant failed on its own (token with STATUS 3, no keys) */
   /* What happened. */
   int hellos, lists, signs, polls, accepted;
   char last_algorithm[40], last_tenant[64], last_project[64], last_environment[64], last_artifact_type[64],

@@ -189,6 +189,7 @@ typedef struct sign_case {
   CK_MECHANISM_TYPE mech;
   CK_MECHANISM_TYPE pss_hash; /* PSS: the hashAlg of the parameters */
   int multipart;
+  CK_MECHANISM_TYPE ecdsa_hash; /* CKM_ECDSA: the digest handed over (any SHA-2 on any curve); 0: the curve's */
 } sign_case;
 
 static void pss_params(CK_RSA_PKCS_PSS_PARAMS *p, CK_MECHANISM_TYPE hash) {
@@ -215,6 +216,7 @@ static int sign_and_verify(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE key, const fd_k
   size_t inlen;
   if (raw) {
     md = sc->pss_hash ? md_for(sc->pss_hash)
+         : sc->ecdsa_hash ? md_for(sc->ecdsa_hash)
          : k->ec_field ? (k->ec_hash == 256 ? EVP_sha256() : k->ec_hash == 384 ? EVP_sha384() : EVP_sha512())
                        : EVP_sha256();
   }
@@ -258,7 +260,7 @@ static int sign_and_verify(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE key, const fd_k
 static void sign_ok(const char *spec, CK_MECHANISM_TYPE mech) {
   CK_SESSION_HANDLE h = open_session(spec);
   CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
-  sign_case sc = {mech, 0, 0};
+  sign_case sc = {mech, 0, 0, 0};
   const uint8_t msg[] = "a quick signature";
   CHECK(sign_and_verify(h, key, fd_key_by_spec(D, spec), &sc, msg, sizeof(msg)));
   CHECK_RV(F->C_CloseSession(h), CKR_OK);
@@ -506,6 +508,31 @@ static void t_slots(void) {
   CHECK(!memcmp(si.slotDescription, "signbridge: UNAUTHENTICATED", 27));
   DSET(list_error, 0);
   fin();
+
+  /* One tenant failed on its own (its API key revoked): its token is there without keys and its slot and the log
+   * say why; every other token is as usual and signs. */
+  DSET(list_failed_key, 2); /* t-p256 */
+  init();
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(n == 4);
+  CHECK_RV(F->C_GetSlotInfo(slot_of("ECC_NIST_P256"), &si), CKR_OK);
+  CHECK((si.flags & CKF_TOKEN_PRESENT) && !memcmp(si.slotDescription, "signbridge t-p256: UNAUTHENTICATED", 34));
+  CHECK(log_contains("token \"fake p256\" (tenant t-p256) has no keys: UNAUTHENTICATED: unauthorized: API key revoked"));
+  {
+    CK_SESSION_HANDLE hf = open_session("ECC_NIST_P256");
+    CK_OBJECT_HANDLE o;
+    CK_ULONG found = 1;
+    CHECK_RV(F->C_FindObjectsInit(hf, NULL, 0), CKR_OK);
+    CHECK_RV(F->C_FindObjects(hf, &o, 1, &found), CKR_OK);
+    CHECK(found == 0);
+    CHECK_RV(F->C_FindObjectsFinal(hf), CKR_OK);
+    CHECK_RV(F->C_CloseSession(hf), CKR_OK);
+  }
+  CHECK_RV(F->C_GetSlotInfo(slot_of("ECC_NIST_P384"), &si), CKR_OK);
+  CHECK(!memcmp(si.slotDescription, "signbridge t-p384 ", 18));
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
+  DSET(list_failed_key, 0);
+  fin();
 }
 
 static void t_objects(void) {
@@ -611,8 +638,8 @@ static void t_objects(void) {
   CHECK_RV(F->C_GetAttributeValue(h_ec, eckey, ecv, 1), CKR_ATTRIBUTE_SENSITIVE);
   am[0].ulValueLen = sizeof(allowed);
   CHECK_RV(F->C_GetAttributeValue(h_ec, eckey, am, 1), CKR_OK);
-  CHECK(am[0].ulValueLen == 2 * sizeof(CK_MECHANISM_TYPE) && allowed[0] == CKM_ECDSA &&
-        allowed[1] == CKM_ECDSA_SHA512);
+  CHECK(am[0].ulValueLen == 4 * sizeof(CK_MECHANISM_TYPE) && allowed[0] == CKM_ECDSA &&
+        allowed[1] == CKM_ECDSA_SHA256 && allowed[2] == CKM_ECDSA_SHA384 && allowed[3] == CKM_ECDSA_SHA512);
   /* The leaf certificate: DER as sent, same subject as the private key's CKA_SUBJECT. */
   CK_ATTRIBUTE by_cert_id[] = {{CKA_CLASS, &cert, sizeof(cert)}, {CKA_ID, (void *)k->id, 16}};
   CK_OBJECT_HANDLE leaf = 0;
@@ -663,16 +690,19 @@ static void t_sign_all(void) {
           CK_MECHANISM_TYPE ph = m == CKM_SHA256_RSA_PKCS_PSS ? CKM_SHA256
                                  : m == CKM_SHA384_RSA_PKCS_PSS ? CKM_SHA384
                                  : m == CKM_SHA512_RSA_PKCS_PSS ? CKM_SHA512 : 0;
-          cases[nc++] = (sign_case){m, ph, mp};
+          cases[nc++] = (sign_case){m, ph, mp, 0};
         }
-        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA256, mp};
-        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA384, mp};
-        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA512, mp};
+        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA256, mp, 0};
+        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA384, mp, 0};
+        cases[nc++] = (sign_case){CKM_RSA_PKCS_PSS, CKM_SHA512, mp, 0};
       } else {
-        cases[nc++] = (sign_case){CKM_ECDSA, 0, mp};
-        cases[nc++] = (sign_case){k->ec_hash == 256 ? CKM_ECDSA_SHA256 : k->ec_hash == 384 ? CKM_ECDSA_SHA384
-                                                                                           : CKM_ECDSA_SHA512,
-                                  0, mp};
+        /* Every SHA-2 digest on every curve, as TLS 1.2 stacks ask of a P-384 key (SHA-256 by default). */
+        static const CK_MECHANISM_TYPE EC_MECHS[] = {CKM_ECDSA_SHA256, CKM_ECDSA_SHA384, CKM_ECDSA_SHA512};
+        static const CK_MECHANISM_TYPE HASHES[] = {CKM_SHA256, CKM_SHA384, CKM_SHA512};
+        for (size_t i = 0; i < 3; i++) {
+          cases[nc++] = (sign_case){CKM_ECDSA, 0, mp, HASHES[i]};
+          cases[nc++] = (sign_case){EC_MECHS[i], 0, mp, 0};
+        }
       }
     }
     for (int c = 0; c < nc; c++) {
@@ -688,12 +718,25 @@ static void t_sign_all(void) {
     CHECK_RV(F->C_CloseSession(h), CKR_OK);
   }
   printf("%d of %d key/mechanism combinations verified\n", verified, total);
-  CHECK(verified == total && total == 2 * 10 + 3 * 4);
-  /* The algorithm names on the wire. */
+  CHECK(verified == total && total == 2 * 10 + 3 * 12);
+  /* The algorithm names on the wire: the digest really signed, not the curve's hash. */
   sign_ok("RSA_2048", CKM_SHA384_RSA_PKCS);
   CHECK(!strcmp(D->last_algorithm, "RSASSA_PKCS1_V1_5_SHA_384"));
   sign_ok("ECC_NIST_P384", CKM_ECDSA);
   CHECK(!strcmp(D->last_algorithm, "ECDSA_SHA_384"));
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA256);
+  CHECK(!strcmp(D->last_algorithm, "ECDSA_SHA_256"));
+  {
+    CK_SESSION_HANDLE h = open_session("ECC_NIST_P384");
+    CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+    sign_case sc = {CKM_ECDSA, 0, 0, CKM_SHA256};
+    CHECK(sign_and_verify(h, key, fd_key_by_spec(D, "ECC_NIST_P384"), &sc, msg, sizeof(msg)));
+    CHECK(!strcmp(D->last_algorithm, "ECDSA_SHA_256"));
+    sc.ecdsa_hash = CKM_SHA512;
+    CHECK(sign_and_verify(h, key, fd_key_by_spec(D, "ECC_NIST_P384"), &sc, msg, sizeof(msg)));
+    CHECK(!strcmp(D->last_algorithm, "ECDSA_SHA_512"));
+    CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  }
   fin();
 }
 
@@ -734,10 +777,21 @@ static void t_sign_errors(void) {
   CHECK_RV(F->C_SignInit(h, &bad, key), CKR_KEY_TYPE_INCONSISTENT);
   bad.mechanism = CKM_SHA256_RSA_PKCS;
   CHECK_RV(F->C_SignInit(he, &bad, eckey), CKR_KEY_TYPE_INCONSISTENT);
-  bad.mechanism = CKM_ECDSA_SHA256; /* P-521 goes with SHA-512 only */
+  bad.mechanism = CKM_ECDSA_SHA1;
   CHECK_RV(F->C_SignInit(he, &bad, eckey), CKR_MECHANISM_INVALID);
-  bad.mechanism = CKM_ECDSA_SHA384;
-  CHECK_RV(F->C_SignInit(he, &bad, eckey), CKR_MECHANISM_INVALID);
+  /* CKM_ECDSA takes a SHA-256, SHA-384 or SHA-512 digest on any curve; any other length is CKR_DATA_LEN_RANGE. */
+  {
+    CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
+    static const size_t bad_lens[] = {20, 28, 33, 65};
+    uint8_t dg[65] = {1};
+    for (size_t i = 0; i < sizeof(bad_lens) / sizeof(bad_lens[0]); i++) {
+      int before = dcount(&D->signs);
+      CHECK_RV(F->C_SignInit(he, &ecdsa, eckey), CKR_OK);
+      siglen = sizeof(sig);
+      CHECK_RV(F->C_Sign(he, dg, bad_lens[i], sig, &siglen), CKR_DATA_LEN_RANGE);
+      CHECK(dcount(&D->signs) == before); /* refused before anything reached the daemon */
+    }
+  }
   /* PSS parameters. */
   CK_RSA_PKCS_PSS_PARAMS pss;
   CK_MECHANISM pm = {CKM_SHA256_RSA_PKCS_PSS, NULL, 0};
@@ -849,7 +903,7 @@ static void t_sign_errors(void) {
   siglen = sizeof(sig);
   CHECK_RV(F->C_Sign(h, di_nonull, sizeof(di_nonull), sig, &siglen), CKR_OK);
   CHECK(!strcmp(D->last_algorithm, "RSASSA_PKCS1_V1_5_SHA_256"));
-  /* Raw PSS and ECDSA want exactly the digest length. */
+  /* Raw PSS wants exactly the digest length, raw ECDSA a SHA-2 length. */
   pss_params(&pss, CKM_SHA384);
   pm.mechanism = CKM_RSA_PKCS_PSS;
   pm.ulParameterLen = sizeof(pss);
@@ -859,7 +913,7 @@ static void t_sign_errors(void) {
   uint8_t esig[200];
   CK_ULONG esiglen = sizeof(esig);
   CHECK_RV(F->C_SignInit(he, &ecdsa, eckey), CKR_OK);
-  CHECK_RV(F->C_Sign(he, di, 32, esig, &esiglen), CKR_DATA_LEN_RANGE); /* P-521 wants a SHA-512 digest */
+  CHECK_RV(F->C_Sign(he, di, 20, esig, &esiglen), CKR_DATA_LEN_RANGE); /* a SHA-1 digest: not signed */
   CHECK_RV(F->C_SignInit(he, &ecdsa, eckey), CKR_OK);
   esiglen = 0;
   CHECK_RV(F->C_Sign(he, di, 64, NULL, &esiglen), CKR_OK);
@@ -1157,7 +1211,7 @@ static void *signer(void *p) {
   F->C_FindObjectsFinal(h);
   for (int i = 0; i < 12; i++) {
     sign_case sc = {k->ec_field ? CKM_ECDSA : (i % 2 ? CKM_SHA256_RSA_PKCS : CKM_SHA512_RSA_PKCS_PSS),
-                    (!k->ec_field && i % 2 == 0) ? CKM_SHA512 : 0, i % 3 == 0};
+                    (!k->ec_field && i % 2 == 0) ? CKM_SHA512 : 0, i % 3 == 0, 0};
     char msg[64];
     snprintf(msg, sizeof(msg), "thread %d message %d", ta->index, i);
     ta->total++;

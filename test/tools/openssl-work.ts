@@ -12,7 +12,7 @@ import { runSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
 import { type Stack, tenantFor } from '../module/harness.js';
 
 export const SPECS: KeySpec[] = ['RSA_2048', 'ECC_NIST_P256', 'ECC_NIST_P384'];
-/** The digest OpenSSL signs with: an EC key signs only with its curve's hash. */
+/** The digest OpenSSL signs with here: the curve's own hash (an EC key signs any SHA-2; openssl-tls.test.ts). */
 export const MD: Record<string, string> = { RSA_2048: 'sha256', ECC_NIST_P256: 'sha256', ECC_NIST_P384: 'sha384' };
 
 export interface Work {

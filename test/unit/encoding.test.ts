@@ -37,11 +37,18 @@ describe('ecdsaRawToDer', () => {
 });
 
 describe('algorithm tables', () => {
-  it('follows KMS: RSA keys take every RSA scheme, EC keys only their curve hash', () => {
+  it('RSA keys take every RSA scheme, EC keys ECDSA with every SHA-2 digest (beyond KMS: any curve)', () => {
     expect(algorithmsForKey('RSA_2048')).toHaveLength(6);
-    expect(algorithmsForKey('ECC_NIST_P256')).toEqual(['ECDSA_SHA_256']);
-    expect(algorithmsForKey('ECC_NIST_P384')).toEqual(['ECDSA_SHA_384']);
-    expect(algorithmsForKey('ECC_NIST_P521')).toEqual(['ECDSA_SHA_512']);
+    for (const spec of ['ECC_NIST_P256', 'ECC_NIST_P384', 'ECC_NIST_P521'] as const) {
+      expect(algorithmsForKey(spec)).toEqual(['ECDSA_SHA_256', 'ECDSA_SHA_384', 'ECDSA_SHA_512']);
+    }
+  });
+  it('pkcs11_sign on an EC key names the digest really given, by its length', () => {
+    expect(algorithmForPkcs11('ECC_NIST_P384', Buffer.alloc(32), false)).toBe('ECDSA_SHA_256');
+    expect(algorithmForPkcs11('ECC_NIST_P256', Buffer.alloc(64), false)).toBe('ECDSA_SHA_512');
+    expect(algorithmForPkcs11('ECC_NIST_P521', Buffer.alloc(48), false)).toBe('ECDSA_SHA_384');
+    expect(() => algorithmForPkcs11('ECC_NIST_P384', Buffer.alloc(20), false)).toThrow(/an EC key, got 20 bytes/);
+    expect(() => algorithmForPkcs11('ECC_NIST_P384', Buffer.alloc(48), true)).toThrow(/pss_padding/);
   });
   it('rejects specs without a backend and mismatched digests', () => {
     expect(() => keyInfo('ML_DSA_65')).toThrow(/not supported/);

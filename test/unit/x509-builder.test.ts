@@ -72,12 +72,25 @@ describe('parseSubject', () => {
 });
 
 describe('certificateAlgorithm', () => {
-  it('pairs EC keys with their curve hash and refuses another hash or PSS', () => {
+  it('pairs EC keys with their curve hash unless asked for another SHA-2, and refuses PSS', () => {
     expect(certificateAlgorithm('ECC_NIST_P384').algorithm).toBe('ECDSA_SHA_384');
-    expect(() => certificateAlgorithm('ECC_NIST_P256', { hash: 'sha512' })).toThrow(/sha256 only/);
+    expect(certificateAlgorithm('ECC_NIST_P256', { hash: 'sha512' })).toMatchObject({
+      algorithm: 'ECDSA_SHA_512',
+      web: { name: 'ECDSA', hash: 'SHA-512', namedCurve: 'P-256' },
+    });
     expect(() => certificateAlgorithm('ECC_NIST_P256', { pss: true })).toThrow(/RSA keys only/);
     expect(certificateAlgorithm('RSA_2048', { hash: 'sha384', pss: true }).algorithm).toBe('RSASSA_PSS_SHA_384');
   });
+});
+
+it('a P-384 key makes a request signed with SHA-256 when asked, which OpenSSL verifies', async () => {
+  const key = keys.get('ECC_NIST_P384') as RemoteKey;
+  const csr = await createCsr(key, { subject: parseSubject('/CN=p384 sha256'), hash: 'sha256' });
+  const file = join(dir, 'p384-sha256.csr');
+  writeFileSync(file, csr.toString('pem'));
+  const res = openssl(['req', '-in', file, '-verify', '-noout', '-text']);
+  expect(res.stderr + res.stdout).toMatch(/verify OK/);
+  expect(res.stdout).toContain('ecdsa-with-SHA256');
 });
 
 describe.each(SPECS)('%s', (spec) => {
