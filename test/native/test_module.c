@@ -415,16 +415,16 @@ static void t_slots(void) {
   CHECK(!(ti.flags & CKF_LOGIN_REQUIRED) && (ti.flags & CKF_TOKEN_INITIALIZED) && (ti.flags & CKF_RNG));
   CHECK_RV(F->C_GetTokenInfo(99, &ti), CKR_SLOT_ID_INVALID);
   CHECK_RV(F->C_GetTokenInfo(0, NULL), CKR_ARGUMENTS_BAD);
-  /* Mechanisms: eight for an RSA token, four for an EC token. */
+  /* Mechanisms: eight for an RSA token, four for an EC token, and the three digests on every token. */
   CK_MECHANISM_TYPE mechs[32];
   n = 0;
   CHECK_RV(F->C_GetMechanismList(slot_of("RSA_2048"), NULL, &n), CKR_OK);
-  CHECK(n == 8);
+  CHECK(n == 8 + 3);
   n = 3;
   CHECK_RV(F->C_GetMechanismList(slot_of("RSA_2048"), mechs, &n), CKR_BUFFER_TOO_SMALL);
   n = 32;
   CHECK_RV(F->C_GetMechanismList(slot_of("ECC_NIST_P384"), mechs, &n), CKR_OK);
-  CHECK(n == 4 && mechs[0] == CKM_ECDSA);
+  CHECK(n == 4 + 3 && mechs[0] == CKM_ECDSA && mechs[4] == CKM_SHA256);
   CK_MECHANISM_INFO mi;
   CHECK_RV(F->C_GetMechanismInfo(slot_of("RSA_2048"), CKM_SHA256_RSA_PKCS_PSS, &mi), CKR_OK);
   CHECK(mi.flags == CKF_SIGN && mi.ulMinKeySize == 2048);
@@ -1236,7 +1236,25 @@ static void t_session_misc(void) {
   /* Login: no PIN needed, any accepted, consistent state. */
   CK_SESSION_INFO si;
   CHECK_RV(F->C_Logout(h), CKR_USER_NOT_LOGGED_IN);
-  CHECK_RV(F->C_Login(h, CKU_SO, (CK_UTF8CHAR_PTR) "x", 1), CKR_USER_TYPE_INVALID);
+  /* CKU_SO is a valid user type; with a read-only session open the standard's answer is READ_ONLY_EXISTS. */
+  CHECK_RV(F->C_Login(h, CKU_SO, (CK_UTF8CHAR_PTR) "x", 1), CKR_SESSION_READ_ONLY_EXISTS);
+  CHECK_RV(F->C_Login(h, 7, (CK_UTF8CHAR_PTR) "x", 1), CKR_USER_TYPE_INVALID);
+  {
+    CK_SESSION_HANDLE rw = 0, ro = 0;
+    CHECK_RV(F->C_OpenSession(slot_of("ECC_NIST_P521"), CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &rw),
+             CKR_OK);
+    CHECK_RV(F->C_Login(rw, CKU_SO, (CK_UTF8CHAR_PTR) "any", 3), CKR_OK);
+    CHECK_RV(F->C_GetSessionInfo(rw, &si), CKR_OK);
+    CHECK(si.state == CKS_RW_SO_FUNCTIONS);
+    CHECK_RV(F->C_OpenSession(slot_of("ECC_NIST_P521"), CKF_SERIAL_SESSION, NULL, NULL, &ro),
+             CKR_SESSION_READ_WRITE_SO_EXISTS);
+    CHECK_RV(F->C_Login(rw, CKU_SO, (CK_UTF8CHAR_PTR) "any", 3), CKR_USER_ALREADY_LOGGED_IN);
+    CHECK_RV(F->C_Login(rw, CKU_USER, (CK_UTF8CHAR_PTR) "any", 3), CKR_USER_ANOTHER_ALREADY_LOGGED_IN);
+    CHECK_RV(F->C_Logout(rw), CKR_OK);
+    CHECK_RV(F->C_OpenSession(slot_of("ECC_NIST_P521"), CKF_SERIAL_SESSION, NULL, NULL, &ro), CKR_OK);
+    CHECK_RV(F->C_CloseSession(ro), CKR_OK);
+    CHECK_RV(F->C_CloseSession(rw), CKR_OK);
+  }
   CHECK_RV(F->C_Login(h, CKU_USER, (CK_UTF8CHAR_PTR) "1234", 4), CKR_OK);
   CHECK_RV(F->C_Login(h, CKU_USER, (CK_UTF8CHAR_PTR) "other", 5), CKR_USER_ALREADY_LOGGED_IN);
   CHECK_RV(F->C_GetSessionInfo(h, &si), CKR_OK);
@@ -1261,7 +1279,7 @@ static void t_session_misc(void) {
   CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
   CHECK_RV(F->C_VerifyInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
   CHECK_RV(F->C_EncryptInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
-  CHECK_RV(F->C_DigestInit(h, &m), CKR_FUNCTION_NOT_SUPPORTED);
+  CHECK_RV(F->C_DigestInit(h, &m), CKR_MECHANISM_INVALID); /* digests: t_digest */
   CHECK_RV(F->C_EncryptInit(999, &m, 1), CKR_SESSION_HANDLE_INVALID);
   CHECK_RV(F->C_InitPIN(h, NULL, 0), CKR_FUNCTION_NOT_SUPPORTED);
   CHECK_RV(F->C_GetFunctionStatus(h), CKR_FUNCTION_NOT_PARALLEL);
@@ -1269,6 +1287,108 @@ static void t_session_misc(void) {
   CK_SLOT_ID slot;
   CHECK_RV(F->C_WaitForSlotEvent(0, &slot, NULL), CKR_FUNCTION_NOT_SUPPORTED);
   CHECK_RV(F->C_MessageSignInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
+  fin();
+}
+
+
+/* Digests: known answers for "abc" (FIPS 180-2), and the operation rules. */
+static int hex_is(const uint8_t *b, size_t n, const char *hex) {
+  char got[200] = "";
+  for (size_t i = 0; i < n && 2 * i + 2 < sizeof(got); i++) snprintf(got + 2 * i, 3, "%02x", b[i]);
+  if (strcmp(got, hex) != 0) fprintf(stderr, "digest %s\n  want %s\n", got, hex);
+  return strcmp(got, hex) == 0;
+}
+
+static const char SHA256_ABC[] = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+static const char SHA384_ABC[] =
+    "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed8086072ba1e7cc2358baeca134c825a7";
+static const char SHA512_ABC[] = "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a"
+                                 "3feebbd454d4423643ce80e2a9ac94fa54ca49f";
+
+static void t_digest(void) {
+  init();
+  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  /* Listed on every token, with CKF_DIGEST. */
+  CK_MECHANISM_TYPE list[64];
+  CK_ULONG n = 64;
+  CHECK_RV(F->C_GetMechanismList(slot_of("ECC_NIST_P256"), list, &n), CKR_OK);
+  int seen = 0;
+  for (CK_ULONG i = 0; i < n; i++) seen += list[i] == CKM_SHA256 || list[i] == CKM_SHA384 || list[i] == CKM_SHA512;
+  CHECK(seen == 3);
+  CK_MECHANISM_INFO mi;
+  CHECK_RV(F->C_GetMechanismInfo(slot_of("RSA_2048"), CKM_SHA384, &mi), CKR_OK);
+  CHECK(mi.flags == CKF_DIGEST);
+  CHECK_RV(F->C_GetMechanismInfo(slot_of("RSA_2048"), CKM_SHA_1, &mi), CKR_MECHANISM_INVALID);
+  /* Single part: size query and short buffer keep the operation. */
+  CK_MECHANISM m256 = {CKM_SHA256, NULL, 0}, m384 = {CKM_SHA384, NULL, 0}, m512 = {CKM_SHA512, NULL, 0};
+  uint8_t out[64];
+  CK_ULONG len = 0;
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_DigestInit(h, &m384), CKR_OPERATION_ACTIVE);
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, NULL, &len), CKR_OK);
+  CHECK(len == 32);
+  len = 31;
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, out, &len), CKR_BUFFER_TOO_SMALL);
+  CHECK(len == 32);
+  len = sizeof(out);
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, out, &len), CKR_OK);
+  CHECK(len == 32 && hex_is(out, len, SHA256_ABC));
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  /* Multi-part. */
+  CHECK_RV(F->C_DigestInit(h, &m384), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "a", 1), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, NULL, 0), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "bc", 2), CKR_OK);
+  CHECK_RV(F->C_DigestFinal(h, NULL, &len), CKR_OK);
+  CHECK(len == 48);
+  len = 10;
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_BUFFER_TOO_SMALL);
+  len = sizeof(out);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OK);
+  CHECK(len == 48 && hex_is(out, len, SHA384_ABC));
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "a", 1), CKR_OPERATION_NOT_INITIALIZED);
+  /* A digest runs beside a sign operation in the same session. */
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM ms = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &ms, key), CKR_OK);
+  CHECK_RV(F->C_DigestInit(h, &m512), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "ab", 2), CKR_OK);
+  uint8_t sig[256];
+  CK_ULONG siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "abc", 3, sig, &siglen), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "c", 1), CKR_OK);
+  len = sizeof(out);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OK);
+  CHECK(len == 64 && hex_is(out, len, SHA512_ABC));
+  /* Errors end the operation: C_Digest after C_DigestUpdate, C_DigestKey, bad arguments. */
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "a", 1), CKR_OK);
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "bc", 2, out, &len), CKR_OPERATION_ACTIVE);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_DigestKey(h, key), CKR_KEY_INDIGESTIBLE);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, NULL, 5), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  /* C_SessionCancel ends a digest; the state of a digest cannot be saved. */
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_GetOperationState(h, NULL, &len), CKR_STATE_UNSAVEABLE);
+  CHECK_RV(F->C_SessionCancel(h, CKF_DIGEST), CKR_OK);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  /* Refusals: no SHA-1, no parameters, no sign mechanism. */
+  CK_MECHANISM sha1 = {CKM_SHA_1, NULL, 0}, withp = {CKM_SHA256, out, 4};
+  CHECK_RV(F->C_DigestInit(h, &sha1), CKR_MECHANISM_INVALID);
+  CHECK_RV(F->C_DigestInit(h, &ms), CKR_MECHANISM_INVALID);
+  CHECK_RV(F->C_DigestInit(h, &withp), CKR_MECHANISM_PARAM_INVALID);
+  CHECK_RV(F->C_DigestInit(h, NULL), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_DigestInit(999, &m256), CKR_SESSION_HANDLE_INVALID);
+  CHECK(log_contains("C_DigestInit refused: mechanism 0x220 is not a digest"));
+  /* Closing a session with a digest in progress frees it (ASan checks for leaks). */
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
   fin();
 }
 
@@ -1281,7 +1401,7 @@ static const struct {
     {"objects", t_objects, 0},         {"sign_all", t_sign_all, 0},       {"sign_errors", t_sign_errors, 0},
     {"daemon_errors", t_daemon_errors, 0}, {"restart", t_restart, 0},     {"pending", t_pending, 0},
     {"operation_state", t_operation_state, 0}, {"threads", t_threads, 0}, {"fork", t_fork, 0},
-    {"context", t_context, 0},         {"session_misc", t_session_misc, 0},
+    {"context", t_context, 0},         {"session_misc", t_session_misc, 0}, {"digest", t_digest, 0},
 };
 
 int main(int argc, char **argv) {
