@@ -97,7 +97,23 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, char *why
   return io_to_ckr(io);
 }
 
-static CK_RV error_answer(const sbw_msg *m, const char *what) {
+/* What the person running the tool is told when the service refuses a signature. */
+static const char *refusal_phrase(uint32_t status) {
+  switch (status) {
+  case SBW_S_POLICY_DENIED: return "policy denied the signature";
+  case SBW_S_REJECTED: return "an approver rejected the signature";
+  case SBW_S_EXPIRED: return "the signature request expired before anyone approved it";
+  case SBW_S_UNAUTHENTICATED: return "the daemon has no valid credentials (signbridge login)";
+  case SBW_S_FORBIDDEN: return "the daemon's credentials may not sign";
+  case SBW_S_KEY_NOT_FOUND: return "the key is gone (rotated or removed; reload the token)";
+  case SBW_S_UNAVAILABLE: return "the signing service cannot be reached (retry later)";
+  case SBW_S_TIMEOUT: return "the signing service did not answer in time (retry later)";
+  }
+  return "the signature failed";
+}
+
+/* An ERROR answer: logged in full; for a signature (tenant set) also the one-line notice. */
+static CK_RV error_answer(const sbw_msg *m, const char *what, const char *tenant) {
   uint32_t status = sbw_get(&m->body, SBW_T_STATUS)->u32;
   char msg[512], rid[128];
   sbw_get_str(&m->body, SBW_T_MESSAGE, msg, sizeof(msg));
@@ -105,6 +121,9 @@ static CK_RV error_answer(const sbw_msg *m, const char *what) {
   CK_RV rv = sbp11_status_to_ckr(status);
   SBP11_ERR("%s failed: %s: %s%s%s (CKR 0x%lx)", what, sbw_status_name(status), msg, rid[0] ? "; request id " : "",
             rid, (unsigned long)rv);
+  if (tenant)
+    sbp11_notice("%s for tenant %s: %s (%s%s%s)", refusal_phrase(status), tenant, msg[0] ? msg : "no reason given",
+                 sbw_status_name(status), rid[0] ? ", request " : "", rid);
   return rv;
 }
 
@@ -120,7 +139,7 @@ CK_RV sbp11_client_list(sbw_msg *out, char *why, size_t whylen) {
   if (rv != CKR_OK) return rv;
   if (out->type == SBW_LIST_OK) return CKR_OK;
   if (out->type == SBW_ERROR) {
-    rv = error_answer(out, "LIST");
+    rv = error_answer(out, "LIST", NULL);
     char msg[200];
     sbw_get_str(&out->body, SBW_T_MESSAGE, msg, sizeof(msg));
     snprintf(why, whylen, "%s: %s", sbw_status_name(sbw_get(&out->body, SBW_T_STATUS)->u32), msg);
@@ -164,6 +183,8 @@ static CK_RV take_signature(const sbw_msg *m, const sbp11_sign_request *req, uin
   if (s->len != req->sig_len) {
     SBP11_ERR("SIGN: the daemon sent a %u-byte signature, the key makes %zu bytes (request id %s)",
               (unsigned)s->len, req->sig_len, rid[0] ? rid : "none");
+    sbp11_notice("cannot sign for tenant %s: the daemon sent a signature of the wrong length (request %s)",
+                 req->tenant, rid[0] ? rid : "none");
     return CKR_DEVICE_ERROR;
   }
   memcpy(sig, s->p, s->len);
@@ -187,7 +208,10 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
   sbw_msg m;
   CK_RV rv = call(&b, &m, "SIGN", why, sizeof(why));
   sbw_buf_free(&b);
-  if (rv != CKR_OK) return rv;
+  if (rv != CKR_OK) {
+    sbp11_notice("cannot sign for tenant %s: %s", req->tenant, why);
+    return rv;
+  }
 
   long long deadline = now_ms() + (long long)approval_timeout_s * 1000;
   char rid[256] = "";
@@ -197,11 +221,12 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
       break;
     }
     if (m.type == SBW_ERROR) {
-      rv = error_answer(&m, rid[0] ? "POLL" : "SIGN");
+      rv = error_answer(&m, rid[0] ? "POLL" : "SIGN", req->tenant);
       break;
     }
     if (m.type != SBW_SIGN_PENDING) {
       SBP11_ERR("protocol error: %s in answer to SIGN", m.name);
+      sbp11_notice("cannot sign for tenant %s: the daemon answered with %s (protocol error)", req->tenant, m.name);
       rv = CKR_DEVICE_ERROR;
       break;
     }
@@ -221,6 +246,8 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
     if (left <= 0) {
       SBP11_ERR("request %s was not approved within %d s (SIGNBRIDGE_APPROVAL_TIMEOUT); giving up", rid,
                 approval_timeout_s);
+      sbp11_notice("signature for tenant %s not approved within %d s (SIGNBRIDGE_APPROVAL_TIMEOUT); it stays "
+                   "pending at the service (request %s)", req->tenant, approval_timeout_s, rid);
       return CKR_FUNCTION_REJECTED;
     }
     long long t0 = now_ms();
@@ -234,7 +261,10 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
     }
     rv = call(&b, &m, "POLL", why, sizeof(why));
     sbw_buf_free(&b);
-    if (rv != CKR_OK) return rv;
+    if (rv != CKR_OK) {
+      sbp11_notice("cannot learn the outcome of request %s for tenant %s: %s", rid, req->tenant, why);
+      return rv;
+    }
     /* The daemon may hold a POLL back for a while; when it answers at once, do not poll busily. */
     long long took = now_ms() - t0;
     if (m.type == SBW_SIGN_PENDING && took < poll_interval_ms) {

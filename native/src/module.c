@@ -16,6 +16,7 @@
 #include "log.h"
 #include "mech.h"
 #include "objects.h"
+#include "refusal.h"
 #include "transport.h"
 
 #define SBP11_RAW_INPUT_MAX 1024        /* a DigestInfo or a digest, buffered across C_SignUpdate */
@@ -726,9 +727,12 @@ CK_RV sbp11_sign_init(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, C
   if (!pMechanism) rv = CKR_ARGUMENTS_BAD;
   else if (s->op.active) rv = CKR_OPERATION_ACTIVE;
   else rv = op_start(s, pMechanism, hKey);
-  if (rv != CKR_OK && rv != CKR_OPERATION_ACTIVE)
-    SBP11_DEBUG("C_SignInit(mechanism 0x%lx) -> 0x%lx", pMechanism ? (unsigned long)pMechanism->mechanism : 0UL,
-                (unsigned long)rv);
+  if (rv != CKR_OK && rv != CKR_OPERATION_ACTIVE && rv != CKR_ARGUMENTS_BAD && rv != CKR_HOST_MEMORY) {
+    sbp11_token *t;
+    sbp11_object *o = find_object(s, hKey, &t);
+    const sbp11_keyinfo *key = o && o->cls == CKO_PRIVATE_KEY ? &t->keys[o->key].info : NULL;
+    sbp11_refusal_sign_init(rv, pMechanism, key, hKey);
+  }
   unlock();
   return rv;
 }
@@ -743,6 +747,12 @@ CK_RV sbp11_sign_update(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG 
     rv = CKR_OPERATION_ACTIVE;
   } else {
     rv = (!pPart && ulPartLen) ? CKR_ARGUMENTS_BAD : op_append(&s->op, pPart, ulPartLen);
+    if (rv == CKR_DATA_LEN_RANGE) {
+      SBP11_WARN("signature refused (CKR 0x%lx): more than %d bytes of input for %s, which takes a digest",
+                 (unsigned long)rv, SBP11_RAW_INPUT_MAX, s->op.plan.mech->name);
+      sbp11_notice("signature refused: more than %d bytes of input for %s, which takes a digest",
+                   SBP11_RAW_INPUT_MAX, s->op.plan.mech->name);
+    }
     s->op.multipart = 1;
     if (rv != CKR_OK) op_end(&s->op); /* an error ends the operation */
   }
@@ -812,7 +822,10 @@ static CK_RV sign_common(CK_SESSION_HANDLE hSession, const uint8_t *data, size_t
     const uint8_t *in = final ? op->buf : data, *dp;
     size_t inlen = final ? op->len : len;
     rv = sbp11_mech_raw_digest(&op->plan, &key->info, in, inlen, &dp, &dlen);
-    if (rv != CKR_OK) goto out;
+    if (rv != CKR_OK) {
+      sbp11_refusal_input(rv, &op->plan, &key->info, in, inlen);
+      goto out;
+    }
     memcpy(digest, dp, dlen);
   }
   snprintf(tenant, sizeof(tenant), "%s", t->tenant);

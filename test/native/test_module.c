@@ -2,6 +2,7 @@
  * CTest test: `test_module <module.so> <test-name>`. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
@@ -1291,6 +1292,134 @@ static void t_session_misc(void) {
 }
 
 
+/* ---- refusals: logged with their reason, and one line on stderr by default ---- */
+
+static char captured_path[320];
+static int saved_fds[2] = {-1, -1};
+
+/* Sends this process's stdout and stderr to a file until capture_end(), which returns what stderr got (stdout
+ * must get nothing: the module never writes there). */
+static void capture_begin(void) {
+  fflush(stdout);
+  fflush(stderr);
+  snprintf(captured_path, sizeof(captured_path), "%s/stderr.txt", dir);
+  int fd = open(captured_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  saved_fds[0] = dup(1), saved_fds[1] = dup(2);
+  char outpath[340];
+  snprintf(outpath, sizeof(outpath), "%s/stdout.txt", dir);
+  int ofd = open(outpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(ofd >= 0);
+  dup2(ofd, 1), dup2(fd, 2);
+  close(ofd), close(fd);
+}
+
+static void capture_end(char *got, size_t n) {
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved_fds[0], 1), dup2(saved_fds[1], 2);
+  close(saved_fds[0]), close(saved_fds[1]);
+  FILE *f = fopen(captured_path, "r");
+  size_t r = f ? fread(got, 1, n - 1, f) : 0;
+  got[r] = 0;
+  if (f) fclose(f);
+  char outpath[340];
+  snprintf(outpath, sizeof(outpath), "%s/stdout.txt", dir);
+  struct stat st;
+  CHECK(stat(outpath, &st) == 0 && st.st_size == 0); /* nothing on stdout, ever */
+}
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* One policy denial with the given SIGNBRIDGE_LOG (NULL: unset); returns what stderr got. */
+static void denied_once(const char *log_setting, char *got, size_t n) {
+  if (log_setting) setenv("SIGNBRIDGE_LOG", log_setting, 1);
+  else unsetenv("SIGNBRIDGE_LOG");
+  capture_begin();
+  init();
+  CK_SESSION_HANDLE h = open_session("ECC_NIST_P256");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
+  pthread_mutex_lock(&D->mu);
+  D->fail_status = 4;
+  D->fail_count = 1;
+  snprintf(D->fail_msg, sizeof(D->fail_msg), "artifact 1.2.3 has a critical CVE");
+  pthread_mutex_unlock(&D->mu);
+  uint8_t sig[64];
+  CK_ULONG siglen = sizeof(sig);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_FUNCTION_REJECTED);
+  fin();
+  capture_end(got, n);
+  setenv("SIGNBRIDGE_LOG", logfile, 1);
+}
+
+static void t_refusals(void) {
+  char got[8192];
+  const char *line = "signbridge: policy denied the signature for tenant t-p256: artifact 1.2.3 has a critical CVE "
+                     "(POLICY_DENIED, request req-";
+  /* Without SIGNBRIDGE_LOG: exactly one line on stderr, with the reason and the request id. */
+  denied_once(NULL, got, sizeof(got));
+  CHECK(count_of(got, line) == 1);
+  CHECK(count_of(got, "\n") == 1);
+  /* With the log in a file: the line still goes to stderr (the person at the terminal reads that). */
+  denied_once(logfile, got, sizeof(got));
+  CHECK(count_of(got, line) == 1);
+  CHECK(log_contains("POLICY_DENIED: artifact 1.2.3 has a critical CVE; request id req-"));
+  /* SIGNBRIDGE_LOG=off: nothing at all. */
+  denied_once("off", got, sizeof(got));
+  CHECK(got[0] == 0);
+  /* The log on stderr already says it: no second line. */
+  denied_once("error", got, sizeof(got));
+  CHECK(count_of(got, "artifact 1.2.3 has a critical CVE") == 1 && count_of(got, line) == 0);
+
+  /* Input the module refuses itself: logged (warn) with the reason, and one line on stderr. */
+  init();
+  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  uint8_t sig[256];
+  CK_ULONG siglen = sizeof(sig);
+  uint8_t sha1_di[] = {0x30, 0x21, 0x30, 0x09, 0x06, 0x05, 0x2b, 0x0e, 0x03, 0x02, 0x1a, 0x05, 0x00,
+                       0x04, 0x14, 1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,
+                       12,   13,   14,   15,   16,   17,   18,   19,   20};
+  CK_MECHANISM pkcs = {CKM_RSA_PKCS, NULL, 0};
+  capture_begin();
+  CHECK_RV(F->C_SignInit(h, &pkcs, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, sha1_di, sizeof(sha1_di), sig, &siglen), CKR_DATA_INVALID);
+  CK_RSA_PKCS_PSS_PARAMS pp;
+  pss_params(&pp, CKM_SHA256);
+  CK_MECHANISM pss = {CKM_RSA_PKCS_PSS, &pp, sizeof(pp)};
+  CHECK_RV(F->C_SignInit(h, &pss, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, sha1_di + 15, 20, sig, &siglen), CKR_DATA_LEN_RANGE);
+  CHECK_RV(F->C_SignInit(h, &pss, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, sig, 48, sig, &siglen), CKR_DATA_LEN_RANGE);
+  /* C_SignInit refusals are logged but not printed (clients probe mechanisms). */
+  pp.sLen = 20;
+  CHECK_RV(F->C_SignInit(h, &pss, key), CKR_MECHANISM_PARAM_INVALID);
+  CK_MECHANISM sha1 = {CKM_SHA1_RSA_PKCS, NULL, 0}, ecdsa = {CKM_ECDSA, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &sha1, key), CKR_MECHANISM_INVALID);
+  CHECK_RV(F->C_SignInit(h, &ecdsa, key), CKR_KEY_TYPE_INCONSISTENT);
+  capture_end(got, sizeof(got));
+  CHECK(count_of(got, "signbridge: signature refused: CKM_RSA_PKCS input is a SHA-1 DigestInfo; SHA-1 is not "
+                      "signed") == 1);
+  CHECK(count_of(got, "signbridge: signature refused: CKM_RSA_PKCS_PSS input is 20 bytes (a SHA-1 digest?); it "
+                      "takes a 32-byte SHA-256 digest") == 1);
+  CHECK(count_of(got, "CKM_RSA_PKCS_PSS input is 48 bytes; it takes a 32-byte SHA-256 digest") == 1);
+  CHECK(count_of(got, "\n") == 3);
+  CHECK(log_contains("warn: signature refused (CKR 0x20): CKM_RSA_PKCS input is a SHA-1 DigestInfo"));
+  CHECK(log_contains("warn: signature refused (CKR 0x21): CKM_RSA_PKCS_PSS input is 48 bytes"));
+  CHECK(log_contains("C_SignInit refused: CKM_RSA_PKCS_PSS with hashAlg 0x250, mgf 0x2, sLen 20"));
+  CHECK(log_contains("C_SignInit refused: CKM_SHA1_RSA_PKCS is not offered"));
+  CHECK(log_contains("C_SignInit refused: CKM_ECDSA does not fit an RSA key"));
+  fin();
+}
+
 /* Digests: known answers for "abc" (FIPS 180-2), and the operation rules. */
 static int hex_is(const uint8_t *b, size_t n, const char *hex) {
   char got[200] = "";
@@ -1402,6 +1531,7 @@ static const struct {
     {"daemon_errors", t_daemon_errors, 0}, {"restart", t_restart, 0},     {"pending", t_pending, 0},
     {"operation_state", t_operation_state, 0}, {"threads", t_threads, 0}, {"fork", t_fork, 0},
     {"context", t_context, 0},         {"session_misc", t_session_misc, 0}, {"digest", t_digest, 0},
+    {"refusals", t_refusals, 0},
 };
 
 int main(int argc, char **argv) {
