@@ -467,6 +467,7 @@ static void t_slots(void) {
 
   /* No daemon: one slot without a token that says so; no token present. */
   fd_stop(D);
+  setenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS", "0", 1);
   init();
   n = 0;
   CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
@@ -497,6 +498,7 @@ static void t_slots(void) {
   CHECK(log_contains("File name too long"));
   fin();
   setenv("SIGNBRIDGE_SOCKET", sock, 1);
+  unsetenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS");
 
   /* The daemon answers LIST with an error: the slot says why. */
   DSET(list_error, 3);
@@ -967,8 +969,7 @@ static void t_restart(void) {
   REQUIRE(fd_listen(D) == 0);
   sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
   CHECK(dcount(&D->accepted) == accepted + 1);
-  CHECK(log_contains("reconnecting once"));
-  /* Several idle connections in the pool, all dead after a restart: the one retry still reaches the new daemon. */
+  /* Several idle connections in the pool, all dead after a restart: none is used, the new daemon is reached. */
   {
     enum { NT = 4 };
     pthread_t th[NT];
@@ -984,25 +985,115 @@ static void t_restart(void) {
     sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
     sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
   }
-  /* The daemon drops the connection in the middle of a request: retried once on a fresh connection. */
+  /* The daemon read the SIGN and closed the connection without answering: it may have signed, so the SIGN is
+   * not sent again (that could sign twice); CKR_DEVICE_ERROR, and the next signature works. */
   int signs = dcount(&D->signs);
   DSET(drop_next, 1);
-  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
-  CHECK(dcount(&D->signs) == signs + 2);
-  /* The daemon is gone: CKR_DEVICE_ERROR, and the session survives for when it is back. */
-  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  CK_SESSION_HANDLE h = open_session("ECC_NIST_P384");
   CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
-  fd_stop(D);
-  CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  CK_MECHANISM m384 = {CKM_ECDSA_SHA384, NULL, 0};
   uint8_t sig[256];
   CK_ULONG siglen = sizeof(sig);
-  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_SignInit(h, &m384, key), CKR_OK);
   CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  CHECK(dcount(&D->signs) == signs + 1);
+  CHECK(log_contains("the signature may have been made, so it is not requested again"));
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
+  /* The daemon closed the connection with the SIGN unread (as at its shutdown): sent again, signed once. */
+  CHECK_RV(F->C_SignInit(h, &m384, key), CKR_OK);
+  fd_stop(D); /* the pooled connection dies: the SIGN goes out on a fresh one, which the daemon resets */
+  REQUIRE(fd_listen(D) == 0);
+  signs = dcount(&D->signs);
+  DSET(reset_after_hello, 1);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_OK);
+  CHECK(dcount(&D->signs) == signs + 1);
+  CHECK(log_contains("SIGN: the daemon closed the connection without reading the request"));
+  fin();
+  /* The daemon is gone and SIGNBRIDGE_DAEMON_WAIT_SECONDS=0: CKR_DEVICE_ERROR at once, and the session survives
+   * for when it is back. */
+  setenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS", "0", 1);
+  init();
+  h = open_session("RSA_2048");
+  key = find_one(h, CKO_PRIVATE_KEY);
+  fd_stop(D);
+  CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CHECK(t1.tv_sec - t0.tv_sec < 5); /* no waiting (the default wait is 10 s) */
   REQUIRE(fd_listen(D) == 0);
   CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
   siglen = sizeof(sig);
   CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_OK);
   fin();
+  unsetenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS");
+}
+
+/* Brings the daemon back after a pause, from another thread. */
+static void *relisten_later(void *ms) {
+  usleep((useconds_t)(*(int *)ms) * 1000);
+  if (fd_listen(D) != 0) failures++;
+  return NULL;
+}
+
+static double seconds_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A daemon that is away for a while (a restart): signatures wait for it, up to SIGNBRIDGE_DAEMON_WAIT_SECONDS. */
+static void t_daemon_wait(void) {
+  unsetenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS"); /* the default: 10 s */
+  init();
+  CK_SESSION_HANDLE h = open_session("ECC_NIST_P256");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
+  uint8_t sig[64];
+  CK_ULONG siglen = sizeof(sig);
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  /* An open session: the daemon goes away and comes back 1.5 s later; C_Sign waits and signs. */
+  fd_stop(D);
+  int pause_ms = 1500;
+  pthread_t th;
+  pthread_create(&th, NULL, relisten_later, &pause_ms);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_OK);
+  pthread_join(th, NULL);
+  CHECK(log_contains("SIGN: cannot connect to the signbridge daemon"));
+  CHECK(log_contains("waiting up to 10 s for the daemon (SIGNBRIDGE_DAEMON_WAIT_SECONDS)"));
+  CHECK(log_contains("SIGN: the daemon is back"));
+  fin();
+  /* A new process's first call: the tokens are listed once the daemon is up. */
+  fd_stop(D);
+  pause_ms = 1000;
+  pthread_create(&th, NULL, relisten_later, &pause_ms);
+  init();
+  CK_ULONG n = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(n == FD_NKEYS);
+  pthread_join(th, NULL);
+  fin();
+  /* The wait has an end: SIGNBRIDGE_DAEMON_WAIT_SECONDS=1, the daemon stays away: CKR_DEVICE_ERROR after it. */
+  setenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS", "1", 1);
+  init();
+  h = open_session("ECC_NIST_P256");
+  key = find_one(h, CKO_PRIVATE_KEY);
+  fd_stop(D);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  CHECK(seconds_since(&t0) >= 0.95);
+  CHECK(log_contains("(waited 1 s)"));
+  REQUIRE(fd_listen(D) == 0);
+  fin();
+  unsetenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS");
 }
 
 static int polls_before_restart;
@@ -1531,7 +1622,7 @@ static const struct {
     {"daemon_errors", t_daemon_errors, 0}, {"restart", t_restart, 0},     {"pending", t_pending, 0},
     {"operation_state", t_operation_state, 0}, {"threads", t_threads, 0}, {"fork", t_fork, 0},
     {"context", t_context, 0},         {"session_misc", t_session_misc, 0}, {"digest", t_digest, 0},
-    {"refusals", t_refusals, 0},
+    {"refusals", t_refusals, 0},       {"daemon_wait", t_daemon_wait, 0},
 };
 
 int main(int argc, char **argv) {
