@@ -216,8 +216,16 @@ class Connection {
         }
         const { response, close } = served;
         if (this.closed) return;
+        if (this.stopping) {
+          // The last answer: close as soon as it is handed to the kernel, reading nothing more (the socket is
+          // paused), so that a request the module sends meanwhile stays unread and its connection is reset.
+          this.queue.length = 0;
+          this.closed = true;
+          this.socket.write(this.encode(response), () => this.socket.destroy());
+          return;
+        }
         this.socket.write(this.encode(response));
-        if (close || this.stopping) {
+        if (close) {
           this.queue.length = 0;
           this.socket.end();
           this.closed = true;
