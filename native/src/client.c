@@ -134,7 +134,7 @@ static const char *refusal_phrase(uint32_t status) {
   case SBW_S_POLICY_DENIED: return "policy denied the signature";
   case SBW_S_REJECTED: return "an approver rejected the signature";
   case SBW_S_EXPIRED: return "the signature request expired before anyone approved it";
-  case SBW_S_UNAUTHENTICATED: return "the daemon has no valid credentials (signbridge login)";
+  case SBW_S_UNAUTHENTICATED: return "the daemon has no valid credentials";
   case SBW_S_FORBIDDEN: return "the daemon's credentials may not sign";
   case SBW_S_KEY_NOT_FOUND: return "the key is gone (rotated or removed; reload the token)";
   case SBW_S_UNAVAILABLE: return "the signing service cannot be reached (retry later)";
