@@ -24,13 +24,15 @@ export interface DaemonServerOptions {
   getPeerCred?: (fd: number) => PeerCred;
   /** Keeps the event loop polling around requests (src/busy-poll.ts); default: none. */
   busyPoll?: BusyPoll;
+  /** close() waits this long for requests being served to be answered (default 8 s), then cuts them off. */
+  closeGraceMs?: number;
 }
 
 export class DaemonServer {
   readonly socketPath: string;
   private readonly opts: DaemonServerOptions;
   private readonly allowed: Set<number>;
-  private readonly connections = new Set<Socket>();
+  private readonly connections = new Map<Socket, Connection | undefined>();
   private server: Server | undefined;
   private socketIno: number | undefined;
   private nextConnectionId = 1;
@@ -69,13 +71,30 @@ export class DaemonServer {
     this.opts.log.info({ socket: this.socketPath, allowedUids: [...this.allowed] }, 'daemon listening');
   }
 
-  /** Stops accepting, closes every connection and removes the socket file (if it is still ours). */
+  /**
+   * Stops accepting, closes every connection and removes the socket file (if it is still ours). A connection
+   * closes at once when idle, or right after answering the request it is serving: so a connection that closes
+   * without an answer never had its request served, and the module may send it again (docs/wire-protocol.md).
+   */
   async close(): Promise<void> {
     const server = this.server;
     if (!server) return;
     this.server = undefined;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    for (const socket of this.connections) socket.destroy();
+    const ends = [...this.connections].map(([socket, connection]) => {
+      const ended = new Promise<void>((resolve) => {
+        if (socket.destroyed) resolve();
+        else socket.once('close', () => resolve());
+      });
+      if (connection) connection.shutdown();
+      else socket.destroy();
+      return ended;
+    });
+    const grace = setTimeout(() => {
+      for (const socket of this.connections.keys()) socket.destroy();
+    }, this.opts.closeGraceMs ?? 8_000);
+    await Promise.all(ends);
+    clearTimeout(grace);
     await closed;
     try {
       if (this.socketIno !== undefined && lstatSync(this.socketPath).ino === this.socketIno)
@@ -99,13 +118,18 @@ export class DaemonServer {
       socket.destroy();
       return;
     }
-    this.connections.add(socket);
     socket.once('close', () => this.connections.delete(socket));
     socket.on('error', (err) => log.debug({ err: err.message }, 'connection error'));
     log.debug({ uid: cred.uid, pid: cred.pid }, 'connection accepted');
-    new Connection(socket, { pid: cred.pid, uid: cred.uid }, this.opts.handler, log, this.opts.busyPoll).run(
-      this.opts.helloTimeoutMs ?? 10_000,
+    const connection = new Connection(
+      socket,
+      { pid: cred.pid, uid: cred.uid },
+      this.opts.handler,
+      log,
+      this.opts.busyPoll,
     );
+    this.connections.set(socket, connection);
+    connection.run(this.opts.helloTimeoutMs ?? 10_000);
   }
 }
 
@@ -116,6 +140,8 @@ class Connection {
   private busy = false;
   private greeted = false;
   private closed = false;
+  private stopping = false;
+  private serving: Request['type'] | undefined;
 
   constructor(
     private readonly socket: Socket,
@@ -139,6 +165,19 @@ class Connection {
       clearTimeout(timer);
     });
     this.socket.resume();
+  }
+
+  /**
+   * The daemon stops: an idle connection closes now (a request the module sends meanwhile stays unread, and the
+   * module sees the connection reset); one serving a request answers it first. A POLL is cut off at once: it only
+   * asks, and the module asks again.
+   */
+  shutdown(): void {
+    this.stopping = true;
+    if (this.busy && this.serving !== 'POLL') return;
+    this.closed = true;
+    this.queue.length = 0;
+    this.socket.destroy();
   }
 
   private onData(chunk: Buffer): void {
@@ -168,15 +207,26 @@ class Connection {
         // request usually follows within microseconds (C_SignInit, then C_Sign). See src/busy-poll.ts.
         this.busyPoll?.begin();
         let served: { response: Response; close: boolean };
+        this.serving = request.type;
         try {
           served = await this.serve(request);
         } finally {
+          this.serving = undefined;
           this.busyPoll?.end();
         }
         const { response, close } = served;
         if (this.closed) return;
+        if (this.stopping) {
+          // The last answer: close as soon as it is handed to the kernel, reading nothing more (the socket is
+          // paused), so that a request the module sends meanwhile stays unread and its connection is reset.
+          this.queue.length = 0;
+          this.closed = true;
+          this.socket.write(this.encode(response), () => this.socket.destroy());
+          return;
+        }
         this.socket.write(this.encode(response));
         if (close) {
+          this.queue.length = 0;
           this.socket.end();
           this.closed = true;
           return;

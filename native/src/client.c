@@ -12,6 +12,7 @@
 
 static int approval_timeout_s = 600;
 static int poll_interval_ms = 1000;
+static int daemon_wait_s = 10;
 
 static long env_long(const char *name, long def, long min, long max) {
   const char *v = getenv(name);
@@ -41,9 +42,10 @@ void sbp11_client_configure(void) {
   cfg.timeout_ms = (int)env_long("SIGNBRIDGE_TIMEOUT", 60, 1, 3600) * 1000;
   approval_timeout_s = (int)env_long("SIGNBRIDGE_APPROVAL_TIMEOUT", 600, 0, 7 * 86400);
   poll_interval_ms = (int)env_long("SIGNBRIDGE_POLL_INTERVAL_MS", 1000, 1, 60000);
+  daemon_wait_s = (int)env_long("SIGNBRIDGE_DAEMON_WAIT_SECONDS", 10, 0, 3600);
   sbp11_transport_configure(&cfg);
-  SBP11_DEBUG("socket %s, timeout %d s per exchange, approval timeout %d s", cfg.socket_path,
-              cfg.timeout_ms / 1000, approval_timeout_s);
+  SBP11_DEBUG("socket %s, timeout %d s per exchange, approval timeout %d s, waits up to %d s for the daemon",
+              cfg.socket_path, cfg.timeout_ms / 1000, approval_timeout_s, daemon_wait_s);
 }
 
 CK_RV sbp11_status_to_ckr(uint32_t status) {
@@ -68,36 +70,81 @@ static CK_RV io_to_ckr(int io) {
   return io == SBP11_IO_NOMEM ? CKR_HOST_MEMORY : CKR_DEVICE_ERROR;
 }
 
-/* One request, one answer. A connection that died (the daemon restarted) or a daemon not there is tried once more
- * with a fresh connection: signing is one-shot, so a retried SIGN cannot do harm. Timeouts and protocol errors are
- * not retried. */
-static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, char *why, size_t whylen) {
-  int io = SBP11_IO_OK;
-  for (int attempt = 0; attempt < 2; attempt++) {
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether a failed exchange may be tried again. A request the daemon surely did not serve (no connection, the
+ * connection already gone before it read the request) always may; one that may have been served only when
+ * asking again changes nothing: LIST and POLL may, SIGN may not (it could sign twice). Timeouts, protocol
+ * errors and refusals are not retried. */
+static int may_retry(int io, int resendable) {
+  return io == SBP11_IO_UNREACHABLE || io == SBP11_IO_UNSENT || (io == SBP11_IO_BROKEN && resendable);
+}
+
+/* One request, one answer. While the daemon cannot be reached (it restarts, or is starting) the request waits up
+ * to SIGNBRIDGE_DAEMON_WAIT_SECONDS, retrying with a short backoff; a pooled connection that turns out dead is
+ * replaced at once (the pool is drained: its other connections lead to the same dead daemon). */
+static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resendable, char *why, size_t whylen) {
+  long long deadline = now_ms() + (long long)daemon_wait_s * 1000;
+  int io = SBP11_IO_OK, nap_ms = 50, waited = 0, pooled_retries = 0;
+  for (;;) {
     sbp11_conn *c;
-    int fresh;
+    int fresh = 1;
     io = sbp11_conn_get(&c, &fresh, why, whylen);
     if (io == SBP11_IO_OK) {
       io = sbp11_exchange(c, req, resp, why, whylen);
       if (io == SBP11_IO_OK) {
         sbp11_conn_put(c);
+        if (waited) SBP11_INFO("%s: the daemon is back", what);
         return CKR_OK;
       }
       sbp11_conn_close(c);
     }
-    if (io != SBP11_IO_UNREACHABLE && io != SBP11_IO_BROKEN) break;
-    if (attempt == 0) {
-      SBP11_INFO("%s: %s; reconnecting once", what, why);
-      /* The other idle connections lead to the same dead daemon: drop them, so the retry really is fresh. */
-      if (io == SBP11_IO_BROKEN) sbp11_pool_drain();
-      if (io == SBP11_IO_UNREACHABLE) usleep(200 * 1000); /* a restarting daemon needs a moment to listen */
+    if (!may_retry(io, resendable)) break;
+    if (!fresh && pooled_retries++ < 16) { /* a pooled connection of a daemon since restarted: a fresh one now */
+      SBP11_INFO("%s: %s; reconnecting", what, why);
+      sbp11_pool_drain();
+      continue;
     }
+    long long left = deadline - now_ms();
+    if (left <= 0) break;
+    if (!waited) SBP11_INFO("%s: %s; waiting up to %d s for the daemon (SIGNBRIDGE_DAEMON_WAIT_SECONDS)", what, why,
+                            daemon_wait_s);
+    waited = 1;
+    usleep((useconds_t)(left < nap_ms ? left : nap_ms) * 1000);
+    nap_ms = nap_ms * 2 > 500 ? 500 : nap_ms * 2;
+  }
+  if (io == SBP11_IO_BROKEN && !resendable) {
+    snprintf(why, whylen, "the daemon closed the connection after the request was sent and before answering; the "
+             "signature may have been made, so it is not requested again");
+  } else if (io == SBP11_IO_UNREACHABLE && daemon_wait_s > 0) {
+    size_t n = strlen(why);
+    snprintf(why + n, whylen - n, " (waited %d s)", daemon_wait_s);
   }
   SBP11_ERR("%s: %s (daemon socket %s)", what, why, sbp11_transport_socket_path());
   return io_to_ckr(io);
 }
 
-static CK_RV error_answer(const sbw_msg *m, const char *what) {
+/* What the person running the tool is told when the service refuses a signature. */
+static const char *refusal_phrase(uint32_t status) {
+  switch (status) {
+  case SBW_S_POLICY_DENIED: return "policy denied the signature";
+  case SBW_S_REJECTED: return "an approver rejected the signature";
+  case SBW_S_EXPIRED: return "the signature request expired before anyone approved it";
+  case SBW_S_UNAUTHENTICATED: return "the daemon has no valid credentials";
+  case SBW_S_FORBIDDEN: return "the daemon's credentials may not sign";
+  case SBW_S_KEY_NOT_FOUND: return "the key is gone (rotated or removed; reload the token)";
+  case SBW_S_UNAVAILABLE: return "the signing service cannot be reached (retry later)";
+  case SBW_S_TIMEOUT: return "the signing service did not answer in time (retry later)";
+  }
+  return "the signature failed";
+}
+
+/* An ERROR answer: logged in full; for a signature (tenant set) also the one-line notice. */
+static CK_RV error_answer(const sbw_msg *m, const char *what, const char *tenant) {
   uint32_t status = sbw_get(&m->body, SBW_T_STATUS)->u32;
   char msg[512], rid[128];
   sbw_get_str(&m->body, SBW_T_MESSAGE, msg, sizeof(msg));
@@ -105,6 +152,9 @@ static CK_RV error_answer(const sbw_msg *m, const char *what) {
   CK_RV rv = sbp11_status_to_ckr(status);
   SBP11_ERR("%s failed: %s: %s%s%s (CKR 0x%lx)", what, sbw_status_name(status), msg, rid[0] ? "; request id " : "",
             rid, (unsigned long)rv);
+  if (tenant)
+    sbp11_notice("%s for tenant %s: %s (%s%s%s)", refusal_phrase(status), tenant, msg[0] ? msg : "no reason given",
+                 sbw_status_name(status), rid[0] ? ", request " : "", rid);
   return rv;
 }
 
@@ -115,12 +165,12 @@ CK_RV sbp11_client_list(sbw_msg *out, char *why, size_t whylen) {
     sbw_buf_free(&b);
     return CKR_HOST_MEMORY;
   }
-  CK_RV rv = call(&b, out, "LIST", why, whylen);
+  CK_RV rv = call(&b, out, "LIST", 1, why, whylen);
   sbw_buf_free(&b);
   if (rv != CKR_OK) return rv;
   if (out->type == SBW_LIST_OK) return CKR_OK;
   if (out->type == SBW_ERROR) {
-    rv = error_answer(out, "LIST");
+    rv = error_answer(out, "LIST", NULL);
     char msg[200];
     sbw_get_str(&out->body, SBW_T_MESSAGE, msg, sizeof(msg));
     snprintf(why, whylen, "%s: %s", sbw_status_name(sbw_get(&out->body, SBW_T_STATUS)->u32), msg);
@@ -131,12 +181,6 @@ CK_RV sbp11_client_list(sbw_msg *out, char *why, size_t whylen) {
   }
   sbw_msg_free(out);
   return rv;
-}
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void put_context(sbw_buf *b) {
@@ -164,6 +208,8 @@ static CK_RV take_signature(const sbw_msg *m, const sbp11_sign_request *req, uin
   if (s->len != req->sig_len) {
     SBP11_ERR("SIGN: the daemon sent a %u-byte signature, the key makes %zu bytes (request id %s)",
               (unsigned)s->len, req->sig_len, rid[0] ? rid : "none");
+    sbp11_notice("cannot sign for tenant %s: the daemon sent a signature of the wrong length (request %s)",
+                 req->tenant, rid[0] ? rid : "none");
     return CKR_DEVICE_ERROR;
   }
   memcpy(sig, s->p, s->len);
@@ -185,9 +231,12 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
   }
   char why[300] = "";
   sbw_msg m;
-  CK_RV rv = call(&b, &m, "SIGN", why, sizeof(why));
+  CK_RV rv = call(&b, &m, "SIGN", 0, why, sizeof(why));
   sbw_buf_free(&b);
-  if (rv != CKR_OK) return rv;
+  if (rv != CKR_OK) {
+    sbp11_notice("cannot sign for tenant %s: %s", req->tenant, why);
+    return rv;
+  }
 
   long long deadline = now_ms() + (long long)approval_timeout_s * 1000;
   char rid[256] = "";
@@ -197,11 +246,12 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
       break;
     }
     if (m.type == SBW_ERROR) {
-      rv = error_answer(&m, rid[0] ? "POLL" : "SIGN");
+      rv = error_answer(&m, rid[0] ? "POLL" : "SIGN", req->tenant);
       break;
     }
     if (m.type != SBW_SIGN_PENDING) {
       SBP11_ERR("protocol error: %s in answer to SIGN", m.name);
+      sbp11_notice("cannot sign for tenant %s: the daemon answered with %s (protocol error)", req->tenant, m.name);
       rv = CKR_DEVICE_ERROR;
       break;
     }
@@ -221,6 +271,8 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
     if (left <= 0) {
       SBP11_ERR("request %s was not approved within %d s (SIGNBRIDGE_APPROVAL_TIMEOUT); giving up", rid,
                 approval_timeout_s);
+      sbp11_notice("signature for tenant %s not approved within %d s (SIGNBRIDGE_APPROVAL_TIMEOUT); it stays "
+                   "pending at the service (request %s)", req->tenant, approval_timeout_s, rid);
       return CKR_FUNCTION_REJECTED;
     }
     long long t0 = now_ms();
@@ -232,9 +284,12 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
       sbw_buf_free(&b);
       return CKR_HOST_MEMORY;
     }
-    rv = call(&b, &m, "POLL", why, sizeof(why));
+    rv = call(&b, &m, "POLL", 1, why, sizeof(why));
     sbw_buf_free(&b);
-    if (rv != CKR_OK) return rv;
+    if (rv != CKR_OK) {
+      sbp11_notice("cannot learn the outcome of request %s for tenant %s: %s", rid, req->tenant, why);
+      return rv;
+    }
     /* The daemon may hold a POLL back for a while; when it answers at once, do not poll busily. */
     long long took = now_ms() - t0;
     if (m.type == SBW_SIGN_PENDING && took < poll_interval_ms) {

@@ -74,7 +74,7 @@ static CK_RV f_FindObjects(SH h, CK_OBJECT_HANDLE_PTR o, CK_ULONG m, CK_ULONG_PT
 }
 static CK_RV f_FindObjectsFinal(SH h) { return sbp11_find_objects_final(h); }
 
-/* Encrypt, decrypt, digest, verify, key management: not offered. */
+/* Encrypt, decrypt, verify, key management: not offered. */
 static CK_RV f_MechKeyInit(SH h, CK_MECHANISM_PTR m, OH k) {
   (void)m, (void)k;
   return sbp11_unsupported_session(h, NS);
@@ -91,14 +91,13 @@ static CK_RV f_In(SH h, CK_BYTE_PTR i, CK_ULONG il) {
   (void)i, (void)il;
   return sbp11_unsupported_session(h, NS);
 }
-static CK_RV f_DigestInit(SH h, CK_MECHANISM_PTR m) {
-  (void)m;
-  return sbp11_unsupported_session(h, NS);
+static CK_RV f_DigestInit(SH h, CK_MECHANISM_PTR m) { return sbp11_digest_init(h, m); }
+static CK_RV f_Digest(SH h, CK_BYTE_PTR d, CK_ULONG dl, CK_BYTE_PTR o, CK_ULONG_PTR ol) {
+  return sbp11_digest(h, d, dl, o, ol);
 }
-static CK_RV f_DigestKey(SH h, OH k) {
-  (void)k;
-  return sbp11_unsupported_session(h, NS);
-}
+static CK_RV f_DigestUpdate(SH h, CK_BYTE_PTR p, CK_ULONG l) { return sbp11_digest_update(h, p, l); }
+static CK_RV f_DigestKey(SH h, OH k) { return sbp11_digest_key(h, k); }
+static CK_RV f_DigestFinal(SH h, CK_BYTE_PTR o, CK_ULONG_PTR ol) { return sbp11_digest_final(h, o, ol); }
 static CK_RV f_InIn(SH h, CK_BYTE_PTR a, CK_ULONG al, CK_BYTE_PTR b, CK_ULONG bl) {
   (void)a, (void)al, (void)b, (void)bl;
   return sbp11_unsupported_session(h, NS);
@@ -193,8 +192,8 @@ static CK_RV f_GetFunctionList(CK_FUNCTION_LIST_PTR_PTR ppFunctionList);
   .C_FindObjectsInit = f_FindObjectsInit, .C_FindObjects = f_FindObjects,                                        \
   .C_FindObjectsFinal = f_FindObjectsFinal, .C_EncryptInit = f_MechKeyInit, .C_Encrypt = f_InOut,                \
   .C_EncryptUpdate = f_InOut, .C_EncryptFinal = f_Out, .C_DecryptInit = f_MechKeyInit, .C_Decrypt = f_InOut,     \
-  .C_DecryptUpdate = f_InOut, .C_DecryptFinal = f_Out, .C_DigestInit = f_DigestInit, .C_Digest = f_InOut,        \
-  .C_DigestUpdate = f_In, .C_DigestKey = f_DigestKey, .C_DigestFinal = f_Out, .C_SignInit = f_SignInit,          \
+  .C_DecryptUpdate = f_InOut, .C_DecryptFinal = f_Out, .C_DigestInit = f_DigestInit, .C_Digest = f_Digest,       \
+  .C_DigestUpdate = f_DigestUpdate, .C_DigestKey = f_DigestKey, .C_DigestFinal = f_DigestFinal, .C_SignInit = f_SignInit,          \
   .C_Sign = f_Sign, .C_SignUpdate = f_SignUpdate, .C_SignFinal = f_SignFinal,                                    \
   .C_SignRecoverInit = f_MechKeyInit, .C_SignRecover = f_InOut, .C_VerifyInit = f_MechKeyInit,                   \
   .C_Verify = f_InIn, .C_VerifyUpdate = f_In, .C_VerifyFinal = f_In, .C_VerifyRecoverInit = f_MechKeyInit,       \

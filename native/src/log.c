@@ -14,6 +14,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_level;   /* 0: off */
 static int log_fd = -1; /* stderr or the file */
 static int log_owns_fd;
+static int log_off; /* SIGNBRIDGE_LOG=off: not even the one-line notices */
 
 static int parse_level(const char *s, size_t n) {
   static const char *const names[] = {"error", "warn", "info", "debug"};
@@ -25,9 +26,11 @@ static int parse_level(const char *s, size_t n) {
 void sbp11_log_init(void) {
   pthread_mutex_lock(&log_lock);
   if (log_owns_fd && log_fd >= 0) close(log_fd);
-  log_fd = -1, log_owns_fd = 0, log_level = 0;
+  log_fd = -1, log_owns_fd = 0, log_level = 0, log_off = 0;
   const char *v = getenv("SIGNBRIDGE_LOG");
-  if (v && *v) {
+  if (v && !strcasecmp(v, "off")) {
+    log_off = 1;
+  } else if (v && *v) {
     const char *colon = strchr(v, ':');
     const char *path = NULL;
     int level;
@@ -52,7 +55,7 @@ void sbp11_log_init(void) {
 void sbp11_log_close(void) {
   pthread_mutex_lock(&log_lock);
   if (log_owns_fd && log_fd >= 0) close(log_fd);
-  log_fd = -1, log_owns_fd = 0, log_level = 0;
+  log_fd = -1, log_owns_fd = 0, log_level = 0, log_off = 0;
   pthread_mutex_unlock(&log_lock);
 }
 
@@ -82,4 +85,26 @@ void sbp11_log(int level, const char *fmt, ...) {
     (void)w;
   }
   pthread_mutex_unlock(&log_lock);
+}
+
+void sbp11_notice(const char *fmt, ...) {
+  pthread_mutex_lock(&log_lock);
+  /* Off when asked; and when the log itself goes to stderr, its error line already says the same. */
+  int quiet = log_off || (log_fd == STDERR_FILENO && log_level >= SBP11_LOG_ERROR);
+  pthread_mutex_unlock(&log_lock);
+  if (quiet) return;
+  char line[1024] = "signbridge: ";
+  size_t n = strlen(line);
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+  va_end(ap);
+  if (w < 0) return;
+  n += (size_t)w < sizeof(line) - n - 1 ? (size_t)w : sizeof(line) - n - 2;
+  /* One line, whatever the service's message holds. */
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f) line[i] = ' ';
+  line[n++] = '\n';
+  ssize_t r = write(STDERR_FILENO, line, n);
+  (void)r;
 }

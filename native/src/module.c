@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "digest.h"
 #include "log.h"
 #include "mech.h"
 #include "objects.h"
+#include "refusal.h"
 #include "transport.h"
 
 #define SBP11_RAW_INPUT_MAX 1024        /* a DigestInfo or a digest, buffered across C_SignUpdate */
@@ -29,11 +31,18 @@ typedef struct sign_op {
   size_t len, cap;
 } sign_op;
 
+/* A digest operation (C_DigestInit ... C_Digest or C_DigestFinal), independent of the session's sign operation. */
+typedef struct digest_op {
+  int active, multipart;
+  EVP_MD_CTX *md;
+} digest_op;
+
 typedef struct session {
   CK_SESSION_HANDLE handle;
   CK_SLOT_ID slot;
   CK_FLAGS flags;
   sign_op op;
+  digest_op dg;
   int finding;
   CK_OBJECT_HANDLE *found;
   size_t nfound, pos;
@@ -105,8 +114,14 @@ static void op_end(sign_op *op) {
   memset(op, 0, sizeof(*op));
 }
 
+static void digest_end(digest_op *dg) {
+  EVP_MD_CTX_free(dg->md);
+  memset(dg, 0, sizeof(*dg));
+}
+
 static void session_free(session *s) {
   op_end(&s->op);
+  digest_end(&s->dg);
   free(s->found);
   free(s);
 }
@@ -396,6 +411,7 @@ CK_RV sbp11_get_mechanism_list(CK_SLOT_ID slotID, CK_MECHANISM_TYPE_PTR pList, C
     size_t n = 0;
     for (int fam = SBP11_RSA; fam <= SBP11_EC; fam++)
       if (!t->families || (t->families & (1 << fam))) n += sbp11_mech_list(fam, all + n, 32 - n);
+    n += sbp11_digest_list(all + n, 32 - n);
     if (pList) {
       if (*pulCount < n) rv = CKR_BUFFER_TOO_SMALL;
       else memcpy(pList, all, n * sizeof(CK_MECHANISM_TYPE));
@@ -412,12 +428,23 @@ CK_RV sbp11_get_mechanism_info(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type, CK_MEC
   sbp11_token *t;
   rv = slot_token(slotID, &t);
   if (rv == CKR_OK && !pInfo) rv = CKR_ARGUMENTS_BAD;
-  if (rv == CKR_OK) rv = sbp11_mech_info(type, pInfo);
+  if (rv == CKR_OK) rv = sbp11_digest_md(type) ? sbp11_digest_mech_info(type, pInfo) : sbp11_mech_info(type, pInfo);
   unlock();
   return rv;
 }
 
 /* ---- sessions ---- */
+
+/* g.logged_in[slot]: who is logged in to the token. */
+enum { LOGGED_OUT = 0, LOGGED_IN_USER = 1, LOGGED_IN_SO = 2 };
+
+static int login_state(CK_USER_TYPE user) { return user == CKU_SO ? LOGGED_IN_SO : LOGGED_IN_USER; }
+
+static int read_only_session_open(CK_SLOT_ID slot) {
+  for (size_t i = 0; i < g.nsessions; i++)
+    if (g.sessions[i]->slot == slot && !(g.sessions[i]->flags & CKF_RW_SESSION)) return 1;
+  return 0;
+}
 
 CK_RV sbp11_open_session(CK_SLOT_ID slotID, CK_FLAGS flags, CK_SESSION_HANDLE_PTR phSession) {
   CK_RV rv = enter();
@@ -431,6 +458,10 @@ CK_RV sbp11_open_session(CK_SLOT_ID slotID, CK_FLAGS flags, CK_SESSION_HANDLE_PT
   }
   if (!phSession) {
     rv = CKR_ARGUMENTS_BAD;
+    goto out;
+  }
+  if (!(flags & CKF_RW_SESSION) && g.logged_in[slotID] == LOGGED_IN_SO) {
+    rv = CKR_SESSION_READ_WRITE_SO_EXISTS;
     goto out;
   }
   if (g.nsessions == g.cap) {
@@ -500,11 +531,12 @@ CK_RV sbp11_get_session_info(CK_SESSION_HANDLE hSession, CK_SESSION_INFO_PTR pIn
   if (!pInfo) {
     rv = CKR_ARGUMENTS_BAD;
   } else {
-    int user = s->slot < g.ntokens && g.logged_in[s->slot];
+    int who = s->slot < g.ntokens ? g.logged_in[s->slot] : LOGGED_OUT;
     int rw = (s->flags & CKF_RW_SESSION) != 0;
     pInfo->slotID = s->slot;
-    pInfo->state = rw ? (user ? CKS_RW_USER_FUNCTIONS : CKS_RW_PUBLIC_SESSION)
-                      : (user ? CKS_RO_USER_FUNCTIONS : CKS_RO_PUBLIC_SESSION);
+    if (who == LOGGED_IN_SO) pInfo->state = CKS_RW_SO_FUNCTIONS; /* an SO login implies only r/w sessions */
+    else pInfo->state = rw ? (who ? CKS_RW_USER_FUNCTIONS : CKS_RW_PUBLIC_SESSION)
+                           : (who ? CKS_RO_USER_FUNCTIONS : CKS_RO_PUBLIC_SESSION);
     pInfo->flags = s->flags;
     pInfo->ulDeviceError = 0;
   }
@@ -519,14 +551,19 @@ CK_RV sbp11_login(CK_SESSION_HANDLE hSession, CK_USER_TYPE userType, CK_UTF8CHAR
   if (rv != CKR_OK) return rv;
   if (userType == CKU_CONTEXT_SPECIFIC) {
     rv = CKR_OK; /* no key needs it (CKA_ALWAYS_AUTHENTICATE is false); accepted */
-  } else if (userType != CKU_USER) {
-    rv = CKR_USER_TYPE_INVALID; /* there is no security officer */
+  } else if (userType != CKU_USER && userType != CKU_SO) {
+    rv = CKR_USER_TYPE_INVALID;
   } else if (g.logged_in[s->slot]) {
-    rv = CKR_USER_ALREADY_LOGGED_IN;
+    rv = g.logged_in[s->slot] == login_state(userType) ? CKR_USER_ALREADY_LOGGED_IN
+                                                        : CKR_USER_ANOTHER_ALREADY_LOGGED_IN;
+  } else if (userType == CKU_SO && read_only_session_open(s->slot)) {
+    rv = CKR_SESSION_READ_ONLY_EXISTS; /* PKCS#11 2.40 section 5.6: the SO works in read/write sessions only */
   } else {
-    /* The token needs no PIN: the daemon authenticates to the service. Any PIN is accepted and ignored. */
-    g.logged_in[s->slot] = 1;
-    SBP11_DEBUG("C_Login on slot %lu: no PIN needed, accepted", (unsigned long)s->slot);
+    /* The token needs no PIN: the daemon authenticates to the service. Any PIN is accepted and ignored, for the
+     * SO too (there is nothing an SO could change: C_InitPIN and C_SetPIN are not supported). */
+    g.logged_in[s->slot] = login_state(userType);
+    SBP11_DEBUG("C_Login(%s) on slot %lu: no PIN needed, accepted", userType == CKU_SO ? "CKU_SO" : "CKU_USER",
+                (unsigned long)s->slot);
   }
   unlock();
   return rv;
@@ -692,9 +729,12 @@ CK_RV sbp11_sign_init(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, C
   if (!pMechanism) rv = CKR_ARGUMENTS_BAD;
   else if (s->op.active) rv = CKR_OPERATION_ACTIVE;
   else rv = op_start(s, pMechanism, hKey);
-  if (rv != CKR_OK && rv != CKR_OPERATION_ACTIVE)
-    SBP11_DEBUG("C_SignInit(mechanism 0x%lx) -> 0x%lx", pMechanism ? (unsigned long)pMechanism->mechanism : 0UL,
-                (unsigned long)rv);
+  if (rv != CKR_OK && rv != CKR_OPERATION_ACTIVE && rv != CKR_ARGUMENTS_BAD && rv != CKR_HOST_MEMORY) {
+    sbp11_token *t;
+    sbp11_object *o = find_object(s, hKey, &t);
+    const sbp11_keyinfo *key = o && o->cls == CKO_PRIVATE_KEY ? &t->keys[o->key].info : NULL;
+    sbp11_refusal_sign_init(rv, pMechanism, key, hKey);
+  }
   unlock();
   return rv;
 }
@@ -709,6 +749,12 @@ CK_RV sbp11_sign_update(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG 
     rv = CKR_OPERATION_ACTIVE;
   } else {
     rv = (!pPart && ulPartLen) ? CKR_ARGUMENTS_BAD : op_append(&s->op, pPart, ulPartLen);
+    if (rv == CKR_DATA_LEN_RANGE) {
+      SBP11_WARN("signature refused (CKR 0x%lx): more than %d bytes of input for %s, which takes a digest",
+                 (unsigned long)rv, SBP11_RAW_INPUT_MAX, s->op.plan.mech->name);
+      sbp11_notice("signature refused: more than %d bytes of input for %s, which takes a digest",
+                   SBP11_RAW_INPUT_MAX, s->op.plan.mech->name);
+    }
     s->op.multipart = 1;
     if (rv != CKR_OK) op_end(&s->op); /* an error ends the operation */
   }
@@ -778,7 +824,10 @@ static CK_RV sign_common(CK_SESSION_HANDLE hSession, const uint8_t *data, size_t
     const uint8_t *in = final ? op->buf : data, *dp;
     size_t inlen = final ? op->len : len;
     rv = sbp11_mech_raw_digest(&op->plan, &key->info, in, inlen, &dp, &dlen);
-    if (rv != CKR_OK) goto out;
+    if (rv != CKR_OK) {
+      sbp11_refusal_input(rv, &op->plan, &key->info, in, inlen);
+      goto out;
+    }
     memcpy(digest, dp, dlen);
   }
   snprintf(tenant, sizeof(tenant), "%s", t->tenant);
@@ -822,6 +871,111 @@ CK_RV sbp11_sign_final(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pSignature, CK_UL
   return sign_common(hSession, NULL, 0, 1, pSignature, pulSignatureLen);
 }
 
+/* ---- digesting: CKM_SHA256/384/512 with libcrypto, no network ---- */
+
+CK_RV sbp11_digest_init(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism) {
+  session *s;
+  CK_RV rv = enter_session(hSession, &s);
+  if (rv != CKR_OK) return rv;
+  const EVP_MD *md = pMechanism ? sbp11_digest_md(pMechanism->mechanism) : NULL;
+  if (!pMechanism) {
+    rv = CKR_ARGUMENTS_BAD;
+  } else if (s->dg.active) {
+    rv = CKR_OPERATION_ACTIVE;
+  } else if (!md) {
+    rv = CKR_MECHANISM_INVALID;
+    SBP11_WARN("C_DigestInit refused: mechanism 0x%lx is not a digest this token offers (CKM_SHA256, CKM_SHA384, "
+               "CKM_SHA512)", (unsigned long)pMechanism->mechanism);
+  } else if (pMechanism->ulParameterLen != 0) {
+    rv = CKR_MECHANISM_PARAM_INVALID;
+    SBP11_WARN("C_DigestInit refused: digest mechanisms take no parameters");
+  } else {
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx) rv = CKR_HOST_MEMORY;
+    else if (!EVP_DigestInit_ex(ctx, md, NULL)) rv = CKR_GENERAL_ERROR;
+    if (rv == CKR_OK) s->dg = (digest_op){.active = 1, .md = ctx};
+    else EVP_MD_CTX_free(ctx);
+  }
+  unlock();
+  return rv;
+}
+
+CK_RV sbp11_digest_update(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG ulPartLen) {
+  session *s;
+  CK_RV rv = enter_session(hSession, &s);
+  if (rv != CKR_OK) return rv;
+  if (!s->dg.active) {
+    rv = CKR_OPERATION_NOT_INITIALIZED;
+  } else {
+    if (!pPart && ulPartLen) rv = CKR_ARGUMENTS_BAD;
+    else if (ulPartLen && !EVP_DigestUpdate(s->dg.md, pPart, ulPartLen)) rv = CKR_GENERAL_ERROR;
+    s->dg.multipart = 1;
+    if (rv != CKR_OK) digest_end(&s->dg); /* an error ends the operation */
+  }
+  unlock();
+  return rv;
+}
+
+CK_RV sbp11_digest_key(CK_SESSION_HANDLE hSession, CK_OBJECT_HANDLE hKey) {
+  session *s;
+  CK_RV rv = enter_session(hSession, &s);
+  if (rv != CKR_OK) return rv;
+  if (!s->dg.active) {
+    rv = CKR_OPERATION_NOT_INITIALIZED;
+  } else {
+    /* Only secret keys can be digested, and a token here holds none. */
+    rv = find_object(s, hKey, NULL) ? CKR_KEY_INDIGESTIBLE : CKR_KEY_HANDLE_INVALID;
+    digest_end(&s->dg);
+  }
+  unlock();
+  return rv;
+}
+
+/* C_Digest (final = 0) and C_DigestFinal (final = 1), in C_Sign's shape: a NULL or short buffer gets the size and
+ * keeps the operation; anything else ends it. */
+static CK_RV digest_common(CK_SESSION_HANDLE hSession, const uint8_t *data, size_t len, int final, CK_BYTE_PTR out,
+                           CK_ULONG_PTR outlen) {
+  session *s;
+  CK_RV rv = enter_session(hSession, &s);
+  if (rv != CKR_OK) return rv;
+  digest_op *dg = &s->dg;
+  if (!dg->active) {
+    unlock();
+    return CKR_OPERATION_NOT_INITIALIZED;
+  }
+  size_t size = (size_t)EVP_MD_CTX_get_size(dg->md);
+  unsigned int got = 0;
+  if (!outlen || (!final && !data && len)) {
+    rv = CKR_ARGUMENTS_BAD;
+  } else if (!final && dg->multipart) {
+    rv = CKR_OPERATION_ACTIVE; /* C_Digest cannot finish a multi-part operation */
+  } else if (!out) {
+    *outlen = size;
+    goto keep;
+  } else if (*outlen < size) {
+    *outlen = size;
+    rv = CKR_BUFFER_TOO_SMALL;
+    goto keep;
+  } else if ((!final && len && !EVP_DigestUpdate(dg->md, data, len)) || !EVP_DigestFinal_ex(dg->md, out, &got)) {
+    rv = CKR_GENERAL_ERROR;
+  } else {
+    *outlen = got;
+  }
+  digest_end(dg);
+keep:
+  unlock();
+  return rv;
+}
+
+CK_RV sbp11_digest(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pData, CK_ULONG ulDataLen, CK_BYTE_PTR pDigest,
+                   CK_ULONG_PTR pulDigestLen) {
+  return digest_common(hSession, pData, ulDataLen, 0, pDigest, pulDigestLen);
+}
+
+CK_RV sbp11_digest_final(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pDigest, CK_ULONG_PTR pulDigestLen) {
+  return digest_common(hSession, NULL, 0, 1, pDigest, pulDigestLen);
+}
+
 /* ---- operation state: a sign operation as mechanism, parameters, key and the data so far ---- */
 
 static const uint8_t STATE_MAGIC[8] = {'S', 'B', 'P', '1', '1', 'S', 'T', '1'};
@@ -844,7 +998,7 @@ CK_RV sbp11_get_operation_state(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pState, 
   if (!pulLen) {
     rv = CKR_ARGUMENTS_BAD;
   } else if (!op->active) {
-    rv = s->finding ? CKR_STATE_UNSAVEABLE : CKR_OPERATION_NOT_INITIALIZED;
+    rv = s->finding || s->dg.active ? CKR_STATE_UNSAVEABLE : CKR_OPERATION_NOT_INITIALIZED;
   } else if (op->busy) {
     rv = CKR_OPERATION_ACTIVE;
   } else if (op->unsaveable) {
@@ -959,6 +1113,7 @@ CK_RV sbp11_session_cancel(CK_SESSION_HANDLE hSession, CK_FLAGS flags) {
   CK_RV rv = enter_session(hSession, &s);
   if (rv != CKR_OK) return rv;
   if ((flags & CKF_SIGN) && s->op.active && !s->op.busy) op_end(&s->op);
+  if (flags & CKF_DIGEST) digest_end(&s->dg);
   if ((flags & CKF_FIND_OBJECTS) && s->finding) {
     free(s->found);
     s->found = NULL, s->nfound = s->pos = 0, s->finding = 0;

@@ -35,6 +35,12 @@ CK_RV sbp11_sign(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pData, CK_ULONG ulDataL
                  CK_ULONG_PTR pulSignatureLen);
 CK_RV sbp11_sign_update(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG ulPartLen);
 CK_RV sbp11_sign_final(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pSignature, CK_ULONG_PTR pulSignatureLen);
+CK_RV sbp11_digest_init(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism);
+CK_RV sbp11_digest(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pData, CK_ULONG ulDataLen, CK_BYTE_PTR pDigest,
+                   CK_ULONG_PTR pulDigestLen);
+CK_RV sbp11_digest_update(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG ulPartLen);
+CK_RV sbp11_digest_key(CK_SESSION_HANDLE hSession, CK_OBJECT_HANDLE hKey);
+CK_RV sbp11_digest_final(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pDigest, CK_ULONG_PTR pulDigestLen);
 CK_RV sbp11_generate_random(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pRandomData, CK_ULONG ulRandomLen);
 CK_RV sbp11_seed_random(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pSeed, CK_ULONG ulSeedLen);
 CK_RV sbp11_session_cancel(CK_SESSION_HANDLE hSession, CK_FLAGS flags);

@@ -68,7 +68,9 @@ static int write_all(int fd, const uint8_t *p, size_t n, long long deadline) {
   return SBP11_IO_OK;
 }
 
-/* Reads exactly n bytes before the deadline; EOF or any socket error is BROKEN (the caller may reconnect once). */
+/* Reads exactly n bytes before the deadline. EOF or a socket error is BROKEN, except a reset: a Unix socket
+ * closed by its owner with our bytes still unread reports ECONNRESET, so the daemon never read the request (it
+ * closes a connection that is serving one only after answering it). */
 static int read_all(int fd, uint8_t *p, size_t n, long long deadline) {
   while (n) {
     ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
@@ -77,6 +79,7 @@ static int read_all(int fd, uint8_t *p, size_t n, long long deadline) {
       continue;
     }
     if (r == 0) return SBP11_IO_BROKEN;
+    if (errno == ECONNRESET) return SBP11_IO_UNSENT;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       int w = wait_fd(fd, POLLIN, deadline);
@@ -94,12 +97,16 @@ int sbp11_exchange(sbp11_conn *c, const sbw_buf *request, sbw_msg *response, cha
   int rc = write_all(c->fd, request->p, request->len, deadline);
   if (rc != SBP11_IO_OK) {
     snprintf(why, whylen, "%s while sending", rc == SBP11_IO_TIMEOUT ? "timed out" : strerror(errno));
-    return rc;
+    /* A daemon that is gone cannot have read a frame it did not get whole. */
+    return rc == SBP11_IO_BROKEN ? SBP11_IO_UNSENT : rc;
   }
   uint8_t header[SBW_FRAME_HEADER];
   rc = read_all(c->fd, header, sizeof(header), deadline);
   if (rc != SBP11_IO_OK) {
-    snprintf(why, whylen, "%s", rc == SBP11_IO_TIMEOUT ? "no answer in time" : "the daemon closed the connection");
+    snprintf(why, whylen, "%s",
+             rc == SBP11_IO_TIMEOUT  ? "no answer in time"
+             : rc == SBP11_IO_UNSENT ? "the daemon closed the connection without reading the request"
+                                     : "the daemon closed the connection before answering");
     return rc;
   }
   uint32_t len = sbw_frame_length(header);
@@ -114,7 +121,7 @@ int sbp11_exchange(sbp11_conn *c, const sbw_buf *request, sbw_msg *response, cha
   if (rc != SBP11_IO_OK) {
     free(body);
     snprintf(why, whylen, "%s", rc == SBP11_IO_TIMEOUT ? "answer not complete in time" : "connection closed mid-frame");
-    return rc == SBP11_IO_BROKEN ? SBP11_IO_PROTOCOL : rc; /* a frame cut short is never retried silently */
+    return rc == SBP11_IO_TIMEOUT ? rc : SBP11_IO_PROTOCOL; /* a frame cut short is never retried silently */
   }
   char err[200];
   rc = sbw_decode(body[0], body + 1, len - 1, response, err, sizeof(err));
@@ -195,6 +202,13 @@ static int hello(sbp11_conn *c, char *why, size_t whylen) {
   return SBP11_IO_PROTOCOL;
 }
 
+/* The daemon never speaks unasked: an idle connection that is readable (EOF) or hung up was closed by it (a
+ * restart). Found before anything is sent, so even a SIGN may then go out on a fresh connection. */
+static int conn_closed_by_daemon(const sbp11_conn *c) {
+  struct pollfd p = {.fd = c->fd, .events = POLLIN | POLLRDHUP};
+  return poll(&p, 1, 0) != 0;
+}
+
 int sbp11_conn_get(sbp11_conn **out, int *fresh, char *why, size_t whylen) {
   pid_t me = getpid();
   pthread_mutex_lock(&pool_lock);
@@ -202,7 +216,7 @@ int sbp11_conn_get(sbp11_conn **out, int *fresh, char *why, size_t whylen) {
     sbp11_conn *c = pool;
     pool = c->next;
     pool_size--;
-    if (c->pid != me) { /* inherited across fork: not ours to use */
+    if (c->pid != me || conn_closed_by_daemon(c)) { /* inherited across fork: not ours to use; or dead */
       sbp11_conn_close(c);
       continue;
     }
@@ -225,7 +239,8 @@ int sbp11_conn_get(sbp11_conn **out, int *fresh, char *why, size_t whylen) {
   if (e) {
     snprintf(why, whylen, "cannot connect to the signbridge daemon (%s) at %s", strerror(e), path);
     free(c);
-    return SBP11_IO_UNREACHABLE;
+    /* Nothing listening, no socket file yet, a full backlog: a daemon (re)starting. Anything else stays so. */
+    return e == ECONNREFUSED || e == ENOENT || e == EAGAIN ? SBP11_IO_UNREACHABLE : SBP11_IO_NO_SOCKET;
   }
   /* Digests and build context go only to a daemon of this user (or root): someone else's socket at the path
    * (a shared /tmp) is refused. The daemon makes the same check the other way. */

@@ -10,13 +10,15 @@
 
 enum sbp11_io {
   SBP11_IO_OK = 0,
-  SBP11_IO_UNREACHABLE = 1, /* cannot connect: no daemon (yet) */
-  SBP11_IO_BROKEN = 2,      /* the connection died (daemon restarted): a fresh one may work */
+  SBP11_IO_UNREACHABLE = 1, /* cannot connect: no daemon (yet), or one restarting */
+  SBP11_IO_BROKEN = 2,      /* the connection closed after the request was sent: it may have been served */
   SBP11_IO_TIMEOUT = 3,     /* no answer in time */
   SBP11_IO_PROTOCOL = 4,    /* a malformed frame or an unexpected answer: the connection is closed */
   SBP11_IO_REFUSED = 5,     /* HELLO answered with an ERROR */
   SBP11_IO_NOMEM = 6,
   SBP11_IO_PEER = 7,        /* the socket belongs to another user: not our daemon */
+  SBP11_IO_UNSENT = 8,      /* the connection was gone before the daemon read the request: it was not served */
+  SBP11_IO_NO_SOCKET = 9,   /* cannot connect, and waiting will not help (path too long, permission denied) */
 };
 
 typedef struct sbp11_conn {
@@ -34,8 +36,8 @@ void sbp11_transport_configure(const sbp11_transport_config *cfg);
 const char *sbp11_transport_socket_path(void);
 int sbp11_transport_timeout_ms(void);
 
-/* A connection that has completed HELLO: from the pool, or new. *fresh tells which. The error message of a refused
- * HELLO is copied to why. */
+/* A connection that has completed HELLO: from the pool (one the daemon has closed meanwhile is dropped, never
+ * handed out), or new. *fresh tells which. The error message of a refused HELLO is copied to why. */
 int sbp11_conn_get(sbp11_conn **out, int *fresh, char *why, size_t whylen);
 /* Back to the pool (or closed when the pool is full or the connection is from another process). */
 void sbp11_conn_put(sbp11_conn *c);

@@ -143,6 +143,37 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     expect(failed).toMatch(/policy_denied: vulnerable: blocked project \(vuln_id CVE-2099-1\)/);
   });
 
+  it('without SIGNBRIDGE_LOG, a policy denial still tells the person why: one line on stderr; =off silences it', async () => {
+    const digest = join(dir, 'deny.digest');
+    await run('openssl', ['dgst', '-sha256', '-binary', '-out', digest, join(dir, 'msg')]);
+    const args = ['--token-label', 'e2e-p256 token', '--sign', '--id', id('e2e-p256'), '-m', 'ECDSA'];
+    const deny = (log: string) =>
+      tool([...args, '--input-file', digest, '--output-file', join(dir, 'deny.sig')], {
+        SIGNBRIDGE_PROJECT: 'blocked',
+        SIGNBRIDGE_LOG: log,
+      }).then(
+        () => ({ stdout: '', stderr: 'signed although denied' }),
+        (err: { stderr?: string; stdout?: string }) => ({ stdout: err.stdout ?? '', stderr: err.stderr ?? '' }),
+      );
+    const unset = await deny('');
+    const lines = unset.stderr.split('\n').filter((l) => l.startsWith('signbridge: '));
+    // One line per refused request: pkcs11-tool asks twice (C_Sign, then C_SignUpdate + C_SignFinal).
+    expect(lines.length, unset.stderr).toBeGreaterThanOrEqual(1);
+    const requests = new Set<string>();
+    for (const line of lines) {
+      const m = line.match(
+        /^signbridge: policy denied the signature for tenant e2e-p256: .*blocked project.* \(POLICY_DENIED, request ([0-9a-f-]{36})\)$/,
+      );
+      expect(m, line).not.toBeNull();
+      requests.add(m?.[1] as string);
+    }
+    expect(requests.size).toBe(lines.length);
+    expect(unset.stdout).not.toContain('signbridge:');
+    const off = await deny('off');
+    expect(off.stderr).toMatch(/unknown PKCS11 error \(0x200\)|CKR_FUNCTION_REJECTED/);
+    expect(off.stderr).not.toContain('signbridge:');
+  });
+
   it('a pending approval: C_Sign waits (POLL through the daemon) and returns the signature once approved', async () => {
     const digest = join(dir, 'approve.digest');
     await run('openssl', ['dgst', '-sha256', '-binary', '-out', digest, join(dir, 'msg')]);

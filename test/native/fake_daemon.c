@@ -339,6 +339,19 @@ typedef struct conn_arg {
   int fd;
 } conn_arg;
 
+/* A daemon that goes away with a request still unread (closed while idle, as the real one does at shutdown):
+ * close() with data in the receive queue, so the module's read fails with ECONNRESET. */
+static void close_unread(fake_daemon *d, int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  while (poll(&p, 1, 5000) < 0) {
+  }
+  pthread_mutex_lock(&d->mu);
+  for (int i = 0; i < d->nconns; i++)
+    if (d->conns[i].fd == fd) d->conns[i].fd = -1; /* fd_stop must not touch the number again */
+  pthread_mutex_unlock(&d->mu);
+  close(fd);
+}
+
 static void *serve(void *arg) {
   conn_arg *ca = arg;
   fake_daemon *d = ca->d;
@@ -377,6 +390,15 @@ static void *serve(void *arg) {
       sbw_put_str(&b, SBW_T_SERVER, "fake-daemon");
       rc = send_buf(fd, &b);
       sbw_buf_free(&b);
+      pthread_mutex_lock(&d->mu);
+      int reset = d->reset_after_hello;
+      d->reset_after_hello = 0;
+      pthread_mutex_unlock(&d->mu);
+      if (reset && rc == 0) {
+        close_unread(d, fd);
+        sbw_msg_free(&m);
+        return NULL;
+      }
       break;
     }
     case SBW_LIST: rc = handle_list(d, fd); break;
@@ -438,11 +460,12 @@ void fd_stop(fake_daemon *d) {
   unlink(d->path);
   pthread_mutex_lock(&d->mu);
   int n = d->nconns;
-  for (int i = 0; i < n; i++) shutdown(d->conns[i].fd, SHUT_RDWR);
+  for (int i = 0; i < n; i++)
+    if (d->conns[i].fd >= 0) shutdown(d->conns[i].fd, SHUT_RDWR);
   pthread_mutex_unlock(&d->mu);
   for (int i = 0; i < n; i++) {
     pthread_join(d->conns[i].th, NULL);
-    close(d->conns[i].fd);
+    if (d->conns[i].fd >= 0) close(d->conns[i].fd);
   }
   d->nconns = 0;
 }

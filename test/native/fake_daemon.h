@@ -47,6 +47,7 @@ typedef struct fake_daemon {
   int garbage_next;   /* answer the next SIGN with a malformed frame */
   int short_sig_next; /* answer the next SIGN with a signature one byte short */
   int wrong_type_next; /* answer the next SIGN with a well-formed LIST_OK */
+  int reset_after_hello; /* the next connection: after HELLO, wait for the next request and close unread */
   int list_error;     /* answer LIST with ERROR(status) */
   int list_failed_key; /* >0: key list_failed_key-1's tenant failed on its own (token with STATUS 3, no keys) */
   /* What happened. */

@@ -2,6 +2,7 @@
  * CTest test: `test_module <module.so> <test-name>`. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
@@ -417,16 +418,16 @@ static void t_slots(void) {
   CHECK(!(ti.flags & CKF_LOGIN_REQUIRED) && (ti.flags & CKF_TOKEN_INITIALIZED) && (ti.flags & CKF_RNG));
   CHECK_RV(F->C_GetTokenInfo(99, &ti), CKR_SLOT_ID_INVALID);
   CHECK_RV(F->C_GetTokenInfo(0, NULL), CKR_ARGUMENTS_BAD);
-  /* Mechanisms: eight for an RSA token, four for an EC token. */
+  /* Mechanisms: eight for an RSA token, four for an EC token, and the three digests on every token. */
   CK_MECHANISM_TYPE mechs[32];
   n = 0;
   CHECK_RV(F->C_GetMechanismList(slot_of("RSA_2048"), NULL, &n), CKR_OK);
-  CHECK(n == 8);
+  CHECK(n == 8 + 3);
   n = 3;
   CHECK_RV(F->C_GetMechanismList(slot_of("RSA_2048"), mechs, &n), CKR_BUFFER_TOO_SMALL);
   n = 32;
   CHECK_RV(F->C_GetMechanismList(slot_of("ECC_NIST_P384"), mechs, &n), CKR_OK);
-  CHECK(n == 4 && mechs[0] == CKM_ECDSA);
+  CHECK(n == 4 + 3 && mechs[0] == CKM_ECDSA && mechs[4] == CKM_SHA256);
   CK_MECHANISM_INFO mi;
   CHECK_RV(F->C_GetMechanismInfo(slot_of("RSA_2048"), CKM_SHA256_RSA_PKCS_PSS, &mi), CKR_OK);
   CHECK(mi.flags == CKF_SIGN && mi.ulMinKeySize == 2048);
@@ -468,6 +469,7 @@ static void t_slots(void) {
 
   /* No daemon: one slot without a token that says so; no token present. */
   fd_stop(D);
+  setenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS", "0", 1);
   init();
   n = 0;
   CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
@@ -498,6 +500,7 @@ static void t_slots(void) {
   CHECK(log_contains("File name too long"));
   fin();
   setenv("SIGNBRIDGE_SOCKET", sock, 1);
+  unsetenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS");
 
   /* The daemon answers LIST with an error: the slot says why. */
   DSET(list_error, 3);
@@ -1020,8 +1023,7 @@ static void t_restart(void) {
   REQUIRE(fd_listen(D) == 0);
   sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
   CHECK(dcount(&D->accepted) == accepted + 1);
-  CHECK(log_contains("reconnecting once"));
-  /* Several idle connections in the pool, all dead after a restart: the one retry still reaches the new daemon. */
+  /* Several idle connections in the pool, all dead after a restart: none is used, the new daemon is reached. */
   {
     enum { NT = 4 };
     pthread_t th[NT];
@@ -1037,25 +1039,115 @@ static void t_restart(void) {
     sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
     sign_ok("RSA_2048", CKM_SHA256_RSA_PKCS);
   }
-  /* The daemon drops the connection in the middle of a request: retried once on a fresh connection. */
+  /* The daemon read the SIGN and closed the connection without answering: it may have signed, so the SIGN is
+   * not sent again (that could sign twice); CKR_DEVICE_ERROR, and the next signature works. */
   int signs = dcount(&D->signs);
   DSET(drop_next, 1);
-  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
-  CHECK(dcount(&D->signs) == signs + 2);
-  /* The daemon is gone: CKR_DEVICE_ERROR, and the session survives for when it is back. */
-  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  CK_SESSION_HANDLE h = open_session("ECC_NIST_P384");
   CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
-  fd_stop(D);
-  CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  CK_MECHANISM m384 = {CKM_ECDSA_SHA384, NULL, 0};
   uint8_t sig[256];
   CK_ULONG siglen = sizeof(sig);
-  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_SignInit(h, &m384, key), CKR_OK);
   CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  CHECK(dcount(&D->signs) == signs + 1);
+  CHECK(log_contains("the signature may have been made, so it is not requested again"));
+  sign_ok("ECC_NIST_P384", CKM_ECDSA_SHA384);
+  /* The daemon closed the connection with the SIGN unread (as at its shutdown): sent again, signed once. */
+  CHECK_RV(F->C_SignInit(h, &m384, key), CKR_OK);
+  fd_stop(D); /* the pooled connection dies: the SIGN goes out on a fresh one, which the daemon resets */
+  REQUIRE(fd_listen(D) == 0);
+  signs = dcount(&D->signs);
+  DSET(reset_after_hello, 1);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_OK);
+  CHECK(dcount(&D->signs) == signs + 1);
+  CHECK(log_contains("SIGN: the daemon closed the connection without reading the request"));
+  fin();
+  /* The daemon is gone and SIGNBRIDGE_DAEMON_WAIT_SECONDS=0: CKR_DEVICE_ERROR at once, and the session survives
+   * for when it is back. */
+  setenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS", "0", 1);
+  init();
+  h = open_session("RSA_2048");
+  key = find_one(h, CKO_PRIVATE_KEY);
+  fd_stop(D);
+  CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CHECK(t1.tv_sec - t0.tv_sec < 5); /* no waiting (the default wait is 10 s) */
   REQUIRE(fd_listen(D) == 0);
   CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
   siglen = sizeof(sig);
   CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_OK);
   fin();
+  unsetenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS");
+}
+
+/* Brings the daemon back after a pause, from another thread. */
+static void *relisten_later(void *ms) {
+  usleep((useconds_t)(*(int *)ms) * 1000);
+  if (fd_listen(D) != 0) failures++;
+  return NULL;
+}
+
+static double seconds_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A daemon that is away for a while (a restart): signatures wait for it, up to SIGNBRIDGE_DAEMON_WAIT_SECONDS. */
+static void t_daemon_wait(void) {
+  unsetenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS"); /* the default: 10 s */
+  init();
+  CK_SESSION_HANDLE h = open_session("ECC_NIST_P256");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
+  uint8_t sig[64];
+  CK_ULONG siglen = sizeof(sig);
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  /* An open session: the daemon goes away and comes back 1.5 s later; C_Sign waits and signs. */
+  fd_stop(D);
+  int pause_ms = 1500;
+  pthread_t th;
+  pthread_create(&th, NULL, relisten_later, &pause_ms);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_OK);
+  pthread_join(th, NULL);
+  CHECK(log_contains("SIGN: cannot connect to the signbridge daemon"));
+  CHECK(log_contains("waiting up to 10 s for the daemon (SIGNBRIDGE_DAEMON_WAIT_SECONDS)"));
+  CHECK(log_contains("SIGN: the daemon is back"));
+  fin();
+  /* A new process's first call: the tokens are listed once the daemon is up. */
+  fd_stop(D);
+  pause_ms = 1000;
+  pthread_create(&th, NULL, relisten_later, &pause_ms);
+  init();
+  CK_ULONG n = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  CHECK(n == FD_NKEYS);
+  pthread_join(th, NULL);
+  fin();
+  /* The wait has an end: SIGNBRIDGE_DAEMON_WAIT_SECONDS=1, the daemon stays away: CKR_DEVICE_ERROR after it. */
+  setenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS", "1", 1);
+  init();
+  h = open_session("ECC_NIST_P256");
+  key = find_one(h, CKO_PRIVATE_KEY);
+  fd_stop(D);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  CHECK(seconds_since(&t0) >= 0.95);
+  CHECK(log_contains("(waited 1 s)"));
+  REQUIRE(fd_listen(D) == 0);
+  fin();
+  unsetenv("SIGNBRIDGE_DAEMON_WAIT_SECONDS");
 }
 
 static int polls_before_restart;
@@ -1290,7 +1382,25 @@ static void t_session_misc(void) {
   /* Login: no PIN needed, any accepted, consistent state. */
   CK_SESSION_INFO si;
   CHECK_RV(F->C_Logout(h), CKR_USER_NOT_LOGGED_IN);
-  CHECK_RV(F->C_Login(h, CKU_SO, (CK_UTF8CHAR_PTR) "x", 1), CKR_USER_TYPE_INVALID);
+  /* CKU_SO is a valid user type; with a read-only session open the standard's answer is READ_ONLY_EXISTS. */
+  CHECK_RV(F->C_Login(h, CKU_SO, (CK_UTF8CHAR_PTR) "x", 1), CKR_SESSION_READ_ONLY_EXISTS);
+  CHECK_RV(F->C_Login(h, 7, (CK_UTF8CHAR_PTR) "x", 1), CKR_USER_TYPE_INVALID);
+  {
+    CK_SESSION_HANDLE rw = 0, ro = 0;
+    CHECK_RV(F->C_OpenSession(slot_of("ECC_NIST_P521"), CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &rw),
+             CKR_OK);
+    CHECK_RV(F->C_Login(rw, CKU_SO, (CK_UTF8CHAR_PTR) "any", 3), CKR_OK);
+    CHECK_RV(F->C_GetSessionInfo(rw, &si), CKR_OK);
+    CHECK(si.state == CKS_RW_SO_FUNCTIONS);
+    CHECK_RV(F->C_OpenSession(slot_of("ECC_NIST_P521"), CKF_SERIAL_SESSION, NULL, NULL, &ro),
+             CKR_SESSION_READ_WRITE_SO_EXISTS);
+    CHECK_RV(F->C_Login(rw, CKU_SO, (CK_UTF8CHAR_PTR) "any", 3), CKR_USER_ALREADY_LOGGED_IN);
+    CHECK_RV(F->C_Login(rw, CKU_USER, (CK_UTF8CHAR_PTR) "any", 3), CKR_USER_ANOTHER_ALREADY_LOGGED_IN);
+    CHECK_RV(F->C_Logout(rw), CKR_OK);
+    CHECK_RV(F->C_OpenSession(slot_of("ECC_NIST_P521"), CKF_SERIAL_SESSION, NULL, NULL, &ro), CKR_OK);
+    CHECK_RV(F->C_CloseSession(ro), CKR_OK);
+    CHECK_RV(F->C_CloseSession(rw), CKR_OK);
+  }
   CHECK_RV(F->C_Login(h, CKU_USER, (CK_UTF8CHAR_PTR) "1234", 4), CKR_OK);
   CHECK_RV(F->C_Login(h, CKU_USER, (CK_UTF8CHAR_PTR) "other", 5), CKR_USER_ALREADY_LOGGED_IN);
   CHECK_RV(F->C_GetSessionInfo(h, &si), CKR_OK);
@@ -1315,7 +1425,7 @@ static void t_session_misc(void) {
   CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
   CHECK_RV(F->C_VerifyInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
   CHECK_RV(F->C_EncryptInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
-  CHECK_RV(F->C_DigestInit(h, &m), CKR_FUNCTION_NOT_SUPPORTED);
+  CHECK_RV(F->C_DigestInit(h, &m), CKR_MECHANISM_INVALID); /* digests: t_digest */
   CHECK_RV(F->C_EncryptInit(999, &m, 1), CKR_SESSION_HANDLE_INVALID);
   CHECK_RV(F->C_InitPIN(h, NULL, 0), CKR_FUNCTION_NOT_SUPPORTED);
   CHECK_RV(F->C_GetFunctionStatus(h), CKR_FUNCTION_NOT_PARALLEL);
@@ -1323,6 +1433,236 @@ static void t_session_misc(void) {
   CK_SLOT_ID slot;
   CHECK_RV(F->C_WaitForSlotEvent(0, &slot, NULL), CKR_FUNCTION_NOT_SUPPORTED);
   CHECK_RV(F->C_MessageSignInit(h, &m, 1), CKR_FUNCTION_NOT_SUPPORTED);
+  fin();
+}
+
+
+/* ---- refusals: logged with their reason, and one line on stderr by default ---- */
+
+static char captured_path[320];
+static int saved_fds[2] = {-1, -1};
+
+/* Sends this process's stdout and stderr to a file until capture_end(), which returns what stderr got (stdout
+ * must get nothing: the module never writes there). */
+static void capture_begin(void) {
+  fflush(stdout);
+  fflush(stderr);
+  snprintf(captured_path, sizeof(captured_path), "%s/stderr.txt", dir);
+  int fd = open(captured_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  saved_fds[0] = dup(1), saved_fds[1] = dup(2);
+  char outpath[340];
+  snprintf(outpath, sizeof(outpath), "%s/stdout.txt", dir);
+  int ofd = open(outpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(ofd >= 0);
+  dup2(ofd, 1), dup2(fd, 2);
+  close(ofd), close(fd);
+}
+
+static void capture_end(char *got, size_t n) {
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved_fds[0], 1), dup2(saved_fds[1], 2);
+  close(saved_fds[0]), close(saved_fds[1]);
+  FILE *f = fopen(captured_path, "r");
+  size_t r = f ? fread(got, 1, n - 1, f) : 0;
+  got[r] = 0;
+  if (f) fclose(f);
+  char outpath[340];
+  snprintf(outpath, sizeof(outpath), "%s/stdout.txt", dir);
+  struct stat st;
+  CHECK(stat(outpath, &st) == 0 && st.st_size == 0); /* nothing on stdout, ever */
+}
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* One policy denial with the given SIGNBRIDGE_LOG (NULL: unset); returns what stderr got. */
+static void denied_once(const char *log_setting, char *got, size_t n) {
+  if (log_setting) setenv("SIGNBRIDGE_LOG", log_setting, 1);
+  else unsetenv("SIGNBRIDGE_LOG");
+  capture_begin();
+  init();
+  CK_SESSION_HANDLE h = open_session("ECC_NIST_P256");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
+  pthread_mutex_lock(&D->mu);
+  D->fail_status = 4;
+  D->fail_count = 1;
+  snprintf(D->fail_msg, sizeof(D->fail_msg), "artifact 1.2.3 has a critical CVE");
+  pthread_mutex_unlock(&D->mu);
+  uint8_t sig[64];
+  CK_ULONG siglen = sizeof(sig);
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "x", 1, sig, &siglen), CKR_FUNCTION_REJECTED);
+  fin();
+  capture_end(got, n);
+  setenv("SIGNBRIDGE_LOG", logfile, 1);
+}
+
+static void t_refusals(void) {
+  char got[8192];
+  const char *line = "signbridge: policy denied the signature for tenant t-p256: artifact 1.2.3 has a critical CVE "
+                     "(POLICY_DENIED, request req-";
+  /* Without SIGNBRIDGE_LOG: exactly one line on stderr, with the reason and the request id. */
+  denied_once(NULL, got, sizeof(got));
+  CHECK(count_of(got, line) == 1);
+  CHECK(count_of(got, "\n") == 1);
+  /* With the log in a file: the line still goes to stderr (the person at the terminal reads that). */
+  denied_once(logfile, got, sizeof(got));
+  CHECK(count_of(got, line) == 1);
+  CHECK(log_contains("POLICY_DENIED: artifact 1.2.3 has a critical CVE; request id req-"));
+  /* SIGNBRIDGE_LOG=off: nothing at all. */
+  denied_once("off", got, sizeof(got));
+  CHECK(got[0] == 0);
+  /* The log on stderr already says it: no second line. */
+  denied_once("error", got, sizeof(got));
+  CHECK(count_of(got, "artifact 1.2.3 has a critical CVE") == 1 && count_of(got, line) == 0);
+
+  /* Input the module refuses itself: logged (warn) with the reason, and one line on stderr. */
+  init();
+  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  uint8_t sig[256];
+  CK_ULONG siglen = sizeof(sig);
+  uint8_t sha1_di[] = {0x30, 0x21, 0x30, 0x09, 0x06, 0x05, 0x2b, 0x0e, 0x03, 0x02, 0x1a, 0x05, 0x00,
+                       0x04, 0x14, 1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,
+                       12,   13,   14,   15,   16,   17,   18,   19,   20};
+  CK_MECHANISM pkcs = {CKM_RSA_PKCS, NULL, 0};
+  capture_begin();
+  CHECK_RV(F->C_SignInit(h, &pkcs, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, sha1_di, sizeof(sha1_di), sig, &siglen), CKR_DATA_INVALID);
+  CK_RSA_PKCS_PSS_PARAMS pp;
+  pss_params(&pp, CKM_SHA256);
+  CK_MECHANISM pss = {CKM_RSA_PKCS_PSS, &pp, sizeof(pp)};
+  CHECK_RV(F->C_SignInit(h, &pss, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, sha1_di + 15, 20, sig, &siglen), CKR_DATA_LEN_RANGE);
+  CHECK_RV(F->C_SignInit(h, &pss, key), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, sig, 48, sig, &siglen), CKR_DATA_LEN_RANGE);
+  /* C_SignInit refusals are logged but not printed (clients probe mechanisms). */
+  pp.sLen = 20;
+  CHECK_RV(F->C_SignInit(h, &pss, key), CKR_MECHANISM_PARAM_INVALID);
+  CK_MECHANISM sha1 = {CKM_SHA1_RSA_PKCS, NULL, 0}, ecdsa = {CKM_ECDSA, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &sha1, key), CKR_MECHANISM_INVALID);
+  CHECK_RV(F->C_SignInit(h, &ecdsa, key), CKR_KEY_TYPE_INCONSISTENT);
+  capture_end(got, sizeof(got));
+  CHECK(count_of(got, "signbridge: signature refused: CKM_RSA_PKCS input is a SHA-1 DigestInfo; SHA-1 is not "
+                      "signed") == 1);
+  CHECK(count_of(got, "signbridge: signature refused: CKM_RSA_PKCS_PSS input is 20 bytes (a SHA-1 digest?); it "
+                      "takes a 32-byte SHA-256 digest") == 1);
+  CHECK(count_of(got, "CKM_RSA_PKCS_PSS input is 48 bytes; it takes a 32-byte SHA-256 digest") == 1);
+  CHECK(count_of(got, "\n") == 3);
+  CHECK(log_contains("warn: signature refused (CKR 0x20): CKM_RSA_PKCS input is a SHA-1 DigestInfo"));
+  CHECK(log_contains("warn: signature refused (CKR 0x21): CKM_RSA_PKCS_PSS input is 48 bytes"));
+  CHECK(log_contains("C_SignInit refused: CKM_RSA_PKCS_PSS with hashAlg 0x250, mgf 0x2, sLen 20"));
+  CHECK(log_contains("C_SignInit refused: CKM_SHA1_RSA_PKCS is not offered"));
+  CHECK(log_contains("C_SignInit refused: CKM_ECDSA does not fit an RSA key"));
+  fin();
+}
+
+/* Digests: known answers for "abc" (FIPS 180-2), and the operation rules. */
+static int hex_is(const uint8_t *b, size_t n, const char *hex) {
+  char got[200] = "";
+  for (size_t i = 0; i < n && 2 * i + 2 < sizeof(got); i++) snprintf(got + 2 * i, 3, "%02x", b[i]);
+  if (strcmp(got, hex) != 0) fprintf(stderr, "digest %s\n  want %s\n", got, hex);
+  return strcmp(got, hex) == 0;
+}
+
+static const char SHA256_ABC[] = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+static const char SHA384_ABC[] =
+    "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed8086072ba1e7cc2358baeca134c825a7";
+static const char SHA512_ABC[] = "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a"
+                                 "3feebbd454d4423643ce80e2a9ac94fa54ca49f";
+
+static void t_digest(void) {
+  init();
+  CK_SESSION_HANDLE h = open_session("RSA_2048");
+  /* Listed on every token, with CKF_DIGEST. */
+  CK_MECHANISM_TYPE list[64];
+  CK_ULONG n = 64;
+  CHECK_RV(F->C_GetMechanismList(slot_of("ECC_NIST_P256"), list, &n), CKR_OK);
+  int seen = 0;
+  for (CK_ULONG i = 0; i < n; i++) seen += list[i] == CKM_SHA256 || list[i] == CKM_SHA384 || list[i] == CKM_SHA512;
+  CHECK(seen == 3);
+  CK_MECHANISM_INFO mi;
+  CHECK_RV(F->C_GetMechanismInfo(slot_of("RSA_2048"), CKM_SHA384, &mi), CKR_OK);
+  CHECK(mi.flags == CKF_DIGEST);
+  CHECK_RV(F->C_GetMechanismInfo(slot_of("RSA_2048"), CKM_SHA_1, &mi), CKR_MECHANISM_INVALID);
+  /* Single part: size query and short buffer keep the operation. */
+  CK_MECHANISM m256 = {CKM_SHA256, NULL, 0}, m384 = {CKM_SHA384, NULL, 0}, m512 = {CKM_SHA512, NULL, 0};
+  uint8_t out[64];
+  CK_ULONG len = 0;
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_DigestInit(h, &m384), CKR_OPERATION_ACTIVE);
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, NULL, &len), CKR_OK);
+  CHECK(len == 32);
+  len = 31;
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, out, &len), CKR_BUFFER_TOO_SMALL);
+  CHECK(len == 32);
+  len = sizeof(out);
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, out, &len), CKR_OK);
+  CHECK(len == 32 && hex_is(out, len, SHA256_ABC));
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "abc", 3, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  /* Multi-part. */
+  CHECK_RV(F->C_DigestInit(h, &m384), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "a", 1), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, NULL, 0), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "bc", 2), CKR_OK);
+  CHECK_RV(F->C_DigestFinal(h, NULL, &len), CKR_OK);
+  CHECK(len == 48);
+  len = 10;
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_BUFFER_TOO_SMALL);
+  len = sizeof(out);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OK);
+  CHECK(len == 48 && hex_is(out, len, SHA384_ABC));
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "a", 1), CKR_OPERATION_NOT_INITIALIZED);
+  /* A digest runs beside a sign operation in the same session. */
+  CK_OBJECT_HANDLE key = find_one(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM ms = {CKM_SHA256_RSA_PKCS, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &ms, key), CKR_OK);
+  CHECK_RV(F->C_DigestInit(h, &m512), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "ab", 2), CKR_OK);
+  uint8_t sig[256];
+  CK_ULONG siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "abc", 3, sig, &siglen), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "c", 1), CKR_OK);
+  len = sizeof(out);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OK);
+  CHECK(len == 64 && hex_is(out, len, SHA512_ABC));
+  /* Errors end the operation: C_Digest after C_DigestUpdate, C_DigestKey, bad arguments. */
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, (CK_BYTE_PTR) "a", 1), CKR_OK);
+  CHECK_RV(F->C_Digest(h, (CK_BYTE_PTR) "bc", 2, out, &len), CKR_OPERATION_ACTIVE);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_DigestKey(h, key), CKR_KEY_INDIGESTIBLE);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_DigestUpdate(h, NULL, 5), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  /* C_SessionCancel ends a digest; the state of a digest cannot be saved. */
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_GetOperationState(h, NULL, &len), CKR_STATE_UNSAVEABLE);
+  CHECK_RV(F->C_SessionCancel(h, CKF_DIGEST), CKR_OK);
+  CHECK_RV(F->C_DigestFinal(h, out, &len), CKR_OPERATION_NOT_INITIALIZED);
+  /* Refusals: no SHA-1, no parameters, no sign mechanism. */
+  CK_MECHANISM sha1 = {CKM_SHA_1, NULL, 0}, withp = {CKM_SHA256, out, 4};
+  CHECK_RV(F->C_DigestInit(h, &sha1), CKR_MECHANISM_INVALID);
+  CHECK_RV(F->C_DigestInit(h, &ms), CKR_MECHANISM_INVALID);
+  CHECK_RV(F->C_DigestInit(h, &withp), CKR_MECHANISM_PARAM_INVALID);
+  CHECK_RV(F->C_DigestInit(h, NULL), CKR_ARGUMENTS_BAD);
+  CHECK_RV(F->C_DigestInit(999, &m256), CKR_SESSION_HANDLE_INVALID);
+  CHECK(log_contains("C_DigestInit refused: mechanism 0x220 is not a digest"));
+  /* Closing a session with a digest in progress frees it (ASan checks for leaks). */
+  CHECK_RV(F->C_DigestInit(h, &m256), CKR_OK);
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
   fin();
 }
 
@@ -1335,7 +1675,8 @@ static const struct {
     {"objects", t_objects, 0},         {"sign_all", t_sign_all, 0},       {"sign_errors", t_sign_errors, 0},
     {"daemon_errors", t_daemon_errors, 0}, {"restart", t_restart, 0},     {"pending", t_pending, 0},
     {"operation_state", t_operation_state, 0}, {"threads", t_threads, 0}, {"fork", t_fork, 0},
-    {"context", t_context, 0},         {"session_misc", t_session_misc, 0},
+    {"context", t_context, 0},         {"session_misc", t_session_misc, 0}, {"digest", t_digest, 0},
+    {"refusals", t_refusals, 0},       {"daemon_wait", t_daemon_wait, 0},
 };
 
 int main(int argc, char **argv) {

@@ -105,3 +105,27 @@ describe.each(SPECS)('jarsigner + SunPKCS11, %s', (spec) => {
     expect(untrusted.stdout + untrusted.stderr).toMatch(/certificate chain is invalid|PKIX path/);
   });
 });
+
+// RSASSA-PSS: SunPKCS11 offers it only when the token lists CKM_SHA256 as a digest (it hashes on the token, then
+// signs with CKM_RSA_PKCS_PSS); without the module's digests both commands fail with "Unsupported digest algorithm".
+describe.each(SPECS.filter((s) => s.startsWith('RSA_')))('RSASSA-PSS through SunPKCS11, %s', (spec) => {
+  it('jarsigner -sigalg RSASSA-PSS signs a JAR that jarsigner -verify -strict accepts', () => {
+    const { dir, env } = workDir(spec);
+    runSnippetOk('jarsigner-sign-pss', dir, env);
+    const verified = runSnippetOk('jarsigner-verify', dir, env).stdout;
+    expect(verified).toContain('jar verified.');
+    const summary = verified.slice(verified.indexOf('- Signed by'));
+    expect(summary).toContain(`Signature algorithm: RSASSA-PSS, ${EXPECTED[spec]?.key}`);
+  });
+
+  it('keytool -certreq -sigalg RSASSA-PSS makes a request whose PSS signature verifies', () => {
+    const { dir, env } = workDir(spec);
+    const run = runSnippetOk('keytool-certreq-pss', dir, env);
+    expect(run.stderr).toContain('verify OK');
+    const text = execFileSync('openssl', ['req', '-in', join(dir, 'release.csr'), '-noout', '-text'], {
+      encoding: 'utf8',
+    });
+    expect(text).toContain('rsassaPss');
+    expect(text).toMatch(/Hash Algorithm: sha256/);
+  });
+});

@@ -1,0 +1,100 @@
+#include "refusal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+
+static const char *mech_name(CK_MECHANISM_TYPE t, char *buf, size_t n) {
+  const sbp11_mech *m = sbp11_mech_find(t);
+  if (m) return m->name;
+  switch (t) { /* the ones people try: SHA-1 and raw RSA */
+  case CKM_SHA1_RSA_PKCS: return "CKM_SHA1_RSA_PKCS";
+  case CKM_SHA1_RSA_PKCS_PSS: return "CKM_SHA1_RSA_PKCS_PSS";
+  case CKM_ECDSA_SHA1: return "CKM_ECDSA_SHA1";
+  case CKM_RSA_X_509: return "CKM_RSA_X_509";
+  }
+  snprintf(buf, n, "mechanism 0x%lx", (unsigned long)t);
+  return buf;
+}
+
+static const char *hash_name(int hash) {
+  switch (hash) {
+  case SBP11_SHA256: return "SHA-256";
+  case SBP11_SHA384: return "SHA-384";
+  case SBP11_SHA512: return "SHA-512";
+  }
+  return "?";
+}
+
+void sbp11_refusal_sign_init(CK_RV rv, const CK_MECHANISM *m, const sbp11_keyinfo *key, CK_OBJECT_HANDLE hkey) {
+  char buf[40];
+  const char *name = m ? mech_name(m->mechanism, buf, sizeof(buf)) : "no mechanism";
+  switch (rv) {
+  case CKR_MECHANISM_INVALID:
+    if (!sbp11_mech_find(m->mechanism))
+      SBP11_WARN("C_SignInit refused: %s is not offered (the service signs SHA-256/384/512 digests only: no "
+                 "SHA-1, no raw RSA)", name);
+    else
+      SBP11_WARN("C_SignInit refused: %s is not among this key's CKA_ALLOWED_MECHANISMS", name);
+    return;
+  case CKR_KEY_TYPE_INCONSISTENT:
+    SBP11_WARN("C_SignInit refused: %s does not fit a%s key", name,
+               key && key->family == SBP11_EC ? "n EC" : "n RSA");
+    return;
+  case CKR_MECHANISM_PARAM_INVALID: {
+    const sbp11_mech *mech = sbp11_mech_find(m->mechanism);
+    if (!mech || mech->scheme != SBP11_PSS) {
+      SBP11_WARN("C_SignInit refused: %s takes no parameters", name);
+    } else if (!m->pParameter || m->ulParameterLen != sizeof(CK_RSA_PKCS_PSS_PARAMS)) {
+      SBP11_WARN("C_SignInit refused: %s needs CK_RSA_PKCS_PSS_PARAMS (%lu bytes given)", name,
+                 (unsigned long)m->ulParameterLen);
+    } else {
+      CK_RSA_PKCS_PSS_PARAMS p;
+      memcpy(&p, m->pParameter, sizeof(p));
+      SBP11_WARN("C_SignInit refused: %s with hashAlg 0x%lx, mgf 0x%lx, sLen %lu; the service signs PSS with "
+                 "SHA-256/384/512, MGF1 of the same hash and a salt as long as the digest (32, 48, 64)",
+                 name, (unsigned long)p.hashAlg, (unsigned long)p.mgf, (unsigned long)p.sLen);
+    }
+    return;
+  }
+  case CKR_KEY_FUNCTION_NOT_PERMITTED:
+    SBP11_WARN("C_SignInit refused: object 0x%lx is a public key; sign with the private key", (unsigned long)hkey);
+    return;
+  case CKR_KEY_HANDLE_INVALID:
+    SBP11_WARN("C_SignInit refused: object 0x%lx is not a private key of this session's token", (unsigned long)hkey);
+    return;
+  }
+  SBP11_WARN("C_SignInit(%s) refused (CKR 0x%lx)", name, (unsigned long)rv);
+}
+
+/* A DigestInfo naming SHA-1 (OID 1.3.14.3.2.26), with or without NULL parameters. */
+static int is_sha1_digestinfo(const uint8_t *in, size_t len) {
+  static const uint8_t sha1_oid[] = {0x06, 0x05, 0x2b, 0x0e, 0x03, 0x02, 0x1a};
+  return len >= 4 + sizeof(sha1_oid) && in[0] == 0x30 && in[2] == 0x30 &&
+         !memcmp(in + 4, sha1_oid, sizeof(sha1_oid));
+}
+
+void sbp11_refusal_input(CK_RV rv, const sbp11_signplan *plan, const sbp11_keyinfo *key, const uint8_t *in,
+                         size_t len) {
+  char why[300];
+  const char *name = plan->mech->name;
+  if (plan->mech->scheme == SBP11_PKCS1 && rv == CKR_DATA_INVALID && is_sha1_digestinfo(in, len)) {
+    snprintf(why, sizeof(why), "%s input is a SHA-1 DigestInfo; SHA-1 is not signed, use SHA-256, SHA-384 or "
+             "SHA-512", name);
+  } else if (plan->mech->scheme == SBP11_PKCS1 && rv == CKR_DATA_INVALID) {
+    snprintf(why, sizeof(why), "%s input (%zu bytes) is not a DER DigestInfo of SHA-256, SHA-384 or SHA-512", name,
+             len);
+  } else if (plan->mech->scheme == SBP11_PKCS1) {
+    snprintf(why, sizeof(why), "%s input is %zu bytes, more than a %zu-byte key signs", name, len,
+             key ? key->sig_len : 0);
+  } else if (len == 20) {
+    snprintf(why, sizeof(why), "%s input is 20 bytes (a SHA-1 digest?); it takes a %zu-byte %s digest and SHA-1 "
+             "is not signed", name, sbp11_hash_len(plan->hash), hash_name(plan->hash));
+  } else {
+    snprintf(why, sizeof(why), "%s input is %zu bytes; it takes a %zu-byte %s digest", name, len,
+             sbp11_hash_len(plan->hash), hash_name(plan->hash));
+  }
+  SBP11_WARN("signature refused (CKR 0x%lx): %s", (unsigned long)rv, why);
+  sbp11_notice("signature refused: %s", why);
+}
