@@ -13,6 +13,11 @@
 static int approval_timeout_s = 600;
 static int poll_interval_ms = 1000;
 static int daemon_wait_s = 10;
+/* Set once this process has exchanged a message with the daemon (see call()). */
+static int daemon_seen;
+/* How long a first contact waits when the socket file does not exist: a daemon being started (its socket
+ * appears within this), or a daemon restarting that removed its socket and has not bound the new one yet. */
+#define FIRST_CONTACT_NO_SOCKET_WAIT_MS 2000
 
 static long env_long(const char *name, long def, long min, long max) {
   const char *v = getenv(name);
@@ -88,7 +93,8 @@ static int may_retry(int io, int resendable) {
  * to SIGNBRIDGE_DAEMON_WAIT_SECONDS, retrying with a short backoff; a pooled connection that turns out dead is
  * replaced at once (the pool is drained: its other connections lead to the same dead daemon). */
 static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resendable, char *why, size_t whylen) {
-  long long deadline = now_ms() + (long long)daemon_wait_s * 1000;
+  long long start = now_ms();
+  long long deadline = start + (long long)daemon_wait_s * 1000;
   int io = SBP11_IO_OK, nap_ms = 50, waited = 0, pooled_retries = 0;
   for (;;) {
     sbp11_conn *c;
@@ -98,6 +104,7 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resen
       io = sbp11_exchange(c, req, resp, why, whylen);
       if (io == SBP11_IO_OK) {
         sbp11_conn_put(c);
+        __atomic_store_n(&daemon_seen, 1, __ATOMIC_RELAXED);
         if (waited) SBP11_INFO("%s: the daemon is back", what);
         return CKR_OK;
       }
@@ -109,6 +116,13 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resen
       sbp11_pool_drain();
       continue;
     }
+    /* A process that has never reached the daemon, finding no socket file at all, waits only for a daemon that is
+     * just starting: with none running, every tool that lists tokens (p11-kit loads every registered module) would
+     * otherwise stall for the whole wait. A socket file nobody listens on (a daemon restarting), or a daemon this
+     * process has already talked to, gets the whole wait. */
+    if (!__atomic_load_n(&daemon_seen, __ATOMIC_RELAXED) && io == SBP11_IO_UNREACHABLE &&
+        sbp11_transport_socket_missing() && deadline > start + FIRST_CONTACT_NO_SOCKET_WAIT_MS)
+      deadline = start + FIRST_CONTACT_NO_SOCKET_WAIT_MS;
     long long left = deadline - now_ms();
     if (left <= 0) break;
     if (!waited) SBP11_INFO("%s: %s; waiting up to %d s for the daemon (SIGNBRIDGE_DAEMON_WAIT_SECONDS)", what, why,
@@ -122,7 +136,7 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resen
              "signature may have been made, so it is not requested again");
   } else if (io == SBP11_IO_UNREACHABLE && daemon_wait_s > 0) {
     size_t n = strlen(why);
-    snprintf(why + n, whylen - n, " (waited %d s)", daemon_wait_s);
+    snprintf(why + n, whylen - n, " (waited %.1f s)", (double)(now_ms() - start) / 1000.0);
   }
   SBP11_ERR("%s: %s (daemon socket %s)", what, why, sbp11_transport_socket_path());
   return io_to_ckr(io);

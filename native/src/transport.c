@@ -28,6 +28,9 @@ void sbp11_transport_configure(const sbp11_transport_config *cfg) {
 }
 
 const char *sbp11_transport_socket_path(void) { return config.socket_path; }
+
+static __thread int socket_missing;
+int sbp11_transport_socket_missing(void) { return socket_missing; }
 int sbp11_transport_timeout_ms(void) { return config.timeout_ms; }
 
 static long long now_ms(void) {
@@ -236,6 +239,7 @@ int sbp11_conn_get(sbp11_conn **out, int *fresh, char *why, size_t whylen) {
   if (!c) return SBP11_IO_NOMEM;
   c->pid = me;
   int e = connect_socket(path, timeout_ms, &c->fd);
+  socket_missing = e == ENOENT;
   if (e) {
     snprintf(why, whylen, "cannot connect to the signbridge daemon (%s) at %s", strerror(e), path);
     free(c);

@@ -34,6 +34,9 @@ typedef struct sbp11_transport_config {
 
 void sbp11_transport_configure(const sbp11_transport_config *cfg);
 const char *sbp11_transport_socket_path(void);
+/* Whether this thread's last failed connect found no socket file at all (ENOENT): no daemon has run there, or
+ * one removed its socket when it stopped, as opposed to a socket nobody listens on (a daemon restarting). */
+int sbp11_transport_socket_missing(void);
 int sbp11_transport_timeout_ms(void);
 
 /* A connection that has completed HELLO: from the pool (one the daemon has closed meanwhile is dropped, never
