@@ -86,7 +86,8 @@ static long long now_ms(void) {
  * asking again changes nothing: LIST and POLL may, SIGN may not (it could sign twice). Timeouts, protocol
  * errors and refusals are not retried. */
 static int may_retry(int io, int resendable) {
-  return io == SBP11_IO_UNREACHABLE || io == SBP11_IO_UNSENT || (io == SBP11_IO_BROKEN && resendable);
+  return io == SBP11_IO_UNREACHABLE || io == SBP11_IO_NO_SOCKET_FILE || io == SBP11_IO_UNSENT ||
+         (io == SBP11_IO_BROKEN && resendable);
 }
 
 /* One request, one answer. While the daemon cannot be reached (it restarts, or is starting) the request waits up
@@ -120,8 +121,8 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resen
      * just starting: with none running, every tool that lists tokens (p11-kit loads every registered module) would
      * otherwise stall for the whole wait. A socket file nobody listens on (a daemon restarting), or a daemon this
      * process has already talked to, gets the whole wait. */
-    if (!__atomic_load_n(&daemon_seen, __ATOMIC_RELAXED) && io == SBP11_IO_UNREACHABLE &&
-        sbp11_transport_socket_missing() && deadline > start + FIRST_CONTACT_NO_SOCKET_WAIT_MS)
+    if (!__atomic_load_n(&daemon_seen, __ATOMIC_RELAXED) && io == SBP11_IO_NO_SOCKET_FILE &&
+        deadline > start + FIRST_CONTACT_NO_SOCKET_WAIT_MS)
       deadline = start + FIRST_CONTACT_NO_SOCKET_WAIT_MS;
     long long left = deadline - now_ms();
     if (left <= 0) break;
@@ -134,7 +135,7 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resen
   if (io == SBP11_IO_BROKEN && !resendable) {
     snprintf(why, whylen, "the daemon closed the connection after the request was sent and before answering; the "
              "signature may have been made, so it is not requested again");
-  } else if (io == SBP11_IO_UNREACHABLE && daemon_wait_s > 0) {
+  } else if ((io == SBP11_IO_UNREACHABLE || io == SBP11_IO_NO_SOCKET_FILE) && daemon_wait_s > 0) {
     size_t n = strlen(why);
     snprintf(why + n, whylen - n, " (waited %.1f s)", (double)(now_ms() - start) / 1000.0);
   }

@@ -28,9 +28,6 @@ void sbp11_transport_configure(const sbp11_transport_config *cfg) {
 }
 
 const char *sbp11_transport_socket_path(void) { return config.socket_path; }
-
-static __thread int socket_missing;
-int sbp11_transport_socket_missing(void) { return socket_missing; }
 int sbp11_transport_timeout_ms(void) { return config.timeout_ms; }
 
 static long long now_ms(void) {
@@ -239,12 +236,12 @@ int sbp11_conn_get(sbp11_conn **out, int *fresh, char *why, size_t whylen) {
   if (!c) return SBP11_IO_NOMEM;
   c->pid = me;
   int e = connect_socket(path, timeout_ms, &c->fd);
-  socket_missing = e == ENOENT;
   if (e) {
     snprintf(why, whylen, "cannot connect to the signbridge daemon (%s) at %s", strerror(e), path);
     free(c);
     /* Nothing listening, no socket file yet, a full backlog: a daemon (re)starting. Anything else stays so. */
-    return e == ECONNREFUSED || e == ENOENT || e == EAGAIN ? SBP11_IO_UNREACHABLE : SBP11_IO_NO_SOCKET;
+    if (e == ENOENT) return SBP11_IO_NO_SOCKET_FILE;
+    return e == ECONNREFUSED || e == EAGAIN ? SBP11_IO_UNREACHABLE : SBP11_IO_NO_SOCKET;
   }
   /* Digests and build context go only to a daemon of this user (or root): someone else's socket at the path
    * (a shared /tmp) is refused. The daemon makes the same check the other way. */

@@ -19,6 +19,7 @@ enum sbp11_io {
   SBP11_IO_PEER = 7,        /* the socket belongs to another user: not our daemon */
   SBP11_IO_UNSENT = 8,      /* the connection was gone before the daemon read the request: it was not served */
   SBP11_IO_NO_SOCKET = 9,   /* cannot connect, and waiting will not help (path too long, permission denied) */
+  SBP11_IO_NO_SOCKET_FILE = 10, /* cannot connect: no socket file at all (no daemon has run, or one just stopped) */
 };
 
 typedef struct sbp11_conn {
@@ -34,9 +35,6 @@ typedef struct sbp11_transport_config {
 
 void sbp11_transport_configure(const sbp11_transport_config *cfg);
 const char *sbp11_transport_socket_path(void);
-/* Whether this thread's last failed connect found no socket file at all (ENOENT): no daemon has run there, or
- * one removed its socket when it stopped, as opposed to a socket nobody listens on (a daemon restarting). */
-int sbp11_transport_socket_missing(void);
 int sbp11_transport_timeout_ms(void);
 
 /* A connection that has completed HELLO: from the pool (one the daemon has closed meanwhile is dropped, never
