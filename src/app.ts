@@ -4,6 +4,7 @@ import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { handleError } from './api/error-handler.js';
+import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
 import { trialRoutes } from './api/routes/trial.js';
 import { v1Routes } from './api/routes/v1.js';
 import { ErrorResponse } from './api/schemas.js';
@@ -31,6 +32,8 @@ export interface AppOptions {
   /** Production server URL template for the OpenAPI document; `{region}` is a server variable. */
   publicUrl?: string;
   localUrl?: string;
+  /** Sign-in through the organisation's IdP (docs/oauth.md); without `oidc` the /oauth endpoints answer 503. */
+  oauth?: Pick<OAuthOptions, 'oidc' | 'publicUrl' | 'sessions' | 'codeEntryLimit'>;
 }
 
 /** Headers and fields that may carry secrets; pino replaces them with "[redacted]". */
@@ -39,9 +42,23 @@ export const REDACT_PATHS = [
   'req.headers.cookie',
   'headers.authorization',
   'body.api_key',
+  'body.csrf_token',
   'api_key',
   'pin',
 ];
+
+/** Query parameters that carry secrets (the device flow's poll, the IdP's callback): never logged with the URL. */
+const SECRET_QUERY = /([?&](?:device_code|code|state)=)[^&]*/g;
+
+/** pino's request serializer: fastify's fields, with the secret query parameters of the URL redacted. */
+export function serializeRequest(req: { method: string; url: string; ip?: string; socket?: { remotePort?: number } }) {
+  return {
+    method: req.method,
+    url: req.url.replace(SECRET_QUERY, '$1[redacted]'),
+    remoteAddress: req.ip,
+    remotePort: req.socket?.remotePort,
+  };
+}
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -117,7 +134,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ...(opts.approvalLifetimeMs !== undefined && { approvalLifetimeMs: opts.approvalLifetimeMs }),
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);
-  await app.register(v1Routes, { store: opts.store, signing, exceptions });
+  await app.register(v1Routes, { store: opts.store, signing, exceptions, now });
+  await app.register(oauthRoutes, {
+    store: opts.store,
+    now,
+    publicUrl: opts.publicUrl,
+    ...opts.oauth,
+  });
   const trial = opts.trial ?? { enabled: true, max: 10, windowMs: 60 * 60 * 1000 };
   if (trial.enabled) await app.register(trialRoutes, trial);
 

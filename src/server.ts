@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
-import { buildApp, REDACT_PATHS } from './app.js';
+import { buildApp, REDACT_PATHS, serializeRequest } from './app.js';
 import { BusyPoll } from './busy-poll.js';
 import type { ServiceConfig } from './config/config.js';
 import { ensurePrivateDir } from './fs-private.js';
@@ -78,12 +78,17 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     store,
     keyStore,
     ...policySettings(config, store),
-    logger: { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    logger: {
+      level: config.logLevel,
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      serializers: { req: serializeRequest },
+    },
     trial: config.trial,
     trustProxy: config.trustProxy,
     bodyLimit: config.bodyLimit,
     localUrl: `http://${config.host}:${config.port}`,
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
+    ...(config.oidc && { oauth: { oidc: config.oidc } }),
   });
   app.addHook('onClose', async () => {
     await keyStore.close();
