@@ -53,6 +53,9 @@ const NOT_CONFIGURED =
   'sign-in through an identity provider is not configured on this service: set SIGNBRIDGE_OIDC_ISSUER, ' +
   'SIGNBRIDGE_OIDC_CLIENT_ID, SIGNBRIDGE_OIDC_CLIENT_SECRET and SIGNBRIDGE_PUBLIC_URL (docs/oauth.md)';
 
+/** Endpoints that need only an API key, not an IdP. */
+const KEY_ONLY = new Set(['/oauth/revoke', '/oauth/whoami']);
+
 const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorResponse]));
 
 /** Only a path on this service: no scheme, no host, no protocol-relative `//` (open redirects). */
@@ -125,10 +128,17 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
     }
   });
 
-  const needsIdp = (request: FastifyRequest): void => {
+  // Before parsing and validation: without an IdP the answer is the same whatever was sent.
+  const needsIdp = (_request: FastifyRequest): void => {
     if (!oidc) throw new ApiError('oauth_not_configured', NOT_CONFIGURED);
-    void request;
   };
+  app.addHook('onRequest', async (request) => {
+    if (request.url.startsWith('/oauth/') && !KEY_ONLY.has(request.url.split('?')[0] as string)) needsIdp(request);
+  });
+  // The device start body is optional: no body at all is an empty one.
+  app.addHook('preValidation', async (request) => {
+    if (request.url === '/oauth/device/start' && request.body === undefined) request.body = {};
+  });
   // Browser pages answer errors as HTML with the same status and code (a person reads them, not a program).
   const html = (reply: FastifyReply, status: number, body: string) =>
     reply.code(status).header('cache-control', 'no-store').type('text/html; charset=utf-8').send(body);

@@ -156,5 +156,12 @@ function classify(err: unknown): ApiError {
       `the identity provider could not be reached or failed (${e?.message ?? 'error'}); try again later`,
     );
   }
-  return new ApiError('invalid_sign_in', `the sign-in did not check out: ${e?.message ?? String(err)}; start again`);
+  // openid-client rewords oauth4webapi's errors; the claim that failed is in the cause, one or two levels down.
+  const cause = e?.cause as { claim?: unknown; cause?: { claim?: unknown } } | undefined;
+  const claim = cause?.claim ?? cause?.cause?.claim;
+  const which = typeof claim === 'string' ? ` (claim ${claim})` : '';
+  return new ApiError(
+    'invalid_sign_in',
+    `the sign-in did not check out: ${e?.message ?? String(err)}${which}; start again`,
+  );
 }
