@@ -254,6 +254,8 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
     async (request) => {
       needsIdp(request);
       const body = request.body ?? {};
+      // Housekeeping where codes are made: expired codes, sessions and sign-in attempts go.
+      await store.people.purgeExpired(now().toISOString());
       const started = await devices.start({
         tenantId: body.tenant_id ?? null,
         clientName: body.client_name ?? null,
