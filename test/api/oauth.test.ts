@@ -17,6 +17,7 @@ const ACCOUNTS = {
   bob: { email: 'bob@elsewhere.test', email_verified: true, name: 'Bob (no membership)' },
   carol: { email: 'carol@example.com', email_verified: true, name: 'Carol' },
   dave: { email: 'dave@example.com', email_verified: false, groups: ['builders'] },
+  gina: { email: 'gina@example.com', email_verified: true },
 };
 
 // The service's clock runs ahead of the real one by `skew` (the IdP's tokens use the real clock).
@@ -187,6 +188,51 @@ describe('browser sign-in', () => {
     expect(page.html).toMatch(/nonce/);
     expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
     expect(await svc.store.people.findByEmail('carol@example.com')).toEqual([]);
+  });
+});
+
+describe('browser sessions', () => {
+  it('a new sign-in rotates the session; the old id no longer works', async () => {
+    const { jar } = await openAndSignIn(`${base}/oauth/account`, 'alice');
+    const old = jar.cookie(base, 'signbridge-session') as string;
+    await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), 'alice');
+    const fresh = jar.cookie(base, 'signbridge-session');
+    expect(fresh).toBeTruthy();
+    expect(fresh).not.toBe(old);
+    const stale = new BrowserJar();
+    stale.setCookie(base, 'signbridge-session', old);
+    expect((await stale.go(`${base}/oauth/account`, { follow: false })).status).toBe(303);
+    expect((await jar.go(`${base}/oauth/account`, { follow: false })).status).toBe(200);
+  });
+
+  it('a session unused for 30 minutes ends', async () => {
+    const { jar } = await openAndSignIn(`${base}/oauth/account`, 'alice');
+    skew = 29 * 60_000;
+    try {
+      expect((await jar.go(`${base}/oauth/account`, { follow: false })).status).toBe(200);
+      skew = 29 * 60_000 + 31 * 60_000; // 31 minutes after the last use
+      expect((await jar.go(`${base}/oauth/account`, { follow: false })).status).toBe(303);
+    } finally {
+      skew = 0;
+    }
+  });
+
+  it('the IdP unreachable at the token exchange: 503 idp_unavailable, nothing created; it recovers', async () => {
+    const jar = new BrowserJar();
+    idp.broken.add('/token');
+    let page: Page;
+    try {
+      page = await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), 'gina');
+    } finally {
+      idp.broken.delete('/token');
+    }
+    expect(page.status).toBe(503);
+    expect(page.html).toContain('idp_unavailable');
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject('gina')).toEqual([]);
+    const again = await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), 'gina');
+    expect(again.status).toBe(200);
+    expect(await svc.store.people.findBySubject('gina')).toHaveLength(1);
   });
 });
 

@@ -18,6 +18,13 @@ export class BrowserJar {
     return jar ? [...jar].map(([k, v]) => `${k}=${v}`).join('; ') : '';
   }
 
+  setCookie(url: string, name: string, value: string): void {
+    const host = new URL(url).host;
+    const jar = this.cookies.get(host) ?? new Map<string, string>();
+    this.cookies.set(host, jar);
+    jar.set(name, value);
+  }
+
   cookie(url: string, name: string): string | undefined {
     return this.cookies.get(new URL(url).host)?.get(name);
   }

@@ -19,20 +19,25 @@ export interface TestIdp {
   issuer: string;
   /** Configures the provider for the relying party's redirect URI (known once the service listens). */
   start(redirectUri: string): void;
+  /** Requests to these paths (e.g. /token) get their connection dropped, as if the IdP were unreachable. */
+  readonly broken: Set<string>;
   close(): Promise<void>;
 }
 
 /** Listens first (so the issuer URL is known before the service is built), serves once start() is called. */
 export async function listenTestIdp(accounts: Record<string, TestAccount>): Promise<TestIdp> {
   let handler: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  const broken = new Set<string>();
   const server: Server = createServer((req, res) => {
-    if (handler) handler(req, res);
+    if (broken.has((req.url ?? '').split('?')[0] as string)) req.socket.destroy();
+    else if (handler) handler(req, res);
     else res.writeHead(503).end();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     issuer,
+    broken,
     start(redirectUri: string) {
       const provider = new Provider(issuer, {
         clients: [
