@@ -33,7 +33,7 @@ export interface AppOptions {
   publicUrl?: string;
   localUrl?: string;
   /** Sign-in through the organisation's IdP (docs/oauth.md); without `oidc` the /oauth endpoints answer 503. */
-  oauth?: Pick<OAuthOptions, 'oidc' | 'publicUrl' | 'sessions' | 'codeEntryLimit'>;
+  oauth?: Pick<OAuthOptions, 'oidc' | 'publicUrl' | 'sessions' | 'codeEntryLimit' | 'deviceStartLimit'>;
 }
 
 /** Headers and fields that may carry secrets; pino replaces them with "[redacted]". */

@@ -131,6 +131,7 @@ describe('browser sign-in', () => {
     expect(page.status).toBe(200);
     expect(page.url).toBe(`${base}/oauth/account`);
     expect(page.html).toContain('Signed in as alice@example.com');
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
     expect(page.html).toContain('acme: approver');
     const sessionCookie = page.setCookies.find((c) => c.startsWith('signbridge-session='));
     expect(sessionCookie).toMatch(/HttpOnly/);

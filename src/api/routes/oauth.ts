@@ -47,11 +47,23 @@ export interface OAuthOptions {
   sessions?: SessionSettings;
   /** Wrong codes an address may enter per window on the verification page (default 10 per 10 min). */
   codeEntryLimit?: { max: number; windowMs: number };
+  /** Device flows an address may start per window (default 30 per minute). */
+  deviceStartLimit?: { max: number; windowMs: number };
 }
 
 const NOT_CONFIGURED =
   'sign-in through an identity provider is not configured on this service: set SIGNBRIDGE_OIDC_ISSUER, ' +
   'SIGNBRIDGE_OIDC_CLIENT_ID, SIGNBRIDGE_OIDC_CLIENT_SECRET and SIGNBRIDGE_PUBLIC_URL (docs/oauth.md)';
+
+/** HTML pages: no caching, no framing (clickjacking a Confirm button), no scripts, no referrer (URLs carry codes). */
+const PAGE_HEADERS = {
+  'cache-control': 'no-store',
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+};
 
 /** Endpoints that need only an API key, not an IdP. */
 const KEY_ONLY = new Set(['/oauth/revoke', '/oauth/whoami']);
@@ -141,7 +153,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
   });
   // Browser pages answer errors as HTML with the same status and code (a person reads them, not a program).
   const html = (reply: FastifyReply, status: number, body: string) =>
-    reply.code(status).header('cache-control', 'no-store').type('text/html; charset=utf-8').send(body);
+    reply.code(status).headers(PAGE_HEADERS).type('text/html; charset=utf-8').send(body);
   const htmlError = (reply: FastifyReply, err: unknown) => {
     if (!isApiError(err)) throw err;
     return html(reply, err.statusCode, messagePage('Sign-in problem', `${err.message} (${err.code})`));
@@ -240,15 +252,29 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
     return html(reply, 200, messagePage('Signed out', 'You are signed out of signbridge.'));
   });
 
+  const startLimit = opts.deviceStartLimit ?? { max: 30, windowMs: 60_000 };
   typed.post(
     '/oauth/device/start',
     {
+      // Unauthenticated and it writes a row: limited per address like the trial endpoint.
+      config: {
+        rateLimit: {
+          max: startLimit.max,
+          timeWindow: startLimit.windowMs,
+          keyGenerator: (request) => request.ip,
+          errorResponseBuilder: (_request, context) =>
+            new ApiError(
+              'rate_limited',
+              `device sign-ins are limited to ${context.max} per ${context.after} per address; retry later`,
+            ),
+        },
+      },
       schema: {
         operationId: 'oauth_device_start',
         summary: 'Start the device flow (RFC 8628) for `signbridge login`',
         tags: ['oauth'],
         body: DeviceStartRequest,
-        response: { 200: DeviceStartResponse, ...errors(400, 415, 503) },
+        response: { 200: DeviceStartResponse, ...errors(400, 415, 429, 503) },
       },
     },
     async (request) => {
