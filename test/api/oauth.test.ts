@@ -329,6 +329,10 @@ describe('device flow failure paths', () => {
     const denied = await jar.submit(page, { decision: 'deny' });
     expect(denied.html).toContain('Denied');
     expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'access_denied' } });
+    const [alice] = await svc.store.people.findByEmail('alice@example.com');
+    const last = (await svc.store.readAudit(0, 100_000)).filter((e) => e.action === 'device_sign_in').at(-1);
+    expect(last).toMatchObject({ actor: `person:${alice?.id}`, outcome: 'denied', tenantId: 'acme' });
+    expect(last?.details).toMatchObject({ client_name: 'build-07', address: '127.0.0.1' });
   });
 
   it('a missing or wrong CSRF token changes nothing', async () => {

@@ -101,20 +101,45 @@ export class DeviceFlow {
   }
 
   /** The person confirmed: the code now carries their grant (tenant and roles). False if it was no longer pending. */
-  approve(record: DeviceCodeRecord, personId: string, tenantId: string, roles: Role[]): Promise<boolean> {
-    return this.store.people.updateDeviceCode(record.codeHash, 'pending', {
+  async approve(record: DeviceCodeRecord, personId: string, tenantId: string, roles: Role[]): Promise<boolean> {
+    const done = await this.store.people.updateDeviceCode(record.codeHash, 'pending', {
       status: 'approved',
       personId,
       grantedTenantId: tenantId,
       grantedRoles: roles,
     });
+    if (done) await this.store.appendAudit(this.decisionAudit(record, personId, 'approved', tenantId, roles));
+    return done;
   }
 
-  deny(record: DeviceCodeRecord, personId: string | null): Promise<boolean> {
-    return this.store.people.updateDeviceCode(record.codeHash, 'pending', {
-      status: 'denied',
-      ...(personId !== null && { personId }),
-    });
+  async deny(record: DeviceCodeRecord, personId: string): Promise<boolean> {
+    const done = await this.store.people.updateDeviceCode(record.codeHash, 'pending', { status: 'denied', personId });
+    if (done) await this.store.appendAudit(this.decisionAudit(record, personId, 'denied', record.tenantId, []));
+    return done;
+  }
+
+  /** Who confirmed or denied which device's request: the person, the device's address and name. */
+  private decisionAudit(
+    record: DeviceCodeRecord,
+    personId: string,
+    outcome: 'approved' | 'denied',
+    tenantId: string | null,
+    roles: Role[],
+  ): AuditEntryInput {
+    return {
+      at: this.now().toISOString(),
+      tenantId,
+      actor: `person:${personId}`,
+      action: 'device_sign_in',
+      outcome,
+      details: {
+        person: personId,
+        roles,
+        client_name: record.clientName,
+        address: record.address,
+        requested_at: record.createdAt,
+      },
+    };
   }
 
   /**
