@@ -141,15 +141,14 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
   });
 
   // Before parsing and validation: without an IdP the answer is the same whatever was sent.
-  const needsIdp = (_request: FastifyRequest): void => {
-    if (!oidc) throw new ApiError('oauth_not_configured', NOT_CONFIGURED);
-  };
   app.addHook('onRequest', async (request) => {
-    if (request.url.startsWith('/oauth/') && !KEY_ONLY.has(request.url.split('?')[0] as string)) needsIdp(request);
+    if (!oidc && !KEY_ONLY.has(request.url.split('?')[0] as string)) {
+      throw new ApiError('oauth_not_configured', NOT_CONFIGURED);
+    }
   });
   // The device start body is optional: no body at all is an empty one.
   app.addHook('preValidation', async (request) => {
-    if (request.url === '/oauth/device/start' && request.body === undefined) request.body = {};
+    if (request.url.split('?')[0] === '/oauth/device/start' && request.body === undefined) request.body = {};
   });
   // Browser pages answer errors as HTML with the same status and code (a person reads them, not a program).
   const html = (reply: FastifyReply, status: number, body: string) =>
@@ -177,7 +176,6 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       },
     },
     async (request, reply) => {
-      needsIdp(request);
       const { url, state } = await rp().start(safeReturnTo(request.query.return_to));
       // Binds the attempt to this browser: a callback arriving in another browser (login CSRF) has no cookie.
       appendCookie(reply, serializeCookie(signInCookie, state, { secure, maxAgeS: Math.floor(SIGN_IN_TTL_MS / 1000) }));
@@ -186,7 +184,6 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
   );
 
   app.get('/oauth/callback', { schema: { hide: true } }, async (request, reply) => {
-    needsIdp(request);
     try {
       const callbackUrl = new URL(request.url, `${publicUrl()}/`);
       const state = callbackUrl.searchParams.get('state') ?? '';
@@ -220,7 +217,6 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
   });
 
   app.get('/oauth/account', { schema: { hide: true } }, async (request, reply) => {
-    needsIdp(request);
     const active = await requireSession(request, reply);
     if (!active) return reply;
     const memberships = await store.people.listMemberships({ personId: active.person.id });
@@ -239,7 +235,6 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
   });
 
   app.post('/oauth/logout', { schema: { hide: true } }, async (request, reply) => {
-    needsIdp(request);
     const active = await sessions.lookup(request);
     if (active && !csrfValid(active.session, (request.body as Record<string, unknown> | undefined)?.[CSRF_FIELD])) {
       return html(
@@ -278,7 +273,6 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       },
     },
     async (request) => {
-      needsIdp(request);
       const body = request.body ?? {};
       // Housekeeping where codes are made: expired codes, sessions and sign-in attempts go.
       await store.people.purgeExpired(now().toISOString());
@@ -314,7 +308,6 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       },
     },
     async (request, reply) => {
-      needsIdp(request);
       const grant = await devices.poll(request.query.device_code);
       reply.header('cache-control', 'no-store');
       return {
@@ -330,7 +323,6 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
   );
 
   app.get('/oauth/device', { schema: { hide: true } }, async (request, reply) => {
-    needsIdp(request);
     const active = await requireSession(request, reply);
     if (!active) return reply;
     const typedIn = (request.query as { user_code?: string }).user_code;
@@ -383,7 +375,6 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
   });
 
   app.post('/oauth/device/decision', { schema: { hide: true } }, async (request, reply) => {
-    needsIdp(request);
     const active = await sessions.lookup(request);
     if (!active)
       return html(reply, 401, messagePage('Not signed in', 'Your session ended; open the device link again.'));
