@@ -18,6 +18,7 @@ const ACCOUNTS = {
   carol: { email: 'carol@example.com', email_verified: true, name: 'Carol' },
   dave: { email: 'dave@example.com', email_verified: false, groups: ['builders'] },
   gina: { email: 'gina@example.com', email_verified: true },
+  hank: { email: 'hank@example.com', email_verified: true },
 };
 
 // The service's clock runs ahead of the real one by `skew` (the IdP's tokens use the real clock).
@@ -218,22 +219,36 @@ describe('browser sessions', () => {
     }
   });
 
+  it('a disabled person signs in and gets no session', async () => {
+    await openAndSignIn(`${base}/oauth/account`, 'gina');
+    const [gina] = await svc.store.people.findBySubject('gina');
+    await svc.store.people.setDisabled(gina?.id as string, new Date().toISOString());
+    try {
+      const { page, jar } = await openAndSignIn(`${base}/oauth/account`, 'gina');
+      expect(page.status).toBe(403);
+      expect(page.html).toContain('Account disabled');
+      expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    } finally {
+      await svc.store.people.setDisabled(gina?.id as string, null);
+    }
+  });
+
   it('the IdP unreachable at the token exchange: 503 idp_unavailable, nothing created; it recovers', async () => {
     const jar = new BrowserJar();
     idp.broken.add('/token');
     let page: Page;
     try {
-      page = await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), 'gina');
+      page = await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), 'hank');
     } finally {
       idp.broken.delete('/token');
     }
     expect(page.status).toBe(503);
     expect(page.html).toContain('idp_unavailable');
     expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
-    expect(await svc.store.people.findBySubject('gina')).toEqual([]);
-    const again = await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), 'gina');
+    expect(await svc.store.people.findBySubject('hank')).toEqual([]);
+    const again = await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), 'hank');
     expect(again.status).toBe(200);
-    expect(await svc.store.people.findBySubject('gina')).toHaveLength(1);
+    expect(await svc.store.people.findBySubject('hank')).toHaveLength(1);
   });
 });
 
@@ -534,6 +549,19 @@ describe('without an identity provider', () => {
     const who = await plain.inject({ url: '/oauth/whoami', headers: { authorization: `Bearer ${svc.operator}` } });
     expect(who.json()).toMatchObject({ kind: 'admin', tenant_id: null, roles: ['operator'] });
     await plain.close();
+  });
+
+  it('over https: the sign-in cookie is __Host- prefixed and Secure', async () => {
+    const https = await otherApp({ oidc: settings, publicUrl: 'https://signbridge.example.com' });
+    const res = await https.inject({ url: '/oauth/start' });
+    expect(res.statusCode).toBe(302);
+    expect(String(res.headers['set-cookie'])).toMatch(
+      /^__Host-signbridge-signin=[A-Za-z0-9_-]+; Path=\/; HttpOnly; SameSite=Lax; Secure; Max-Age=600$/,
+    );
+    expect(new URL(res.headers.location as string).searchParams.get('redirect_uri')).toBe(
+      'https://signbridge.example.com/oauth/callback',
+    );
+    await https.close();
   });
 
   it('an unreachable IdP: 503 idp_unavailable (retry later), and no sign-in attempt is stored', async () => {
