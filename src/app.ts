@@ -11,6 +11,7 @@ import {
   refuseWhileClosing,
 } from './api/http-strict.js';
 import { healthRoutes } from './api/routes/health.js';
+import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
 import { trialRoutes } from './api/routes/trial.js';
 import { v1Routes } from './api/routes/v1.js';
 import { NAMED_SCHEMAS } from './api/schemas.js';
@@ -45,6 +46,8 @@ export interface AppOptions {
   localUrl?: string;
   /** Counts requests and signatures for /metrics (served apart from the API, src/metrics/metrics-server.ts). */
   metrics?: ServiceMetrics;
+  /** Sign-in through the organisation's IdP (docs/oauth.md); without `oidc` the /oauth endpoints answer 503. */
+  oauth?: Pick<OAuthOptions, 'oidc' | 'publicUrl' | 'sessions' | 'codeEntryLimit' | 'deviceStartLimit'>;
 }
 
 /** Headers and fields that may carry secrets; pino replaces them with "[redacted]". */
@@ -53,9 +56,23 @@ export const REDACT_PATHS = [
   'req.headers.cookie',
   'headers.authorization',
   'body.api_key',
+  'body.csrf_token',
   'api_key',
   'pin',
 ];
+
+/** Query parameters that carry secrets (the device flow's poll, the IdP's callback): never logged with the URL. */
+const SECRET_QUERY = /([?&](?:device_code|code|state)=)[^&]*/g;
+
+/** pino's request serializer: fastify's fields, with the secret query parameters of the URL redacted. */
+export function serializeRequest(req: { method: string; url: string; ip?: string; socket?: { remotePort?: number } }) {
+  return {
+    method: req.method,
+    url: req.url.replace(SECRET_QUERY, '$1[redacted]'),
+    remoteAddress: req.ip,
+    remotePort: req.socket?.remotePort,
+  };
+}
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -137,7 +154,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);
-  await app.register(v1Routes, { store: opts.store, signing, exceptions });
+  await app.register(v1Routes, { store: opts.store, signing, exceptions, now });
+  await app.register(oauthRoutes, {
+    store: opts.store,
+    now,
+    publicUrl: opts.publicUrl,
+    ...opts.oauth,
+  });
   const trial = opts.trial ?? { enabled: true, max: 10, windowMs: 60 * 60 * 1000 };
   if (trial.enabled) await app.register(trialRoutes, { ...trial, store: opts.store, now });
 

@@ -13,10 +13,17 @@ export const ERROR_CODES = {
   invalid_sbom: 400,
   hash_mismatch: 400,
   invalid_exception: 400,
+  // The device flow's poll answers (RFC 8628 §3.5 names): a client branches on them.
+  authorization_pending: 400,
+  slow_down: 400,
+  access_denied: 400,
+  expired_token: 400,
+  invalid_sign_in: 400,
   unauthorized: 401,
   forbidden: 403,
   policy_denied: 403,
   self_approval: 403,
+  csrf_token_invalid: 403,
   request_rejected: 403,
   request_expired: 403,
   tenant_not_found: 404,
@@ -39,6 +46,8 @@ export const ERROR_CODES = {
   key_store_unavailable: 503,
   shutting_down: 503,
   store_unavailable: 503,
+  oauth_not_configured: 503,
+  idp_unavailable: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

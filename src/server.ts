@@ -1,6 +1,6 @@
 // The service process: opens the configured store and key store, serves the app, shuts down gracefully.
 import type { FastifyInstance } from 'fastify';
-import { buildApp, REDACT_PATHS } from './app.js';
+import { buildApp, REDACT_PATHS, serializeRequest } from './app.js';
 import { BusyPoll } from './busy-poll.js';
 import type { ServiceConfig } from './config/config.js';
 import { ensurePrivateDir } from './fs-private.js';
@@ -82,12 +82,17 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     store,
     keyStore,
     ...policySettings(config, store),
-    logger: { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    logger: {
+      level: config.logLevel,
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      serializers: { req: serializeRequest },
+    },
     trial: config.trial,
     trustProxy: config.trustProxy,
     bodyLimit: config.bodyLimit,
     localUrl: `http://${config.host}:${config.port}`,
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
+    ...(config.oidc && { oauth: { oidc: config.oidc } }),
   });
   if (keyStore instanceof Pkcs11KeyStore)
     keyStore.onEvent = (message) => app.log.warn({ keyStore: keyStore.description }, message);

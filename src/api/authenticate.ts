@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { verifyApiKey } from '../auth/api-keys.js';
+import { checkApiKey, rolesOf } from '../auth/api-keys.js';
 import { ACTION_ROLES, type Action } from '../auth/roles.js';
 import { ApiError } from '../errors.js';
 import type { ApiKeyRecord, Store } from '../store/store.js';
@@ -11,7 +11,7 @@ declare module 'fastify' {
 }
 
 /** onRequest hook: a valid, unrevoked Bearer API key or 401. Runs before the body is parsed. */
-export function authenticate(store: Store) {
+export function authenticate(store: Store, now: () => Date = () => new Date()) {
   return async (request: FastifyRequest): Promise<void> => {
     const header = request.headers.authorization;
     if (!header) {
@@ -23,17 +23,18 @@ export function authenticate(store: Store) {
       // itself verifies only Bearer API keys (docs/api.md, "Authentication").
       throw new ApiError('unauthorized', 'Authorization must be "Bearer <api key>"');
     }
-    const caller = await verifyApiKey(store, token);
-    if (!caller) throw new ApiError('unauthorized', 'API key is invalid or revoked');
-    request.caller = caller;
+    const check = await checkApiKey(store, token, now());
+    if ('problem' in check) throw new ApiError('unauthorized', check.problem);
+    request.caller = check.record;
   };
 }
 
 /** The caller's role must allow the action, and a tenant key may act only on its own tenant. */
 export function authorize(caller: ApiKeyRecord, action: Action, tenantId: string): void {
   const allowed = ACTION_ROLES[action];
-  if (!allowed.includes(caller.role)) {
-    throw new ApiError('forbidden', `role ${caller.role} may not call ${action} (allowed: ${allowed.join(', ')})`);
+  const roles = rolesOf(caller);
+  if (!roles.some((r) => allowed.includes(r))) {
+    throw new ApiError('forbidden', `role ${roles.join('+')} may not call ${action} (allowed: ${allowed.join(', ')})`);
   }
   if (caller.tenantId !== null && caller.tenantId !== tenantId) {
     throw new ApiError('forbidden', `this API key belongs to another tenant and may not act on ${tenantId}`);

@@ -39,15 +39,70 @@ export async function createApiKey(
   return { token: `sbk_${id}_${secret}`, record };
 }
 
-/** The active API key record for a presented token, or undefined. Never throws on malformed input. */
-export async function verifyApiKey(store: Store, token: string): Promise<ApiKeyRecord | undefined> {
+export interface PersonKeyOptions {
+  personId: string;
+  tenantId: string | null;
+  roles: Role[];
+  expiresAt: Date;
+  /** device (minted by the device flow) or admin (a longer-lived CI key an admin chose to make). */
+  createdVia: 'device' | 'admin';
+  label: string;
+}
+
+/** A key bound to a person, a tenant and some of the roles of their membership, with an expiry. */
+export async function createPersonApiKey(store: Store, opts: PersonKeyOptions, now = new Date()): Promise<NewApiKey> {
+  const [first] = opts.roles;
+  if (first === undefined) throw new Error('a person key needs at least one role');
+  const id = randomBytes(8).toString('hex');
+  const secret = randomBytes(32).toString('base64url');
+  const record: ApiKeyRecord = {
+    id,
+    secretHash: hashSecret(secret).toString('hex'),
+    tenantId: opts.tenantId,
+    role: first,
+    label: opts.label,
+    createdAt: now.toISOString(),
+    revokedAt: null,
+    roles: [...opts.roles],
+    personId: opts.personId,
+    expiresAt: opts.expiresAt.toISOString(),
+    createdVia: opts.createdVia,
+  };
+  await store.createApiKey(record);
+  return { token: `sbk_${id}_${secret}`, record };
+}
+
+/** Every role a key carries (keys from before migration 0009 have exactly `role`). */
+export function rolesOf(record: Pick<ApiKeyRecord, 'role' | 'roles'>): Role[] {
+  return record.roles ?? [record.role];
+}
+
+export type KeyCheck = { record: ApiKeyRecord } | { problem: string };
+
+/**
+ * The active API key record for a presented token, or why it does not work: unknown or wrong secret (one answer
+ * for both), revoked, expired, or its person disabled. Never throws on malformed input.
+ */
+export async function checkApiKey(store: Store, token: string, now = new Date()): Promise<KeyCheck> {
+  const invalid = { problem: 'API key is invalid or revoked' };
   const match = TOKEN_PATTERN.exec(token);
-  if (!match) return undefined;
+  if (!match) return invalid;
   const [, id, secret] = match as unknown as [string, string, string];
   const record = await store.getApiKey(id);
   const expected = record ? Buffer.from(record.secretHash, 'hex') : DUMMY_HASH;
   const presented = hashSecret(secret);
   const equal = expected.length === presented.length && timingSafeEqual(expected, presented);
-  if (!record || !equal || record.revokedAt !== null) return undefined;
-  return record;
+  if (!record || !equal || record.revokedAt !== null) return invalid;
+  // Only a holder of the right secret learns these (they say what to do next).
+  if (record.expiresAt && Date.parse(record.expiresAt) <= now.getTime()) {
+    return { problem: `API key expired at ${record.expiresAt}; sign in again (signbridge login)` };
+  }
+  if (record.personDisabledAt) return { problem: 'API key belongs to a disabled person' };
+  return { record };
+}
+
+/** The active API key record for a presented token, or undefined. Never throws on malformed input. */
+export async function verifyApiKey(store: Store, token: string, now = new Date()): Promise<ApiKeyRecord | undefined> {
+  const check = await checkApiKey(store, token, now);
+  return 'record' in check ? check.record : undefined;
 }

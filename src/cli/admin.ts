@@ -5,14 +5,20 @@ import { createWriteStream, openSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { TENANT_ID_PATTERN } from '../api/schemas.js';
-import { createApiKey } from '../auth/api-keys.js';
-import { isRole, ROLES } from '../auth/roles.js';
+import { createApiKey, rolesOf } from '../auth/api-keys.js';
+import { isRole, ROLES, type Role } from '../auth/roles.js';
 import { resolveConfig } from '../config/config.js';
 import { loadPolicyFile } from '../policy/policy-file.js';
 import { loadOsvPath } from '../policy/vulndb/osv.js';
 import { openStore } from '../server.js';
 import { ChainVerifier } from '../store/audit-chain.js';
 import type { AuditEntryInput, Store } from '../store/store.js';
+import { createKeyForPerson, registerPeopleCommands } from './admin-people.js';
+
+interface PersonKeyFlags {
+  forEmail?: string;
+  expiresIn?: string;
+}
 
 interface StoreFlags {
   dataDir?: string;
@@ -71,8 +77,21 @@ export function registerAdminCommands(program: Command): void {
     .requiredOption('--role <role>', `one of: ${ROLES.join(', ')}`)
     .option('--tenant <tenant>', 'tenant the key acts for (required for every role but operator)')
     .option('--label <label>', 'a note to recognise the key by', '')
-    .action(async (opts: StoreFlags & { role: string; tenant?: string; label: string }) => {
+    .option('--for-email <email>', "a CI key for this person, within their membership's roles (needs --expires-in)")
+    .option('--expires-in <duration>', 'with --for-email: lifetime such as 12h or 90d (at most 366d)')
+    .action(async (opts: StoreFlags & PersonKeyFlags & { role: string; tenant?: string; label: string }) => {
       if (!isRole(opts.role)) throw new UsageError(`--role must be one of: ${ROLES.join(', ')}`);
+      if (opts.forEmail !== undefined) {
+        const made = await withStore(opts, (store) =>
+          createKeyForPerson(store, { ...opts, forEmail: opts.forEmail as string, role: opts.role as Role }, cliAudit),
+        );
+        process.stderr.write(
+          `created API key ${made.id} for ${made.person} (${opts.role}, expires ${made.expiresAt})\n`,
+        );
+        process.stdout.write(`${made.token}\n`);
+        return;
+      }
+      if (opts.expiresIn !== undefined) throw new UsageError('--expires-in goes with --for-email');
       if (opts.role === 'operator' && opts.tenant) throw new UsageError('an operator key is global: omit --tenant');
       if (opts.role !== 'operator' && !opts.tenant) throw new UsageError(`a ${opts.role} key needs --tenant`);
       if (opts.tenant && !new RegExp(TENANT_ID_PATTERN).test(opts.tenant)) {
@@ -96,12 +115,23 @@ export function registerAdminCommands(program: Command): void {
     });
 
   storeOptions(apiKey.command('list'))
-    .description('list API keys (ids and roles; secrets are never stored)')
+    .description('list API keys: id, roles, tenant, state, label and, for person keys, owner and expiry')
     .action(async (opts: StoreFlags) => {
-      const keys = await withStore(opts, (store) => store.listApiKeys());
-      for (const k of keys) {
-        const state = k.revokedAt ? `revoked ${k.revokedAt}` : 'active';
-        process.stdout.write(`${k.id}\t${k.role}\t${k.tenantId ?? '*'}\t${state}\t${k.label}\n`);
+      const keys = await withStore(opts, async (store) => {
+        const people = new Map((await store.people.listPeople()).map((p) => [p.id, p]));
+        return (await store.listApiKeys()).map((k) => ({ k, owner: k.personId ? people.get(k.personId) : undefined }));
+      });
+      const now = Date.now();
+      for (const { k, owner } of keys) {
+        const expired = k.expiresAt && Date.parse(k.expiresAt) <= now;
+        const state = k.revokedAt ? `revoked ${k.revokedAt}` : expired ? `expired ${k.expiresAt}` : 'active';
+        // Columns 1-5 as before; person keys add their owner and expiry.
+        const personCols = k.personId
+          ? `\t${owner?.email ?? owner?.subject ?? k.personId}\t${k.expiresAt ? `expires ${k.expiresAt}` : ''}`
+          : '';
+        process.stdout.write(
+          `${k.id}\t${rolesOf(k).join(',')}\t${k.tenantId ?? '*'}\t${state}\t${k.label}${personCols}\n`,
+        );
       }
     });
 
@@ -119,6 +149,8 @@ export function registerAdminCommands(program: Command): void {
       if (!revoked) throw new UsageError(`no active API key with id ${id}`);
       process.stderr.write(`revoked API key ${id}\n`);
     });
+
+  registerPeopleCommands(admin, storeOptions, withStore, cliAudit);
 
   storeOptions(admin.command('vulndb').description('the offline vulnerability database (OSV)').command('import'))
     .description('load OSV JSON records (a file with one record or an array, or a folder of them) into the store')

@@ -6,6 +6,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
+import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../auth/oidc/settings.js';
 import { busyPollSetting } from '../busy-poll.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
@@ -71,6 +72,8 @@ export const ConfigFileSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** Sign-in through the organisation's OpenID Connect provider (docs/oauth.md). */
+    oidc: Type.Optional(OidcConfigSchema),
   },
   { additionalProperties: false },
 );
@@ -92,6 +95,8 @@ export interface ServiceConfig {
   busyPollMs: number;
   /** Where /metrics is served; absent: not served. */
   metrics?: { host: string; port: number };
+  /** Absent when no IdP is configured (the /oauth/* endpoints then answer 503 oauth_not_configured). */
+  oidc?: OidcSettings;
 }
 
 export interface ConfigSources {
@@ -163,7 +168,10 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     bodyLimit: file.bodyLimitBytes ?? 4 * 1024 * 1024,
     busyPollMs: busyPollSetting(env.SIGNBRIDGE_BUSY_POLL_MS, file.busyPollMs, (m) => new ConfigError(m)),
     ...metricsSetting(env.SIGNBRIDGE_METRICS_LISTEN, file.metrics),
-    ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
+    ...((env.SIGNBRIDGE_PUBLIC_URL ?? file.publicUrl) !== undefined && {
+      publicUrl: (env.SIGNBRIDGE_PUBLIC_URL ?? file.publicUrl) as string,
+    }),
+    ...oidcSetting(file, env),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -224,4 +232,20 @@ function metricsSetting(
   }
   if (!file || file.enabled === false || (file.enabled === undefined && file.listen === undefined)) return {};
   return { metrics: parseListen(file.listen ?? DEFAULT_METRICS_LISTEN) };
+}
+
+function oidcSetting(file: ConfigFile, env: NodeJS.ProcessEnv): { oidc?: OidcSettings } {
+  const oidc = resolveOidcSettings(
+    file.oidc,
+    env,
+    (path) => readFileSync(path, 'utf8'),
+    (m) => new ConfigError(m),
+  );
+  if (!oidc) return {};
+  const publicUrl = env.SIGNBRIDGE_PUBLIC_URL ?? file.publicUrl;
+  // Redirect URIs and verification links are built from it: without it they would point nowhere useful.
+  if (!publicUrl || publicUrl.includes('{')) {
+    throw new ConfigError('an OIDC issuer is configured: set SIGNBRIDGE_PUBLIC_URL (or publicUrl) to the service URL');
+  }
+  return { oidc };
 }

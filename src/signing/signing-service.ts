@@ -30,6 +30,8 @@ export interface SignRequest {
   action?: 'sign' | 'pkcs11_sign';
   tenantId: string;
   callerId: string;
+  /** The person behind the caller's key, recorded in the audit entry. */
+  personId?: string | null;
   digest: Buffer;
   context: PolicyContext;
 }
@@ -86,6 +88,10 @@ const noObserver: SignOutcomeObserver = () => undefined;
 export interface Caller {
   id: string;
   role: string;
+  /** All roles of the key (a person's key may carry several); `role` alone when absent. */
+  roles?: readonly string[];
+  /** The person behind the key, when it is a person's key. */
+  personId?: string | null;
 }
 
 export class SigningService {
@@ -242,18 +248,41 @@ export class SigningService {
       );
     }
     const needed = stage === 'pending_approval' ? 'approver' : 'security_reviewer';
-    if (caller.role !== needed) {
+    if (!(caller.roles ?? [caller.role]).includes(needed)) {
       throw new ApiError('forbidden', `request ${requestId} is ${stage}: only a ${needed} may decide it`);
     }
     if (caller.id === request.requester) {
       throw new ApiError('self_approval', `the requester of ${requestId} may not decide it`);
     }
+    // Four eyes between people: another key of the requesting person is still the same person.
+    const requesterPerson = (await this.store.getApiKey(request.requester))?.personId ?? null;
+    if (caller.personId && caller.personId === requesterPerson) {
+      throw new ApiError(
+        'self_approval',
+        `the person who requested ${requestId} may not decide it, with any of their keys`,
+      );
+    }
     const at = this.now().toISOString();
     const decisions = [
       ...request.decisions,
-      { stage, by: caller.id, at, decision, ...(reason !== undefined && { reason }) },
+      {
+        stage,
+        by: caller.id,
+        at,
+        decision,
+        ...(caller.personId && { by_person: caller.personId }),
+        ...(reason !== undefined && { reason }),
+      },
     ];
-    const about = { request_id: requestId, stage, requester: request.requester, hash: request.hash, reason };
+    const about = {
+      request_id: requestId,
+      stage,
+      requester: request.requester,
+      hash: request.hash,
+      reason,
+      ...(requesterPerson && { requester_person: requesterPerson }),
+      ...(caller.personId && { person: caller.personId }),
+    };
     if (decision === 'reject') {
       if (
         !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }))
@@ -437,6 +466,7 @@ export class SigningService {
       rule: decision.rule,
       reason: decision.reason,
       inputs_digest: decision.inputsDigest,
+      ...(req.personId && { person: req.personId }),
     };
     if (decision.outcome === 'deny') {
       await this.audit(req.tenantId, req.callerId, req.action ?? 'sign', 'denied', {

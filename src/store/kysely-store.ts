@@ -6,6 +6,7 @@ import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import { type AuditRow, chainAuditRows } from './audit-chain.js';
 import { MIGRATIONS } from './migrations.js';
+import { PeopleStore, type PeopleTables } from './people-store.js';
 import {
   type ApiKeyRecord,
   type AuditEntry,
@@ -23,7 +24,7 @@ import {
   type TrialCount,
 } from './store.js';
 
-export interface Database {
+export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'> {
   tenants: { id: string; current_key_id: string; created_at: string };
   keys: {
     id: string;
@@ -42,6 +43,11 @@ export interface Database {
     label: string;
     created_at: string;
     revoked_at: string | null;
+    /** Person keys (migration 0009): the owner, the roles as a JSON array, the expiry, how it was minted. */
+    person_id: string | null;
+    roles: string | null;
+    expires_at: string | null;
+    created_via: string | null;
   };
   pending_requests: {
     id: string;
@@ -209,7 +215,10 @@ function toException(row: Database['policy_exceptions']): ExceptionRecord {
   };
 }
 
-export function toApiKey(row: Database['api_keys']): ApiKeyRecord {
+/** An api_keys row, with its owner's disabled_at when the key belongs to a person (API_KEY_WITH_OWNER). */
+export type ApiKeyRow = Database['api_keys'] & { person_disabled_at?: string | null };
+
+export function toApiKey(row: ApiKeyRow): ApiKeyRecord {
   return {
     id: row.id,
     secretHash: row.secret_hash,
@@ -218,17 +227,33 @@ export function toApiKey(row: Database['api_keys']): ApiKeyRecord {
     label: row.label,
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
+    roles: row.roles ? (JSON.parse(row.roles) as Role[]) : [row.role as Role],
+    personId: row.person_id ?? null,
+    expiresAt: row.expires_at ?? null,
+    createdVia: row.created_via ?? null,
+    personDisabledAt: row.person_disabled_at ?? null,
   };
 }
 
 /** Big enough to need pages of its own (overflow pages), so the probe allocates as a batch of signatures would. */
 const HEARTBEAT_PAD = Buffer.alloc(3 * 4096, 0x5a);
+/** The key and, for a person's key, whether its owner is disabled: one read on the signing path. */
+export const API_KEY_WITH_OWNER =
+  'SELECT api_keys.*, people.disabled_at AS person_disabled_at FROM api_keys ' +
+  'LEFT JOIN people ON people.id = api_keys.person_id WHERE api_keys.id = ?';
 
 export class KyselyStore implements Store {
+  readonly people: PeopleStore;
+
   constructor(
     protected readonly db: Kysely<Database>,
     readonly description: string,
-  ) {}
+  ) {
+    this.people = new PeopleStore(db as unknown as Kysely<PeopleTables>, () => this.accessChanged());
+  }
+
+  /** A write changed whether some API key works (a person disabled, a membership and its keys gone). */
+  protected accessChanged(): void {}
 
   async migrate(): Promise<void> {
     const { error, results } = await new Migrator({ db: this.db, provider }).migrateToLatest();
@@ -348,6 +373,10 @@ export class KyselyStore implements Store {
           label: r.label,
           created_at: r.createdAt,
           revoked_at: r.revokedAt,
+          person_id: r.personId ?? null,
+          roles: r.roles ? JSON.stringify(r.roles) : null,
+          expires_at: r.expiresAt ?? null,
+          created_via: r.createdVia ?? null,
         })
         .execute();
       await raiseCacheEpoch(tx);
@@ -355,7 +384,13 @@ export class KyselyStore implements Store {
   }
 
   async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
-    const row = await this.db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
+    const row = await this.db
+      .selectFrom('api_keys')
+      .leftJoin('people', 'people.id', 'api_keys.person_id')
+      .selectAll('api_keys')
+      .select('people.disabled_at as person_disabled_at')
+      .where('api_keys.id', '=', id)
+      .executeTakeFirst();
     return row && toApiKey(row);
   }
 

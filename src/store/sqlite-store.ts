@@ -6,6 +6,8 @@ import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from
 import { packagePath } from '../paths.js';
 import { chainAuditRows } from './audit-chain.js';
 import {
+  API_KEY_WITH_OWNER,
+  type ApiKeyRow,
   CHAIN_RACE_ATTEMPTS,
   type Database,
   KyselyStore,
@@ -56,7 +58,7 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
  * (sqlite-writer.cjs), in parallel with the signature.
  */
 class SqliteStore extends KyselyStore {
-  private apiKeyById?: BetterSqlite3.Statement<[string], Database['api_keys']>;
+  private apiKeyById?: BetterSqlite3.Statement<[string], ApiKeyRow>;
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
   private writeBatch?: (batch: WriteBatch) => void;
   private cacheEpoch?: BetterSqlite3.Statement<[], number>;
@@ -85,7 +87,7 @@ class SqliteStore extends KyselyStore {
     this.checkFresh();
     const cached = this.apiKeys.get(id);
     if (cached) return this.hit(cached);
-    this.apiKeyById ??= this.sqlite.prepare('SELECT * FROM api_keys WHERE id = ?');
+    this.apiKeyById ??= this.sqlite.prepare(API_KEY_WITH_OWNER);
     const row = this.apiKeyById.get(id);
     const record = row && toApiKey(row);
     // Only rows that exist are kept (unknown ids are not, so guessing cannot fill the cache).
@@ -124,6 +126,10 @@ class SqliteStore extends KyselyStore {
 
   override async revokeApiKey(id: string, at: string): Promise<boolean> {
     return this.changing(() => super.revokeApiKey(id, at));
+  }
+
+  protected override accessChanged(): void {
+    this.forget();
   }
 
   override async close(): Promise<void> {

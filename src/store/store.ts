@@ -1,5 +1,6 @@
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+import type { PeopleStore } from './people-store.js';
 
 export interface TenantRecord {
   id: string;
@@ -29,6 +30,16 @@ export interface ApiKeyRecord {
   label: string;
   createdAt: string;
   revokedAt: string | null;
+  /** Every role of the key; `role` is the first. Admin-made keys have one role; a person's key may have several. */
+  roles?: Role[];
+  /** The person the key belongs to (minted by sign-in, or an admin's CI key for a person); null for admin keys. */
+  personId?: string | null;
+  /** After this the key no longer works; null: no expiry (admin keys). */
+  expiresAt?: string | null;
+  /** How it was made: device, admin (CI key for a person); null for the classic admin keys. */
+  createdVia?: string | null;
+  /** Read with the key: set when its person is disabled (the key then does not work). */
+  personDisabledAt?: string | null;
 }
 
 export interface SignatureRecord {
@@ -65,7 +76,15 @@ export interface PendingRequestRecord {
   /** Stages still to pass after the current one, in order (e.g. security review, then approval). */
   nextStages: PendingStatus[];
   /** Who decided each passed stage. */
-  decisions: Array<{ stage: PendingStatus; by: string; at: string; decision: 'approve' | 'reject'; reason?: string }>;
+  decisions: Array<{
+    stage: PendingStatus;
+    by: string;
+    /** The person behind the deciding key, when it is a person's key. */
+    by_person?: string;
+    at: string;
+    decision: 'approve' | 'reject';
+    reason?: string;
+  }>;
   signature: string | null;
   createdAt: string;
   expiresAt: string;
@@ -137,6 +156,9 @@ export interface Store {
   rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord>;
   getKey(tenantId: string, keyId: string): Promise<KeyRecord | undefined>;
   listKeys(tenantId: string): Promise<KeyRecord[]>;
+
+  /** People, memberships and the OAuth flows' state (docs/oauth.md). */
+  readonly people: PeopleStore;
 
   createApiKey(record: ApiKeyRecord): Promise<void>;
   getApiKey(id: string): Promise<ApiKeyRecord | undefined>;

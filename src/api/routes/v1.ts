@@ -7,7 +7,7 @@ import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
 import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
 import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
-import type { ExceptionRecord, Store } from '../../store/store.js';
+import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { documented, errorResponse } from '../responses.js';
 import {
@@ -26,6 +26,7 @@ export interface V1Options {
   store: Store;
   signing: SigningService;
   exceptions: ExceptionService;
+  now?: () => Date;
 }
 
 const SUMMARIES: Record<Action, string> = {
@@ -74,6 +75,26 @@ function errorResponses(action: Action): Record<number, unknown> {
   return Object.fromEntries(statuses.map((status) => [status, errorResponse(status)]));
 }
 
+/**
+ * For a person's key the identity inputs come from the server: the person's id, and `active` (a disabled person's
+ * keys do not authenticate at all). A body that says otherwise is refused rather than silently overridden. Admin
+ * keys keep the body's values (docs/api.md, "Identity inputs").
+ */
+function identityInputs(body: Record<string, unknown>, caller: ApiKeyRecord): Record<string, unknown> {
+  if (!caller.personId) return body;
+  const claimed = body.identity_id;
+  if (claimed !== undefined && claimed !== caller.personId) {
+    throw new ApiError(
+      'invalid_request',
+      `identity_id is set by the server for a person's API key (${caller.personId}); omit it or send that value`,
+    );
+  }
+  if (body.identity_status !== undefined && body.identity_status !== 'active') {
+    throw new ApiError('invalid_request', "identity_status is set by the server for a person's API key (active)");
+  }
+  return { ...body, identity_id: caller.personId, identity_status: 'active' };
+}
+
 function policyContext(body: Record<string, unknown>): PolicyContext {
   const pick = <T>(k: string) => body[k] as T | undefined;
   const ctx: PolicyContext = {};
@@ -100,7 +121,7 @@ function callerOf(request: FastifyRequest) {
 export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<void> {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
   const { signing, exceptions } = opts;
-  app.addHook('onRequest', authenticate(opts.store));
+  app.addHook('onRequest', authenticate(opts.store, opts.now));
 
   const handlers: Record<Action, (body: Record<string, unknown>, request: FastifyRequest) => Promise<unknown>> = {
     async sign(body, request) {
@@ -112,9 +133,10 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         action: 'sign',
         tenantId,
         callerId: callerOf(request).id,
+        personId: callerOf(request).personId ?? null,
         digest,
         algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
-        context: policyContext(body),
+        context: policyContext(identityInputs(body, callerOf(request))),
       });
       return signOutcome(outcome);
     },
@@ -127,10 +149,11 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         action: 'pkcs11_sign',
         tenantId,
         callerId: callerOf(request).id,
+        personId: callerOf(request).personId ?? null,
         digest,
         pss: (body.pss_padding as boolean | undefined) ?? false,
         ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
-        context: policyContext(body),
+        context: policyContext(identityInputs(body, callerOf(request))),
       });
       return signOutcome(outcome);
     },
