@@ -188,7 +188,8 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
       ...(configFile !== undefined && { configFile: fromFile(configFile) }),
     };
   } else {
-    const url = sources.serviceUrl ?? env.SIGNBRIDGE_SERVICE_URL ?? file.service?.url ?? login?.service_url;
+    // An empty SIGNBRIDGE_SERVICE_URL counts as unset, as an empty SIGNBRIDGE_API_KEY does.
+    const url = sources.serviceUrl ?? (env.SIGNBRIDGE_SERVICE_URL || file.service?.url || login?.service_url);
     if (!url) {
       throw new DaemonConfigError(
         'no service: pass --service-url URL, set SIGNBRIDGE_SERVICE_URL or service.url in --config, ' +
