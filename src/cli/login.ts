@@ -45,7 +45,7 @@ export function registerLoginCommands(program: Command): void {
     .addHelpText(
       'after',
       '\nWrites ~/.config/signbridge/api-key (0600) and login.json ($XDG_CONFIG_HOME/signbridge when set); a\n' +
-        'running `signbridge daemon` uses the new key at its next request. docs/daemon.md#signing-in',
+        'running `signbridge daemon` uses the new key at its next request (docs/daemon.md, "Signing in").',
     )
     .action(async (flags: LoginFlags) => {
       process.exitCode = await login(flags);

@@ -1,5 +1,5 @@
 // The client side of the service's device flow (RFC 8628 with the contract's endpoints): start, then poll until
-// the person confirms in a browser. What other CLIs got wrong and this does not (docs/daemon.md#signing-in):
+// the person confirms in a browser. What other CLIs got wrong and this does not (docs/daemon.md, "Signing in"):
 // it polls for the whole `expires_in` (not a fixed few minutes), never faster than `interval`, adds 5 s for good
 // on `slow_down`, and treats a 429, a 5xx, an HTML error page or a dropped connection as a reason to wait
 // longer, not to give up.
