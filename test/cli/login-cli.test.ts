@@ -133,6 +133,19 @@ describe('signbridge login', () => {
     expect(existsSync(files.keyFile)).toBe(true);
   });
 
+  it('retries the start on an HTML 503 and then signs in', async () => {
+    standIn = await startDeviceFlowStandIn({ intervalS: 0.1, startFailures: 2 });
+    standIn.grant = grant();
+    const { env, files } = home();
+    const res = await runCliChild(['login', '--service-url', standIn.url, '--no-browser'], env);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toMatch(/HTTP 503 without a JSON body\); trying again in 1 s/);
+    expect(res.stderr).toMatch(/HTTP 503 without a JSON body\); trying again in 2 s/);
+    expect(res.stderr).not.toMatch(/opening a browser/); // --no-browser
+    expect(standIn.starts).toHaveLength(1);
+    expect(existsSync(files.keyFile)).toBe(true);
+  });
+
   it('access_denied: a clear message, exit 1, nothing written', async () => {
     standIn = await startDeviceFlowStandIn({ intervalS: 0.2 });
     standIn.script = ['pending', 'denied'];

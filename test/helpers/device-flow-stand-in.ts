@@ -31,6 +31,8 @@ export interface StandInOptions {
   expiresInS?: number;
   /** Answer device/start and device/poll with 503 oauth_not_configured. */
   notConfigured?: boolean;
+  /** Answer the first N device/start requests with an HTML 503 (a proxy in front of a restarting service). */
+  startFailures?: number;
   /** Forward every other path to this base URL (a real service). */
   upstream?: string;
 }
@@ -51,6 +53,7 @@ export interface StandIn {
 export async function startDeviceFlowStandIn(options: StandInOptions = {}): Promise<StandIn> {
   let deviceCode: string | undefined;
   let granted = false;
+  let startFailures = options.startFailures ?? 0;
   const standIn: Omit<StandIn, 'url' | 'close'> = {
     script: [],
     grant: undefined,
@@ -73,6 +76,11 @@ export async function startDeviceFlowStandIn(options: StandInOptions = {}): Prom
     const base = `http://${req.headers.host}`;
     if (req.method === 'POST' && url.pathname === '/oauth/device/start') {
       if (options.notConfigured) return oauthError(res, 503, 'oauth_not_configured');
+      if (startFailures > 0) {
+        startFailures -= 1;
+        res.writeHead(503, { 'content-type': 'text/html' });
+        return res.end('<html><body>503 Service Unavailable</body></html>');
+      }
       standIn.starts.push(body.length ? (JSON.parse(body.toString()) as Record<string, unknown>) : {});
       deviceCode = randomBytes(32).toString('base64url');
       granted = false;
