@@ -10,6 +10,8 @@ import { busyPollSetting } from '../src/busy-poll.js';
 import { defaultCertificateDir } from './certificate-store.js';
 import { type ApiKeySource, apiKeyFromEnv, apiKeyFromFile } from './credentials.js';
 import type { TenantConfig } from './key-catalog.js';
+import { defaultLoginFiles, type LoginMetadata, readLoginMetadata } from './login-files.js';
+import { LoginSession } from './login-session.js';
 import { DEFAULT_SBOM_MAX_BYTES } from './sbom.js';
 import { defaultSocketPath } from './socket-path.js';
 
@@ -85,6 +87,10 @@ export interface DaemonConfig {
   /** How long a POLL may hold its answer back before saying "still pending". */
   approvalWaitMs: number;
   sbomMaxBytes: number;
+  /** Set when the API key is the one `signbridge login` stored: the daemon follows new logins and warns on expiry. */
+  login?: LoginSession;
+  /** The tenant came from the login (no --tenant, no tenants in the file): a login for another tenant switches to it. */
+  tenantsFromLogin?: boolean;
 }
 
 export interface DaemonConfigSources {
@@ -132,15 +138,33 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
   const base = sources.configFile ? dirname(resolve(sources.configFile)) : process.cwd();
   const fromFile = (p: string) => resolve(base, p);
 
-  const tenants: TenantConfig[] = sources.tenants?.length
+  // What `signbridge login` stored fills in whatever flags, environment and file leave open (not in-process).
+  const loginFiles = defaultLoginFiles(env);
+  let login: LoginMetadata | undefined;
+  if (!sources.inProcessDataDir && !file.inProcess) {
+    try {
+      login = readLoginMetadata(loginFiles);
+    } catch (err) {
+      throw new DaemonConfigError(`${(err as Error).message}: run \`signbridge login\` again`);
+    }
+  }
+
+  let tenantsFromLogin = false;
+  let tenants: TenantConfig[] = sources.tenants?.length
     ? sources.tenants.map(tenantFromFlag)
     : (file.tenants ?? []).map((t) => ({
         tenantId: t.id,
         label: t.label ?? t.id,
         certificates: Object.fromEntries(Object.entries(t.certificates ?? {}).map(([k, p]) => [k, fromFile(p)])),
       }));
+  if (tenants.length === 0 && login) {
+    tenants = [{ tenantId: login.tenant_id, label: login.tenant_id, certificates: {} }];
+    tenantsFromLogin = true;
+  }
   if (tenants.length === 0) {
-    throw new DaemonConfigError('no tenants to expose: pass --tenant ID[=LABEL] or list tenants in --config');
+    throw new DaemonConfigError(
+      'no tenants to expose: pass --tenant ID[=LABEL], list tenants in --config, or run `signbridge login`',
+    );
   }
   const seen = new Set<string>();
   for (const t of tenants) {
@@ -154,6 +178,7 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
   }
 
   let upstream: UpstreamConfig;
+  let loginSession: LoginSession | undefined;
   const inProcessDir = sources.inProcessDataDir ?? (file.inProcess ? fromFile(file.inProcess.dataDir) : undefined);
   if (inProcessDir) {
     const configFile = sources.inProcessDataDir ? undefined : file.inProcess?.config;
@@ -163,10 +188,12 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
       ...(configFile !== undefined && { configFile: fromFile(configFile) }),
     };
   } else {
-    const url = sources.serviceUrl ?? env.SIGNBRIDGE_SERVICE_URL ?? file.service?.url;
+    // An empty SIGNBRIDGE_SERVICE_URL counts as unset, as an empty SIGNBRIDGE_API_KEY does.
+    const url = sources.serviceUrl ?? (env.SIGNBRIDGE_SERVICE_URL || file.service?.url || login?.service_url);
     if (!url) {
       throw new DaemonConfigError(
-        'no service: pass --service-url URL, set SIGNBRIDGE_SERVICE_URL or service.url in --config (or use --in-process)',
+        'no service: pass --service-url URL, set SIGNBRIDGE_SERVICE_URL or service.url in --config, ' +
+          'run `signbridge login --service-url URL` (or use --in-process)',
       );
     }
     let apiKey: ApiKeySource | undefined;
@@ -176,6 +203,10 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
       if (keyFile) apiKey = apiKeyFromFile(resolve(keyFile));
       else if (env.SIGNBRIDGE_API_KEY) apiKey = apiKeyFromEnv(env.SIGNBRIDGE_API_KEY);
       else if (file.service?.apiKeyFile) apiKey = apiKeyFromFile(fromFile(file.service.apiKeyFile));
+      else if (existsSync(loginFiles.keyFile)) {
+        loginSession = new LoginSession(loginFiles);
+        apiKey = loginSession.apiKeySource();
+      }
       if (!sources.tenants?.length) {
         for (const t of file.tenants ?? []) {
           if (t.apiKeyFile) tenantApiKeys.set(t.id, apiKeyFromFile(fromFile(t.apiKeyFile)));
@@ -187,8 +218,9 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
     const without = tenants.filter((t) => !tenantApiKeys.has(t.tenantId));
     if (!apiKey && without.length > 0) {
       throw new DaemonConfigError(
-        `no credentials for ${without.map((t) => t.tenantId).join(', ')}: pass --api-key-file FILE (mode 600), ` +
-          'set SIGNBRIDGE_API_KEY, or set service.apiKeyFile / tenants[].apiKeyFile in --config',
+        `no credentials for ${without.map((t) => t.tenantId).join(', ')}: run \`signbridge login\`, ` +
+          'pass --api-key-file FILE (mode 600), set SIGNBRIDGE_API_KEY, or set service.apiKeyFile / ' +
+          'tenants[].apiKeyFile in --config',
       );
     }
     upstream = {
@@ -215,5 +247,8 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
     busyPollMs: busyPollSetting(env.SIGNBRIDGE_BUSY_POLL_MS, file.busyPollMs, (m) => new DaemonConfigError(m)),
     approvalWaitMs: Math.round((file.approvalWaitSeconds ?? 5) * 1000),
     sbomMaxBytes: file.sbomMaxBytes ?? DEFAULT_SBOM_MAX_BYTES,
+    ...(loginSession !== undefined && { login: loginSession }),
+    // Only a daemon whose key is the login's follows the login's tenant.
+    ...(tenantsFromLogin && loginSession !== undefined && { tenantsFromLogin }),
   };
 }

@@ -5,6 +5,8 @@ import { currentUid } from './socket-path.js';
 
 export interface ApiKeySource {
   readonly description: string;
+  /** What to tell the user when the service refuses this key (e.g. run `signbridge login`). */
+  readonly renewHint?: string;
   get(): string;
 }
 
@@ -17,7 +19,7 @@ export function apiKeyFromEnv(value: string): ApiKeySource {
 }
 
 export function apiKeyFromFile(path: string, uid = currentUid()): ApiKeySource {
-  let cached: { key: string; mtimeMs: number; size: number } | undefined;
+  let cached: { key: string; ino: number; mtimeMs: number; ctimeMs: number; size: number } | undefined;
   const read = (): string => {
     let st: ReturnType<typeof statSync>;
     try {
@@ -25,7 +27,16 @@ export function apiKeyFromFile(path: string, uid = currentUid()): ApiKeySource {
     } catch (err) {
       throw new CredentialError(`API key file ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
     }
-    if (cached && cached.mtimeMs === st.mtimeMs && cached.size === st.size) return cached.key;
+    // The inode too: `signbridge login` replaces the file by rename, which may keep size and mtime.
+    if (
+      cached &&
+      cached.ino === st.ino &&
+      cached.mtimeMs === st.mtimeMs &&
+      cached.ctimeMs === st.ctimeMs &&
+      cached.size === st.size
+    ) {
+      return cached.key;
+    }
     if (!st.isFile()) throw new CredentialError(`API key file ${path} is not a regular file`);
     if ((st.mode & 0o077) !== 0) {
       throw new CredentialError(
@@ -37,7 +48,7 @@ export function apiKeyFromFile(path: string, uid = currentUid()): ApiKeySource {
     }
     const key = readFileSync(path, 'utf8').trim();
     if (!key) throw new CredentialError(`API key file ${path} is empty`);
-    cached = { key, mtimeMs: st.mtimeMs, size: st.size };
+    cached = { key, ino: st.ino, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, size: st.size };
     return key;
   };
   read(); // fail at start, not at the first signature

@@ -66,6 +66,7 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     ttlMs: config.cacheTtlMs,
     log: options.log,
     certificateStore,
+    ...(config.tenantsFromLogin && config.login && { tenantSource: () => config.login!.tenants(config.tenants) }),
   });
   const handler = new RequestHandler({
     certificateStore,
@@ -92,6 +93,7 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     if (!options.upstream) await upstream.close();
     throw err;
   }
+  if (config.login) watchLogin(config, options.log);
   options.log.info({ upstream: upstream.description, tenants: config.tenants.map((t) => t.tenantId) }, 'daemon ready');
   return {
     socketPath: server.socketPath,
@@ -99,10 +101,35 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     catalog,
     server,
     async close() {
+      config.login?.stop();
       await server.close();
       if (!options.upstream) await upstream.close();
     },
   };
+}
+
+/** Expiry warnings for a key from `signbridge login`, and a word when the login names another service or tenant. */
+function watchLogin(config: DaemonConfig, log: Logger): void {
+  const login = config.login;
+  if (!login) return;
+  const meta = login.metadata();
+  if (
+    meta &&
+    config.upstream.type === 'remote' &&
+    meta.service_url.replace(/\/$/, '') !== config.upstream.url.replace(/\/$/, '')
+  ) {
+    log.warn(
+      { login: meta.service_url, service: config.upstream.url },
+      'the key from `signbridge login` was issued by another service than the one configured',
+    );
+  }
+  if (meta && !config.tenantsFromLogin && !config.tenants.some((t) => t.tenantId === meta.tenant_id)) {
+    log.warn(
+      { login: meta.tenant_id, tenants: config.tenants.map((t) => t.tenantId) },
+      'the key from `signbridge login` is for a tenant this daemon does not expose',
+    );
+  }
+  login.watch(log);
 }
 
 /** http:// to anything but the loopback interface. */

@@ -34,20 +34,34 @@ export interface KeyCatalogOptions {
   log: Logger;
   /** Chains registered with `signbridge cert import`; a file named in the configuration wins over it. */
   certificateStore?: CertificateStore;
+  /** The tenants as they are now, asked on each use (a `signbridge login` for another tenant); default: `tenants`. */
+  tenantSource?: () => TenantConfig[];
   now?: () => number;
 }
 
 export class KeyCatalog {
   private readonly opts: KeyCatalogOptions;
-  private readonly tenants: Map<string, TenantConfig>;
+  private fixedTenants: Map<string, TenantConfig>;
+  private sourced: TenantConfig[] | undefined;
   private readonly entries = new Map<string, CatalogEntry>();
   private readonly inFlight = new Map<string, Promise<CatalogEntry>>();
   private readonly now: () => number;
 
   constructor(opts: KeyCatalogOptions) {
     this.opts = opts;
-    this.tenants = new Map(opts.tenants.map((t) => [t.tenantId, t]));
+    this.fixedTenants = new Map(opts.tenants.map((t) => [t.tenantId, t]));
     this.now = opts.now ?? Date.now;
+  }
+
+  private get tenants(): Map<string, TenantConfig> {
+    const now = this.opts.tenantSource?.();
+    if (now && now !== this.sourced && !sameTenants(now, [...this.fixedTenants.values()])) {
+      for (const id of this.fixedTenants.keys()) this.entries.delete(id);
+      this.fixedTenants = new Map(now.map((t) => [t.tenantId, t]));
+      this.opts.log.info({ tenants: now.map((t) => t.tenantId) }, 'tenants changed');
+    }
+    this.sourced = now;
+    return this.fixedTenants;
   }
 
   get tenantList(): TenantConfig[] {
@@ -123,4 +137,8 @@ export class KeyCatalog {
       return { chain: [] };
     }
   }
+}
+
+function sameTenants(a: TenantConfig[], b: TenantConfig[]): boolean {
+  return a.length === b.length && a.every((t, i) => t.tenantId === b[i]?.tenantId && t.label === b[i]?.label);
 }

@@ -68,7 +68,7 @@ export class RemoteUpstream implements Upstream {
       if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
       out = await this.call('get_public_key', tenantId, {});
     }
-    if (out.status !== 200) throw this.failure(out);
+    if (out.status !== 200) throw this.failure(out, tenantId);
     const b = out.body ?? {};
     if (typeof b.key_id !== 'string' || typeof b.key_spec !== 'string' || typeof b.public_key_pem !== 'string') {
       throw new UpstreamError(
@@ -122,7 +122,7 @@ export class RemoteUpstream implements Upstream {
         message: typeof b.message === 'string' ? b.message : `signature request ${b.status}`,
       };
     }
-    if (out.status !== 200) throw this.failure(out);
+    if (out.status !== 200) throw this.failure(out, tenantId);
     if (typeof b.signature !== 'string' || typeof b.key_id !== 'string' || typeof b.signing_algorithm !== 'string') {
       throw new UpstreamError(
         WireStatus.INTERNAL,
@@ -145,12 +145,19 @@ export class RemoteUpstream implements Upstream {
     await this.pool.destroy();
   }
 
-  private failure(out: HttpOutcome): UpstreamError {
+  private failure(out: HttpOutcome, tenantId: string): UpstreamError {
+    const message = messageFor(out.status, out.body);
+    // A refused key from `signbridge login` (expired at the service, revoked): say how to get a new one.
+    const hint = out.status === 401 ? this.keySource(tenantId)?.renewHint : undefined;
     return new UpstreamError(
       wireStatusFor(out.status, typeof out.body?.error === 'string' ? out.body.error : undefined),
-      messageFor(out.status, out.body),
+      hint ? `${message}; ${hint}` : message,
       out.requestId,
     );
+  }
+
+  private keySource(tenantId: string): ApiKeySource | undefined {
+    return this.opts.tenantApiKeys?.get(tenantId) ?? this.opts.apiKey;
   }
 
   private async call(action: string, tenantId: string, body: Record<string, unknown>): Promise<HttpOutcome> {
@@ -233,7 +240,7 @@ export class RemoteUpstream implements Upstream {
   }
 
   private apiKey(tenantId: string): string {
-    const source = this.opts.tenantApiKeys?.get(tenantId) ?? this.opts.apiKey;
+    const source = this.keySource(tenantId);
     if (!source) throw new UpstreamError(WireStatus.UNAUTHENTICATED, `no API key configured for tenant ${tenantId}`);
     try {
       return source.get();

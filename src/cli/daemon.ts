@@ -27,9 +27,20 @@ export function registerDaemonCommand(program: Command): void {
       '--cert-dir <dir>',
       'where `signbridge cert import` keeps chains (env SIGNBRIDGE_CERT_DIR; default ~/.local/share/signbridge/certificates)',
     )
-    .option('--service-url <url>', 'signing service base URL (env SIGNBRIDGE_SERVICE_URL)')
-    .option('--api-key-file <file>', 'file holding the API key, mode 600 (or env SIGNBRIDGE_API_KEY)')
-    .option('--tenant <id[=label]>', 'tenant to expose as a token (repeatable; label defaults to the id)', collect, [])
+    .option(
+      '--service-url <url>',
+      'signing service base URL (env SIGNBRIDGE_SERVICE_URL; default: the one of `signbridge login`)',
+    )
+    .option(
+      '--api-key-file <file>',
+      'file holding the API key, mode 600 (or env SIGNBRIDGE_API_KEY; default: the key from `signbridge login`)',
+    )
+    .option(
+      '--tenant <id[=label]>',
+      'tenant to expose as a token (repeatable; label defaults to the id; default: the tenant of `signbridge login`)',
+      collect,
+      [],
+    )
     .option('--in-process <data-dir>', 'sign in this process with a local service data dir instead of a remote service')
     .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (env SIGNBRIDGE_LOG_LEVEL)')
     .action(async (flags: DaemonFlags) => {

@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { registerAdminCommands } from './admin.js';
 import { registerCertCommands } from './cert.js';
 import { registerDaemonCommand } from './daemon.js';
+import { registerLoginCommands } from './login.js';
 import { registerModulePathCommand } from './module-path.js';
 import { registerOpensslConfigCommand } from './openssl-config.js';
 import { registerP11KitCommands } from './p11-kit.js';
@@ -33,6 +34,7 @@ export async function main(argv: string[]): Promise<void> {
   registerAdminCommands(program);
   registerDaemonCommand(program);
   registerStatusCommand(program);
+  registerLoginCommands(program);
   registerModulePathCommand(program);
   registerCertCommands(program);
   registerOpensslConfigCommand(program);

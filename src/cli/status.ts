@@ -3,9 +3,12 @@
 import { createHash } from 'node:crypto';
 import type { Command } from 'commander';
 import { DaemonClient } from '../../daemon/client.js';
+import { defaultLoginFiles } from '../../daemon/login-files.js';
 import type { Response } from '../../daemon/protocol/messages.js';
 import { WireStatus, wireStatusName } from '../../daemon/protocol/wire.js';
 import { defaultSocketPath } from '../../daemon/socket-path.js';
+import { type LoginReport, loginStatus } from './login/login-status.js';
+import { expiryText } from './login.js';
 
 export interface StatusReport {
   socket: string;
@@ -13,6 +16,8 @@ export interface StatusReport {
   daemonVersion?: string;
   service: 'reachable' | 'unreachable' | 'unknown';
   error?: string;
+  /** Who `signbridge login` signed in (absent when the host has no login). */
+  login?: LoginReport;
   tokens: Array<{
     label: string;
     tenant: string;
@@ -74,6 +79,7 @@ export function formatStatus(r: StatusReport): string {
   const lines = [`daemon:  ${r.daemon} at ${r.socket}${r.daemonVersion ? ` (${r.daemonVersion})` : ''}`];
   lines.push(`service: ${r.service}`);
   if (r.error) lines.push(`error:   ${r.error}`);
+  if (r.login) lines.push(...formatLogin(r.login));
   for (const t of r.tokens) {
     const none = t.error ? `no keys, tenant ${t.tenant} failed: ${t.error}` : 'no keys';
     lines.push(`token "${t.label}" (tenant ${t.tenant}): ${t.keys.length === 0 ? none : ''}`.trimEnd());
@@ -86,18 +92,33 @@ export function formatStatus(r: StatusReport): string {
   return `${lines.join('\n')}\n`;
 }
 
+function formatLogin(l: LoginReport): string[] {
+  const roles = l.roles.length > 0 ? ` (${l.roles.join(', ')})` : '';
+  const lines = [
+    `login:   ${l.email ?? 'signed in'}, tenant ${l.tenant}${roles} at ${l.service}; key ${expiryText(l.expiresAt)}`,
+  ];
+  if (l.problem) lines.push(`         ${l.problem}`);
+  else if (l.note) lines.push(`         (${l.note})`);
+  return lines;
+}
+
 export function registerStatusCommand(program: Command): void {
   program
     .command('status')
-    .description('show whether the daemon and the service are reachable, and the tokens and keys exposed')
+    .description(
+      'show whether the daemon and the service are reachable, the tokens and keys exposed, and who is signed in',
+    )
     .option('--socket <path>', 'daemon socket (env SIGNBRIDGE_SOCKET)')
     .option('--json', 'print the report as JSON')
     .action(async (opts: { socket?: string; json?: boolean }) => {
-      const report = await daemonStatus(opts.socket ?? defaultSocketPath());
+      const [report, login] = await Promise.all([
+        daemonStatus(opts.socket ?? defaultSocketPath()),
+        loginStatus(defaultLoginFiles()),
+      ]);
+      if (login) report.login = login;
       process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));
       const tenantFailed = report.tokens.some((t) => t.error);
-      if (report.daemon !== 'reachable' || report.service !== 'reachable' || report.error || tenantFailed) {
-        process.exitCode = 1;
-      }
+      const failed = report.daemon !== 'reachable' || report.service !== 'reachable' || report.error || tenantFailed;
+      if (failed || login?.problem) process.exitCode = 1;
     });
 }
