@@ -23,6 +23,7 @@ import { ExceptionService } from './signing/exception-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
 import { SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
+import { consoleRoutes } from './web/console.js';
 
 export interface AppOptions {
   store: Store;
@@ -160,6 +161,18 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     now,
     publicUrl: opts.publicUrl,
     ...opts.oauth,
+  });
+  // The web console for people (src/web/), behind the same browser session as the sign-in pages.
+  await app.register(consoleRoutes, {
+    prefix: '/console',
+    store: opts.store,
+    signing,
+    exceptions,
+    now,
+    signInConfigured: opts.oauth?.oidc !== undefined,
+    publicUrl: opts.oauth?.publicUrl ?? opts.publicUrl,
+    ...(opts.oauth?.sessions && { sessions: opts.oauth.sessions }),
+    personKeyMs: opts.oauth?.oidc?.personKeyMs ?? 12 * 3_600_000,
   });
   const trial = opts.trial ?? { enabled: true, max: 10, windowMs: 60 * 60 * 1000 };
   if (trial.enabled) await app.register(trialRoutes, { ...trial, store: opts.store, now });

@@ -44,8 +44,8 @@ export interface PersonKeyOptions {
   tenantId: string | null;
   roles: Role[];
   expiresAt: Date;
-  /** device (minted by the device flow) or admin (a longer-lived CI key an admin chose to make). */
-  createdVia: 'device' | 'admin';
+  /** device (the device flow), admin (a CI key an admin made) or console (made by the person in the web console). */
+  createdVia: 'device' | 'admin' | 'console';
   label: string;
 }
 

@@ -178,6 +178,20 @@ function fromKey(k: KeyRecord): Database['keys'] {
   };
 }
 
+function toAuditEntry(r: Database['audit_log']): AuditEntry {
+  return {
+    seq: Number(r.seq),
+    at: r.at,
+    tenantId: r.tenant_id,
+    actor: r.actor,
+    action: r.action,
+    outcome: r.outcome,
+    details: JSON.parse(r.details),
+    prevHash: r.prev_hash,
+    hash: r.hash,
+  };
+}
+
 function toPending(row: Database['pending_requests']): PendingRequestRecord {
   return {
     id: row.id,
@@ -454,17 +468,18 @@ export class KyselyStore implements Store {
       .orderBy('seq')
       .limit(limit)
       .execute();
-    return rows.map((r) => ({
-      seq: Number(r.seq),
-      at: r.at,
-      tenantId: r.tenant_id,
-      actor: r.actor,
-      action: r.action,
-      outcome: r.outcome,
-      details: JSON.parse(r.details),
-      prevHash: r.prev_hash,
-      hash: r.hash,
-    }));
+    return rows.map(toAuditEntry);
+  }
+
+  async recentAudit(tenantId: string, limit: number): Promise<AuditEntry[]> {
+    const rows = await this.db
+      .selectFrom('audit_log')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .orderBy('seq', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map(toAuditEntry);
   }
 
   private readonly pendingWrites: PendingWrite[] = [];
@@ -538,6 +553,17 @@ export class KyselyStore implements Store {
         updated_at: r.updatedAt,
       })
       .execute();
+  }
+
+  async listPendingRequests(tenantId: string): Promise<PendingRequestRecord[]> {
+    const rows = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('status', 'in', PENDING_STATUSES)
+      .orderBy('created_at')
+      .execute();
+    return rows.map(toPending);
   }
 
   async getPendingRequest(tenantId: string, id: string): Promise<PendingRequestRecord | undefined> {

@@ -178,6 +178,8 @@ export interface Store {
 
   createPendingRequest(record: PendingRequestRecord): Promise<void>;
   getPendingRequest(tenantId: string, id: string): Promise<PendingRequestRecord | undefined>;
+  /** The tenant's requests still waiting for a decision (pending statuses), oldest first (the web console). */
+  listPendingRequests(tenantId: string): Promise<PendingRequestRecord[]>;
   /**
    * Compare-and-set: applies `changes` only if the request's status is still `from`. Returns whether it did;
    * of two racing approvals exactly one wins.
@@ -195,6 +197,8 @@ export interface Store {
   appendAudit(entry: AuditEntryInput): Promise<void>;
   /** The log in order, `limit` entries from `afterSeq` on. */
   readAudit(afterSeq: number, limit: number): Promise<AuditEntry[]>;
+  /** The tenant's `limit` most recent entries, newest first (the web console). */
+  recentAudit(tenantId: string, limit: number): Promise<AuditEntry[]>;
 
   /** Inserts or replaces OSV records (by id) in one transaction; returns how many were new or changed. */
   putVulnerabilities(records: StoredVulnerability[], importedAt: string): Promise<number>;

@@ -3,7 +3,7 @@
 // the background traffic (updates, sync, safe browsing) that would try to reach hosts this network refuses.
 // No skipping when chromium is missing: that is a broken setup, and the test says so.
 import { existsSync, rmSync } from 'node:fs';
-import { type BrowserContext, chromium } from 'playwright-core';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { makeTempDir } from './service.js';
 
 export const CHROMIUM = process.env.SIGNBRIDGE_CHROMIUM ?? '/usr/bin/chromium';
@@ -57,4 +57,20 @@ export async function launchBrowser(): Promise<TestBrowser> {
       }
     },
   };
+}
+
+/**
+ * On a page of the test IdP (oidc-provider's development pages): signs in as `login` (any password) and consents,
+ * until the browser is back at the service. Does nothing when the IdP still knows this browser and went on by itself.
+ */
+export async function signInAtIdp(page: Page, issuer: string, login: string): Promise<void> {
+  for (let step = 0; step < 4 && page.url().startsWith(issuer); step++) {
+    if ((await page.locator('input[name="login"]').count()) > 0) {
+      await page.fill('input[name="login"]', login);
+      await page.fill('input[name="password"]', 'any');
+    }
+    await page.click('button[type="submit"]');
+    await page.waitForLoadState('load');
+  }
+  if (page.url().startsWith(issuer)) throw new Error(`still at the IdP after signing in as ${login}: ${page.url()}`);
 }

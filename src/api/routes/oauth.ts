@@ -56,7 +56,7 @@ const NOT_CONFIGURED =
   'SIGNBRIDGE_OIDC_CLIENT_ID, SIGNBRIDGE_OIDC_CLIENT_SECRET and SIGNBRIDGE_PUBLIC_URL (docs/oauth.md)';
 
 /** HTML pages: no caching, no framing (clickjacking a Confirm button), no scripts, no referrer (URLs carry codes). */
-const PAGE_HEADERS = {
+export const PAGE_HEADERS = {
   'cache-control': 'no-store',
   'content-security-policy':
     "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
