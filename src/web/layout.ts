@@ -45,6 +45,9 @@ header{display:flex;flex-wrap:wrap;gap:1rem;align-items:center;justify-content:s
 nav ul{display:flex;gap:1rem;list-style:none;padding:0;margin:.5rem 0}
 table{border-collapse:collapse;width:100%;margin:1rem 0}th,td{border:1px solid #bbb;padding:.3rem .5rem;text-align:left;vertical-align:top}
 caption{text-align:left;font-weight:bold;padding:.3rem 0}
+td code{word-break:break-all}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:bold}dd{margin:0}
+article{border:1px solid #bbb;padding:0 1rem 1rem;margin:1rem 0}
 .notice{background:#e6f4ea;border-left:4px solid #1e7e34;padding:.5rem 1rem}
 .problem{background:#fdecea;border-left:4px solid #b00020;padding:.5rem 1rem}
 .secret{font-family:ui-monospace,monospace;background:#fff8e1;padding:.5rem;word-break:break-all;display:block}

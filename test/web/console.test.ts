@@ -6,13 +6,13 @@ import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { OidcSettings } from '../../src/auth/oidc/settings.js';
 import { packagePath } from '../../src/paths.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import { launchBrowser, signInAtIdp, type TestBrowser } from '../helpers/browser.js';
-import { callAction, startTestService, type TestService } from '../helpers/service.js';
-import { listenTestIdp, TEST_CLIENT, type TestIdp } from '../helpers/test-idp.js';
+import { type OidcStand, startOidcStand } from '../helpers/oidc-service.js';
+import { callAction, type TestService } from '../helpers/service.js';
+import type { TestIdp } from '../helpers/test-idp.js';
 
 const ACCOUNTS = {
   carol: { email: 'carol@example.com', email_verified: true, name: 'Carol' },
@@ -23,6 +23,7 @@ const ACCOUNTS = {
 const SCREENSHOTS = process.env.SIGNBRIDGE_SCREENSHOTS === '1';
 const imagesDir = packagePath('docs', 'images');
 
+let stand: OidcStand;
 let idp: TestIdp;
 let svc: TestService;
 let browser: TestBrowser;
@@ -35,40 +36,23 @@ const policy = new RulesPolicyEngine(
 const digest = (m: string) => createHash('sha256').update(m).digest('base64');
 
 beforeAll(async () => {
-  idp = await listenTestIdp(ACCOUNTS);
-  const settings: OidcSettings = {
-    issuer: idp.issuer,
-    clientId: TEST_CLIENT.id,
-    clientSecret: TEST_CLIENT.secret,
-    scopes: ['openid', 'email', 'profile'],
-    groupsClaim: 'groups',
-    personKeyMs: 12 * 3_600_000,
-    autoJoin: [],
-    allowInsecureIssuer: true,
-  };
-  svc = await startTestService({ policy, oauth: { oidc: settings, publicUrl: () => base } });
-  base = await svc.app.listen({ host: '127.0.0.1', port: 0 });
-  idp.start(`${base}/oauth/callback`);
-  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'acme', key_spec: 'ECC_NIST_P256' });
-  const invite = (email: string, role: 'admin' | 'approver' | 'signer') =>
-    svc.store.people.addMembership({
-      tenantId: 'acme',
-      role,
-      personId: null,
-      email,
-      createdAt: new Date().toISOString(),
-      createdBy: 'test',
-    });
-  await invite('carol@example.com', 'admin');
-  await invite('carol@example.com', 'approver');
-  await invite('alice@example.com', 'signer');
+  stand = await startOidcStand({
+    accounts: ACCOUNTS,
+    tenants: ['acme'],
+    invitations: [
+      { email: 'carol@example.com', tenant: 'acme', role: 'admin' },
+      { email: 'carol@example.com', tenant: 'acme', role: 'approver' },
+      { email: 'alice@example.com', tenant: 'acme', role: 'signer' },
+    ],
+    app: { policy },
+  });
+  ({ idp, svc, base } = stand);
   browser = await launchBrowser();
 }, 120_000);
 
 afterAll(async () => {
   await browser?.close();
-  await svc?.close();
-  await idp?.close();
+  await stand?.close();
 });
 
 /** A browser of its own for `login`, signed in through the IdP by opening `path` (the console sends it there). */

@@ -11,7 +11,6 @@ import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ckaIdFor } from '../../daemon/key-id.js';
-import type { OidcSettings } from '../../src/auth/oidc/settings.js';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
@@ -19,8 +18,9 @@ import { ensurePeercredBuilt, tempDir } from '../daemon/helpers.js';
 import { launchBrowser, signInAtIdp, type TestBrowser } from '../helpers/browser.js';
 import { CLI } from '../helpers/cli.js';
 import { startCli } from '../helpers/cli-child.js';
-import { callAction, startTestService, type TestService } from '../helpers/service.js';
-import { listenTestIdp, TEST_CLIENT, type TestIdp } from '../helpers/test-idp.js';
+import { type OidcStand, startOidcStand } from '../helpers/oidc-service.js';
+import { callAction, type TestService } from '../helpers/service.js';
+import type { TestIdp } from '../helpers/test-idp.js';
 import { waitForSocket } from '../module/harness.js';
 
 const run = promisify(execFile);
@@ -29,6 +29,7 @@ const ACCOUNTS = {
   carol: { email: 'carol@example.com', email_verified: true, name: 'Carol' },
 };
 
+let stand: OidcStand;
 let idp: TestIdp;
 let svc: TestService;
 let browser: TestBrowser;
@@ -45,34 +46,18 @@ const policy = new RulesPolicyEngine(
 
 beforeAll(async () => {
   ensurePeercredBuilt();
-  idp = await listenTestIdp(ACCOUNTS);
-  const settings: OidcSettings = {
-    issuer: idp.issuer,
-    clientId: TEST_CLIENT.id,
-    clientSecret: TEST_CLIENT.secret,
-    scopes: ['openid', 'email', 'profile'],
-    groupsClaim: 'groups',
-    personKeyMs: 12 * 3_600_000,
-    autoJoin: [],
-    allowInsecureIssuer: true,
-  };
-  svc = await startTestService({ policy, oauth: { oidc: settings, publicUrl: () => base } });
-  base = await svc.app.listen({ host: '127.0.0.1', port: 0 });
-  idp.start(`${base}/oauth/callback`);
-  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'acme', key_spec: 'ECC_NIST_P256' });
-  const invite = (email: string, role: 'approver' | 'signer') =>
-    svc.store.people.addMembership({
-      tenantId: 'acme',
-      role,
-      personId: null,
-      email,
-      createdAt: new Date().toISOString(),
-      createdBy: 'test',
-    });
-  // Alice builds and may also approve (others' requests); Carol approves.
-  await invite('alice@example.com', 'signer');
-  await invite('alice@example.com', 'approver');
-  await invite('carol@example.com', 'approver');
+  stand = await startOidcStand({
+    accounts: ACCOUNTS,
+    tenants: ['acme'],
+    invitations: [
+      // Alice builds and may also approve (others' requests); Carol approves.
+      { email: 'alice@example.com', tenant: 'acme', role: 'signer' },
+      { email: 'alice@example.com', tenant: 'acme', role: 'approver' },
+      { email: 'carol@example.com', tenant: 'acme', role: 'approver' },
+    ],
+    app: { policy },
+  });
+  ({ idp, svc, base } = stand);
   browser = await launchBrowser();
   dir = tempDir('sb-web-login-');
   socket = join(dir, 'run', 'daemon.sock');
@@ -89,8 +74,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stopDaemon?.();
   await browser?.close();
-  await svc?.close();
-  await idp?.close();
+  await stand?.close();
 });
 
 /** The request the module waits on; fails at once if the signing tool ended first (its error says why). */
