@@ -151,7 +151,7 @@ describe('the web console in a browser', () => {
     const page = await signedIn('carol', '/console/keys');
     await page.getByLabel('Tenant and role').selectOption('acme approver');
     await page.getByLabel('Expires after').selectOption({ label: '7 days' }); // longer than 12 h: carol is admin
-    await page.getByLabel('Label').fill('ci payments');
+    await page.getByLabel('Label').fill('ci <b>payments</b>');
     await page.getByRole('button', { name: 'Make the key' }).click();
     const token = ((await page.locator('#new-key').textContent()) as string).trim();
     expect(token).toMatch(/^sbk_[0-9a-f]{16}_/);
@@ -163,6 +163,8 @@ describe('the web console in a browser', () => {
 
     await page.goto(`${base}/console/keys`);
     expect(await page.locator('main').textContent()).not.toContain(token); // shown once only
+    expect(await page.locator('td', { hasText: 'ci <b>payments</b>' }).count()).toBe(1); // shown as text, escaped
+    expect(await page.locator('main b').count()).toBe(0);
     await screenshot(page, 'keys');
     const id = /^sbk_([0-9a-f]{16})_/.exec(token)?.[1] as string;
     await page.getByRole('button', { name: `Revoke key ${id}` }).click();
