@@ -79,7 +79,7 @@ afterAll(async () => {
 
 /** The request the module waits on; fails at once if the signing tool ended first (its error says why). */
 async function pendingRequestId(tool: { ended?: unknown }): Promise<string> {
-  for (let i = 0; i < 300; i++) {
+  for (let i = 0; i < 900; i++) {
     if (tool.ended) throw new Error(`pkcs11-tool ended before a request was held: ${String(tool.ended)}`);
     const [pending] = await svc.store.listPendingRequests('acme');
     if (pending) return pending.id;
@@ -91,119 +91,131 @@ async function pendingRequestId(tool: { ended?: unknown }): Promise<string> {
 describe('signbridge login, the daemon, the module and an approval in the console', () => {
   let alice: Page;
 
-  it('the device flow end to end: the CLI gets a key once the person confirms in the browser', async () => {
-    const cli = startCli(['login', '--service-url', base, '--no-browser', '--tenant', 'acme'], env);
-    await cli.waitForStderr(/confirm the code: +[A-Z]{4}-[A-Z]{4}/);
-    const userCode = /confirm the code: +([A-Z]{4}-[A-Z]{4})/.exec(cli.stderr())?.[1] as string;
-    const verificationUri = /open this page[^\n]*\n\s+(\S+)/.exec(cli.stderr())?.[1] as string;
-    expect(verificationUri).toBe(`${base}/oauth/device`);
+  // Generous limits: several processes and a browser share two loaded cores; nothing here measures time.
+  it(
+    'the device flow end to end: the CLI gets a key once the person confirms in the browser',
+    { timeout: 180_000 },
+    async () => {
+      const cli = startCli(['login', '--service-url', base, '--no-browser', '--tenant', 'acme'], env);
+      await cli.waitForStderr(/confirm the code: +[A-Z]{4}-[A-Z]{4}/, 120_000);
+      const userCode = /confirm the code: +([A-Z]{4}-[A-Z]{4})/.exec(cli.stderr())?.[1] as string;
+      const verificationUri = /open this page[^\n]*\n\s+(\S+)/.exec(cli.stderr())?.[1] as string;
+      expect(verificationUri).toBe(`${base}/oauth/device`);
 
-    alice = await (await browser.newContext()).newPage();
-    await alice.goto(verificationUri);
-    await signInAtIdp(alice, idp.issuer, 'alice');
-    await alice.getByLabel('Code shown on the device').fill(userCode.toLowerCase().replace('-', ' '));
-    await alice.getByRole('button', { name: 'Continue' }).click();
-    expect(await alice.locator('h1').textContent()).toBe('Confirm the device sign-in');
-    expect(await alice.locator('[aria-label="code"]').textContent()).toBe(userCode);
-    expect(await alice.locator('main').textContent()).toContain('alice@example.com');
-    await alice.getByRole('button', { name: 'Confirm' }).click();
-    expect(await alice.locator('h1').textContent()).toBe('Device signed in');
+      alice = await (await browser.newContext()).newPage();
+      await alice.goto(verificationUri);
+      await signInAtIdp(alice, idp.issuer, 'alice');
+      await alice.getByLabel('Code shown on the device').fill(userCode.toLowerCase().replace('-', ' '));
+      await alice.getByRole('button', { name: 'Continue' }).click();
+      expect(await alice.locator('h1').textContent()).toBe('Confirm the device sign-in');
+      expect(await alice.locator('[aria-label="code"]').textContent()).toBe(userCode);
+      expect(await alice.locator('main').textContent()).toContain('alice@example.com');
+      await alice.getByRole('button', { name: 'Confirm' }).click();
+      expect(await alice.locator('h1').textContent()).toBe('Device signed in');
 
-    const done = await cli.done;
-    expect(done.code, done.stderr).toBe(0);
-    expect(done.stderr).toContain('Signed in: alice@example.com, tenant acme (signer, approver)');
-  });
+      const done = await cli.done;
+      expect(done.code, done.stderr).toBe(0);
+      expect(done.stderr).toContain('Signed in: alice@example.com, tenant acme (signer, approver)');
+    },
+  );
 
-  it('the daemon serves that login; C_Sign waits for approval; self-approval is refused; another person approves', async () => {
-    const config = join(dir, 'daemon.yaml');
-    writeFileSync(config, `socket: ${socket}\nlogLevel: info\napprovalWaitSeconds: 1\n`);
-    const daemon = spawn(process.execPath, [CLI, 'daemon', '--config', config], { env: { ...process.env, ...env } });
-    daemon.stderr.on('data', (c: Buffer) => {
-      daemonLog += c.toString();
-    });
-    const exited = new Promise<void>((resolve) => daemon.once('exit', () => resolve()));
-    stopDaemon = async () => {
-      if (daemon.exitCode === null) {
-        daemon.kill('SIGTERM');
-        await exited;
-      }
-    };
-    await waitForSocket(socket).catch((err: Error) => {
-      throw new Error(`${err.message}\n${daemonLog}`);
-    });
+  it(
+    'the daemon serves that login; C_Sign waits for approval; self-approval is refused; another person approves',
+    { timeout: 180_000 },
+    async () => {
+      const config = join(dir, 'daemon.yaml');
+      writeFileSync(config, `socket: ${socket}\nlogLevel: info\napprovalWaitSeconds: 1\n`);
+      const daemon = spawn(process.execPath, [CLI, 'daemon', '--config', config], { env: { ...process.env, ...env } });
+      daemon.stderr.on('data', (c: Buffer) => {
+        daemonLog += c.toString();
+      });
+      const exited = new Promise<void>((resolve) => daemon.once('exit', () => resolve()));
+      stopDaemon = async () => {
+        if (daemon.exitCode === null) {
+          daemon.kill('SIGTERM');
+          await exited;
+        }
+      };
+      await waitForSocket(socket).catch((err: Error) => {
+        throw new Error(`${err.message}\n${daemonLog}`);
+      });
 
-    const admin = await svc.apiKey('admin', 'acme');
-    const pub = await callAction(svc.app, admin, 'get_public_key', { tenant_id: 'acme' });
-    const pemFile = join(dir, 'acme.pem');
-    writeFileSync(pemFile, createPublicKey(pub.body.public_key_pem as string).export({ type: 'spki', format: 'pem' }));
-    writeFileSync(join(dir, 'msg'), 'release 3.0 of payments');
-    await run('openssl', ['dgst', '-sha256', '-binary', '-out', join(dir, 'digest'), join(dir, 'msg')]);
-    const id = ckaIdFor(pub.body.key_id as string).toString('hex');
+      const admin = await svc.apiKey('admin', 'acme');
+      const pub = await callAction(svc.app, admin, 'get_public_key', { tenant_id: 'acme' });
+      const pemFile = join(dir, 'acme.pem');
+      writeFileSync(
+        pemFile,
+        createPublicKey(pub.body.public_key_pem as string).export({ type: 'spki', format: 'pem' }),
+      );
+      writeFileSync(join(dir, 'msg'), 'release 3.0 of payments');
+      await run('openssl', ['dgst', '-sha256', '-binary', '-out', join(dir, 'digest'), join(dir, 'msg')]);
+      const id = ckaIdFor(pub.body.key_id as string).toString('hex');
 
-    // pkcs11-tool in a child process: its C_Sign blocks there while this process serves the console.
-    const signing = run(
-      'pkcs11-tool',
-      [
-        ...['--module', MODULE_PATH, '--token-label', 'acme', '--sign', '--id', id, '-m', 'ECDSA'],
-        ...['--signature-format', 'openssl', '--input-file', join(dir, 'digest'), '--output-file', join(dir, 'sig')],
-      ],
-      {
-        env: {
-          ...process.env,
-          SIGNBRIDGE_SOCKET: socket,
-          SIGNBRIDGE_ENVIRONMENT: 'production',
-          SIGNBRIDGE_PROJECT: 'payments',
-          SIGNBRIDGE_POLL_INTERVAL_MS: '200',
-          SIGNBRIDGE_APPROVAL_TIMEOUT: '120',
+      // pkcs11-tool in a child process: its C_Sign blocks there while this process serves the console.
+      const signing = run(
+        'pkcs11-tool',
+        [
+          ...['--module', MODULE_PATH, '--token-label', 'acme', '--sign', '--id', id, '-m', 'ECDSA'],
+          ...['--signature-format', 'openssl', '--input-file', join(dir, 'digest'), '--output-file', join(dir, 'sig')],
+        ],
+        {
+          env: {
+            ...process.env,
+            SIGNBRIDGE_SOCKET: socket,
+            SIGNBRIDGE_ENVIRONMENT: 'production',
+            SIGNBRIDGE_PROJECT: 'payments',
+            SIGNBRIDGE_POLL_INTERVAL_MS: '200',
+            SIGNBRIDGE_APPROVAL_TIMEOUT: '120',
+          },
+          encoding: 'utf8',
+          timeout: 120_000,
         },
-        encoding: 'utf8',
-        timeout: 120_000,
-      },
-    );
-    const tool: { ended?: unknown } = {};
-    signing.then(
-      () => {
-        tool.ended = 'it returned';
-      },
-      (err: Error) => {
-        tool.ended = err.message;
-      },
-    );
-    const requestId = await pendingRequestId(tool);
-    const held = await svc.store.getPendingRequest('acme', requestId);
-    const alicePerson = (await svc.store.people.findByEmail('alice@example.com'))[0];
-    expect((await svc.store.getApiKey(held?.requester as string))?.personId).toBe(alicePerson?.id);
+      );
+      const tool: { ended?: unknown } = {};
+      signing.then(
+        () => {
+          tool.ended = 'it returned';
+        },
+        (err: Error) => {
+          tool.ended = err.message;
+        },
+      );
+      const requestId = await pendingRequestId(tool);
+      const held = await svc.store.getPendingRequest('acme', requestId);
+      const alicePerson = (await svc.store.people.findByEmail('alice@example.com'))[0];
+      expect((await svc.store.getApiKey(held?.requester as string))?.personId).toBe(alicePerson?.id);
 
-    // Alice holds the approver role, but she asked: the console refuses her (four eyes between people).
-    await alice.goto(`${base}/console/requests`);
-    const mine = alice.locator('article', { hasText: requestId });
-    expect(await mine.textContent()).toContain('alice@example.com');
-    await mine.getByRole('button', { name: `Approve ${requestId}` }).click();
-    expect(await alice.locator('h1').textContent()).toBe('Not allowed');
-    expect(await alice.locator('main').textContent()).toContain('self_approval');
-    expect((await svc.store.getPendingRequest('acme', requestId))?.status).toBe('pending_approval');
+      // Alice holds the approver role, but she asked: the console refuses her (four eyes between people).
+      await alice.goto(`${base}/console/requests`);
+      const mine = alice.locator('article', { hasText: requestId });
+      expect(await mine.textContent()).toContain('alice@example.com');
+      await mine.getByRole('button', { name: `Approve ${requestId}` }).click();
+      expect(await alice.locator('h1').textContent()).toBe('Not allowed');
+      expect(await alice.locator('main').textContent()).toContain('self_approval');
+      expect((await svc.store.getPendingRequest('acme', requestId))?.status).toBe('pending_approval');
 
-    // Carol signs in to the console in her own browser and approves.
-    const carol = await (await browser.newContext()).newPage();
-    await carol.goto(`${base}/console/requests`);
-    await signInAtIdp(carol, idp.issuer, 'carol');
-    const article = carol.locator('article', { hasText: requestId });
-    await article.getByLabel(/^Reason/).fill('release checklist done');
-    await article.getByRole('button', { name: `Approve ${requestId}` }).click();
-    expect(await carol.getByRole('status').textContent()).toMatch(/^Approved/);
+      // Carol signs in to the console in her own browser and approves.
+      const carol = await (await browser.newContext()).newPage();
+      await carol.goto(`${base}/console/requests`);
+      await signInAtIdp(carol, idp.issuer, 'carol');
+      const article = carol.locator('article', { hasText: requestId });
+      await article.getByLabel(/^Reason/).fill('release checklist done');
+      await article.getByRole('button', { name: `Approve ${requestId}` }).click();
+      expect(await carol.getByRole('status').textContent()).toMatch(/^Approved/);
 
-    const signed = await signing;
-    expect(signed.stderr + signed.stdout).not.toMatch(/error/i);
-    const verified = await run('openssl', [
-      ...['dgst', '-sha256', '-verify', pemFile, '-signature', join(dir, 'sig'), join(dir, 'msg')],
-    ]);
-    expect(verified.stdout.trim()).toBe('Verified OK');
+      const signed = await signing;
+      expect(signed.stderr + signed.stdout).not.toMatch(/error/i);
+      const verified = await run('openssl', [
+        ...['dgst', '-sha256', '-verify', pemFile, '-signature', join(dir, 'sig'), join(dir, 'msg')],
+      ]);
+      expect(verified.stdout.trim()).toBe('Verified OK');
 
-    const decided = await svc.store.getPendingRequest('acme', requestId);
-    const carolPerson = (await svc.store.people.findByEmail('carol@example.com'))[0];
-    expect(decided?.status).toBe('approved');
-    expect(decided?.decisions).toMatchObject([
-      { decision: 'approve', by_person: carolPerson?.id, reason: 'release checklist done' },
-    ]);
-  });
+      const decided = await svc.store.getPendingRequest('acme', requestId);
+      const carolPerson = (await svc.store.people.findByEmail('carol@example.com'))[0];
+      expect(decided?.status).toBe('approved');
+      expect(decided?.decisions).toMatchObject([
+        { decision: 'approve', by_person: carolPerson?.id, reason: 'release checklist done' },
+      ]);
+    },
+  );
 });
