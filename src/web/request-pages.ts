@@ -8,7 +8,7 @@ import { parseSbom } from '../policy/sbom/parse-sbom.js';
 import type { PolicyContext } from '../signing/signing-service.js';
 import type { PendingRequestRecord } from '../store/store.js';
 import type { ConsoleContext } from './console.js';
-import { noMembership } from './console.js';
+import { canSeeExceptions, noMembership } from './console.js';
 import { csrfInput, type Html, html, humanDuration, time } from './layout.js';
 
 const MAX_REASON = 500;
@@ -19,6 +19,12 @@ export async function requestRoutes(app: FastifyInstance, ctx: ConsoleContext): 
     if (v.roles.size === 0) return ctx.send(reply, 200, 'Pending requests', noMembership(v), request);
     const sections: Html[] = [];
     for (const [tenant, roles] of v.roles) {
+      // Least privilege: what others asked to sign is for those who review it (and the tenant's admins).
+      if (!canSeeExceptions(roles)) {
+        sections.push(html`<section aria-labelledby="tenant-${tenant}"><h2 id="tenant-${tenant}">${tenant}</h2>
+<p>Pending requests are shown to approvers, security reviewers and admins of ${tenant}; you are ${roles.join(', ')}.</p></section>`);
+        continue;
+      }
       const pending = await ctx.store.listPendingRequests(tenant);
       const items: Html[] = [];
       for (const r of pending) items.push(await requestView(ctx, r, roles, v.session.csrfToken));

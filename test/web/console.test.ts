@@ -172,7 +172,7 @@ describe('the web console in a browser', () => {
     expect((await fetch(`${base}/oauth/whoami`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(401);
   });
 
-  it('a long-lived key is an admin choice: a signer is refused one', async () => {
+  it('a long-lived key is an admin choice: a signer is refused one, and sees no pending requests', async () => {
     const page = await signedIn('alice', '/console/keys');
     await page.getByLabel('Tenant and role').selectOption('acme signer');
     await page.getByLabel('Expires after').selectOption({ label: '30 days' });
@@ -182,6 +182,10 @@ describe('the web console in a browser', () => {
     expect(await page.locator('h1').textContent()).toBe('Not allowed');
     expect(await page.locator('main').textContent()).toContain('are made by an admin of acme');
     expect((await svc.store.listApiKeys()).length).toBe(before);
+    // A signer does not see what others asked to sign.
+    await page.goto(`${base}/console/requests`);
+    expect(await page.locator('main').textContent()).toContain('shown to approvers, security reviewers and admins');
+    expect(await page.locator('article').count()).toBe(0);
   });
 
   it('an admin adds and removes members; a non-admin gets 403', async () => {
