@@ -76,7 +76,7 @@ export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions):
     return {
       title,
       ...(v && { who: v.label, csrf: v.session.csrfToken }),
-      ...(notice && NOTICES[notice] && { notice: NOTICES[notice] }),
+      ...(notice && Object.hasOwn(NOTICES, notice) && { notice: NOTICES[notice] }),
     };
   };
   const raw = (reply: FastifyReply, status: number, text: string) =>
