@@ -1,4 +1,4 @@
-// The bridge's four paths, measured by one C client (build/native/sbp11_bench) at 1 and 2 threads:
+// The bridge's four paths, measured by one C client (build/native/sbp11_bench) at 1, 2 and 4 threads:
 //   1. SoftHSM direct;
 //   2. p11-kit-client.so -> `p11-kit server` -> SoftHSM (the peer forwarder);
 //   3. libsignbridge-pkcs11.so -> daemon, in-process mode -> SoftHSM;
@@ -38,7 +38,7 @@ function measure(
   env: NodeJS.ProcessEnv,
 ): PathRow[] {
   const rows: PathRow[] = [];
-  for (const threads of [1, 2]) {
+  for (const threads of [1, 2, 4]) {
     log(`${path}: ${kind}, ${threads} thread(s)`);
     const out = execFileSync(BENCH, [module, token, pin, kind, String(seconds), String(threads)], {
       env: { ...process.env, ...env },
