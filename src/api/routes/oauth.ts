@@ -35,7 +35,7 @@ import {
   StartQuery,
   WhoamiResponse,
 } from '../oauth-schemas.js';
-import { ErrorResponse } from '../schemas.js';
+import { errorResponse } from '../responses.js';
 
 export interface OAuthOptions {
   store: Store;
@@ -68,7 +68,10 @@ export const PAGE_HEADERS = {
 /** Endpoints that need only an API key, not an IdP. */
 const KEY_ONLY = new Set(['/oauth/revoke', '/oauth/whoami']);
 
-const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, ErrorResponse]));
+const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, errorResponse(c)]));
+
+/** A response schema with a description of its own in the OpenAPI document (not "Default Response"). */
+const described = <T extends object>(schema: T, description: string): T => ({ ...schema, description });
 
 /** Only a path on this service: no scheme, no host, no protocol-relative `//` (open redirects). */
 function safeReturnTo(value: string | undefined): string {
@@ -273,7 +276,10 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
         summary: 'Start the device flow (RFC 8628) for `signbridge login`',
         tags: ['oauth'],
         body: DeviceStartRequest,
-        response: { 200: DeviceStartResponse, ...errors(400, 415, 429, 503) },
+        response: {
+          200: described(DeviceStartResponse, 'the device code, the user code and where to enter it (RFC 8628 3.2)'),
+          ...errors(400, 415, 429, 503),
+        },
       },
     },
     async (request) => {
@@ -308,7 +314,10 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
           'Poll the device flow: 400 authorization_pending | slow_down | access_denied | expired_token, or the key once',
         tags: ['oauth'],
         querystring: DevicePollQuery,
-        response: { 200: DevicePollResponse, ...errors(400, 503) },
+        response: {
+          200: described(DevicePollResponse, 'approved: the API key, exactly once'),
+          ...errors(400, 503),
+        },
       },
     },
     async (request, reply) => {
@@ -449,7 +458,10 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
           summary: 'Revoke the API key that authenticates this request (`signbridge logout`)',
           tags: ['oauth'],
           security: [{ bearerAuth: [] }],
-          response: { 200: RevokeResponse, ...errors(401) },
+          response: {
+            200: described(RevokeResponse, 'the calling key is revoked'),
+            ...errors(401),
+          },
         },
       },
       async (request) => {
@@ -474,7 +486,10 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
           summary: 'Who this API key is: tenant, roles, expiry and, for a person, email and subject',
           tags: ['oauth'],
           security: [{ bearerAuth: [] }],
-          response: { 200: WhoamiResponse, ...errors(401) },
+          response: {
+            200: described(WhoamiResponse, 'the calling key: its tenant, roles, expiry and owner'),
+            ...errors(401),
+          },
         },
       },
       async (request) => {
