@@ -219,10 +219,19 @@ const pathTable = [
 ].join('\n');
 const pathAt = (prefix: string, key: string, threads: number) =>
   paths.find((r) => r.path.startsWith(prefix) && r.key === key && r.threads === threads);
+/** Throughput at 2 client threads over 1, as a signed percentage. */
+const gain = (prefix: string, key: string) => {
+  const one = pathAt(prefix, key, 1)?.perSecond;
+  const two = pathAt(prefix, key, 2)?.perSecond;
+  if (!one || !two) return 'n/a';
+  const pct = Math.round((two / one - 1) * 100);
+  return `${pct >= 0 ? '+' : ''}${pct}%`;
+};
 const direct = (key: string) => pathAt('SoftHSM direct', key, 1)?.p50Ms ?? Number.NaN;
 const pathGoals = ['RSA_2048', 'ECC_NIST_P256'].flatMap((key) => [
   `${key} latency added per signature at 1 thread: in-process bridge ${fmt((pathAt('signbridge module -> daemon (in-process)', key, 1)?.p50Ms ?? Number.NaN) - direct(key), 3)} ms vs p11-kit ${fmt((pathAt('p11-kit', key, 1)?.p50Ms ?? Number.NaN) - direct(key), 3)} ms (aim: less than p11-kit)`,
   `${key} full path (module -> daemon -> service) at 1 thread: ${fmt(pathAt('signbridge module -> daemon -> service', key, 1)?.perSecond)} signatures/s (aim ${key === 'RSA_2048' ? '900' : '3,000'})`,
+  `${key} gain from 1 to 2 client threads: p11-kit ${gain('p11-kit', key)}, in-process bridge ${gain('signbridge module -> daemon (in-process)', key)}, full path ${gain('signbridge module -> daemon -> service', key)} (aim: each bridge path at least p11-kit's)`,
 ]);
 const pathSection = `<!-- bench:paths:start -->\n${measured}\n\n${pathTable}\n\nAgainst the aims:\n${pathGoals.map((g) => `- ${g}`).join('\n')}\n<!-- bench:paths:end -->`;
 process.stdout.write(`\n${pathTable}\n\n${pathGoals.join('\n')}\n`);
