@@ -219,6 +219,21 @@ describe('browser sessions', () => {
     }
   });
 
+  it('a session used all day still ends 12 hours after sign-in (absolute expiry)', async () => {
+    const { jar } = await openAndSignIn(`${base}/oauth/account`, 'alice');
+    try {
+      // Used every 20 minutes, so the idle expiry never ends it.
+      for (let minutes = 20; minutes < 12 * 60; minutes += 20) {
+        skew = minutes * 60_000;
+        expect((await jar.go(`${base}/oauth/account`, { follow: false })).status).toBe(200);
+      }
+      skew = 12 * 3_600_000 + 60_000;
+      expect((await jar.go(`${base}/oauth/account`, { follow: false })).status).toBe(303);
+    } finally {
+      skew = 0;
+    }
+  });
+
   it('a disabled person signs in and gets no session', async () => {
     await openAndSignIn(`${base}/oauth/account`, 'gina');
     const [gina] = await svc.store.people.findBySubject('gina');
