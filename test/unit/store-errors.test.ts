@@ -1,0 +1,59 @@
+// Store faults that mean "retry later" (src/store/store-errors.ts), from real SQLite errors rather than made-up
+// codes: a write locked out past the busy timeout (SQLITE_BUSY) and a read-only database. Disk full is in
+// test/api/store-faults.test.ts, through the whole API.
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { storeFault, storeUnavailable } from '../../src/store/store-errors.js';
+import { makeTempDir } from '../helpers/service.js';
+
+function caught(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected an error');
+}
+
+describe('storeFault', () => {
+  it('a write locked out by another connection past the busy timeout is SQLITE_BUSY: 503 store_unavailable', () => {
+    const path = join(makeTempDir(), 'busy.db');
+    const holder = new BetterSqlite3(path);
+    holder.pragma('journal_mode = WAL');
+    holder.exec('CREATE TABLE t (x INTEGER)');
+    const other = new BetterSqlite3(path, { timeout: 50 });
+    try {
+      holder.exec('BEGIN IMMEDIATE');
+      holder.exec('INSERT INTO t VALUES (1)');
+      const err = caught(() => other.exec('INSERT INTO t VALUES (2)'));
+      expect(storeFault(err)).toMatch(/^SQLITE_BUSY/);
+      const apiError = storeUnavailable(storeFault(err) as string);
+      expect(apiError.statusCode).toBe(503);
+      expect(apiError.code).toBe('store_unavailable');
+      holder.exec('COMMIT');
+      // The condition passed: the same write works.
+      other.exec('INSERT INTO t VALUES (2)');
+      expect(other.prepare('SELECT count(*) AS n FROM t').get()).toEqual({ n: 2 });
+    } finally {
+      holder.close();
+      other.close();
+    }
+  });
+
+  it('a read-only database is SQLITE_READONLY; a constraint violation is not a store fault', () => {
+    const path = join(makeTempDir(), 'ro.db');
+    const setup = new BetterSqlite3(path);
+    setup.exec('CREATE TABLE t (x INTEGER PRIMARY KEY)');
+    setup.exec('INSERT INTO t VALUES (1)');
+    const duplicate = caught(() => setup.exec('INSERT INTO t VALUES (1)'));
+    expect(storeFault(duplicate)).toBeUndefined();
+    setup.close();
+    const readOnly = new BetterSqlite3(path, { readonly: true });
+    try {
+      expect(storeFault(caught(() => readOnly.exec('INSERT INTO t VALUES (2)')))).toMatch(/^SQLITE_READONLY/);
+    } finally {
+      readOnly.close();
+    }
+  });
+});
