@@ -1,13 +1,13 @@
 // `signbridge daemon`, `status` and `module-path` as a user runs them: the compiled CLI in child processes,
 // against the real service (this file's SoftHSM token) over HTTP.
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { CLI, runCli } from '../helpers/cli.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
-import { ensurePeercredBuilt, tempDir, tempSocketPath } from './helpers.js';
+import { ensurePeercredBuilt, startDaemonProcess, tempDir, tempSocketPath } from './helpers.js';
 
 let svc: TestService;
 let url: string;
@@ -33,37 +33,6 @@ beforeAll(async () => {
 afterAll(async () => svc?.close());
 
 /** Starts `signbridge daemon` and waits for its "listening" line (async: the service runs in this process). */
-async function startDaemonProcess(args: string[], env: NodeJS.ProcessEnv = {}) {
-  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [CLI, 'daemon', ...args], {
-    env: { ...process.env, SIGNBRIDGE_API_KEY: '', ...env },
-  });
-  let out = '';
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`daemon did not start:\n${out}`)), 30_000);
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      if (/signbridge daemon listening on /.test(out)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stderr.on('data', onData);
-    child.stdout.on('data', onData);
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`daemon exited with ${code}:\n${out}`));
-    });
-  });
-  return {
-    output: () => out,
-    async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      child.kill(signal);
-      return exited;
-    },
-  };
-}
-
 /** runCli, but without blocking this process's event loop (the service answers from here). */
 function runCliAsync(args: string[], env: NodeJS.ProcessEnv = {}) {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {

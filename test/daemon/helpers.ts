@@ -1,5 +1,5 @@
 // Shared setup for the daemon tests: the peer-credential addon, temp socket folders, a daemon on a real socket.
-import { execFileSync } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
@@ -9,6 +9,7 @@ import { type RunningDaemon, type StartDaemonOptions, startDaemon } from '../../
 import { silentLogger } from '../../daemon/logger.js';
 import { PEERCRED_ADDON_PATH } from '../../daemon/peercred.js';
 import { packagePath } from '../../src/paths.js';
+import { CLI } from '../helpers/cli.js';
 
 /**
  * Builds daemon/native/peercred once. Test files run in parallel processes, so a mkdir lock keeps two builds from
@@ -90,4 +91,36 @@ export async function startTestDaemon(
   options: Partial<StartDaemonOptions> = {},
 ): Promise<RunningDaemon> {
   return startDaemon(config, { log: silentLogger(), ...options });
+}
+
+/** `signbridge daemon ARGS` as a child process, once it says it listens; `stop()` signals it and gives its exit code. */
+export async function startDaemonProcess(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [CLI, 'daemon', ...args], {
+    env: { ...process.env, SIGNBRIDGE_API_KEY: '', ...env },
+  });
+  let out = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`daemon did not start:\n${out}`)), 30_000);
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      if (/signbridge daemon listening on /.test(out)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stderr.on('data', onData);
+    child.stdout.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`daemon exited with ${code}:\n${out}`));
+    });
+  });
+  return {
+    output: () => out,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      child.kill(signal);
+      return exited;
+    },
+  };
 }

@@ -1,16 +1,15 @@
 // A daemon restart is invisible to signing tools: 8 threads of a C program sign without pause through the real
 // module (each signature verified) while `signbridge daemon` is stopped with SIGTERM and started again. Nothing
 // fails, and the service made exactly as many signatures as the threads received (no SIGN was served twice).
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { packagePath } from '../../src/paths.js';
-import { CLI } from '../helpers/cli.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
-import { ensurePeercredBuilt, tempDir, tempSocketPath } from './helpers.js';
+import { ensurePeercredBuilt, startDaemonProcess, tempDir, tempSocketPath } from './helpers.js';
 
 const SIGN_LOOP = packagePath('build', 'native', 'test', 'sbp11_sign_loop');
 if (!existsSync(SIGN_LOOP)) throw new Error(`${SIGN_LOOP} is not built: run scripts/setup.sh`);
@@ -39,36 +38,8 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-/** `signbridge daemon` as a child process, once it says it listens. */
-async function startDaemon() {
-  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [CLI, 'daemon', '--config', config], {
-    env: { ...process.env, SIGNBRIDGE_API_KEY: '' },
-  });
-  let out = '';
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`daemon did not start:\n${out}`)), 30_000);
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      if (/signbridge daemon listening on /.test(out)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stderr.on('data', onData);
-    child.stdout.on('data', onData);
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`daemon exited with ${code}:\n${out}`));
-    });
-  });
-  return {
-    stop() {
-      child.kill('SIGTERM');
-      return exited;
-    },
-  };
-}
+/** `signbridge daemon` on this test's configuration, as a child process. */
+const startDaemon = () => startDaemonProcess(['--config', config]);
 
 /** The sign loop's progress: its last "signed N failed F bad B" line. */
 function progressOf(out: string) {
