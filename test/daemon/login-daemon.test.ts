@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLoginFiles, writeLogin } from '../../daemon/login-files.js';
 import { CLI } from '../helpers/cli.js';
-import { runCliChild } from '../helpers/cli-child.js';
+import { loginEnv, runCliChild } from '../helpers/cli-child.js';
 import { type StandIn, startDeviceFlowStandIn } from '../helpers/device-flow-stand-in.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { waitForSocket } from '../module/harness.js';
@@ -55,14 +55,7 @@ beforeAll(async () => {
   standIn = await startDeviceFlowStandIn({ intervalS: 0.1, upstream: url });
   const dir = tempDir('sbd-login-');
   socket = join(dir, 'run', 'daemon.sock');
-  env = {
-    XDG_CONFIG_HOME: join(dir, 'config'),
-    SIGNBRIDGE_SERVICE_URL: '',
-    SIGNBRIDGE_API_KEY: '',
-    SIGNBRIDGE_API_KEY_FILE: '',
-    BROWSER: '',
-    DISPLAY: '',
-  };
+  env = loginEnv(dir);
 }, 120_000);
 
 afterAll(async () => {

@@ -1,7 +1,24 @@
 // The compiled CLI in a child process without blocking this process's event loop (a service or a stand-in answers
 // from here), with its output as it comes: a test can wait for a line, then send a signal.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { CLI } from './cli.js';
+
+/**
+ * The environment of a build host that signs in with `signbridge login`: its own config folder under `dir` (where
+ * login writes the key), and none of the variables that would give the daemon or the CLI a key, a service URL or a
+ * browser from the developer's own environment.
+ */
+export function loginEnv(dir: string): NodeJS.ProcessEnv {
+  return {
+    XDG_CONFIG_HOME: join(dir, 'config'),
+    SIGNBRIDGE_SERVICE_URL: '',
+    SIGNBRIDGE_API_KEY: '',
+    SIGNBRIDGE_API_KEY_FILE: '',
+    BROWSER: '',
+    DISPLAY: '',
+  };
+}
 
 export interface CliChild {
   child: ChildProcessWithoutNullStreams;

@@ -17,7 +17,7 @@ import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import { ensurePeercredBuilt, tempDir } from '../daemon/helpers.js';
 import { launchBrowser, signInAtIdp, type TestBrowser } from '../helpers/browser.js';
 import { CLI } from '../helpers/cli.js';
-import { startCli } from '../helpers/cli-child.js';
+import { loginEnv, startCli } from '../helpers/cli-child.js';
 import { type OidcStand, startOidcStand } from '../helpers/oidc-service.js';
 import { callAction, type TestService } from '../helpers/service.js';
 import type { TestIdp } from '../helpers/test-idp.js';
@@ -61,14 +61,7 @@ beforeAll(async () => {
   browser = await launchBrowser();
   dir = tempDir('sb-web-login-');
   socket = join(dir, 'run', 'daemon.sock');
-  env = {
-    XDG_CONFIG_HOME: join(dir, 'config'),
-    SIGNBRIDGE_SERVICE_URL: '',
-    SIGNBRIDGE_API_KEY: '',
-    SIGNBRIDGE_API_KEY_FILE: '',
-    BROWSER: '',
-    DISPLAY: '',
-  };
+  env = loginEnv(dir);
 }, 120_000);
 
 afterAll(async () => {
