@@ -108,10 +108,10 @@ export interface ConfigSources {
 
 export class ConfigError extends Error {}
 
-export function parseListen(value: string): { host: string; port: number } {
+export function parseListen(value: string, setting = 'listen'): { host: string; port: number } {
   const m = /^(\[[0-9a-fA-F:]+\]|[^:]+):(\d{1,5})$/.exec(value);
   const port = m ? Number(m[2]) : Number.NaN;
-  if (!m || port > 65535) throw new ConfigError(`listen must be HOST:PORT (e.g. 127.0.0.1:8080), got "${value}"`);
+  if (!m || port > 65535) throw new ConfigError(`${setting} must be HOST:PORT (e.g. 127.0.0.1:8080), got "${value}"`);
   return { host: (m[1] as string).replace(/^\[|\]$/g, ''), port };
 }
 
@@ -228,10 +228,10 @@ function metricsSetting(
   file: ConfigFile['metrics'],
 ): { metrics?: { host: string; port: number } } {
   if (envListen !== undefined && envListen !== '') {
-    return envListen === 'off' ? {} : { metrics: parseListen(envListen) };
+    return envListen === 'off' ? {} : { metrics: parseListen(envListen, 'SIGNBRIDGE_METRICS_LISTEN') };
   }
   if (!file || file.enabled === false || (file.enabled === undefined && file.listen === undefined)) return {};
-  return { metrics: parseListen(file.listen ?? DEFAULT_METRICS_LISTEN) };
+  return { metrics: parseListen(file.listen ?? DEFAULT_METRICS_LISTEN, 'metrics.listen') };
 }
 
 function oidcSetting(file: ConfigFile, env: NodeJS.ProcessEnv): { oidc?: OidcSettings } {

@@ -56,6 +56,9 @@ describe('service configuration', () => {
     const on = file('metrics: {enabled: true}\n');
     expect(resolveConfig({ configFile: on, env: { SIGNBRIDGE_METRICS_LISTEN: 'off' } }).metrics).toBeUndefined();
     expect(() => resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_METRICS_LISTEN: 'nine' } })).toThrow(ConfigError);
+    expect(() => resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_METRICS_LISTEN: 'nine' } })).toThrow(
+      /SIGNBRIDGE_METRICS_LISTEN must be HOST:PORT/,
+    );
     expect(() => resolveConfig({ configFile: file('metrics: {port: 1}\n'), env: {} })).toThrow(/metrics/);
   });
 
