@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import {
   algorithmInfo,
   algorithmsForKey,
-  DIGEST_LENGTH,
+  inputLength,
   type KeySpec,
   SIGNING_ALGORITHMS,
   type SigningAlgorithm,
@@ -178,8 +178,7 @@ export class RequestHandler {
         `a ${keySpec} key does not allow ${algorithm}; allowed: ${allowed.join(', ')}`,
       );
     }
-    const info = algorithmInfo(algorithm);
-    const expected = DIGEST_LENGTH[info.hash];
+    const expected = inputLength(algorithm);
     if (request.digest.length !== expected) {
       return errorMessage(
         WireStatus.BAD_REQUEST,
@@ -191,7 +190,7 @@ export class RequestHandler {
       tenantId: request.tenant,
       digest: request.digest,
       keySpec,
-      pss: info.padding === 'pss',
+      pss: algorithmInfo(algorithm).padding === 'pss',
       context,
     });
     const asked: Asked = { tenant: request.tenant, digest: request.digest, keySpec, keyId: entry.key.keyId, algorithm };

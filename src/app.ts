@@ -15,7 +15,7 @@ import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
 import { trialRoutes } from './api/routes/trial.js';
 import { v1Routes } from './api/routes/v1.js';
 import { NAMED_SCHEMAS } from './api/schemas.js';
-import type { KeyStore } from './keys/key-store.js';
+import type { KeyStore, KeyStores } from './keys/key-store.js';
 import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
 import type { PolicyEngine } from './policy/policy.js';
@@ -27,7 +27,7 @@ import { consoleRoutes } from './web/console.js';
 
 export interface AppOptions {
   store: Store;
-  keyStore: KeyStore;
+  keyStore: KeyStore | KeyStores;
   /** Default: the built-in default policy (src/signing/policy-settings.ts). */
   policy?: PolicyEngine;
   /** Lifetime of pending signing requests (default 24 h). */

@@ -13,6 +13,13 @@ export const ERROR_CODES = {
   invalid_sbom: 400,
   hash_mismatch: 400,
   invalid_exception: 400,
+  // Key import (AWS KMS's names: ExpiredImportToken, InvalidImportToken, InvalidCiphertext, IncorrectKeyMaterial).
+  expired_import_token: 400,
+  invalid_import_token: 400,
+  invalid_ciphertext: 400,
+  incorrect_key_material: 400,
+  invalid_key_material: 400,
+  wrapping_algorithm_not_allowed: 400,
   // The device flow's poll answers (RFC 8628 §3.5 names): a client branches on them.
   authorization_pending: 400,
   slow_down: 400,
@@ -37,6 +44,8 @@ export const ERROR_CODES = {
   tenant_exists: 409,
   request_not_pending: 409,
   exception_not_active: 409,
+  // The key exists but cannot sign now: disabled or deleted in the key store, awaiting (re)import, material expired.
+  key_not_usable: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

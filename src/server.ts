@@ -4,16 +4,26 @@ import { buildApp, REDACT_PATHS, serializeRequest } from './app.js';
 import { BusyPoll } from './busy-poll.js';
 import type { ServiceConfig } from './config/config.js';
 import { ensurePrivateDir } from './fs-private.js';
-import type { KeyStore } from './keys/key-store.js';
+import { KeyStores } from './keys/key-store.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
+import { SoftwareKeyStore } from './keys/software-key-store.js';
 import { startMetricsServer } from './metrics/metrics-server.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { policySettings, policySource } from './signing/policy-settings.js';
 import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 
-export function openKeyStore(config: ServiceConfig): KeyStore {
+/**
+ * The configured key store, with the software key store beside a PKCS#11 token: it holds the key specs the token
+ * cannot (ML-DSA, SM2), sealed under a key in that token.
+ */
+export function openKeyStore(config: ServiceConfig): KeyStores {
+  const token = openPkcs11KeyStore(config);
+  return new KeyStores([token, new SoftwareKeyStore(token, token.description)]);
+}
+
+function openPkcs11KeyStore(config: ServiceConfig): Pkcs11KeyStore {
   if (config.keyStore.type === 'softhsm') {
     const { sessions, signThreads, inlineSignBelowMs } = config.keyStore;
     return Pkcs11KeyStore.open({
@@ -61,7 +71,7 @@ export async function openStores(
   config: ServiceConfig,
   onStoreError: (message: string) => void = (message) => process.emitWarning(`SQLite store: ${message}`),
   options: Pick<SqliteStoreOptions, 'writerThread'> = {},
-): Promise<{ store: Store; keyStore: KeyStore }> {
+): Promise<{ store: Store; keyStore: KeyStores }> {
   const store = await openStore(config, {
     backgroundCheckpoints: { intervalMs: CHECKPOINT_INTERVAL_MS, onError: onStoreError },
     ...(options.writerThread && { writerThread: { onError: onStoreError, ...options.writerThread } }),
@@ -94,8 +104,9 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
     ...(config.oidc && { oauth: { oidc: config.oidc } }),
   });
-  if (keyStore instanceof Pkcs11KeyStore)
-    keyStore.onEvent = (message) => app.log.warn({ keyStore: keyStore.description }, message);
+  for (const one of keyStore.stores) {
+    if (one instanceof Pkcs11KeyStore) one.onEvent = (message) => app.log.warn({ keyStore: one.description }, message);
+  }
   app.addHook('onClose', async () => {
     await keyStore.close();
     await store.close();

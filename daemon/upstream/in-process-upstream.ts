@@ -5,7 +5,7 @@
 import { resolveConfig } from '../../src/config/config.js';
 import { algorithmsForKey, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { isApiError } from '../../src/errors.js';
-import type { KeyStore } from '../../src/keys/key-store.js';
+import type { KeyStore, KeyStores } from '../../src/keys/key-store.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
 import { openStores } from '../../src/server.js';
 import { policySettings } from '../../src/signing/policy-settings.js';
@@ -48,10 +48,10 @@ export class InProcessUpstream implements Upstream {
   readonly description: string;
   readonly signing: SigningService;
   private readonly store: Store;
-  private readonly keyStore: KeyStore;
+  private readonly keyStore: KeyStore | KeyStores;
   private readonly callerId: string;
 
-  private constructor(store: Store, keyStore: KeyStore, signing: SigningService, callerId: string) {
+  private constructor(store: Store, keyStore: KeyStore | KeyStores, signing: SigningService, callerId: string) {
     this.store = store;
     this.keyStore = keyStore;
     this.signing = signing;

@@ -26,13 +26,15 @@ export const SIGNING_ALGORITHMS = [
   'ECDSA_SHA_256',
   'ECDSA_SHA_384',
   'ECDSA_SHA_512',
+  'ML_DSA_SHAKE_256',
+  'SM2DSA',
 ] as const;
 export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
 
 export type HashName = 'sha256' | 'sha384' | 'sha512';
 export const DIGEST_LENGTH: Record<HashName, number> = { sha256: 32, sha384: 48, sha512: 64 };
 
-export type KeyFamily = 'rsa' | 'ec';
+export type KeyFamily = 'rsa' | 'ec' | 'ml-dsa' | 'sm2';
 export type NamedCurve = 'P-256' | 'P-384' | 'P-521';
 
 export interface RsaKeyInfo {
@@ -45,31 +47,58 @@ export interface EcKeyInfo {
   /** The hash KMS pairs with this curve: the default (certificates) and what a KMS-like key store accepts. */
   hash: HashName;
 }
-export type KeyInfo = RsaKeyInfo | EcKeyInfo;
+/**
+ * ML-DSA (FIPS 204). As with KMS's MessageType EXTERNAL_MU, the `hash` a caller sends is the 64-byte μ
+ * = SHAKE256(SHAKE256(pk, 64) || 0x00 || 0x00 || M, 64) (empty context); the signature is pure ML-DSA.
+ */
+export interface MlDsaKeyInfo {
+  family: 'ml-dsa';
+  level: 44 | 65 | 87;
+  signatureBytes: number;
+}
+/** SM2 signing (GB/T 32918) as KMS does it: `hash` is e = SM3(Z_A || M) with the distinguishing ID 1234567812345678. */
+export interface Sm2KeyInfo {
+  family: 'sm2';
+}
+export type KeyInfo = RsaKeyInfo | EcKeyInfo | MlDsaKeyInfo | Sm2KeyInfo;
 
-/** Key specs a key store can hold today. ML-DSA and SM2 are in the contract but have no backend yet. */
-const KEY_INFO: Partial<Record<KeySpec, KeyInfo>> = {
+/** The distinguishing ID KMS uses for SM2 (GM/T 0009-2012's default); callers cannot choose another. */
+export const SM2_DISTINGUISHING_ID = '1234567812345678';
+/** Length of the digest-like input (μ) an ML-DSA signature takes. */
+export const ML_DSA_MU_BYTES = 64;
+
+const KEY_INFO: Record<KeySpec, KeyInfo> = {
   RSA_2048: { family: 'rsa', bits: 2048 },
   RSA_3072: { family: 'rsa', bits: 3072 },
   RSA_4096: { family: 'rsa', bits: 4096 },
   ECC_NIST_P256: { family: 'ec', curve: 'P-256', hash: 'sha256' },
   ECC_NIST_P384: { family: 'ec', curve: 'P-384', hash: 'sha384' },
   ECC_NIST_P521: { family: 'ec', curve: 'P-521', hash: 'sha512' },
+  ML_DSA_44: { family: 'ml-dsa', level: 44, signatureBytes: 2420 },
+  ML_DSA_65: { family: 'ml-dsa', level: 65, signatureBytes: 3309 },
+  ML_DSA_87: { family: 'ml-dsa', level: 87, signatureBytes: 4627 },
+  SM2: { family: 'sm2' },
 };
 
 export function keyInfo(spec: KeySpec): KeyInfo {
   const info = KEY_INFO[spec];
-  if (!info) {
-    throw new ApiError('unsupported_key_spec', `key_spec ${spec} is not supported by this key store`);
-  }
+  if (!info) throw new ApiError('unsupported_key_spec', `key_spec ${spec} is not a key spec`);
   return info;
 }
 
-export interface AlgorithmInfo {
-  family: KeyFamily;
+/** RSA and ECDSA sign a SHA-2 digest. */
+export interface DigestAlgorithmInfo {
+  family: 'rsa' | 'ec';
   padding: 'pkcs1' | 'pss' | 'ecdsa';
   hash: HashName;
 }
+/** ML-DSA signs the 64-byte μ (`mu`), SM2 the 32-byte e = SM3(Z_A || M) (`sm3`). */
+export interface OtherAlgorithmInfo {
+  family: 'ml-dsa' | 'sm2';
+  padding: 'ml-dsa' | 'sm2';
+  hash: 'mu' | 'sm3';
+}
+export type AlgorithmInfo = DigestAlgorithmInfo | OtherAlgorithmInfo;
 
 const ALGORITHM_INFO: Record<SigningAlgorithm, AlgorithmInfo> = {
   RSASSA_PKCS1_V1_5_SHA_256: { family: 'rsa', padding: 'pkcs1', hash: 'sha256' },
@@ -81,7 +110,17 @@ const ALGORITHM_INFO: Record<SigningAlgorithm, AlgorithmInfo> = {
   ECDSA_SHA_256: { family: 'ec', padding: 'ecdsa', hash: 'sha256' },
   ECDSA_SHA_384: { family: 'ec', padding: 'ecdsa', hash: 'sha384' },
   ECDSA_SHA_512: { family: 'ec', padding: 'ecdsa', hash: 'sha512' },
+  ML_DSA_SHAKE_256: { family: 'ml-dsa', padding: 'ml-dsa', hash: 'mu' },
+  SM2DSA: { family: 'sm2', padding: 'sm2', hash: 'sm3' },
 };
+
+/** Bytes of the `hash` field each algorithm signs. */
+export function inputLength(algorithm: SigningAlgorithm): number {
+  const info = ALGORITHM_INFO[algorithm];
+  if (info.hash === 'mu') return ML_DSA_MU_BYTES;
+  if (info.hash === 'sm3') return 32;
+  return DIGEST_LENGTH[info.hash];
+}
 
 export function algorithmInfo(algorithm: SigningAlgorithm): AlgorithmInfo {
   return ALGORITHM_INFO[algorithm];
@@ -98,6 +137,15 @@ export function algorithmsForKey(spec: KeySpec): SigningAlgorithm[] {
   return SIGNING_ALGORITHMS.filter((alg) => ALGORITHM_INFO[alg].family === info.family);
 }
 
+/** The algorithm a `sign` without `algorithm` uses: the contract's default for RSA, the only one for the others. */
+export function defaultAlgorithm(spec: KeySpec): SigningAlgorithm {
+  const info = keyInfo(spec);
+  if (info.family === 'ec') return `ECDSA_SHA_${info.hash.slice(3)}` as SigningAlgorithm;
+  if (info.family === 'ml-dsa') return 'ML_DSA_SHAKE_256';
+  if (info.family === 'sm2') return 'SM2DSA';
+  return 'RSASSA_PKCS1_V1_5_SHA_256';
+}
+
 /** Checks that `algorithm` fits the key and the digest; throws the precise 400 otherwise. */
 export function checkSigningRequest(spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): void {
   const allowed = algorithmsForKey(spec);
@@ -107,13 +155,17 @@ export function checkSigningRequest(spec: KeySpec, algorithm: SigningAlgorithm, 
       `algorithm ${algorithm} cannot be used with a ${spec} key; allowed: ${allowed.join(', ')}`,
     );
   }
-  const expected = DIGEST_LENGTH[ALGORITHM_INFO[algorithm].hash];
+  const expected = inputLength(algorithm);
   if (digest.length !== expected) {
-    throw new ApiError(
-      'invalid_hash',
-      `hash must be a ${expected}-byte digest for ${algorithm}, got ${digest.length} bytes`,
-    );
+    throw new ApiError('invalid_hash', `hash must be ${describeInput(algorithm)}, got ${digest.length} bytes`);
   }
+}
+
+function describeInput(algorithm: SigningAlgorithm): string {
+  const { hash } = ALGORITHM_INFO[algorithm];
+  if (hash === 'mu') return `the 64-byte ML-DSA message representative mu (FIPS 204, external mu) for ${algorithm}`;
+  if (hash === 'sm3') return `the 32-byte SM3(Z_A || M) with ID ${SM2_DISTINGUISHING_ID} for ${algorithm}`;
+  return `a ${DIGEST_LENGTH[hash]}-byte digest for ${algorithm}`;
 }
 
 /**
@@ -122,6 +174,12 @@ export function checkSigningRequest(spec: KeySpec, algorithm: SigningAlgorithm, 
  */
 export function algorithmForPkcs11(spec: KeySpec, digest: Buffer, pss: boolean): SigningAlgorithm {
   const info = keyInfo(spec);
+  if (info.family === 'ml-dsa' || info.family === 'sm2') {
+    const algorithm = defaultAlgorithm(spec);
+    if (pss) throw new ApiError('invalid_request', `pss_padding applies only to RSA keys; this key is ${spec}`);
+    checkSigningRequest(spec, algorithm, digest);
+    return algorithm;
+  }
   if (info.family === 'ec' && pss) {
     throw new ApiError('invalid_request', `pss_padding applies only to RSA keys; this key is ${spec}`);
   }

@@ -17,6 +17,7 @@ import { DIGEST_INFO_PREFIX, ecdsaRawToDer } from '../crypto/encoding.js';
 import { ApiError } from '../errors.js';
 import type { CreatedKey, KeyStore } from './key-store.js';
 import { keyStoreUnavailable, tokenFault } from './pkcs11-faults.js';
+import type { Sealer } from './sealer.js';
 import { type SignJob, SignThreadPool } from './sign-thread-pool.js';
 
 export interface Pkcs11KeyStoreOptions {
@@ -58,6 +59,15 @@ const PSS_RAW = {
 };
 
 const KEY_REF_PREFIX = 'pkcs11:id=';
+/** The token's AES key that seals the software key store's private keys (never a key ref: no key ref has no '='). */
+const SEALING_KEY_LABEL = 'signbridge-sealing-key';
+
+function gcm(iv: Buffer, aad: Buffer): pkcs11js.Mechanism {
+  return {
+    mechanism: pkcs11js.CKM_AES_GCM,
+    parameter: { type: pkcs11js.CK_PARAMS_AES_GCM, iv, aad, ivBits: 96, tagBits: 128 } as pkcs11js.AesGCM,
+  };
+}
 
 /** Session states of a logged-in user (PKCS#11 CKS_*; pkcs11js does not export them). */
 const CKS_RO_USER_FUNCTIONS = 1;
@@ -122,7 +132,8 @@ function promisify<T>(start: (cb: (err: Error | null, value: T | null) => void) 
   });
 }
 
-export class Pkcs11KeyStore implements KeyStore {
+export class Pkcs11KeyStore implements KeyStore, Sealer {
+  readonly kind = 'pkcs11' as const;
   readonly description: string;
   private readonly mod: graphene.Module;
   private readonly pool: SessionPool;
@@ -186,17 +197,77 @@ export class Pkcs11KeyStore implements KeyStore {
     }
   }
 
+  /** RSA and NIST EC keys: what PKCS#11 2.40 tokens (SoftHSM 2.6.1) hold; ML-DSA and SM2 go to the software store. */
   supports(spec: KeySpec): boolean {
-    try {
-      keyInfo(spec);
-      return true;
-    } catch {
-      return false;
+    const { family } = keyInfo(spec);
+    return family === 'rsa' || family === 'ec';
+  }
+
+  /**
+   * Seals `plaintext` with AES-256-GCM under the token's sealing key (made on first use: sensitive, never
+   * extractable, so it never leaves the token). Output: 12-byte IV || ciphertext || 16-byte tag. `aad` binds the
+   * blob to its use (the software store passes the key's label), so a blob moved to another key fails to open.
+   */
+  async seal(plaintext: Buffer, aad: Buffer): Promise<Buffer> {
+    const iv = randomBytes(12);
+    const out = await this.withRecovery(true, () =>
+      this.pool.use(async (session) => {
+        const key = this.sealingKey(session, true);
+        const lib = session.lib;
+        lib.C_EncryptInit(session.handle, gcm(iv, aad), key);
+        return lib.C_Encrypt(session.handle, plaintext, Buffer.alloc(plaintext.length + 16));
+      }),
+    );
+    return Buffer.concat([iv, out]);
+  }
+
+  /** Opens what seal() made; throws when the blob or its `aad` was altered (GCM tag) or the sealing key is gone. */
+  async unseal(sealed: Buffer, aad: Buffer): Promise<Buffer> {
+    if (sealed.length < 12 + 16) throw new Error('sealed blob too short');
+    const iv = sealed.subarray(0, 12);
+    const body = sealed.subarray(12);
+    return this.withRecovery(true, () =>
+      this.pool.use(async (session) => {
+        const key = this.sealingKey(session, false);
+        const lib = session.lib;
+        lib.C_DecryptInit(session.handle, gcm(iv, aad), key);
+        return lib.C_Decrypt(session.handle, body, Buffer.alloc(body.length));
+      }),
+    );
+  }
+
+  /** The sealing key's handle (cached with the key handles, so a re-open finds it again). */
+  private sealingKey(session: graphene.Session, create: boolean): Buffer {
+    const cached = this.handles.get(SEALING_KEY_LABEL);
+    if (cached) return cached;
+    const generation = this.generation;
+    const found = session.find({ class: graphene.ObjectClass.SECRET_KEY, label: SEALING_KEY_LABEL });
+    let handle: Buffer;
+    if (found.length > 0) handle = found.items(0).handle;
+    else if (!create) throw new ApiError('key_not_found', 'the token holds no sealing key for the software key store');
+    else {
+      handle = session.generateKey(graphene.KeyGenMechanism.AES, {
+        class: graphene.ObjectClass.SECRET_KEY,
+        keyType: graphene.KeyType.AES,
+        token: true,
+        private: true,
+        sensitive: true,
+        extractable: false,
+        encrypt: true,
+        decrypt: true,
+        label: SEALING_KEY_LABEL,
+        valueLen: 32,
+      }).handle;
     }
+    if (generation === this.generation) this.handles.set(SEALING_KEY_LABEL, handle);
+    return handle;
   }
 
   async createKey(spec: KeySpec, label: string): Promise<CreatedKey> {
     const info = keyInfo(spec);
+    if (info.family !== 'rsa' && info.family !== 'ec') {
+      throw new ApiError('unsupported_key_spec', `key_spec ${spec} is not supported by ${this.description}`);
+    }
     const id = randomBytes(16);
     const common = { token: true, id, label };
     const generation = this.generation;
@@ -240,6 +311,7 @@ export class Pkcs11KeyStore implements KeyStore {
   async sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer> {
     if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is shutting down');
     const alg = algorithmInfo(algorithm);
+    if (alg.family !== 'rsa' && alg.family !== 'ec') throw new Error(`a PKCS#11 token here cannot sign ${algorithm}`);
     if (digest.length !== DIGEST_LENGTH[alg.hash]) throw new Error('digest length does not match the algorithm');
     let mechanism: SignJob['mechanism'];
     let input: Buffer;

@@ -2,7 +2,7 @@
 // increment: label children are made once per label combination and kept, so no label object is built per request.
 // Pending approvals, the audit chain's length and the key store's fault counters are read on scrape.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { KeyStore } from '../keys/key-store.js';
+import type { KeyStore, KeyStores } from '../keys/key-store.js';
 import type { Store } from '../store/store.js';
 
 export type SignOutcome = 'signed' | 'denied' | 'pending' | 'failed';
@@ -23,7 +23,7 @@ export class ServiceMetrics {
   /** route -> method -> status -> histogram child. */
   private readonly httpChildren = new Map<string, Map<string, Map<number, Histogram.Internal<string>>>>();
 
-  constructor(sources: { store: Store; keyStore: KeyStore }) {
+  constructor(sources: { store: Store; keyStore: KeyStore | KeyStores }) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'signbridge_' });
     this.signatures = new Counter({

@@ -10,7 +10,7 @@ import {
   type SigningAlgorithm,
 } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
-import type { KeyStore } from '../keys/key-store.js';
+import { type KeyStore, KeyStores } from '../keys/key-store.js';
 import type { ActiveException, PolicyDecision, PolicyEngine, PolicyInput } from '../policy/policy.js';
 import {
   type AuditEntryInput,
@@ -65,7 +65,8 @@ export interface ApprovalResult {
 
 export interface SigningServiceDeps {
   store: Store;
-  keyStore: KeyStore;
+  /** One key store, or several (each key version records which one holds it). */
+  keyStore: KeyStore | KeyStores;
   policy: PolicyEngine;
   now?: () => Date;
   /** How long a pending request waits for its decisions (default 24 h). */
@@ -96,7 +97,7 @@ export interface Caller {
 
 export class SigningService {
   private readonly store: Store;
-  private readonly keyStore: KeyStore;
+  private readonly keyStores: KeyStores;
   private readonly policy: PolicyEngine;
   private readonly now: () => Date;
   private readonly approvalLifetimeMs: number;
@@ -105,7 +106,7 @@ export class SigningService {
   constructor(deps: SigningServiceDeps) {
     this.observe = deps.onSignOutcome ?? noObserver;
     this.store = deps.store;
-    this.keyStore = deps.keyStore;
+    this.keyStores = KeyStores.of(deps.keyStore);
     this.policy = deps.policy;
     this.now = deps.now ?? (() => new Date());
     this.approvalLifetimeMs = deps.approvalLifetimeMs ?? 24 * 3600 * 1000;
@@ -127,7 +128,7 @@ export class SigningService {
       return { tenant, key };
     } catch (err) {
       // Lost a race with a concurrent create_tenant: the key we made is orphaned, remove it.
-      await this.keyStore.destroyKey(key.keyRef).catch(() => undefined);
+      await this.destroy(key);
       if (err instanceof ConflictError) throw new ApiError('tenant_exists', `tenant ${tenantId} already exists`);
       throw err;
     }
@@ -142,7 +143,7 @@ export class SigningService {
     try {
       key = await this.store.rotateKey(tenantId, made);
     } catch (err) {
-      await this.keyStore.destroyKey(made.keyRef).catch(() => undefined);
+      await this.destroy(made);
       throw err;
     }
     await this.audit(tenantId, actor, 'rotate_key', 'rotated', {
@@ -561,7 +562,7 @@ export class SigningService {
     ahead?.written.catch(() => undefined);
     let signature: Buffer;
     try {
-      signature = await this.keyStore.sign(key.keyRef, key.keySpec, algorithm, digest);
+      signature = await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest);
     } catch (err) {
       const failed = (signatureId?: string): AuditEntryInput => ({
         at: this.now().toISOString(),
@@ -603,10 +604,15 @@ export class SigningService {
   }
 
   private requireSupported(spec: KeySpec): void {
-    keyInfo(spec); // unknown to every backend: throws unsupported_key_spec
-    if (!this.keyStore.supports(spec)) {
-      throw new ApiError('unsupported_key_spec', `key_spec ${spec} is not supported by ${this.keyStore.description}`);
-    }
+    keyInfo(spec); // not a key spec at all: throws unsupported_key_spec
+    this.keyStores.forNewKey(spec);
+  }
+
+  /** Undoes a key made for a tenant creation or rotation that did not happen; best effort. */
+  private async destroy(key: KeyRecord): Promise<void> {
+    await Promise.resolve()
+      .then(() => this.keyStores.forKey(key.keyStore).destroyKey(key.keyRef))
+      .catch(() => undefined);
   }
 
   private async requireTenant(tenantId: string): Promise<TenantRecord> {
@@ -623,7 +629,8 @@ export class SigningService {
 
   private async newKey(tenantId: string, keySpec: KeySpec, version: number): Promise<KeyRecord> {
     const id = randomUUID();
-    const made = await this.keyStore.createKey(keySpec, `${tenantId}/${id}`);
+    const keyStore = this.keyStores.forNewKey(keySpec);
+    const made = await keyStore.createKey(keySpec, `${tenantId}/${id}`);
     return {
       id,
       tenantId,
@@ -632,6 +639,9 @@ export class SigningService {
       keyRef: made.keyRef,
       publicKeyPem: made.publicKeyPem,
       createdAt: this.now().toISOString(),
+      keyStore: keyStore.kind,
+      origin: 'generated',
+      materialExpiresAt: null,
     };
   }
 }

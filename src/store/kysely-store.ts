@@ -4,6 +4,7 @@ import { randomInt } from 'node:crypto';
 import { type Kysely, type MigrationProvider, Migrator, type Transaction } from 'kysely';
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+import type { KeyOrigin, KeyStoreKind } from '../keys/key-store.js';
 import { type AuditRow, chainAuditRows } from './audit-chain.js';
 import { MIGRATIONS } from './migrations.js';
 import { PeopleStore, type PeopleTables } from './people-store.js';
@@ -34,6 +35,10 @@ export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>
     key_ref: string;
     public_key_pem: string;
     created_at: string;
+    /** Migration 0010. */
+    key_store: string;
+    origin: string;
+    material_expires_at: string | null;
   };
   api_keys: {
     id: string;
@@ -163,6 +168,9 @@ export function toKey(row: Database['keys']): KeyRecord {
     keyRef: row.key_ref,
     publicKeyPem: row.public_key_pem,
     createdAt: row.created_at,
+    keyStore: row.key_store as KeyStoreKind,
+    origin: row.origin as KeyOrigin,
+    materialExpiresAt: row.material_expires_at,
   };
 }
 
@@ -175,6 +183,9 @@ function fromKey(k: KeyRecord): Database['keys'] {
     key_ref: k.keyRef,
     public_key_pem: k.publicKeyPem,
     created_at: k.createdAt,
+    key_store: k.keyStore,
+    origin: k.origin,
+    material_expires_at: k.materialExpiresAt,
   };
 }
 

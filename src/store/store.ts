@@ -1,5 +1,6 @@
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+import type { KeyOrigin, KeyStoreKind } from '../keys/key-store.js';
 import type { PeopleStore } from './people-store.js';
 
 export interface TenantRecord {
@@ -18,6 +19,12 @@ export interface KeyRecord {
   keyRef: string;
   publicKeyPem: string;
   createdAt: string;
+  /** Which key store holds it (migration 0010; keys made before say pkcs11). */
+  keyStore: KeyStoreKind;
+  /** generated in the key store, or imported (BYOK). */
+  origin: KeyOrigin;
+  /** Imported with KEY_MATERIAL_EXPIRES: when the material stops working (ISO time); otherwise null. */
+  materialExpiresAt: string | null;
 }
 
 export interface ApiKeyRecord {

@@ -41,6 +41,9 @@ beforeAll(async () => {
       keyRef: 'none',
       publicKeyPem: '',
       createdAt: new Date().toISOString(),
+      keyStore: 'pkcs11',
+      origin: 'generated',
+      materialExpiresAt: null,
     }),
   );
 });

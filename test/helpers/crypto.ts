@@ -5,8 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { algorithmInfo, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 
+/** The digest an algorithm signs. For ML-DSA a 64-byte SHAKE256 stands in for μ (it needs the key: mlDsaMu). */
 export function digestOf(algorithm: SigningAlgorithm, message: Buffer): Buffer {
-  return createHash(algorithmInfo(algorithm).hash).update(message).digest();
+  const { hash } = algorithmInfo(algorithm);
+  if (hash === 'mu') return createHash('shake256', { outputLength: 64 }).update(message).digest();
+  return createHash(hash).update(message).digest();
 }
 
 /** Verifies a service signature over `message` with node:crypto (PSS salt = digest length, ECDSA DER). */

@@ -6,8 +6,10 @@ import type { FastifyInstance } from 'fastify';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import type { Role } from '../../src/auth/roles.js';
+import { KeyStores } from '../../src/keys/key-store.js';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
+import { SoftwareKeyStore } from '../../src/keys/software-key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 
@@ -15,6 +17,8 @@ export interface TestService {
   app: FastifyInstance;
   store: KyselyStore;
   keyStore: Pkcs11KeyStore;
+  /** The token and the software key store beside it (ML-DSA, SM2), as the service opens them. */
+  keyStores: KeyStores;
   dataDir: string;
   operator: string;
   apiKey(role: Role, tenantId: string | null): Promise<string>;
@@ -30,7 +34,8 @@ export async function startTestService(options: Partial<AppOptions> = {}): Promi
   const store = openSqliteStore(join(dataDir, 'signbridge.db'));
   await store.migrate();
   const keyStore = Pkcs11KeyStore.open(embeddedSoftHsmOptions(dataDir));
-  const app = await buildApp({ store, keyStore, ...options });
+  const keyStores = new KeyStores([keyStore, new SoftwareKeyStore(keyStore, keyStore.description)]);
+  const app = await buildApp({ store, keyStore: keyStores, ...options });
   await app.ready();
   const apiKey = async (role: Role, tenantId: string | null) =>
     (await createApiKey(store, role, tenantId, `test ${role}`)).token;
@@ -38,6 +43,7 @@ export async function startTestService(options: Partial<AppOptions> = {}): Promi
     app,
     store,
     keyStore,
+    keyStores,
     dataDir,
     operator: await apiKey('operator', null),
     apiKey,

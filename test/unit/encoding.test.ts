@@ -50,8 +50,12 @@ describe('algorithm tables', () => {
     expect(() => algorithmForPkcs11('ECC_NIST_P384', Buffer.alloc(20), false)).toThrow(/an EC key, got 20 bytes/);
     expect(() => algorithmForPkcs11('ECC_NIST_P384', Buffer.alloc(48), true)).toThrow(/pss_padding/);
   });
-  it('rejects specs without a backend and mismatched digests', () => {
-    expect(() => keyInfo('ML_DSA_65')).toThrow(/not supported/);
+  it('rejects unknown specs, mismatched digests and wrong-length mu or SM3 inputs', () => {
+    expect(() => keyInfo('ML_DSA_99' as never)).toThrow(/not a key spec/);
+    expect(() => checkSigningRequest('ML_DSA_65', 'ML_DSA_SHAKE_256', Buffer.alloc(32))).toThrow(/64-byte ML-DSA/);
+    expect(() => checkSigningRequest('SM2', 'SM2DSA', Buffer.alloc(64))).toThrow(/32-byte SM3/);
+    expect(() => checkSigningRequest('SM2', 'ECDSA_SHA_256', Buffer.alloc(32))).toThrow(/allowed: SM2DSA/);
+    expect(algorithmForPkcs11('ML_DSA_44', Buffer.alloc(64), false)).toBe('ML_DSA_SHAKE_256');
     expect(() => checkSigningRequest('RSA_2048', 'RSASSA_PSS_SHA_384', Buffer.alloc(32))).toThrow(/48-byte/);
     expect(() => algorithmForPkcs11('RSA_4096', Buffer.alloc(28), false)).toThrow(/32, 48 or 64/);
     expect(algorithmForPkcs11('RSA_4096', Buffer.alloc(48), true)).toBe('RSASSA_PSS_SHA_384');

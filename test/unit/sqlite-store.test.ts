@@ -34,6 +34,9 @@ const key = (id: string, tenantId: string, version = 1): KeyRecord => ({
   keyRef: `ref-${id}`,
   publicKeyPem: 'pem',
   createdAt: new Date().toISOString(),
+  keyStore: 'pkcs11',
+  origin: 'generated',
+  materialExpiresAt: null,
 });
 const sig = (id: string, tenantId = 't1'): SignatureRecord => ({
   id,

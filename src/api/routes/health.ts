@@ -3,7 +3,7 @@
 // while it cannot: the store commits a real write (Store.probeWrite) and the key store can sign (KeyStore.ping,
 // which also brings a token back that lost its sessions).
 import type { FastifyInstance } from 'fastify';
-import type { KeyStore } from '../../keys/key-store.js';
+import type { KeyStore, KeyStores } from '../../keys/key-store.js';
 import type { Store } from '../../store/store.js';
 
 /** The write probe runs at most this often; readiness checks in between get its last answer. */
@@ -11,7 +11,7 @@ const WRITE_PROBE_INTERVAL_MS = 1000;
 
 export interface HealthOptions {
   store: Store;
-  keyStore: KeyStore;
+  keyStore: KeyStore | KeyStores;
 }
 
 export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): Promise<void> {

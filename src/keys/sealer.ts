@@ -1,0 +1,9 @@
+/**
+ * Seals secrets under a key that never leaves the HSM (the PKCS#11 key store implements it with AES-256-GCM).
+ * The software key store keeps its private keys only in this sealed form and opens one for each signature.
+ */
+export interface Sealer {
+  seal(plaintext: Buffer, aad: Buffer): Promise<Buffer>;
+  /** Throws when the blob or its aad was altered. */
+  unseal(sealed: Buffer, aad: Buffer): Promise<Buffer>;
+}

@@ -1,0 +1,139 @@
+// The key store for key specs the HSM cannot hold (SoftHSM 2.6.1 has neither ML-DSA nor SM2): the arithmetic is
+// done here by well-kept libraries (@noble/post-quantum for ML-DSA, sm-crypto for SM2 with KMS's distinguishing
+// ID), while the private keys exist only sealed under an AES key that never leaves the token (Sealer). The sealed
+// blob is the key reference itself, so nothing else needs storing; it is opened for one signature and dropped.
+import { randomBytes } from 'node:crypto';
+import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
+import smCrypto from 'sm-crypto';
+import { type KeySpec, keyInfo, type MlDsaKeyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';
+import { mlDsaSpkiPem, sm2SpkiPem } from '../crypto/spki.js';
+import { ApiError } from '../errors.js';
+import type { CreatedKey, KeyStore } from './key-store.js';
+import type { Sealer } from './sealer.js';
+
+const KEY_REF_PREFIX = 'software:v1:';
+
+const ML_DSA = { 44: ml_dsa44, 65: ml_dsa65, 87: ml_dsa87 } as const;
+
+/** What a sealed key holds: the private key and, to check an import, its public half. */
+interface SoftwareKey {
+  /** ML-DSA: the expanded secret key (FIPS 204 skEncode); SM2: the 32-byte private scalar d. */
+  secret: Buffer;
+  /** ML-DSA: pk (FIPS 204 pkEncode); SM2: the uncompressed point 04||x||y. */
+  publicKey: Buffer;
+}
+
+export class SoftwareKeyStore implements KeyStore {
+  readonly kind = 'software' as const;
+  readonly description: string;
+
+  constructor(
+    private readonly sealer: Sealer,
+    sealerDescription: string,
+  ) {
+    this.description = `software (sealed by ${sealerDescription})`;
+  }
+
+  supports(spec: KeySpec): boolean {
+    const { family } = keyInfo(spec);
+    return family === 'ml-dsa' || family === 'sm2';
+  }
+
+  async createKey(spec: KeySpec, _label: string): Promise<CreatedKey> {
+    const info = keyInfo(spec);
+    if (info.family === 'ml-dsa') {
+      const { secretKey, publicKey } = ML_DSA[info.level].keygen(randomBytes(32));
+      return this.keep(spec, { secret: Buffer.from(secretKey), publicKey: Buffer.from(publicKey) });
+    }
+    if (info.family === 'sm2') {
+      const pair = smCrypto.sm2.generateKeyPairHex();
+      return this.keep(spec, {
+        secret: Buffer.from(pair.privateKey.padStart(64, '0'), 'hex'),
+        publicKey: Buffer.from(pair.publicKey, 'hex'),
+      });
+    }
+    throw new ApiError('unsupported_key_spec', `key_spec ${spec} is not held by the software key store`);
+  }
+
+  /** Seals a private key that came from elsewhere (key import); the caller has checked it matches `spec`. */
+  importKey(spec: KeySpec, key: SoftwareKey): Promise<CreatedKey> {
+    return this.keep(spec, key);
+  }
+
+  async sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer> {
+    const info = keyInfo(spec);
+    const key = await this.open(keyRef, spec);
+    try {
+      if (info.family === 'ml-dsa' && algorithm === 'ML_DSA_SHAKE_256') return signMu(info, key.secret, digest);
+      if (info.family === 'sm2' && algorithm === 'SM2DSA') {
+        // e = SM3(Z_A || M) as the caller computed it (KMS MessageType DIGEST); hash:false signs e as given.
+        const der = smCrypto.sm2.doSignature(Array.from(digest), key.secret.toString('hex'), {
+          hash: false,
+          der: true,
+        });
+        return Buffer.from(der, 'hex');
+      }
+      throw new Error(`the software key store cannot sign ${algorithm} with a ${spec} key`);
+    } finally {
+      key.secret.fill(0);
+    }
+  }
+
+  /** The key lives only in its reference; the row that held it is gone with the tenant or key version. */
+  async destroyKey(_keyRef: string): Promise<void> {}
+
+  /** Ready when the sealer is: a seal and unseal round trip. */
+  async ping(): Promise<void> {
+    const probe = Buffer.from('ping');
+    const back = await this.sealer.unseal(await this.sealer.seal(probe, AAD_PING), AAD_PING);
+    if (!back.equals(probe)) throw new Error('the sealing key did not round-trip');
+  }
+
+  async close(): Promise<void> {}
+
+  private async keep(spec: KeySpec, key: SoftwareKey): Promise<CreatedKey> {
+    const plain = encodeKey(key);
+    try {
+      const sealed = await this.sealer.seal(plain, aadFor(spec));
+      const publicKeyPem = spec === 'SM2' ? sm2SpkiPem(key.publicKey) : mlDsaSpkiPem(spec, key.publicKey);
+      return { keyRef: KEY_REF_PREFIX + sealed.toString('base64url'), publicKeyPem };
+    } finally {
+      plain.fill(0);
+      key.secret.fill(0);
+    }
+  }
+
+  private async open(keyRef: string, spec: KeySpec): Promise<SoftwareKey> {
+    if (!keyRef.startsWith(KEY_REF_PREFIX)) throw new Error('not a software key store reference');
+    const sealed = Buffer.from(keyRef.slice(KEY_REF_PREFIX.length), 'base64url');
+    return decodeKey(await this.sealer.unseal(sealed, aadFor(spec)));
+  }
+}
+
+const AAD_PING = Buffer.from('signbridge software key store ping');
+
+/** Binds a sealed key to its spec: a blob pasted into a key of another spec does not open. */
+function aadFor(spec: KeySpec): Buffer {
+  return Buffer.from(`signbridge software key ${spec}`);
+}
+
+/** u16 length || secret || public key. */
+function encodeKey(key: SoftwareKey): Buffer {
+  const len = Buffer.alloc(2);
+  len.writeUInt16BE(key.secret.length);
+  return Buffer.concat([len, key.secret, key.publicKey]);
+}
+
+function decodeKey(plain: Buffer): SoftwareKey {
+  const len = plain.readUInt16BE(0);
+  const secret = Buffer.from(plain.subarray(2, 2 + len));
+  const publicKey = Buffer.from(plain.subarray(2 + len));
+  plain.fill(0);
+  return { secret, publicKey };
+}
+
+/** Pure ML-DSA over an externally computed μ (KMS EXTERNAL_MU): the same signature a RAW message would get. */
+function signMu(info: MlDsaKeyInfo, secretKey: Buffer, mu: Buffer): Buffer {
+  const signature = ML_DSA[info.level].internal.sign(mu, secretKey, { externalMu: true });
+  return Buffer.from(signature);
+}
