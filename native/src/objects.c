@@ -492,6 +492,11 @@ CK_RV sbp11_tokens_from_list(const sbw_msg *msg, sbp11_token **tokens_out, size_
       sbw_get_str(tn, SBW_T_MESSAGE, why, sizeof(why));
       t->status = st->u32;
       SBP11_WARN("token \"%s\" (tenant %s) has no keys: %s: %s", t->label, t->tenant, sbw_status_name(st->u32), why);
+    } else if (sbw_get(tn, SBW_T_MESSAGE)) {
+      /* No failure, but the daemon left the key out and says why (an SM2 key: PKCS#11 has no mechanism for it). */
+      char why[256];
+      sbw_get_str(tn, SBW_T_MESSAGE, why, sizeof(why));
+      SBP11_WARN("token \"%s\" (tenant %s): %s", t->label, t->tenant, why);
     }
     obj_list ol = {0};
     for (size_t k = 0; k < tn->nitems; k++) {
