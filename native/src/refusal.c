@@ -116,6 +116,10 @@ void sbp11_refusal_input(CK_RV rv, const sbp11_signplan *plan, const sbp11_keyin
   } else if (plan->mech->scheme == SBP11_PKCS1) {
     snprintf(why, sizeof(why), "%s input is %zu bytes, more than a %zu-byte key signs", name, len,
              key ? key->sig_len : 0);
+  } else if (plan->mech->scheme == SBP11_ECDSA && plan->mech->hash == SBP11_HASH_NONE) {
+    /* CKM_ECDSA takes any SHA-2 digest, so no one length is "the" one. */
+    snprintf(why, sizeof(why), "%s input is %zu bytes%s; it takes a SHA-256, SHA-384 or SHA-512 digest (32, 48 or "
+             "64 bytes)%s", name, len, len == 20 ? " (a SHA-1 digest?)" : "", len == 20 ? " and SHA-1 is not signed" : "");
   } else if (len == 20) {
     snprintf(why, sizeof(why), "%s input is 20 bytes (a SHA-1 digest?); it takes a %zu-byte %s digest and SHA-1 "
              "is not signed", name, sbp11_hash_len(plan->hash), hash_name(plan->hash));

@@ -4,7 +4,7 @@
 // MESSAGE by @noble/post-quantum, so the module's μ is checked by an independent implementation. An SM2 tenant is
 // left out of the token, and says why in the module's log and in `signbridge status`.
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import pkcs11js from 'pkcs11js';
@@ -13,6 +13,8 @@ import { MODULE_PATH } from '../../src/cli/module-path.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { parseMlDsaSpki } from '../../src/crypto/spki.js';
 import { runCli } from '../helpers/cli.js';
+import { docSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
+import { makeTempDir } from '../helpers/service.js';
 import { type Stack, startStack, tenantFor } from './harness.js';
 
 /** PKCS#11 3.2 (OASIS, "ML-DSA"); pkcs11js 2.1 predates them. */
@@ -149,6 +151,24 @@ describe('ML-DSA keys through the module', () => {
     const log = readFileSync(moduleLog, 'utf8');
     expect(log).toContain('CKM_ML_DSA with a 8-byte context; the service signs ML-DSA with the empty context');
     expect(log).toContain('CKM_ML_DSA with CKH_DETERMINISTIC_REQUIRED');
+  });
+});
+
+describe('the C client of docs/clients.md', () => {
+  it('compiles, signs a file through the module, and noble verifies the signature over the file', () => {
+    const dir = makeTempDir('sb-mldsa-c-');
+    writeFileSync(join(dir, 'mldsa-sign.c'), docSnippet('ml-dsa-sign-c'));
+    const file = randomBytes(300_000);
+    writeFileSync(join(dir, 'release.tar'), file);
+    runSnippetOk('ml-dsa-sign', dir, {
+      MODULE: MODULE_PATH,
+      TOKEN: tenantFor('ML_DSA_87'),
+      SIGNBRIDGE_SOCKET: stack.socketPath,
+      SIGNBRIDGE_LOG: 'off',
+    });
+    const sig = readFileSync(join(dir, 'release.tar.sig'));
+    expect(sig.length).toBe(4627);
+    expect(ml_dsa87.verify(sig, file, rawKey('ML_DSA_87'))).toBe(true);
   });
 });
 

@@ -1564,6 +1564,13 @@ static void t_refusals(void) {
   CHECK(log_contains("C_SignInit refused: CKM_RSA_PKCS_PSS with hashAlg 0x250, mgf 0x2, sLen 20"));
   CHECK(log_contains("C_SignInit refused: CKM_SHA1_RSA_PKCS is not offered"));
   CHECK(log_contains("C_SignInit refused: CKM_ECDSA does not fit an RSA key"));
+  /* CKM_ECDSA takes every SHA-2 length: the refusal names them all. */
+  CK_SESSION_HANDLE he = open_session("ECC_NIST_P384");
+  CHECK_RV(F->C_SignInit(he, &ecdsa, find_one(he, CKO_PRIVATE_KEY)), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(he, sig, 20, sig, &siglen), CKR_DATA_LEN_RANGE);
+  CHECK(log_contains("CKM_ECDSA input is 20 bytes (a SHA-1 digest?); it takes a SHA-256, SHA-384 or SHA-512 digest "
+                     "(32, 48 or 64 bytes) and SHA-1 is not signed"));
   fin();
 }
 
