@@ -160,6 +160,13 @@ static int parse_ml_dsa_spki(size_t s, const uint8_t *der, size_t len, const sbw
     snprintf(why, whylen, "RAW_PUBLIC_KEY is not the key in PUBLIC_KEY");
     goto out;
   }
+  /* key points into xp, freed below; the SPKI ends with the same bytes (a BIT STRING with no unused bits). */
+  pk->ml_dsa_pk = der + len - (size_t)key_len;
+  pk->ml_dsa_pk_len = (size_t)key_len;
+  if (memcmp(pk->ml_dsa_pk, key, (size_t)key_len) != 0) {
+    snprintf(why, whylen, "PUBLIC_KEY has bytes after the key");
+    goto out;
+  }
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   int ok = md && EVP_DigestInit_ex(md, EVP_shake256(), NULL) && EVP_DigestUpdate(md, key, (size_t)key_len) &&
            EVP_DigestFinalXOF(md, pk->info.tr, sizeof(pk->info.tr));
@@ -174,15 +181,6 @@ static int parse_ml_dsa_spki(size_t s, const uint8_t *der, size_t len, const sbw
   pk->info.bits = (unsigned)(ML_DSA_SPECS[s].pk_len * 8);
   rc = 0;
 out:
-  if (rc == 0) {
-    /* key points into xp, freed below: keep the same bytes from the SPKI, which ends with them. */
-    pk->ml_dsa_pk = der + len - (size_t)key_len;
-    pk->ml_dsa_pk_len = (size_t)key_len;
-    if (memcmp(pk->ml_dsa_pk, key, (size_t)key_len) != 0) {
-      snprintf(why, whylen, "PUBLIC_KEY has bytes after the key");
-      rc = -1;
-    }
-  }
   X509_PUBKEY_free(xp);
   return rc;
 }

@@ -1920,6 +1920,8 @@ static void t_ml_dsa_refusals(void) {
   CHECK(log_contains("C_SignInit refused: CKM_SHA256_RSA_PKCS does not fit an ML-DSA key (ML-DSA keys sign with "
                      "CKM_ML_DSA)"));
   CHECK_RV(F->C_SignInit(h, &plain, pub), CKR_KEY_FUNCTION_NOT_PERMITTED);
+  /* Verification is not offered, for ML-DSA as for the other keys: verify with the public key anywhere. */
+  CHECK_RV(F->C_VerifyInit(h, &plain, pub), CKR_FUNCTION_NOT_SUPPORTED);
   for (int i = 0; i < 2; i++) {
     CK_SESSION_HANDLE o = open_session(i ? "ECC_NIST_P384" : "RSA_2048");
     CHECK_RV(F->C_SignInit(o, &plain, find_one(o, CKO_PRIVATE_KEY)), CKR_KEY_TYPE_INCONSISTENT);
