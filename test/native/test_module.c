@@ -1879,6 +1879,15 @@ static void t_ml_dsa_sign(void) {
     last_mu(mu);
     CHECK(!memcmp(mu, want_mu, 64));
     CHECK_RV(F->C_SessionCancel(h, CKF_SIGN), CKR_OK);
+    /* Pending approval: POLL repeats mu (the service hands the signature out only against it). */
+    DSET(pending_polls, 2);
+    int polls = dcount(&D->polls);
+    CHECK(ml_dsa_sign(h, key, &plain, (const uint8_t *)ML_DSA_MESSAGE, strlen(ML_DSA_MESSAGE), 0, sig) ==
+          k->sig_len);
+    DSET(pending_polls, 0);
+    CHECK(dcount(&D->polls) == polls + 2);
+    fd_mldsa_signature(k, want_mu, want_sig);
+    CHECK(!memcmp(sig, want_sig, k->sig_len));
     CHECK_RV(F->C_CloseSession(h), CKR_OK);
     CHECK_RV(F->C_CloseSession(h2), CKR_OK);
   }
