@@ -187,6 +187,19 @@ describe('an SM2 tenant', () => {
     expect(text).toContain(
       `token "${tenantFor('SM2' as KeySpec)}" (tenant ${tenantFor('SM2' as KeySpec)}): no keys: key`,
     );
+    // `signbridge cert` names the reason too, instead of guessing the tenant does not exist.
+    const csr = runCli([
+      'cert',
+      'csr',
+      '--tenant',
+      tenantFor('SM2' as KeySpec),
+      '--subject',
+      '/CN=x',
+      '--socket',
+      stack.socketPath,
+    ]);
+    expect(csr.code).not.toBe(0);
+    expect(csr.stderr).toContain(why);
     // The ML-DSA tokens are listed with their keys.
     for (const spec of SPECS) expect(text).toMatch(new RegExp(`key \\S+  ${spec}  CKA_ID`));
   });
