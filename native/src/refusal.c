@@ -54,7 +54,11 @@ void sbp11_refusal_sign_init(CK_RV rv, const CK_MECHANISM *m, const sbp11_keyinf
   const char *name = m ? mech_name(m->mechanism, buf, sizeof(buf)) : "no mechanism";
   switch (rv) {
   case CKR_MECHANISM_INVALID:
-    if (!sbp11_mech_find(m->mechanism))
+    /* CKM_HASH_ML_DSA (0x1F) and CKM_HASH_ML_DSA_SHA224 .. _SHAKE256 (0x23..0x2C), PKCS#11 3.2 */
+    if (m->mechanism == 0x1F || (m->mechanism >= 0x23 && m->mechanism <= 0x2C))
+      SBP11_WARN("C_SignInit refused: %s is HashML-DSA, which is not offered (its signatures differ from pure "
+                 "ML-DSA's, which the service makes): sign the whole message with CKM_ML_DSA", name);
+    else if (!sbp11_mech_find(m->mechanism))
       SBP11_WARN("C_SignInit refused: %s is not offered (the service signs SHA-256/384/512 digests only: no "
                  "SHA-1, no raw RSA)", name);
     else

@@ -1929,6 +1929,9 @@ static void t_ml_dsa_refusals(void) {
   CHECK(log_contains("C_SignInit refused: CKM_SHA256_RSA_PKCS does not fit an ML-DSA key (ML-DSA keys sign with "
                      "CKM_ML_DSA)"));
   CHECK_RV(F->C_SignInit(h, &plain, pub), CKR_KEY_FUNCTION_NOT_PERMITTED);
+  CK_MECHANISM hash_ml_dsa = {0x23 /* CKM_HASH_ML_DSA_SHA256 */, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &hash_ml_dsa, key), CKR_MECHANISM_INVALID);
+  CHECK(log_contains("C_SignInit refused: mechanism 0x23 is HashML-DSA, which is not offered"));
   /* Verification is not offered, for ML-DSA as for the other keys: verify with the public key anywhere. */
   CHECK_RV(F->C_VerifyInit(h, &plain, pub), CKR_FUNCTION_NOT_SUPPORTED);
   for (int i = 0; i < 2; i++) {
