@@ -140,6 +140,17 @@ describe('ML-DSA keys through the module', () => {
     expect(ML_DSA[spec].verify(sig, message, rawKey(spec))).toBe(true);
   });
 
+  it('signs hedged, as CKH_HEDGE_REQUIRED promises: the same message twice gives two valid, different signatures', () => {
+    const { session, key } = keyOf('ML_DSA_44', P.CKO_PRIVATE_KEY);
+    const message = Buffer.from('the same message twice');
+    const twice = [0, 1].map(() => {
+      lib.C_SignInit(session, { mechanism: CKM_ML_DSA, parameter: signContext(CKH_HEDGE_REQUIRED) }, key);
+      return lib.C_Sign(session, message, Buffer.alloc(4627));
+    }) as [Buffer, Buffer];
+    for (const sig of twice) expect(ml_dsa44.verify(sig, message, rawKey('ML_DSA_44'))).toBe(true);
+    expect(twice[0].equals(twice[1])).toBe(false);
+  });
+
   it('refuses a context and deterministic signing at C_SignInit, and another mechanism for an ML-DSA key', () => {
     const { session, key } = keyOf('ML_DSA_65', P.CKO_PRIVATE_KEY);
     expect(ckr(() => lib.C_SignInit(session, { mechanism: CKM_ML_DSA, parameter: signContext(0, 8) }, key))).toBe(
