@@ -6,6 +6,7 @@ import {
   algorithmsForKey,
   inputLength,
   type KeySpec,
+  keyInfo,
   SIGNING_ALGORITHMS,
   type SigningAlgorithm,
 } from '../src/crypto/algorithms.js';
@@ -25,6 +26,7 @@ import type {
 } from './protocol/messages.js';
 import { PROTOCOL_VERSION, WireStatus, type WireStatusCode } from './protocol/wire.js';
 import { readSbom } from './sbom.js';
+import { leftOutOfToken } from './token-keys.js';
 import type { SignContext, SignResult, Upstream } from './upstream/upstream.js';
 import { UpstreamError } from './upstream/upstream.js';
 
@@ -131,6 +133,15 @@ export class RequestHandler {
     for (const [i, tenant] of catalog.tenantList.entries()) {
       const result = results[i];
       if (result?.status === 'fulfilled') {
+        const leftOut = leftOutOfToken(result.value.key);
+        if (leftOut) {
+          log.warn(
+            { tenant: tenant.tenantId, keyId: result.value.key.keyId, reason: leftOut },
+            'key left out of token',
+          );
+          tokens.push({ label: tenant.label, tenant: tenant.tenantId, keys: [], message: leftOut });
+          continue;
+        }
         tokens.push({ label: tenant.label, tenant: tenant.tenantId, keys: [wireKey(result.value)] });
         continue;
       }
@@ -388,6 +399,7 @@ function wireKey(entry: CatalogEntry): WireKey {
     publicKey: entry.spki,
     ...(entry.certs.certificate !== undefined && { certificate: entry.certs.certificate }),
     chain: entry.certs.chain,
+    ...(entry.rawPublicKey && { rawPublicKey: entry.rawPublicKey }),
   };
 }
 
@@ -395,12 +407,24 @@ const RSA_MODULUS_BYTES: Partial<Record<KeySpec, number>> = { RSA_2048: 256, RSA
 
 /**
  * RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s, as wide as the
- * key's curve (not the algorithm's hash: an EC key signs every SHA-2 digest). Without the key spec an RSA signature
- * is taken as it is.
+ * key's curve (not the algorithm's hash: an EC key signs every SHA-2 digest); ML-DSA: the raw signature, exactly as
+ * long as the parameter set makes it (2,420 / 3,309 / 4,627 bytes). Without the key spec an RSA or ML-DSA signature
+ * is taken as it is (the module checks its length).
  */
 function toPkcs11Signature(keySpec: KeySpec | undefined, algorithm: SigningAlgorithm, signature: Buffer): Buffer {
   const bad = (why: string) => new UpstreamError(WireStatus.INTERNAL, `the service's signature is unusable: ${why}`);
-  if (algorithmInfo(algorithm).padding === 'ecdsa') {
+  const { padding } = algorithmInfo(algorithm);
+  if (padding === 'sm2') throw bad('SM2 signatures are not offered through PKCS#11');
+  if (padding === 'ml-dsa') {
+    const info = keySpec && keyInfo(keySpec);
+    if (!info) return signature;
+    if (info.family !== 'ml-dsa') throw bad(`${keySpec} is not an ML-DSA key`);
+    if (signature.length !== info.signatureBytes) {
+      throw bad(`${signature.length} bytes; an ${keySpec} signature has ${info.signatureBytes}`);
+    }
+    return signature;
+  }
+  if (padding === 'ecdsa') {
     const field = keySpec && EC_FIELD_BYTES[keySpec];
     if (!field) throw bad(`no curve size for ${keySpec ?? 'an unknown key'}`);
     try {

@@ -1,12 +1,12 @@
 // The exposed tenants and their current keys, cached for a bounded time (default 60 s). A rotation shows up as
 // a new service key id, hence a new CKA_ID, at the latest when the cache entry expires, and at once when a
 // module asks to sign with a key id the cache does not know (see current(..., { refresh: true })).
-import { createPublicKey } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { CertificateStore } from './certificate-store.js';
 import { type KeyCertificates, loadCertificates } from './certificates.js';
 import { ckaIdFor } from './key-id.js';
 import { WireStatus } from './protocol/wire.js';
+import { publicKeyParts } from './public-key.js';
 import { type PublicKeyInfo, type Upstream, UpstreamError } from './upstream/upstream.js';
 
 export interface TenantConfig {
@@ -23,6 +23,8 @@ export interface CatalogEntry {
   ckaId: Buffer;
   /** SubjectPublicKeyInfo, DER. */
   spki: Buffer;
+  /** ML-DSA only: the raw public key (the module's CKA_VALUE; μ starts with its SHAKE256). */
+  rawPublicKey?: Buffer;
   certs: KeyCertificates;
   fetchedAt: number;
 }
@@ -99,9 +101,9 @@ export class KeyCatalog {
       if (err instanceof UpstreamError && err.status === WireStatus.KEY_NOT_FOUND) this.entries.delete(tenant.tenantId);
       throw err;
     }
-    let spki: Buffer;
+    let parts: ReturnType<typeof publicKeyParts>;
     try {
-      spki = createPublicKey(key.publicKeyPem).export({ type: 'spki', format: 'der' });
+      parts = publicKeyParts(key);
     } catch (err) {
       throw new UpstreamError(
         WireStatus.INTERNAL,
@@ -115,11 +117,13 @@ export class KeyCatalog {
         'key rotation picked up',
       );
     }
+    const { spki, rawPublicKey } = parts;
     const entry: CatalogEntry = {
       tenant,
       key,
       ckaId: ckaIdFor(key.keyId),
       spki,
+      ...(rawPublicKey && { rawPublicKey }),
       certs: this.certificatesFor(tenant, key.keyId, spki),
       fetchedAt: this.now(),
     };

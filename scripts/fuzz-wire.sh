@@ -8,13 +8,16 @@ seconds=${1:-60}
 out=build/fuzz-wire
 log() { printf '[fuzz-wire] %s\n' "$*" >&2; }
 
-if ! command -v clang >/dev/null; then
+# libFuzzer and the sanitizers' runtimes are in libclang-rt-dev, only a Recommends of clang on Debian 12.
+fuzzer_runtime() { [ -f "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ]; }
+if ! command -v clang >/dev/null || ! fuzzer_runtime; then
   if [ "$(id -u)" -eq 0 ]; then
-    log "installing clang (apt)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang >/dev/null ||
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang >/dev/null; }
+    log "installing clang and its runtimes (apt)"
+    pkgs=(clang libclang-rt-dev)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; }
   else
-    log "clang is missing: apt-get install clang (as root), then run this again"; exit 1
+    log "clang or libFuzzer is missing: apt-get install clang libclang-rt-dev (as root), then run this again"; exit 1
   fi
 fi
 

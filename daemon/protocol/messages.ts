@@ -26,6 +26,8 @@ export interface WireKey {
   certificate?: Buffer;
   /** Intermediates, leaf side first. */
   chain: Buffer[];
+  /** ML-DSA keys: the raw public key (FIPS 204 encoding), the same bytes as in publicKey's BIT STRING. */
+  rawPublicKey?: Buffer;
 }
 export interface WireToken {
   /** At most 32 bytes (CK_TOKEN_INFO.label). */
@@ -34,6 +36,7 @@ export interface WireToken {
   keys: WireKey[];
   /** Set when this tenant failed on its own (the others are listed as usual); then there are no keys. */
   status?: number;
+  /** With status: why the tenant failed. Without: why its key was left out (an SM2 key: no PKCS#11 mechanism). */
   message?: string;
 }
 export interface ListOk {

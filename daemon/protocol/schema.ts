@@ -25,6 +25,8 @@ export const KEY_FIELDS: readonly FieldSpec[] = [
   { tag: Tag.PUBLIC_KEY, name: 'publicKey', kind: 'bytes', required: true },
   { tag: Tag.CERTIFICATE, name: 'certificate', kind: 'bytes' },
   { tag: Tag.CHAIN_CERTIFICATE, name: 'chain', kind: 'bytes', repeated: true },
+  // ML-DSA keys: the raw public key (the SPKI's BIT STRING), which the module checks against PUBLIC_KEY.
+  { tag: Tag.RAW_PUBLIC_KEY, name: 'rawPublicKey', kind: 'bytes' },
 ];
 
 export const TOKEN_FIELDS: readonly FieldSpec[] = [

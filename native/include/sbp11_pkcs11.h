@@ -1,5 +1,6 @@
 /* PKCS#11: p11-kit's header (version 2.40) plus the few version 3.0 definitions this module needs, written from
- * the OASIS PKCS#11 v3.0 base specification (section 5: CK_INTERFACE, CK_FUNCTION_LIST_3_0, the new functions). */
+ * the OASIS PKCS#11 v3.0 base specification (section 5: CK_INTERFACE, CK_FUNCTION_LIST_3_0, the new functions),
+ * and the version 3.2 ML-DSA definitions. */
 #ifndef SBP11_PKCS11_H
 #define SBP11_PKCS11_H
 
@@ -10,6 +11,41 @@
 #endif
 #ifndef CKF_INTERFACE_FORK_SAFE
 #define CKF_INTERFACE_FORK_SAFE 0x00000001UL
+#endif
+
+/* PKCS#11 3.2 ML-DSA (FIPS 204), from the OASIS PKCS#11 v3.2 specification ("ML-DSA"): key type, parameter sets,
+ * the pure signature mechanism and its optional parameter. p11-kit's header predates them. */
+#ifndef CKK_ML_DSA
+#define CKK_ML_DSA 0x0000004AUL
+#endif
+#ifndef CKA_PARAMETER_SET
+#define CKA_PARAMETER_SET 0x0000061DUL
+#endif
+#ifndef CKA_SEED
+#define CKA_SEED 0x00000637UL
+#endif
+#ifndef CKP_ML_DSA_44
+#define CKP_ML_DSA_44 0x00000001UL
+#define CKP_ML_DSA_65 0x00000002UL
+#define CKP_ML_DSA_87 0x00000003UL
+#endif
+#ifndef CKM_ML_DSA_KEY_PAIR_GEN
+#define CKM_ML_DSA_KEY_PAIR_GEN 0x0000001CUL
+#endif
+#ifndef CKM_ML_DSA
+#define CKM_ML_DSA 0x0000001DUL
+#endif
+#ifndef CKH_HEDGE_PREFERRED
+#define CKH_HEDGE_PREFERRED 0x00000000UL
+#define CKH_HEDGE_REQUIRED 0x00000001UL
+#define CKH_DETERMINISTIC_REQUIRED 0x00000002UL
+typedef CK_ULONG CK_HEDGE_TYPE;
+typedef CK_ULONG CK_ML_DSA_PARAMETER_SET_TYPE;
+typedef struct CK_SIGN_ADDITIONAL_CONTEXT {
+  CK_HEDGE_TYPE hedgeVariant;
+  CK_BYTE_PTR pContext;
+  CK_ULONG ulContextLen;
+} CK_SIGN_ADDITIONAL_CONTEXT;
 #endif
 
 typedef struct CK_INTERFACE {

@@ -16,6 +16,8 @@ static const sbp11_mech MECHS[] = {
     {CKM_ECDSA_SHA256, "CKM_ECDSA_SHA256", SBP11_EC, SBP11_ECDSA, SBP11_SHA256},
     {CKM_ECDSA_SHA384, "CKM_ECDSA_SHA384", SBP11_EC, SBP11_ECDSA, SBP11_SHA384},
     {CKM_ECDSA_SHA512, "CKM_ECDSA_SHA512", SBP11_EC, SBP11_ECDSA, SBP11_SHA512},
+    /* The whole message; the module computes μ and the service signs it (pure ML-DSA, empty context). */
+    {CKM_ML_DSA, "CKM_ML_DSA", SBP11_MLDSA, SBP11_MLDSA_PURE, SBP11_MU},
 };
 #define NMECHS (sizeof(MECHS) / sizeof(MECHS[0]))
 
@@ -43,6 +45,11 @@ CK_RV sbp11_mech_info(CK_MECHANISM_TYPE type, CK_MECHANISM_INFO *info) {
     info->ulMinKeySize = 2048;
     info->ulMaxKeySize = 4096;
     info->flags = CKF_SIGN;
+  } else if (m->family == SBP11_MLDSA) {
+    /* PKCS#11 3.2 (ML-DSA): the range of public key sizes in bytes, ML-DSA-44 to ML-DSA-87. */
+    info->ulMinKeySize = 1312;
+    info->ulMaxKeySize = 2592;
+    info->flags = CKF_SIGN;
   } else {
     info->ulMinKeySize = 256;
     info->ulMaxKeySize = 521;
@@ -67,6 +74,7 @@ size_t sbp11_hash_len(int hash) {
   case SBP11_SHA256: return 32;
   case SBP11_SHA384: return 48;
   case SBP11_SHA512: return 64;
+  case SBP11_MU: return SBP11_MU_LEN;
   }
   return 0;
 }
@@ -76,6 +84,7 @@ const void *sbp11_hash_md(int hash) {
   case SBP11_SHA256: return EVP_sha256();
   case SBP11_SHA384: return EVP_sha384();
   case SBP11_SHA512: return EVP_sha512();
+  case SBP11_MU: return EVP_shake256();
   }
   return NULL;
 }
@@ -86,6 +95,7 @@ const char *sbp11_algorithm_name(int scheme, int hash) {
       {"RSASSA_PSS_SHA_256", "RSASSA_PSS_SHA_384", "RSASSA_PSS_SHA_512"},
       {"ECDSA_SHA_256", "ECDSA_SHA_384", "ECDSA_SHA_512"},
   };
+  if (scheme == SBP11_MLDSA_PURE) return hash == SBP11_MU ? "ML_DSA_SHAKE_256" : NULL;
   if (scheme < SBP11_PKCS1 || scheme > SBP11_ECDSA || hash < SBP11_SHA256 || hash > SBP11_SHA512) return NULL;
   return names[scheme - 1][hash - 1];
 }
@@ -124,9 +134,22 @@ CK_RV sbp11_mech_plan(const CK_MECHANISM *m, const sbp11_keyinfo *key, sbp11_sig
     if (plan->pss.sLen != sbp11_hash_len(h)) return CKR_MECHANISM_PARAM_INVALID; /* the service's salt length */
     plan->hash = h;
     plan->has_pss = 1;
+  } else if (mech->scheme == SBP11_MLDSA_PURE) {
+    return sbp11_mldsa_params_check(m);
   } else if (m->ulParameterLen != 0) {
     return CKR_MECHANISM_PARAM_INVALID;
   }
+  return CKR_OK;
+}
+
+CK_RV sbp11_mldsa_params_check(const CK_MECHANISM *m) {
+  if (!m->pParameter && m->ulParameterLen == 0) return CKR_OK; /* the default: hedge preferred, no context */
+  if (!m->pParameter || m->ulParameterLen != sizeof(CK_SIGN_ADDITIONAL_CONTEXT)) return CKR_MECHANISM_PARAM_INVALID;
+  CK_SIGN_ADDITIONAL_CONTEXT p;
+  memcpy(&p, m->pParameter, sizeof(p));
+  if (p.ulContextLen != 0) return CKR_MECHANISM_PARAM_INVALID; /* μ is computed with the empty context */
+  if (p.hedgeVariant != CKH_HEDGE_PREFERRED && p.hedgeVariant != CKH_HEDGE_REQUIRED)
+    return CKR_MECHANISM_PARAM_INVALID; /* deterministic (or unknown): the service signs hedged */
   return CKR_OK;
 }
 

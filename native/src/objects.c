@@ -71,6 +71,8 @@ typedef struct pubkey {
   size_t ec_params_len;
   uint8_t ec_point[140]; /* DER OCTET STRING around the uncompressed point */
   size_t ec_point_len;
+  const uint8_t *ml_dsa_pk; /* ML-DSA: the raw public key, inside the SPKI */
+  size_t ml_dsa_pk_len;
 } pubkey;
 
 static const uint8_t OID_P256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
@@ -113,9 +115,82 @@ static int spki_ec_point(const uint8_t *der, size_t len, uint8_t *point, size_t 
   return ok ? 0 : -1;
 }
 
+/* ML-DSA (FIPS 204) parameter sets: RFC 9881's SPKI (OID, no parameters, the raw key in the BIT STRING). */
+static const struct {
+  const char *spec, *oid;
+  CK_ULONG parameter_set;
+  size_t pk_len, sig_len;
+} ML_DSA_SPECS[] = {
+    {"ML_DSA_44", "2.16.840.1.101.3.4.3.17", CKP_ML_DSA_44, 1312, 2420},
+    {"ML_DSA_65", "2.16.840.1.101.3.4.3.18", CKP_ML_DSA_65, 1952, 3309},
+    {"ML_DSA_87", "2.16.840.1.101.3.4.3.19", CKP_ML_DSA_87, 2592, 4627},
+};
+
+/*
+ * An ML-DSA SPKI, read with X509_PUBKEY (which keeps an algorithm libcrypto 3.0 does not know), checked against
+ * KEY_SPEC and against RAW_PUBLIC_KEY when the daemon sent it. Also computes tr = SHAKE256(pk, 64) once per key.
+ */
+static int parse_ml_dsa_spki(size_t s, const uint8_t *der, size_t len, const sbw_item *raw, pubkey *pk, char *why,
+                             size_t whylen) {
+  const char *spec = ML_DSA_SPECS[s].spec;
+  const unsigned char *p = der;
+  X509_PUBKEY *xp = d2i_X509_PUBKEY(NULL, &p, (long)len);
+  const unsigned char *key = NULL;
+  int key_len = 0, ptype = V_ASN1_UNDEF;
+  ASN1_OBJECT *oid = NULL;
+  X509_ALGOR *alg = NULL;
+  char oid_text[64] = "";
+  int rc = -1;
+  if (!xp || p != der + len || X509_PUBKEY_get0_param(&oid, &key, &key_len, &alg, xp) != 1) {
+    snprintf(why, whylen, "PUBLIC_KEY is not a SubjectPublicKeyInfo");
+    goto out;
+  }
+  OBJ_obj2txt(oid_text, sizeof(oid_text), oid, 1);
+  X509_ALGOR_get0(NULL, &ptype, NULL, alg);
+  if (strcmp(oid_text, ML_DSA_SPECS[s].oid) != 0 || ptype != V_ASN1_UNDEF) {
+    snprintf(why, whylen, "PUBLIC_KEY is not an %s key as KEY_SPEC %s says (algorithm %s)", spec, spec, oid_text);
+    goto out;
+  }
+  if ((size_t)key_len != ML_DSA_SPECS[s].pk_len) {
+    snprintf(why, whylen, "PUBLIC_KEY holds a %d-byte key; %s keys have %zu bytes", key_len, spec,
+             ML_DSA_SPECS[s].pk_len);
+    goto out;
+  }
+  if (raw && (raw->len != (uint32_t)key_len || memcmp(raw->p, key, raw->len) != 0)) {
+    snprintf(why, whylen, "RAW_PUBLIC_KEY is not the key in PUBLIC_KEY");
+    goto out;
+  }
+  /* key points into xp, freed below; the SPKI ends with the same bytes (a BIT STRING with no unused bits). */
+  pk->ml_dsa_pk = der + len - (size_t)key_len;
+  pk->ml_dsa_pk_len = (size_t)key_len;
+  if (memcmp(pk->ml_dsa_pk, key, (size_t)key_len) != 0) {
+    snprintf(why, whylen, "PUBLIC_KEY has bytes after the key");
+    goto out;
+  }
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  int ok = md && EVP_DigestInit_ex(md, EVP_shake256(), NULL) && EVP_DigestUpdate(md, key, (size_t)key_len) &&
+           EVP_DigestFinalXOF(md, pk->info.tr, sizeof(pk->info.tr));
+  EVP_MD_CTX_free(md);
+  if (!ok) {
+    snprintf(why, whylen, "libcrypto has no SHAKE256");
+    goto out;
+  }
+  pk->info.family = SBP11_MLDSA;
+  pk->info.parameter_set = ML_DSA_SPECS[s].parameter_set;
+  pk->info.sig_len = ML_DSA_SPECS[s].sig_len;
+  pk->info.bits = (unsigned)(ML_DSA_SPECS[s].pk_len * 8);
+  rc = 0;
+out:
+  X509_PUBKEY_free(xp);
+  return rc;
+}
+
 /* Parses the SPKI and checks it is what KEY_SPEC says. Returns 0, or -1 with a reason. */
-static int parse_spki(const char *spec, const uint8_t *der, size_t len, pubkey *pk, char *why, size_t whylen) {
+static int parse_spki(const char *spec, const uint8_t *der, size_t len, const sbw_item *raw, pubkey *pk, char *why,
+                      size_t whylen) {
   memset(pk, 0, sizeof(*pk));
+  for (size_t m = 0; m < sizeof(ML_DSA_SPECS) / sizeof(ML_DSA_SPECS[0]); m++)
+    if (!strcmp(ML_DSA_SPECS[m].spec, spec)) return parse_ml_dsa_spki(m, der, len, raw, pk, why, whylen);
   size_t s;
   for (s = 0; s < sizeof(SPECS) / sizeof(SPECS[0]); s++)
     if (!strcmp(SPECS[s].spec, spec)) break;
@@ -245,22 +320,27 @@ static void add_common(attr_list *l, CK_OBJECT_CLASS cls, const char *label, con
 
 static void add_key_common(attr_list *l, const pubkey *pk, const uint8_t *spki, size_t spki_len,
                            const certinfo *leaf) {
-  add_ulong(l, CKA_KEY_TYPE, pk->info.family == SBP11_RSA ? CKK_RSA : CKK_EC);
+  int family = pk->info.family;
+  add_ulong(l, CKA_KEY_TYPE, family == SBP11_RSA ? CKK_RSA : family == SBP11_EC ? CKK_EC : CKK_ML_DSA);
   add(l, CKA_START_DATE, NULL, 0, 0);
   add(l, CKA_END_DATE, NULL, 0, 0);
   add_bool(l, CKA_DERIVE, 0);
   add_bool(l, CKA_LOCAL, 1);
   add_ulong(l, CKA_KEY_GEN_MECHANISM,
-            pk->info.family == SBP11_RSA ? CKM_RSA_PKCS_KEY_PAIR_GEN : CKM_EC_KEY_PAIR_GEN);
+            family == SBP11_RSA  ? CKM_RSA_PKCS_KEY_PAIR_GEN
+            : family == SBP11_EC ? CKM_EC_KEY_PAIR_GEN
+                                 : CKM_ML_DSA_KEY_PAIR_GEN);
   CK_MECHANISM_TYPE allowed[16];
   size_t na = sbp11_mech_allowed(&pk->info, allowed, 16);
   add(l, CKA_ALLOWED_MECHANISMS, allowed, na * sizeof(CK_MECHANISM_TYPE), 0);
   add(l, CKA_SUBJECT, leaf ? leaf->subject : NULL, leaf ? (size_t)leaf->subject_len : 0, 0);
   add(l, CKA_PUBLIC_KEY_INFO, spki, spki_len, 0);
-  if (pk->info.family == SBP11_RSA) {
+  if (family == SBP11_RSA) {
     add(l, CKA_MODULUS, pk->modulus, pk->modulus_len, 0);
     add_ulong(l, CKA_MODULUS_BITS, pk->info.bits);
     add(l, CKA_PUBLIC_EXPONENT, pk->exponent, pk->exponent_len, 0);
+  } else if (family == SBP11_MLDSA) {
+    add_ulong(l, CKA_PARAMETER_SET, pk->info.parameter_set); /* CKA_VALUE: the public key's, the private's is secret */
   } else {
     add(l, CKA_EC_PARAMS, pk->ec_params, pk->ec_params_len, 0);
     add(l, CKA_EC_POINT, pk->ec_point, pk->ec_point_len, 0);
@@ -318,7 +398,7 @@ static int build_key(sbp11_token *t, obj_list *ol, const sbw_node *kn) {
   const sbw_item *id = sbw_get(kn, SBW_T_KEY_ID), *spki = sbw_get(kn, SBW_T_PUBLIC_KEY);
   pubkey pk;
   char why[160];
-  if (parse_spki(spec, spki->p, spki->len, &pk, why, sizeof(why)) != 0) {
+  if (parse_spki(spec, spki->p, spki->len, sbw_get(kn, SBW_T_RAW_PUBLIC_KEY), &pk, why, sizeof(why)) != 0) {
     SBP11_WARN("token \"%s\": key %s left out: %s", t->label, label, why);
     return 0;
   }
@@ -356,6 +436,9 @@ static int build_key(sbp11_token *t, obj_list *ol, const sbw_node *kn) {
     static const CK_ATTRIBUTE_TYPE secret[] = {CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2,
                                                CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT};
     for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++) add_sensitive(&l, secret[i]);
+  } else if (pk.info.family == SBP11_MLDSA) {
+    add_sensitive(&l, CKA_VALUE);
+    add_sensitive(&l, CKA_SEED);
   } else {
     add_sensitive(&l, CKA_VALUE);
   }
@@ -369,6 +452,7 @@ static int build_key(sbp11_token *t, obj_list *ol, const sbw_node *kn) {
   add_bool(&pl, CKA_ENCRYPT, 0);
   add_bool(&pl, CKA_WRAP, 0);
   add_bool(&pl, CKA_TRUSTED, 0);
+  if (pk.info.family == SBP11_MLDSA) add(&pl, CKA_VALUE, pk.ml_dsa_pk, pk.ml_dsa_pk_len, 0);
   if (rc == 0) rc = push_object(ol, CKO_PUBLIC_KEY, &pl, ki);
   attrs_free(l.a, l.n);
   attrs_free(pl.a, pl.n);
@@ -406,6 +490,11 @@ CK_RV sbp11_tokens_from_list(const sbw_msg *msg, sbp11_token **tokens_out, size_
       sbw_get_str(tn, SBW_T_MESSAGE, why, sizeof(why));
       t->status = st->u32;
       SBP11_WARN("token \"%s\" (tenant %s) has no keys: %s: %s", t->label, t->tenant, sbw_status_name(st->u32), why);
+    } else if (sbw_get(tn, SBW_T_MESSAGE)) {
+      /* No failure, but the daemon left the key out and says why (an SM2 key: PKCS#11 has no mechanism for it). */
+      char why[256];
+      sbw_get_str(tn, SBW_T_MESSAGE, why, sizeof(why));
+      SBP11_WARN("token \"%s\" (tenant %s): %s", t->label, t->tenant, why);
     }
     obj_list ol = {0};
     for (size_t k = 0; k < tn->nitems; k++) {

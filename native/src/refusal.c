@@ -27,24 +27,56 @@ static const char *hash_name(int hash) {
   return "?";
 }
 
+/* Which rule a CKM_ML_DSA parameter broke (sbp11_mldsa_params_check's order). */
+static void mldsa_param_refusal(const CK_MECHANISM *m, const char *name) {
+  if (!m->pParameter || m->ulParameterLen != sizeof(CK_SIGN_ADDITIONAL_CONTEXT)) {
+    SBP11_WARN("C_SignInit refused: %s takes no parameter or a CK_SIGN_ADDITIONAL_CONTEXT (%lu bytes given)", name,
+               (unsigned long)m->ulParameterLen);
+    return;
+  }
+  CK_SIGN_ADDITIONAL_CONTEXT p;
+  memcpy(&p, m->pParameter, sizeof(p));
+  if (p.ulContextLen != 0) {
+    SBP11_WARN("C_SignInit refused: %s with a %lu-byte context; the service signs ML-DSA with the empty context "
+               "(the module computes mu for it, as KMS's EXTERNAL_MU takes it), so a context cannot be signed",
+               name, (unsigned long)p.ulContextLen);
+  } else if (p.hedgeVariant == CKH_DETERMINISTIC_REQUIRED) {
+    SBP11_WARN("C_SignInit refused: %s with CKH_DETERMINISTIC_REQUIRED; the service signs ML-DSA hedged "
+               "(randomized), never deterministically: use CKH_HEDGE_PREFERRED or CKH_HEDGE_REQUIRED", name);
+  } else {
+    SBP11_WARN("C_SignInit refused: %s with hedgeVariant 0x%lx, which is not a CKH_ value", name,
+               (unsigned long)p.hedgeVariant);
+  }
+}
+
 void sbp11_refusal_sign_init(CK_RV rv, const CK_MECHANISM *m, const sbp11_keyinfo *key, CK_OBJECT_HANDLE hkey) {
   char buf[40];
   const char *name = m ? mech_name(m->mechanism, buf, sizeof(buf)) : "no mechanism";
   switch (rv) {
   case CKR_MECHANISM_INVALID:
-    if (!sbp11_mech_find(m->mechanism))
+    /* CKM_HASH_ML_DSA (0x1F) and CKM_HASH_ML_DSA_SHA224 .. _SHAKE256 (0x23..0x2C), PKCS#11 3.2 */
+    if (m->mechanism == 0x1F || (m->mechanism >= 0x23 && m->mechanism <= 0x2C))
+      SBP11_WARN("C_SignInit refused: %s is HashML-DSA, which is not offered (its signatures differ from pure "
+                 "ML-DSA's, which the service makes): sign the whole message with CKM_ML_DSA", name);
+    else if (!sbp11_mech_find(m->mechanism))
       SBP11_WARN("C_SignInit refused: %s is not offered (the service signs SHA-256/384/512 digests only: no "
                  "SHA-1, no raw RSA)", name);
     else
       SBP11_WARN("C_SignInit refused: %s is not among this key's CKA_ALLOWED_MECHANISMS", name);
     return;
   case CKR_KEY_TYPE_INCONSISTENT:
-    SBP11_WARN("C_SignInit refused: %s does not fit a%s key", name,
-               key && key->family == SBP11_EC ? "n EC" : "n RSA");
+    SBP11_WARN("C_SignInit refused: %s does not fit a%s key%s", name,
+               !key                          ? " private"
+               : key->family == SBP11_EC     ? "n EC"
+               : key->family == SBP11_MLDSA  ? "n ML-DSA"
+                                             : "n RSA",
+               key && key->family == SBP11_MLDSA ? " (ML-DSA keys sign with CKM_ML_DSA)" : "");
     return;
   case CKR_MECHANISM_PARAM_INVALID: {
     const sbp11_mech *mech = sbp11_mech_find(m->mechanism);
-    if (!mech || mech->scheme != SBP11_PSS) {
+    if (mech && mech->scheme == SBP11_MLDSA_PURE) {
+      mldsa_param_refusal(m, name);
+    } else if (!mech || mech->scheme != SBP11_PSS) {
       SBP11_WARN("C_SignInit refused: %s takes no parameters", name);
     } else if (!m->pParameter || m->ulParameterLen != sizeof(CK_RSA_PKCS_PSS_PARAMS)) {
       SBP11_WARN("C_SignInit refused: %s needs CK_RSA_PKCS_PSS_PARAMS (%lu bytes given)", name,
@@ -88,6 +120,10 @@ void sbp11_refusal_input(CK_RV rv, const sbp11_signplan *plan, const sbp11_keyin
   } else if (plan->mech->scheme == SBP11_PKCS1) {
     snprintf(why, sizeof(why), "%s input is %zu bytes, more than a %zu-byte key signs", name, len,
              key ? key->sig_len : 0);
+  } else if (plan->mech->scheme == SBP11_ECDSA && plan->mech->hash == SBP11_HASH_NONE) {
+    /* CKM_ECDSA takes any SHA-2 digest, so no one length is "the" one. */
+    snprintf(why, sizeof(why), "%s input is %zu bytes%s; it takes a SHA-256, SHA-384 or SHA-512 digest (32, 48 or "
+             "64 bytes)%s", name, len, len == 20 ? " (a SHA-1 digest?)" : "", len == 20 ? " and SHA-1 is not signed" : "");
   } else if (len == 20) {
     snprintf(why, sizeof(why), "%s input is 20 bytes (a SHA-1 digest?); it takes a %zu-byte %s digest and SHA-1 "
              "is not signed", name, sbp11_hash_len(plan->hash), hash_name(plan->hash));

@@ -19,6 +19,7 @@ static const sbw_spec KEY_FIELDS[] = {
     F(PUBLIC_KEY, BYTES, 1, 0, 0, 0),
     F(CERTIFICATE, BYTES, 0, 0, 0, 0),
     F(CHAIN_CERTIFICATE, BYTES, 0, 1, 0, 0),
+    F(RAW_PUBLIC_KEY, BYTES, 0, 0, 0, 0), /* ML-DSA keys: the raw public key (its SPKI's BIT STRING) */
 };
 static const sbw_spec TOKEN_FIELDS[] = {
     F(TOKEN_LABEL, STR, 1, 0, 0, 32),

@@ -76,8 +76,11 @@ export async function openDaemonKey(
     }
     const key = token.keys[0] as WireKey | undefined;
     if (!key) {
+      // The daemon says why when it knows (the tenant failed, or its key is one PKCS#11 cannot use, e.g. SM2).
       throw new DaemonKeyError(
-        `tenant ${tenant} shows no key: it does not exist in the service, or the daemon's API key may not use it`,
+        token.message
+          ? `tenant ${tenant} shows no key: ${token.message}`
+          : `tenant ${tenant} shows no key: it does not exist in the service, or the daemon's API key may not use it`,
       );
     }
     if (!(KEY_SPECS as readonly string[]).includes(key.keySpec)) {

@@ -23,6 +23,8 @@ export interface StatusReport {
     tenant: string;
     /** Why this tenant has no keys when it failed on its own (revoked key, timeout, ...); the others still work. */
     error?: string;
+    /** Why its key is not in the token although nothing failed (an SM2 key: PKCS#11 has no mechanism for it). */
+    note?: string;
     keys: Array<{ label: string; id: string; keySpec: string; spkiSha256: string; certificates: number }>;
   }>;
 }
@@ -53,6 +55,7 @@ export async function daemonStatus(socket: string): Promise<StatusReport> {
       label: t.label,
       tenant: t.tenant,
       ...(t.status !== undefined && { error: `${wireStatusName(t.status)}: ${t.message ?? ''}`.trimEnd() }),
+      ...(t.status === undefined && t.message !== undefined && { note: t.message }),
       keys: t.keys.map((k) => ({
         label: k.label,
         id: k.keyId.toString('hex'),
@@ -81,7 +84,8 @@ export function formatStatus(r: StatusReport): string {
   if (r.error) lines.push(`error:   ${r.error}`);
   if (r.login) lines.push(...formatLogin(r.login));
   for (const t of r.tokens) {
-    const none = t.error ? `no keys, tenant ${t.tenant} failed: ${t.error}` : 'no keys';
+    let none = t.note ? `no keys: ${t.note}` : 'no keys';
+    if (t.error) none = `no keys, tenant ${t.tenant} failed: ${t.error}`;
     lines.push(`token "${t.label}" (tenant ${t.tenant}): ${t.keys.length === 0 ? none : ''}`.trimEnd());
     for (const k of t.keys) {
       lines.push(

@@ -3,6 +3,7 @@
 import { createPublicKey, verify } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../daemon/client.js';
 import type { DaemonConfig } from '../../daemon/config.js';
@@ -12,6 +13,7 @@ import type { WireKey } from '../../daemon/protocol/messages.js';
 import { WireStatus } from '../../daemon/protocol/wire.js';
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
 import { resolveConfig } from '../../src/config/config.js';
+import { mlDsaMu } from '../../src/crypto/message-representatives.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { digestOf } from '../helpers/crypto.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -31,6 +33,7 @@ beforeAll(async () => {
   for (const [tenant, spec] of [
     ['local-rsa', 'RSA_2048'],
     ['local-p521', 'ECC_NIST_P521'],
+    ['local-mldsa', 'ML_DSA_65'],
   ] as const) {
     // (bound and widened: the service's createTenant is gaining an audit `actor` argument)
     const createTenant = setup.signing.createTenant.bind(setup.signing) as unknown as (
@@ -51,6 +54,7 @@ beforeAll(async () => {
     tenants: [
       { tenantId: 'local-rsa', label: 'local-rsa', certificates: {} },
       { tenantId: 'local-p521', label: 'local-p521', certificates: {} },
+      { tenantId: 'local-mldsa', label: 'local-mldsa', certificates: {} },
       { tenantId: 'missing', label: 'missing', certificates: {} },
     ],
     cacheTtlMs: 60_000,
@@ -126,6 +130,28 @@ describe('in-process upstream', () => {
       digest: Buffer.alloc(32),
     });
     expect(missing).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_NOT_FOUND });
+    client.close();
+  });
+
+  it('signs ML-DSA-65 from mu (the module computes it from the message); noble verifies over the message', async () => {
+    const { client } = await DaemonClient.open(daemon.socketPath);
+    const list = await client.request({ type: 'LIST' });
+    if (list.type !== 'LIST_OK') throw new Error(JSON.stringify(list));
+    const [key] = list.tokens.find((t) => t.tenant === 'local-mldsa')?.keys as [WireKey];
+    expect(key.keySpec).toBe('ML_DSA_65');
+    const pk = key.rawPublicKey as Buffer;
+    expect(pk.length).toBe(1952);
+    const message = Buffer.from('a post-quantum build artefact');
+    const res = await client.request({
+      type: 'SIGN',
+      tenant: 'local-mldsa',
+      keyId: key.keyId,
+      algorithm: 'ML_DSA_SHAKE_256',
+      digest: mlDsaMu(pk, [message]),
+    });
+    if (res.type !== 'SIGN_OK') throw new Error(JSON.stringify(res));
+    expect(res.signature.length).toBe(3309);
+    expect(ml_dsa65.verify(res.signature, message, pk)).toBe(true);
     client.close();
   });
 

@@ -79,6 +79,30 @@ fake_daemon *fd_start(const char *path) {
     X509_free(leaf);
   }
   X509_free(ca);
+  static const struct {
+    const char *spec, *tenant, *oid;
+    size_t pk, sig;
+  } ml[FD_NMLDSA] = {
+      {"ML_DSA_44", "t-mldsa44", "\x06\x09\x60\x86\x48\x01\x65\x03\x04\x03\x11", 1312, 2420},
+      {"ML_DSA_65", "t-mldsa65", "\x06\x09\x60\x86\x48\x01\x65\x03\x04\x03\x12", 1952, 3309},
+      {"ML_DSA_87", "t-mldsa87", "\x06\x09\x60\x86\x48\x01\x65\x03\x04\x03\x13", 2592, 4627},
+  };
+  for (int i = 0; i < FD_NMLDSA; i++) {
+    fd_mldsa *k = &d->mldsa[i];
+    k->spec = ml[i].spec, k->tenant = ml[i].tenant, k->level = i == 0 ? 44 : i == 1 ? 65 : 87;
+    k->pk_len = ml[i].pk, k->sig_len = ml[i].sig;
+    for (size_t b = 0; b < k->pk_len; b++) k->pk[b] = (uint8_t)(b * 7 + (size_t)k->level);
+    for (int b = 0; b < 16; b++) k->id[b] = (uint8_t)(0xd0 + i * 16 + b);
+    /* SEQUENCE { SEQUENCE { OID }, BIT STRING { 0, pk } } (RFC 9881), every length in two bytes */
+    size_t bits = 1 + k->pk_len, body = 2 + 11 + 4 + bits, o = 0;
+    uint8_t *p = k->spki;
+    p[o++] = 0x30, p[o++] = 0x82, p[o++] = (uint8_t)(body >> 8), p[o++] = (uint8_t)body;
+    p[o++] = 0x30, p[o++] = 11;
+    memcpy(p + o, ml[i].oid, 11), o += 11;
+    p[o++] = 0x03, p[o++] = 0x82, p[o++] = (uint8_t)(bits >> 8), p[o++] = (uint8_t)bits, p[o++] = 0;
+    memcpy(p + o, k->pk, k->pk_len), o += k->pk_len;
+    k->spki_len = o;
+  }
   if (fd_listen(d) != 0) {
     fd_free(d);
     return NULL;
@@ -90,6 +114,21 @@ const fd_key *fd_key_by_spec(const fake_daemon *d, const char *spec) {
   for (int i = 0; i < FD_NKEYS; i++)
     if (!strcmp(d->keys[i].spec, spec)) return &d->keys[i];
   return NULL;
+}
+
+const fd_mldsa *fd_mldsa_by_spec(const fake_daemon *d, const char *spec) {
+  for (int i = 0; i < FD_NMLDSA; i++)
+    if (!strcmp(d->mldsa[i].spec, spec)) return &d->mldsa[i];
+  return NULL;
+}
+
+void fd_mldsa_signature(const fd_mldsa *k, const uint8_t mu[64], uint8_t *sig) {
+  EVP_MD_CTX *c = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(c, EVP_shake256(), NULL);
+  EVP_DigestUpdate(c, "fake ML-DSA", 11);
+  EVP_DigestUpdate(c, mu, 64);
+  EVP_DigestFinalXOF(c, sig, k->sig_len);
+  EVP_MD_CTX_free(c);
 }
 
 /* ---- framing ---- */
@@ -183,12 +222,29 @@ static uint32_t do_sign(const fd_key *k, const char *alg, const uint8_t *dg, siz
   return 0;
 }
 
+/* ML-DSA keys are numbered after the others: ki >= FD_NKEYS. */
+static uint32_t do_sign_mldsa(const fd_mldsa *k, const char *alg, const uint8_t *dg, size_t dlen, uint8_t *sig,
+                              size_t *siglen, char *msg, size_t msglen) {
+  if (strcmp(alg, "ML_DSA_SHAKE_256") != 0) {
+    snprintf(msg, msglen, "a %s key does not allow %s", k->spec, alg);
+    return SBW_S_ALGORITHM_INVALID;
+  }
+  if (dlen != 64) {
+    snprintf(msg, msglen, "ML_DSA_SHAKE_256 needs a 64-byte mu, got %zu", dlen);
+    return SBW_S_BAD_REQUEST;
+  }
+  fd_mldsa_signature(k, dg, sig);
+  *siglen = k->sig_len;
+  return 0;
+}
+
 static int answer_signature(fake_daemon *d, int fd, int ki, const char *alg, const uint8_t *dg, size_t dlen,
                             const char *rid) {
-  uint8_t sig[600];
+  uint8_t sig[4700];
   size_t siglen = 0;
   char msg[160];
-  uint32_t st = do_sign(&d->keys[ki], alg, dg, dlen, sig, &siglen, msg, sizeof(msg));
+  uint32_t st = ki >= FD_NKEYS ? do_sign_mldsa(&d->mldsa[ki - FD_NKEYS], alg, dg, dlen, sig, &siglen, msg, sizeof(msg))
+                               : do_sign(&d->keys[ki], alg, dg, dlen, sig, &siglen, msg, sizeof(msg));
   if (st) return send_error(fd, st, msg, rid);
   pthread_mutex_lock(&d->mu);
   if (d->short_sig_next) {
@@ -211,6 +267,7 @@ static int handle_list(fake_daemon *d, int fd) {
   pthread_mutex_lock(&d->mu);
   d->lists++;
   int err = d->list_error, failed = d->list_failed_key - 1;
+  int ml_dsa = d->ml_dsa, no_raw = d->ml_dsa_no_raw, bad_raw = d->ml_dsa_bad_raw;
   pthread_mutex_unlock(&d->mu);
   if (err) return send_error(fd, (uint32_t)err, "the daemon has no valid credentials (injected)", NULL);
   sbw_buf b = {0};
@@ -236,6 +293,23 @@ static int handle_list(fake_daemon *d, int fd) {
     sbw_nested_end(&b, km);
     sbw_nested_end(&b, t);
   }
+  for (int i = 0; ml_dsa && i < FD_NMLDSA; i++) {
+    const fd_mldsa *k = &d->mldsa[i];
+    size_t t = sbw_nested_begin(&b, SBW_T_TOKEN);
+    sbw_put_str(&b, SBW_T_TOKEN_LABEL, k->tenant);
+    sbw_put_str(&b, SBW_T_TENANT, k->tenant);
+    size_t km = sbw_nested_begin(&b, SBW_T_KEY);
+    sbw_put(&b, SBW_T_KEY_ID, k->id, sizeof(k->id));
+    sbw_put_str(&b, SBW_T_KEY_LABEL, k->spec);
+    sbw_put_str(&b, SBW_T_KEY_SPEC, k->spec);
+    sbw_put(&b, SBW_T_PUBLIC_KEY, k->spki, k->spki_len);
+    uint8_t raw[2592];
+    memcpy(raw, k->pk, k->pk_len);
+    if (bad_raw) raw[0] ^= 1;
+    if (!no_raw) sbw_put(&b, SBW_T_RAW_PUBLIC_KEY, raw, k->pk_len);
+    sbw_nested_end(&b, km);
+    sbw_nested_end(&b, t);
+  }
   int rc = send_buf(fd, &b);
   sbw_buf_free(&b);
   return rc;
@@ -252,6 +326,8 @@ static int handle_sign(fake_daemon *d, int fd, const sbw_msg *m) {
   d->signs++;
   snprintf(d->last_algorithm, sizeof(d->last_algorithm), "%s", alg);
   snprintf(d->last_tenant, sizeof(d->last_tenant), "%s", tenant);
+  d->last_dlen = dg->len <= sizeof(d->last_digest) ? dg->len : sizeof(d->last_digest);
+  memcpy(d->last_digest, dg->p, d->last_dlen);
   copy_str(&m->body, SBW_T_CTX_PROJECT, d->last_project, sizeof(d->last_project));
   copy_str(&m->body, SBW_T_CTX_ENVIRONMENT, d->last_environment, sizeof(d->last_environment));
   copy_str(&m->body, SBW_T_CTX_ARTIFACT_TYPE, d->last_artifact_type, sizeof(d->last_artifact_type));
@@ -284,6 +360,8 @@ static int handle_sign(fake_daemon *d, int fd, const sbw_msg *m) {
   int ki = -1;
   for (int i = 0; i < FD_NKEYS; i++)
     if (!strcmp(d->keys[i].tenant, tenant) && id->len == 16 && !memcmp(d->keys[i].id, id->p, 16)) ki = i;
+  for (int i = 0; i < FD_NMLDSA; i++)
+    if (!strcmp(d->mldsa[i].tenant, tenant) && id->len == 16 && !memcmp(d->mldsa[i].id, id->p, 16)) ki = FD_NKEYS + i;
   if (ki < 0) return send_error(fd, SBW_S_KEY_NOT_FOUND, "no such tenant or key", rid);
   if (pending > 0) {
     pthread_mutex_lock(&d->mu);

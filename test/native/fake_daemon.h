@@ -21,6 +21,18 @@ typedef struct fd_key {
   int spki_len, cert_len;
 } fd_key;
 
+/* ML-DSA keys (libcrypto 3.0 has no ML-DSA): a fixed public key pk[i] = i * 7 + level, and a stand-in signature
+ * SHAKE256("fake ML-DSA" || mu) of the real length, so a test can check mu and what came back. The real
+ * signatures are checked in test/module/ml-dsa.test.ts against the service, with @noble/post-quantum. */
+#define FD_NMLDSA 3
+typedef struct fd_mldsa {
+  const char *spec, *tenant;
+  int level;
+  uint8_t id[16];
+  uint8_t pk[2592], spki[2614];
+  size_t pk_len, spki_len, sig_len;
+} fd_mldsa;
+
 typedef struct fake_daemon {
   char path[108];
   int lfd;
@@ -28,6 +40,10 @@ typedef struct fake_daemon {
   pthread_t acceptor;
   pthread_mutex_t mu;
   fd_key keys[FD_NKEYS];
+  fd_mldsa mldsa[FD_NMLDSA];
+  int ml_dsa;         /* list the ML-DSA tokens too (after the FD_NKEYS others) */
+  int ml_dsa_no_raw;  /* leave RAW_PUBLIC_KEY out of their KEY fields */
+  int ml_dsa_bad_raw; /* send a RAW_PUBLIC_KEY that differs from the SPKI's key */
   EVP_PKEY *ca;
   uint8_t *ca_cert;
   int ca_cert_len;
@@ -52,6 +68,8 @@ typedef struct fake_daemon {
   int list_failed_key; /* >0: key list_failed_key-1's tenant failed on its own (token with STATUS 3, no keys) */
   /* What happened. */
   int hellos, lists, signs, polls, accepted;
+  uint8_t last_digest[64];
+  size_t last_dlen;
   char last_algorithm[40], last_tenant[64], last_project[64], last_environment[64], last_artifact_type[64],
       last_artifact_version[64], last_sbom[256];
   /* The pending request. */
@@ -70,5 +88,8 @@ void fd_stop(fake_daemon *d);
 int fd_listen(fake_daemon *d);
 void fd_free(fake_daemon *d);
 const fd_key *fd_key_by_spec(const fake_daemon *d, const char *spec);
+const fd_mldsa *fd_mldsa_by_spec(const fake_daemon *d, const char *spec);
+/* The stand-in signature the fake daemon makes for an ML-DSA key over mu. */
+void fd_mldsa_signature(const fd_mldsa *k, const uint8_t mu[64], uint8_t *sig);
 
 #endif

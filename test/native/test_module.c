@@ -21,6 +21,8 @@
 #include "fake_daemon.h"
 #include "sbp11_pkcs11.h"
 
+#define SBP11_SIG_MAX_TEST 4627 /* ML-DSA-87 */
+
 static const char *module_path;
 static void *lib;
 static CK_FUNCTION_LIST_3_0 *F;
@@ -1562,6 +1564,13 @@ static void t_refusals(void) {
   CHECK(log_contains("C_SignInit refused: CKM_RSA_PKCS_PSS with hashAlg 0x250, mgf 0x2, sLen 20"));
   CHECK(log_contains("C_SignInit refused: CKM_SHA1_RSA_PKCS is not offered"));
   CHECK(log_contains("C_SignInit refused: CKM_ECDSA does not fit an RSA key"));
+  /* CKM_ECDSA takes every SHA-2 length: the refusal names them all. */
+  CK_SESSION_HANDLE he = open_session("ECC_NIST_P384");
+  CHECK_RV(F->C_SignInit(he, &ecdsa, find_one(he, CKO_PRIVATE_KEY)), CKR_OK);
+  siglen = sizeof(sig);
+  CHECK_RV(F->C_Sign(he, sig, 20, sig, &siglen), CKR_DATA_LEN_RANGE);
+  CHECK(log_contains("CKM_ECDSA input is 20 bytes (a SHA-1 digest?); it takes a SHA-256, SHA-384 or SHA-512 digest "
+                     "(32, 48 or 64 bytes) and SHA-1 is not signed"));
   fin();
 }
 
@@ -1666,6 +1675,280 @@ static void t_digest(void) {
   fin();
 }
 
+/* ---- ML-DSA: objects, mechanism, mu computed in the module, refusals ---- */
+
+static const char ML_DSA_MESSAGE[] = "signbridge: ML-DSA through PKCS#11";
+/* mu of ML_DSA_MESSAGE under each fake key (pk[i] = i * 7 + level), computed with @noble/hashes (shake256), an
+ * implementation independent of libcrypto: SHAKE256(SHAKE256(pk, 64) || 0x00 || 0x00 || M, 64). */
+static const char *const ML_DSA_MU_HEX[FD_NMLDSA] = {
+    "026dc1a77c29fcd1641791564af6a58a087bf734f46d4d45ec2eaafc3475831df8f6bd3c997018702400f2e10f990a94385cc30d3f2860dfdad71db5d32ef158",
+    "d5e72df21751d421098ee26e35ccd6379e7e0ba335395914fd0cfd51f6f576a8cacbfbb68e945590e6c29f8728b9dc8a21e33417093203c2d7e418728a6e11c7",
+    "6a89d895a59048053f34efc2a8a8efecd3391b273a5a6eecf40227a62e918e74549affaa312ebecf49014a07f5bce3cded144d11f98fd70fe954ed98913528f3",
+};
+
+static void unhex(const char *hex, uint8_t *out, size_t n) {
+  for (size_t i = 0; i < n; i++) sscanf(hex + 2 * i, "%2hhx", &out[i]);
+}
+
+/* The fake daemon lists the ML-DSA tokens after the FD_NKEYS others. */
+static CK_SLOT_ID ml_dsa_slot(int i) { return (CK_SLOT_ID)(FD_NKEYS + i); }
+
+static CK_OBJECT_HANDLE find_class_in(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls) {
+  CK_KEY_TYPE kt = CKK_ML_DSA;
+  CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}, {CKA_KEY_TYPE, &kt, sizeof(kt)}};
+  CK_OBJECT_HANDLE o = 0;
+  CK_ULONG n = 0;
+  CHECK_RV(F->C_FindObjectsInit(h, t, 2), CKR_OK);
+  CHECK_RV(F->C_FindObjects(h, &o, 1, &n), CKR_OK);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  CHECK(n == 1);
+  return o;
+}
+
+/* Signs msg with CKM_ML_DSA (mech), in parts of `part` bytes when part > 0; returns the signature's length. */
+static CK_ULONG ml_dsa_sign(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE key, CK_MECHANISM *mech, const uint8_t *msg,
+                            size_t len, size_t part, uint8_t *sig) {
+  CK_ULONG siglen = 0;
+  CHECK_RV(F->C_SignInit(h, mech, key), CKR_OK);
+  if (!part) {
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)msg, len, NULL, &siglen), CKR_OK); /* size query: no network */
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)msg, len, sig, &siglen), CKR_OK);
+    return siglen;
+  }
+  for (size_t off = 0; off < len; off += part)
+    CHECK_RV(F->C_SignUpdate(h, (CK_BYTE_PTR)msg + off, len - off < part ? len - off : part), CKR_OK);
+  CHECK_RV(F->C_SignFinal(h, NULL, &siglen), CKR_OK);
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OK);
+  return siglen;
+}
+
+static void last_mu(uint8_t mu[64]) {
+  pthread_mutex_lock(&D->mu);
+  CHECK(D->last_dlen == 64 && !strcmp(D->last_algorithm, "ML_DSA_SHAKE_256"));
+  memcpy(mu, D->last_digest, 64);
+  pthread_mutex_unlock(&D->mu);
+}
+
+static void t_ml_dsa_objects(void) {
+  DSET(ml_dsa, 1);
+  init();
+  CK_ULONG nslots = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
+  CHECK(nslots == FD_NKEYS + FD_NMLDSA);
+  static const CK_ULONG sets[FD_NMLDSA] = {CKP_ML_DSA_44, CKP_ML_DSA_65, CKP_ML_DSA_87};
+  for (int i = 0; i < FD_NMLDSA; i++) {
+    const fd_mldsa *k = &D->mldsa[i];
+    CK_SESSION_HANDLE h = 0;
+    CHECK_RV(F->C_OpenSession(ml_dsa_slot(i), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+    CK_OBJECT_HANDLE priv = find_class_in(h, CKO_PRIVATE_KEY), pub = find_class_in(h, CKO_PUBLIC_KEY);
+    CK_ULONG set = 0, kt = 0, gen = 0;
+    CK_MECHANISM_TYPE allowed[4];
+    uint8_t id[64], value[2592], spki[2700];
+    CK_BBOOL sign = 0, sensitive = 0;
+    CK_ATTRIBUTE pt[] = {{CKA_KEY_TYPE, &kt, sizeof(kt)},        {CKA_PARAMETER_SET, &set, sizeof(set)},
+                         {CKA_VALUE, value, sizeof(value)},       {CKA_PUBLIC_KEY_INFO, spki, sizeof(spki)},
+                         {CKA_ID, id, sizeof(id)},                {CKA_ALLOWED_MECHANISMS, allowed, sizeof(allowed)},
+                         {CKA_KEY_GEN_MECHANISM, &gen, sizeof(gen)}};
+    CHECK_RV(F->C_GetAttributeValue(h, pub, pt, 7), CKR_OK);
+    CHECK(kt == CKK_ML_DSA && set == sets[i] && gen == CKM_ML_DSA_KEY_PAIR_GEN);
+    CHECK(pt[2].ulValueLen == k->pk_len && !memcmp(value, k->pk, k->pk_len));
+    CHECK(pt[3].ulValueLen == k->spki_len && !memcmp(spki, k->spki, k->spki_len));
+    CHECK(pt[4].ulValueLen == 16 && !memcmp(id, k->id, 16));
+    CHECK(pt[5].ulValueLen == sizeof(CK_MECHANISM_TYPE) && allowed[0] == CKM_ML_DSA);
+    /* The private key: same id, type and parameter set; its value and seed never leave. */
+    set = kt = 0;
+    CK_ATTRIBUTE kt2[] = {{CKA_KEY_TYPE, &kt, sizeof(kt)}, {CKA_PARAMETER_SET, &set, sizeof(set)},
+                          {CKA_SIGN, &sign, 1},            {CKA_SENSITIVE, &sensitive, 1},
+                          {CKA_ID, id, sizeof(id)},        {CKA_PUBLIC_KEY_INFO, spki, sizeof(spki)}};
+    CHECK_RV(F->C_GetAttributeValue(h, priv, kt2, 6), CKR_OK);
+    CHECK(kt == CKK_ML_DSA && set == sets[i] && sign && sensitive && kt2[4].ulValueLen == 16);
+    CHECK(kt2[5].ulValueLen == k->spki_len);
+    CK_ATTRIBUTE secret[] = {{CKA_VALUE, value, sizeof(value)}, {CKA_SEED, value, sizeof(value)}};
+    CHECK_RV(F->C_GetAttributeValue(h, priv, secret, 2), CKR_ATTRIBUTE_SENSITIVE);
+    CHECK(secret[0].ulValueLen == CK_UNAVAILABLE_INFORMATION && secret[1].ulValueLen == CK_UNAVAILABLE_INFORMATION);
+    /* Mechanisms: CKM_ML_DSA (sign only, key sizes in bytes, PKCS#11 3.2) and the digests; no RSA or EC ones. */
+    CK_MECHANISM_TYPE mechs[32];
+    CK_ULONG nm = 32;
+    CHECK_RV(F->C_GetMechanismList(ml_dsa_slot(i), mechs, &nm), CKR_OK);
+    int has_ml_dsa = 0, has_other = 0;
+    for (CK_ULONG m = 0; m < nm; m++) {
+      if (mechs[m] == CKM_ML_DSA) has_ml_dsa = 1;
+      if (mechs[m] == CKM_RSA_PKCS || mechs[m] == CKM_ECDSA) has_other = 1;
+    }
+    CHECK(has_ml_dsa && !has_other);
+    CK_MECHANISM_INFO info;
+    CHECK_RV(F->C_GetMechanismInfo(ml_dsa_slot(i), CKM_ML_DSA, &info), CKR_OK);
+    CHECK(info.ulMinKeySize == 1312 && info.ulMaxKeySize == 2592 && info.flags == CKF_SIGN);
+    CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  }
+  /* Tokens of other keys do not list CKM_ML_DSA. */
+  CK_MECHANISM_TYPE mechs[32];
+  CK_ULONG nm = 32;
+  CHECK_RV(F->C_GetMechanismList(slot_of("RSA_2048"), mechs, &nm), CKR_OK);
+  for (CK_ULONG m = 0; m < nm; m++) CHECK(mechs[m] != CKM_ML_DSA);
+  fin();
+
+  /* A RAW_PUBLIC_KEY that is not the SPKI's key: the key is left out, with the reason in the log. Without
+   * RAW_PUBLIC_KEY (the SPKI alone) the key is usable. */
+  DSET(ml_dsa_bad_raw, 1);
+  init();
+  CK_ULONG count = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &count), CKR_OK);
+  CK_SESSION_HANDLE h = 0;
+  CHECK_RV(F->C_OpenSession(ml_dsa_slot(0), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+  CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}};
+  CK_OBJECT_HANDLE o;
+  CK_ULONG n = 1;
+  CHECK_RV(F->C_FindObjectsInit(h, t, 1), CKR_OK);
+  CHECK_RV(F->C_FindObjects(h, &o, 1, &n), CKR_OK);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  CHECK(n == 0);
+  CHECK(log_contains("key ML_DSA_44 left out: RAW_PUBLIC_KEY is not the key in PUBLIC_KEY"));
+  fin();
+  DSET(ml_dsa_bad_raw, 0);
+  DSET(ml_dsa_no_raw, 1);
+  init();
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &count), CKR_OK);
+  CHECK_RV(F->C_OpenSession(ml_dsa_slot(1), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  find_class_in(h, CKO_PRIVATE_KEY);
+  fin();
+}
+
+static void t_ml_dsa_sign(void) {
+  DSET(ml_dsa, 1);
+  init();
+  CK_ULONG nslots = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
+  size_t biglen = 3 * 1024 * 1024 + 17; /* a "file" far larger than a wire frame: only mu crosses the socket */
+  uint8_t *big = malloc(biglen);
+  REQUIRE(big);
+  for (size_t i = 0; i < biglen; i++) big[i] = (uint8_t)(i * 31 + (i >> 11));
+  for (int i = 0; i < FD_NMLDSA; i++) {
+    const fd_mldsa *k = &D->mldsa[i];
+    CK_SESSION_HANDLE h = 0, h2 = 0;
+    CHECK_RV(F->C_OpenSession(ml_dsa_slot(i), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+    CHECK_RV(F->C_OpenSession(ml_dsa_slot(i), CKF_SERIAL_SESSION, NULL, NULL, &h2), CKR_OK);
+    CK_OBJECT_HANDLE key = find_class_in(h, CKO_PRIVATE_KEY);
+    CK_MECHANISM plain = {CKM_ML_DSA, NULL, 0};
+    uint8_t sig[SBP11_SIG_MAX_TEST], want_sig[SBP11_SIG_MAX_TEST], mu[64], want_mu[64], mu2[64];
+    unhex(ML_DSA_MU_HEX[i], want_mu, 64);
+
+    /* Size query, then a short buffer: the size, no signature made, the operation kept. */
+    int signs = dcount(&D->signs);
+    CK_ULONG siglen = 0;
+    CHECK_RV(F->C_SignInit(h, &plain, key), CKR_OK);
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)ML_DSA_MESSAGE, strlen(ML_DSA_MESSAGE), NULL, &siglen), CKR_OK);
+    CHECK(siglen == k->sig_len);
+    siglen = k->sig_len - 1;
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)ML_DSA_MESSAGE, strlen(ML_DSA_MESSAGE), sig, &siglen), CKR_BUFFER_TOO_SMALL);
+    CHECK(siglen == k->sig_len && dcount(&D->signs) == signs);
+    /* Single part: the daemon gets the known mu, and the signature it made comes back whole. */
+    siglen = sizeof(sig);
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)ML_DSA_MESSAGE, strlen(ML_DSA_MESSAGE), sig, &siglen), CKR_OK);
+    CHECK(siglen == k->sig_len && dcount(&D->signs) == signs + 1);
+    last_mu(mu);
+    CHECK(!memcmp(mu, want_mu, 64));
+    fd_mldsa_signature(k, want_mu, want_sig);
+    CHECK(!memcmp(sig, want_sig, k->sig_len));
+    /* Multi-part over the same message, one byte at a time, with CK_SIGN_ADDITIONAL_CONTEXT (hedge required,
+     * empty context): the same mu. */
+    CK_SIGN_ADDITIONAL_CONTEXT hedged = {CKH_HEDGE_REQUIRED, NULL, 0};
+    CK_MECHANISM with = {CKM_ML_DSA, &hedged, sizeof(hedged)};
+    CHECK(ml_dsa_sign(h, key, &with, (const uint8_t *)ML_DSA_MESSAGE, strlen(ML_DSA_MESSAGE), 1, sig) == k->sig_len);
+    last_mu(mu);
+    CHECK(!memcmp(mu, want_mu, 64));
+    /* A large message: single part and odd-sized parts give the same mu; neither is mu of another message. */
+    CHECK(ml_dsa_sign(h, key, &plain, big, biglen, 0, sig) == k->sig_len);
+    last_mu(mu);
+    CHECK(ml_dsa_sign(h, key, &plain, big, biglen, 65521, sig) == k->sig_len);
+    last_mu(mu2);
+    CHECK(!memcmp(mu, mu2, 64) && memcmp(mu, want_mu, 64) != 0);
+    fd_mldsa_signature(k, mu, want_sig);
+    CHECK(!memcmp(sig, want_sig, k->sig_len));
+    /* The operation state moves a half-done ML-DSA signature to another session (pkcs11-provider does so). */
+    CHECK_RV(F->C_SignInit(h, &plain, key), CKR_OK);
+    CHECK_RV(F->C_SignUpdate(h, (CK_BYTE_PTR)ML_DSA_MESSAGE, 10), CKR_OK);
+    uint8_t state[512];
+    CK_ULONG slen = sizeof(state);
+    CHECK_RV(F->C_GetOperationState(h, state, &slen), CKR_OK);
+    CHECK_RV(F->C_SetOperationState(h2, state, slen, CK_INVALID_HANDLE, CK_INVALID_HANDLE), CKR_OK);
+    CHECK_RV(F->C_SignUpdate(h2, (CK_BYTE_PTR)ML_DSA_MESSAGE + 10, strlen(ML_DSA_MESSAGE) - 10), CKR_OK);
+    siglen = sizeof(sig);
+    CHECK_RV(F->C_SignFinal(h2, sig, &siglen), CKR_OK);
+    last_mu(mu);
+    CHECK(!memcmp(mu, want_mu, 64));
+    CHECK_RV(F->C_SessionCancel(h, CKF_SIGN), CKR_OK);
+    /* Pending approval: POLL repeats mu (the service hands the signature out only against it). */
+    DSET(pending_polls, 2);
+    int polls = dcount(&D->polls);
+    CHECK(ml_dsa_sign(h, key, &plain, (const uint8_t *)ML_DSA_MESSAGE, strlen(ML_DSA_MESSAGE), 0, sig) ==
+          k->sig_len);
+    DSET(pending_polls, 0);
+    CHECK(dcount(&D->polls) == polls + 2);
+    fd_mldsa_signature(k, want_mu, want_sig);
+    CHECK(!memcmp(sig, want_sig, k->sig_len));
+    CHECK_RV(F->C_CloseSession(h), CKR_OK);
+    CHECK_RV(F->C_CloseSession(h2), CKR_OK);
+  }
+  free(big);
+  fin();
+}
+
+static void t_ml_dsa_refusals(void) {
+  DSET(ml_dsa, 1);
+  init();
+  CK_ULONG nslots = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
+  CK_SESSION_HANDLE h = 0;
+  CHECK_RV(F->C_OpenSession(ml_dsa_slot(1), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_OBJECT_HANDLE key = find_class_in(h, CKO_PRIVATE_KEY), pub = find_class_in(h, CKO_PUBLIC_KEY);
+  int signs = dcount(&D->signs);
+  /* A context: mu is computed with the empty one (as KMS's EXTERNAL_MU), so a context cannot be honoured. */
+  uint8_t ctx[] = "release-2026";
+  CK_SIGN_ADDITIONAL_CONTEXT with_ctx = {CKH_HEDGE_PREFERRED, ctx, sizeof(ctx) - 1};
+  CK_MECHANISM m = {CKM_ML_DSA, &with_ctx, sizeof(with_ctx)};
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_MECHANISM_PARAM_INVALID);
+  CHECK(log_contains("C_SignInit refused: CKM_ML_DSA with a 12-byte context; the service signs ML-DSA with the "
+                     "empty context"));
+  /* Deterministic signing: the service signs hedged. An unknown hedge, a parameter of the wrong size: refused. */
+  CK_SIGN_ADDITIONAL_CONTEXT det = {CKH_DETERMINISTIC_REQUIRED, NULL, 0};
+  m.pParameter = &det;
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_MECHANISM_PARAM_INVALID);
+  CHECK(log_contains("CKM_ML_DSA with CKH_DETERMINISTIC_REQUIRED; the service signs ML-DSA hedged"));
+  det.hedgeVariant = 7;
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_MECHANISM_PARAM_INVALID);
+  CHECK(log_contains("hedgeVariant 0x7, which is not a CKH_ value"));
+  m.ulParameterLen = 4;
+  CHECK_RV(F->C_SignInit(h, &m, key), CKR_MECHANISM_PARAM_INVALID);
+  CHECK(log_contains("CKM_ML_DSA takes no parameter or a CK_SIGN_ADDITIONAL_CONTEXT (4 bytes given)"));
+  /* Other mechanisms with an ML-DSA key, and CKM_ML_DSA with RSA and EC keys: the key type does not fit. */
+  CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0}, rsa = {CKM_SHA256_RSA_PKCS, NULL, 0}, plain = {CKM_ML_DSA, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &ecdsa, key), CKR_KEY_TYPE_INCONSISTENT);
+  CHECK_RV(F->C_SignInit(h, &rsa, key), CKR_KEY_TYPE_INCONSISTENT);
+  CHECK(log_contains("C_SignInit refused: CKM_SHA256_RSA_PKCS does not fit an ML-DSA key (ML-DSA keys sign with "
+                     "CKM_ML_DSA)"));
+  CHECK_RV(F->C_SignInit(h, &plain, pub), CKR_KEY_FUNCTION_NOT_PERMITTED);
+  CK_MECHANISM hash_ml_dsa = {0x23 /* CKM_HASH_ML_DSA_SHA256 */, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &hash_ml_dsa, key), CKR_MECHANISM_INVALID);
+  CHECK(log_contains("C_SignInit refused: mechanism 0x23 is HashML-DSA, which is not offered"));
+  /* Verification is not offered, for ML-DSA as for the other keys: verify with the public key anywhere. */
+  CHECK_RV(F->C_VerifyInit(h, &plain, pub), CKR_FUNCTION_NOT_SUPPORTED);
+  for (int i = 0; i < 2; i++) {
+    CK_SESSION_HANDLE o = open_session(i ? "ECC_NIST_P384" : "RSA_2048");
+    CHECK_RV(F->C_SignInit(o, &plain, find_one(o, CKO_PRIVATE_KEY)), CKR_KEY_TYPE_INCONSISTENT);
+    CHECK_RV(F->C_CloseSession(o), CKR_OK);
+  }
+  CHECK(log_contains("C_SignInit refused: CKM_ML_DSA does not fit an RSA key"));
+  CHECK(log_contains("C_SignInit refused: CKM_ML_DSA does not fit an EC key"));
+  /* None of it reached the daemon, and the session still signs. */
+  CHECK(dcount(&D->signs) == signs);
+  uint8_t sig[SBP11_SIG_MAX_TEST];
+  CHECK(ml_dsa_sign(h, key, &plain, (const uint8_t *)"x", 1, 0, sig) == D->mldsa[1].sig_len);
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  fin();
+}
+
 static const struct {
   const char *name;
   void (*fn)(void);
@@ -1677,6 +1960,8 @@ static const struct {
     {"operation_state", t_operation_state, 0}, {"threads", t_threads, 0}, {"fork", t_fork, 0},
     {"context", t_context, 0},         {"session_misc", t_session_misc, 0}, {"digest", t_digest, 0},
     {"refusals", t_refusals, 0},       {"daemon_wait", t_daemon_wait, 0},
+    {"ml_dsa_objects", t_ml_dsa_objects, 0}, {"ml_dsa_sign", t_ml_dsa_sign, 0},
+    {"ml_dsa_refusals", t_ml_dsa_refusals, 0},
 };
 
 int main(int argc, char **argv) {
