@@ -226,7 +226,12 @@ export class AwsKmsKeyStore implements KeyStore {
     } catch (err) {
       if (made !== undefined) await this.scheduleDeletion(made).catch(() => undefined);
       if (kmsErrorName(err) === 'UnsupportedOperationException') {
-        throw new ApiError('wrapping_algorithm_not_allowed', `AWS KMS refused the import parameters: ${describe(err)}`);
+        // KMS's answer for a key whose origin is not EXTERNAL, and for a wrapping choice the region does not offer.
+        const wrapping = /wrapping/i.test(describe(err));
+        throw new ApiError(
+          wrapping ? 'wrapping_algorithm_not_allowed' : 'key_not_usable',
+          `AWS KMS refused import parameters for ${target}: ${describe(err)}`,
+        );
       }
       throw err;
     }

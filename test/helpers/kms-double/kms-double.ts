@@ -111,6 +111,8 @@ export interface KmsDouble {
   clearFaults(): void;
   /** Moves the double's clock forward (import tokens and key material expire by it). */
   advance(ms: number): void;
+  /** The double's clock (ms since the epoch). */
+  now(): number;
   /** DisableKey/EnableKey, ScheduleKeyDeletion etc. are also reachable from the SDK; this is for setups. */
   key(keyId: string): DoubleKey;
   close(): Promise<void>;
@@ -455,6 +457,7 @@ export async function startKmsDouble(): Promise<KmsDouble> {
     advance: (ms) => {
       skew += ms;
     },
+    now,
     key: (keyId) => findKey(keyId),
     close: () =>
       new Promise<void>((resolve) => {
