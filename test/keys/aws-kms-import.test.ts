@@ -118,6 +118,8 @@ function withDouble() {
       endpoint: ctx.double.url,
       region: 'us-east-1',
       credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+      // The double makes an RSA wrapping key per request, seconds on a loaded machine: 20 s an attempt.
+      requestTimeoutMs: 20_000,
     });
   });
   afterAll(async () => {

@@ -63,7 +63,8 @@ const backends: Backend[] = [
     kms: true,
     async open() {
       const double = await startKmsDouble();
-      const stores = new KeyStores([kmsStore(double.url)]);
+      // The double makes an RSA-4096 key in seconds on a loaded machine: 20 s an attempt.
+      const stores = new KeyStores([kmsStore(double.url, { requestTimeoutMs: 20_000 })]);
       return {
         stores,
         url: double.url,
@@ -81,7 +82,7 @@ const backends: Backend[] = [
     kms: true,
     async open() {
       const moto = await startMoto();
-      const stores = new KeyStores([kmsStore(moto.url)]);
+      const stores = new KeyStores([kmsStore(moto.url, { requestTimeoutMs: 20_000 })]);
       return {
         stores,
         url: moto.url,
