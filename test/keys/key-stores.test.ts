@@ -236,6 +236,23 @@ describe('AWS KMS key store on the KMS double: key states, faults, import', () =
     expect(pending.message).toMatch(/pending deletion/);
   });
 
+  it('no region anywhere (not configured, no AWS_REGION, no profile): /readyz fails naming it, no crash', async () => {
+    const saved = process.env.AWS_REGION;
+    delete process.env.AWS_REGION;
+    const lost = new AwsKmsKeyStore({
+      endpoint: double.url,
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
+    try {
+      const err = await rejection(lost.ping());
+      expect(err.code).toBe('key_store_unavailable');
+      expect(err.message).toMatch(/region/i);
+    } finally {
+      await lost.close();
+      if (saved !== undefined) process.env.AWS_REGION = saved;
+    }
+  });
+
   it('a digest of the wrong length is refused before KMS is called', async () => {
     const made = await store.createKey('RSA_2048', 'lengths/k1');
     const before = double.calls.get('Sign') ?? 0;
