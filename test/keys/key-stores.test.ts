@@ -8,7 +8,7 @@
 
 import { createPublicKey } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { DescribeKeyCommand, KMSClient, ListAliasesCommand } from '@aws-sdk/client-kms';
+import { DescribeKeyCommand, KMSClient, ListAliasesCommand, VerifyCommand } from '@aws-sdk/client-kms';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KEY_SPECS, type KeySpec, keyInfo, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { parseMlDsaSpki, parseSm2Spki } from '../../src/crypto/spki.js';
@@ -250,6 +250,37 @@ describe('AWS KMS key store on the KMS double: key states, faults, import', () =
     } finally {
       await lost.close();
       if (saved !== undefined) process.env.AWS_REGION = saved;
+    }
+  });
+
+  it("the double's Verify agrees with the independent verifiers (it documents KMS's Verify too)", async () => {
+    const sdk = new KMSClient({ endpoint: double.url, region: 'us-east-1', credentials: CREDENTIALS });
+    try {
+      for (const [spec, algorithm] of [
+        ['RSA_2048', 'RSASSA_PKCS1_V1_5_SHA_512'],
+        ['RSA_2048', 'RSASSA_PSS_SHA_256'],
+        ['ECC_NIST_P521', 'ECDSA_SHA_512'],
+        ['ML_DSA_44', 'ML_DSA_SHAKE_256'],
+        ['SM2', 'SM2DSA'],
+      ] as const) {
+        const made = await store.createKey(spec, `verify/${spec}`);
+        const hash = signingInput(made.publicKeyPem, algorithm, message);
+        const signature = await store.sign(made.keyRef, spec, algorithm, hash);
+        const verifyWith = (Signature: Buffer) =>
+          sdk.send(
+            new VerifyCommand({
+              KeyId: made.keyRef,
+              Message: hash,
+              MessageType: spec === 'ML_DSA_44' ? 'EXTERNAL_MU' : 'DIGEST',
+              Signature,
+              SigningAlgorithm: algorithm,
+            }),
+          );
+        expect((await verifyWith(signature)).SignatureValid, `${spec} ${algorithm}`).toBe(true);
+        await expect(verifyWith(tampered(signature))).rejects.toMatchObject({ name: 'KMSInvalidSignatureException' });
+      }
+    } finally {
+      sdk.destroy();
     }
   });
 
