@@ -162,8 +162,8 @@ function keyStoreError(block: unknown): string | undefined {
   const variant = [SoftHsmKeyStoreConfig, Pkcs11KeyStoreConfig, AwsKmsKeyStoreConfig].find(
     (v) => v.properties.type.const === type,
   );
-  const error = variant && [...Value.Errors(variant, block)][0];
-  if (!variant) return `/keyStore/type must be one of softhsm, pkcs11, aws-kms`;
+  if (!variant) return '/keyStore/type must be one of softhsm, pkcs11, aws-kms';
+  const error = [...Value.Errors(variant, block)][0];
   return error && `/keyStore${error.path} ${error.message}`;
 }
 
