@@ -261,18 +261,24 @@ export class AwsKmsKeyStore implements KeyStore {
   private async newKmsKey(spec: KeySpec, label: string, origin: 'AWS_KMS' | 'EXTERNAL'): Promise<KeyMetadata> {
     const tenant = tenantOfLabel(label);
     const out = await this.call('CreateKey', undefined, () =>
-      this.client.send(
-        new CreateKeyCommand({
-          KeyUsage: 'SIGN_VERIFY',
-          KeySpec: spec,
-          Origin: origin,
-          Description: `signbridge ${label}`,
-          Tags: [
-            { TagKey: TAG_TENANT, TagValue: tenant },
-            { TagKey: TAG_KEY_ID, TagValue: label.slice(tenant.length + 1) },
-          ],
+      this.client
+        .send(
+          new CreateKeyCommand({
+            KeyUsage: 'SIGN_VERIFY',
+            KeySpec: spec,
+            Origin: origin,
+            Description: `signbridge ${label}`,
+            Tags: [
+              { TagKey: TAG_TENANT, TagValue: tenant },
+              { TagKey: TAG_KEY_ID, TagValue: label.slice(tenant.length + 1) },
+            ],
+          }),
+        )
+        .catch((err: unknown) => {
+          // SM2 exists only in KMS's China Regions; elsewhere CreateKey refuses the spec.
+          if (!['UnsupportedOperationException', 'ValidationException'].includes(kmsErrorName(err))) throw err;
+          throw new ApiError('unsupported_key_spec', `AWS KMS here does not make ${spec} keys: ${describe(err)}`);
         }),
-      ),
     );
     const metadata = out.KeyMetadata;
     if (!metadata?.KeyId) throw new Error('KMS CreateKey answered without a key id');

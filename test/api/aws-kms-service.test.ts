@@ -117,6 +117,27 @@ describe.each(KEY_SPECS.map((s) => [s]))('%s in KMS', (spec) => {
   });
 });
 
+it('SM2 where KMS does not offer it (outside the China Regions) is 400 unsupported_key_spec, not a 500', async () => {
+  const elsewhere = await startKmsDouble({ unavailableSpecs: ['SM2'] });
+  const kmsElsewhere = new AwsKmsKeyStore({
+    endpoint: elsewhere.url,
+    region: 'eu-west-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+  const other = await buildApp({ store, keyStore: new KeyStores([kmsElsewhere]) });
+  try {
+    const res = await callAction(other, operator, 'create_tenant', { tenant_id: 'kms-sm2-elsewhere', key_spec: 'SM2' });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: 'unsupported_key_spec' });
+    expect(String(res.body.reason)).toMatch(/SM2/);
+    expect(await store.getTenant('kms-sm2-elsewhere')).toBeUndefined();
+  } finally {
+    await other.close();
+    await kmsElsewhere.close();
+    await elsewhere.close();
+  }
+});
+
 describe('when KMS will not sign', () => {
   const tenant = 'kms-faults';
   let signer: string;

@@ -14,7 +14,8 @@
 //   match the length of hashed messages" for the algorithm (ValidationException otherwise); an EC key signs only
 //   with its curve's ECDSA_SHA_*; RSASSA_PSS uses a salt as long as the digest ("along with a 256-bit salt" for
 //   SHA-256); EXTERNAL_MU only for ML-DSA, exactly 64 bytes, giving the pure ML-DSA signature of the message;
-//   SM2DSA with DIGEST signs e = SM3(Z_A || M) (ID 1234567812345678). RAW messages up to 4096 bytes.
+//   SM2DSA with DIGEST signs e = SM3(Z_A || M) (ID 1234567812345678). RAW is not implemented (signbridge never
+//   sends it) and is refused. A "region" can be started without SM2 (KMS has SM2 in its China Regions only).
 // - Key states: a Disabled key answers DisabledException; PendingDeletion and PendingImport answer
 //   KMSInvalidStateException ("... is pending deletion/import"), for Sign and GetPublicKey alike (moto signs).
 // - Aliases: CreateAlias (AlreadyExistsException when taken), UpdateAlias, DeleteAlias, ListAliases (KeyId filter,
@@ -118,7 +119,12 @@ export interface KmsDouble {
   close(): Promise<void>;
 }
 
-export async function startKmsDouble(): Promise<KmsDouble> {
+export interface KmsDoubleOptions {
+  /** Key specs this "region" does not offer (SM2 exists only in KMS's China Regions). */
+  unavailableSpecs?: readonly KmsKeySpec[];
+}
+
+export async function startKmsDouble(options: KmsDoubleOptions = {}): Promise<KmsDouble> {
   const keys = new Map<string, DoubleKey>();
   const aliases = new Map<string, string>();
   const imports = new Map<string, ImportParams>();
@@ -220,6 +226,9 @@ export async function startKmsDouble(): Promise<KmsDouble> {
     async CreateKey(body) {
       const spec = body.KeySpec as KmsKeySpec;
       if (!KMS_KEY_SPECS.includes(spec)) throw new KmsFault('ValidationException', `KeySpec ${spec} is not supported`);
+      if (options.unavailableSpecs?.includes(spec)) {
+        throw new KmsFault('UnsupportedOperationException', `${spec} is not supported in this region`);
+      }
       if (body.KeyUsage !== 'SIGN_VERIFY') {
         throw new KmsFault('ValidationException', 'this KMS double makes SIGN_VERIFY keys only');
       }
