@@ -37,7 +37,7 @@ beforeAll(async () => {
   app = await buildApp({ store, keyStore: new KeyStores([kms]) });
   await app.ready();
   // A short timeout and few attempts keep the fault tests quick; the defaults are 5000 ms and 3.
-  impatientKms = kmsStore({ requestTimeoutMs: 1000, maxAttempts: 2, pingTimeoutMs: 1500 });
+  impatientKms = kmsStore({ requestTimeoutMs: 2500, maxAttempts: 2, pingTimeoutMs: 1500 });
   impatientApp = await buildApp({ store, keyStore: new KeyStores([impatientKms]) });
   await impatientApp.ready();
   operator = (await createApiKey(store, 'operator', null, 'op')).token;
@@ -198,7 +198,7 @@ describe('when KMS will not sign', () => {
   });
 
   it('an answer slower than the request timeout is 503, not a hang or a 500', async () => {
-    double.addFault({ op: 'Sign', kind: 'delay', ms: 1500, times: -1 });
+    double.addFault({ op: 'Sign', kind: 'delay', ms: 4000, times: -1 });
     try {
       const res = await sign();
       expect(res.status).toBe(503);

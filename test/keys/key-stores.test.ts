@@ -213,7 +213,8 @@ describe('AWS KMS key store on the KMS double: key states, faults, import', () =
   let store: AwsKmsKeyStore;
   beforeAll(async () => {
     double = await startKmsDouble();
-    store = kmsStore(double.url, { requestTimeoutMs: 1000, maxAttempts: 3, settleMs: 3000, pingTimeoutMs: 1500 });
+    // A timeout well above the double's answer times on a loaded machine: only the delay fault below exceeds it.
+    store = kmsStore(double.url, { requestTimeoutMs: 2500, maxAttempts: 2, settleMs: 3000, pingTimeoutMs: 1500 });
   });
   afterAll(async () => {
     await store?.close();
@@ -343,7 +344,7 @@ describe('AWS KMS key store on the KMS double: key states, faults, import', () =
 
     it('answers slower than the request timeout: 503, and the ping fails while KMS is that slow', async () => {
       double.clearFaults();
-      double.addFault({ op: '*', kind: 'delay', ms: 2500, times: -1 });
+      double.addFault({ op: '*', kind: 'delay', ms: 4000, times: -1 });
       const err = await rejection(sign());
       expect(err.code).toBe('key_store_unavailable');
       await expect(store.ping()).rejects.toMatchObject({ code: 'key_store_unavailable' });
