@@ -1,10 +1,13 @@
 // The service process: opens the configured store and key store, serves the app, shuts down gracefully.
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, REDACT_PATHS, serializeRequest } from './app.js';
 import { BusyPoll } from './busy-poll.js';
-import type { ServiceConfig } from './config/config.js';
+import type { Pkcs11Setting, ServiceConfig } from './config/config.js';
 import { ensurePrivateDir } from './fs-private.js';
-import { KeyStores } from './keys/key-store.js';
+import { AwsKmsKeyStore } from './keys/aws-kms-key-store.js';
+import { type KeyStore, KeyStores } from './keys/key-store.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
 import { SoftwareKeyStore } from './keys/software-key-store.js';
@@ -16,24 +19,51 @@ import type { Store } from './store/store.js';
 
 /**
  * The configured key store, with the software key store beside a PKCS#11 token: it holds the key specs the token
- * cannot (ML-DSA, SM2), sealed under a key in that token.
+ * cannot (ML-DSA, SM2), sealed under a key in that token. On AWS KMS, which holds every key spec, new keys go to
+ * KMS; a token that holds keys made before the move (the embedded SoftHSM token of this data dir, or the
+ * configured `legacy` one) is opened behind it, so older tenants keep signing from where their keys are.
  */
 export function openKeyStore(config: ServiceConfig): KeyStores {
-  const token = openPkcs11KeyStore(config);
-  return new KeyStores([token, new SoftwareKeyStore(token, token.description)]);
+  if (config.keyStore.type !== 'aws-kms') return new KeyStores(tokenAndSoftware(config.dataDir, config.keyStore));
+  const { region, endpoint, aliasPrefix, requestTimeoutMs, maxAttempts, legacy } = config.keyStore;
+  const kms = new AwsKmsKeyStore({
+    ...(region !== undefined && { region }),
+    ...(endpoint !== undefined && { endpoint }),
+    ...(aliasPrefix !== undefined && { aliasPrefix }),
+    ...(requestTimeoutMs !== undefined && { requestTimeoutMs }),
+    ...(maxAttempts !== undefined && { maxAttempts }),
+  });
+  const older = legacy ?? (hasEmbeddedToken(config.dataDir) ? { type: 'softhsm' as const } : undefined);
+  try {
+    return new KeyStores([kms, ...(older ? tokenAndSoftware(config.dataDir, older) : [])]);
+  } catch (err) {
+    void kms.close();
+    throw err;
+  }
 }
 
-function openPkcs11KeyStore(config: ServiceConfig): Pkcs11KeyStore {
-  if (config.keyStore.type === 'softhsm') {
-    const { sessions, signThreads, inlineSignBelowMs } = config.keyStore;
+/** The service ran on the embedded default before: its SoftHSM token (and the keys in it) is in the data dir. */
+function hasEmbeddedToken(dataDir: string): boolean {
+  const tokens = join(dataDir, 'softhsm', 'tokens');
+  return existsSync(tokens) && readdirSync(tokens).length > 0;
+}
+
+function tokenAndSoftware(dataDir: string, setting: Pkcs11Setting): KeyStore[] {
+  const token = openPkcs11KeyStore(dataDir, setting);
+  return [token, new SoftwareKeyStore(token, token.description)];
+}
+
+function openPkcs11KeyStore(dataDir: string, setting: Pkcs11Setting): Pkcs11KeyStore {
+  if (setting.type === 'softhsm') {
+    const { sessions, signThreads, inlineSignBelowMs } = setting;
     return Pkcs11KeyStore.open({
-      ...embeddedSoftHsmOptions(config.dataDir),
+      ...embeddedSoftHsmOptions(dataDir),
       sessions: sessions ?? 8,
       ...(signThreads !== undefined && { signThreads }),
       ...(inlineSignBelowMs !== undefined && { inlineBelowMs: inlineSignBelowMs }),
     });
   }
-  const { module, tokenLabel, pin, sessions, signThreads, inlineSignBelowMs } = config.keyStore;
+  const { module, tokenLabel, pin, sessions, signThreads, inlineSignBelowMs } = setting;
   return Pkcs11KeyStore.open({
     modulePath: module,
     tokenLabel,

@@ -33,6 +33,24 @@ const SoftHsmKeyStoreConfig = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * Keys in AWS KMS (docs/aws-kms.md). Region, endpoint and credentials come from the SDK's own settings
+ * (AWS_REGION, AWS_ENDPOINT_URL_KMS / AWS_ENDPOINT_URL, the default credential chain, AWS_PROFILE) unless given.
+ * `legacy`: a PKCS#11 key store that holds keys made before the move to KMS; they keep signing from it.
+ */
+const AwsKmsKeyStoreConfig = Type.Object(
+  {
+    type: Type.Literal('aws-kms'),
+    region: Type.Optional(Type.String({ minLength: 1 })),
+    endpoint: Type.Optional(Type.String({ pattern: '^https?://' })),
+    aliasPrefix: Type.Optional(Type.String({ pattern: '^alias/[a-zA-Z0-9/_-]*$', maxLength: 200 })),
+    requestTimeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 120_000 })),
+    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 10 })),
+    legacy: Type.Optional(Type.Union([SoftHsmKeyStoreConfig, Pkcs11KeyStoreConfig])),
+  },
+  { additionalProperties: false },
+);
+
 export const ConfigFileSchema = Type.Object(
   {
     dataDir: Type.Optional(Type.String({ minLength: 1 })),
@@ -46,7 +64,7 @@ export const ConfigFileSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
-    keyStore: Type.Optional(Type.Union([SoftHsmKeyStoreConfig, Pkcs11KeyStoreConfig])),
+    keyStore: Type.Optional(Type.Union([SoftHsmKeyStoreConfig, Pkcs11KeyStoreConfig, AwsKmsKeyStoreConfig])),
     trial: Type.Optional(
       Type.Object(
         {
@@ -85,7 +103,7 @@ export interface ServiceConfig {
   port: number;
   logLevel: string;
   store: { type: 'sqlite'; path: string };
-  keyStore: Static<typeof SoftHsmKeyStoreConfig> | (Static<typeof Pkcs11KeyStoreConfig> & { pin: string });
+  keyStore: Pkcs11Setting | AwsKmsSetting;
   trial: { enabled: boolean; max: number; windowMs: number };
   /** Proxies whose X-Forwarded-For is believed; empty: the peer address is the client. */
   trustProxy: string[];
@@ -98,6 +116,12 @@ export interface ServiceConfig {
   /** Absent when no IdP is configured (the /oauth/* endpoints then answer 503 oauth_not_configured). */
   oidc?: OidcSettings;
 }
+
+/** The embedded SoftHSM token, or another PKCS#11 token with its PIN resolved. */
+export type Pkcs11Setting =
+  | Static<typeof SoftHsmKeyStoreConfig>
+  | (Static<typeof Pkcs11KeyStoreConfig> & { pin: string });
+export type AwsKmsSetting = Omit<Static<typeof AwsKmsKeyStoreConfig>, 'legacy'> & { legacy?: Pkcs11Setting };
 
 export interface ConfigSources {
   configFile?: string;
@@ -126,9 +150,21 @@ export function loadConfigFile(path: string): ConfigFile {
   parsed ??= {};
   const first = [...Value.Errors(ConfigFileSchema, parsed)][0];
   if (first) {
-    throw new ConfigError(`config file ${path}: ${first.path || '/'} ${first.message}`);
+    const where = first.path === '/keyStore' ? keyStoreError((parsed as { keyStore?: unknown }).keyStore) : undefined;
+    throw new ConfigError(`config file ${path}: ${where ?? `${first.path || '/'} ${first.message}`}`);
   }
   return parsed as ConfigFile;
+}
+
+/** The keyStore block checked against the variant its `type` names, so the error names the setting, not "union". */
+function keyStoreError(block: unknown): string | undefined {
+  const type = (block as { type?: unknown } | null)?.type;
+  const variant = [SoftHsmKeyStoreConfig, Pkcs11KeyStoreConfig, AwsKmsKeyStoreConfig].find(
+    (v) => v.properties.type.const === type,
+  );
+  if (!variant) return '/keyStore/type must be one of softhsm, pkcs11, aws-kms';
+  const error = [...Value.Errors(variant, block)][0];
+  return error && `/keyStore${error.path} ${error.message}`;
 }
 
 export function resolveConfig(sources: ConfigSources): ServiceConfig {
@@ -142,15 +178,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
   const { host, port } = parseListen(sources.listen ?? env.SIGNBRIDGE_LISTEN ?? file.listen ?? '127.0.0.1:8080');
   const storePath = file.store?.path ?? 'signbridge.db';
 
-  let keyStore: ServiceConfig['keyStore'] = { type: 'softhsm' };
-  if (file.keyStore?.type === 'softhsm') keyStore = file.keyStore;
-  if (file.keyStore?.type === 'pkcs11') {
-    const { pinFile } = file.keyStore;
-    const pin =
-      file.keyStore.pin ?? (pinFile ? readFileSync(pinFile, 'utf8').trim() : undefined) ?? env.SIGNBRIDGE_PKCS11_PIN;
-    if (!pin) throw new ConfigError('keyStore.type pkcs11 needs pin, pinFile or SIGNBRIDGE_PKCS11_PIN');
-    keyStore = { ...file.keyStore, pin };
-  }
+  const keyStore = keyStoreSetting(file.keyStore, env);
 
   return {
     dataDir,
@@ -176,6 +204,48 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
   };
+}
+
+/**
+ * The file's `keyStore`, unless SIGNBRIDGE_KEY_STORE names another type: `aws-kms` moves a deployment to KMS (a
+ * PKCS#11 block in the file stays behind it as the legacy store holding older keys), `softhsm` the embedded token,
+ * `pkcs11` the file's PKCS#11 block.
+ */
+function keyStoreSetting(file: ConfigFile['keyStore'], env: NodeJS.ProcessEnv): ServiceConfig['keyStore'] {
+  const wanted = env.SIGNBRIDGE_KEY_STORE;
+  if (wanted === undefined || wanted === '' || wanted === file?.type) {
+    if (file?.type === 'aws-kms') {
+      const { legacy, ...kms } = file;
+      return { ...kms, ...(legacy && { legacy: pkcs11Setting(legacy, env, 'keyStore.legacy') }) };
+    }
+    return file ? pkcs11Setting(file, env, 'keyStore') : { type: 'softhsm' };
+  }
+  if (wanted === 'aws-kms') {
+    return {
+      type: 'aws-kms',
+      ...(file && file.type !== 'aws-kms' && { legacy: pkcs11Setting(file, env, 'keyStore') }),
+    };
+  }
+  if (wanted === 'softhsm') return { type: 'softhsm' };
+  const legacy = file?.type === 'aws-kms' ? file.legacy : undefined;
+  if (wanted === 'pkcs11' && legacy?.type === 'pkcs11') return pkcs11Setting(legacy, env, 'keyStore.legacy');
+  throw new ConfigError(
+    wanted === 'pkcs11'
+      ? 'SIGNBRIDGE_KEY_STORE=pkcs11 needs a keyStore block of type pkcs11 in the config file (module, tokenLabel)'
+      : `SIGNBRIDGE_KEY_STORE must be aws-kms, softhsm or pkcs11, got "${wanted}"`,
+  );
+}
+
+function pkcs11Setting(
+  block: Exclude<ConfigFile['keyStore'], undefined | { type: 'aws-kms' }>,
+  env: NodeJS.ProcessEnv,
+  where: string,
+): Pkcs11Setting {
+  if (block.type === 'softhsm') return block;
+  const { pinFile } = block;
+  const pin = block.pin ?? (pinFile ? readFileSync(pinFile, 'utf8').trim() : undefined) ?? env.SIGNBRIDGE_PKCS11_PIN;
+  if (!pin) throw new ConfigError(`${where}.type pkcs11 needs pin, pinFile or SIGNBRIDGE_PKCS11_PIN`);
+  return { ...block, pin };
 }
 
 /** Names proxy-addr (fastify's trustProxy) knows for common ranges. */
