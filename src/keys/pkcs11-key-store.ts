@@ -236,6 +236,14 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
     );
   }
 
+  /**
+   * Runs `fn` on one of the key store's logged-in sessions, with the same recovery from token faults as signing
+   * (`retry`: run it again after a re-open). Key import (src/keys/import/pkcs11-import.ts) unwraps through it.
+   */
+  inSession<T>(fn: (session: graphene.Session) => T | Promise<T>, retry = false): Promise<T> {
+    return this.withRecovery(retry, () => this.pool.use(async (session) => fn(session)));
+  }
+
   /** The sealing key's handle (cached with the key handles, so a re-open finds it again). */
   private sealingKey(session: graphene.Session, create: boolean): Buffer {
     const cached = this.handles.get(SEALING_KEY_LABEL);
