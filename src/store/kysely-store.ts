@@ -430,7 +430,7 @@ export class KyselyStore implements Store {
     const rows = await this.db
       .selectFrom('key_imports')
       .selectAll()
-      .where('valid_to', '<', before)
+      .where('valid_to', '<=', before)
       .where('wrapping_key_ref', 'is not', null)
       .execute();
     return rows.map(toKeyImport);

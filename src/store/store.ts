@@ -186,7 +186,7 @@ export interface Store {
   /** Key import (migration 0011): inserts, or replaces the parameters of, the key awaiting material `record.id`. */
   putKeyImport(record: KeyImportRecord): Promise<void>;
   getKeyImport(tenantId: string, id: string): Promise<KeyImportRecord | undefined>;
-  /** Imports whose parameters ended before `before` and whose wrapping key is still in the token (the sweep). */
+  /** Imports whose parameters ended by `before` and whose wrapping key is still in the token (the sweep). */
   listExpiredKeyImports(before: string): Promise<KeyImportRecord[]>;
   /** The sweep removed the wrapping key: forget it, unless new parameters replaced it meanwhile. */
   clearWrappingKey(id: string, wrappingKeyRef: string): Promise<void>;

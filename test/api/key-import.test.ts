@@ -73,28 +73,28 @@ async function exchange(
 
 // Every wrapping algorithm x wrapping key spec AWS allows, each with material it may carry; together every kind
 // of material (RSA 2048/3072/4096, the three NIST curves, ML-DSA in each RFC 9881 form, SM2).
-const MATRIX: Array<[WrappingAlgorithm, WrappingKeySpec, KeySpec, ('seed' | 'expanded' | 'both')?]> = [
-  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'RSA_2048'],
-  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_3072', 'ECC_NIST_P384'],
-  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_4096', 'RSA_4096'],
+const MATRIX: Array<[WrappingAlgorithm, WrappingKeySpec, KeySpec, 'PKCS#8' | 'seed' | 'expanded' | 'both']> = [
+  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'RSA_2048', 'PKCS#8'],
+  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_3072', 'ECC_NIST_P384', 'PKCS#8'],
+  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_4096', 'RSA_4096', 'PKCS#8'],
   ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'ML_DSA_65', 'both'],
-  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'SM2'],
-  ['RSA_AES_KEY_WRAP_SHA_1', 'RSA_2048', 'ECC_NIST_P521'],
-  ['RSA_AES_KEY_WRAP_SHA_1', 'RSA_3072', 'RSA_3072'],
+  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'SM2', 'PKCS#8'],
+  ['RSA_AES_KEY_WRAP_SHA_1', 'RSA_2048', 'ECC_NIST_P521', 'PKCS#8'],
+  ['RSA_AES_KEY_WRAP_SHA_1', 'RSA_3072', 'RSA_3072', 'PKCS#8'],
   ['RSA_AES_KEY_WRAP_SHA_1', 'RSA_4096', 'ML_DSA_65', 'expanded'],
-  ['RSAES_OAEP_SHA_256', 'RSA_2048', 'ECC_NIST_P256'],
-  ['RSAES_OAEP_SHA_256', 'RSA_3072', 'ECC_NIST_P521'],
-  ['RSAES_OAEP_SHA_256', 'RSA_4096', 'SM2'],
-  ['RSAES_OAEP_SHA_1', 'RSA_2048', 'SM2'],
+  ['RSAES_OAEP_SHA_256', 'RSA_2048', 'ECC_NIST_P256', 'PKCS#8'],
+  ['RSAES_OAEP_SHA_256', 'RSA_3072', 'ECC_NIST_P521', 'PKCS#8'],
+  ['RSAES_OAEP_SHA_256', 'RSA_4096', 'SM2', 'PKCS#8'],
+  ['RSAES_OAEP_SHA_1', 'RSA_2048', 'SM2', 'PKCS#8'],
   ['RSAES_OAEP_SHA_1', 'RSA_3072', 'ML_DSA_65', 'seed'],
-  ['RSAES_OAEP_SHA_1', 'RSA_4096', 'ECC_NIST_P384'],
-  ['RSAES_OAEP_SHA_1', 'RSA_2048', 'ECC_NIST_P256'],
+  ['RSAES_OAEP_SHA_1', 'RSA_4096', 'ECC_NIST_P384', 'PKCS#8'],
+  ['RSAES_OAEP_SHA_1', 'RSA_2048', 'ECC_NIST_P256', 'PKCS#8'],
 ];
 
 describe('import end to end, every wrapping algorithm and wrapping key spec', () => {
   it.each(MATRIX)('%s under %s carries %s material (%s)', async (alg, wks, spec, form) => {
     const t = await tenant();
-    const m = spec.startsWith('ML_DSA') ? mlDsaMaterial(spec, form) : material(spec);
+    const m = form !== 'PKCS#8' ? mlDsaMaterial(spec, form) : material(spec);
     const { params: p, imported } = await exchange(t, m, alg, wks);
     expect(Number(p.body.parameters_valid_to)).toBe(Math.floor(clock / 1000) + 86_400);
     expect(imported.status, JSON.stringify(imported.body)).toBe(200);

@@ -170,3 +170,36 @@ export async function signWithTenant(
   const res = await callAction(app, signer, 'sign', { tenant_id: tenant, hash: hash.toString('base64'), algorithm });
   return { status: res.status, signature: Buffer.from(String(res.body.signature ?? ''), 'base64'), body: res.body };
 }
+
+/** get_import_params as a tenant admin. */
+export function importParams(
+  app: FastifyInstance,
+  admin: string,
+  tenantId: string,
+  spec: KeySpec,
+  wrappingAlgorithm: string,
+  wrappingKeySpec: string,
+  extra: Record<string, unknown> = {},
+) {
+  return callAction(app, admin, 'get_import_params', {
+    tenant_id: tenantId,
+    key_spec: spec,
+    wrapping_algorithm: wrappingAlgorithm,
+    wrapping_key_spec: wrappingKeySpec,
+    ...extra,
+  });
+}
+
+/** import_key as a tenant admin (KEY_MATERIAL_DOES_NOT_EXPIRE unless `body` says otherwise). */
+export function importKeyMaterial(
+  app: FastifyInstance,
+  admin: string,
+  tenantId: string,
+  body: Record<string, unknown>,
+) {
+  return callAction(app, admin, 'import_key', {
+    tenant_id: tenantId,
+    expiration_model: 'KEY_MATERIAL_DOES_NOT_EXPIRE',
+    ...body,
+  });
+}

@@ -56,7 +56,24 @@ const RAW_RSA: pkcs11js.Mechanism = { mechanism: pkcs11js.CKM_RSA_X_509 };
 /** A CK_ULONG attribute value (8 bytes on 64-bit Linux). */
 const ulong = (b: Buffer) => (b.length === 8 ? Number(b.readBigUInt64LE()) : b.readUIntLE(0, b.length));
 const idOf = (keyRef: string) => Buffer.from(keyRef.slice(KEY_REF_PREFIX.length), 'hex');
-const ckr = (err: unknown) => /CKR_[A-Z_]+/.exec(err instanceof Error ? err.message : String(err))?.[0] ?? '';
+
+/**
+ * SoftHSM answers a ciphertext that does not decrypt with CKR_GENERAL_ERROR, which the key store otherwise takes
+ * for a token fault (re-open, 503). A session that still answers says the token is fine: then it was the input.
+ */
+function sessionAlive(session: graphene.Session): boolean {
+  try {
+    session.lib.C_GetSessionInfo(session.handle);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function invalidCiphertextOrFault(session: graphene.Session, err: unknown, why: string): Error {
+  if (!sessionAlive(session)) return err instanceof Error ? err : new Error(String(err));
+  return invalidCiphertext(why);
+}
 
 const invalidCiphertext = (why: string) =>
   new ApiError(
@@ -221,7 +238,7 @@ export class Pkcs11Importer {
       try {
         return lib.C_UnwrapKey(session.handle, OAEP_SHA1, wrappingKey, rsaBlock, template);
       } catch (err) {
-        throw invalidCiphertext(`the RSA-OAEP block does not decrypt (${ckr(err) || 'error'})`);
+        throw invalidCiphertextOrFault(session, err, 'the RSA-OAEP block does not decrypt');
       }
     }
     const aes = oaepInProcess(session, wrappingKey, hash, rsaBlock);
@@ -246,10 +263,7 @@ export class Pkcs11Importer {
     spec: KeySpec,
     err: unknown,
   ): Error {
-    const code = ckr(err);
-    if (code && !/WRAPPED_KEY|TEMPLATE|ATTRIBUTE|DATA|ENCRYPTED|KEY_TYPE|ARGUMENTS_BAD|FUNCTION_FAILED/.test(code)) {
-      return err instanceof Error ? err : new Error(String(err));
-    }
+    if (!sessionAlive(session)) return err instanceof Error ? err : new Error(String(err));
     const probe = (template: pkcs11js.Template): Buffer | undefined => {
       try {
         return session.lib.C_UnwrapKey(session.handle, unwrapper.mechanism, unwrapper.key, wrapped, template);
@@ -264,7 +278,7 @@ export class Pkcs11Importer {
       { type: pkcs11js.CKA_SENSITIVE, value: true },
       { type: pkcs11js.CKA_EXTRACTABLE, value: false },
     ]);
-    if (!opaque) return invalidCiphertext(`the token could not unwrap it (${code || 'error'})`);
+    if (!opaque) return invalidCiphertext('the token could not unwrap it');
     session.lib.C_DestroyObject(session.handle, opaque);
     const wanted = keyInfo(spec).family;
     const other = probe(
@@ -315,7 +329,7 @@ export function checkMaterial(spec: KeySpec, pkcs8: Buffer): void {
     throw err;
   }
   if ('spec' in found && found.spec === spec) return;
-  const what = 'spec' in found ? `a ${found.spec} key` : found.other;
+  const what = 'spec' in found ? found.spec : found.other;
   throw new ApiError('invalid_key_material', `the key material is not a ${spec} key: found ${what}`);
 }
 
@@ -363,7 +377,7 @@ function oaepInProcess(session: graphene.Session, key: Buffer, hash: 'sha1' | 's
     lib.C_DecryptInit(session.handle, RAW_RSA, key);
     em = lib.C_Decrypt(session.handle, block, Buffer.alloc(size));
   } catch (err) {
-    throw invalidCiphertext(`the RSA block does not decrypt (${ckr(err) || 'error'})`);
+    throw invalidCiphertextOrFault(session, err, 'the RSA block does not decrypt');
   }
   // Raw RSA drops leading zero bytes of the result on some tokens: put them back.
   const full = em.length === size ? em : Buffer.concat([Buffer.alloc(size - em.length), em]);
