@@ -19,7 +19,7 @@ import {
 } from '../keys/key-store.js';
 import { Pkcs11KeyStore } from '../keys/pkcs11-key-store.js';
 import { SoftwareKeyStore } from '../keys/software-key-store.js';
-import type { KeyImportRecord, KeyRecord, Store } from '../store/store.js';
+import { ConflictError, type KeyImportRecord, type KeyRecord, type Store } from '../store/store.js';
 
 /** How long a wrapping key and its import token are valid (AWS: 24 hours). */
 export const IMPORT_PARAMETERS_LIFETIME_MS = 24 * 3600 * 1000;
@@ -260,6 +260,12 @@ export class KeyImportService {
       }
     } catch (err) {
       if (created.keyRef !== existing?.keyRef) await this.dropKey(target, created.keyRef);
+      if (err instanceof ConflictError) {
+        throw new ApiError(
+          'invalid_import_token',
+          `the import token was used meanwhile: key ${req.kmsKeyId} is imported`,
+        );
+      }
       throw err;
     }
     if (existing && created.keyRef !== existing.keyRef) await this.dropKey(target, created.keyRef);

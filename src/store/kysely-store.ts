@@ -446,6 +446,15 @@ export class KyselyStore implements Store {
   }
 
   async completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+    try {
+      return await this.completeKeyImportOnce(tenantId, key);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`key ${key.id} was imported meanwhile`);
+      throw err;
+    }
+  }
+
+  private completeKeyImportOnce(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
     return this.db.transaction().execute(async (tx) => {
       const { max } = await tx
         .selectFrom('keys')

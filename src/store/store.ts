@@ -192,7 +192,7 @@ export interface Store {
   clearWrappingKey(id: string, wrappingKeyRef: string): Promise<void>;
   /**
    * The material arrived: adds `key` (id = the import's id) as the tenant's next key version, makes it current
-   * and removes the import row, in one transaction.
+   * and removes the import row, in one transaction. ConflictError when another import of the same key won.
    */
   completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord>;
   /** The same material again for an imported key: its (new) key reference and expiry; removes the import row. */

@@ -6,7 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { wrapKeyMaterial } from '../../src/keys/import/client-wrap.js';
 import type { WrappingAlgorithm, WrappingKeySpec } from '../../src/keys/key-store.js';
-import { type Material, material, mlDsaMaterial, signWithTenant, verifiesWithOriginal } from '../helpers/key-import.js';
+import {
+  type Material,
+  material,
+  mlDsaMaterial,
+  signWithTenant,
+  verifiesWithOriginal,
+  wrapWithOpenssl,
+} from '../helpers/key-import.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
@@ -58,10 +65,11 @@ async function exchange(
   alg: WrappingAlgorithm,
   wks: WrappingKeySpec,
   extra: Record<string, unknown> = {},
+  wrap: typeof wrapKeyMaterial = wrapKeyMaterial,
 ) {
   const p = await params(t.admin, t.id, m.spec, alg, wks);
   expect(p.status, JSON.stringify(p.body)).toBe(200);
-  const blob = wrapKeyMaterial(Buffer.from(p.body.public_key as string, 'base64'), alg, m.pkcs8);
+  const blob = wrap(Buffer.from(p.body.public_key as string, 'base64'), alg, m.pkcs8);
   const imported = await importKey(t.admin, t.id, {
     kms_key_id: p.body.kms_key_id,
     import_token: p.body.import_token,
@@ -111,6 +119,30 @@ describe('import end to end, every wrapping algorithm and wrapping key spec', ()
     const [key] = (await svc.store.listKeys(t.id)).filter((k) => k.id === p.body.kms_key_id);
     expect(key?.origin).toBe('imported');
     expect(key?.keyStore).toBe(spec.startsWith('ML_DSA') || spec === 'SM2' ? 'software' : 'pkcs11');
+  });
+});
+
+// The same exchange with the material wrapped by the openssl CLI (docs/keys.md's commands), for every kind of
+// material; the cheaper wrapping key specs, since the matrix above covers RSA_4096.
+const OPENSSL: Array<[WrappingAlgorithm, WrappingKeySpec, KeySpec]> = [
+  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'RSA_3072'],
+  ['RSA_AES_KEY_WRAP_SHA_1', 'RSA_2048', 'RSA_4096'],
+  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_3072', 'ECC_NIST_P521'],
+  ['RSAES_OAEP_SHA_1', 'RSA_2048', 'ECC_NIST_P384'],
+  ['RSAES_OAEP_SHA_256', 'RSA_2048', 'ECC_NIST_P256'],
+  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'ML_DSA_65'],
+  ['RSAES_OAEP_SHA_256', 'RSA_2048', 'SM2'],
+];
+
+describe('import end to end, material wrapped by openssl', () => {
+  it.each(OPENSSL)('%s under %s carries %s material', async (alg, wks, spec) => {
+    const t = await tenant();
+    const m = material(spec);
+    const { imported } = await exchange(t, m, alg, wks, {}, wrapWithOpenssl);
+    expect(imported.status, JSON.stringify(imported.body)).toBe(200);
+    const signed = await signWithTenant(svc.app, t.signer, t.id, spec, m.publicKeyPem);
+    expect(signed.status, JSON.stringify(signed.body)).toBe(200);
+    expect(verifiesWithOriginal(spec, m.publicKeyPem, signed.signature)).toBe(true);
   });
 });
 

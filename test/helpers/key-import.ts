@@ -203,3 +203,54 @@ export function importKeyMaterial(
     ...body,
   });
 }
+
+/**
+ * Wraps as the openssl commands of docs/keys.md do (OpenSSL 3.0: enc -id-aes256-wrap-pad, pkeyutl OAEP), for
+ * material of any kind; the tests' own copy, with files in a temp folder.
+ */
+export function wrapWithOpenssl(wrappingPublicKey: Buffer, algorithm: string, pkcs8: Buffer): Buffer {
+  const dir = mkdtempSync(join(work, 'wrap-'));
+  const f = (name: string) => join(dir, name);
+  writeFileSync(f('WrappingPublicKey.bin'), wrappingPublicKey);
+  writeFileSync(f('key-material.bin'), pkcs8);
+  const md = algorithm.endsWith('SHA_1') ? 'sha1' : 'sha256';
+  const oaep = (input: string, output: string) =>
+    execFileSync('openssl', [
+      'pkeyutl',
+      '-encrypt',
+      '-in',
+      f(input),
+      '-out',
+      f(output),
+      '-inkey',
+      f('WrappingPublicKey.bin'),
+      '-keyform',
+      'DER',
+      '-pubin',
+      '-pkeyopt',
+      'rsa_padding_mode:oaep',
+      '-pkeyopt',
+      `rsa_oaep_md:${md}`,
+      '-pkeyopt',
+      `rsa_mgf1_md:${md}`,
+    ]);
+  if (algorithm.startsWith('RSAES_OAEP')) {
+    oaep('key-material.bin', 'EncryptedKeyMaterial.bin');
+    return readFileSync(f('EncryptedKeyMaterial.bin'));
+  }
+  execFileSync('openssl', ['rand', '-out', f('aes-key.bin'), '32']);
+  execFileSync('openssl', [
+    'enc',
+    '-id-aes256-wrap-pad',
+    '-K',
+    readFileSync(f('aes-key.bin')).toString('hex'),
+    '-iv',
+    'A65959A6',
+    '-in',
+    f('key-material.bin'),
+    '-out',
+    f('key-material-wrapped.bin'),
+  ]);
+  oaep('aes-key.bin', 'aes-key-wrapped.bin');
+  return Buffer.concat([readFileSync(f('aes-key-wrapped.bin')), readFileSync(f('key-material-wrapped.bin'))]);
+}
