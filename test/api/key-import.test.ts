@@ -177,5 +177,9 @@ describe('the imported private key in the token', () => {
       (session) => session.find({ label: `signbridge-wrapping/${p.body.kms_key_id}` }).length,
     );
     expect(wrappingLeft).toBe(0);
+    // Both steps are in the audit log, naming the key and how it came.
+    const audit = (await svc.store.recentAudit(t.id, 10)).map((e) => [e.action, e.outcome, e.details.key_id]);
+    expect(audit).toContainEqual(['get_import_params', 'issued', p.body.kms_key_id]);
+    expect(audit).toContainEqual(['import_key', 'imported', p.body.kms_key_id]);
   });
 });
