@@ -108,6 +108,23 @@ describe('signbridge key import', () => {
     expect(pub.body.public_key_pem).toBe(m.publicKeyPem);
   });
 
+  it('--kms-key-id imports the same material again; other material is refused', async () => {
+    const first = material('ECC_NIST_P256');
+    const path = keyFile('again.der', first.pkcs8);
+    const res = await importCli(['--key-file', path, '--signer-api-key-file', signerFile, '--expires-in', '1d']);
+    expect(res.code, res.stderr).toBe(0);
+    const id = /imported: key (\S+)/.exec(res.stdout)?.[1] as string;
+    const other = keyFile('other.der', material('ECC_NIST_P256').pkcs8);
+    const refused = await importCli(['--key-file', other, '--kms-key-id', id]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/import_key failed: incorrect_key_material/);
+    const again = await importCli(['--key-file', path, '--kms-key-id', id, '--signer-api-key-file', signerFile]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(
+      new RegExp(`imported: key ${id} .*\\(the same material again\\), material does not expire`),
+    );
+  });
+
   it('an admin key that may not sign: imported, not proven, exit 2', async () => {
     const path = keyFile(
       'p256.pem',
