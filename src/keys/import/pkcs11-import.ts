@@ -11,13 +11,13 @@
 // extractable, able only to decrypt/unwrap; the public half a session object, read once and gone.
 // For the software key store (ML-DSA, SM2) the material must reach this process: unwrapToProcess.
 import { createDecipheriv, createPublicKey, randomBytes } from 'node:crypto';
-import { p256, p384, p521 } from '@noble/curves/nist.js';
 import * as graphene from 'graphene-pk11';
 import pkcs11js from 'pkcs11js';
 import { type KeySpec, keyInfo, type NamedCurve } from '../../crypto/algorithms.js';
 import { ApiError } from '../../errors.js';
 import type { CreatedKey, WrappingAlgorithm, WrappingKeySpec } from '../key-store.js';
 import type { Pkcs11KeyStore } from '../pkcs11-key-store.js';
+import { recoverEcPublicKey } from './ec-public-key.js';
 import { isKeyWrap, oaepHashOf } from './import-rules.js';
 import { OaepDecodeError, oaepDecode } from './oaep.js';
 import { ecPrivateScalar, identifyKeyMaterial, KeyMaterialError, publicKeyOf } from './pkcs8.js';
@@ -39,7 +39,6 @@ const CURVE_NAMES: Record<string, string> = {
   '06082a811ccf5501822d': 'SM2',
 };
 const FIELD_BYTES: Record<NamedCurve, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 };
-const NOBLE = { 'P-256': p256, 'P-384': p384, 'P-521': p521 } as const;
 
 const OAEP_SHA1: pkcs11js.Mechanism = {
   mechanism: pkcs11js.CKM_RSA_PKCS_OAEP,
@@ -424,7 +423,11 @@ function checkAndReadPublicKey(session: graphene.Session, handle: Buffer, spec: 
       .toString();
   }
   if (info.family !== 'ec') throw new Error(`${spec} is not held by the token`);
-  return ecPublicKeyFromSignatures(session, handle, info.curve);
+  // The token keeps no public point with an unwrapped EC key (SoftHSM stores CKA_EC_PARAMS and CKA_VALUE only).
+  return recoverEcPublicKey(info.curve, (digest) => {
+    lib.C_SignInit(session.handle, { mechanism: pkcs11js.CKM_ECDSA }, handle);
+    return lib.C_Sign(session.handle, digest, Buffer.alloc(2 * FIELD_BYTES[info.curve]));
+  });
 }
 
 /** What an unwrapped key is, as a key spec name when it is one ("RSA_3072", "ECC_NIST_P384", "SM2", ...). */
@@ -443,44 +446,4 @@ function describeTokenKey(session: graphene.Session, handle: Buffer): string {
     return CURVE_NAMES[hex] ?? `an EC key with parameters ${hex}`;
   }
   return `a key of PKCS#11 type ${keyType}`;
-}
-
-/**
- * The token keeps no public point with an unwrapped EC private key (SoftHSM stores CKA_EC_PARAMS and CKA_VALUE
- * only), and the private scalar must not leave it. So the key signs two probe digests in the token, and the
- * public key is recovered from the first signature (ECDSA public key recovery) and picked by the second.
- */
-function ecPublicKeyFromSignatures(session: graphene.Session, handle: Buffer, curve: NamedCurve): string {
-  const lib = session.lib;
-  const sign = (digest: Buffer) => {
-    lib.C_SignInit(session.handle, { mechanism: pkcs11js.CKM_ECDSA }, handle);
-    return lib.C_Sign(session.handle, digest, Buffer.alloc(2 * FIELD_BYTES[curve]));
-  };
-  const probes = [randomBytes(32), randomBytes(32)] as const;
-  const [first, second] = probes.map(sign) as [Buffer, Buffer];
-  const ec = NOBLE[curve];
-  for (const bit of [0, 1, 2, 3]) {
-    let point: Uint8Array;
-    try {
-      point = ec.Signature.fromBytes(first, 'compact').addRecoveryBit(bit).recoverPublicKey(probes[0]).toBytes(false);
-    } catch {
-      continue;
-    }
-    if (ec.verify(second, probes[1], point, { prehash: false, lowS: false })) {
-      const size = FIELD_BYTES[curve];
-      const p = Buffer.from(point);
-      return createPublicKey({
-        key: {
-          kty: 'EC',
-          crv: curve,
-          x: p.subarray(1, 1 + size).toString('base64url'),
-          y: p.subarray(1 + size).toString('base64url'),
-        },
-        format: 'jwk',
-      })
-        .export({ type: 'spki', format: 'pem' })
-        .toString();
-    }
-  }
-  throw new Error('could not recover the public key of the imported EC key');
 }
