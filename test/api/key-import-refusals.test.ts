@@ -174,11 +174,14 @@ describe('import_key refusals change nothing', () => {
       ['altered', { import_token: altered.toString('base64') }],
       ["tenant a's token", { import_token: forA.token }],
     ];
+    const faultsBefore = svc.keyStore.faults.seen;
     for (const [what, body] of cases) {
       const res = await send(b, forB, blobB, body);
       expect(res.status, what).toBe(400);
       expect(res.body.error, what).toBe('invalid_import_token');
     }
+    // SoftHSM answers a failed GCM tag with CKR_GENERAL_ERROR: not taken for a token fault (no re-open, no 503).
+    expect(svc.keyStore.faults.seen).toBe(faultsBefore);
     // Another key of the same tenant.
     const second = await issue(b, 'ECC_NIST_P256', 'RSAES_OAEP_SHA_1');
     const crossed = await send(b, second, blobB, { import_token: forB.token });
