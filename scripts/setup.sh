@@ -9,7 +9,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 APT_PACKAGES=(
   softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin gcc-mingw-w64-x86-64 unzip
-  openjdk-17-jdk-headless cmake build-essential libssl-dev libp11-kit-dev openssl curl ca-certificates
+  openjdk-17-jdk-headless cmake build-essential libssl-dev libp11-kit-dev openssl curl jq ca-certificates
   chromium
 )
 # chromium: the web console's browser tests drive it with playwright-core (test/helpers/browser.ts); they never

@@ -20,6 +20,7 @@ import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
 import type { PolicyEngine } from './policy/policy.js';
 import { ExceptionService } from './signing/exception-service.js';
+import { KeyImportService } from './signing/key-import-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
 import { SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
@@ -155,7 +156,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);
-  await app.register(v1Routes, { store: opts.store, signing, exceptions, now });
+  const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now });
+  await app.register(v1Routes, { store: opts.store, signing, exceptions, keyImports, now });
   await app.register(oauthRoutes, {
     store: opts.store,
     now,

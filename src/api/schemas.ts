@@ -75,7 +75,18 @@ export const RequestFields = {
   project: Type.String({ maxLength: 256, description: 'policy input: project name' }),
   require_tee: Type.Boolean({ description: 'policy input: whether a TEE is required' }),
   sbom: Type.String({ description: 'policy input: an SPDX or CycloneDX SBOM (JSON text)' }),
-  kms_key_id: Type.String({ maxLength: 256, description: 'KMS key identifier (`import_key`)' }),
+  kms_key_id: Type.String({
+    minLength: 1,
+    maxLength: 256,
+    description:
+      'KMS key identifier (`import_key`); signbridge: also `get_import_params`, for new parameters for that key (a reimport)',
+  }),
+  valid_to: Type.Integer({
+    minimum: 0,
+    description:
+      'signbridge: `import_key` with KEY_MATERIAL_EXPIRES (required then, refused otherwise): when the material ' +
+      'expires, Unix seconds like parameters_valid_to, at most 365 days ahead (AWS ImportKeyMaterial ValidTo)',
+  }),
   import_token: Base64('token from `get_import_params`', 65536),
   encrypted_key_material: Base64('key material encrypted for import', 65536),
   expiration_model: StringEnum(['KEY_MATERIAL_EXPIRES', 'KEY_MATERIAL_DOES_NOT_EXPIRE'] as const),
@@ -109,8 +120,11 @@ export const ACTION_FIELDS: Record<Action, { required: readonly FieldName[]; opt
   create_tenant: { required: ['key_spec'], optional: [] },
   rotate_key: { required: [], optional: ['key_spec'] },
   get_public_key: { required: [], optional: ['key_id'] },
-  get_import_params: { required: ['key_spec', 'wrapping_algorithm', 'wrapping_key_spec'], optional: [] },
-  import_key: { required: ['kms_key_id', 'import_token', 'encrypted_key_material', 'expiration_model'], optional: [] },
+  get_import_params: { required: ['key_spec', 'wrapping_algorithm', 'wrapping_key_spec'], optional: ['kms_key_id'] },
+  import_key: {
+    required: ['kms_key_id', 'import_token', 'encrypted_key_material', 'expiration_model'],
+    optional: ['valid_to'],
+  },
   create_exception: { required: ['vuln_id', 'reason', 'expires_at'], optional: ['project', 'artifact_type'] },
   list_exceptions: { required: [], optional: ['status', 'vuln_id'] },
   revoke_exception: { required: ['exception_id'], optional: [] },
@@ -211,6 +225,30 @@ export const GetPublicKeyResponse = Type.Object(
   { $id: 'GetPublicKeyResponse', title: 'GetPublicKeyResponse' },
 );
 
+export const GetImportParamsResponse = Type.Object(
+  {
+    import_token: Type.String({ description: 'standard base64; give it back to `import_key` with the material' }),
+    kms_key_id: Type.String({ description: 'the key awaiting material; its key_id once imported' }),
+    parameters_valid_to: Type.Integer({ description: 'Unix seconds; the wrapping key and token work until then' }),
+    public_key: Type.String({ description: 'the wrapping public key: DER SubjectPublicKeyInfo, standard base64' }),
+  },
+  { $id: 'GetImportParamsResponse', title: 'GetImportParamsResponse' },
+);
+
+export const ImportKeyResponse = Type.Object(
+  {
+    imported: Type.String({ description: 'the key identifier (the kms_key_id)' }),
+    key_spec: StringEnum(KEY_SPECS, { description: 'signbridge: the key spec of the imported key' }),
+    version: Type.Integer({ minimum: 1, description: 'signbridge: its version among the tenant keys' }),
+    current: Type.Boolean({ description: 'signbridge: whether it is the tenant current key' }),
+    reimport: Type.Boolean({ description: 'signbridge: true when the same material was imported again' }),
+    material_expires_at: Type.Optional(
+      Type.Integer({ description: 'signbridge: with KEY_MATERIAL_EXPIRES, when the material expires (Unix seconds)' }),
+    ),
+  },
+  { $id: 'ImportKeyResponse', title: 'ImportKeyResponse' },
+);
+
 export const TrialRequest = Type.Object(
   {
     hash: Type.String({
@@ -284,6 +322,8 @@ export const NAMED_SCHEMAS = [
   CreateTenantResponse,
   RotateKeyResponse,
   GetPublicKeyResponse,
+  GetImportParamsResponse,
+  ImportKeyResponse,
   ApproveSignResponse,
   ExceptionRecordSchema,
   ExceptionListResponse,

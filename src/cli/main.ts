@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { registerAdminCommands } from './admin.js';
 import { registerCertCommands } from './cert.js';
 import { registerDaemonCommand } from './daemon.js';
+import { registerKeyCommands } from './key-import.js';
 import { registerLoginCommands } from './login.js';
 import { registerModulePathCommand } from './module-path.js';
 import { registerOpensslConfigCommand } from './openssl-config.js';
@@ -37,6 +38,7 @@ export async function main(argv: string[]): Promise<void> {
   registerLoginCommands(program);
   registerModulePathCommand(program);
   registerCertCommands(program);
+  registerKeyCommands(program);
   registerOpensslConfigCommand(program);
   registerP11KitCommands(program);
   try {

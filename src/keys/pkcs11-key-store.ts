@@ -231,9 +231,24 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
         const key = this.sealingKey(session, false);
         const lib = session.lib;
         lib.C_DecryptInit(session.handle, gcm(iv, aad), key);
-        return lib.C_Decrypt(session.handle, body, Buffer.alloc(body.length));
+        try {
+          return lib.C_Decrypt(session.handle, body, Buffer.alloc(body.length));
+        } catch (err) {
+          // SoftHSM answers a GCM tag mismatch with CKR_GENERAL_ERROR, which otherwise means a token fault (re-open,
+          // 503): a session that still answers says it was the blob (an altered import token, say).
+          if (tokenFault(err) && sessionAnswers(session)) throw new Error('the sealed blob or its aad was altered');
+          throw err;
+        }
       }),
     );
+  }
+
+  /**
+   * Runs `fn` on one of the key store's logged-in sessions, with the same recovery from token faults as signing
+   * (`retry`: run it again after a re-open). Key import (src/keys/import/pkcs11-import.ts) unwraps through it.
+   */
+  inSession<T>(fn: (session: graphene.Session) => T | Promise<T>, retry = false): Promise<T> {
+    return this.withRecovery(retry, () => this.pool.use(async (session) => fn(session)));
   }
 
   /** The sealing key's handle (cached with the key handles, so a re-open finds it again). */
@@ -561,6 +576,15 @@ function privateTemplate(common: { token: boolean; id: Buffer; label: string }, 
     sensitive: true,
     extractable: false,
   };
+}
+
+function sessionAnswers(session: graphene.Session): boolean {
+  try {
+    session.lib.C_GetSessionInfo(session.handle);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function closeQuietly(session: graphene.Session): void {

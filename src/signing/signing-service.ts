@@ -297,6 +297,7 @@ export class SigningService {
     const context = JSON.parse(request.inputs) as PolicyContext;
     const key = await this.store.getKey(tenantId, request.keyId);
     if (!key) throw new ApiError('key_not_found', `key ${request.keyId} of request ${requestId} no longer exists`);
+    this.requireUsable(key);
     const recheck = await this.evaluate(key, request.algorithm, request.requester, tenantId, context);
     if (recheck.outcome === 'deny') {
       await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at });
@@ -458,6 +459,7 @@ export class SigningService {
   }
 
   private async decideAndSign(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<SignOutcome> {
+    this.requireUsable(key);
     const start = performance.now();
     const decision = await this.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
     const about = {
@@ -601,6 +603,16 @@ export class SigningService {
     }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);
     return { kind: 'signed', signature, keyId: key.id, algorithm };
+  }
+
+  /** Imported material with an expiry stops working then, until the same material is imported again (AWS KMS). */
+  private requireUsable(key: KeyRecord): void {
+    if (key.materialExpiresAt === null || Date.parse(key.materialExpiresAt) > this.now().getTime()) return;
+    throw new ApiError(
+      'key_not_usable',
+      `the key material of key ${key.id} expired at ${key.materialExpiresAt}; import the same material again ` +
+        `(get_import_params with kms_key_id ${key.id}, then import_key)`,
+    );
   }
 
   private requireSupported(spec: KeySpec): void {

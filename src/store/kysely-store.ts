@@ -4,7 +4,7 @@ import { randomInt } from 'node:crypto';
 import { type Kysely, type MigrationProvider, Migrator, type Transaction } from 'kysely';
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
-import type { KeyOrigin, KeyStoreKind } from '../keys/key-store.js';
+import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import { type AuditRow, chainAuditRows } from './audit-chain.js';
 import { MIGRATIONS } from './migrations.js';
 import { PeopleStore, type PeopleTables } from './people-store.js';
@@ -14,6 +14,7 @@ import {
   type AuditEntryInput,
   ConflictError,
   type ExceptionRecord,
+  type KeyImportRecord,
   type KeyRecord,
   PENDING_STATUSES,
   type PendingRequestRecord,
@@ -39,6 +40,19 @@ export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>
     key_store: string;
     origin: string;
     material_expires_at: string | null;
+  };
+  /** Migration 0011. */
+  key_imports: {
+    id: string;
+    tenant_id: string;
+    key_spec: string;
+    key_store: string;
+    key_ref: string | null;
+    wrapping_key_ref: string | null;
+    wrapping_algorithm: string;
+    wrapping_key_spec: string;
+    created_at: string;
+    valid_to: string;
   };
   api_keys: {
     id: string;
@@ -186,6 +200,21 @@ function fromKey(k: KeyRecord): Database['keys'] {
     key_store: k.keyStore,
     origin: k.origin,
     material_expires_at: k.materialExpiresAt,
+  };
+}
+
+function toKeyImport(row: Database['key_imports']): KeyImportRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    keySpec: row.key_spec as KeySpec,
+    keyStore: row.key_store as KeyStoreKind,
+    keyRef: row.key_ref,
+    wrappingKeyRef: row.wrapping_key_ref,
+    wrappingAlgorithm: row.wrapping_algorithm as WrappingAlgorithm,
+    wrappingKeySpec: row.wrapping_key_spec as WrappingKeySpec,
+    createdAt: row.created_at,
+    validTo: row.valid_to,
   };
 }
 
@@ -363,6 +392,106 @@ export class KyselyStore implements Store {
       await tx.updateTable('tenants').set({ current_key_id: record.id }).where('id', '=', tenantId).execute();
       await raiseCacheEpoch(tx);
       return record;
+    });
+  }
+
+  async putKeyImport(r: KeyImportRecord): Promise<void> {
+    const row: Database['key_imports'] = {
+      id: r.id,
+      tenant_id: r.tenantId,
+      key_spec: r.keySpec,
+      key_store: r.keyStore,
+      key_ref: r.keyRef,
+      wrapping_key_ref: r.wrappingKeyRef,
+      wrapping_algorithm: r.wrappingAlgorithm,
+      wrapping_key_spec: r.wrappingKeySpec,
+      created_at: r.createdAt,
+      valid_to: r.validTo,
+    };
+    const { id: _id, ...changes } = row;
+    await this.db
+      .insertInto('key_imports')
+      .values(row)
+      .onConflict((oc) => oc.column('id').doUpdateSet(changes))
+      .execute();
+  }
+
+  async getKeyImport(tenantId: string, id: string): Promise<KeyImportRecord | undefined> {
+    const row = await this.db
+      .selectFrom('key_imports')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toKeyImport(row);
+  }
+
+  async listExpiredKeyImports(before: string): Promise<KeyImportRecord[]> {
+    const rows = await this.db
+      .selectFrom('key_imports')
+      .selectAll()
+      .where('valid_to', '<=', before)
+      .where('wrapping_key_ref', 'is not', null)
+      .execute();
+    return rows.map(toKeyImport);
+  }
+
+  async clearWrappingKey(id: string, wrappingKeyRef: string): Promise<void> {
+    await this.db
+      .updateTable('key_imports')
+      .set({ wrapping_key_ref: null })
+      .where('id', '=', id)
+      .where('wrapping_key_ref', '=', wrappingKeyRef)
+      .execute();
+  }
+
+  async completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+    try {
+      return await this.completeKeyImportOnce(tenantId, key);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`key ${key.id} was imported meanwhile`);
+      throw err;
+    }
+  }
+
+  private completeKeyImportOnce(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+    return this.db.transaction().execute(async (tx) => {
+      const { max } = await tx
+        .selectFrom('keys')
+        .select((eb) => eb.fn.max<number>('version').as('max'))
+        .where('tenant_id', '=', tenantId)
+        .executeTakeFirstOrThrow();
+      const record: KeyRecord = { ...key, version: Number(max ?? 0) + 1 };
+      await tx.insertInto('keys').values(fromKey(record)).execute();
+      await tx.updateTable('tenants').set({ current_key_id: record.id }).where('id', '=', tenantId).execute();
+      await tx.deleteFrom('key_imports').where('id', '=', key.id).execute();
+      await raiseCacheEpoch(tx);
+      return record;
+    });
+  }
+
+  async reimportKey(
+    tenantId: string,
+    keyId: string,
+    keyRef: string,
+    materialExpiresAt: string | null,
+  ): Promise<KeyRecord> {
+    return this.db.transaction().execute(async (tx) => {
+      await tx
+        .updateTable('keys')
+        .set({ key_ref: keyRef, material_expires_at: materialExpiresAt })
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', keyId)
+        .execute();
+      await tx.deleteFrom('key_imports').where('id', '=', keyId).execute();
+      await raiseCacheEpoch(tx);
+      const row = await tx
+        .selectFrom('keys')
+        .selectAll()
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', keyId)
+        .executeTakeFirstOrThrow();
+      return toKey(row);
     });
   }
 

@@ -120,6 +120,19 @@ class SqliteStore extends KyselyStore {
     return this.changing(() => super.rotateKey(tenantId, key));
   }
 
+  override async completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+    return this.changing(() => super.completeKeyImport(tenantId, key));
+  }
+
+  override async reimportKey(
+    tenantId: string,
+    keyId: string,
+    keyRef: string,
+    materialExpiresAt: string | null,
+  ): Promise<KeyRecord> {
+    return this.changing(() => super.reimportKey(tenantId, keyId, keyRef, materialExpiresAt));
+  }
+
   override async createApiKey(record: ApiKeyRecord): Promise<void> {
     return this.changing(() => super.createApiKey(record));
   }

@@ -1,6 +1,6 @@
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
-import type { KeyOrigin, KeyStoreKind } from '../keys/key-store.js';
+import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import type { PeopleStore } from './people-store.js';
 
 export interface TenantRecord {
@@ -25,6 +25,25 @@ export interface KeyRecord {
   origin: KeyOrigin;
   /** Imported with KEY_MATERIAL_EXPIRES: when the material stops working (ISO time); otherwise null. */
   materialExpiresAt: string | null;
+}
+
+/** A key awaiting material (get_import_params until import_key; migration 0011). */
+export interface KeyImportRecord {
+  /** The kms_key_id handed to the client; the key version's id once imported. */
+  id: string;
+  tenantId: string;
+  keySpec: KeySpec;
+  /** The key store the material goes to. */
+  keyStore: KeyStoreKind;
+  /** The key the key store made for it (AWS KMS); null when the import itself makes the key. */
+  keyRef: string | null;
+  /** The RSA wrapping key in the token; null for a key store that wraps itself, and once swept after expiry. */
+  wrappingKeyRef: string | null;
+  wrappingAlgorithm: WrappingAlgorithm;
+  wrappingKeySpec: WrappingKeySpec;
+  createdAt: string;
+  /** parameters_valid_to, ISO time. */
+  validTo: string;
 }
 
 export interface ApiKeyRecord {
@@ -163,6 +182,21 @@ export interface Store {
   rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord>;
   getKey(tenantId: string, keyId: string): Promise<KeyRecord | undefined>;
   listKeys(tenantId: string): Promise<KeyRecord[]>;
+
+  /** Key import (migration 0011): inserts, or replaces the parameters of, the key awaiting material `record.id`. */
+  putKeyImport(record: KeyImportRecord): Promise<void>;
+  getKeyImport(tenantId: string, id: string): Promise<KeyImportRecord | undefined>;
+  /** Imports whose parameters ended by `before` and whose wrapping key is still in the token (the sweep). */
+  listExpiredKeyImports(before: string): Promise<KeyImportRecord[]>;
+  /** The sweep removed the wrapping key: forget it, unless new parameters replaced it meanwhile. */
+  clearWrappingKey(id: string, wrappingKeyRef: string): Promise<void>;
+  /**
+   * The material arrived: adds `key` (id = the import's id) as the tenant's next key version, makes it current
+   * and removes the import row, in one transaction. ConflictError when another import of the same key won.
+   */
+  completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord>;
+  /** The same material again for an imported key: its (new) key reference and expiry; removes the import row. */
+  reimportKey(tenantId: string, keyId: string, keyRef: string, materialExpiresAt: string | null): Promise<KeyRecord>;
 
   /** People, memberships and the OAuth flows' state (docs/oauth.md). */
   readonly people: PeopleStore;

@@ -107,31 +107,31 @@ describe('request envelope', () => {
   });
 });
 
-describe('actions whose features are not in this release', () => {
+describe('key import requests are validated before any key store is touched', () => {
   it.each([
     [
       'get_import_params',
-      signerFor('admin'),
       { key_spec: 'RSA_2048', wrapping_algorithm: 'RSAES_OAEP_SHA_256', wrapping_key_spec: 'RSA_4096' },
+      'wrapping_algorithm_not_allowed',
     ],
     [
       'import_key',
-      signerFor('admin'),
       {
         kms_key_id: 'k',
         import_token: 'AAAA',
         encrypted_key_material: 'AAAA',
         expiration_model: 'KEY_MATERIAL_EXPIRES',
       },
+      'invalid_request',
     ],
-  ] as const)('%s is validated, then answers a documented 501', async (action, role, body) => {
-    const token = await role();
-    const ok = await callAction(svc.app, token, action, { tenant_id: 'v', ...body });
-    expect(ok.status).toBe(501);
-    expect(ok.body.error).toBe('not_implemented');
-    expect(ok.body.reason).toContain('docs/api.md');
+  ] as const)('%s answers a 400 with its own code (docs/keys.md), and refuses unknown fields', async (action, body, code) => {
+    const token = await svc.apiKey('admin', 'v');
+    const res = await callAction(svc.app, token, action, { tenant_id: 'v', ...body });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toBe(code);
     const bad = await callAction(svc.app, token, action, { tenant_id: 'v', ...body, bogus: 1 });
     expect(bad.status).toBe(400);
+    expect(bad.body.reason).toContain('bogus');
   });
 
   it('validates required fields of approve_sign and import_key before anything else', async () => {
@@ -144,10 +144,6 @@ describe('actions whose features are not in this release', () => {
     expect(missing.body.reason).toBe('body.import_token is required');
   });
 });
-
-function signerFor(role: 'approver' | 'admin') {
-  return () => svc.apiKey(role, 'v');
-}
 
 describe('readiness', () => {
   it('answers 503 naming the part that is down, once the key store is gone', async () => {

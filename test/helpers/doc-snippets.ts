@@ -56,9 +56,15 @@ export interface SnippetRun {
   stderr: string;
 }
 
-/** Runs a snippet with bash in `cwd`; `env` adds to the test process's environment. */
-export function runSnippet(id: string, cwd: string, env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): SnippetRun {
-  const script = docSnippet(id);
+/** Runs a snippet with bash in `cwd`; `env` adds to the test process's environment; `doc`: default clients.md. */
+export function runSnippet(
+  id: string,
+  cwd: string,
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 120_000,
+  doc = CLIENTS_DOC,
+): SnippetRun {
+  const script = docSnippet(id, doc);
   const res = spawnSync('bash', ['-euo', 'pipefail', '-c', script], {
     cwd,
     env: { ...process.env, PATH: pathWithSignbridge(), ...env },
@@ -69,8 +75,14 @@ export function runSnippet(id: string, cwd: string, env: NodeJS.ProcessEnv = {},
 }
 
 /** Like runSnippet, but throws with the snippet's output when it fails. */
-export function runSnippetOk(id: string, cwd: string, env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): SnippetRun {
-  const r = runSnippet(id, cwd, env, timeoutMs);
+export function runSnippetOk(
+  id: string,
+  cwd: string,
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 120_000,
+  doc = CLIENTS_DOC,
+): SnippetRun {
+  const r = runSnippet(id, cwd, env, timeoutMs, doc);
   if (r.code !== 0) {
     throw new Error(`snippet ${id} exited with ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
   }

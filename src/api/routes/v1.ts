@@ -5,7 +5,9 @@ import { ACTION_ROLES, ACTIONS, type Action } from '../../auth/roles.js';
 import { algorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../crypto/algorithms.js';
 import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
+import type { ExpirationModel, WrappingAlgorithm, WrappingKeySpec } from '../../keys/key-store.js';
 import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
+import type { KeyImportService } from '../../signing/key-import-service.js';
 import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js';
 import { authenticate, authorize } from '../authenticate.js';
@@ -17,7 +19,9 @@ import {
   CreateTenantResponse,
   ExceptionListResponse,
   ExceptionRecordSchema,
+  GetImportParamsResponse,
   GetPublicKeyResponse,
+  ImportKeyResponse,
   RotateKeyResponse,
   SignResponse,
 } from '../schemas.js';
@@ -26,6 +30,7 @@ export interface V1Options {
   store: Store;
   signing: SigningService;
   exceptions: ExceptionService;
+  keyImports: KeyImportService;
   now?: () => Date;
 }
 
@@ -44,10 +49,7 @@ const SUMMARIES: Record<Action, string> = {
 };
 
 /** Actions not in this release: validated and authorised, then a documented 501. */
-const NOT_YET: Partial<Record<Action, string>> = {
-  get_import_params: 'key import',
-  import_key: 'key import',
-};
+const NOT_YET: Partial<Record<Action, string>> = {};
 
 const SUCCESS_STATUS: Partial<Record<Action, number>> = { create_tenant: 201, create_exception: 201 };
 
@@ -61,6 +63,12 @@ const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
   create_tenant: { 201: documented(CreateTenantResponse, 'the tenant and its first key were created') },
   rotate_key: { 200: documented(RotateKeyResponse, 'a new key version is current; every version listed') },
   get_public_key: { 200: documented(GetPublicKeyResponse, 'the public key of the current or the named key version') },
+  get_import_params: {
+    200: documented(GetImportParamsResponse, 'a wrapping public key and its import token, valid for 24 hours'),
+  },
+  import_key: {
+    200: documented(ImportKeyResponse, 'the key material was imported; the key is the tenant current key'),
+  },
   approve_sign: { 200: documented(ApproveSignResponse, 'the decision was recorded; the signature when approved') },
   create_exception: { 201: documented(ExceptionRecordSchema, 'the exception was created') },
   list_exceptions: { 200: documented(ExceptionListResponse, 'the exceptions that match, newest first') },
@@ -70,7 +78,8 @@ const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
 /** The error answers of an action: each status with the error codes it can carry (src/errors.ts). */
 function errorResponses(action: Action): Record<number, unknown> {
   const statuses = [400, 401, 403, 404, 413, 415, 500, 503];
-  if (action === 'create_tenant' || action === 'approve_sign' || action === 'revoke_exception') statuses.push(409);
+  const conflicts: readonly Action[] = ['create_tenant', 'approve_sign', 'revoke_exception', 'sign', 'pkcs11_sign'];
+  if (conflicts.includes(action)) statuses.push(409);
   if (NOT_YET[action]) statuses.push(501);
   return Object.fromEntries(statuses.map((status) => [status, errorResponse(status)]));
 }
@@ -120,7 +129,7 @@ function callerOf(request: FastifyRequest) {
 
 export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<void> {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { signing, exceptions } = opts;
+  const { signing, exceptions, keyImports } = opts;
   app.addHook('onRequest', authenticate(opts.store, opts.now));
 
   const handlers: Record<Action, (body: Record<string, unknown>, request: FastifyRequest) => Promise<unknown>> = {
@@ -246,8 +255,45 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         current: key.id === current.id,
       };
     },
-    get_import_params: notYet('get_import_params'),
-    import_key: notYet('import_key'),
+    async get_import_params(body, request) {
+      const params = await keyImports.getImportParams({
+        tenantId: body.tenant_id as string,
+        keySpec: body.key_spec as KeySpec,
+        wrappingAlgorithm: body.wrapping_algorithm as WrappingAlgorithm,
+        wrappingKeySpec: body.wrapping_key_spec as WrappingKeySpec,
+        ...(body.kms_key_id !== undefined && { kmsKeyId: body.kms_key_id as string }),
+        actor: callerOf(request).id,
+      });
+      return {
+        import_token: params.importToken.toString('base64'),
+        kms_key_id: params.kmsKeyId,
+        parameters_valid_to: Math.floor(params.validTo.getTime() / 1000),
+        public_key: params.publicKey.toString('base64'),
+      };
+    },
+    async import_key(body, request) {
+      const tenantId = body.tenant_id as string;
+      const { key, reimport } = await keyImports.importKey({
+        tenantId,
+        kmsKeyId: body.kms_key_id as string,
+        importToken: base64Body('import_token', body.import_token as string),
+        encryptedKeyMaterial: base64Body('encrypted_key_material', body.encrypted_key_material as string),
+        expirationModel: body.expiration_model as ExpirationModel,
+        ...(body.valid_to !== undefined && { validTo: body.valid_to as number }),
+        actor: callerOf(request).id,
+      });
+      const current = await signing.getKey(tenantId);
+      return {
+        imported: key.id,
+        key_spec: key.keySpec,
+        version: key.version,
+        current: current.id === key.id,
+        reimport,
+        ...(key.materialExpiresAt !== null && {
+          material_expires_at: Math.floor(Date.parse(key.materialExpiresAt) / 1000),
+        }),
+      };
+    },
   };
 
   for (const action of ACTIONS) {
@@ -334,11 +380,12 @@ function exceptionBody(e: ExceptionRecord, status: ExceptionStatus) {
   };
 }
 
-function notYet(action: Action) {
-  return async (): Promise<never> => {
-    throw new ApiError(
-      'not_implemented',
-      `${action} is not implemented in this release (${NOT_YET[action]}; see docs/api.md)`,
-    );
-  };
+/** A base64 field that is not a digest: a bad one is invalid_request (invalid_hash names the `hash` field). */
+function base64Body(field: string, value: string): Buffer {
+  try {
+    return decodeBase64Field(field, value);
+  } catch (err) {
+    if (err instanceof ApiError) throw new ApiError('invalid_request', err.message);
+    throw err;
+  }
 }

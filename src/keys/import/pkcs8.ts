@@ -1,0 +1,167 @@
+// What a PKCS#8 PrivateKeyInfo holds, for key import: which key spec it is (to refuse material that does not
+// match the key_spec with a reason naming what it is), and the parts the software key store keeps (ML-DSA per
+// RFC 9881, SM2 per GB/T 32918 on curve 1.2.156.10197.1.301). RSA and NIST EC keys are named through node:crypto.
+import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
+import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
+import type { KeySpec } from '../../crypto/algorithms.js';
+import { parseSm2Spki } from '../../crypto/spki.js';
+import { DerError, oidToString, readChildren, readTlv } from './der.js';
+
+const OID_EC_PUBLIC_KEY = '1.2.840.10045.2.1';
+const OID_SM2 = '1.2.156.10197.1.301';
+const ML_DSA_BY_OID: Record<string, KeySpec> = {
+  '2.16.840.1.101.3.4.3.17': 'ML_DSA_44',
+  '2.16.840.1.101.3.4.3.18': 'ML_DSA_65',
+  '2.16.840.1.101.3.4.3.19': 'ML_DSA_87',
+};
+const CURVE_SPEC: Record<string, KeySpec> = {
+  prime256v1: 'ECC_NIST_P256',
+  secp384r1: 'ECC_NIST_P384',
+  secp521r1: 'ECC_NIST_P521',
+};
+const ML_DSA = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 } as Partial<
+  Record<KeySpec, typeof ml_dsa65>
+>;
+
+/** Why the material is not usable for any key spec; the message is safe to show (it names no key bytes). */
+export class KeyMaterialError extends Error {}
+
+interface PrivateKeyInfo {
+  algorithm: string;
+  /** The AlgorithmIdentifier's parameters, when an OID (EC curves). */
+  parameter?: string;
+  /** The privateKey OCTET STRING's contents, a view into the input. */
+  privateKey: Buffer;
+}
+
+function privateKeyInfo(der: Buffer): PrivateKeyInfo {
+  try {
+    const outer = readTlv(der);
+    if (outer.tag !== 0x30 || outer.end !== der.length) throw new DerError('not a SEQUENCE');
+    const [version, algId, key] = readChildren(outer.value);
+    if (version?.tag !== 0x02 || algId?.tag !== 0x30 || key?.tag !== 0x04) throw new DerError('not PrivateKeyInfo');
+    const [oid, param] = readChildren(algId.value);
+    if (oid?.tag !== 0x06) throw new DerError('no algorithm OID');
+    return {
+      algorithm: oidToString(oid.value),
+      ...(param?.tag === 0x06 && { parameter: oidToString(param.value) }),
+      privateKey: key.value,
+    };
+  } catch (err) {
+    if (err instanceof DerError)
+      throw new KeyMaterialError(`the key material is not a PKCS#8 private key (${err.message})`);
+    throw err;
+  }
+}
+
+/** The key spec of PKCS#8 DER material, or a description of what it is when no key spec fits. */
+export function identifyKeyMaterial(der: Buffer): { spec: KeySpec } | { other: string } {
+  const info = privateKeyInfo(der);
+  const mlDsa = ML_DSA_BY_OID[info.algorithm];
+  if (mlDsa) return { spec: mlDsa };
+  if (info.algorithm === OID_SM2 || (info.algorithm === OID_EC_PUBLIC_KEY && info.parameter === OID_SM2)) {
+    return { spec: 'SM2' };
+  }
+  let key: KeyObject;
+  try {
+    key = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
+  } catch {
+    return { other: `a PKCS#8 key of algorithm ${info.algorithm} that could not be read` };
+  }
+  const details = key.asymmetricKeyDetails ?? {};
+  if (key.asymmetricKeyType === 'rsa') {
+    const bits = details.modulusLength ?? 0;
+    if (bits === 2048 || bits === 3072 || bits === 4096) return { spec: `RSA_${bits}` as KeySpec };
+    return { other: `an RSA-${bits} key` };
+  }
+  if (key.asymmetricKeyType === 'ec') {
+    const spec = CURVE_SPEC[details.namedCurve ?? ''];
+    return spec ? { spec } : { other: `an EC key on curve ${details.namedCurve}` };
+  }
+  return { other: `a ${key.asymmetricKeyType ?? info.algorithm} key` };
+}
+
+/** SubjectPublicKeyInfo (DER) of an RSA or NIST EC PKCS#8 key, as Node derives it. */
+export function publicKeyOf(der: Buffer): Buffer {
+  const key = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
+  return createPublicKey(key).export({ type: 'spki', format: 'der' });
+}
+
+/** The private scalar of an EC PKCS#8 (ECPrivateKey.privateKey, RFC 5915), left-padded to `size` bytes. */
+export function ecPrivateScalar(der: Buffer, size: number): Buffer {
+  const ecPrivateKey = readTlv(privateKeyInfo(der).privateKey);
+  const [, d] = readChildren(ecPrivateKey.value);
+  if (d?.tag !== 0x04 || d.value.length > size) throw new KeyMaterialError('malformed ECPrivateKey');
+  const out = Buffer.alloc(size);
+  d.value.copy(out, size - d.value.length);
+  return out;
+}
+
+/** What the software key store keeps: ML-DSA sk/pk (FIPS 204 encodings), SM2 d and the point 04||x||y. */
+export interface SoftwareKeyParts {
+  secret: Buffer;
+  publicKey: Buffer;
+}
+
+/**
+ * ML-DSA private key per RFC 9881: `seed [0] IMPLICIT OCTET STRING (32)`, `expandedKey OCTET STRING`, or
+ * `both SEQUENCE { seed, expandedKey }` (then the two must agree). The public key is derived.
+ */
+export function mlDsaKeyParts(spec: KeySpec, der: Buffer): SoftwareKeyParts {
+  const alg = ML_DSA[spec];
+  if (!alg) throw new Error(`${spec} is not an ML-DSA key spec`);
+  const inner = privateKeyInfo(der).privateKey;
+  let choice: ReturnType<typeof readTlv>;
+  try {
+    choice = readTlv(inner);
+  } catch {
+    throw new KeyMaterialError('malformed ML-DSA private key (RFC 9881)');
+  }
+  const fromSeed = (seed: Buffer) => {
+    if (seed.length !== 32) throw new KeyMaterialError(`an ML-DSA seed is 32 bytes, got ${seed.length}`);
+    const { secretKey, publicKey } = alg.keygen(seed);
+    return { secret: Buffer.from(secretKey), publicKey: Buffer.from(publicKey) };
+  };
+  const fromExpanded = (sk: Buffer) => {
+    if (sk.length !== alg.lengths.secretKey) {
+      throw new KeyMaterialError(`an ${spec} expanded key is ${alg.lengths.secretKey} bytes, got ${sk.length}`);
+    }
+    return { secret: Buffer.from(sk), publicKey: Buffer.from(alg.getPublicKey(sk)) };
+  };
+  if (choice.tag === 0x80) return fromSeed(choice.value);
+  if (choice.tag === 0x04) return fromExpanded(choice.value);
+  if (choice.tag === 0x30) {
+    const [seed, expanded] = readChildren(choice.value);
+    if (seed?.tag !== 0x04 || expanded?.tag !== 0x04) throw new KeyMaterialError('malformed ML-DSA "both" key');
+    const a = fromSeed(seed.value);
+    const b = fromExpanded(expanded.value);
+    b.secret.fill(0);
+    if (!a.publicKey.equals(b.publicKey)) {
+      a.secret.fill(0);
+      throw new KeyMaterialError('the ML-DSA seed and expanded key of the material do not belong together');
+    }
+    return a;
+  }
+  throw new KeyMaterialError('malformed ML-DSA private key (RFC 9881: seed, expandedKey or both)');
+}
+
+/** SM2: the 32-byte d (zeroable) and the public point, derived by node:crypto. */
+export function sm2KeyParts(der: Buffer): SoftwareKeyParts {
+  const secret = ecPrivateScalar(der, 32);
+  let spki: Buffer;
+  try {
+    spki = createPublicKey(createPrivateKey({ key: der, format: 'der', type: 'pkcs8' })).export({
+      type: 'spki',
+      format: 'der',
+    });
+  } catch {
+    secret.fill(0);
+    throw new KeyMaterialError('the SM2 private key could not be read');
+  }
+  const point = parseSm2Spki(spki);
+  if (!point) {
+    secret.fill(0);
+    throw new KeyMaterialError('the SM2 private key has no public point on the SM2 curve');
+  }
+  return { secret, publicKey: point };
+}
