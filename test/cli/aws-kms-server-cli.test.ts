@@ -2,10 +2,12 @@
 // ways: SIGNBRIDGE_KEY_STORE=aws-kms and the AWS SDK's own variables. The admin CLI makes the API keys on the same
 // data dir; a tenant's key is made in KMS and signs; /readyz follows KMS's reachability; no SoftHSM token is made.
 import { createHash, createPublicKey, verify } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createApiKeyCli, postAction, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { loginEnv, runCliChild } from '../helpers/cli-child.js';
+import { material } from '../helpers/key-import.js';
 import { type KmsDouble, startKmsDouble } from '../helpers/kms-double/kms-double.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -65,4 +67,48 @@ it('/readyz is 503 while KMS drops every connection and 200 again after', async 
     double.clearFaults();
   }
   expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+});
+
+it('signbridge key import brings a key into KMS through the service and proves it with a signature', async () => {
+  const operator = createApiKeyCli(dataDir, 'operator');
+  expect(
+    (await postAction(server.url, 'create_tenant', operator, { tenant_id: 'cli-kms-imp', key_spec: 'ECC_NIST_P256' }))
+      .status,
+  ).toBe(201);
+  const dir = makeTempDir('sb-kms-cli-import-');
+  const file = (name: string, content: string | Buffer) => {
+    const path = join(dir, name);
+    writeFileSync(path, content, { mode: 0o600 });
+    return path;
+  };
+  const adminFile = file('admin.key', createApiKeyCli(dataDir, 'admin', 'cli-kms-imp'));
+  const signerFile = file('signer.key', createApiKeyCli(dataDir, 'signer', 'cli-kms-imp'));
+  const m = material('ECC_NIST_P384');
+  const keyFile = file('p384.der', m.pkcs8);
+  const keysBefore = double.keys.size;
+  const res = await runCliChild(
+    [
+      'key',
+      'import',
+      '--service-url',
+      server.url,
+      '--api-key-file',
+      adminFile,
+      '--signer-api-key-file',
+      signerFile,
+      '--tenant',
+      'cli-kms-imp',
+      '--key-file',
+      keyFile,
+    ],
+    loginEnv(dir),
+  );
+  expect(res.code, res.stderr + res.stdout).toBe(0);
+  expect(res.stdout).toMatch(/proven: a \S+ signature by key \S+ verifies/);
+  // The key now lives in KMS (one more key there), and the service hands out the file's public half.
+  expect(double.keys.size).toBe(keysBefore + 1);
+  const pub = await postAction(server.url, 'get_public_key', createApiKeyCli(dataDir, 'admin', 'cli-kms-imp'), {
+    tenant_id: 'cli-kms-imp',
+  });
+  expect(pub.body.public_key_pem).toBe(m.publicKeyPem);
 });
