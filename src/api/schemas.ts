@@ -4,6 +4,7 @@
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
 import { ACTIONS, type Action } from '../auth/roles.js';
 import { KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
+import { KEY_STORE_KINDS } from '../keys/key-store.js';
 
 const StringEnum = <T extends readonly string[]>(values: T, options: { description?: string; default?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
@@ -207,6 +208,11 @@ export const GetPublicKeyResponse = Type.Object(
       description: 'signbridge: the algorithms `sign` accepts for this key',
     }),
     current: Type.Boolean({ description: 'signbridge: whether this is the tenant current key' }),
+    key_store: StringEnum(KEY_STORE_KINDS, {
+      description:
+        'signbridge: the key store that holds this key and signs with it: the PKCS#11 token, AWS KMS, or the ' +
+        'software store sealed by the token (ML-DSA and SM2 on the embedded default; docs/keys.md)',
+    }),
   },
   { $id: 'GetPublicKeyResponse', title: 'GetPublicKeyResponse' },
 );
