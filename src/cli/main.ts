@@ -8,6 +8,7 @@ import { registerModulePathCommand } from './module-path.js';
 import { registerOpensslConfigCommand } from './openssl-config.js';
 import { registerP11KitCommands } from './p11-kit.js';
 import { registerServerCommand } from './server.js';
+import { registerSignFileCommands } from './sign-file.js';
 import { registerStatusCommand } from './status.js';
 
 /**
@@ -37,6 +38,7 @@ export async function main(argv: string[]): Promise<void> {
   registerLoginCommands(program);
   registerModulePathCommand(program);
   registerCertCommands(program);
+  registerSignFileCommands(program);
   registerOpensslConfigCommand(program);
   registerP11KitCommands(program);
   try {
