@@ -2,15 +2,15 @@
 // and EC, the software key store for ML-DSA and SM2), every signature checked by a verifier that owes nothing to
 // signbridge: @noble/post-quantum over the whole file for ML-DSA, `openssl pkeyutl` with KMS's distinguishing ID
 // for SM2, `openssl dgst` for RSA and EC. Approval (202) with --request-id and --wait; the errors a user meets.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { parseMlDsaSpki } from '../../src/crypto/spki.js';
-import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { loginEnv, startCli } from '../helpers/cli-child.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -136,6 +136,33 @@ describe.each(SPECS.map((s) => [s.spec, s.algorithm]))('%s', (spec, algorithm) =
     const signed = await postAction(server.url, 'sign', signers.get(spec) as string, rest);
     expect(signed.status, JSON.stringify(signed.body)).toBe(200);
     expect(verifyIndependently(spec, artifact, Buffer.from(signed.body.signature as string, 'base64'))).toBe(true);
+  });
+});
+
+describe('a large file', () => {
+  it('is streamed: a 1 GiB file is signed and verified by a process that never holds it (max RSS far below 1 GiB)', () => {
+    const spec: KeySpec = 'ECC_NIST_P384';
+    const big = join(dir, 'big.bin');
+    closeSync(openSync(big, 'w'));
+    truncateSync(big, 1024 ** 3); // sparse: no disk space, but 1 GiB to read
+    // python3 reports the child's peak resident set (KiB) after it exits.
+    const measure = [
+      '-c',
+      'import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]); ' +
+        'print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)',
+      process.execPath,
+      CLI,
+      'sign',
+      '--tenant',
+      tenantOf(spec),
+      big,
+    ];
+    const res = spawnSync('python3', measure, { encoding: 'utf8', env: { ...process.env, ...cliEnv(spec) } });
+    expect(res.status, res.stderr).toBe(0);
+    const maxRssKiB = Number(res.stdout.trim());
+    expect(maxRssKiB).toBeGreaterThan(0);
+    expect(maxRssKiB).toBeLessThan(300 * 1024);
+    expect(readFileSync(`${big}.sig`).length).toBeGreaterThan(64);
   });
 });
 
