@@ -32,7 +32,9 @@ export const RequestFields = {
   hash: Type.String({
     pattern: DIGEST_BASE64_PATTERN,
     description:
-      'pre-computed digest to sign (32, 48 or 64 bytes, as the algorithm needs); standard or URL-safe base64, padded or not',
+      'pre-computed digest to sign (32, 48 or 64 bytes, as the algorithm needs): SHA-2 of the message for RSA and ' +
+      'ECDSA, the 64-byte mu of FIPS 204 for ML_DSA_SHAKE_256, SM3(Z_A || M) with ID 1234567812345678 for SM2DSA ' +
+      '(docs/keys.md); standard or URL-safe base64, padded or not',
   }),
   pss_padding: Type.Boolean({ default: false, description: '`pkcs11_sign` only: use PSS padding for RSA keys' }),
   key_spec: StringEnum(KEY_SPECS, { description: 'key specification' }),
