@@ -86,6 +86,10 @@ export class SoftwareKeyStore implements KeyStore {
     if (!fits) throw new Error(`the software key store cannot sign ${algorithm} with a ${spec} key`);
     if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is shutting down');
     const key = await this.open(keyRef, spec);
+    if (this.closed) {
+      key.secret.fill(0); // closed while the key was being unsealed: start no new threads
+      throw new ApiError('key_store_unavailable', 'the key store is shutting down');
+    }
     if (this.signThreads > 0) {
       this.pool ??= new SoftwareSignPool(this.signThreads);
       // The secret's ArrayBuffer moves to the thread (this view is emptied), which zeroes it after signing.
