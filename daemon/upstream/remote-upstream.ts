@@ -10,6 +10,7 @@ import { messageFor, wireStatusFor } from './status-map.js';
 import {
   type CollectInput,
   type PublicKeyInfo,
+  type SignContext,
   type SignInput,
   type SignResult,
   type Upstream,
@@ -92,28 +93,44 @@ export class RemoteUpstream implements Upstream {
 
   async pkcs11Sign(input: SignInput): Promise<SignResult> {
     const { context } = input;
-    return this.signCall(input.tenantId, {
+    return this.signCall('pkcs11_sign', input.tenantId, {
       hash: input.digest.toString('base64'),
       key_spec: input.keySpec,
       pss_padding: input.pss,
-      ...(context.project !== undefined && { project: context.project }),
-      ...(context.environment !== undefined && { environment: context.environment }),
-      ...(context.artifactType !== undefined && { artifact_type: context.artifactType }),
-      ...(context.artifactVersion !== undefined && { artifact_version: context.artifactVersion }),
-      ...(context.sbom !== undefined && { sbom: context.sbom }),
+      ...contextFields(context),
     });
   }
 
-  async collect(input: CollectInput): Promise<SignResult> {
-    return this.signCall(input.tenantId, { request_id: input.requestId, hash: input.digest.toString('base64') });
+  /**
+   * `sign` with a named algorithm (not used by the daemon, whose module hands over bare digests: `signbridge sign`
+   * and `signbridge digest` use it for files, where the algorithm is the user's choice).
+   */
+  async sign(
+    tenantId: string,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    context: SignContext = {},
+  ): Promise<SignResult> {
+    return this.signCall('sign', tenantId, { algorithm, hash: digest.toString('base64'), ...contextFields(context) });
   }
 
-  private async signCall(tenantId: string, body: Record<string, unknown>): Promise<SignResult> {
-    const out = await this.call('pkcs11_sign', tenantId, body);
+  async collect(input: CollectInput): Promise<SignResult> {
+    return this.signCall('pkcs11_sign', input.tenantId, {
+      request_id: input.requestId,
+      hash: input.digest.toString('base64'),
+    });
+  }
+
+  private async signCall(
+    action: 'sign' | 'pkcs11_sign',
+    tenantId: string,
+    body: Record<string, unknown>,
+  ): Promise<SignResult> {
+    const out = await this.call(action, tenantId, body);
     const b = out.body ?? {};
     if (out.status === 202) {
       if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
-        throw new UpstreamError(WireStatus.INTERNAL, 'pkcs11_sign: a 202 without request_id/status', out.requestId);
+        throw new UpstreamError(WireStatus.INTERNAL, `${action}: a 202 without request_id/status`, out.requestId);
       }
       return {
         kind: 'pending',
@@ -126,7 +143,7 @@ export class RemoteUpstream implements Upstream {
     if (typeof b.signature !== 'string' || typeof b.key_id !== 'string' || typeof b.signing_algorithm !== 'string') {
       throw new UpstreamError(
         WireStatus.INTERNAL,
-        'pkcs11_sign: the service answered without signature/key_id/signing_algorithm',
+        `${action}: the service answered without signature/key_id/signing_algorithm`,
         out.requestId,
       );
     }
@@ -248,6 +265,17 @@ export class RemoteUpstream implements Upstream {
       throw new UpstreamError(WireStatus.UNAUTHENTICATED, (err as Error).message);
     }
   }
+}
+
+/** The policy inputs, under the API's field names. */
+function contextFields(context: SignContext): Record<string, string> {
+  return {
+    ...(context.project !== undefined && { project: context.project }),
+    ...(context.environment !== undefined && { environment: context.environment }),
+    ...(context.artifactType !== undefined && { artifact_type: context.artifactType }),
+    ...(context.artifactVersion !== undefined && { artifact_version: context.artifactVersion }),
+    ...(context.sbom !== undefined && { sbom: context.sbom }),
+  };
 }
 
 /** The largest answer read from the service; its real answers are a few KB (a public key, a certificate chain). */

@@ -4,6 +4,7 @@
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
 import { ACTIONS, type Action } from '../auth/roles.js';
 import { KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
+import { KEY_STORE_KINDS } from '../keys/key-store.js';
 
 const StringEnum = <T extends readonly string[]>(values: T, options: { description?: string; default?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
@@ -31,7 +32,9 @@ export const RequestFields = {
   hash: Type.String({
     pattern: DIGEST_BASE64_PATTERN,
     description:
-      'pre-computed digest to sign (32, 48 or 64 bytes, as the algorithm needs); standard or URL-safe base64, padded or not',
+      'pre-computed digest to sign (32, 48 or 64 bytes, as the algorithm needs): SHA-2 of the message for RSA and ' +
+      'ECDSA, the 64-byte mu of FIPS 204 for ML_DSA_SHAKE_256, SM3(Z_A || M) with ID 1234567812345678 for SM2DSA ' +
+      '(docs/keys.md); standard or URL-safe base64, padded or not',
   }),
   pss_padding: Type.Boolean({ default: false, description: '`pkcs11_sign` only: use PSS padding for RSA keys' }),
   key_spec: StringEnum(KEY_SPECS, { description: 'key specification' }),
@@ -221,6 +224,11 @@ export const GetPublicKeyResponse = Type.Object(
       description: 'signbridge: the algorithms `sign` accepts for this key',
     }),
     current: Type.Boolean({ description: 'signbridge: whether this is the tenant current key' }),
+    key_store: StringEnum(KEY_STORE_KINDS, {
+      description:
+        'signbridge: the key store that holds this key and signs with it: the PKCS#11 token, AWS KMS, or the ' +
+        'software store sealed by the token (ML-DSA and SM2 on the embedded default; docs/keys.md)',
+    }),
   },
   { $id: 'GetPublicKeyResponse', title: 'GetPublicKeyResponse' },
 );

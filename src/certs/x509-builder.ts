@@ -27,6 +27,9 @@ export interface RemoteKey {
 
 export class SubjectError extends Error {}
 
+/** A key this builder makes no certificate for (ML-DSA, SM2), with the reason and what to do instead. */
+export class UnsupportedKeyError extends Error {}
+
 type JsonName = Array<Record<string, string[]>>;
 
 /**
@@ -83,6 +86,16 @@ const WEB_HASH: Record<HashName, string> = { sha256: 'SHA-256', sha384: 'SHA-384
  */
 export function certificateAlgorithm(keySpec: KeySpec, options: { hash?: HashName; pss?: boolean } = {}) {
   const info = keyInfo(keySpec);
+  // Node 20's WebCrypto (which this builder uses for the public key) has neither ML-DSA nor SM2, and no signing
+  // tool installable here (OpenSSL 3.0, osslsigncode, jarsigner) can use such a certificate yet: refuse before
+  // anything is signed rather than emit a certificate nothing checks.
+  if (info.family === 'ml-dsa' || info.family === 'sm2') {
+    throw new UnsupportedKeyError(
+      `certificates for ${keySpec} keys are not supported: Node 20's WebCrypto and OpenSSL 3.0 have no ` +
+        `${info.family === 'ml-dsa' ? 'ML-DSA' : 'SM2 (with SM3 and its distinguishing ID)'} to build or use one; ` +
+        'sign files with `signbridge sign` and distribute the public key from get_public_key (docs/keys.md)',
+    );
+  }
   const hash = options.hash ?? (info.family === 'ec' ? info.hash : 'sha256');
   if (info.family === 'ec' && options.pss) throw new SubjectError('PSS is for RSA keys only');
   const suffix = hash.slice(3);

@@ -9,6 +9,7 @@ import { registerModulePathCommand } from './module-path.js';
 import { registerOpensslConfigCommand } from './openssl-config.js';
 import { registerP11KitCommands } from './p11-kit.js';
 import { registerServerCommand } from './server.js';
+import { registerSignFileCommands } from './sign-file.js';
 import { registerStatusCommand } from './status.js';
 
 /**
@@ -39,6 +40,7 @@ export async function main(argv: string[]): Promise<void> {
   registerModulePathCommand(program);
   registerCertCommands(program);
   registerKeyCommands(program);
+  registerSignFileCommands(program);
   registerOpensslConfigCommand(program);
   registerP11KitCommands(program);
   try {

@@ -2,7 +2,11 @@
 // done here by well-kept libraries (@noble/post-quantum for ML-DSA, sm-crypto for SM2 with KMS's distinguishing
 // ID), while the private keys exist only sealed under an AES key that never leaves the token (Sealer). The sealed
 // blob is the key reference itself, so nothing else needs storing; it is opened for one signature and dropped.
+// Signatures run on worker threads (software-sign-pool.ts): the key is unsealed here, where the token session is,
+// and its secret moved to the thread, which zeroes it after use. Unsealing on the thread would need a PKCS#11
+// session and login per thread, and would tie this store to a PKCS#11 sealer; the Sealer interface stays abstract.
 import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import smCrypto from 'sm-crypto';
 import { type KeySpec, keyInfo, type MlDsaKeyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';
@@ -10,6 +14,7 @@ import { mlDsaSpkiPem, sm2SpkiPem } from '../crypto/spki.js';
 import { ApiError } from '../errors.js';
 import type { CreatedKey, KeyStore } from './key-store.js';
 import type { Sealer } from './sealer.js';
+import { SoftwareSignPool } from './software-sign-pool.js';
 
 const KEY_REF_PREFIX = 'software:v1:';
 
@@ -23,15 +28,28 @@ interface SoftwareKey {
   publicKey: Buffer;
 }
 
+export interface SoftwareKeyStoreOptions {
+  /**
+   * Worker threads that sign (default: one per core, at most 4); 0 signs on the event loop, which then stalls
+   * ~10 ms per ML-DSA or SM2 signature. Started at the first signature.
+   */
+  signThreads?: number;
+}
+
 export class SoftwareKeyStore implements KeyStore {
   readonly kind = 'software' as const;
   readonly description: string;
+  private readonly signThreads: number;
+  private pool: SoftwareSignPool | undefined;
+  private closed = false;
 
   constructor(
     private readonly sealer: Sealer,
     sealerDescription: string,
+    options: SoftwareKeyStoreOptions = {},
   ) {
     this.description = `software (sealed by ${sealerDescription})`;
+    this.signThreads = options.signThreads ?? Math.min(4, availableParallelism());
   }
 
   supports(spec: KeySpec): boolean {
@@ -62,21 +80,42 @@ export class SoftwareKeyStore implements KeyStore {
 
   async sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer> {
     const info = keyInfo(spec);
+    const fits =
+      (info.family === 'ml-dsa' && algorithm === 'ML_DSA_SHAKE_256') ||
+      (info.family === 'sm2' && algorithm === 'SM2DSA');
+    if (!fits) throw new Error(`the software key store cannot sign ${algorithm} with a ${spec} key`);
+    if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is shutting down');
     const key = await this.open(keyRef, spec);
+    if (this.closed) {
+      key.secret.fill(0); // closed while the key was being unsealed: start no new threads
+      throw new ApiError('key_store_unavailable', 'the key store is shutting down');
+    }
+    if (this.signThreads > 0) {
+      this.pool ??= new SoftwareSignPool(this.signThreads);
+      // The secret's ArrayBuffer moves to the thread (this view is emptied), which zeroes it after signing.
+      return this.pool.sign({
+        family: info.family as 'ml-dsa' | 'sm2',
+        ...(info.family === 'ml-dsa' && { level: info.level }),
+        secret: key.secret.buffer as ArrayBuffer,
+        input: digest,
+      });
+    }
     try {
-      if (info.family === 'ml-dsa' && algorithm === 'ML_DSA_SHAKE_256') return signMu(info, key.secret, digest);
-      if (info.family === 'sm2' && algorithm === 'SM2DSA') {
-        // e = SM3(Z_A || M) as the caller computed it (KMS MessageType DIGEST); hash:false signs e as given.
-        const der = smCrypto.sm2.doSignature(Array.from(digest), key.secret.toString('hex'), {
-          hash: false,
-          der: true,
-        });
-        return Buffer.from(der, 'hex');
-      }
-      throw new Error(`the software key store cannot sign ${algorithm} with a ${spec} key`);
+      if (info.family === 'ml-dsa') return signMu(info, key.secret, digest);
+      // e = SM3(Z_A || M) as the caller computed it (KMS MessageType DIGEST); hash:false signs e as given.
+      const der = smCrypto.sm2.doSignature(Array.from(digest), key.secret.toString('hex'), {
+        hash: false,
+        der: true,
+      });
+      return Buffer.from(der, 'hex');
     } finally {
       key.secret.fill(0);
     }
+  }
+
+  /** Signatures under way on the signing threads (busy-poll.ts yields to them). */
+  threadsBusy(): number {
+    return this.pool?.inFlight ?? 0;
   }
 
   /** The key lives only in its reference; the row that held it is gone with the tenant or key version. */
@@ -89,7 +128,10 @@ export class SoftwareKeyStore implements KeyStore {
     if (!back.equals(probe)) throw new Error('the sealing key did not round-trip');
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.pool?.close();
+  }
 
   private async keep(spec: KeySpec, key: SoftwareKey): Promise<CreatedKey> {
     const plain = encodeKey(key);
@@ -126,7 +168,9 @@ function encodeKey(key: SoftwareKey): Buffer {
 
 function decodeKey(plain: Buffer): SoftwareKey {
   const len = plain.readUInt16BE(0);
-  const secret = Buffer.from(plain.subarray(2, 2 + len));
+  // An ArrayBuffer of its own (never a slice of Node's shared pool), so it can be moved to a signing thread.
+  const secret = Buffer.from(new ArrayBuffer(len));
+  plain.copy(secret, 0, 2, 2 + len);
   const publicKey = Buffer.from(plain.subarray(2 + len));
   plain.fill(0);
   return { secret, publicKey };

@@ -553,7 +553,8 @@ export class SigningService {
           actor: callerId,
           action,
           outcome: 'signed',
-          details: { ...details, signature_id: id },
+          // Which key store signed: the software store, the token and AWS KMS differ in what they guarantee.
+          details: { ...details, key_store: key.keyStore, signature_id: id },
         },
       );
       return { id, written };
@@ -575,6 +576,7 @@ export class SigningService {
         details: {
           ...(signatureId !== undefined && { signature_id: signatureId }),
           key_id: key.id,
+          key_store: key.keyStore,
           algorithm,
           hash: digest.toString('base64'),
           error: err instanceof Error ? err.message : String(err),

@@ -83,6 +83,11 @@ function verifyIndependently(spec: KeySpec, pem: string, signature: Buffer): boo
   return verify('sha256', message, key, signature);
 }
 
+/** Where the embedded default keeps each spec: SoftHSM 2.6.1 holds neither ML-DSA nor SM2. */
+function storeOf(spec: KeySpec): string {
+  return spec.startsWith('ML_DSA') || spec === 'SM2' ? 'software' : 'pkcs11';
+}
+
 const SIGNATURE_BYTES: Partial<Record<KeySpec, number>> = { ML_DSA_44: 2420, ML_DSA_65: 3309, ML_DSA_87: 4627 };
 
 describe.each(KEY_SPECS.map((s) => [s]))('%s', (spec) => {
@@ -96,6 +101,7 @@ describe.each(KEY_SPECS.map((s) => [s]))('%s', (spec) => {
       const pub = await callAction(svc.app, admin, 'get_public_key', { tenant_id: tenant });
       expect(pub.status).toBe(200);
       expect(pub.body.key_spec).toBe(spec);
+      expect(pub.body.key_store).toBe(storeOf(spec));
       const pem = pub.body.public_key_pem as string;
       const { hash, algorithm } = input(spec, pem);
       expect(pub.body.signing_algorithms).toContain(algorithm);
@@ -108,6 +114,11 @@ describe.each(KEY_SPECS.map((s) => [s]))('%s', (spec) => {
       const signature = Buffer.from(signed.body.signature as string, 'base64');
       if (SIGNATURE_BYTES[spec]) expect(signature.length).toBe(SIGNATURE_BYTES[spec]);
       expect(verifyIndependently(spec, pem, signature), `round ${round}`).toBe(true);
+      // The audit entry of that signature names the key store that made it.
+      const entry = (await svc.store.readAudit(0, 100_000)).findLast(
+        (e) => e.tenantId === tenant && e.outcome === 'signed',
+      );
+      expect(entry?.details).toMatchObject({ key_id: pub.body.key_id, key_store: storeOf(spec), algorithm });
       // A flipped message must not verify: the verifier really checks.
       const other = Buffer.from(signature);
       other.writeUInt8((other.readUInt8(other.length >> 1) ^ 1) & 0xff, other.length >> 1);
@@ -119,7 +130,6 @@ describe.each(KEY_SPECS.map((s) => [s]))('%s', (spec) => {
     }
     const keys = await svc.store.listKeys(tenant);
     expect(keys).toHaveLength(2);
-    const expectedStore = spec.startsWith('ML_DSA') || spec === 'SM2' ? 'software' : 'pkcs11';
-    expect(keys.map((k) => k.keyStore)).toEqual([expectedStore, expectedStore]);
+    expect(keys.map((k) => k.keyStore)).toEqual([storeOf(spec), storeOf(spec)]);
   });
 });

@@ -126,7 +126,7 @@ describe.each([
     expect(entries.map((e) => `${e.action}/${e.outcome}`)).toContain('sign/sign_failed');
     const failed = entries.find((e) => e.outcome === 'sign_failed');
     expect(failed).toMatchObject({ tenantId: tenant, actor: expect.any(String) });
-    expect(failed?.details).toMatchObject({ algorithm: 'ECDSA_SHA_256', hash });
+    expect(failed?.details).toMatchObject({ algorithm: 'ECDSA_SHA_256', hash, key_store: 'pkcs11' });
     expect(String(failed?.details.error)).toMatch(/CKR_DEVICE_REMOVED/);
 
     const ready = await app.inject({ method: 'GET', url: '/readyz' });

@@ -6,6 +6,7 @@ import { Ajv } from 'ajv';
 import formats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTION_ROLES, type Action } from '../../src/auth/roles.js';
+import { defaultAlgorithm, inputLength, type KeySpec, keyInfo } from '../../src/crypto/algorithms.js';
 import { ERROR_CODES } from '../../src/errors.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
@@ -24,7 +25,9 @@ function prng(seed: number) {
   };
 }
 
-const TENANTS = ['fz-rsa', 'fz-ec', 'fz-new'];
+const TENANTS = ['fz-rsa', 'fz-ec', 'fz-mldsa', 'fz-sm2', 'fz-new'];
+/** Each tenant's current key spec, followed through the fuzzed create_tenant and rotate_key answers. */
+const specs = new Map<string, KeySpec>();
 
 class Generator {
   constructor(private readonly random: () => number) {}
@@ -94,6 +97,20 @@ class Generator {
     }
     throw new Error(`no generator for the pattern of ${name}: ${schema.pattern}`);
   }
+
+  /**
+   * Half the time, a request to an ML-DSA or SM2 tenant names that key's algorithm and sends an input of its length
+   * (still valid under the schema), so the fuzzer reaches those signatures instead of only their refusals.
+   */
+  steer(request: Record<string, unknown> | undefined): void {
+    const spec = specs.get(String(request?.tenant_id));
+    if (!request || !spec || typeof request.hash !== 'string' || !this.chance(0.5)) return;
+    const { family } = keyInfo(spec);
+    if (family !== 'ml-dsa' && family !== 'sm2') return;
+    const algorithm = defaultAlgorithm(spec);
+    if ('algorithm' in request || request.action === 'sign') request.algorithm = algorithm;
+    request.hash = this.base64(inputLength(algorithm), this.chance(0.5), this.chance(0.5));
+  }
 }
 
 let svc: TestService;
@@ -108,8 +125,15 @@ beforeAll(async () => {
   svc = await startTestService();
   const res = await svc.app.inject({ method: 'GET', url: '/api/openapi.json' });
   doc = await SwaggerParser.dereference(res.json());
-  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'fz-rsa', key_spec: 'RSA_2048' });
-  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'fz-ec', key_spec: 'ECC_NIST_P256' });
+  for (const [tenant, spec] of [
+    ['fz-rsa', 'RSA_2048'],
+    ['fz-ec', 'ECC_NIST_P256'],
+    ['fz-mldsa', 'ML_DSA_44'],
+    ['fz-sm2', 'SM2'],
+  ] as const) {
+    await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: tenant, key_spec: spec });
+    specs.set(tenant, spec);
+  }
   keys.set('operator', svc.operator);
   for (const tenant of TENANTS) {
     for (const role of ['admin', 'signer', 'approver', 'security_reviewer'] as const) {
@@ -160,10 +184,13 @@ describe('OpenAPI fuzzing (schema-valid requests only)', () => {
     );
     const findings: Finding[] = [];
     const statuses = new Map<string, Set<number>>();
+    /** The key families of the 200 signatures: ML-DSA and SM2 must be among them, not only their refusals. */
+    const signedWith = new Set<string>();
     for (let i = 0; i < 800; i++) {
       const { path, method, op } = gen.pick(operations);
       const bodySchema = op.requestBody?.content?.['application/json']?.schema;
       const request = bodySchema ? gen.object(bodySchema) : undefined;
+      gen.steer(request);
       const secured = (op.security ?? []).length > 0;
       const res = await svc.app.inject({
         method: method.toUpperCase() as 'POST',
@@ -179,10 +206,17 @@ describe('OpenAPI fuzzing (schema-valid requests only)', () => {
       const seen = statuses.get(op.operationId) ?? new Set<number>();
       seen.add(res.statusCode);
       statuses.set(op.operationId, seen);
+      const tenant = String(request?.tenant_id);
+      const spec = specs.get(tenant);
+      if (res.statusCode === 200 && spec && /sign$/.test(op.operationId) && body.signature) {
+        signedWith.add(keyInfo(spec).family);
+      }
+      if (res.statusCode < 300 && typeof body.key_spec === 'string') specs.set(tenant, body.key_spec as KeySpec);
     }
     expect(findings.slice(0, 5)).toEqual([]);
     // The requests reached the operations, not only their checks: signatures, new tenants and refusals were seen.
     expect(statuses.get('sign')?.has(200)).toBe(true);
+    for (const family of ['ml-dsa', 'sm2']) expect(signedWith.has(family), `${family} signed`).toBe(true);
     const all = new Set([...statuses.values()].flatMap((s) => [...s]));
     for (const status of [200, 201, 400, 403, 404, 409]) expect(all.has(status), `status ${status} seen`).toBe(true);
   });

@@ -13,6 +13,7 @@ import {
   parseSubject,
   type RemoteKey,
   SubjectError,
+  UnsupportedKeyError,
 } from '../../src/certs/x509-builder.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
@@ -80,6 +81,28 @@ describe('certificateAlgorithm', () => {
     });
     expect(() => certificateAlgorithm('ECC_NIST_P256', { pss: true })).toThrow(/RSA keys only/);
     expect(certificateAlgorithm('RSA_2048', { hash: 'sha384', pss: true }).algorithm).toBe('RSASSA_PSS_SHA_384');
+  });
+
+  it.each([
+    'ML_DSA_44',
+    'ML_DSA_65',
+    'ML_DSA_87',
+    'SM2',
+  ] as KeySpec[])('refuses a %s key with the reason, before anything is signed', async (spec) => {
+    let signed = 0;
+    const key: RemoteKey = {
+      keySpec: spec,
+      spki: Buffer.alloc(0),
+      async sign() {
+        signed++;
+        return Buffer.alloc(0);
+      },
+    };
+    const reason = new RegExp(`certificates for ${spec} keys are not supported: .*signbridge sign`);
+    expect(() => certificateAlgorithm(spec)).toThrow(UnsupportedKeyError);
+    await expect(createCsr(key, { subject: parseSubject('/CN=pq') })).rejects.toThrow(reason);
+    await expect(createSelfSigned(key, { subject: parseSubject('/CN=pq'), days: 1 })).rejects.toThrow(reason);
+    expect(signed).toBe(0);
   });
 });
 

@@ -253,6 +253,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         tenant_id: tenantId,
         signing_algorithms: algorithmsForKey(key.keySpec),
         current: key.id === current.id,
+        key_store: key.keyStore,
       };
     },
     async get_import_params(body, request) {

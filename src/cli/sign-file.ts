@@ -1,0 +1,232 @@
+// `signbridge digest` and `signbridge sign`: sign a FILE with a tenant's key over the HTTP API, whatever the key
+// spec, without the user knowing what ML-DSA's μ or SM2's SM3(Z_A || M) are (docs/keys.md). The public key comes from
+// get_public_key, the representative is computed here from the file (streamed), `sign` names the algorithm, and
+// the returned signature is verified against the public key before it is written. Messages go to stderr; stdout
+// carries only what a script reads (the request body for `digest`).
+import { writeFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { WireStatus } from '../../daemon/protocol/wire.js';
+import type { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
+import type { PublicKeyInfo, SignResult } from '../../daemon/upstream/upstream.js';
+import { UpstreamError } from '../../daemon/upstream/upstream.js';
+import type { SigningAlgorithm } from '../crypto/algorithms.js';
+import { chooseAlgorithm, fileRepresentative, RepresentativeError } from '../crypto/file-representative.js';
+import { verifyFileSignature } from '../crypto/verify-signature.js';
+import { openServiceClient, ServiceClientError, type ServiceFlags } from './service-client.js';
+
+/** Exit status of a `sign` whose request waits for approval (no signature written; collect it later). */
+export const EXIT_PENDING = 3;
+
+interface DigestFlags extends ServiceFlags {
+  tenant: string;
+  algorithm?: string;
+}
+
+interface SignFlags extends DigestFlags {
+  project?: string;
+  environment?: string;
+  artifactType?: string;
+  artifactVersion?: string;
+  out?: string;
+  wait?: boolean;
+  requestId?: string;
+  pollInterval: string;
+}
+
+const say = (line: string) => process.stderr.write(`${line}\n`);
+
+function serviceOptions(cmd: Command): Command {
+  return cmd
+    .requiredOption('--tenant <id>', 'the tenant whose current key signs')
+    .option('--algorithm <name>', "signing algorithm (AWS KMS names); default: the key's own (docs/keys.md)")
+    .option('--service-url <url>', 'signing service base URL (env SIGNBRIDGE_SERVICE_URL; default: the last login)')
+    .option(
+      '--api-key-file <file>',
+      'file holding the API key, mode 600 (or env SIGNBRIDGE_API_KEY_FILE, SIGNBRIDGE_API_KEY; default: the key from `signbridge login`)',
+    )
+    .option('--insecure-http', 'allow a plain http:// service URL to another host (the key would travel unencrypted)')
+    .option('--timeout <seconds>', 'how long one request to the service may take', '30');
+}
+
+export function registerSignFileCommands(program: Command): void {
+  serviceOptions(
+    program
+      .command('digest')
+      .description(
+        'print the `sign` request body for FILE: the hash to send (SHA-2, ML-DSA mu or SM2 SM3(Z_A||M)) and the algorithm',
+      )
+      .argument('<file>', 'the file to sign (read in chunks)'),
+  ).action(async (file: string, flags: DigestFlags) => {
+    process.exitCode = await run('digest', flags, async (client) => {
+      const { key, algorithm, hash } = await prepare(client, flags, file);
+      say(`tenant ${flags.tenant}: key ${key.keyId} (${key.keySpec}); the hash is for this key version only`);
+      process.stdout.write(
+        `${JSON.stringify({ action: 'sign', tenant_id: flags.tenant, algorithm, hash: hash.toString('base64') })}\n`,
+      );
+      return 0;
+    });
+  });
+
+  serviceOptions(
+    program
+      .command('sign')
+      .description('sign FILE through the service with the tenant key, verify the signature, write it to FILE.sig')
+      .argument('<file>', 'the file to sign (read in chunks, never sent)'),
+  )
+    .option('--out <file>', 'where to write the signature (default: FILE.sig)')
+    .option('--wait', 'when the policy asks for approval, wait for the decision and collect the signature')
+    .option('--request-id <id>', 'collect the signature of an earlier request that waited for approval')
+    .option('--poll-interval <seconds>', 'how often --wait asks the service', '2')
+    .option('--project <name>', 'policy input: project')
+    .option('--environment <name>', 'policy input: environment (e.g. production)')
+    .option('--artifact-type <type>', 'policy input: type of artifact')
+    .option('--artifact-version <version>', 'policy input: version of the artifact')
+    .addHelpText(
+      'after',
+      '\nSignature format: RSA and ML-DSA raw, ECDSA and SM2 DER (as AWS KMS returns them). Exit status: 0 signed,\n' +
+        `1 failed, ${EXIT_PENDING} waiting for approval (the request id is printed; collect with --request-id or --wait).`,
+    )
+    .action(async (file: string, flags: SignFlags) => {
+      process.exitCode = await run('sign', flags, (client) => signFile(client, flags, file));
+    });
+}
+
+async function run(
+  command: string,
+  flags: ServiceFlags,
+  body: (client: RemoteUpstream) => Promise<number>,
+): Promise<number> {
+  let client: RemoteUpstream | undefined;
+  try {
+    client = openServiceClient(flags);
+    return await body(client);
+  } catch (err) {
+    say(`signbridge ${command}: ${describe(err)}`);
+    return 1;
+  } finally {
+    await client?.close();
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof UpstreamError) return `${err.message}${retryable(err) ? ' (temporary: try again)' : ''}`;
+  if (err instanceof ServiceClientError || err instanceof RepresentativeError) return err.message;
+  const e = err as NodeJS.ErrnoException;
+  if (e.code === 'ENOENT' || e.code === 'EACCES' || e.code === 'EISDIR') return `${e.path ?? 'file'}: ${e.code}`;
+  return e.message ?? String(err);
+}
+
+function retryable(err: UpstreamError): boolean {
+  return err.status === WireStatus.UNAVAILABLE || err.status === WireStatus.TIMEOUT;
+}
+
+async function prepare(client: RemoteUpstream, flags: DigestFlags, file: string) {
+  const key = await client.getPublicKey(flags.tenant);
+  const algorithm = chooseAlgorithm(key.keySpec, flags.algorithm);
+  const hash = fileRepresentative(file, key, algorithm);
+  return { key, algorithm, hash };
+}
+
+async function signFile(client: RemoteUpstream, flags: SignFlags, file: string): Promise<number> {
+  const out = flags.out ?? `${file}.sig`;
+  const interval = Number(flags.pollInterval);
+  if (!Number.isFinite(interval) || interval <= 0) {
+    throw new ServiceClientError(`--poll-interval must be a positive number of seconds, got ${flags.pollInterval}`);
+  }
+  const { key, algorithm, hash } = await prepare(client, flags, file);
+  let result: SignResult =
+    flags.requestId !== undefined
+      ? await client.collect({ tenantId: flags.tenant, requestId: flags.requestId, digest: hash })
+      : await client.sign(flags.tenant, algorithm, hash, {
+          ...(flags.project !== undefined && { project: flags.project }),
+          ...(flags.environment !== undefined && { environment: flags.environment }),
+          ...(flags.artifactType !== undefined && { artifactType: flags.artifactType }),
+          ...(flags.artifactVersion !== undefined && { artifactVersion: flags.artifactVersion }),
+        });
+  if (result.kind === 'pending') {
+    say(`request ${result.requestId} is waiting (${result.status}): ${result.message}`);
+    if (!flags.wait) {
+      say(
+        `collect the signature once it is approved: signbridge sign --tenant ${flags.tenant} ${file} ` +
+          `--request-id ${result.requestId}${flags.algorithm ? ` --algorithm ${flags.algorithm}` : ''} (or --wait)`,
+      );
+      process.stdout.write(`${result.requestId}\n`);
+      return EXIT_PENDING;
+    }
+    result = await waitForDecision(client, flags.tenant, result.requestId, hash, interval * 1000);
+  }
+  if (result.kind !== 'signed') return EXIT_PENDING;
+  return keep(result, key, algorithm, hash, file, out);
+}
+
+function keep(
+  result: SignResult & { kind: 'signed' },
+  key: PublicKeyInfo,
+  algorithm: SigningAlgorithm,
+  hash: Buffer,
+  file: string,
+  out: string,
+): number {
+  if (result.keyId !== key.keyId) {
+    say(
+      `signbridge sign: the signature is from key ${result.keyId}, not ${key.keyId} whose public key was used ` +
+        '(the tenant key was rotated meanwhile); nothing written, sign again',
+    );
+    return 1;
+  }
+  if (result.algorithm !== algorithm) {
+    say(`signbridge sign: the service signed with ${result.algorithm}, not ${algorithm}; nothing written`);
+    return 1;
+  }
+  if (!verifyFileSignature(file, key, algorithm, hash, result.signature)) {
+    say(
+      `signbridge sign: the signature the service returned does not verify against key ${key.keyId}'s public key ` +
+        `(or ${file} changed while it was signed); nothing written`,
+    );
+    return 1;
+  }
+  writeFileSync(out, result.signature, { mode: 0o644 });
+  say(
+    `signed ${file} with key ${key.keyId} (${key.keySpec}, ${algorithm}): ${result.signature.length} bytes, ` +
+      `verified, written to ${out}`,
+  );
+  return 0;
+}
+
+/**
+ * Polls the request as the daemon does for a module (collect with the same hash) until it is decided: the
+ * signature, or the service's final answer (rejected, expired, denied at approval) as an error. A service that
+ * cannot be reached for a while is asked again; the progress goes to stderr.
+ */
+async function waitForDecision(
+  client: RemoteUpstream,
+  tenantId: string,
+  requestId: string,
+  digest: Buffer,
+  intervalMs: number,
+): Promise<SignResult> {
+  const started = Date.now();
+  let lastStatus = '';
+  let lastNote = 0;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, intervalMs));
+    let result: SignResult;
+    try {
+      result = await client.collect({ tenantId, requestId, digest });
+    } catch (err) {
+      if (err instanceof UpstreamError && retryable(err)) {
+        say(`still waiting for ${requestId}; the service did not answer (${err.message}), asking again`);
+        continue;
+      }
+      throw err;
+    }
+    if (result.kind === 'signed') return result;
+    const elapsed = Math.round((Date.now() - started) / 1000);
+    // A line when the stage changes, and one a minute otherwise: a CI log does not fill with one line per poll.
+    if (result.status !== lastStatus || elapsed - lastNote >= 60) {
+      say(`waiting for ${requestId}: ${result.status} (${elapsed} s)`);
+      lastStatus = result.status;
+      lastNote = elapsed;
+    }
+  }
+}

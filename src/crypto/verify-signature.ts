@@ -1,0 +1,47 @@
+// Checks a signature the service returned against the key's public half before a client keeps it: ML-DSA with
+// @noble/post-quantum over μ (equivalent to verifying the message: μ binds the key and the file), SM2 with
+// sm-crypto over e = SM3(Z_A || M) (KMS's distinguishing ID is in e), RSA and ECDSA with node:crypto over the file.
+import { createPublicKey, createVerify, constants as cryptoConstants } from 'node:crypto';
+import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
+import smCrypto from 'sm-crypto';
+import { algorithmInfo, DIGEST_LENGTH, keyInfo, type SigningAlgorithm } from './algorithms.js';
+import { fileChunks, mlDsaPublicKey, type PublicKeyOf, sm2PublicPoint } from './file-representative.js';
+
+const ML_DSA = { 44: ml_dsa44, 65: ml_dsa65, 87: ml_dsa87 } as const;
+
+/**
+ * True when `signature` is `key`'s signature of the file at `path`; `representative` is the `hash` that was sent
+ * (μ for ML-DSA, e for SM2; RSA and EC verify over the file itself, read again in chunks).
+ */
+export function verifyFileSignature(
+  path: string,
+  key: PublicKeyOf,
+  algorithm: SigningAlgorithm,
+  representative: Buffer,
+  signature: Buffer,
+): boolean {
+  const info = keyInfo(key.keySpec);
+  if (info.family === 'ml-dsa') {
+    return ML_DSA[info.level].internal.verify(signature, representative, mlDsaPublicKey(key), { externalMu: true });
+  }
+  if (info.family === 'sm2') {
+    return smCrypto.sm2.doVerifySignature(
+      Array.from(representative),
+      signature.toString('hex'),
+      sm2PublicPoint(key).toString('hex'),
+      { hash: false, der: true },
+    );
+  }
+  const alg = algorithmInfo(algorithm);
+  if (alg.family === 'ml-dsa' || alg.family === 'sm2') return false;
+  const verifier = createVerify(alg.hash);
+  for (const chunk of fileChunks(path)) verifier.update(chunk);
+  const publicKey = createPublicKey(key.publicKeyPem);
+  if (alg.padding === 'pss') {
+    return verifier.verify(
+      { key: publicKey, padding: cryptoConstants.RSA_PKCS1_PSS_PADDING, saltLength: DIGEST_LENGTH[alg.hash] },
+      signature,
+    );
+  }
+  return verifier.verify(publicKey, signature);
+}

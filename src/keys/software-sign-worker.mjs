@@ -1,0 +1,41 @@
+// A signing thread for SoftwareKeyStore: ML-DSA (@noble/post-quantum) and SM2 (sm-crypto) are pure JavaScript
+// and take ~10 ms of CPU a signature, which on the event loop would hold up every other request. Plain ESM (noble
+// is ESM only), loaded from src/ both by the tests and by dist/, like pkcs11-sign-worker.cjs. The private key
+// arrives unsealed in a buffer transferred (moved, not copied) from the main thread and is zeroed here after use.
+import { parentPort } from 'node:worker_threads';
+import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
+import smCrypto from 'sm-crypto';
+
+const ML_DSA = { 44: ml_dsa44, 65: ml_dsa65, 87: ml_dsa87 };
+
+/** Pure ML-DSA over μ (KMS EXTERNAL_MU), or SM2 over e = SM3(Z_A || M) as given (KMS DIGEST); DER for SM2. */
+function sign(job, secret, input) {
+  if (job.family === 'ml-dsa') {
+    const mlDsa = ML_DSA[job.level];
+    if (!mlDsa) throw new Error(`no ML-DSA-${job.level}`);
+    return mlDsa.internal.sign(input, secret, { externalMu: true });
+  }
+  if (job.family === 'sm2') {
+    // sm-crypto takes the private key as a hex string (immutable: it cannot be zeroed, only dropped).
+    const der = smCrypto.sm2.doSignature(Array.from(input), Buffer.from(secret).toString('hex'), {
+      hash: false,
+      der: true,
+    });
+    return Buffer.from(der, 'hex');
+  }
+  throw new Error(`the software signing thread cannot sign for a ${job.family} key`);
+}
+
+parentPort.on('message', (job) => {
+  const secret = new Uint8Array(job.secret);
+  try {
+    const signature = sign(job, secret, new Uint8Array(job.input));
+    const copy = new Uint8Array(signature.length);
+    copy.set(signature);
+    parentPort.postMessage({ id: job.id, signature: copy }, [copy.buffer]);
+  } catch (err) {
+    parentPort.postMessage({ id: job.id, error: err instanceof Error ? err.message : String(err) });
+  } finally {
+    secret.fill(0);
+  }
+});

@@ -1,0 +1,267 @@
+// `signbridge sign FILE` and `signbridge digest FILE` through the real CLI against a real service (SoftHSM for RSA
+// and EC, the software key store for ML-DSA and SM2), every signature checked by a verifier that owes nothing to
+// signbridge: @noble/post-quantum over the whole file for ML-DSA, `openssl pkeyutl` with KMS's distinguishing ID
+// for SM2, `openssl dgst` for RSA and EC. Approval (202) with --request-id and --wait; the errors a user meets.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, openSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KeySpec } from '../../src/crypto/algorithms.js';
+import { parseMlDsaSpki } from '../../src/crypto/spki.js';
+import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { loginEnv, startCli } from '../helpers/cli-child.js';
+import { makeTempDir } from '../helpers/service.js';
+
+const dir = makeTempDir('sb-sign-file-');
+const dataDir = join(dir, 'data');
+let server: ServerProcess;
+const signers = new Map<string, string>();
+const publicKeys = new Map<string, string>();
+let approver: string;
+
+const SPECS: { spec: KeySpec; algorithm?: string }[] = [
+  { spec: 'ML_DSA_44' },
+  { spec: 'ML_DSA_65' },
+  { spec: 'ML_DSA_87' },
+  { spec: 'SM2' },
+  { spec: 'RSA_2048', algorithm: 'RSASSA_PSS_SHA_384' },
+  { spec: 'ECC_NIST_P384' },
+];
+const tenantOf = (spec: string) => `file-${spec.toLowerCase().replaceAll('_', '-')}`;
+
+/** A file bigger than the CLI's 1 MiB read chunk, so the streamed path takes several chunks. */
+const artifact = join(dir, 'artifact.bin');
+writeFileSync(artifact, Buffer.concat([randomBytes(3 * 1024 * 1024 + 17), Buffer.from('end of the artifact\n')]));
+
+beforeAll(async () => {
+  const policy = join(dir, 'policy.yaml');
+  writeFileSync(policy, 'version: 1\nrules:\n  environments: { requireApproval: [production] }\n');
+  server = await startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_POLICY_FILE: policy });
+  const operator = createApiKeyCli(dataDir, 'operator');
+  for (const { spec } of SPECS) {
+    const tenant = tenantOf(spec);
+    const created = await postAction(server.url, 'create_tenant', operator, { tenant_id: tenant, key_spec: spec });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    signers.set(spec, createApiKeyCli(dataDir, 'signer', tenant));
+    const pub = await postAction(server.url, 'get_public_key', signers.get(spec) as string, { tenant_id: tenant });
+    publicKeys.set(spec, pub.body.public_key_pem as string);
+  }
+  approver = createApiKeyCli(dataDir, 'approver', tenantOf('ML_DSA_65'));
+}, 120_000);
+afterAll(async () => {
+  await server?.stop();
+});
+
+/** The CLI as a build host runs it: service URL and key from the environment, nothing from the developer's. */
+function cliEnv(spec: KeySpec): NodeJS.ProcessEnv {
+  return { ...loginEnv(dir), SIGNBRIDGE_SERVICE_URL: server.url, SIGNBRIDGE_API_KEY: signers.get(spec) as string };
+}
+
+function openssl(args: string[]): string {
+  try {
+    return execFileSync('openssl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (err) {
+    return `failed: ${(err as { stderr?: string }).stderr ?? err}`;
+  }
+}
+
+/** Verifies `signature` over the file with a verifier that owes nothing to signbridge. */
+function verifyIndependently(spec: KeySpec, file: string, signature: Buffer): boolean {
+  const pem = publicKeys.get(spec) as string;
+  const pemFile = join(dir, `${spec}.pub.pem`);
+  writeFileSync(pemFile, pem);
+  const sigFile = join(dir, `${spec}.check.sig`);
+  writeFileSync(sigFile, signature);
+  if (spec.startsWith('ML_DSA')) {
+    const der = Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+    const raw = parseMlDsaSpki(der)?.publicKey ?? Buffer.alloc(0);
+    const mlDsa = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 }[spec as 'ML_DSA_65'];
+    return mlDsa.verify(signature, readFileSync(file), raw);
+  }
+  if (spec === 'SM2') {
+    const out = openssl([
+      'pkeyutl',
+      '-verify',
+      '-pubin',
+      '-inkey',
+      pemFile,
+      '-rawin',
+      '-digest',
+      'sm3',
+      '-pkeyopt',
+      'distid:1234567812345678',
+      '-in',
+      file,
+      '-sigfile',
+      sigFile,
+    ]);
+    return out.includes('Signature Verified Successfully');
+  }
+  const pss = spec.startsWith('RSA') ? ['-sigopt', 'rsa_padding_mode:pss', '-sigopt', 'rsa_pss_saltlen:digest'] : [];
+  // Both SPECS rows of these families sign SHA-384 (RSASSA_PSS_SHA_384, P-384's own ECDSA_SHA_384).
+  return openssl(['dgst', '-sha384', '-verify', pemFile, ...pss, '-signature', sigFile, file]).includes('Verified OK');
+}
+
+describe.each(SPECS.map((s) => [s.spec, s.algorithm]))('%s', (spec, algorithm) => {
+  it('`signbridge sign FILE` signs, verifies and writes FILE.sig; an independent verifier accepts it', () => {
+    const file = join(dir, `${spec}.bin`);
+    writeFileSync(file, readFileSync(artifact));
+    const res = runCli(
+      ['sign', '--tenant', tenantOf(spec), file, ...(algorithm ? ['--algorithm', algorithm] : [])],
+      cliEnv(spec),
+    );
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toMatch(/verified, written to .*\.bin\.sig/);
+    const signature = readFileSync(`${file}.sig`);
+    expect(verifyIndependently(spec, file, signature)).toBe(true);
+    // The verifier really checks: one changed byte in the file and it refuses.
+    const other = join(dir, `${spec}.other.bin`);
+    writeFileSync(other, Buffer.concat([readFileSync(file), Buffer.from('x')]));
+    expect(verifyIndependently(spec, other, signature)).toBe(false);
+  });
+
+  it('`signbridge digest FILE` prints the sign request whose signature verifies over the file', async () => {
+    const res = runCli(
+      ['digest', '--tenant', tenantOf(spec), artifact, ...(algorithm ? ['--algorithm', algorithm] : [])],
+      cliEnv(spec),
+    );
+    expect(res.code, res.stderr).toBe(0);
+    const body = JSON.parse(res.stdout) as Record<string, string>;
+    expect(body).toMatchObject({ action: 'sign', tenant_id: tenantOf(spec) });
+    const expected = spec.startsWith('ML_DSA') ? 'ML_DSA_SHAKE_256' : spec === 'SM2' ? 'SM2DSA' : undefined;
+    expect(body.algorithm).toBe(expected ?? algorithm ?? 'ECDSA_SHA_384');
+    const { action: _action, ...rest } = body;
+    const signed = await postAction(server.url, 'sign', signers.get(spec) as string, rest);
+    expect(signed.status, JSON.stringify(signed.body)).toBe(200);
+    expect(verifyIndependently(spec, artifact, Buffer.from(signed.body.signature as string, 'base64'))).toBe(true);
+  });
+});
+
+describe('a large file', () => {
+  it('is streamed: a 1 GiB file is signed and verified by a process that never holds it (max RSS far below 1 GiB)', () => {
+    const spec: KeySpec = 'ECC_NIST_P384';
+    const big = join(dir, 'big.bin');
+    closeSync(openSync(big, 'w'));
+    truncateSync(big, 1024 ** 3); // sparse: no disk space, but 1 GiB to read
+    // python3 reports the child's peak resident set (KiB) after it exits.
+    const measure = [
+      '-c',
+      'import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]); ' +
+        'print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)',
+      process.execPath,
+      CLI,
+      'sign',
+      '--tenant',
+      tenantOf(spec),
+      big,
+    ];
+    const res = spawnSync('python3', measure, { encoding: 'utf8', env: { ...process.env, ...cliEnv(spec) } });
+    expect(res.status, res.stderr).toBe(0);
+    const maxRssKiB = Number(res.stdout.trim());
+    expect(maxRssKiB).toBeGreaterThan(0);
+    expect(maxRssKiB).toBeLessThan(300 * 1024);
+    expect(readFileSync(`${big}.sig`).length).toBeGreaterThan(64);
+  });
+});
+
+describe('approval', () => {
+  const spec: KeySpec = 'ML_DSA_65';
+  const tenant = tenantOf(spec);
+  const approve = (requestId: string, decision = 'approve') =>
+    postAction(server.url, 'approve_sign', approver, { tenant_id: tenant, request_id: requestId, decision });
+
+  it('a 202 prints the request id and exits 3; --request-id collects the signature once approved', async () => {
+    const file = join(dir, 'prod.bin');
+    writeFileSync(file, 'a production release\n');
+    const asked = runCli(['sign', '--tenant', tenant, file, '--environment', 'production'], cliEnv(spec));
+    expect(asked.code, asked.stderr).toBe(3);
+    const requestId = asked.stdout.trim();
+    expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(asked.stderr).toContain(`--request-id ${requestId}`);
+    expect(existsSync(`${file}.sig`)).toBe(false);
+
+    const early = runCli(['sign', '--tenant', tenant, file, '--request-id', requestId], cliEnv(spec));
+    expect(early.code).toBe(3);
+    expect((await approve(requestId)).status).toBe(200);
+    const collected = runCli(['sign', '--tenant', tenant, file, '--request-id', requestId], cliEnv(spec));
+    expect(collected.code, collected.stderr).toBe(0);
+    expect(verifyIndependently(spec, file, readFileSync(`${file}.sig`))).toBe(true);
+  });
+
+  it('--wait shows progress, then writes the signature once an approver approves', async () => {
+    const file = join(dir, 'prod-wait.bin');
+    writeFileSync(file, 'another production release\n');
+    const cli = startCli(
+      ['sign', '--tenant', tenant, file, '--environment', 'production', '--wait', '--poll-interval', '0.2'],
+      cliEnv(spec),
+    );
+    await cli.waitForStderr(/request (\S+) is waiting/);
+    const requestId = /request (\S+) is waiting/.exec(cli.stderr())?.[1] as string;
+    await cli.waitForStderr(/waiting for \S+: pending_approval/);
+    expect((await approve(requestId)).status).toBe(200);
+    const done = await cli.done;
+    expect(done.code, done.stderr).toBe(0);
+    expect(verifyIndependently(spec, file, readFileSync(`${file}.sig`))).toBe(true);
+  });
+
+  it('--wait ends with the reason and a non-zero exit when the request is rejected', async () => {
+    const file = join(dir, 'prod-rejected.bin');
+    writeFileSync(file, 'a release nobody wants\n');
+    const cli = startCli(
+      ['sign', '--tenant', tenant, file, '--environment', 'production', '--wait', '--poll-interval', '0.2'],
+      cliEnv(spec),
+    );
+    await cli.waitForStderr(/request (\S+) is waiting/);
+    const requestId = /request (\S+) is waiting/.exec(cli.stderr())?.[1] as string;
+    expect((await approve(requestId, 'reject')).status).toBe(200);
+    const done = await cli.done;
+    expect(done.code).toBe(1);
+    expect(done.stderr).toContain('request_rejected');
+    expect(existsSync(`${file}.sig`)).toBe(false);
+  });
+});
+
+describe('errors', () => {
+  const spec: KeySpec = 'SM2';
+  const tenant = tenantOf(spec);
+
+  it('an algorithm the key does not take names the allowed ones, and nothing is signed', () => {
+    const res = runCli(['sign', '--tenant', tenant, artifact, '--algorithm', 'ECDSA_SHA_256'], cliEnv(spec));
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('--algorithm ECDSA_SHA_256 cannot be used with a SM2 key; allowed: SM2DSA');
+  });
+
+  it('a missing file, no service, no key: a message and exit 1', () => {
+    const missing = runCli(['sign', '--tenant', tenant, join(dir, 'nope.bin')], cliEnv(spec));
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('nope.bin: ENOENT');
+    const noService = runCli(['digest', '--tenant', tenant, artifact], { ...loginEnv(dir) });
+    expect(noService.code).toBe(1);
+    expect(noService.stderr).toContain('no service: pass --service-url URL');
+    const noKey = runCli(['digest', '--tenant', tenant, artifact], {
+      ...loginEnv(dir),
+      SIGNBRIDGE_SERVICE_URL: server.url,
+    });
+    expect(noKey.code).toBe(1);
+    expect(noKey.stderr).toContain('no API key');
+  });
+
+  it('another tenant than the key allows: the service refusal, not retryable', () => {
+    const res = runCli(['sign', '--tenant', tenantOf('ML_DSA_44'), artifact], cliEnv(spec));
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/signbridge sign: forbidden: /);
+    expect(res.stderr).not.toContain('try again');
+  });
+
+  it('a service that cannot be reached says to try again', () => {
+    const res = runCli(['digest', '--tenant', tenant, artifact], {
+      ...cliEnv(spec),
+      SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:1',
+    });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('cannot reach the service');
+    expect(res.stderr).toContain('(temporary: try again)');
+  });
+});
