@@ -98,7 +98,7 @@ describe('key import on AWS KMS, through the API', () => {
     });
     expect(imported.status, JSON.stringify(imported.body)).toBe(200);
     const pub = await callAction(app, t.admin, 'get_public_key', { tenant_id: t.id });
-    expect(pub.body).toMatchObject({ key_spec: spec, current: true });
+    expect(pub.body).toMatchObject({ key_spec: spec, current: true, key_store: 'aws-kms' });
     expect(pub.body.public_key_pem).toBe(key.publicKeyPem);
     const signed = await signWithTenant(app, t.signer, t.id, spec, key.publicKeyPem);
     expect(signed.status, JSON.stringify(signed.body)).toBe(200);

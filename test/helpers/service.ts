@@ -49,7 +49,7 @@ export async function startTestService(options: Partial<AppOptions> = {}): Promi
     apiKey,
     async close() {
       await app.close();
-      await keyStore.close();
+      await keyStores.close(); // the token and the software store's signing threads
       await store.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
