@@ -309,7 +309,7 @@ export class KyselyStore implements Store {
 
   async probeWrite(): Promise<void> {
     // A row of its own: another process on the same data dir (an in-process daemon) may probe at the same moment.
-    const id = randomInt(1, 2 ** 47);
+    const id = randomInt(1, 2 ** 31 - 1); // an integer column: 32 bits on PostgreSQL
     await this.db
       .insertInto('store_heartbeat')
       .values({ id, at: new Date().toISOString(), pad: HEARTBEAT_PAD })

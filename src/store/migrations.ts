@@ -1,6 +1,11 @@
 // Schema migrations, in order. Written with Kysely's schema builder so SQLite and PostgreSQL share them.
 // Never edit a migration that has shipped; add a new one.
-import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
+import { type Kysely, type Migration, PostgresAdapter, sql, type Transaction } from 'kysely';
+
+/** Bytes: SQLite's blob is PostgreSQL's bytea (the one type the migrations name that differs between the two). */
+function binaryType(db: Kysely<unknown>) {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? sql`bytea` : sql`blob`;
+}
 
 export const MIGRATIONS: Record<string, Migration> = {
   '0001_core': {
@@ -186,7 +191,7 @@ export const MIGRATIONS: Record<string, Migration> = {
         .createTable('store_heartbeat')
         .addColumn('id', 'integer', (c) => c.primaryKey())
         .addColumn('at', 'text', (c) => c.notNull())
-        .addColumn('pad', 'blob', (c) => c.notNull())
+        .addColumn('pad', binaryType(db), (c) => c.notNull())
         .execute();
     },
   },
