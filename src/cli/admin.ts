@@ -23,10 +23,11 @@ interface PersonKeyFlags {
 interface StoreFlags {
   dataDir?: string;
   config?: string;
+  database?: string;
 }
 
 async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Promise<T>): Promise<T> {
-  const config = resolveConfig({ dataDir: flags.dataDir, configFile: flags.config });
+  const config = resolveConfig({ dataDir: flags.dataDir, configFile: flags.config, database: flags.database });
   const store = await openStore(config);
   try {
     return await fn(store);
@@ -50,7 +51,8 @@ function cliAudit(
 function storeOptions(cmd: Command): Command {
   return cmd
     .option('--data-dir <dir>', 'state folder (env SIGNBRIDGE_DATA_DIR)')
-    .option('--config <file>', 'configuration file');
+    .option('--config <file>', 'configuration file')
+    .option('--database <url>', 'PostgreSQL URL postgres://... (env SIGNBRIDGE_DATABASE_URL)');
 }
 
 export function registerAdminCommands(program: Command): void {
