@@ -2,6 +2,8 @@
 // as two instances behind a load balancer: a tenant made through one signs through the other, a key revoked with
 // `signbridge admin ... --database` fails on both from the next request, and the audit chain both wrote verifies.
 import { createHash, createPublicKey, verify } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
@@ -12,6 +14,7 @@ let database: string;
 const dataDir = makeTempDir();
 let one: ServerProcess;
 let two: ServerProcess;
+let three: ServerProcess;
 
 function admin(...args: string[]) {
   return runCli(['admin', ...args, '--database', database]);
@@ -20,14 +23,19 @@ function admin(...args: string[]) {
 beforeAll(async () => {
   if (!enabled) return;
   database = createTestDatabase('instances');
-  [one, two] = await Promise.all([
-    startServerProcess(['--data-dir', dataDir, '--database', database]),
-    startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_DATABASE_URL: database }),
+  // Production signatures wait for an approver: the approval tests below go through all three instances.
+  const policy = join(dataDir, 'policy.yaml');
+  writeFileSync(policy, 'version: 1\nrules:\n  environments:\n    requireApproval: [production]\n');
+  const config = join(dataDir, 'config.yaml');
+  writeFileSync(config, `policyFile: ${policy}\n`);
+  [one, two, three] = await Promise.all([
+    startServerProcess(['--config', config, '--data-dir', dataDir, '--database', database]),
+    startServerProcess(['--config', config, '--data-dir', dataDir], { SIGNBRIDGE_DATABASE_URL: database }),
+    startServerProcess(['--config', config, '--data-dir', dataDir, '--database', database]),
   ]);
 });
 afterAll(async () => {
-  await one?.stop();
-  await two?.stop();
+  await Promise.all([one?.stop(), two?.stop(), three?.stop()]);
 });
 
 describe.skipIf(!enabled)('two service instances on one PostgreSQL database', () => {
@@ -68,6 +76,38 @@ describe.skipIf(!enabled)('two service instances on one PostgreSQL database', ()
       });
       expect(res.status).toBe(401);
     }
+  });
+
+  it('takes a request on one instance, an approval on another, hands the signature out on a third', async () => {
+    const signer = admin('api-key', 'create', '--role', 'signer', '--tenant', 'pg-acme').stdout.trim();
+    const approvers = [1, 2].map(() =>
+      admin('api-key', 'create', '--role', 'approver', '--tenant', 'pg-acme').stdout.trim(),
+    );
+    const hash = createHash('sha256').update('release 1.0').digest('base64');
+    const asked = { tenant_id: 'pg-acme', hash, algorithm: 'ECDSA_SHA_256', environment: 'production' };
+    const pending = await postAction(one.url, 'sign', signer, asked);
+    expect(pending.status, JSON.stringify(pending.body)).toBe(202);
+    const requestId = pending.body.request_id;
+    // Two approvers at the same moment, through two instances: exactly one decision moves the request on.
+    const decisions = await Promise.all(
+      [two, three].map((instance, i) =>
+        postAction(instance.url, 'approve_sign', approvers[i] as string, {
+          tenant_id: 'pg-acme',
+          request_id: requestId,
+        }),
+      ),
+    );
+    expect(decisions.map((d) => d.status).sort()).toEqual([200, 409]);
+    const collected = await postAction(three.url, 'sign', signer, { ...asked, request_id: requestId });
+    expect(collected.status, JSON.stringify(collected.body)).toBe(200);
+    const again = await postAction(one.url, 'sign', signer, { ...asked, request_id: requestId });
+    expect(again.body.signature).toBe(collected.body.signature);
+    // One signature record for the request, whichever instance made it.
+    const exported = admin('audit', 'export');
+    const signed = exported.stdout
+      .split('\n')
+      .filter((line) => line.includes(String(requestId)) && line.includes('"signed"'));
+    expect(signed).toHaveLength(1);
   });
 
   it('keeps one audit chain that both instances wrote, and admin audit verify proves it', async () => {
