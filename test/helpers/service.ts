@@ -11,7 +11,9 @@ import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { SoftwareKeyStore } from '../../src/keys/software-key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
+import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { createTestDatabase } from './postgres.js';
 
 export interface TestService {
   app: FastifyInstance;
@@ -29,10 +31,29 @@ export function makeTempDir(prefix = 'signbridge-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-export async function startTestService(options: Partial<AppOptions> = {}): Promise<TestService> {
-  const dataDir = makeTempDir();
-  const store = openSqliteStore(join(dataDir, 'signbridge.db'));
+export interface TestStoreChoice {
+  /** A postgres:// URL: the service runs on PostgreSQL there instead of SQLite in its data dir. */
+  database?: string;
+}
+
+/**
+ * The store a test service runs on: SQLite in its data dir, or PostgreSQL when asked (`database`), or for every
+ * test service of a run with SIGNBRIDGE_TEST_STORE=postgres (the API tests run once on each: scripts/test.sh).
+ */
+async function openTestStore(dataDir: string, choice: TestStoreChoice): Promise<KyselyStore> {
+  const database =
+    choice.database ?? (process.env.SIGNBRIDGE_TEST_STORE === 'postgres' ? createTestDatabase('api') : undefined);
+  const store = database ? openPostgresStore(database) : openSqliteStore(join(dataDir, 'signbridge.db'));
   await store.migrate();
+  return store;
+}
+
+export async function startTestService(
+  options: Partial<AppOptions> = {},
+  choice: TestStoreChoice = {},
+): Promise<TestService> {
+  const dataDir = makeTempDir();
+  const store = await openTestStore(dataDir, choice);
   const keyStore = Pkcs11KeyStore.open(embeddedSoftHsmOptions(dataDir));
   const keyStores = new KeyStores([keyStore, new SoftwareKeyStore(keyStore, keyStore.description)]);
   const app = await buildApp({ store, keyStore: keyStores, ...options });
