@@ -61,8 +61,11 @@ export function openPostgresStore(url: string, options: PostgresStoreOptions = {
     statement_timeout: options.statementTimeoutMs ?? 30_000,
     application_name: 'signbridge',
   });
-  // An idle connection the server dropped (restart, failover) must not end the process; the next query reconnects.
+  // A connection the server dropped (restart, failover) must not end the process: pg emits 'error' on the pool for
+  // an idle one and on the client itself for one in use (whose query fails with it anyway, as a store fault).
+  // The next request gets a new connection.
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return new PostgresStore(db, `postgresql:${redactUrl(url)}`);
 }
