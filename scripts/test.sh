@@ -9,5 +9,5 @@ echo "[test] type-check" >&2
 node_modules/.bin/tsc -p tsconfig.json --noEmit
 echo "[test] native module (ctest: C tests against a fake daemon, pkcs11-tool --test)" >&2
 ctest --test-dir build --output-on-failure
-echo "[test] vitest" >&2
-node_modules/.bin/vitest run "$@"
+echo "[test] vitest (with a private PostgreSQL cluster for the run: test/global-setup.ts)" >&2
+SIGNBRIDGE_REQUIRE_POSTGRES=1 node_modules/.bin/vitest run "$@"

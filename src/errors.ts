@@ -44,10 +44,14 @@ export const ERROR_CODES = {
   tenant_exists: 409,
   request_not_pending: 409,
   exception_not_active: 409,
+  // Idempotency-Key (sign, pkcs11_sign): the first request with this key is still being answered.
+  idempotency_key_in_use: 409,
   // The key exists but cannot sign now: disabled or deleted in the key store, awaiting (re)import, material expired.
   key_not_usable: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  // The Idempotency-Key was used before with a different request body.
+  idempotency_key_reused: 422,
   rate_limited: 429,
   headers_too_large: 431,
   internal_error: 500,
@@ -65,6 +69,7 @@ export type ErrorCode = keyof typeof ERROR_CODES;
 export const RETRY_AFTER_SECONDS: Partial<Record<ErrorCode, number>> = {
   key_store_unavailable: 5,
   store_unavailable: 5,
+  idempotency_key_in_use: 1,
 };
 
 /** Extra fields an ErrorResponse may carry (policy denials name the vulnerability). */

@@ -1,5 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 
 /** Creates a folder only its owner can enter, and tightens it if it already existed. */
 export function ensurePrivateDir(path: string): void {
@@ -13,10 +24,53 @@ export function writePrivateFile(path: string, content: string): void {
   chmodSync(path, 0o600);
 }
 
-/** Reads a secret kept in a 0600 file, creating it with a random value on first use. */
+/**
+ * Reads a secret kept in a 0600 file, creating it with a random value on first use. Two processes starting at once
+ * on a new data dir (two instances, a service and an in-process daemon) must end up with the same secret: the
+ * file is written whole under a temporary name and linked into place, which fails if the other process won; then
+ * its secret is read.
+ */
 export function readOrCreateSecret(path: string, bytes = 24): string {
   if (existsSync(path)) return readFileSync(path, 'utf8').trim();
   const secret = randomBytes(bytes).toString('base64url');
-  writePrivateFile(path, `${secret}\n`);
-  return secret;
+  const temporary = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  writePrivateFile(temporary, `${secret}\n`);
+  try {
+    linkSync(temporary, path);
+    return secret;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    return readFileSync(path, 'utf8').trim();
+  } finally {
+    rmSync(temporary, { force: true });
+  }
+}
+
+/**
+ * Runs `fn` holding a lock file (created exclusively), so that only one process at a time does a first-start
+ * step such as creating the embedded token. A lock older than `staleMs` was left by a process that died.
+ */
+export function withLockFile<T>(path: string, fn: () => T, staleMs = 30_000): T {
+  const deadline = Date.now() + staleMs + 5_000;
+  const nap = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      closeSync(openSync(path, 'wx', 0o600));
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      try {
+        if (Date.now() - statSync(path).mtimeMs > staleMs) rmSync(path, { force: true });
+      } catch {
+        // gone meanwhile: try again
+      }
+      if (Date.now() > deadline) throw new Error(`gave up waiting for the lock ${path}`);
+      Atomics.wait(nap, 0, 0, 50); // a synchronous pause: this runs before the process serves anything
+    }
+  }
+  try {
+    return fn();
+  } finally {
+    rmSync(path, { force: true });
+  }
 }

@@ -14,8 +14,10 @@ import { SoftwareKeyStore } from './keys/software-key-store.js';
 import { startMetricsServer } from './metrics/metrics-server.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { policySettings, policySource } from './signing/policy-settings.js';
+import { openPostgresStore, type PostgresStore } from './store/postgres-store.js';
 import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
+import { storeFault } from './store/store-errors.js';
 
 /**
  * The configured key store, with the software key store beside a PKCS#11 token: it holds the key specs the token
@@ -74,11 +76,56 @@ function openPkcs11KeyStore(dataDir: string, setting: Pkcs11Setting): Pkcs11KeyS
   });
 }
 
-export async function openStore(config: ServiceConfig, options: SqliteStoreOptions = {}): Promise<Store> {
+export interface OpenStoreOptions extends SqliteStoreOptions {
+  /** Told while a PostgreSQL server cannot be reached yet (default: a warning on stderr). */
+  onWait?: (message: string) => void;
+}
+
+/** Opens and migrates the configured store. A PostgreSQL server that is not reachable yet is waited for (below). */
+export async function openStore(config: ServiceConfig, options: OpenStoreOptions = {}): Promise<Store> {
   ensurePrivateDir(config.dataDir);
+  if (config.store.type === 'postgres') {
+    const store = openPostgresStore(config.store.url, {
+      ...(config.store.poolSize !== undefined && { poolSize: config.store.poolSize }),
+    });
+    try {
+      await migrateWhenReachable(store, options.onWait ?? ((m) => process.stderr.write(`signbridge: ${m}\n`)));
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      throw err;
+    }
+    return store;
+  }
   const store = openSqliteStore(config.store.path, options);
   await store.migrate();
   return store;
+}
+
+/** How long a starting process waits for its PostgreSQL server (a database restarted with the service, a failover). */
+const DATABASE_WAIT_MS = 30_000;
+const DATABASE_RETRY_MS = 2_000;
+
+/**
+ * Migrates (which also proves the connection), retrying while the server cannot be reached, with a line of
+ * progress each time; after DATABASE_WAIT_MS, fails with what the last attempt said. Any other error (bad
+ * password, missing database, a failed migration) fails at once: waiting would not fix it.
+ */
+async function migrateWhenReachable(store: PostgresStore, onWait: (message: string) => void): Promise<void> {
+  const deadline = Date.now() + DATABASE_WAIT_MS;
+  for (;;) {
+    try {
+      await store.migrate();
+      return;
+    } catch (err) {
+      const fault = storeFault(err) ?? storeFault((err as { cause?: unknown }).cause);
+      const left = Math.ceil((deadline - Date.now()) / 1000);
+      if (!fault || left <= 0) {
+        throw new Error(`cannot use the database ${store.description}: ${(err as Error).message}`);
+      }
+      onWait(`waiting for the database ${store.description} (${fault}); giving up in ${left} s`);
+      await new Promise((r) => setTimeout(r, DATABASE_RETRY_MS));
+    }
+  }
 }
 
 export interface RunningServer {

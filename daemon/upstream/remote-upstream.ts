@@ -2,6 +2,7 @@
 // thousand files opens one TLS session, not a thousand. The daemon makes one request per signature, so the
 // client's CPU per request is on every signature's path: undici's request() took ~120 us a request where
 // node:http took ~170-240 us and the global fetch (undici's streams, abort signals and header objects) more.
+import { randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import type { ApiKeySource } from '../credentials.js';
@@ -65,7 +66,7 @@ export class RemoteUpstream implements Upstream {
       out = await this.call('get_public_key', tenantId, {});
     } catch (err) {
       // A kept-alive connection the server closed just now fails the request; a read is safe to send again.
-      // (Signatures are not retried: the service may already have signed, or opened an approval request.)
+      // (Signatures are retried only with their Idempotency-Key: see signCall.)
       if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
       out = await this.call('get_public_key', tenantId, {});
     }
@@ -93,7 +94,7 @@ export class RemoteUpstream implements Upstream {
 
   async pkcs11Sign(input: SignInput): Promise<SignResult> {
     const { context } = input;
-    return this.signCall('pkcs11_sign', input.tenantId, {
+    return this.signCall('pkcs11_sign', input.tenantId, true, {
       hash: input.digest.toString('base64'),
       key_spec: input.keySpec,
       pss_padding: input.pss,
@@ -111,22 +112,49 @@ export class RemoteUpstream implements Upstream {
     digest: Buffer,
     context: SignContext = {},
   ): Promise<SignResult> {
-    return this.signCall('sign', tenantId, { algorithm, hash: digest.toString('base64'), ...contextFields(context) });
+    return this.signCall('sign', tenantId, true, {
+      algorithm,
+      hash: digest.toString('base64'),
+      ...contextFields(context),
+    });
   }
 
   async collect(input: CollectInput): Promise<SignResult> {
-    return this.signCall('pkcs11_sign', input.tenantId, {
+    return this.signCall('pkcs11_sign', input.tenantId, false, {
       request_id: input.requestId,
       hash: input.digest.toString('base64'),
     });
   }
 
+  /**
+   * A new signature goes out with an Idempotency-Key of its own (src/api/idempotency.ts), so when the connection
+   * drops before the answer arrives (a service instance restarting, a load balancer closing a kept-alive connection)
+   * it is sent again and gets the first answer instead of a second signature. Collecting an approved request is
+   * idempotent by itself.
+   */
   private async signCall(
     action: 'sign' | 'pkcs11_sign',
     tenantId: string,
+    fresh: boolean,
     body: Record<string, unknown>,
   ): Promise<SignResult> {
-    const out = await this.call(action, tenantId, body);
+    const key = fresh ? randomUUID() : undefined;
+    let out: HttpOutcome;
+    for (let attempt = 1; ; attempt++) {
+      const last = key === undefined || attempt >= SIGN_ATTEMPTS;
+      try {
+        out = await this.call(action, tenantId, body, key);
+      } catch (err) {
+        if (!last && err instanceof UpstreamError && err.status === WireStatus.UNAVAILABLE) continue;
+        throw err;
+      }
+      // The first attempt reached the service and is still being answered there: wait for its answer.
+      if (!last && out.status === 409 && out.body?.error === 'idempotency_key_in_use') {
+        await new Promise((resolve) => setTimeout(resolve, IN_PROGRESS_WAIT_MS));
+        continue;
+      }
+      break;
+    }
     const b = out.body ?? {};
     if (out.status === 202) {
       if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
@@ -177,7 +205,12 @@ export class RemoteUpstream implements Upstream {
     return this.opts.tenantApiKeys?.get(tenantId) ?? this.opts.apiKey;
   }
 
-  private async call(action: string, tenantId: string, body: Record<string, unknown>): Promise<HttpOutcome> {
+  private async call(
+    action: string,
+    tenantId: string,
+    body: Record<string, unknown>,
+    idempotencyKey?: string,
+  ): Promise<HttpOutcome> {
     const apiKey = this.apiKey(tenantId);
     let res: { status: number; requestId: string | undefined; text: string };
     try {
@@ -185,6 +218,7 @@ export class RemoteUpstream implements Upstream {
         `${this.pathPrefix}v1/${action}`,
         apiKey,
         JSON.stringify({ action, tenant_id: tenantId, ...body }),
+        idempotencyKey,
       );
     } catch (err) {
       throw networkError(err, this.description, this.opts.timeoutMs);
@@ -217,6 +251,7 @@ export class RemoteUpstream implements Upstream {
     path: string,
     apiKey: string,
     body: string,
+    idempotencyKey?: string,
   ): Promise<{ status: number; requestId: string | undefined; text: string }> {
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.opts.timeoutMs);
@@ -229,6 +264,7 @@ export class RemoteUpstream implements Upstream {
           'content-type': 'application/json',
           accept: 'application/json',
           'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
+          ...(idempotencyKey !== undefined && { 'idempotency-key': idempotencyKey }),
         },
         body,
         signal: deadline.signal,
@@ -277,6 +313,11 @@ function contextFields(context: SignContext): Record<string, string> {
     ...(context.sbom !== undefined && { sbom: context.sbom }),
   };
 }
+
+/** Tries of one new signature when the connection drops (the same Idempotency-Key each time). */
+const SIGN_ATTEMPTS = 3;
+/** Wait before asking again about a signature the service is still answering (its Retry-After). */
+const IN_PROGRESS_WAIT_MS = 1000;
 
 /** The largest answer read from the service; its real answers are a few KB (a public key, a certificate chain). */
 const MAX_ANSWER_BYTES = 1024 * 1024;

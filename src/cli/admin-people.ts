@@ -79,7 +79,10 @@ function label(p: PersonRecord): string {
   return p.email ?? `${p.subject} (${p.issuer})`;
 }
 
-type WithStore = <T>(flags: { dataDir?: string; config?: string }, fn: (store: Store) => Promise<T>) => Promise<T>;
+type WithStore = <T>(
+  flags: { dataDir?: string; config?: string; database?: string },
+  fn: (store: Store) => Promise<T>,
+) => Promise<T>;
 type Audit = (
   tenantId: string | null,
   action: string,

@@ -11,8 +11,9 @@ import { resolveConfig } from '../config/config.js';
 import { loadPolicyFile } from '../policy/policy-file.js';
 import { loadOsvPath } from '../policy/vulndb/osv.js';
 import { openStore } from '../server.js';
-import { ChainVerifier } from '../store/audit-chain.js';
 import type { AuditEntryInput, Store } from '../store/store.js';
+import { verifyAuditChain } from '../store/verify-chain.js';
+import { moveInstallation } from './admin-migrate.js';
 import { createKeyForPerson, registerPeopleCommands } from './admin-people.js';
 
 interface PersonKeyFlags {
@@ -23,10 +24,11 @@ interface PersonKeyFlags {
 interface StoreFlags {
   dataDir?: string;
   config?: string;
+  database?: string;
 }
 
 async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Promise<T>): Promise<T> {
-  const config = resolveConfig({ dataDir: flags.dataDir, configFile: flags.config });
+  const config = resolveConfig({ dataDir: flags.dataDir, configFile: flags.config, database: flags.database });
   const store = await openStore(config);
   try {
     return await fn(store);
@@ -50,7 +52,8 @@ function cliAudit(
 function storeOptions(cmd: Command): Command {
   return cmd
     .option('--data-dir <dir>', 'state folder (env SIGNBRIDGE_DATA_DIR)')
-    .option('--config <file>', 'configuration file');
+    .option('--config <file>', 'configuration file')
+    .option('--database <url>', 'PostgreSQL URL postgres://... (env SIGNBRIDGE_DATABASE_URL)');
 }
 
 export function registerAdminCommands(program: Command): void {
@@ -178,28 +181,13 @@ export function registerAdminCommands(program: Command): void {
       'check the hash chain; exits non-zero and names the first broken entry if any was edited, removed or reordered',
     )
     .action(async (opts: StoreFlags) => {
-      const result = await withStore(opts, async (store) => {
-        const verifier = new ChainVerifier();
-        let after = 0;
-        let head = '';
-        for (;;) {
-          const page = await store.readAudit(after, 1000);
-          if (page.length === 0) break;
-          for (const entry of page) {
-            const problem = verifier.check(entry);
-            if (problem) return { problem, count: verifier.count };
-            head = entry.hash;
-          }
-          after = (page.at(-1) as { seq: number }).seq;
-        }
-        return { count: verifier.count, head };
-      });
-      if ('problem' in result && result.problem) {
+      const result = await withStore(opts, verifyAuditChain);
+      if (result.problem) {
         throw new UsageError(
           `audit log broken at entry ${result.problem.seq}: ${result.problem.problem} (${result.count} entries before it verified)`,
         );
       }
-      process.stdout.write(`audit log intact: ${result.count} entries, head ${'head' in result ? result.head : ''}\n`);
+      process.stdout.write(`audit log intact: ${result.count} entries, head ${result.head}\n`);
     });
 
   storeOptions(audit.command('export'))
@@ -231,5 +219,22 @@ export function registerAdminCommands(program: Command): void {
         );
       }
       process.stderr.write(`exported ${count} audit entries\n`);
+    });
+
+  admin
+    .command('migrate')
+    .description(
+      'move an installation from SQLite to PostgreSQL: every tenant, key, API key, approval, exception and the whole audit chain, verified',
+    )
+    .requiredOption('--from <sqlite:data-dir>', 'the installation to move: sqlite:<data dir> (or sqlite:<file.db>)')
+    .requiredOption('--to <postgres-url>', 'an empty PostgreSQL database: postgres://user:password@host:port/db')
+    .action(async (opts: { from: string; to: string }) => {
+      const report = await moveInstallation(opts.from, opts.to, (m) => process.stderr.write(`${m}\n`));
+      const moved = Object.entries(report.rows)
+        .map(([table, n]) => `${table} ${n}`)
+        .join(', ');
+      process.stdout.write(
+        `moved to PostgreSQL: ${moved}; audit chain verified on the target: ${report.auditEntries} entries, head ${report.auditHead}\n`,
+      );
     });
 }

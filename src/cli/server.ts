@@ -9,8 +9,17 @@ export function registerServerCommand(program: Command): void {
     .option('--data-dir <dir>', 'state folder (env SIGNBRIDGE_DATA_DIR)')
     .option('--listen <host:port>', 'address to serve on (env SIGNBRIDGE_LISTEN, default 127.0.0.1:8080)')
     .option('--config <file>', 'YAML or JSON configuration file (docs/configuration.md)')
-    .action(async (opts: { dataDir?: string; listen?: string; config?: string }) => {
-      const config = resolveConfig({ dataDir: opts.dataDir, listen: opts.listen, configFile: opts.config });
+    .option(
+      '--database <url>',
+      'PostgreSQL URL postgres://... (env SIGNBRIDGE_DATABASE_URL; default: SQLite in the data dir)',
+    )
+    .action(async (opts: { dataDir?: string; listen?: string; config?: string; database?: string }) => {
+      const config = resolveConfig({
+        dataDir: opts.dataDir,
+        listen: opts.listen,
+        configFile: opts.config,
+        database: opts.database,
+      });
       const server = await startServer(config);
       // One plain line whatever the log level, for people and scripts waiting for the service.
       if (server.metricsUrl) process.stderr.write(`signbridge metrics on ${server.metricsUrl}\n`);

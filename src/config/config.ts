@@ -2,6 +2,7 @@
 // With nothing but a data dir, the service runs on the embedded default: SQLite plus a SoftHSM token.
 import { existsSync, readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
@@ -59,10 +60,21 @@ export const ConfigFileSchema = Type.Object(
       Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
     ),
     store: Type.Optional(
-      Type.Object(
-        { type: Type.Literal('sqlite'), path: Type.Optional(Type.String()) },
-        { additionalProperties: false },
-      ),
+      Type.Union([
+        Type.Object(
+          { type: Type.Literal('sqlite'), path: Type.Optional(Type.String()) },
+          { additionalProperties: false },
+        ),
+        Type.Object(
+          {
+            type: Type.Literal('postgres'),
+            /** postgres://user:password@host:port/db?sslmode=require; SIGNBRIDGE_DATABASE_URL wins over it. */
+            url: Type.Optional(Type.String({ minLength: 1 })),
+            poolSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+          },
+          { additionalProperties: false },
+        ),
+      ]),
     ),
     keyStore: Type.Optional(Type.Union([SoftHsmKeyStoreConfig, Pkcs11KeyStoreConfig, AwsKmsKeyStoreConfig])),
     trial: Type.Optional(
@@ -102,7 +114,7 @@ export interface ServiceConfig {
   host: string;
   port: number;
   logLevel: string;
-  store: { type: 'sqlite'; path: string };
+  store: StoreConfig;
   keyStore: Pkcs11Setting | AwsKmsSetting;
   trial: { enabled: boolean; max: number; windowMs: number };
   /** Proxies whose X-Forwarded-For is believed; empty: the peer address is the client. */
@@ -122,9 +134,12 @@ export type Pkcs11Setting =
   | Static<typeof SoftHsmKeyStoreConfig>
   | (Static<typeof Pkcs11KeyStoreConfig> & { pin: string });
 export type AwsKmsSetting = Omit<Static<typeof AwsKmsKeyStoreConfig>, 'legacy'> & { legacy?: Pkcs11Setting };
+export type StoreConfig = { type: 'sqlite'; path: string } | { type: 'postgres'; url: string; poolSize?: number };
 
 export interface ConfigSources {
   configFile?: string;
+  /** --database: a postgres:// URL (or sqlite:<file>); wins over SIGNBRIDGE_DATABASE_URL and the file. */
+  database?: string;
   dataDir?: string;
   listen?: string;
   env?: NodeJS.ProcessEnv;
@@ -167,16 +182,51 @@ function keyStoreError(block: unknown): string | undefined {
   return error && `/keyStore${error.path} ${error.message}`;
 }
 
+/**
+ * Where state lives: SQLite in the data dir (the default), or PostgreSQL when a URL is given (--database,
+ * SIGNBRIDGE_DATABASE_URL, or store.type postgres in the file). `sqlite:<file>` names a SQLite file explicitly.
+ */
+function storeSetting(url: string | undefined, file: ConfigFile['store'], dataDir: string): StoreConfig {
+  const sqliteAt = (path: string): StoreConfig => ({
+    type: 'sqlite',
+    path: isAbsolute(path) ? path : join(dataDir, path),
+  });
+  if (url !== undefined) {
+    if (/^postgres(ql)?:\/\//.test(url)) {
+      return { type: 'postgres', url, ...(file?.type === 'postgres' && file.poolSize && { poolSize: file.poolSize }) };
+    }
+    if (url.startsWith('sqlite:') && url.length > 'sqlite:'.length) return sqliteAt(url.slice('sqlite:'.length));
+    throw new ConfigError(
+      'the database must be a postgres://user:password@host:port/dbname URL (or sqlite:<file>); got ' +
+        `"${url.replace(/\/\/[^@/]*@/, '//***@')}" (from --database or SIGNBRIDGE_DATABASE_URL)`,
+    );
+  }
+  if (file?.type === 'postgres') {
+    if (!file.url) throw new ConfigError('store.type postgres needs store.url or SIGNBRIDGE_DATABASE_URL');
+    return { type: 'postgres', url: file.url, ...(file.poolSize && { poolSize: file.poolSize }) };
+  }
+  return sqliteAt(file?.path ?? 'signbridge.db');
+}
+
 export function resolveConfig(sources: ConfigSources): ServiceConfig {
   const env = sources.env ?? process.env;
   const file = sources.configFile ? loadConfigFile(sources.configFile) : {};
-  const dataDirRaw = sources.dataDir ?? env.SIGNBRIDGE_DATA_DIR ?? file.dataDir;
+  const databaseUrl = sources.database ?? env.SIGNBRIDGE_DATABASE_URL;
+  // (a URL that is neither postgres: nor sqlite: is refused below by storeSetting, with the reason)
+  const onPostgres =
+    (databaseUrl !== undefined && !databaseUrl.startsWith('sqlite:')) || file.store?.type === 'postgres';
+  // With PostgreSQL the data dir holds only the embedded token (if any): admin commands need none of it.
+  const dataDirRaw =
+    sources.dataDir ??
+    env.SIGNBRIDGE_DATA_DIR ??
+    file.dataDir ??
+    (onPostgres ? join(env.XDG_DATA_HOME ?? join(homedir(), '.local', 'share'), 'signbridge') : undefined);
   if (!dataDirRaw) {
     throw new ConfigError('no data dir: pass --data-dir DIR, set SIGNBRIDGE_DATA_DIR, or set dataDir in --config');
   }
   const dataDir = resolve(dataDirRaw);
   const { host, port } = parseListen(sources.listen ?? env.SIGNBRIDGE_LISTEN ?? file.listen ?? '127.0.0.1:8080');
-  const storePath = file.store?.path ?? 'signbridge.db';
+  const store = storeSetting(databaseUrl, file.store, dataDir);
 
   const keyStore = keyStoreSetting(file.keyStore, env);
 
@@ -185,7 +235,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     host,
     port,
     logLevel: env.SIGNBRIDGE_LOG_LEVEL ?? file.logLevel ?? 'info',
-    store: { type: 'sqlite', path: isAbsolute(storePath) ? storePath : join(dataDir, storePath) },
+    store,
     keyStore,
     trial: {
       enabled: file.trial?.enabled ?? true,

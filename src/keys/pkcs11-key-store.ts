@@ -15,6 +15,7 @@ import {
 } from '../crypto/algorithms.js';
 import { DIGEST_INFO_PREFIX, ecdsaRawToDer } from '../crypto/encoding.js';
 import { ApiError } from '../errors.js';
+import { withLockFile } from '../fs-private.js';
 import type { CreatedKey, KeyStore } from './key-store.js';
 import { keyStoreUnavailable, tokenFault } from './pkcs11-faults.js';
 import type { Sealer } from './sealer.js';
@@ -28,6 +29,8 @@ export interface Pkcs11KeyStoreOptions {
   sessions?: number;
   /** When the labelled token does not exist, initialise the first free slot with this SO PIN (SoftHSM). */
   initialiseWithSoPin?: string;
+  /** A lock file held while looking for the token and creating it, so two processes starting at once make one. */
+  initialiseLock?: string;
   /**
    * Threads that run C_SignInit + C_Sign (default: one per core). 0 signs from the main thread with C_Sign on
    * libuv's pool instead, for modules that do not tolerate calls from several threads.
@@ -174,7 +177,19 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
     this.threads = threads;
   }
 
+  /**
+   * Loads the module, finds (or creates) the token and logs in. With `initialiseLock`, all of it runs under that
+   * lock: a process that loaded SoftHSM while another was between C_InitToken and C_InitPIN would keep seeing a
+   * token without a user PIN.
+   */
   static open(options: Pkcs11KeyStoreOptions): Pkcs11KeyStore {
+    const { initialiseLock } = options;
+    return initialiseLock
+      ? withLockFile(initialiseLock, () => Pkcs11KeyStore.openNow(options))
+      : Pkcs11KeyStore.openNow(options);
+  }
+
+  private static openNow(options: Pkcs11KeyStoreOptions): Pkcs11KeyStore {
     const mod = graphene.Module.load(options.modulePath, 'signbridge-keystore');
     // CKF_OS_LOCKING_OK: signatures run on libuv's thread pool, several at once.
     mod.initialize({ flags: 2 });

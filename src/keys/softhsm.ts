@@ -52,5 +52,6 @@ export function embeddedSoftHsmOptions(dataDir: string): Pkcs11KeyStoreOptions {
     tokenLabel: EMBEDDED_TOKEN_LABEL,
     pin: readOrCreateSecret(join(dir, 'user.pin')),
     initialiseWithSoPin: readOrCreateSecret(join(dir, 'so.pin')),
+    initialiseLock: join(dir, 'token-init.lock'),
   };
 }

@@ -14,6 +14,8 @@ import {
   type AuditEntryInput,
   ConflictError,
   type ExceptionRecord,
+  type IdempotencyClaim,
+  type IdempotencyState,
   type KeyImportRecord,
   type KeyRecord,
   PENDING_STATUSES,
@@ -53,6 +55,15 @@ export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>
     wrapping_key_spec: string;
     created_at: string;
     valid_to: string;
+  };
+  /** Migration 0012. */
+  sign_idempotency: {
+    caller_id: string;
+    idem_key: string;
+    fingerprint: string;
+    reply: string | null;
+    created_at: string;
+    updated_at: string;
   };
   api_keys: {
     id: string;
@@ -338,7 +349,7 @@ export class KyselyStore implements Store {
 
   async probeWrite(): Promise<void> {
     // A row of its own: another process on the same data dir (an in-process daemon) may probe at the same moment.
-    const id = randomInt(1, 2 ** 47);
+    const id = randomInt(1, 2 ** 31 - 1); // an integer column: 32 bits on PostgreSQL
     await this.db
       .insertInto('store_heartbeat')
       .values({ id, at: new Date().toISOString(), pad: HEARTBEAT_PAD })
@@ -776,6 +787,64 @@ export class KyselyStore implements Store {
         .executeTakeFirstOrThrow();
       return { count: Number(row.count), windowStartMs: Number(row.window_start) };
     });
+  }
+
+  async claimIdempotencyKey(c: IdempotencyClaim): Promise<IdempotencyState> {
+    const fresh = {
+      caller_id: c.callerId,
+      idem_key: c.key,
+      fingerprint: c.fingerprint,
+      reply: null,
+      created_at: c.at,
+      updated_at: c.at,
+    };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const inserted = await this.db
+        .insertInto('sign_idempotency')
+        .values(fresh)
+        .onConflict((oc) => oc.columns(['caller_id', 'idem_key']).doNothing())
+        .executeTakeFirst();
+      if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1) return { state: 'claimed' };
+      const row = await this.db
+        .selectFrom('sign_idempotency')
+        .selectAll()
+        .where('caller_id', '=', c.callerId)
+        .where('idem_key', '=', c.key)
+        .executeTakeFirst();
+      if (!row) continue; // released or expired meanwhile: try to insert again
+      const expired = row.created_at < c.expiredBefore;
+      if (!expired && row.fingerprint !== c.fingerprint) return { state: 'mismatch' };
+      if (!expired && row.reply !== null) return { state: 'done', reply: row.reply };
+      if (!expired && row.updated_at >= c.staleBefore) return { state: 'in_progress' };
+      // Expired, or left in progress by a process that died: take it over, unless another caller just did.
+      const taken = await this.db
+        .updateTable('sign_idempotency')
+        .set(fresh)
+        .where('caller_id', '=', c.callerId)
+        .where('idem_key', '=', c.key)
+        .where('updated_at', '=', row.updated_at)
+        .executeTakeFirst();
+      if (Number(taken.numUpdatedRows) === 1) return { state: 'claimed' };
+    }
+    return { state: 'in_progress' };
+  }
+
+  async completeIdempotencyKey(callerId: string, key: string, reply: string, at: string): Promise<void> {
+    await this.db
+      .updateTable('sign_idempotency')
+      .set({ reply, updated_at: at })
+      .where('caller_id', '=', callerId)
+      .where('idem_key', '=', key)
+      .execute();
+  }
+
+  async releaseIdempotencyKey(callerId: string, key: string): Promise<void> {
+    await this.db
+      .deleteFrom('sign_idempotency')
+      .where('caller_id', '=', callerId)
+      .where('idem_key', '=', key)
+      .where('reply', 'is', null)
+      .execute();
   }
 
   async vulnerabilityDbVersion(): Promise<string> {

@@ -1,6 +1,11 @@
 // Schema migrations, in order. Written with Kysely's schema builder so SQLite and PostgreSQL share them.
 // Never edit a migration that has shipped; add a new one.
-import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
+import { type Kysely, type Migration, PostgresAdapter, sql, type Transaction } from 'kysely';
+
+/** Bytes: SQLite's blob is PostgreSQL's bytea (the one type the migrations name that differs between the two). */
+function binaryType(db: Kysely<unknown>) {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? sql`bytea` : sql`blob`;
+}
 
 export const MIGRATIONS: Record<string, Migration> = {
   '0001_core': {
@@ -186,7 +191,7 @@ export const MIGRATIONS: Record<string, Migration> = {
         .createTable('store_heartbeat')
         .addColumn('id', 'integer', (c) => c.primaryKey())
         .addColumn('at', 'text', (c) => c.notNull())
-        .addColumn('pad', 'blob', (c) => c.notNull())
+        .addColumn('pad', binaryType(db), (c) => c.notNull())
         .execute();
     },
   },
@@ -300,6 +305,23 @@ export const MIGRATIONS: Record<string, Migration> = {
         .addColumn('valid_to', 'text', (c) => c.notNull())
         .execute();
       await db.schema.createIndex('key_imports_valid_to').on('key_imports').column('valid_to').execute();
+    },
+  },
+  '0012_sign_idempotency': {
+    // Issue 16: a client that retries a sign after a lost connection sends the same Idempotency-Key and gets the
+    // first answer back instead of a second signature (src/api/idempotency.ts).
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('sign_idempotency')
+        .addColumn('caller_id', 'text', (c) => c.notNull())
+        .addColumn('idem_key', 'text', (c) => c.notNull())
+        .addColumn('fingerprint', 'text', (c) => c.notNull())
+        .addColumn('reply', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('sign_idempotency_pk', ['caller_id', 'idem_key'])
+        .execute();
+      await db.schema.createIndex('sign_idempotency_created').on('sign_idempotency').column('created_at').execute();
     },
   },
 };

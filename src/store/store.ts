@@ -260,7 +260,34 @@ export interface Store {
    * request and when the window started. Windows that ended are deleted.
    */
   countTrialRequest(client: string, nowMs: number, windowMs: number): Promise<TrialCount>;
+  /**
+   * Claims an idempotency key for a caller (migration 0012). `claimed`: go ahead, then complete or release it.
+   * `done`: the first answer, to send again. `in_progress`: someone else is working on it (not older than
+   * `staleBefore`). `mismatch`: the key was used with another request. A claim older than `expiredBefore` counts
+   * as absent.
+   */
+  claimIdempotencyKey(claim: IdempotencyClaim): Promise<IdempotencyState>;
+  completeIdempotencyKey(callerId: string, key: string, reply: string, at: string): Promise<void>;
+  releaseIdempotencyKey(callerId: string, key: string): Promise<void>;
 }
+
+export interface IdempotencyClaim {
+  callerId: string;
+  key: string;
+  /** SHA-256 of the request it answers: the same key with another request is refused. */
+  fingerprint: string;
+  at: string;
+  /** An in-progress claim last touched before this was left by a process that died: it may be taken over. */
+  staleBefore: string;
+  /** Claims created before this have expired: the key may be used afresh. */
+  expiredBefore: string;
+}
+
+export type IdempotencyState =
+  | { state: 'claimed' }
+  | { state: 'done'; reply: string }
+  | { state: 'in_progress' }
+  | { state: 'mismatch' };
 
 export interface TrialCount {
   count: number;

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
@@ -91,11 +92,11 @@ describe('audit log', () => {
   });
 
   it('verifies intact, and exports JSON lines to a 0600 file', () => {
-    const ok = runCli(['admin', 'audit', 'verify', '--data-dir', svc.dataDir]);
+    const ok = runCli(['admin', 'audit', 'verify', ...svc.storeArgs]);
     expect(ok.code, ok.stderr).toBe(0);
     expect(ok.stdout).toContain(`audit log intact: ${all.length + 0} entries`);
     const out = join(svc.dataDir, 'audit.jsonl');
-    const exp = runCli(['admin', 'audit', 'export', '--data-dir', svc.dataDir, '--out', out]);
+    const exp = runCli(['admin', 'audit', 'export', ...svc.storeArgs, '--out', out]);
     expect(exp.code, exp.stderr).toBe(0);
     const lines = readFileSync(out, 'utf8')
       .trim()
@@ -158,9 +159,19 @@ describe('audit log', () => {
   it('fails the request, and hands out no signature and no record, when the audit write fails', async () => {
     const signer = await svc.apiKey('signer', 'au');
     const before = (await svc.store.listSignatures('au', 1000)).length;
-    // A real failure of the audit insert (as a full disk would fail it), made by another connection.
-    const db = new BetterSqlite3(join(svc.dataDir, 'signbridge.db'));
-    db.exec(`CREATE TRIGGER audit_fails BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'disk full'); END`);
+    // A real failure of the audit insert (as a full disk would fail it), made by the database itself.
+    if (svc.database) {
+      await svc.run(
+        sql`CREATE FUNCTION audit_fails() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$ LANGUAGE plpgsql`,
+      );
+      await svc.run(
+        sql`CREATE TRIGGER audit_fails BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION audit_fails()`,
+      );
+    } else {
+      await svc.run(
+        sql`CREATE TRIGGER audit_fails BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'disk full'); END`,
+      );
+    }
     try {
       const res = await callAction(svc.app, signer, 'sign', {
         tenant_id: 'au',
@@ -172,8 +183,7 @@ describe('audit log', () => {
       // The record shared the entry's transaction: it is gone with it.
       expect((await svc.store.listSignatures('au', 1000)).length).toBe(before);
     } finally {
-      db.exec('DROP TRIGGER audit_fails');
-      db.close();
+      await svc.run(svc.database ? sql`DROP TRIGGER audit_fails ON audit_log` : sql`DROP TRIGGER audit_fails`);
     }
   });
 });

@@ -1,8 +1,7 @@
 // Sign-in through a real OpenID provider (oidc-provider, in process) and the device flow, over real HTTP with a
 // cookie-keeping client: browser sign-in, the whole device flow ending in a signature, and its failure paths.
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import type { OidcSettings } from '../../src/auth/oidc/settings.js';
@@ -181,9 +180,7 @@ describe('browser sign-in', () => {
     const jar = new BrowserJar();
     const start = await jar.go(`${base}/oauth/start`, { follow: false });
     // Swap the nonce kept for this attempt, as if the ID token had been made for another sign-in.
-    const db = new BetterSqlite3(join(svc.dataDir, 'signbridge.db'));
-    db.prepare('UPDATE oauth_attempts SET nonce = ?').run('another-nonce');
-    db.close();
+    await svc.run(sql`UPDATE oauth_attempts SET nonce = ${'another-nonce'}`);
     const page = await jar.signInAtIdp(await jar.go(start.headers.get('location') as string), 'carol');
     expect(page.status).toBe(400);
     expect(page.html).toMatch(/invalid_sign_in/);
@@ -584,15 +581,14 @@ describe('without an identity provider', () => {
     const issuer = gone.issuer;
     await gone.close();
     const down = await otherApp({ oidc: { ...settings, issuer }, publicUrl: 'http://127.0.0.1:1' });
-    const db = new BetterSqlite3(join(svc.dataDir, 'signbridge.db'), { readonly: true });
-    const attempts = () => db.prepare('SELECT count(*) AS n FROM oauth_attempts').get();
-    const before = attempts();
+    const attempts = async () =>
+      Number((await svc.run(sql<{ n: number }>`SELECT count(*) AS n FROM oauth_attempts`))[0]?.n);
+    const before = await attempts();
     const res = await down.inject({ url: '/oauth/start' });
     expect(res.statusCode).toBe(503);
     expect(res.json().error).toBe('idp_unavailable');
     expect(res.json().reason).toContain('try again later');
-    expect(attempts()).toEqual(before);
-    db.close();
+    expect(await attempts()).toEqual(before);
     await down.close();
   });
 });

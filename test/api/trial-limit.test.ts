@@ -1,10 +1,8 @@
 // The trial limit: counted per client address in the store (a restart or another instance keeps counting), and
 // the client address is the peer's unless the peer is a listed proxy (trustProxy), so X-Forwarded-For cannot be
 // used to pick a fresh address.
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
@@ -21,8 +19,8 @@ describe('trial counters in the store', () => {
       app.inject({ method: 'POST', url: '/trial/sign', remoteAddress: '192.0.2.50', payload });
     for (let i = 0; i < 2; i++) expect((await post(svc.app)).statusCode).toBe(200);
 
-    // Another process: its own connection to the same SQLite file, its own app.
-    const store = openSqliteStore(join(svc.dataDir, 'signbridge.db'));
+    // Another process: its own connection to the same database, its own app.
+    const store = await svc.openSameStore();
     const other = await buildApp({
       store,
       keyStore: svc.keyStore,

@@ -12,7 +12,6 @@ import { ckaIdFor } from '../../daemon/key-id.js';
 import type { WireKey } from '../../daemon/protocol/messages.js';
 import { WireStatus } from '../../daemon/protocol/wire.js';
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
-import { resolveConfig } from '../../src/config/config.js';
 import { mlDsaMu } from '../../src/crypto/message-representatives.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { digestOf } from '../helpers/crypto.js';
@@ -170,7 +169,7 @@ describe('in-process upstream', () => {
     }
     client.close();
     // Read back on a connection of its own, as `signbridge admin audit` would.
-    const store = openSqliteStore(resolveConfig({ dataDir }).store.path);
+    const store = openSqliteStore(join(dataDir, 'signbridge.db'));
     try {
       const records = await store.listSignatures('local-p521', 1000);
       const signed = (await store.readAudit(0, 1000)).filter(

@@ -590,11 +590,11 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
 
-  it('reads again once when a connection dies under a get_public_key; never re-sends a signature', async () => {
+  it('reads again once when a connection dies under a get_public_key', async () => {
     const seen: string[] = [];
     const srv = await serve((n, req, res) => {
       seen.push(`${req.url} ${req.headers.authorization}`);
-      if (n === 1 || n === 3) {
+      if (n === 1) {
         req.socket.destroy();
         return;
       }
@@ -618,8 +618,41 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
       });
       expect(srv.count()).toBe(2);
       expect(seen[0]).toBe('/base/v1/get_public_key Bearer sbk_test');
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('sends a signature again after a dropped connection only with the same Idempotency-Key, at most 3 times', async () => {
+    const keys: (string | undefined)[] = [];
+    const signed = JSON.stringify({ signature: 'c2ln', key_id: 'k', signing_algorithm: 'ECDSA_SHA_256' });
+    const srv = await serve((n, req, res) => {
+      keys.push(req.headers['idempotency-key'] as string | undefined);
+      // The first signature: its answer is lost once. The second: every answer is lost.
+      if (n === 1 || n >= 3) {
+        req.socket.destroy();
+        return;
+      }
+      res.setHeader('content-type', 'application/json');
+      res.end(signed);
+    });
+    try {
+      expect(await signOnce(srv.upstream)).toMatchObject({ kind: 'signed', keyId: 'k' });
+      expect(keys).toHaveLength(2);
+      expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+      expect(keys[1]).toBe(keys[0]);
       await expect(signOnce(srv.upstream)).rejects.toMatchObject({ status: WireStatus.UNAVAILABLE });
-      expect(srv.count()).toBe(3);
+      expect(keys).toHaveLength(5);
+      expect(new Set(keys.slice(2)).size).toBe(1);
+      expect(keys[2]).not.toBe(keys[0]);
+      // Collecting an approved request carries no key (it is idempotent by itself) and is not sent again.
+      await expect(
+        srv.upstream.collect({ tenantId: 't', requestId: 'r', digest: Buffer.alloc(32) }),
+      ).rejects.toMatchObject({
+        status: WireStatus.UNAVAILABLE,
+      });
+      expect(keys).toHaveLength(6);
+      expect(keys[5]).toBeUndefined();
     } finally {
       await srv.close();
     }

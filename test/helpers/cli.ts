@@ -44,7 +44,7 @@ export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv 
     output: () => out,
     stop(signal: NodeJS.Signals = 'SIGTERM') {
       return new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
         child.once('exit', (code) => resolve(code));
         child.kill(signal);
       });

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import type { Kysely, RawBuilder } from 'kysely';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import type { Role } from '../../src/auth/roles.js';
@@ -11,7 +12,9 @@ import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { SoftwareKeyStore } from '../../src/keys/software-key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
+import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { createTestDatabase } from './postgres.js';
 
 export interface TestService {
   app: FastifyInstance;
@@ -20,6 +23,14 @@ export interface TestService {
   /** The token and the software key store beside it (ML-DSA, SM2), as the service opens them. */
   keyStores: KeyStores;
   dataDir: string;
+  /** The PostgreSQL URL when the service runs there, else undefined (SQLite in dataDir). */
+  database: string | undefined;
+  /** The CLI's flags for this service's store: --data-dir DIR, and --database URL on PostgreSQL. */
+  storeArgs: string[];
+  /** Another connection to the same database, migrated: what a second process or instance would open. */
+  openSameStore(): Promise<KyselyStore>;
+  /** Runs one statement (Kysely's `sql` template, so parameters work on both databases) on the service's database. */
+  run<T>(query: RawBuilder<T>): Promise<T[]>;
   operator: string;
   apiKey(role: Role, tenantId: string | null): Promise<string>;
   close(): Promise<void>;
@@ -29,10 +40,29 @@ export function makeTempDir(prefix = 'signbridge-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-export async function startTestService(options: Partial<AppOptions> = {}): Promise<TestService> {
-  const dataDir = makeTempDir();
-  const store = openSqliteStore(join(dataDir, 'signbridge.db'));
+export interface TestStoreChoice {
+  /** A postgres:// URL: the service runs on PostgreSQL there instead of SQLite in its data dir. */
+  database?: string;
+}
+
+/**
+ * The store a test service runs on: SQLite in its data dir, or PostgreSQL when asked (`database`), or for every
+ * test service of a run with SIGNBRIDGE_TEST_STORE=postgres (the API tests run once on each: scripts/test.sh).
+ */
+async function openTestStore(dataDir: string, database: string | undefined): Promise<KyselyStore> {
+  const store = database ? openPostgresStore(database) : openSqliteStore(join(dataDir, 'signbridge.db'));
   await store.migrate();
+  return store;
+}
+
+export async function startTestService(
+  options: Partial<AppOptions> = {},
+  choice: TestStoreChoice = {},
+): Promise<TestService> {
+  const dataDir = makeTempDir();
+  const database =
+    choice.database ?? (process.env.SIGNBRIDGE_TEST_STORE === 'postgres' ? createTestDatabase('api') : undefined);
+  const store = await openTestStore(dataDir, database);
   const keyStore = Pkcs11KeyStore.open(embeddedSoftHsmOptions(dataDir));
   const keyStores = new KeyStores([keyStore, new SoftwareKeyStore(keyStore, keyStore.description)]);
   const app = await buildApp({ store, keyStore: keyStores, ...options });
@@ -45,6 +75,11 @@ export async function startTestService(options: Partial<AppOptions> = {}): Promi
     keyStore,
     keyStores,
     dataDir,
+    database,
+    storeArgs: ['--data-dir', dataDir, ...(database ? ['--database', database] : [])],
+    openSameStore: () => openTestStore(dataDir, database),
+    run: async <T>(query: RawBuilder<T>) =>
+      (await query.execute((store as unknown as { db: Kysely<unknown> }).db)).rows,
     operator: await apiKey('operator', null),
     apiKey,
     async close() {

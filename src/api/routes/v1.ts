@@ -11,6 +11,7 @@ import type { KeyImportService } from '../../signing/key-import-service.js';
 import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js';
 import { authenticate, authorize } from '../authenticate.js';
+import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
 import { documented, errorResponse } from '../responses.js';
 import {
   ActionRequests,
@@ -51,6 +52,9 @@ const SUMMARIES: Record<Action, string> = {
 /** Actions not in this release: validated and authorised, then a documented 501. */
 const NOT_YET: Partial<Record<Action, string>> = {};
 
+/** Actions that take an Idempotency-Key header (src/api/idempotency.ts): the ones that make signatures. */
+const IDEMPOTENT_ACTIONS = new Set<Action>(['sign', 'pkcs11_sign']);
+
 const SUCCESS_STATUS: Partial<Record<Action, number>> = { create_tenant: 201, create_exception: 201 };
 
 const SIGNING_RESPONSES = {
@@ -80,6 +84,7 @@ function errorResponses(action: Action): Record<number, unknown> {
   const statuses = [400, 401, 403, 404, 413, 415, 500, 503];
   const conflicts: readonly Action[] = ['create_tenant', 'approve_sign', 'revoke_exception', 'sign', 'pkcs11_sign'];
   if (conflicts.includes(action)) statuses.push(409);
+  if (IDEMPOTENT_ACTIONS.has(action)) statuses.push(422);
   if (NOT_YET[action]) statuses.push(501);
   return Object.fromEntries(statuses.map((status) => [status, errorResponse(status)]));
 }
@@ -130,6 +135,7 @@ function callerOf(request: FastifyRequest) {
 export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<void> {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
   const { signing, exceptions, keyImports } = opts;
+  const now = opts.now ?? (() => new Date());
   app.addHook('onRequest', authenticate(opts.store, opts.now));
 
   const handlers: Record<Action, (body: Record<string, unknown>, request: FastifyRequest) => Promise<unknown>> = {
@@ -319,7 +325,15 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         },
       },
       async (request, reply) => {
-        const result = await handlers[action](request.body as Record<string, unknown>, request);
+        const body = request.body as Record<string, unknown>;
+        const key =
+          IDEMPOTENT_ACTIONS.has(action) && body.request_id === undefined ? idempotencyKeyOf(request) : undefined;
+        const result = key
+          ? await answerOnce(opts.store, callerOf(request).id, key, { action, body }, now(), async () => {
+              const answered = await handlers[action](body, request);
+              return isReply(answered) ? answered : { status: SUCCESS_STATUS[action] ?? 200, body: answered };
+            })
+          : await handlers[action](body, request);
         if (isReply(result)) return reply.code(result.status).send(result.body);
         return reply.code(SUCCESS_STATUS[action] ?? 200).send(result);
       },

@@ -1,0 +1,197 @@
+// The Store contract on PostgreSQL, with what several instances sharing one database need: one audit chain when
+// two stores (two service instances) commit at once, exact compare-and-set on pending requests, one trial count.
+// Runs on the run's private cluster (test/global-setup.ts); skipped where PostgreSQL is not installed.
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
+import { openPostgresStore, type PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
+import type {
+  AuditEntry,
+  AuditEntryInput,
+  KeyRecord,
+  PendingRequestRecord,
+  SignatureRecord,
+} from '../../src/store/store.js';
+import { ConflictError } from '../../src/store/store.js';
+import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+
+const enabled = testPostgresUrl() !== undefined;
+let url: string;
+let a: PostgresStore;
+let b: PostgresStore;
+
+beforeAll(async () => {
+  if (!enabled) return;
+  url = createTestDatabase('store');
+  a = openPostgresStore(url);
+  await a.migrate();
+  await a.migrate(); // idempotent
+  b = openPostgresStore(url); // a second instance on the same database
+});
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+});
+
+const key = (id: string, tenantId: string, version = 1): KeyRecord => ({
+  id,
+  tenantId,
+  version,
+  keySpec: 'RSA_2048',
+  keyRef: `ref-${id}`,
+  publicKeyPem: 'pem',
+  createdAt: new Date().toISOString(),
+  keyStore: 'pkcs11',
+  origin: 'generated',
+  materialExpiresAt: null,
+});
+const sig = (id: string, tenantId = 't1'): SignatureRecord => ({
+  id,
+  tenantId,
+  keyId: 'k1',
+  algorithm: 'RSASSA_PKCS1_V1_5_SHA_256',
+  hash: 'aGFzaA==',
+  caller: 'c',
+  createdAt: new Date().toISOString(),
+});
+const entry = (actor: string, i: number): AuditEntryInput => ({
+  at: new Date().toISOString(),
+  tenantId: null,
+  actor,
+  action: 'sign',
+  outcome: 'signed',
+  details: { i },
+});
+
+function walkChain(entries: AuditEntry[]) {
+  const verifier = new ChainVerifier();
+  const problems = entries.map((e) => verifier.check(e)).filter(Boolean);
+  return { problems, verified: verifier.count };
+}
+
+describe.skipIf(!enabled)('PostgreSQL store', () => {
+  it('names the database without its password', () => {
+    expect(redactUrl('postgres://u:secret@db.example:5432/sb?sslmode=require')).toBe(
+      'postgres://u:***@db.example:5432/sb?sslmode=require',
+    );
+    expect(a.description).toMatch(/^postgresql:postgres:\/\/postgres@127\.0\.0\.1:\d+\/store_/);
+  });
+
+  it('creates tenants atomically and refuses duplicates from another instance with ConflictError', async () => {
+    await a.createTenant('t1', key('k1', 't1'));
+    await expect(b.createTenant('t1', key('k2', 't1'))).rejects.toBeInstanceOf(ConflictError);
+    expect(await b.getKey('t1', 'k2')).toBeUndefined();
+    expect((await b.getCurrentKey('t1'))?.id).toBe('k1');
+  });
+
+  it('rotates on one instance and the other sees the new current key', async () => {
+    const { version: _v, ...next } = key('k3', 't1');
+    expect((await a.rotateKey('t1', next)).version).toBe(2);
+    expect((await b.getCurrentKey('t1'))?.id).toBe('k3');
+    expect((await b.listKeys('t1')).map((k) => [k.id, k.keyStore, k.origin])).toEqual([
+      ['k1', 'pkcs11', 'generated'],
+      ['k3', 'pkcs11', 'generated'],
+    ]);
+  });
+
+  it('group-commits concurrent signature records with their audit entries, all of them', async () => {
+    await Promise.all(Array.from({ length: 150 }, (_, i) => a.recordSignature(sig(`s${i}`), entry('a', i))));
+    expect(await b.listSignatures('t1', 1000)).toHaveLength(150);
+  });
+
+  it('fails every record of a batch that cannot be written, and writes none of them nor their entries', async () => {
+    const before = (await a.stats()).auditEntries;
+    const results = await Promise.allSettled([
+      a.recordSignature(sig('dup', 't2'), entry('dup', 1)),
+      a.recordSignature(sig('dup', 't2'), entry('dup', 2)),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect(await a.listSignatures('t2', 10)).toEqual([]);
+    expect((await a.stats()).auditEntries).toBe(before);
+  });
+
+  it('keeps one chain, without gaps, when two instances append at once', async () => {
+    const before = (await a.stats()).auditEntries;
+    await Promise.all(
+      Array.from({ length: 300 }, (_, i) => [
+        a.recordSignature(sig(`ra${i}`, 't3'), entry('a', i)),
+        b.recordSignature(sig(`rb${i}`, 't3'), entry('b', i)),
+      ]).flat(),
+    );
+    const all = await a.readAudit(0, 100_000);
+    expect(all.length).toBe(before + 600);
+    expect(all.map((e) => e.seq)).toEqual(all.map((_, i) => i + 1));
+    expect(walkChain(all)).toEqual({ problems: [], verified: all.length });
+    expect(await b.listSignatures('t3', 1000)).toHaveLength(600);
+  });
+
+  it('refuses a second successor of an entry (a fork) at the database', async () => {
+    const all = await a.readAudit(0, 20);
+    const [row] = chainAuditRows({ seq: 10, hash: (all[9] as AuditEntry).hash }, [entry('fork', 0)]);
+    await expect(
+      sql`INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash)
+      VALUES (${row?.seq}, ${row?.at}, ${row?.tenant_id}, ${row?.actor}, ${row?.action}, ${row?.outcome},
+              ${row?.details}, ${row?.prev_hash}, ${row?.hash})`.execute(
+        // biome-ignore lint/suspicious/noExplicitAny: the raw Kysely instance, for one statement the store never makes
+        (a as any).db,
+      ),
+    ).rejects.toThrow(/duplicate key|unique/i);
+  });
+
+  it('lets exactly one of two instances move a pending request on (compare-and-set)', async () => {
+    const now = new Date().toISOString();
+    const request: PendingRequestRecord = {
+      id: '00000000-0000-4000-8000-000000000001',
+      tenantId: 't1',
+      keyId: 'k3',
+      algorithm: 'RSASSA_PKCS1_V1_5_SHA_256',
+      hash: 'aGFzaA==',
+      inputs: '{}',
+      requester: 'r',
+      rule: 'rule',
+      reason: 'why',
+      status: 'pending_approval',
+      nextStages: [],
+      decisions: [],
+      signature: null,
+      createdAt: now,
+      expiresAt: new Date(Date.now() + 3600_000).toISOString(),
+      updatedAt: now,
+    };
+    await a.createPendingRequest(request);
+    const claims = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 ? a : b).updatePendingRequest(request.id, 'pending_approval', { status: 'signing', updatedAt: now }),
+      ),
+    );
+    expect(claims.filter(Boolean)).toHaveLength(1);
+    expect((await b.getPendingRequest('t1', request.id))?.status).toBe('signing');
+  });
+
+  it('counts trial requests of one address across instances exactly', async () => {
+    const now = Date.now();
+    const counts = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).countTrialRequest('203.0.113.9', now, 3600_000)),
+    );
+    expect(counts.map((c) => c.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+  });
+
+  it('proves it can write (the /readyz probe) and revokes an API key once across instances', async () => {
+    await a.probeWrite();
+    await a.createApiKey({
+      id: 'a1',
+      secretHash: '00',
+      tenantId: null,
+      role: 'operator',
+      label: '',
+      createdAt: new Date().toISOString(),
+      revokedAt: null,
+    });
+    const [first, second] = await Promise.all([
+      a.revokeApiKey('a1', new Date().toISOString()),
+      b.revokeApiKey('a1', new Date().toISOString()),
+    ]);
+    expect([first, second].filter(Boolean)).toHaveLength(1);
+    expect((await b.getApiKey('a1'))?.revokedAt).not.toBeNull();
+  });
+});
