@@ -19,6 +19,10 @@ const MOVED_TABLES = [
   'policy_exceptions',
   'vulnerabilities',
   'trial_counters',
+  // keys awaiting imported material (their wrapping keys stay in the token, in the same data dir)
+  'key_imports',
+  // answers to retried signatures: a client that retries across the move still gets its first answer
+  'sign_idempotency',
 ] as const;
 
 /**
