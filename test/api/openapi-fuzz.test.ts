@@ -104,12 +104,19 @@ class Generator {
    */
   steer(request: Record<string, unknown> | undefined): void {
     const spec = specs.get(String(request?.tenant_id));
-    if (!request || !spec || typeof request.hash !== 'string' || !this.chance(0.5)) return;
+    if (!request || !spec) return;
     const { family } = keyInfo(spec);
     if (family !== 'ml-dsa' && family !== 'sm2') return;
+    // A rotation or import to a random spec would leave these tenants RSA or EC for the rest of the run.
+    if (request.action === 'rotate_key') delete request.key_spec;
+    if (request.action === 'get_import_params') request.key_spec = spec;
+    if (typeof request.hash !== 'string' || !this.chance(0.5)) return;
     const algorithm = defaultAlgorithm(spec);
     if ('algorithm' in request || request.action === 'sign') request.algorithm = algorithm;
     request.hash = this.base64(inputLength(algorithm), this.chance(0.5), this.chance(0.5));
+    // Without the inputs that end most random requests before the key store (a random SBOM is invalid, an inactive
+    // identity is denied by the default policy, a random request_id collects nothing), so the signature is reached.
+    for (const field of ['sbom', 'identity_status', 'request_id', 'key_spec', 'pss_padding']) delete request[field];
   }
 }
 
