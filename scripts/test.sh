@@ -11,3 +11,8 @@ echo "[test] native module (ctest: C tests against a fake daemon, pkcs11-tool --
 ctest --test-dir build --output-on-failure
 echo "[test] vitest (with a private PostgreSQL cluster for the run: test/global-setup.ts)" >&2
 SIGNBRIDGE_REQUIRE_POSTGRES=1 node_modules/.bin/vitest run "$@"
+if [ "$#" -eq 0 ]; then
+  # Every API test again with the service on PostgreSQL (test/helpers/service.ts: a fresh database per service).
+  echo "[test] vitest test/api on PostgreSQL (SIGNBRIDGE_TEST_STORE=postgres)" >&2
+  SIGNBRIDGE_REQUIRE_POSTGRES=1 SIGNBRIDGE_TEST_STORE=postgres node_modules/.bin/vitest run test/api
+fi
