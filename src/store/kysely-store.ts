@@ -671,6 +671,7 @@ export class KyselyStore implements Store {
       if (signatures.length > 0) await tx.insertInto('signatures').values(signatures).execute();
       if (withdrawals.length > 0) await tx.deleteFrom('signatures').where('id', 'in', withdrawals).execute();
       if (audits.length > 0) {
+        await this.lockAuditChain(tx);
         const head = await tx
           .selectFrom('audit_log')
           .select(['seq', 'hash'])
@@ -681,6 +682,12 @@ export class KyselyStore implements Store {
       }
     });
   }
+
+  /**
+   * Taken in the transaction that appends to the audit chain, before it reads the head. SQLite needs nothing (one
+   * writer at a time; a racing process fails on the seq key and retries); PostgreSQL takes a lock (postgres-store).
+   */
+  protected async lockAuditChain(_tx: Transaction<Database>): Promise<void> {}
 
   async createPendingRequest(r: PendingRequestRecord): Promise<void> {
     await this.db

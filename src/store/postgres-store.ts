@@ -1,10 +1,9 @@
 // The PostgreSQL store, for several service instances sharing one database. Every query is KyselyStore's; what
 // differs is how the audit chain is appended when several processes commit at once (below) and the connection pool.
 import { createHash } from 'node:crypto';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
-import { chainAuditRows } from './audit-chain.js';
-import { type Database, KyselyStore, type WriteBatch } from './kysely-store.js';
+import { type Database, KyselyStore } from './kysely-store.js';
 
 export interface PostgresStoreOptions {
   /** Connections kept by this process (default 10): enough for group commits plus reads, well under max_connections. */
@@ -34,21 +33,8 @@ const AUDIT_CHAIN_LOCK = advisoryLockKey('signbridge audit chain');
  * hashed in the same transaction as their records, so there is never a record without its entry or a gap to fill.
  */
 export class PostgresStore extends KyselyStore {
-  protected override async commitWrites({ signatures, withdrawals, audits }: WriteBatch): Promise<void> {
-    await this.db.transaction().execute(async (tx) => {
-      if (signatures.length > 0) await tx.insertInto('signatures').values(signatures).execute();
-      if (withdrawals.length > 0) await tx.deleteFrom('signatures').where('id', 'in', withdrawals).execute();
-      if (audits.length > 0) {
-        await sql`SELECT pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK})`.execute(tx);
-        const head = await tx
-          .selectFrom('audit_log')
-          .select(['seq', 'hash'])
-          .orderBy('seq', 'desc')
-          .limit(1)
-          .executeTakeFirst();
-        await tx.insertInto('audit_log').values(chainAuditRows(head, audits)).execute();
-      }
-    });
+  protected override async lockAuditChain(tx: Transaction<Database>): Promise<void> {
+    await sql`SELECT pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK})`.execute(tx);
   }
 }
 

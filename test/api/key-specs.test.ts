@@ -1,89 +1,30 @@
 // Every one of the contract's ten key specs on the embedded default (SoftHSM for RSA and EC, the software key
 // store sealed by the token for ML-DSA and SM2): create, sign, verify with an independent verifier, rotate.
-import { execFileSync } from 'node:child_process';
-import { createHash, createPublicKey, verify } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KEY_SPECS, type KeySpec, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
-import { mlDsaMu, sm2Digest } from '../../src/crypto/message-representatives.js';
-import { parseMlDsaSpki, parseSm2Spki } from '../../src/crypto/spki.js';
-import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
+import { defaultAlgorithm, KEY_SPECS, type KeySpec, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { signingInput, tampered, verifiesIndependently } from '../helpers/independent-verify.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
-const work = makeTempDir('signbridge-specs-');
 beforeAll(async () => {
   svc = await startTestService();
 });
 afterAll(async () => svc?.close());
 
 const message = Buffer.from('an artifact to sign, the same for every key spec\n');
-const ML_DSA = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 } as Record<string, typeof ml_dsa65>;
 
-function spkiDer(pem: string): Buffer {
-  return Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
-}
-
-/** What a client sends as `hash`, and the algorithm it names. */
+/** What a client sends as `hash`, and the algorithm it names (PSS for RSA shows the most). */
 function input(spec: KeySpec, pem: string): { hash: Buffer; algorithm: SigningAlgorithm } {
-  if (spec.startsWith('ML_DSA')) {
-    const parsed = parseMlDsaSpki(spkiDer(pem));
-    if (!parsed) throw new Error('not an ML-DSA SPKI');
-    return { hash: mlDsaMu(parsed.publicKey, [message]), algorithm: 'ML_DSA_SHAKE_256' };
-  }
-  if (spec === 'SM2') {
-    const point = parseSm2Spki(spkiDer(pem));
-    if (!point) throw new Error('not an SM2 SPKI');
-    return { hash: sm2Digest(point, [message]), algorithm: 'SM2DSA' };
-  }
-  if (spec.startsWith('RSA')) {
-    return { hash: createHash('sha384').update(message).digest(), algorithm: 'RSASSA_PSS_SHA_384' };
-  }
-  return { hash: createHash('sha256').update(message).digest(), algorithm: 'ECDSA_SHA_256' };
+  const algorithm = spec.startsWith('RSA') ? 'RSASSA_PSS_SHA_384' : defaultAlgorithm(spec);
+  return { hash: signingInput(pem, algorithm, message), algorithm };
 }
 
 /** Verifies over the message itself with a verifier that owes nothing to the service. */
 function verifyIndependently(spec: KeySpec, pem: string, signature: Buffer): boolean {
-  if (spec.startsWith('ML_DSA')) {
-    const parsed = parseMlDsaSpki(spkiDer(pem));
-    return ML_DSA[spec]?.verify(signature, message, parsed?.publicKey ?? new Uint8Array()) ?? false;
-  }
-  if (spec === 'SM2') {
-    // openssl with KMS's distinguishing ID (its default ID is empty).
-    const dir = join(work, 'sm2');
-    execFileSync('mkdir', ['-p', dir]);
-    writeFileSync(join(dir, 'pub.pem'), pem);
-    writeFileSync(join(dir, 'msg'), message);
-    writeFileSync(join(dir, 'sig'), signature);
-    try {
-      const out = execFileSync('openssl', [
-        'pkeyutl',
-        '-verify',
-        '-pubin',
-        '-inkey',
-        join(dir, 'pub.pem'),
-        '-rawin',
-        '-digest',
-        'sm3',
-        '-pkeyopt',
-        'distid:1234567812345678',
-        '-in',
-        join(dir, 'msg'),
-        '-sigfile',
-        join(dir, 'sig'),
-      ]);
-      return out.toString().includes('Signature Verified Successfully');
-    } catch {
-      return false;
-    }
-  }
-  const key = createPublicKey(pem);
-  if (spec.startsWith('RSA')) return verify('sha384', message, { key, padding: 6, saltLength: 48 }, signature);
-  return verify('sha256', message, key, signature);
+  return verifiesIndependently(spec, pem, input(spec, pem).algorithm, message, signature);
 }
 
-/** Where the embedded default keeps each spec: SoftHSM 2.6.1 holds neither ML-DSA nor SM2. */
+/** The key store that holds a key of this spec on the embedded default. */
 function storeOf(spec: KeySpec): string {
   return spec.startsWith('ML_DSA') || spec === 'SM2' ? 'software' : 'pkcs11';
 }
@@ -120,9 +61,7 @@ describe.each(KEY_SPECS.map((s) => [s]))('%s', (spec) => {
       );
       expect(entry?.details).toMatchObject({ key_id: pub.body.key_id, key_store: storeOf(spec), algorithm });
       // A flipped message must not verify: the verifier really checks.
-      const other = Buffer.from(signature);
-      other.writeUInt8((other.readUInt8(other.length >> 1) ^ 1) & 0xff, other.length >> 1);
-      expect(verifyIndependently(spec, pem, other)).toBe(false);
+      expect(verifyIndependently(spec, pem, tampered(signature))).toBe(false);
       if (round === 1) {
         const rotated = await callAction(svc.app, admin, 'rotate_key', { tenant_id: tenant });
         expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);

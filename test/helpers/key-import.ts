@@ -1,15 +1,15 @@
 // Key material of every kind as a client would bring it (PKCS#8 DER), and a signature through the service verified
 // with the original public key by a verifier that owes nothing to the service (node:crypto, noble, openssl distid).
 import { execFileSync } from 'node:child_process';
-import { createHash, createPublicKey, generateKeyPairSync, randomBytes, verify } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import type { FastifyInstance } from 'fastify';
-import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
-import { mlDsaMu, sm2Digest } from '../../src/crypto/message-representatives.js';
-import { ML_DSA_OID, parseMlDsaSpki, parseSm2Spki } from '../../src/crypto/spki.js';
+import { defaultAlgorithm, type KeySpec, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { ML_DSA_OID } from '../../src/crypto/spki.js';
+import { signingInput as independentInput, verifiesIndependently } from './independent-verify.js';
 import { callAction } from './service.js';
 
 const ML_DSA = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 } as Record<string, typeof ml_dsa65>;
@@ -98,64 +98,19 @@ export function material(spec: KeySpec): Material {
 
 const message = Buffer.from('an artifact signed with an imported key\n');
 
-function spkiDer(p: string): Buffer {
+function _spkiDer(p: string): Buffer {
   return Buffer.from(p.replace(/-----[^-]+-----|\s/g, ''), 'base64');
 }
 
 /** What a client sends as `hash` for `spec`, computed from the original public key. */
 export function signingInput(spec: KeySpec, publicKeyPem: string): { hash: Buffer; algorithm: SigningAlgorithm } {
-  if (spec.startsWith('ML_DSA')) {
-    const parsed = parseMlDsaSpki(spkiDer(publicKeyPem));
-    if (!parsed) throw new Error('not an ML-DSA SPKI');
-    return { hash: mlDsaMu(parsed.publicKey, [message]), algorithm: 'ML_DSA_SHAKE_256' };
-  }
-  if (spec === 'SM2') {
-    const point = parseSm2Spki(spkiDer(publicKeyPem));
-    if (!point) throw new Error('not an SM2 SPKI');
-    return { hash: sm2Digest(point, [message]), algorithm: 'SM2DSA' };
-  }
-  if (spec.startsWith('RSA')) {
-    return { hash: createHash('sha256').update(message).digest(), algorithm: 'RSASSA_PSS_SHA_256' };
-  }
-  return { hash: createHash('sha256').update(message).digest(), algorithm: 'ECDSA_SHA_256' };
+  const algorithm = spec.startsWith('RSA') ? 'RSASSA_PSS_SHA_256' : defaultAlgorithm(spec);
+  return { hash: independentInput(publicKeyPem, algorithm, message), algorithm };
 }
 
 /** Verifies a signature over `message` with the original public key. */
 export function verifiesWithOriginal(spec: KeySpec, publicKeyPem: string, signature: Buffer): boolean {
-  if (spec.startsWith('ML_DSA')) {
-    const parsed = parseMlDsaSpki(spkiDer(publicKeyPem));
-    return ML_DSA[spec]?.verify(signature, message, parsed?.publicKey ?? new Uint8Array()) ?? false;
-  }
-  if (spec === 'SM2') {
-    const dir = mkdtempSync(join(work, 'sm2v-'));
-    writeFileSync(join(dir, 'pub.pem'), publicKeyPem);
-    writeFileSync(join(dir, 'msg'), message);
-    writeFileSync(join(dir, 'sig'), signature);
-    try {
-      const out = execFileSync('openssl', [
-        'pkeyutl',
-        '-verify',
-        '-pubin',
-        '-inkey',
-        join(dir, 'pub.pem'),
-        '-rawin',
-        '-digest',
-        'sm3',
-        '-pkeyopt',
-        'distid:1234567812345678',
-        '-in',
-        join(dir, 'msg'),
-        '-sigfile',
-        join(dir, 'sig'),
-      ]);
-      return out.toString().includes('Signature Verified Successfully');
-    } catch {
-      return false;
-    }
-  }
-  const key = createPublicKey(publicKeyPem);
-  if (spec.startsWith('RSA')) return verify('sha256', message, { key, padding: 6, saltLength: 32 }, signature);
-  return verify('sha256', message, key, signature);
+  return verifiesIndependently(spec, publicKeyPem, signingInput(spec, publicKeyPem).algorithm, message, signature);
 }
 
 /** Signs through the service with the tenant's current key; returns status and signature. */
