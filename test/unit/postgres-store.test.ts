@@ -5,15 +5,10 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
 import { openPostgresStore, type PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
-import type {
-  AuditEntry,
-  AuditEntryInput,
-  KeyRecord,
-  PendingRequestRecord,
-  SignatureRecord,
-} from '../../src/store/store.js';
+import type { AuditEntry, PendingRequestRecord } from '../../src/store/store.js';
 import { ConflictError } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
 
 const enabled = testPostgresUrl() !== undefined;
 let url: string;
@@ -33,35 +28,9 @@ afterAll(async () => {
   await b?.close();
 });
 
-const key = (id: string, tenantId: string, version = 1): KeyRecord => ({
-  id,
-  tenantId,
-  version,
-  keySpec: 'RSA_2048',
-  keyRef: `ref-${id}`,
-  publicKeyPem: 'pem',
-  createdAt: new Date().toISOString(),
-  keyStore: 'pkcs11',
-  origin: 'generated',
-  materialExpiresAt: null,
-});
-const sig = (id: string, tenantId = 't1'): SignatureRecord => ({
-  id,
-  tenantId,
-  keyId: 'k1',
-  algorithm: 'RSASSA_PKCS1_V1_5_SHA_256',
-  hash: 'aGFzaA==',
-  caller: 'c',
-  createdAt: new Date().toISOString(),
-});
-const entry = (actor: string, i: number): AuditEntryInput => ({
-  at: new Date().toISOString(),
-  tenantId: null,
-  actor,
-  action: 'sign',
-  outcome: 'signed',
-  details: { i },
-});
+const key = keyRecord;
+const sig = signatureRecord;
+const entry = auditEntry;
 
 function walkChain(entries: AuditEntry[]) {
   const verifier = new ChainVerifier();

@@ -8,14 +8,9 @@ import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
 import type { Database } from '../../src/store/kysely-store.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-store.js';
-import {
-  type AuditEntry,
-  type AuditEntryInput,
-  ConflictError,
-  type KeyRecord,
-  type SignatureRecord,
-} from '../../src/store/store.js';
+import { type AuditEntry, type AuditEntryInput, ConflictError } from '../../src/store/store.js';
 import { makeTempDir } from '../helpers/service.js';
+import { auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
 
 let store: SqliteKyselyStore;
 const dir = makeTempDir();
@@ -26,27 +21,8 @@ beforeAll(async () => {
 });
 afterAll(async () => store?.close());
 
-const key = (id: string, tenantId: string, version = 1): KeyRecord => ({
-  id,
-  tenantId,
-  version,
-  keySpec: 'RSA_2048',
-  keyRef: `ref-${id}`,
-  publicKeyPem: 'pem',
-  createdAt: new Date().toISOString(),
-  keyStore: 'pkcs11',
-  origin: 'generated',
-  materialExpiresAt: null,
-});
-const sig = (id: string, tenantId = 't1'): SignatureRecord => ({
-  id,
-  tenantId,
-  keyId: 'k1',
-  algorithm: 'RSASSA_PKCS1_V1_5_SHA_256',
-  hash: 'aGFzaA==',
-  caller: 'c',
-  createdAt: new Date().toISOString(),
-});
+const key = keyRecord;
+const sig = signatureRecord;
 
 /**
  * Signature rows of `tenantId` in the database file alone, without its -wal: what checkpoints have copied so far.
@@ -84,14 +60,7 @@ function walkChain(entries: AuditEntry[]) {
 /** One event-loop turn: the store checks the cache epoch once per turn. */
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
-const audit = (actor: string, i: number): AuditEntryInput => ({
-  at: new Date().toISOString(),
-  tenantId: null,
-  actor,
-  action: 'sign',
-  outcome: 'signed',
-  details: { i },
-});
+const audit = auditEntry;
 
 const apiKey = (id: string) => ({
   id,
