@@ -82,7 +82,7 @@ export const ConfigFileSchema = Type.Object(
         {
           enabled: Type.Optional(Type.Boolean()),
           maxPerWindow: Type.Optional(Type.Integer({ minimum: 1 })),
-          windowSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
+          windowSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 24 * 3600 })),
         },
         { additionalProperties: false },
       ),

@@ -128,6 +128,9 @@ export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>
 
 /** Largest group-commit batch; bounds the statement's size and the number of distinct cached statements. */
 export const WRITE_BATCH_MAX = 64;
+
+/** The longest window a request counter may have (trial.windowSeconds is capped to it): older rows are swept. */
+export const TRIAL_WINDOW_MAX_MS = 7 * 24 * 3600 * 1000;
 /** Tries of a batch whose chain head another connection took meanwhile. */
 export const CHAIN_RACE_ATTEMPTS = 5;
 
@@ -780,7 +783,18 @@ export class KyselyStore implements Store {
   async countTrialRequest(client: string, nowMs: number, windowMs: number): Promise<TrialCount> {
     const ended = nowMs - windowMs;
     return this.db.transaction().execute(async (tx) => {
-      await tx.deleteFrom('trial_counters').where('window_start', '<=', ended).execute();
+      // This client's window, if it has ended; other limiters keep theirs (their windows differ: the device-flow
+      // start limit's is a minute, the trial's an hour). Rows no limiter can still need go too (windows are at
+      // most TRIAL_WINDOW_MAX_MS).
+      await tx
+        .deleteFrom('trial_counters')
+        .where((eb) =>
+          eb.or([
+            eb.and([eb('client', '=', client), eb('window_start', '<=', ended)]),
+            eb('window_start', '<=', nowMs - TRIAL_WINDOW_MAX_MS),
+          ]),
+        )
+        .execute();
       // One statement, so two instances counting the same address at once both count (no lost update).
       const row = await tx
         .insertInto('trial_counters')
@@ -852,6 +866,16 @@ export class KyselyStore implements Store {
       .where('idem_key', '=', key)
       .where('reply', 'is', null)
       .execute();
+  }
+
+  async readTrialCount(client: string, nowMs: number, windowMs: number): Promise<number> {
+    const row = await this.db
+      .selectFrom('trial_counters')
+      .select('count')
+      .where('client', '=', client)
+      .where('window_start', '>', nowMs - windowMs)
+      .executeTakeFirst();
+    return Number(row?.count ?? 0);
   }
 
   async vulnerabilityDbVersion(): Promise<string> {

@@ -260,6 +260,8 @@ export interface Store {
    * request and when the window started. Windows that ended are deleted.
    */
   countTrialRequest(client: string, nowMs: number, windowMs: number): Promise<TrialCount>;
+  /** The count countTrialRequest kept for `client` in the window that is open at `nowMs` (0 if none), unchanged. */
+  readTrialCount(client: string, nowMs: number, windowMs: number): Promise<number>;
   /**
    * Claims an idempotency key for a caller (migration 0012). `claimed`: go ahead, then complete or release it.
    * `done`: the first answer, to send again. `in_progress`: someone else is working on it (not older than

@@ -537,6 +537,24 @@ describe('documents and limits', () => {
     expect(last).toBe(429);
     // Even the right code waits now.
     expect((await jar.go(started.verification_uri_complete)).status).toBe(429);
+    // The count is in the store: another instance on the same database refuses this address too.
+    const other = await buildApp({
+      store: svc.store,
+      keyStore: svc.keyStores,
+      now,
+      oauth: { oidc: settings, publicUrl: () => base },
+    });
+    try {
+      const res = await other.inject({
+        url: '/oauth/device?user_code=BBBB-BBBB',
+        remoteAddress: '127.0.0.1',
+        headers: { cookie: `signbridge-session=${jar.cookie(base, 'signbridge-session')}` },
+      });
+      expect(res.statusCode).toBe(429);
+      expect(res.body).toContain('Too many wrong codes');
+    } finally {
+      await other.close();
+    }
   });
 });
 

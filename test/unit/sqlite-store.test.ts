@@ -490,6 +490,20 @@ describe('SQLite store', () => {
     }
   });
 
+  it("keeps one limiter's request counts when another limiter with a shorter window counts (no reset by a sweep)", async () => {
+    const t0 = Date.parse('2026-06-01T00:00:00Z');
+    const hour = 3600_000;
+    expect((await store.countTrialRequest('198.51.100.1', t0, hour)).count).toBe(1);
+    expect((await store.countTrialRequest('198.51.100.1', t0 + 1000, hour)).count).toBe(2);
+    // Two minutes later a one-minute limiter (the device-flow start) counts another key: it must not sweep the first.
+    await store.countTrialRequest('device-start 198.51.100.1', t0 + 120_000, 60_000);
+    expect(await store.readTrialCount('198.51.100.1', t0 + 120_000, hour)).toBe(2);
+    expect((await store.countTrialRequest('198.51.100.1', t0 + 121_000, hour)).count).toBe(3);
+    // Its own window ends after the hour; a week later every stale row is gone.
+    expect((await store.countTrialRequest('198.51.100.1', t0 + hour + 1, hour)).count).toBe(1);
+    expect(await store.readTrialCount('device-start 198.51.100.1', t0 + 8 * 24 * hour, 60_000)).toBe(0);
+  });
+
   it('revokes an API key once', async () => {
     await store.createApiKey({
       id: 'a1',

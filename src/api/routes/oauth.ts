@@ -83,23 +83,23 @@ function personLabel(p: PersonRecord): string {
   return p.email ? `${p.email}${p.emailVerified ? '' : ' (unverified)'}` : p.subject;
 }
 
-/** Counts wrong code entries per address in a fixed window (RFC 8628 §5.1: the user code is guessable). */
+/**
+ * Counts wrong code entries per address in a fixed window (RFC 8628 §5.1: the user code is guessable). The counts
+ * live in the store (the trial counters' table), so several instances behind a load balancer count together and a
+ * restart gives no fresh allowance.
+ */
 class EntryLimiter {
-  private readonly seen = new Map<string, { count: number; since: number }>();
+  constructor(
+    private readonly store: Store,
+    private readonly limit: { max: number; windowMs: number },
+  ) {}
 
-  constructor(private readonly limit: { max: number; windowMs: number }) {}
-
-  blocked(address: string, now: number): boolean {
-    const entry = this.seen.get(address);
-    return entry !== undefined && now - entry.since < this.limit.windowMs && entry.count >= this.limit.max;
+  async blocked(address: string, now: number): Promise<boolean> {
+    return (await this.store.readTrialCount(`wrong-code ${address}`, now, this.limit.windowMs)) >= this.limit.max;
   }
 
-  failed(address: string, now: number): void {
-    const entry = this.seen.get(address);
-    if (!entry || now - entry.since >= this.limit.windowMs) {
-      if (this.seen.size > 10_000) this.seen.clear();
-      this.seen.set(address, { count: 1, since: now });
-    } else entry.count++;
+  async failed(address: string, now: number): Promise<void> {
+    await this.store.countTrialRequest(`wrong-code ${address}`, now, this.limit.windowMs);
   }
 }
 
@@ -122,7 +122,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
   const sessions = new BrowserSessions(store.people, secure, now, opts.sessions);
   const relyingParty = oidc && new RelyingParty(oidc, store.people, () => `${publicUrl()}/oauth/callback`, now);
   const devices = new DeviceFlow(store, now, oidc?.personKeyMs ?? 12 * 3_600_000);
-  const limiter = new EntryLimiter(opts.codeEntryLimit ?? { max: 10, windowMs: 10 * 60_000 });
+  const limiter = new EntryLimiter(store, opts.codeEntryLimit ?? { max: 10, windowMs: 10 * 60_000 });
   const rp = (): RelyingParty => {
     if (!relyingParty) throw new ApiError('oauth_not_configured', NOT_CONFIGURED);
     return relyingParty;
@@ -341,7 +341,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
     const typedIn = (request.query as { user_code?: string }).user_code;
     if (typedIn === undefined || typedIn === '') return html(reply, 200, codeEntryPage());
     const at = now().getTime();
-    if (limiter.blocked(request.ip, at)) {
+    if (await limiter.blocked(request.ip, at)) {
       return html(
         reply,
         429,
@@ -351,7 +351,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
     const code = normaliseUserCode(typedIn);
     const record = code && (await devices.pending(code));
     if (!record) {
-      limiter.failed(request.ip, at);
+      await limiter.failed(request.ip, at);
       return html(
         reply,
         400,
@@ -400,7 +400,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       );
     }
     const at = now().getTime();
-    if (limiter.blocked(request.ip, at)) {
+    if (await limiter.blocked(request.ip, at)) {
       return html(
         reply,
         429,
@@ -410,7 +410,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
     const code = typeof form.user_code === 'string' ? normaliseUserCode(form.user_code) : undefined;
     const record = code && (await devices.pending(code));
     if (!record) {
-      limiter.failed(request.ip, at);
+      await limiter.failed(request.ip, at);
       return html(reply, 400, messagePage('Code not valid', 'That code is unknown, expired or already decided.'));
     }
     if (form.decision !== 'confirm') {
