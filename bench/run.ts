@@ -1,6 +1,7 @@
 // `npm run bench`: measures, in one run on this machine, raw SoftHSM signing, the software key store's arithmetic
 // (ML-DSA-65, SM2) and the service's `sign` over HTTP (autocannon at concurrency 1 and 32) for RSA-2048, P-256,
 // ML-DSA-65 and SM2, and writes docs/benchmarks.md.
+// BENCH_POSTGRES=0 skips the PostgreSQL rows.
 // Environment: BENCH_SECONDS (default 8) per measurement; BENCH_WARMUP_SECONDS (default 3) of unrecorded load per key
 // on each Node stack before its rows; BENCH_PATHS=0 skips the bridge paths (their section is left as it was).
 import { execFileSync } from 'node:child_process';
@@ -11,7 +12,8 @@ import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { inputLength } from '../src/crypto/algorithms.js';
 import { packagePath } from '../src/paths.js';
-import { createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
+import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
+import { startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { measurePaths } from './paths.js';
 import { measureSoftwareSigning } from './raw-software.js';
@@ -193,6 +195,81 @@ async function sequentialPosts(url: string, token: string, body: string, seconds
   return { latencies, errors };
 }
 
+// Issue 16: the same `sign` at concurrency 32 with the state in PostgreSQL (a private cluster, fsync on): one
+// instance, then two instances on one data dir (one token) splitting the 32 connections.
+if (process.env.BENCH_POSTGRES !== '0') {
+  log('PostgreSQL: a private cluster, then the service on it (1 instance, then 2)');
+  const cluster = await startPostgresCluster();
+  const pgDataDir = makeTempDir('sb-bench-pg-');
+  const database = cluster.createDatabase('bench');
+  const instances: ServerProcess[] = [];
+  try {
+    const start = () =>
+      startServerProcess(['--data-dir', pgDataDir, '--database', database], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+    instances.push(await start());
+    const admin = (...args: string[]) => runCli(['admin', ...args, '--database', database]).stdout.trim();
+    const pgOperator = admin('api-key', 'create', '--role', 'operator');
+    const pgRequests = new Map<string, { signer: string; body: string }>();
+    for (const [tenant, spec, algorithm] of [
+      ['pg-rsa', 'RSA_2048', 'RSASSA_PKCS1_V1_5_SHA_256'],
+      ['pg-p256', 'ECC_NIST_P256', 'ECDSA_SHA_256'],
+    ] as const) {
+      const made = await postAction(instances[0]?.url as string, 'create_tenant', pgOperator, {
+        tenant_id: tenant,
+        key_spec: spec,
+      });
+      if (made.status !== 201) throw new Error(`create_tenant ${tenant}: ${JSON.stringify(made.body)}`);
+      const signer = admin('api-key', 'create', '--role', 'signer', '--tenant', tenant);
+      const body = JSON.stringify({
+        action: 'sign',
+        tenant_id: tenant,
+        algorithm,
+        hash: Buffer.alloc(32, 7).toString('base64'),
+      });
+      pgRequests.set(spec, { signer, body });
+    }
+    /** autocannon against each instance at once, `connections` split evenly; the rates add up. */
+    const load = async (spec: string, connections: number, duration: number) => {
+      const { signer, body } = pgRequests.get(spec) as { signer: string; body: string };
+      const results = await Promise.all(
+        instances.map((instance) =>
+          autocannon({
+            url: `${instance.url}/v1/sign`,
+            method: 'POST',
+            headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
+            body,
+            connections: connections / instances.length,
+            duration,
+          }),
+        ),
+      );
+      return {
+        perSecond: results.reduce((n, r) => n + r.requests.total / r.duration, 0),
+        p50Ms: Math.max(...results.map((r) => r.latency.p50)),
+        p99Ms: Math.max(...results.map((r) => r.latency.p99)),
+        errors: results.reduce((n, r) => n + r.non2xx + r.errors, 0),
+      };
+    };
+    for (const count of [1, 2]) {
+      if (count === 2) instances.push(await start());
+      for (const spec of ['RSA_2048', 'ECC_NIST_P256']) {
+        if (warmUpSeconds > 0) await load(spec, 8 * count, warmUpSeconds);
+        log(`service sign ${spec} on PostgreSQL, ${count} instance(s), 32 connections, ${seconds} s`);
+        const r = await load(spec, 32, seconds);
+        rows.push({
+          path: `service \`sign\` on PostgreSQL, ${count} instance${count > 1 ? 's' : ''}`,
+          spec,
+          concurrency: 32,
+          ...r,
+        });
+      }
+    }
+  } finally {
+    for (const instance of instances) await instance.stop();
+    cluster.stop();
+  }
+}
+
 const find = (path: string, spec: string, c: number) =>
   rows.find((r) => r.path.startsWith(path) && r.spec === spec && r.concurrency === c);
 const rawRsa = find('SoftHSM', 'RSA_2048', 1);
@@ -207,6 +284,17 @@ const goals = [
     const s = find('service `sign` over HTTP (1 client', spec, 1);
     return `${spec} median latency at concurrency 1: service ${fmt(s?.p50Ms, 2)} ms vs raw ${fmt(r?.p50Ms, 3)} ms (aim: within 1 ms)`;
   }),
+  ...(find('service `sign` on PostgreSQL, 1', 'ECC_NIST_P256', 32)
+    ? (() => {
+        const sqlite = svcP256?.perSecond;
+        const one = find('service `sign` on PostgreSQL, 1', 'ECC_NIST_P256', 32)?.perSecond;
+        const two = find('service `sign` on PostgreSQL, 2', 'ECC_NIST_P256', 32)?.perSecond;
+        return [
+          `P-256 at concurrency 32 on PostgreSQL, 1 instance: ${fmt(one)}/s = ${fmt(one && sqlite ? (100 * one) / sqlite : undefined)}% of SQLite's ${fmt(sqlite)}/s (aim: at least 80%)`,
+          `P-256 at concurrency 32 on PostgreSQL, 2 instances: ${fmt(two)}/s vs 1 instance ${fmt(one)}/s (aim: not slower)`,
+        ];
+      })()
+    : []),
   // A software signature costs its CPU wherever it runs: the library's one-thread rate times the cores is the bound.
   ...['ML_DSA_65', 'SM2'].map((spec) => {
     const cpuMs = softwareCpuMs.get(spec);

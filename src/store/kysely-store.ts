@@ -638,11 +638,19 @@ export class KyselyStore implements Store {
 
   private readonly pendingWrites: PendingWrite[] = [];
   private flushScheduled = false;
+  /**
+   * One batch in flight at a time, the next gathering everything that arrives meanwhile (classic group commit).
+   * PostgreSQL sets it: its commits wait on the network, an fsync and the audit-chain lock, so starting a
+   * transaction every event-loop turn would make many small batches queue on the lock instead of a few large ones.
+   * SQLite commits synchronously, so its batches form by themselves.
+   */
+  protected readonly serialFlushes: boolean = false;
+  private flushing = false;
 
   protected enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<void> {
     return new Promise((resolve, reject) => {
       this.pendingWrites.push({ ...write, resolve, reject });
-      if (!this.flushScheduled) {
+      if (!this.flushScheduled && !this.flushing) {
         this.flushScheduled = true;
         setImmediate(() => void this.flushWrites());
       }
@@ -650,9 +658,24 @@ export class KyselyStore implements Store {
   }
 
   private async flushWrites(): Promise<void> {
+    if (this.serialFlushes) {
+      this.flushScheduled = false;
+      this.flushing = true;
+      try {
+        while (this.pendingWrites.length > 0) await this.commitBatch(this.pendingWrites.splice(0, WRITE_BATCH_MAX));
+      } finally {
+        this.flushing = false;
+      }
+      return;
+    }
     const batch = this.pendingWrites.splice(0, WRITE_BATCH_MAX);
     if (this.pendingWrites.length > 0) setImmediate(() => void this.flushWrites());
     else this.flushScheduled = false;
+    await this.commitBatch(batch);
+  }
+
+  /** Commits one batch and settles its callers' promises; never throws. */
+  private async commitBatch(batch: PendingWrite[]): Promise<void> {
     const writes = toWriteBatch(batch);
     for (let attempt = 1; ; attempt++) {
       try {

@@ -33,6 +33,8 @@ const AUDIT_CHAIN_LOCK = advisoryLockKey('signbridge audit chain');
  * hashed in the same transaction as their records, so there is never a record without its entry or a gap to fill.
  */
 export class PostgresStore extends KyselyStore {
+  protected override readonly serialFlushes = true;
+
   protected override async lockAuditChain(tx: Transaction<Database>): Promise<void> {
     await sql`SELECT pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK})`.execute(tx);
   }
