@@ -89,7 +89,11 @@ export async function openStore(config: ServiceConfig, options: OpenStoreOptions
       ...(config.store.poolSize !== undefined && { poolSize: config.store.poolSize }),
     });
     try {
-      await migrateWhenReachable(store, options.onWait ?? ((m) => process.stderr.write(`signbridge: ${m}\n`)));
+      await migrateWhenReachable(
+        store,
+        (config.store.waitSeconds ?? 30) * 1000,
+        options.onWait ?? ((m) => process.stderr.write(`signbridge: ${m}\n`)),
+      );
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;
@@ -101,17 +105,20 @@ export async function openStore(config: ServiceConfig, options: OpenStoreOptions
   return store;
 }
 
-/** How long a starting process waits for its PostgreSQL server (a database restarted with the service, a failover). */
-const DATABASE_WAIT_MS = 30_000;
+/** Between two attempts to reach a PostgreSQL server that is not there yet (a restart, a failover). */
 const DATABASE_RETRY_MS = 2_000;
 
 /**
  * Migrates (which also proves the connection), retrying while the server cannot be reached, with a line of
- * progress each time; after DATABASE_WAIT_MS, fails with what the last attempt said. Any other error (bad
+ * progress each time; after `waitMs` (SIGNBRIDGE_DATABASE_WAIT_SECONDS, default 30 s), fails with what the last attempt said. Any other error (bad
  * password, missing database, a failed migration) fails at once: waiting would not fix it.
  */
-async function migrateWhenReachable(store: PostgresStore, onWait: (message: string) => void): Promise<void> {
-  const deadline = Date.now() + DATABASE_WAIT_MS;
+async function migrateWhenReachable(
+  store: PostgresStore,
+  waitMs: number,
+  onWait: (message: string) => void,
+): Promise<void> {
+  const deadline = Date.now() + waitMs;
   for (;;) {
     try {
       await store.migrate();

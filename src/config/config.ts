@@ -134,7 +134,15 @@ export type Pkcs11Setting =
   | Static<typeof SoftHsmKeyStoreConfig>
   | (Static<typeof Pkcs11KeyStoreConfig> & { pin: string });
 export type AwsKmsSetting = Omit<Static<typeof AwsKmsKeyStoreConfig>, 'legacy'> & { legacy?: Pkcs11Setting };
-export type StoreConfig = { type: 'sqlite'; path: string } | { type: 'postgres'; url: string; poolSize?: number };
+export type StoreConfig =
+  | { type: 'sqlite'; path: string }
+  | {
+      type: 'postgres';
+      url: string;
+      poolSize?: number;
+      /** How long a starting process waits for a server it cannot reach (SIGNBRIDGE_DATABASE_WAIT_SECONDS, 30). */
+      waitSeconds?: number;
+    };
 
 export interface ConfigSources {
   configFile?: string;
@@ -227,6 +235,13 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
   const dataDir = resolve(dataDirRaw);
   const { host, port } = parseListen(sources.listen ?? env.SIGNBRIDGE_LISTEN ?? file.listen ?? '127.0.0.1:8080');
   const store = storeSetting(databaseUrl, file.store, dataDir);
+  if (store.type === 'postgres' && env.SIGNBRIDGE_DATABASE_WAIT_SECONDS !== undefined) {
+    const raw = env.SIGNBRIDGE_DATABASE_WAIT_SECONDS;
+    if (!/^\d{1,3}$/.test(raw) || Number(raw) > 600) {
+      throw new ConfigError(`SIGNBRIDGE_DATABASE_WAIT_SECONDS must be whole seconds from 0 to 600, got "${raw}"`);
+    }
+    store.waitSeconds = Number(raw);
+  }
 
   const keyStore = keyStoreSetting(file.keyStore, env);
 

@@ -1,7 +1,8 @@
 // SubjectPublicKeyInfo for the key types Node 20's crypto cannot export: ML-DSA (RFC 9881: the algorithm OID with
 // absent parameters, the raw pk in the BIT STRING) and SM2 (id-ecPublicKey on curve 1.2.156.10197.1.301, as KMS
 // returns it). And the way back, for callers that need the raw ML-DSA key (μ starts with SHAKE256(pk)).
-import type { KeySpec } from './algorithms.js';
+import { createPublicKey } from 'node:crypto';
+import type { KeySpec, NamedCurve } from './algorithms.js';
 
 /** id-ml-dsa-44/65/87 (2.16.840.1.101.3.4.3.17-19), DER. */
 export const ML_DSA_OID: Partial<Record<KeySpec, Buffer>> = {
@@ -24,6 +25,27 @@ function tlv(tag: number, body: Buffer): Buffer {
 
 function spki(algorithm: Buffer, publicKey: Buffer): Buffer {
   return tlv(0x30, Buffer.concat([algorithm, tlv(0x03, Buffer.concat([Buffer.from([0]), publicKey]))]));
+}
+
+/** Bytes of a coordinate on each NIST curve. */
+export const EC_FIELD_BYTES: Record<NamedCurve, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 };
+
+/** SubjectPublicKeyInfo PEM of an uncompressed NIST-curve point 04 || x || y; throws on any other shape. */
+export function ecPointSpkiPem(curve: NamedCurve, point: Uint8Array): string {
+  const size = EC_FIELD_BYTES[curve];
+  const p = Buffer.from(point);
+  if (p[0] !== 0x04 || p.length !== 1 + 2 * size) throw new Error(`not an uncompressed ${curve} point`);
+  return createPublicKey({
+    key: {
+      kty: 'EC',
+      crv: curve,
+      x: p.subarray(1, 1 + size).toString('base64url'),
+      y: p.subarray(1 + size).toString('base64url'),
+    },
+    format: 'jwk',
+  })
+    .export({ type: 'spki', format: 'pem' })
+    .toString();
 }
 
 export function toPem(der: Buffer, label = 'PUBLIC KEY'): string {
@@ -54,7 +76,8 @@ export function parseMlDsaSpki(der: Buffer): { spec: KeySpec; publicKey: Buffer 
     // SEQUENCE hdr (4 bytes: 30 82 LL LL), the algorithm, then BIT STRING hdr (03 82 LL LL 00).
     if (at !== 4 || der[0] !== 0x30) continue;
     const bits = at + algorithm.length;
-    if (der[bits] !== 0x03 || der[bits + 1] !== 0x82) return undefined;
+    // A truncated input must give undefined, not a RangeError from the reads below.
+    if (der.length < bits + 5 || der[bits] !== 0x03 || der[bits + 1] !== 0x82) return undefined;
     const len = der.readUInt16BE(bits + 2);
     if (der[bits + 4] !== 0 || bits + 4 + len !== der.length) return undefined;
     return { spec, publicKey: Buffer.from(der.subarray(bits + 5)) };

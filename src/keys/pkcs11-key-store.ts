@@ -14,6 +14,7 @@ import {
   type SigningAlgorithm,
 } from '../crypto/algorithms.js';
 import { DIGEST_INFO_PREFIX, ecdsaRawToDer } from '../crypto/encoding.js';
+import { EC_FIELD_BYTES, ecPointSpkiPem } from '../crypto/spki.js';
 import { ApiError } from '../errors.js';
 import { withLockFile } from '../fs-private.js';
 import type { CreatedKey, KeyStore } from './key-store.js';
@@ -52,7 +53,6 @@ const CURVE_PARAMS: Record<NamedCurve, Buffer> = {
   'P-384': Buffer.from('06052b81040022', 'hex'),
   'P-521': Buffer.from('06052b81040023', 'hex'),
 };
-const CURVE_FIELD_BYTES: Record<NamedCurve, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 };
 
 /** The same mechanisms as plain pkcs11js structures, which can cross to a signing thread. */
 const PSS_RAW = {
@@ -368,7 +368,7 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
     }
     if (alg.padding !== 'ecdsa') return signature;
     const info = keyInfo(spec);
-    if (info.family !== 'ec' || signature.length !== 2 * CURVE_FIELD_BYTES[info.curve]) {
+    if (info.family !== 'ec' || signature.length !== 2 * EC_FIELD_BYTES[info.curve]) {
       throw new Error(`token returned an ECDSA signature of unexpected length ${signature.length}`);
     }
     return ecdsaRawToDer(signature);
@@ -676,21 +676,13 @@ function rsaPublicKeyPem(attrs: { modulus?: Buffer | null; publicExponent?: Buff
 function ecPublicKeyPem(curve: NamedCurve, pointEc: Buffer): string {
   // CKA_EC_POINT is a DER OCTET STRING around the uncompressed point 04||X||Y.
   let point = pointEc;
-  if (point[0] === 0x04 && point.length !== 1 + 2 * CURVE_FIELD_BYTES[curve]) {
+  if (point[0] === 0x04 && point.length !== 1 + 2 * EC_FIELD_BYTES[curve]) {
     const lenByte = point[1] ?? 0;
     point = point.subarray(lenByte & 0x80 ? 2 + (lenByte & 0x7f) : 2);
   }
-  const size = CURVE_FIELD_BYTES[curve];
-  if (point[0] !== 0x04 || point.length !== 1 + 2 * size) throw new Error('token returned a malformed EC point');
-  return createPublicKey({
-    key: {
-      kty: 'EC',
-      crv: curve,
-      x: point.subarray(1, 1 + size).toString('base64url'),
-      y: point.subarray(1 + size).toString('base64url'),
-    },
-    format: 'jwk',
-  })
-    .export({ type: 'spki', format: 'pem' })
-    .toString();
+  try {
+    return ecPointSpkiPem(curve, point);
+  } catch {
+    throw new Error('token returned a malformed EC point');
+  }
 }

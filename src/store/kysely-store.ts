@@ -327,7 +327,8 @@ export class KyselyStore implements Store {
     const { error, results } = await new Migrator({ db: this.db, provider }).migrateToLatest();
     if (error) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
-      throw new Error(`store migration ${failed} failed: ${String(error)}`);
+      // The cause stays attached: a connection that failed before any migration ran is a store fault to wait out.
+      throw new Error(`store migration ${failed} failed: ${String(error)}`, { cause: error });
     }
   }
 

@@ -123,6 +123,25 @@ describe.skipIf(!enabled)('two service instances on one PostgreSQL database', ()
     expect(res.stderr).not.toContain('hunter2');
   });
 
+  it('waits for a database it cannot reach, with a line of progress, then fails naming it', () => {
+    // A port nothing listens on: the server is "not up yet" (a restart, a failover).
+    const unreachable = new URL(database);
+    unreachable.port = '1';
+    const res = runCli(['admin', 'api-key', 'list', '--database', unreachable.toString()], {
+      SIGNBRIDGE_DATABASE_WAIT_SECONDS: '3',
+    });
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toMatch(
+      /waiting for the database postgresql:postgres:\/\/postgres@127\.0\.0\.1:1\/\S+ \(database connection ECONNREFUSED\); giving up in \d s/,
+    );
+    expect(res.stderr).toMatch(/cannot use the database .*:1\//);
+    const bad = runCli(['admin', 'api-key', 'list', '--database', database], {
+      SIGNBRIDGE_DATABASE_WAIT_SECONDS: 'soon',
+    });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/SIGNBRIDGE_DATABASE_WAIT_SECONDS must be whole seconds from 0 to 600, got "soon"/);
+  });
+
   it('fails clearly at start when the database does not exist, without waiting', () => {
     const missing = new URL(database);
     missing.pathname = '/no_such_database';

@@ -1,12 +1,12 @@
 // The public key of an EC private key that cannot leave the token: the key signs two probe digests (raw ECDSA,
 // r || s), the public key is recovered from the first signature (ECDSA public-key recovery, SEC 1 §4.1.6) and the
 // candidate that verifies the second is it. Used for keys unwrapped in the token, which keep no public point.
-import { createPublicKey, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { p256, p384, p521 } from '@noble/curves/nist.js';
 import type { NamedCurve } from '../../crypto/algorithms.js';
+import { ecPointSpkiPem } from '../../crypto/spki.js';
 
 const NOBLE = { 'P-256': p256, 'P-384': p384, 'P-521': p521 } as const;
-const FIELD_BYTES: Record<NamedCurve, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 };
 
 /** `sign`: raw ECDSA over a digest, r || s (CKM_ECDSA). Returns the public key, PEM SubjectPublicKeyInfo. */
 export function recoverEcPublicKey(curve: NamedCurve, sign: (digest: Buffer) => Buffer): string {
@@ -21,19 +21,7 @@ export function recoverEcPublicKey(curve: NamedCurve, sign: (digest: Buffer) => 
       continue;
     }
     if (ec.verify(second, probes[1], point, { prehash: false, lowS: false })) {
-      const size = FIELD_BYTES[curve];
-      const p = Buffer.from(point);
-      return createPublicKey({
-        key: {
-          kty: 'EC',
-          crv: curve,
-          x: p.subarray(1, 1 + size).toString('base64url'),
-          y: p.subarray(1 + size).toString('base64url'),
-        },
-        format: 'jwk',
-      })
-        .export({ type: 'spki', format: 'pem' })
-        .toString();
+      return ecPointSpkiPem(curve, point);
     }
   }
   throw new Error('could not recover the public key of the imported EC key');
