@@ -11,10 +11,11 @@ import {
   type Material,
   material,
   mlDsaMaterial,
+  newTenant,
   signWithTenant,
   verifiesWithOriginal,
 } from '../helpers/key-import.js';
-import { callAction, startTestService, type TestService } from '../helpers/service.js';
+import { startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
 let clock = Date.parse('2026-11-23T12:00:00Z');
@@ -25,12 +26,7 @@ beforeAll(async () => {
 afterAll(async () => svc?.close());
 
 let tenants = 0;
-async function tenant(): Promise<{ id: string; admin: string; signer: string }> {
-  const id = `refuse-${++tenants}`;
-  const made = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: id, key_spec: 'ECC_NIST_P256' });
-  expect(made.status).toBe(201);
-  return { id, admin: await svc.apiKey('admin', id), signer: await svc.apiKey('signer', id) };
-}
+const tenant = () => newTenant(svc, `refuse-${++tenants}`);
 
 interface Issued {
   kmsKeyId: string;

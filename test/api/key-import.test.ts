@@ -7,9 +7,12 @@ import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { wrapKeyMaterial } from '../../src/keys/import/client-wrap.js';
 import type { WrappingAlgorithm, WrappingKeySpec } from '../../src/keys/key-store.js';
 import {
+  importKeyMaterial,
+  importParams,
   type Material,
   material,
   mlDsaMaterial,
+  newTenant,
   signWithTenant,
   verifiesWithOriginal,
   wrapWithOpenssl,
@@ -25,38 +28,18 @@ beforeAll(async () => {
 afterAll(async () => svc?.close());
 
 let tenants = 0;
-/** A fresh tenant (its first key generated, P-256) with an admin and a signer. */
-async function tenant(): Promise<{ id: string; admin: string; signer: string }> {
-  const id = `import-${++tenants}`;
-  const made = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: id, key_spec: 'ECC_NIST_P256' });
-  expect(made.status, JSON.stringify(made.body)).toBe(201);
-  return { id, admin: await svc.apiKey('admin', id), signer: await svc.apiKey('signer', id) };
-}
+const tenant = () => newTenant(svc, `import-${++tenants}`);
 
-async function params(
+const params = (
   admin: string,
   tenantId: string,
   spec: KeySpec,
   wrappingAlgorithm: WrappingAlgorithm,
   wrappingKeySpec: WrappingKeySpec,
   extra: Record<string, unknown> = {},
-) {
-  return callAction(svc.app, admin, 'get_import_params', {
-    tenant_id: tenantId,
-    key_spec: spec,
-    wrapping_algorithm: wrappingAlgorithm,
-    wrapping_key_spec: wrappingKeySpec,
-    ...extra,
-  });
-}
-
-async function importKey(admin: string, tenantId: string, body: Record<string, unknown>) {
-  return callAction(svc.app, admin, 'import_key', {
-    tenant_id: tenantId,
-    expiration_model: 'KEY_MATERIAL_DOES_NOT_EXPIRE',
-    ...body,
-  });
-}
+) => importParams(svc.app, admin, tenantId, spec, wrappingAlgorithm, wrappingKeySpec, extra);
+const importKey = (admin: string, tenantId: string, body: Record<string, unknown>) =>
+  importKeyMaterial(svc.app, admin, tenantId, body);
 
 /** get_import_params, wrap, import_key: the whole exchange for `m`. */
 async function exchange(

@@ -126,6 +126,16 @@ export async function signWithTenant(
   return { status: res.status, signature: Buffer.from(String(res.body.signature ?? ''), 'base64'), body: res.body };
 }
 
+/** A fresh tenant (its first key generated, P-256) with an admin and a signer, on a test service. */
+export async function newTenant(
+  svc: { app: FastifyInstance; operator: string; apiKey(role: 'admin' | 'signer', tenant: string): Promise<string> },
+  id: string,
+): Promise<{ id: string; admin: string; signer: string }> {
+  const made = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: id, key_spec: 'ECC_NIST_P256' });
+  if (made.status !== 201) throw new Error(`create_tenant ${id}: ${JSON.stringify(made.body)}`);
+  return { id, admin: await svc.apiKey('admin', id), signer: await svc.apiKey('signer', id) };
+}
+
 /** get_import_params as a tenant admin. */
 export function importParams(
   app: FastifyInstance,
