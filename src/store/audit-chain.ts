@@ -21,6 +21,7 @@ interface AuditHash {
   GENESIS_HASH: string;
   canonicalJson(value: unknown): string;
   entryHash(seq: number, prevHash: string, e: AuditEntryInput): string;
+  entryHashParts(e: AuditEntryInput): { before: string; after: string };
   chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditEntryInput[]): AuditRow[];
 }
 
@@ -31,6 +32,8 @@ export const GENESIS_HASH = auditHash.GENESIS_HASH;
 /** Canonical JSON: object keys sorted at every level, so the hash does not depend on key order. */
 export const canonicalJson = auditHash.canonicalJson;
 export const entryHash = auditHash.entryHash;
+/** An entry's canonical JSON split around its seq (`before + seq + after`), for appenders that learn seq late. */
+export const entryHashParts = auditHash.entryHashParts;
 /** The audit_log rows for `entries`, chained on the log's current head (undefined: the log is empty). */
 export const chainAuditRows = auditHash.chainAuditRows;
 

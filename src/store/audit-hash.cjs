@@ -41,18 +41,48 @@ function entryHash(seq, prevHash, e) {
   return hashOf(prevHash, hashedFields(seq, e));
 }
 
+/**
+ * An entry's canonical JSON around its seq: `before + seq + after` is canonicalJson(hashedFields(seq, e)), because
+ * seq and tenant_id sort last among the hashed fields. The chain is appended from these parts, here and in
+ * PostgreSQL's group-commit function (migration 0013), which learns the seq only once it holds the chain's lock:
+ * one definition of what is hashed, tested against canonicalJson.
+ */
+function entryHashParts(e) {
+  const { seq: _seq, tenant_id, ...rest } = hashedFields(0, e);
+  const head = canonicalJson(rest);
+  return {
+    before: `${head.slice(0, -1)}${head === '{}' ? '' : ','}"seq":`,
+    // canonicalJson leaves out a field that is undefined; the split must too.
+    after: tenant_id === undefined ? '}' : `,"tenant_id":${canonicalJson(tenant_id)}}`,
+  };
+}
+
+/** An entry's hash from its parts: SHA-256 over `prev_hash \n canonical JSON`, hex. */
+function hashFromParts(prevHash, seq, parts) {
+  return createHash('sha256').update(`${prevHash}\n${parts.before}${seq}${parts.after}`).digest('hex');
+}
+
 /** The audit_log rows for `entries`, chained on the log's current head (undefined: the log is empty). */
 function chainAuditRows(head, entries) {
   let seq = Number(head?.seq ?? 0);
   let prev = head?.hash ?? GENESIS_HASH;
   return entries.map((e) => {
     seq++;
-    const fields = hashedFields(seq, e);
-    const hash = hashOf(prev, fields);
-    const row = { ...fields, details: JSON.stringify(e.details), prev_hash: prev, hash };
+    const hash = hashFromParts(prev, seq, entryHashParts(e));
+    const row = {
+      seq,
+      at: e.at,
+      tenant_id: e.tenantId,
+      actor: e.actor,
+      action: e.action,
+      outcome: e.outcome,
+      details: JSON.stringify(e.details),
+      prev_hash: prev,
+      hash,
+    };
     prev = hash;
     return row;
   });
 }
 
-module.exports = { GENESIS_HASH, canonicalJson, entryHash, chainAuditRows };
+module.exports = { GENESIS_HASH, canonicalJson, entryHash, entryHashParts, chainAuditRows };

@@ -5,7 +5,8 @@ import { type Kysely, type MigrationProvider, Migrator, type Transaction } from 
 import type { Role } from '../auth/roles.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
-import { type AuditRow, chainAuditRows } from './audit-chain.js';
+import { AccessCache } from './access-cache.js';
+import type { AuditRow } from './audit-chain.js';
 import { MIGRATIONS } from './migrations.js';
 import { PeopleStore, type PeopleTables } from './people-store.js';
 import {
@@ -310,18 +311,33 @@ export const API_KEY_WITH_OWNER =
   'SELECT api_keys.*, people.disabled_at AS person_disabled_at FROM api_keys ' +
   'LEFT JOIN people ON people.id = api_keys.person_id WHERE api_keys.id = ?';
 
-export class KyselyStore implements Store {
+export abstract class KyselyStore implements Store {
   readonly people: PeopleStore;
+  /** The signing path's two reads, answered from memory until a change may have happened (access-cache.ts). */
+  protected readonly access = new AccessCache(() => this.readCacheEpoch());
 
   constructor(
     protected readonly db: Kysely<Database>,
     readonly description: string,
   ) {
-    this.people = new PeopleStore(db as unknown as Kysely<PeopleTables>, () => this.accessChanged());
+    // A write there changed whether some API key works (a person disabled, a membership and its keys gone).
+    this.people = new PeopleStore(db as unknown as Kysely<PeopleTables>, () => this.access.forget());
   }
 
-  /** A write changed whether some API key works (a person disabled, a membership and its keys gone). */
-  protected accessChanged(): void {}
+  /** Cache reads and misses, for tests and diagnostics. */
+  get cacheStats(): { hits: number; misses: number } {
+    return this.access.stats;
+  }
+
+  /** Migration 0006's counter, read once per event-loop turn by the access cache. */
+  protected readCacheEpoch(): number | Promise<number> {
+    return this.readCacheEpochRow();
+  }
+
+  private async readCacheEpochRow(): Promise<number> {
+    const row = await this.db.selectFrom('cache_epoch').select('n').where('id', '=', 1).executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
 
   async migrate(): Promise<void> {
     const { error, results } = await new Migrator({ db: this.db, provider }).migrateToLatest();
@@ -366,6 +382,10 @@ export class KyselyStore implements Store {
   }
 
   async createTenant(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord> {
+    return this.access.changing(() => this.createTenantOnce(tenantId, firstKey));
+  }
+
+  private async createTenantOnce(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord> {
     const tenant = { id: tenantId, current_key_id: firstKey.id, created_at: firstKey.createdAt };
     try {
       await this.db.transaction().execute(async (tx) => {
@@ -385,7 +405,16 @@ export class KyselyStore implements Store {
     return row && toTenant(row);
   }
 
-  async getCurrentKey(tenantId: string): Promise<KeyRecord | undefined> {
+  getCurrentKey(tenantId: string): Promise<KeyRecord | undefined> {
+    return this.access.currentKey(tenantId, (id) => this.readCurrentKey(id));
+  }
+
+  /** The database read behind getCurrentKey's cache (the SQLite store prepares its own statement). */
+  protected readCurrentKey(tenantId: string): KeyRecord | undefined | Promise<KeyRecord | undefined> {
+    return this.readCurrentKeyRow(tenantId);
+  }
+
+  private async readCurrentKeyRow(tenantId: string): Promise<KeyRecord | undefined> {
     const row = await this.db
       .selectFrom('tenants')
       .innerJoin('keys', 'keys.id', 'tenants.current_key_id')
@@ -396,6 +425,10 @@ export class KyselyStore implements Store {
   }
 
   async rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+    return this.access.changing(() => this.rotateKeyOnce(tenantId, key));
+  }
+
+  private rotateKeyOnce(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
     return this.db.transaction().execute(async (tx) => {
       const { max } = await tx
         .selectFrom('keys')
@@ -462,7 +495,7 @@ export class KyselyStore implements Store {
 
   async completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
     try {
-      return await this.completeKeyImportOnce(tenantId, key);
+      return await this.access.changing(() => this.completeKeyImportOnce(tenantId, key));
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`key ${key.id} was imported meanwhile`);
       throw err;
@@ -486,6 +519,15 @@ export class KyselyStore implements Store {
   }
 
   async reimportKey(
+    tenantId: string,
+    keyId: string,
+    keyRef: string,
+    materialExpiresAt: string | null,
+  ): Promise<KeyRecord> {
+    return this.access.changing(() => this.reimportKeyOnce(tenantId, keyId, keyRef, materialExpiresAt));
+  }
+
+  private reimportKeyOnce(
     tenantId: string,
     keyId: string,
     keyRef: string,
@@ -531,6 +573,10 @@ export class KyselyStore implements Store {
   }
 
   async createApiKey(r: ApiKeyRecord): Promise<void> {
+    await this.access.changing(() => this.createApiKeyOnce(r));
+  }
+
+  private async createApiKeyOnce(r: ApiKeyRecord): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
       await tx
         .insertInto('api_keys')
@@ -552,7 +598,16 @@ export class KyselyStore implements Store {
     });
   }
 
-  async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
+  getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
+    return this.access.apiKey(id, (keyId) => this.readApiKey(keyId));
+  }
+
+  /** The database read behind getApiKey's cache (the SQLite store prepares its own statement). */
+  protected readApiKey(id: string): ApiKeyRecord | undefined | Promise<ApiKeyRecord | undefined> {
+    return this.readApiKeyRow(id);
+  }
+
+  private async readApiKeyRow(id: string): Promise<ApiKeyRecord | undefined> {
     const row = await this.db
       .selectFrom('api_keys')
       .leftJoin('people', 'people.id', 'api_keys.person_id')
@@ -569,6 +624,10 @@ export class KyselyStore implements Store {
   }
 
   async revokeApiKey(id: string, at: string): Promise<boolean> {
+    return this.access.changing(() => this.revokeApiKeyOnce(id, at));
+  }
+
+  private revokeApiKeyOnce(id: string, at: string): Promise<boolean> {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('api_keys')
@@ -692,29 +751,11 @@ export class KyselyStore implements Store {
     }
   }
 
-  /** One group-commit batch in one transaction: the signature records, then the audit entries chained on. */
-  protected async commitWrites({ signatures, withdrawals, audits }: WriteBatch): Promise<void> {
-    await this.db.transaction().execute(async (tx) => {
-      if (signatures.length > 0) await tx.insertInto('signatures').values(signatures).execute();
-      if (withdrawals.length > 0) await tx.deleteFrom('signatures').where('id', 'in', withdrawals).execute();
-      if (audits.length > 0) {
-        await this.lockAuditChain(tx);
-        const head = await tx
-          .selectFrom('audit_log')
-          .select(['seq', 'hash'])
-          .orderBy('seq', 'desc')
-          .limit(1)
-          .executeTakeFirst();
-        await tx.insertInto('audit_log').values(chainAuditRows(head, audits)).execute();
-      }
-    });
-  }
-
   /**
-   * Taken in the transaction that appends to the audit chain, before it reads the head. SQLite needs nothing (one
-   * writer at a time; a racing process fails on the seq key and retries); PostgreSQL takes a lock (postgres-store).
+   * One group-commit batch in one transaction: the signature records, then the audit entries chained on the log's
+   * head. Each store writes it its own way (SQLite with prepared statements, PostgreSQL in one function call).
    */
-  protected async lockAuditChain(_tx: Transaction<Database>): Promise<void> {}
+  protected abstract commitWrites(writes: WriteBatch): Promise<void>;
 
   async createPendingRequest(r: PendingRequestRecord): Promise<void> {
     await this.db

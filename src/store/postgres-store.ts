@@ -1,9 +1,11 @@
-// The PostgreSQL store, for several service instances sharing one database. Every query is KyselyStore's; what
-// differs is how the audit chain is appended when several processes commit at once (below) and the connection pool.
+// The PostgreSQL store, for several service instances sharing one database. Every query but one is KyselyStore's;
+// what differs is the group commit, which appends to the audit chain when several processes commit at once (below),
+// and the connection pool.
 import { createHash } from 'node:crypto';
-import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { type Database, KyselyStore } from './kysely-store.js';
+import { entryHashParts } from './audit-chain.js';
+import { type Database, KyselyStore, type WriteBatch } from './kysely-store.js';
 
 export interface PostgresStoreOptions {
   /** Connections kept by this process (default 10): enough for group commits plus reads, well under max_connections. */
@@ -26,19 +28,54 @@ export function advisoryLockKey(name: string): bigint {
 const AUDIT_CHAIN_LOCK = advisoryLockKey('signbridge audit chain');
 
 /**
- * The audit chain under several writers: each group commit (all the signature records and audit entries of one
- * event-loop turn, up to WRITE_BATCH_MAX) takes a transaction-scoped advisory lock, reads the head and appends. The
- * lock serialises whole batches, not single entries, so its cost (one lock hand-over and one commit per batch) is
- * shared by every signature in the batch; a crashed instance's lock dies with its connection, and the entries are
- * hashed in the same transaction as their records, so there is never a record without its entry or a gap to fill.
+ * The audit chain under several writers: each group commit (all the signature records and audit entries that
+ * arrived while the previous one was in flight, up to WRITE_BATCH_MAX) is one call of migration 0013's function,
+ * which takes a transaction-scoped advisory lock, reads the chain's head and appends. The lock serialises whole
+ * batches, not single entries, so its cost (one lock hand-over and one commit per batch) is shared by every
+ * signature in the batch; a crashed instance's lock dies with its connection, and the entries are hashed in the
+ * same transaction as their records, so there is never a record without its entry or a gap to fill. One call is
+ * one round trip, commit included: under load every round trip also waits for a turn of this process's event
+ * loop, so the six that a transaction built statement by statement needs made the batch, not the database, the
+ * limit (docs/benchmarks.md).
  */
 export class PostgresStore extends KyselyStore {
   protected override readonly serialFlushes = true;
 
-  protected override async lockAuditChain(tx: Transaction<Database>): Promise<void> {
-    await sql`SELECT pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK})`.execute(tx);
+  constructor(
+    db: Kysely<Database>,
+    description: string,
+    private readonly pool: pg.Pool,
+  ) {
+    super(db, description);
+  }
+
+  // The two statements of the signing path, as named (server-side prepared) statements straight on the pool:
+  // parsed once per connection instead of once per call, and without Kysely's query building.
+  protected override async readCacheEpoch(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: number }>({ name: 'signbridge_cache_epoch', text: CACHE_EPOCH_SQL });
+    return Number(rows[0]?.n);
+  }
+
+  protected override async commitWrites({ signatures, withdrawals, audits }: WriteBatch): Promise<void> {
+    const entries = audits.map((e) => ({
+      at: e.at,
+      tenant_id: e.tenantId,
+      actor: e.actor,
+      action: e.action,
+      outcome: e.outcome,
+      details: JSON.stringify(e.details),
+      ...entryHashParts(e),
+    }));
+    await this.pool.query({
+      name: 'signbridge_group_commit',
+      text: GROUP_COMMIT_SQL,
+      values: [AUDIT_CHAIN_LOCK, JSON.stringify(signatures), withdrawals, JSON.stringify(entries)],
+    });
   }
 }
+
+const CACHE_EPOCH_SQL = 'SELECT n FROM cache_epoch WHERE id = 1';
+const GROUP_COMMIT_SQL = 'SELECT signbridge_group_commit_v1($1::bigint, $2::jsonb, $3::text[], $4::jsonb)';
 
 /** Opens (does not migrate) a PostgreSQL store; `url` is a postgres:// connection string (sslmode honoured). */
 export function openPostgresStore(url: string, options: PostgresStoreOptions = {}): PostgresStore {
@@ -55,7 +92,7 @@ export function openPostgresStore(url: string, options: PostgresStoreOptions = {
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  return new PostgresStore(db, `postgresql:${redactUrl(url)}`);
+  return new PostgresStore(db, `postgresql:${redactUrl(url)}`, pool);
 }
 
 /** The URL without its password, for logs and /readyz. */

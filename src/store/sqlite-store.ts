@@ -17,7 +17,7 @@ import {
   WRITE_BATCH_MAX,
   type WriteBatch,
 } from './kysely-store.js';
-import type { ApiKeyRecord, KeyRecord, TenantRecord } from './store.js';
+import type { ApiKeyRecord, KeyRecord } from './store.js';
 
 const STATEMENT_CACHE_SIZE = 256;
 
@@ -43,16 +43,10 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
 
 /**
  * The signing path's statements, prepared once: the two reads every signature makes (the caller's API key, the
- * tenant's current key) and the group commit of signature records and audit entries. Kysely's query building and
- * its promise chain cost more than SQLite's own work here (the commit went from about 0.45 ms to under 0.1 ms a
- * signature). Same SQL as KyselyStore's; every other query stays there.
- *
- * The two reads are also cached: API keys and current keys change rarely, and each read cost about 20 us on the
- * event loop. The cache is exact, not time-based: this connection's own writes to those tables clear it, and so
- * does a change of the cache epoch (migration 0006), which every write to tenants, keys and API keys raises, from
- * whatever process (`signbridge admin api-key revoke`, an in-process daemon, a second service). Reading the epoch
- * costs as much as the read it saves (every statement opens a WAL snapshot), so it runs once per event-loop turn:
- * a key revoked by another process fails every request from the next turn on (well under a millisecond).
+ * tenant's current key), the cache epoch and the group commit of signature records and audit entries. Kysely's
+ * query building and its promise chain cost more than SQLite's own work here (the commit went from about 0.45 ms
+ * to under 0.1 ms a signature). Same SQL as KyselyStore's; every other query stays there. The reads are answered
+ * synchronously, so a cached read (access-cache.ts) checks the epoch without waiting.
  *
  * With `writerThread`, signature records and audit entries are committed on a thread of their own
  * (sqlite-writer.cjs), in parallel with the signature.
@@ -62,15 +56,6 @@ class SqliteStore extends KyselyStore {
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
   private writeBatch?: (batch: WriteBatch) => void;
   private cacheEpoch?: BetterSqlite3.Statement<[], number>;
-  private seenEpoch = -1;
-  private checkedThisTurn = false;
-  private readonly nextTurn = (): void => {
-    this.checkedThisTurn = false;
-  };
-  private readonly apiKeys = new Map<string, ApiKeyRecord>();
-  private readonly currentKeys = new Map<string, KeyRecord>();
-  /** Cache reads and misses, for tests and diagnostics. */
-  readonly cacheStats = { hits: 0, misses: 0 };
 
   constructor(
     db: Kysely<Database>,
@@ -83,66 +68,23 @@ class SqliteStore extends KyselyStore {
   }
 
   // Prepared on first use: the tables exist only after migrate().
-  override async getApiKey(id: string): Promise<ApiKeyRecord | undefined> {
-    this.checkFresh();
-    const cached = this.apiKeys.get(id);
-    if (cached) return this.hit(cached);
+  protected override readApiKey(id: string): ApiKeyRecord | undefined {
     this.apiKeyById ??= this.sqlite.prepare(API_KEY_WITH_OWNER);
     const row = this.apiKeyById.get(id);
-    const record = row && toApiKey(row);
-    // Only rows that exist are kept (unknown ids are not, so guessing cannot fill the cache).
-    if (record) remember(this.apiKeys, id, record);
-    this.cacheStats.misses++;
-    return record;
+    return row && toApiKey(row);
   }
 
-  override async getCurrentKey(tenantId: string): Promise<KeyRecord | undefined> {
-    this.checkFresh();
-    const cached = this.currentKeys.get(tenantId);
-    if (cached) return this.hit(cached);
+  protected override readCurrentKey(tenantId: string): KeyRecord | undefined {
     this.currentKeyByTenant ??= this.sqlite.prepare(
       'SELECT keys.* FROM tenants JOIN keys ON keys.id = tenants.current_key_id WHERE tenants.id = ?',
     );
     const row = this.currentKeyByTenant.get(tenantId);
-    const key = row && toKey(row);
-    if (key) remember(this.currentKeys, tenantId, key);
-    this.cacheStats.misses++;
-    return key;
+    return row && toKey(row);
   }
 
-  // This connection's writes to the cached tables: forget before (a read racing the write sees the old row or
-  // reads anew) and after (nothing read meanwhile outlives the write).
-  override async createTenant(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord> {
-    return this.changing(() => super.createTenant(tenantId, firstKey));
-  }
-
-  override async rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
-    return this.changing(() => super.rotateKey(tenantId, key));
-  }
-
-  override async completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
-    return this.changing(() => super.completeKeyImport(tenantId, key));
-  }
-
-  override async reimportKey(
-    tenantId: string,
-    keyId: string,
-    keyRef: string,
-    materialExpiresAt: string | null,
-  ): Promise<KeyRecord> {
-    return this.changing(() => super.reimportKey(tenantId, keyId, keyRef, materialExpiresAt));
-  }
-
-  override async createApiKey(record: ApiKeyRecord): Promise<void> {
-    return this.changing(() => super.createApiKey(record));
-  }
-
-  override async revokeApiKey(id: string, at: string): Promise<boolean> {
-    return this.changing(() => super.revokeApiKey(id, at));
-  }
-
-  protected override accessChanged(): void {
-    this.forget();
+  protected override readCacheEpoch(): number {
+    this.cacheEpoch ??= this.sqlite.prepare<[], number>('SELECT n FROM cache_epoch WHERE id = 1').pluck();
+    return this.cacheEpoch.get() as number;
   }
 
   override async close(): Promise<void> {
@@ -205,46 +147,6 @@ class SqliteStore extends KyselyStore {
       gate?.leave();
     }
   }
-
-  private checkFresh(): void {
-    if (this.checkedThisTurn) return;
-    this.checkedThisTurn = true;
-    setImmediate(this.nextTurn);
-    // Prepared on first use: the table exists only after migrate().
-    this.cacheEpoch ??= this.sqlite.prepare<[], number>('SELECT n FROM cache_epoch WHERE id = 1').pluck();
-    const epoch = this.cacheEpoch.get() as number;
-    if (epoch !== this.seenEpoch) {
-      this.forget();
-      this.seenEpoch = epoch;
-    }
-  }
-
-  private hit<T>(value: T): T {
-    this.cacheStats.hits++;
-    return value;
-  }
-
-  private forget(): void {
-    this.apiKeys.clear();
-    this.currentKeys.clear();
-  }
-
-  private async changing<T>(write: () => Promise<T>): Promise<T> {
-    this.forget();
-    try {
-      return await write();
-    } finally {
-      this.forget();
-    }
-  }
-}
-
-/** Entries kept per cache; past it the oldest goes (Map keeps insertion order). */
-const CACHE_MAX = 10_000;
-
-function remember<V>(cache: Map<string, V>, key: string, value: V): void {
-  if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
-  cache.set(key, Object.freeze(value));
 }
 
 const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
@@ -494,7 +396,6 @@ export interface SqliteStoreOptions {
 }
 
 export type SqliteKyselyStore = KyselyStore & {
-  readonly cacheStats: { hits: number; misses: number };
   checkpointNow(): Promise<CheckpointerStats | undefined>;
 };
 

@@ -15,9 +15,16 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `signbridge server` on an ephemeral port and waits for its "ready" log line. */
+/**
+ * Starts `signbridge server` on an ephemeral port and waits for its "ready" log line. Node's own flags for it come
+ * from SIGNBRIDGE_SERVER_NODE_ARGS in `env` (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile a bench run;
+ * NODE_OPTIONS refuses --cpu-prof).
+ */
 export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [CLI, 'server', '--listen', '127.0.0.1:0', ...args], {
+  const nodeArgs = (env.SIGNBRIDGE_SERVER_NODE_ARGS ?? process.env.SIGNBRIDGE_SERVER_NODE_ARGS ?? '')
+    .split(' ')
+    .filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, CLI, 'server', '--listen', '127.0.0.1:0', ...args], {
     env: { ...process.env, ...env },
   });
   let out = '';

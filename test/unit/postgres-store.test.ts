@@ -1,11 +1,12 @@
 // The Store contract on PostgreSQL, with what several instances sharing one database need: one audit chain when
 // two stores (two service instances) commit at once, exact compare-and-set on pending requests, one trial count.
 // Runs on the run's private cluster (test/global-setup.ts); skipped where PostgreSQL is not installed.
+import { setImmediate } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
 import { openPostgresStore, type PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
-import type { AuditEntry, PendingRequestRecord } from '../../src/store/store.js';
+import type { AuditEntry, AuditEntryInput, PendingRequestRecord } from '../../src/store/store.js';
 import { ConflictError } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
@@ -92,6 +93,48 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
     expect(all.map((e) => e.seq)).toEqual(all.map((_, i) => i + 1));
     expect(walkChain(all)).toEqual({ problems: [], verified: all.length });
     expect(await b.listSignatures('t3', 1000)).toHaveLength(600);
+  });
+
+  it('hashes in the database exactly as the application does, whatever the entry holds', async () => {
+    const [head] = (await a.readAudit(0, 100_000)).slice(-1);
+    const tricky: AuditEntryInput[] = [
+      { ...entry('ключ 🔑 "quoted" \\ back', 1), tenantId: 'tenant "x"' },
+      { ...entry('a', 2), details: { seq: -1, tenant_id: 'not this one', nested: { z: [1, 'two', null] }, nl: '\n' } },
+      { ...entry('b', 3), tenantId: null, details: {} },
+    ];
+    for (const e of tricky) await a.appendAudit(e);
+    const written = (await b.readAudit(head?.seq ?? 0, 10)).slice(0, 3);
+    // The rows the JavaScript chain would have written on the same head: same seqs, same hashes.
+    const expected = chainAuditRows(head && { seq: head.seq, hash: head.hash }, tricky);
+    expect(written.map((w) => [w.seq, w.prevHash, w.hash])).toEqual(expected.map((r) => [r.seq, r.prev_hash, r.hash]));
+    expect(written.map((w) => [w.actor, w.tenantId, w.details])).toEqual(
+      tricky.map((t) => [t.actor, t.tenantId, t.details]),
+    );
+  });
+
+  it('answers API keys and current keys from memory, and sees another instance’s change from its next turn', async () => {
+    await a.createApiKey({
+      id: 'cached',
+      secretHash: '00',
+      tenantId: 't1',
+      role: 'signer',
+      label: '',
+      createdAt: new Date().toISOString(),
+      revokedAt: null,
+    });
+    await b.getApiKey('cached');
+    await b.getCurrentKey('t1');
+    await setImmediate();
+    const before = { ...b.cacheStats };
+    expect((await b.getApiKey('cached'))?.revokedAt).toBeNull();
+    expect((await b.getCurrentKey('t1'))?.id).toBe('k3');
+    expect(b.cacheStats).toEqual({ hits: before.hits + 2, misses: before.misses });
+    // Revoked and rotated through the other instance: refused and current from b's very next lookup.
+    expect(await a.revokeApiKey('cached', new Date().toISOString())).toBe(true);
+    const { version: _v, ...next } = key('k4', 't1');
+    await a.rotateKey('t1', next);
+    expect((await b.getApiKey('cached'))?.revokedAt).not.toBeNull();
+    expect((await b.getCurrentKey('t1'))?.id).toBe('k4');
   });
 
   it('refuses a second successor of an entry (a fork) at the database', async () => {
