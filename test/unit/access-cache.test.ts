@@ -70,7 +70,11 @@ describe('AccessCache', () => {
     let rowReads = 0;
     const cache = new AccessCache(() => 1);
     for (let i = 0; i < 3; i++) {
-      expect(await cache.apiKey('nope', () => (rowReads++, undefined))).toBeUndefined();
+      const nothing = () => {
+        rowReads++;
+        return undefined;
+      };
+      expect(await cache.apiKey('nope', nothing)).toBeUndefined();
       await nextTurn();
     }
     expect(rowReads).toBe(3);
@@ -80,7 +84,10 @@ describe('AccessCache', () => {
     const epochs = pendingEpochs();
     const cache = new AccessCache(epochs.read);
     let rowReads = 0;
-    const read = async (id: string) => (rowReads++, apiKey(id));
+    const read = async (id: string) => {
+      rowReads++;
+      return apiKey(id);
+    };
     const first = [cache.apiKey('k', read), cache.currentKey('t', async () => undefined)];
     expect(epochs.sent).toBe(1);
     await Promise.resolve();
@@ -135,7 +142,10 @@ describe('AccessCache', () => {
     release();
     await during;
     await nextTurn();
-    await cache.apiKey('k', async (id) => (rowReads++, apiKey(id)));
+    await cache.apiKey('k', async (id) => {
+      rowReads++;
+      return apiKey(id);
+    });
     expect(rowReads).toBe(2); // the read that straddled the write was not kept
   });
 
