@@ -15,6 +15,7 @@ import { packagePath } from '../src/paths.js';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
+import { type CpuShare, countCpu } from './cpu.js';
 import { measurePaths } from './paths.js';
 import { measureSoftwareSigning } from './raw-software.js';
 import { summarise } from './stats.js';
@@ -40,6 +41,8 @@ interface Row {
   p50Ms: number;
   p99Ms: number;
   errors: number;
+  /** CPU per signature by process (concurrency-32 rows of the service on SQLite and on PostgreSQL). */
+  cpu?: CpuShare;
 }
 const rows: Row[] = [];
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
@@ -134,6 +137,7 @@ try {
     });
     for (const connections of [32]) {
       log(`service sign ${spec}, ${connections} connection(s), ${seconds} s`);
+      const cpuUsed = countCpu([server.child.pid as number]);
       const result = await autocannon({
         url: `${server.url}/v1/sign`,
         method: 'POST',
@@ -150,6 +154,7 @@ try {
         p50Ms: result.latency.p50,
         p99Ms: result.latency.p99,
         errors: result.non2xx + result.errors,
+        cpu: cpuUsed(result.requests.total, result.duration),
       });
     }
   }
@@ -231,6 +236,7 @@ if (process.env.BENCH_POSTGRES !== '0') {
     /** autocannon against each instance at once, `connections` split evenly; the rates add up. */
     const load = async (spec: string, connections: number, duration: number) => {
       const { signer, body } = pgRequests.get(spec) as { signer: string; body: string };
+      const cpuUsed = countCpu(instances.map((instance) => instance.child.pid as number));
       const results = await Promise.all(
         instances.map((instance) =>
           autocannon({
@@ -248,6 +254,10 @@ if (process.env.BENCH_POSTGRES !== '0') {
         p50Ms: Math.max(...results.map((r) => r.latency.p50)),
         p99Ms: Math.max(...results.map((r) => r.latency.p99)),
         errors: results.reduce((n, r) => n + r.non2xx + r.errors, 0),
+        cpu: cpuUsed(
+          results.reduce((n, r) => n + r.requests.total, 0),
+          duration,
+        ),
       };
     };
     for (const count of [1, 2]) {
@@ -312,9 +322,22 @@ const table = [
       `| ${r.path} | ${r.spec} | ${r.concurrency} | ${fmt(r.perSecond)} | ${fmt(r.p50Ms, 2)} | ${fmt(r.p99Ms, 2)} | ${r.errors} |`,
   ),
 ].join('\n');
+// Where the CPU of the 2 cores went, per signature: the arithmetic behind the PostgreSQL aims.
+const cpuRows = rows.filter((r) => r.cpu);
+const cpuTable = [
+  '| path | key | signatures/s | service µs/signature | PostgreSQL µs/signature | load generator µs/signature | cores busy |',
+  '|---|---|---|---|---|---|---|',
+  ...cpuRows.map((r) => {
+    const c = r.cpu as CpuShare;
+    return `| ${r.path} | ${r.spec} | ${fmt(r.perSecond)} | ${c.serviceUs} | ${c.postgresUs} | ${c.loadUs} | ${c.cores} |`;
+  }),
+].join('\n');
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 const measured = `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} × ${cpu}, Node ${process.version}, ${seconds} s per row.`;
-const section = `<!-- bench:service:start -->\n${measured}\n\n${table}\n\nAgainst the aims:\n${goals.map((g) => `- ${g}`).join('\n')}\n<!-- bench:service:end -->`;
+const cpuSection = cpuRows.length
+  ? `\n\nCPU time per signature at concurrency 32, by process (from /proc over the same seconds):\n\n${cpuTable}`
+  : '';
+const section = `<!-- bench:service:start -->\n${measured}\n\n${table}${cpuSection}\n\nAgainst the aims:\n${goals.map((g) => `- ${g}`).join('\n')}\n<!-- bench:service:end -->`;
 
 const skipPaths = process.env.BENCH_PATHS === '0';
 if (!skipPaths) log('the bridge paths (C client build/native/sbp11_bench)');

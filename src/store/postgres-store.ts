@@ -49,10 +49,11 @@ export class PostgresStore extends KyselyStore {
     super(db, description);
   }
 
-  // The two statements of the signing path, as named (server-side prepared) statements straight on the pool:
-  // parsed once per connection instead of once per call, and without Kysely's query building.
+  // The two statements of the signing path go straight to the pool, without Kysely's query building. They stay
+  // unnamed (parsed per call, like Kysely's): a named statement lives on one server connection, which PgBouncer in
+  // transaction mode does not keep for a client, and naming them gained nothing measurable here.
   protected override async readCacheEpoch(): Promise<number> {
-    const { rows } = await this.pool.query<{ n: number }>({ name: 'signbridge_cache_epoch', text: CACHE_EPOCH_SQL });
+    const { rows } = await this.pool.query<{ n: number }>(CACHE_EPOCH_SQL);
     return Number(rows[0]?.n);
   }
 
@@ -66,11 +67,12 @@ export class PostgresStore extends KyselyStore {
       details: JSON.stringify(e.details),
       ...entryHashParts(e),
     }));
-    await this.pool.query({
-      name: 'signbridge_group_commit',
-      text: GROUP_COMMIT_SQL,
-      values: [AUDIT_CHAIN_LOCK, JSON.stringify(signatures), withdrawals, JSON.stringify(entries)],
-    });
+    await this.pool.query(GROUP_COMMIT_SQL, [
+      AUDIT_CHAIN_LOCK,
+      JSON.stringify(signatures),
+      withdrawals,
+      JSON.stringify(entries),
+    ]);
   }
 }
 
