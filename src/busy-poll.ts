@@ -89,14 +89,16 @@ export class BusyPoll {
 
 /**
  * The window in force: SIGNBRIDGE_BUSY_POLL_MS (a number of ms from 0 to 10; 0 turns busy polling off), else the
- * config file's busyPollMs, else the default. A bad environment value is reported through `configError`.
+ * config file's busyPollMs, else the default (`fallback`). A bad environment value is reported through
+ * `configError`.
  */
 export function busyPollSetting(
   fromEnv: string | undefined,
   fromFile: number | undefined,
   configError: (message: string) => Error,
+  fallback = DEFAULT_BUSY_POLL_MS,
 ): number {
-  if (fromEnv === undefined || fromEnv === '') return fromFile ?? DEFAULT_BUSY_POLL_MS;
+  if (fromEnv === undefined || fromEnv === '') return fromFile ?? fallback;
   const ms = Number(fromEnv);
   if (!/^\s*[0-9.]+\s*$/.test(fromEnv) || !Number.isFinite(ms) || ms > 10) {
     throw configError(`SIGNBRIDGE_BUSY_POLL_MS must be a number of milliseconds from 0 to 10, got "${fromEnv}"`);

@@ -8,7 +8,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
 import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../auth/oidc/settings.js';
-import { busyPollSetting } from '../busy-poll.js';
+import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
   {
@@ -259,7 +259,14 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     },
     trustProxy: trustProxySetting(env.SIGNBRIDGE_TRUST_PROXY ?? file.trustProxy),
     bodyLimit: file.bodyLimitBytes ?? 4 * 1024 * 1024,
-    busyPollMs: busyPollSetting(env.SIGNBRIDGE_BUSY_POLL_MS, file.busyPollMs, (m) => new ConfigError(m)),
+    // Off by default on PostgreSQL: there the loop waits for the database under load too, and polling through
+    // those waits took the CPU of PostgreSQL and of other instances (docs/benchmarks.md: 14-18% of the throughput).
+    busyPollMs: busyPollSetting(
+      env.SIGNBRIDGE_BUSY_POLL_MS,
+      file.busyPollMs,
+      (m) => new ConfigError(m),
+      store.type === 'postgres' ? 0 : DEFAULT_BUSY_POLL_MS,
+    ),
     ...metricsSetting(env.SIGNBRIDGE_METRICS_LISTEN, file.metrics),
     ...((env.SIGNBRIDGE_PUBLIC_URL ?? file.publicUrl) !== undefined && {
       publicUrl: (env.SIGNBRIDGE_PUBLIC_URL ?? file.publicUrl) as string,

@@ -100,6 +100,13 @@ describe('the busy-poll setting', () => {
     writeFileSync(good, `dataDir: ${dir}\nbusyPollMs: 0\n`);
     expect(resolveConfig({ configFile: good, env: {} }).busyPollMs).toBe(0);
     expect(resolveConfig({ dataDir: dir, env: {} }).busyPollMs).toBe(DEFAULT_BUSY_POLL_MS);
+    // Off by default with the state in PostgreSQL, unless set.
+    const database = 'postgres://signbridge@db.example/signbridge';
+    expect(resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_DATABASE_URL: database } }).busyPollMs).toBe(0);
+    expect(
+      resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_DATABASE_URL: database, SIGNBRIDGE_BUSY_POLL_MS: '0.5' } })
+        .busyPollMs,
+    ).toBe(0.5);
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, `dataDir: ${dir}\nbusyPollMs: 50\n`);
     expect(() => resolveConfig({ configFile: bad, env: {} })).toThrow(/busyPollMs/);
