@@ -13,17 +13,29 @@ function processCpuMs(pid: number): number {
   }
 }
 
-/** CPU of every process named `postgres` (the postmaster, its backends, the WAL writer, the checkpointer). */
-function postgresCpuMs(): number {
-  let total = 0;
+/**
+ * CPU of every process named `postgres` (the postmaster, its backends, the WAL writer, the checkpointer), by pid:
+ * a backend may end during a measurement (the pool closes idle connections), so deltas are taken per process.
+ */
+function postgresCpuMs(): Map<number, number> {
+  const byPid = new Map<number, number>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') total += processCpuMs(Number(entry));
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') {
+        byPid.set(Number(entry), processCpuMs(Number(entry)));
+      }
     } catch {
       // ended meanwhile
     }
   }
+  return byPid;
+}
+
+/** CPU used since `before` by the processes alive now (one that ended meanwhile is not counted: a lower bound). */
+function postgresCpuSince(before: Map<number, number>): number {
+  let total = 0;
+  for (const [pid, ms] of postgresCpuMs()) total += ms - (before.get(pid) ?? 0);
   return total;
 }
 
@@ -43,7 +55,7 @@ export function countCpu(servicePids: number[]): (requests: number, seconds: num
   const load0 = process.cpuUsage();
   return (requests, seconds) => {
     const serviceMs = servicePids.reduce((sum, pid, i) => sum + processCpuMs(pid) - (service0[i] ?? 0), 0);
-    const postgresMs = postgresCpuMs() - postgres0;
+    const postgresMs = postgresCpuSince(postgres0);
     const load = process.cpuUsage(load0);
     const loadMs = (load.user + load.system) / 1000;
     const per = (ms: number) => Math.round((ms * 1000) / Math.max(requests, 1));

@@ -2,11 +2,15 @@
 // cluster, fsync on), 64 concurrent clients split over both, RSA-2048 and P-256 signatures mixed, for SOAK_SECONDS
 // (default 600). At the end: errors (must be 0), audit `signed` entries equal to signatures issued, the instances'
 // memory over time (must be flat), and `admin audit verify`. Prints a Markdown summary for docs/benchmarks.md.
+
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
-import { runCli, startServerProcess } from '../test/helpers/cli.js';
+import { CLI, runCli, startServerProcess } from '../test/helpers/cli.js';
 import { startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
 
@@ -20,6 +24,25 @@ function rssMiB(pid: number): number {
     .split('\n')
     .find((l) => l.startsWith('VmRSS:'));
   return Math.round(Number(line?.replace(/\D+/g, '') ?? 0) / 1024);
+}
+
+/**
+ * `signbridge admin audit export` as an operator runs it, into a file (a soak's log is hundreds of MB, past any
+ * pipe buffer), then its `signed` entries counted line by line.
+ */
+async function countExportedSigned(database: string): Promise<number> {
+  const file = join(makeTempDir('sb-soak-export-'), 'audit.jsonl');
+  const out = openSync(file, 'w', 0o600);
+  const res = spawnSync(process.execPath, [CLI, 'admin', 'audit', 'export', '--database', database], {
+    stdio: ['ignore', out, 'pipe'],
+  });
+  closeSync(out);
+  if (res.status !== 0) throw new Error(`audit export failed: ${res.stderr}`);
+  let signed = 0;
+  for await (const line of createInterface({ input: createReadStream(file) })) {
+    if (line.includes('"outcome":"signed"')) signed++;
+  }
+  return signed;
 }
 
 const cluster = await startPostgresCluster();
@@ -99,8 +122,7 @@ try {
   clearInterval(sampler);
   const elapsed = (performance.now() - started) / 1000;
   for (const p of pools) await p.close();
-  const exported = admin('audit', 'export').stdout.trim().split('\n');
-  const signedEntries = exported.filter((l) => l.includes('"outcome":"signed"')).length;
+  const signedEntries = await countExportedSigned(database);
   const verify = admin('audit', 'verify');
   await one.stop();
   await two.stop();
