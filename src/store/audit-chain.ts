@@ -22,6 +22,7 @@ interface AuditHash {
   canonicalJson(value: unknown): string;
   entryHash(seq: number, prevHash: string, e: AuditEntryInput): string;
   entryHashParts(e: AuditEntryInput): { before: string; after: string };
+  auditColumns(e: AuditEntryInput): Omit<AuditRow, 'seq' | 'prev_hash' | 'hash'>;
   chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditEntryInput[]): AuditRow[];
 }
 
@@ -34,6 +35,8 @@ export const canonicalJson = auditHash.canonicalJson;
 export const entryHash = auditHash.entryHash;
 /** An entry's canonical JSON split around its seq (`before + seq + after`), for appenders that learn seq late. */
 export const entryHashParts = auditHash.entryHashParts;
+/** An entry's audit_log columns besides seq and the hashes (details as JSON text). */
+export const auditColumns = auditHash.auditColumns;
 /** The audit_log rows for `entries`, chained on the log's current head (undefined: the log is empty). */
 export const chainAuditRows = auditHash.chainAuditRows;
 

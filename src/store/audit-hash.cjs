@@ -69,20 +69,16 @@ function chainAuditRows(head, entries) {
   return entries.map((e) => {
     seq++;
     const hash = hashFromParts(prev, seq, entryHashParts(e));
-    const row = {
-      seq,
-      at: e.at,
-      tenant_id: e.tenantId,
-      actor: e.actor,
-      action: e.action,
-      outcome: e.outcome,
-      details: JSON.stringify(e.details),
-      prev_hash: prev,
-      hash,
-    };
+    const row = { seq, ...auditColumns(e), prev_hash: prev, hash };
     prev = hash;
     return row;
   });
 }
 
-module.exports = { GENESIS_HASH, canonicalJson, entryHash, entryHashParts, chainAuditRows };
+/** An entry's audit_log columns besides seq and the hashes (details as JSON text). */
+function auditColumns(e) {
+  const { seq: _seq, ...fields } = hashedFields(0, e);
+  return { ...fields, details: JSON.stringify(e.details) };
+}
+
+module.exports = { GENESIS_HASH, canonicalJson, entryHash, entryHashParts, auditColumns, chainAuditRows };

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { entryHashParts } from './audit-chain.js';
+import { auditColumns, entryHashParts } from './audit-chain.js';
 import { type Database, KyselyStore, type WriteBatch } from './kysely-store.js';
 
 export interface PostgresStoreOptions {
@@ -58,15 +58,7 @@ export class PostgresStore extends KyselyStore {
   }
 
   protected override async commitWrites({ signatures, withdrawals, audits }: WriteBatch): Promise<void> {
-    const entries = audits.map((e) => ({
-      at: e.at,
-      tenant_id: e.tenantId,
-      actor: e.actor,
-      action: e.action,
-      outcome: e.outcome,
-      details: JSON.stringify(e.details),
-      ...entryHashParts(e),
-    }));
+    const entries = audits.map((e) => ({ ...auditColumns(e), ...entryHashParts(e) }));
     await this.pool.query(GROUP_COMMIT_SQL, [
       AUDIT_CHAIN_LOCK,
       JSON.stringify(signatures),
