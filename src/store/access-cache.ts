@@ -5,10 +5,12 @@
 // "Exactly" means not time-based. Every write to tenants, keys and API keys raises the cache epoch in its own
 // transaction (migration 0006), from whatever process made it: `signbridge admin api-key revoke`, an in-process
 // daemon, another service instance on the same PostgreSQL. The epoch is read once per event-loop turn, and a
-// change empties the cache. So a key revoked anywhere is refused from the first request handled after the revoke
-// committed. Reading the epoch per turn, not per request, is what makes the cache pay: on SQLite a read costs as
-// much as the one it saves (a WAL snapshot each), on PostgreSQL a round trip. On PostgreSQL, every request of a
-// turn waits for that turn's one read, which was sent after all of them arrived.
+// change empties the cache. So a key revoked anywhere is refused from the first request that arrives after the
+// revoke committed: the turn's read is made after the turn's requests arrived (on PostgreSQL every request of the
+// turn waits for it). Reading the epoch per turn, not per request, is what makes the cache pay: on SQLite a read
+// costs as much as the one it saves (a WAL snapshot each), on PostgreSQL a round trip. One edge: when a poll
+// returns a full batch (1,024 ready events), libuv polls again within the same turn, and requests from that second
+// batch share the turn's read; that takes over a thousand sockets ready at once.
 //
 // This process's own writes empty the cache too, and a read that began before a write or an epoch change is not
 // kept (the generation below), so nothing read from before a change outlives it.
