@@ -2,7 +2,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MoveError, type MoveReport, moveStore } from '../store/move-store.js';
-import { openPostgresStore } from '../store/postgres-store.js';
+import { openPostgresStore, postgresUrlProblem } from '../store/postgres-store.js';
 import { openSqliteStore } from '../store/sqlite-store.js';
 import { verifyAuditChain } from '../store/verify-chain.js';
 
@@ -16,9 +16,8 @@ function sqliteFile(from: string): string {
 }
 
 export async function moveInstallation(from: string, to: string, progress: (m: string) => void): Promise<MoveReport> {
-  if (!/^postgres(ql)?:\/\//.test(to)) {
-    throw new MoveError('--to must be a postgres://user:password@host:port/dbname URL');
-  }
+  const problem = postgresUrlProblem(to);
+  if (problem) throw new MoveError(`--to ${problem}`);
   const source = openSqliteStore(sqliteFile(from));
   const target = openPostgresStore(to);
   try {

@@ -9,6 +9,7 @@ import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
 import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../auth/oidc/settings.js';
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
+import { postgresUrlProblem, redactUrl } from '../store/postgres-store.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
   {
@@ -199,8 +200,13 @@ function storeSetting(url: string | undefined, file: ConfigFile['store'], dataDi
     type: 'sqlite',
     path: isAbsolute(path) ? path : join(dataDir, path),
   });
+  const postgresAt = (from: string, at: string) => {
+    const problem = postgresUrlProblem(at);
+    if (problem) throw new ConfigError(`the database URL (${from}) ${problem}; got "${redactUrl(at)}"`);
+  };
   if (url !== undefined) {
     if (/^postgres(ql)?:\/\//.test(url)) {
+      postgresAt('--database or SIGNBRIDGE_DATABASE_URL', url);
       return { type: 'postgres', url, ...(file?.type === 'postgres' && file.poolSize && { poolSize: file.poolSize }) };
     }
     if (url.startsWith('sqlite:') && url.length > 'sqlite:'.length) return sqliteAt(url.slice('sqlite:'.length));
@@ -211,6 +217,7 @@ function storeSetting(url: string | undefined, file: ConfigFile['store'], dataDi
   }
   if (file?.type === 'postgres') {
     if (!file.url) throw new ConfigError('store.type postgres needs store.url or SIGNBRIDGE_DATABASE_URL');
+    postgresAt('store.url', file.url);
     return { type: 'postgres', url: file.url, ...(file.poolSize && { poolSize: file.poolSize }) };
   }
   return sqliteAt(file?.path ?? 'signbridge.db');

@@ -342,9 +342,10 @@ export abstract class KyselyStore implements Store {
   async migrate(): Promise<void> {
     const { error, results } = await new Migrator({ db: this.db, provider }).migrateToLatest();
     if (error) {
-      const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
+      const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       // The cause stays attached: a connection that failed before any migration ran is a store fault to wait out.
-      throw new Error(`store migration ${failed} failed: ${String(error)}`, { cause: error });
+      const what = failed ? `store migration ${failed} failed` : 'cannot open the store';
+      throw new Error(`${what}: ${String(error)}`, { cause: error });
     }
   }
 

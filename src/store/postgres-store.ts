@@ -89,6 +89,17 @@ export function openPostgresStore(url: string, options: PostgresStoreOptions = {
   return new PostgresStore(db, `postgresql:${redactUrl(url)}`, pool);
 }
 
+/** Why `url` cannot be a PostgreSQL connection URL, or undefined when it can (checked before any connection). */
+export function postgresUrlProblem(url: string): string | undefined {
+  if (!/^postgres(ql)?:\/\//.test(url)) return 'must be a postgres://user:password@host:port/dbname URL';
+  try {
+    new URL(url); // what pg parses it with
+  } catch {
+    return 'is not a valid URL: check the host, the port (1-65535) and that the password is percent-encoded';
+  }
+  return undefined;
+}
+
 /** The URL without its password, for logs and /readyz. */
 export function redactUrl(url: string): string {
   try {

@@ -48,7 +48,8 @@ function asPostgres(bin: string, args: string[]): void {
   execFileSync(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-export async function startPostgresCluster(): Promise<PostgresCluster> {
+/** `settings`: more server settings (`name=value`, e.g. TLS for the TLS test). */
+export async function startPostgresCluster(settings: string[] = []): Promise<PostgresCluster> {
   const bin = postgresBinDir();
   if (!bin) throw new Error('PostgreSQL is not installed: scripts/setup.sh installs it (apt-get install postgresql)');
   const dir = mkdtempSync(join(tmpdir(), 'signbridge-pg-'));
@@ -60,7 +61,10 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
   const data = join(dir, 'data');
   asPostgres(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync']);
   const port = await freePort();
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on`;
+  const options = [
+    `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on`,
+    ...settings.map((setting) => `-c ${setting}`),
+  ].join(' ');
   const start = () =>
     asPostgres(join(bin, 'pg_ctl'), ['-D', data, '-l', join(dir, 'log'), '-w', '-o', options, 'start']);
   const stop = () => asPostgres(join(bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);

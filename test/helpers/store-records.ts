@@ -1,5 +1,6 @@
-// Records for the Store contract tests (SQLite and PostgreSQL): a key version, a signature record, an audit entry.
-import type { AuditEntryInput, KeyRecord, SignatureRecord } from '../../src/store/store.js';
+// Records for the Store contract tests (SQLite and PostgreSQL): a key version, a signature record, an audit entry,
+// an API key.
+import type { ApiKeyRecord, AuditEntryInput, KeyRecord, SignatureRecord } from '../../src/store/store.js';
 
 export const keyRecord = (id: string, tenantId: string, version = 1): KeyRecord => ({
   id,
@@ -31,4 +32,16 @@ export const auditEntry = (actor: string, i: number): AuditEntryInput => ({
   action: 'sign',
   outcome: 'signed',
   details: { i },
+});
+
+/** An operator's API key with no tenant; `overrides` for the rest. */
+export const apiKeyRecord = (id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord => ({
+  id,
+  secretHash: '00',
+  tenantId: null,
+  role: 'operator',
+  label: '',
+  createdAt: new Date().toISOString(),
+  revokedAt: null,
+  ...overrides,
 });

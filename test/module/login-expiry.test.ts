@@ -10,6 +10,7 @@ import pkcs11js from 'pkcs11js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLoginFiles, type LoginFiles, writeLogin } from '../../daemon/login-files.js';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
+import { ckr } from '../helpers/ckr.js';
 import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 import { waitForSocket } from './harness.js';
@@ -36,15 +37,6 @@ const signIn = (apiKey: string, expiresAt: string) =>
     created_at: new Date().toISOString(),
   });
 const later = () => new Date(Date.now() + 2 * 3600_000).toISOString();
-
-function ckr(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (err) {
-    return /CKR_[A-Z_]+/.exec(String(err))?.[0] ?? String(err);
-  }
-  return 'CKR_OK';
-}
 
 function sign(message: Buffer): Buffer {
   lib.C_SignInit(session, { mechanism: P.CKM_ECDSA }, key);

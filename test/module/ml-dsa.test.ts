@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { parseMlDsaSpki } from '../../src/crypto/spki.js';
+import { ckr } from '../helpers/ckr.js';
 import { runCli } from '../helpers/cli.js';
 import { docSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -48,15 +49,6 @@ function rawKey(spec: MlDsaSpec): Buffer {
   const parsed = parseMlDsaSpki(der);
   if (parsed?.spec !== spec) throw new Error(`${spec}: the service's public key is not an ${spec} SPKI`);
   return parsed.publicKey;
-}
-
-function ckr(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (err) {
-    return /CKR_[A-Z_]+/.exec(String(err))?.[0] ?? String(err);
-  }
-  return 'CKR_OK';
 }
 
 beforeAll(async () => {

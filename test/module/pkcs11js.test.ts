@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { type KeySpec, keyInfo } from '../../src/crypto/algorithms.js';
 import { DIGEST_INFO_PREFIX } from '../../src/crypto/encoding.js';
+import { ckr } from '../helpers/ckr.js';
 import { type Stack, startStack, tenantFor } from './harness.js';
 
 const SPECS: KeySpec[] = ['RSA_2048', 'RSA_3072', 'ECC_NIST_P256', 'ECC_NIST_P384', 'ECC_NIST_P521'];
@@ -120,15 +121,6 @@ const casesFor = (spec: KeySpec): Case[] => {
   // An EC key signs every SHA-2 digest, whatever its curve (TLS 1.2 hands a P-384 key SHA-256).
   return info.family === 'rsa' ? rsaCases() : (['sha256', 'sha384', 'sha512'] as const).flatMap(ecCases);
 };
-
-function ckr(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (err) {
-    return /CKR_[A-Z_]+/.exec(String(err))?.[0] ?? String(err);
-  }
-  return 'CKR_OK';
-}
 
 describe('every mechanism with every key spec', () => {
   const all = SPECS.flatMap((spec) => casesFor(spec).map((c) => [spec, c.name, c] as const));

@@ -7,16 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { AccessCache } from '../../src/store/access-cache.js';
 import { canonicalJson, chainAuditRows, entryHash, entryHashParts } from '../../src/store/audit-chain.js';
 import type { ApiKeyRecord, AuditEntryInput } from '../../src/store/store.js';
+import { apiKeyRecord } from '../helpers/store-records.js';
 
-const apiKey = (id: string, revokedAt: string | null = null): ApiKeyRecord => ({
-  id,
-  secretHash: '00',
-  tenantId: null,
-  role: 'operator',
-  label: '',
-  createdAt: '2026-11-24T00:00:00.000Z',
-  revokedAt,
-});
+const apiKey = (id: string, revokedAt: string | null = null) => apiKeyRecord(id, { revokedAt });
 
 /** An asynchronous epoch source: each read waits until the test answers it. */
 function pendingEpochs() {

@@ -89,6 +89,32 @@ describe('service configuration', () => {
     expect(() => resolveConfig({ configFile: file, env: {} })).toThrow(pattern);
   });
 
+  it('refuses a database URL that is not one before connecting, naming where it came from and hiding the password', () => {
+    const env = (url: string) => ({ SIGNBRIDGE_DATABASE_URL: url });
+    expect(resolveConfig({ dataDir: '/tmp/sb-x', env: env('postgres://u:pw@db.example:5432/sb') }).store).toEqual({
+      type: 'postgres',
+      url: 'postgres://u:pw@db.example:5432/sb',
+    });
+    expect(() => resolveConfig({ dataDir: '/tmp/sb-x', env: env('mysql://u@db/sb') })).toThrow(
+      /must be a postgres:\/\/user:password@host:port\/dbname URL/,
+    );
+    for (const bad of ['postgres://u:secret@127.0.0.1:99999/sb', 'postgres://u:secret@[::1/sb']) {
+      let message = '';
+      try {
+        resolveConfig({ dataDir: '/tmp/sb-x', database: bad, env: {} });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        message = (err as Error).message;
+      }
+      expect(message).toMatch(/the database URL \(--database or SIGNBRIDGE_DATABASE_URL\) is not a valid URL/);
+      expect(message).not.toContain('secret');
+    }
+    const dir = makeTempDir();
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, `dataDir: ${dir}\nstore:\n  type: postgres\n  url: "postgres://u@host:0x/sb"\n`);
+    expect(() => resolveConfig({ configFile: file, env: {} })).toThrow(/the database URL \(store.url\) is not a valid/);
+  });
+
   it('requires a data dir and a valid listen address', () => {
     expect(() => resolveConfig({ env: {} })).toThrow(/no data dir/);
     expect(() => parseListen('8080')).toThrow(/HOST:PORT/);

@@ -9,7 +9,7 @@ import { openPostgresStore, type PostgresStore, redactUrl } from '../../src/stor
 import type { AuditEntry, AuditEntryInput, PendingRequestRecord } from '../../src/store/store.js';
 import { ConflictError } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
-import { auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
+import { apiKeyRecord, auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
 
 const enabled = testPostgresUrl() !== undefined;
 let url: string;
@@ -113,15 +113,7 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
   });
 
   it('answers API keys and current keys from memory, and sees another instance’s change from its next turn', async () => {
-    await a.createApiKey({
-      id: 'cached',
-      secretHash: '00',
-      tenantId: 't1',
-      role: 'signer',
-      label: '',
-      createdAt: new Date().toISOString(),
-      revokedAt: null,
-    });
+    await a.createApiKey(apiKeyRecord('cached', { tenantId: 't1', role: 'signer' }));
     await b.getApiKey('cached');
     await b.getCurrentKey('t1');
     await setImmediate();
@@ -190,15 +182,7 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
 
   it('proves it can write (the /readyz probe) and revokes an API key once across instances', async () => {
     await a.probeWrite();
-    await a.createApiKey({
-      id: 'a1',
-      secretHash: '00',
-      tenantId: null,
-      role: 'operator',
-      label: '',
-      createdAt: new Date().toISOString(),
-      revokedAt: null,
-    });
+    await a.createApiKey(apiKeyRecord('a1'));
     const [first, second] = await Promise.all([
       a.revokeApiKey('a1', new Date().toISOString()),
       b.revokeApiKey('a1', new Date().toISOString()),

@@ -10,7 +10,7 @@ import { MIGRATIONS } from '../../src/store/migrations.js';
 import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-store.js';
 import { type AuditEntry, type AuditEntryInput, ConflictError } from '../../src/store/store.js';
 import { makeTempDir } from '../helpers/service.js';
-import { auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
+import { apiKeyRecord, auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
 
 let store: SqliteKyselyStore;
 const dir = makeTempDir();
@@ -62,15 +62,7 @@ const turn = () => new Promise((resolve) => setImmediate(resolve));
 
 const audit = auditEntry;
 
-const apiKey = (id: string) => ({
-  id,
-  secretHash: '00',
-  tenantId: null,
-  role: 'operator' as const,
-  label: '',
-  createdAt: new Date().toISOString(),
-  revokedAt: null,
-});
+const apiKey = apiKeyRecord;
 
 describe('SQLite store', () => {
   it('creates tenants atomically and refuses duplicates with ConflictError', async () => {
@@ -505,15 +497,7 @@ describe('SQLite store', () => {
   });
 
   it('revokes an API key once', async () => {
-    await store.createApiKey({
-      id: 'a1',
-      secretHash: '00',
-      tenantId: null,
-      role: 'operator',
-      label: '',
-      createdAt: new Date().toISOString(),
-      revokedAt: null,
-    });
+    await store.createApiKey(apiKeyRecord('a1'));
     expect(await store.revokeApiKey('a1', new Date().toISOString())).toBe(true);
     expect(await store.revokeApiKey('a1', new Date().toISOString())).toBe(false);
     expect((await store.getApiKey('a1'))?.revokedAt).not.toBeNull();
