@@ -100,6 +100,8 @@ export function frameworkErrors(error: FastifyError, _request: FastifyRequest, r
 }
 
 const POISON_KEY = /"(?:__proto__|constructor)"/;
+/** JSON's escape for U+0000, not itself escaped (an even run of backslashes before it, or none). */
+const NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/;
 
 /**
  * The JSON body parser. Plain JSON.parse, except that a key that could poison prototypes (`__proto__`, or
@@ -113,6 +115,10 @@ export function parseJsonBody(
   if (text.length === 0) return done(new ApiError('invalid_json', 'body is empty; a JSON object is required'));
   try {
     const body: unknown = POISON_KEY.test(text) ? JSON.parse(text, refusePoisonKeys) : JSON.parse(text);
+    // PostgreSQL stores no NUL in text or jsonb, and no field of the API needs one: refused here, on both stores.
+    if (NUL_ESCAPE.test(text)) {
+      return done(new ApiError('invalid_request', 'strings in the body must not contain U+0000 (NUL)'));
+    }
     done(null, body);
   } catch (err) {
     if (err instanceof ApiError) return done(err);

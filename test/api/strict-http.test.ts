@@ -122,6 +122,30 @@ describe('HTTP', () => {
     expect(await signatures()).toBe(before);
   });
 
+  it('a string holding U+0000 (NUL) is refused before anything is signed or stored, and a request beside it signs', async () => {
+    // PostgreSQL cannot store NUL in text or jsonb: a string that reaches a record (an approval's reason, a held
+    // request's policy inputs, an audit entry) would fail its write, and in a group commit every other request's
+    // write in the same batch. The parser refuses it for every action, on both stores alike.
+    const before = await signatures();
+    const [nul, beside] = await Promise.all([
+      svc.app.inject({
+        method: 'POST',
+        url: '/v1/sign',
+        headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
+        payload: `{"action":"sign","tenant_id":"rsa","hash":"${hash}","project":"a\\u0000b"}`,
+      }),
+      callAction(svc.app, signer, 'sign', { tenant_id: 'rsa', hash, project: 'ok' }),
+    ]);
+    expect(nul.statusCode).toBe(400);
+    expect(nul.json()).toMatchObject({ error: 'invalid_request' });
+    expect(nul.json().reason).toContain('U+0000');
+    expect(beside.status).toBe(200);
+    expect(await signatures()).toBe(before + 1);
+    // An escaped backslash followed by "u0000" is six ordinary characters, not NUL.
+    const text = await callAction(svc.app, signer, 'sign', { tenant_id: 'rsa', hash, project: '\\u0000' });
+    expect(text.status).toBe(200);
+  });
+
   it('"__proto__" inside a string value (an SBOM, say) is no key and passes the parser', async () => {
     const res = await callAction(svc.app, signer, 'sign', { tenant_id: 'rsa', hash, project: '"__proto__": 1' });
     expect(res.status).toBe(200);
