@@ -1,17 +1,24 @@
-// `signbridge admin member|person` and person CI keys, run as the real CLI against a store in a temp data dir.
+// `signbridge admin member|person` and person CI keys, run as the real CLI against a store in a temp data dir, or
+// with SIGNBRIDGE_TEST_STORE=postgres against a database of the run's PostgreSQL cluster (`--database`; the test
+// command's PostgreSQL pass runs this file too).
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkApiKey } from '../../src/auth/api-keys.js';
+import type { KyselyStore } from '../../src/store/kysely-store.js';
+import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { runCli } from '../helpers/cli.js';
+import { createTestDatabase } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 
 let dataDir: string;
-const cli = (...args: string[]) => runCli(['admin', ...args, '--data-dir', dataDir]);
+const database = process.env.SIGNBRIDGE_TEST_STORE === 'postgres' ? createTestDatabase('people') : undefined;
+const cli = (...args: string[]) =>
+  runCli(['admin', ...args, '--data-dir', dataDir, ...(database ? ['--database', database] : [])]);
 
-async function withStore<T>(fn: (store: ReturnType<typeof openSqliteStore>) => Promise<T>): Promise<T> {
-  const store = openSqliteStore(join(dataDir, 'signbridge.db'));
+async function withStore<T>(fn: (store: KyselyStore) => Promise<T>): Promise<T> {
+  const store = database ? openPostgresStore(database) : openSqliteStore(join(dataDir, 'signbridge.db'));
   await store.migrate();
   try {
     return await fn(store);

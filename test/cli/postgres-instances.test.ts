@@ -5,6 +5,7 @@ import { createHash, createPublicKey, verify } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packagePath } from '../../src/paths.js';
 import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -114,6 +115,16 @@ describe.skipIf(!enabled)('two service instances on one PostgreSQL database', ()
     const verified = admin('audit', 'verify');
     expect(verified.code, verified.stderr).toBe(0);
     expect(verified.stdout).toMatch(/\b\d+ entries\b|intact|verified/i);
+  });
+
+  it('imports the vulnerability database into PostgreSQL (admin vulndb import --database)', () => {
+    const records = packagePath('test', 'fixtures', 'osv', 'db', 'npm');
+    const first = admin('vulndb', 'import', records);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(/imported 2 OSV records .* \(2 new or changed\)/);
+    // Kept in the database: the same records again change nothing.
+    const again = admin('vulndb', 'import', records);
+    expect(again.stdout).toMatch(/imported 2 OSV records .* \(0 new or changed\)/);
   });
 
   it('refuses a database URL that is not one, naming the setting and hiding the password', () => {
