@@ -23,6 +23,8 @@ export interface BusyPollOptions {
   busyThreads?: () => number;
   /** Cores to share (default: availableParallelism()). */
   cores?: number;
+  /** The clock in ms (default: performance.now); tests pass one they move by hand. */
+  now?: () => number;
 }
 
 export class BusyPoll {
@@ -33,8 +35,9 @@ export class BusyPoll {
   private openUntil = 0;
   private readonly busyThreads: () => number;
   private readonly cores: number;
+  private readonly now: () => number;
   private readonly poll = (): void => {
-    const now = performance.now();
+    const now = this.now();
     const wanted = now < this.until || (this.open > 0 && now < this.openUntil);
     if (wanted && this.busyThreads() + 1 < this.cores) setImmediate(this.poll);
     else this.polling = false;
@@ -46,6 +49,7 @@ export class BusyPoll {
   ) {
     this.busyThreads = options.busyThreads ?? (() => 0);
     this.cores = options.cores ?? availableParallelism();
+    this.now = options.now ?? (() => performance.now());
   }
 
   /** True while the loop is kept polling. */
@@ -56,7 +60,7 @@ export class BusyPoll {
   /** Something happened: keep the loop polling for the window from now. */
   touch(): void {
     if (this.windowMs <= 0) return;
-    this.until = Math.max(this.until, performance.now() + this.windowMs);
+    this.until = Math.max(this.until, this.now() + this.windowMs);
     this.start();
   }
 
@@ -68,7 +72,7 @@ export class BusyPoll {
   begin(): void {
     if (this.windowMs <= 0) return;
     this.open++;
-    this.openUntil = performance.now() + MAX_BUSY_POLL_MS;
+    this.openUntil = this.now() + MAX_BUSY_POLL_MS;
     this.start();
   }
 

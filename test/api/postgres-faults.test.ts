@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChainVerifier } from '../../src/store/audit-chain.js';
 import { type PostgresCluster, postgresBinDir, startPostgresCluster } from '../helpers/postgres.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
+import { until, waitFor } from '../helpers/wait.js';
 
 const enabled = postgresBinDir() !== undefined;
 let cluster: PostgresCluster;
@@ -53,27 +54,30 @@ describe.skipIf(!enabled)('PostgreSQL down and up again under load', () => {
         }
       }
     });
-    await new Promise((r) => setTimeout(r, 1000));
+    // Progress is counted, never timed: signatures before the fault, refusals during it.
+    await waitFor('signatures before the database stops', () => (statuses.get(200) ?? 0) >= 50);
     cluster.pause();
     const ready = await svc.app.inject({ method: 'GET', url: '/readyz' });
     expect(ready.statusCode).toBe(503);
-    await new Promise((r) => setTimeout(r, 1500));
+    await waitFor('refusals while the database is down', () => (statuses.get(503) ?? 0) >= 8);
     cluster.resume();
     // Back by itself: the pool opens new connections on the next requests.
-    const deadline = Date.now() + 20_000;
-    let after = await sign(-1);
-    while (after.status !== 200 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      after = await sign(-1);
-    }
+    const after = await until('signing to work again', async () => {
+      const res = await sign(-1);
+      return res.status === 200 ? res : undefined;
+    });
     expect(after.status).toBe(200);
-    await new Promise((r) => setTimeout(r, 500));
+    const afterwards = statuses.get(200) ?? 0;
+    await waitFor('the load to sign again', () => (statuses.get(200) ?? 0) >= afterwards + 20);
     stop = true;
     await Promise.all(load);
     expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
     expect(statuses.get(200) ?? 0).toBeGreaterThan(0);
     expect([...statuses.keys()].sort()).toEqual([200, 503]);
-    expect((await svc.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    // Ready again by itself (its write probe's last answer is kept for up to a second).
+    await until('/readyz to answer 200 again', async () =>
+      (await svc.app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200 ? true : undefined,
+    );
     // Every signature handed out has its record and its entry, and the chain is whole.
     const records = await svc.store.listSignatures('pgf', 100_000);
     expect(records.length).toBe(handedOut.length + 1);

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
+import { waitFor } from '../helpers/wait.js';
 
 const enabled = testPostgresUrl() !== undefined;
 let database: string;
@@ -64,10 +65,14 @@ describe.skipIf(!enabled)('kill -9 of one instance under load', () => {
       ...Array.from({ length: 8 }, () => client(() => one)),
       ...Array.from({ length: 8 }, () => client(() => two)),
     ];
-    await new Promise((r) => setTimeout(r, 1500));
+    // Progress is counted, never timed: both instances serve, then one dies, then the other serves on.
+    await waitFor('signatures from both instances before the kill', () => received.length >= 100);
     const beforeKill = received.length;
     one.child.kill('SIGKILL');
-    await new Promise((r) => setTimeout(r, 1500));
+    await waitFor(
+      'the killed instance to fail its clients and the other to keep serving',
+      () => failedOnKilled > 0 && received.length >= beforeKill + 100,
+    );
     stop = true;
     await Promise.all(clients);
     expect(beforeKill).toBeGreaterThan(0);

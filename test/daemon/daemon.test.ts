@@ -584,7 +584,7 @@ describe('broken clients', () => {
       const idle = await DaemonClient.connect(impatient.socketPath);
       const started = Date.now();
       await idle.closed();
-      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(Date.now() - started).toBeLessThan(30_000); // closed by the hello time-out, not by the test's
       const { client } = await DaemonClient.open(impatient.socketPath); // a prompt HELLO is served
       await new Promise((r) => setTimeout(r, 300));
       expect((await client.request({ type: 'LIST' })).type).toBe('LIST_OK');

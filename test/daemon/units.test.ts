@@ -409,7 +409,8 @@ describe('RequestHandler with a scripted upstream', () => {
       upstream: up,
       log: silentLogger(),
       sbomMaxBytes: 100,
-      approvalWaitMs: 120,
+      // Long beside the interval: a POLL re-asks many times within its wait even when a loaded machine stalls.
+      approvalWaitMs: 1_000,
       pollIntervalMs: 20,
     });
     const sign = (algorithm: string, digest = Buffer.alloc(32)): Promise<Response> =>
@@ -440,7 +441,7 @@ describe('RequestHandler with a scripted upstream', () => {
     });
     const t0 = Date.now();
     expect(await poll('r-9')).toMatchObject({ type: 'SIGN_PENDING', status: 'pending_security_review' });
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(100);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(990);
     expect(up.collected).toBeGreaterThan(2);
     // Another tenant or another digest than the SIGN's: refused without asking the service.
     const asked = up.collected;
@@ -567,7 +568,8 @@ describe('RequestHandler with a scripted upstream', () => {
 });
 
 describe('RemoteUpstream against a scripted HTTP server', () => {
-  async function serve(handler: (n: number, req: IncomingMessage, res: ServerResponse) => void, timeoutMs = 2000) {
+  // A time-out far beyond a local answer on a loaded machine; the tests of the time-out itself pass their own.
+  async function serve(handler: (n: number, req: IncomingMessage, res: ServerResponse) => void, timeoutMs = 15_000) {
     let n = 0;
     const server = createHttpServer((req, res) => handler(++n, req, res));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
@@ -668,7 +670,7 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
       });
       const waited = Date.now() - started;
       expect(waited).toBeGreaterThanOrEqual(250);
-      expect(waited).toBeLessThan(5000);
+      expect(waited).toBeLessThan(30_000); // ended by the time-out, not by the test's
     } finally {
       await slow.close();
     }
@@ -705,7 +707,7 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
         status: WireStatus.TIMEOUT,
         message: /did not answer within 400 ms/,
       });
-      expect(Date.now() - started).toBeLessThan(3000);
+      expect(Date.now() - started).toBeLessThan(30_000); // the whole answer is bounded, not each wait
       await expect(signOnce(srv.upstream)).rejects.toMatchObject({
         status: WireStatus.INTERNAL,
         message: /more than 1048576 bytes/,

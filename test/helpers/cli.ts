@@ -3,8 +3,22 @@ import { packagePath } from '../../src/paths.js';
 
 export const CLI = packagePath('bin', 'signbridge.js');
 
+/**
+ * Output a CLI run may print before it is taken for a runaway. spawnSync's default (1 MiB) cut an audit export off
+ * as soon as a fast machine had signed ~2,000 signatures in a test's window: the child was killed and the test saw
+ * `code: null`. The size of what a test makes must never depend on how fast the machine is.
+ */
+const CLI_MAX_OUTPUT = 1024 ** 3;
+
 export function runCli(args: string[], env: NodeJS.ProcessEnv = {}) {
-  const res = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+  const res = spawnSync(process.execPath, [CLI, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    maxBuffer: CLI_MAX_OUTPUT,
+  });
+  // A child that could not run or was killed (ENOBUFS, a signal) is the harness's failure, never a CLI exit code.
+  if (res.error) throw new Error(`signbridge ${args.join(' ')} could not run: ${res.error.message}`);
+  if (res.signal) throw new Error(`signbridge ${args.join(' ')} was killed by ${res.signal}:\n${res.stderr}`);
   return { code: res.status, stdout: res.stdout, stderr: res.stderr };
 }
 

@@ -8,59 +8,88 @@ import { BusyPoll, busyPollSetting, DEFAULT_BUSY_POLL_MS, MAX_BUSY_POLL_MS } fro
 import { ConfigError, resolveConfig } from '../../src/config/config.js';
 import { makeTempDir } from '../helpers/service.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * A clock the test moves by hand: the poller's decisions depend only on it, never on how fast this machine runs
+ * (a wall-clock window of a few ms is missed by any stall of a loaded CI machine).
+ */
+function manualClock() {
+  let ms = 1_000;
+  return { now: () => ms, advance: (by: number) => (ms += by) };
+}
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+/** The loop is kept polling: a setImmediate callback is always queued (what keeps epoll from sleeping). */
+const immediateQueued = () => process.getActiveResourcesInfo().includes('Immediate');
 
 describe('BusyPoll', () => {
   it('polls the loop for the window after a touch, then stops', async () => {
-    const poll = new BusyPoll(20);
+    const clock = manualClock();
+    const poll = new BusyPoll(20, { now: clock.now });
     expect(poll.active).toBe(false);
     poll.touch();
     expect(poll.active).toBe(true);
-    // While polling, setImmediate callbacks keep running: many loop turns pass within a few ms.
-    let turns = 0;
-    const until = Date.now() + 5;
-    while (Date.now() < until) {
-      await new Promise((resolve) => setImmediate(resolve));
-      turns++;
+    // Inside the window the poller re-queues itself every turn, however many turns pass.
+    for (let turn = 0; turn < 50; turn++) {
+      await nextTurn();
+      expect(poll.active).toBe(true);
+      expect(immediateQueued()).toBe(true);
     }
-    expect(turns).toBeGreaterThan(10);
+    clock.advance(19);
+    await nextTurn();
     expect(poll.active).toBe(true);
-    await sleep(60);
+    clock.advance(2); // past the window
+    await nextTurn();
+    await nextTurn();
     expect(poll.active).toBe(false);
+    expect(immediateQueued()).toBe(false); // nothing left to keep the loop awake
   });
 
   it('yields to busy signing threads: stops polling while they would need the core it takes, resumes after', async () => {
+    const clock = manualClock();
     let busy = 1;
-    const poll = new BusyPoll(50, { busyThreads: () => busy, cores: 2 });
+    const poll = new BusyPoll(50, { busyThreads: () => busy, cores: 2, now: clock.now });
     poll.touch();
-    await new Promise((resolve) => setImmediate(resolve));
-    await new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
+    await nextTurn();
     expect(poll.active).toBe(false); // one thread busy on 2 cores: the loop sleeps instead of spinning
     busy = 0;
     poll.touch(); // the thread's answer arrives and the reply goes out
-    await new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
     expect(poll.active).toBe(true);
     // With more cores the same busy thread leaves room to poll.
-    const roomy = new BusyPoll(50, { busyThreads: () => 1, cores: 4 });
+    const roomy = new BusyPoll(50, { busyThreads: () => 1, cores: 4, now: clock.now });
     roomy.touch();
-    await new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
     expect(roomy.active).toBe(true);
-    await sleep(80);
+    clock.advance(51);
+    await nextTurn();
+    await nextTurn();
     expect(poll.active).toBe(false);
     expect(roomy.active).toBe(false);
   });
 
   it('polls while work is under way (begin/end), at most MAX_BUSY_POLL_MS, then the window after its end', async () => {
-    const poll = new BusyPoll(1);
+    const clock = manualClock();
+    const poll = new BusyPoll(1, { now: clock.now });
     poll.begin();
-    await sleep(5);
+    clock.advance(5);
+    await nextTurn();
+    await nextTurn();
     expect(poll.active).toBe(true); // past the 1 ms window: held by the open work
     poll.end();
-    await sleep(30);
+    await nextTurn();
+    expect(poll.active).toBe(true); // the window after the end
+    clock.advance(2);
+    await nextTurn();
+    await nextTurn();
     expect(poll.active).toBe(false);
 
     poll.begin(); // never ended, as a request waiting minutes for an approval
-    await sleep(MAX_BUSY_POLL_MS + 40);
+    clock.advance(MAX_BUSY_POLL_MS - 1);
+    await nextTurn();
+    expect(poll.active).toBe(true);
+    clock.advance(2);
+    await nextTurn();
+    await nextTurn();
     expect(poll.active).toBe(false);
     poll.end();
   });

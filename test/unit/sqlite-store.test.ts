@@ -11,6 +11,7 @@ import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-
 import { type AuditEntry, type AuditEntryInput, ConflictError } from '../../src/store/store.js';
 import { makeTempDir } from '../helpers/service.js';
 import { apiKeyRecord, auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
+import { waitFor } from '../helpers/wait.js';
 
 let store: SqliteKyselyStore;
 const dir = makeTempDir();
@@ -177,12 +178,9 @@ describe('SQLite store', () => {
       // Fewer frames than before: the writer reuses the WAL file from its start, so its size does not change.
       await recordBatches(store, 'tr', 's', 5);
       expect(statSync(`${path}-wal`).size).toBe(walBefore);
-      let rows = 0;
-      for (let i = 0; i < 100 && rows < 550; i++) {
-        await new Promise((r) => setTimeout(r, 20));
-        rows = rowsInMainFile(path, 'tr');
-      }
-      expect(rows).toBe(550);
+      // The checkpointer's next passes copy them, however long a loaded machine takes to run them.
+      await waitFor('the checkpointer to copy the new rows', () => rowsInMainFile(path, 'tr') >= 550);
+      expect(rowsInMainFile(path, 'tr')).toBe(550);
     } finally {
       await store.close();
     }
@@ -191,20 +189,18 @@ describe('SQLite store', () => {
   it('keeps the WAL short under sustained commits: the checkpointer catches up with them held', async () => {
     const restartFrames = 256;
     // The WAL still grows by what is committed during a pass or two (8-15 MB here, at ~15,000 frames/s, with a
-    // second process's checkpointer taking SQLite's checkpoint lock at times); unheld, it passed 150 MB every run.
+    // second process's checkpointer taking SQLite's checkpoint lock at times).
     const limit = 64 * restartFrames * 4096;
-    // Commits back to back, as under load, for a while (1.2 s and 300 batches; and, with `untilWalOver`, on until
-    // the WAL passes it or 6 s are up, for a machine busy with other work); returns how many batches and the WAL
-    // file's largest size.
-    const sustain = async (store: SqliteKyselyStore, path: string, untilWalOver = 0) => {
+    // A fixed amount of work, never a time window: the same commits, back to back as under load, on both stores.
+    // Unheld, the WAL file grew to 330-345 MB (5 times the limit) in every run here; held, to 11-19 MB: it passes
+    // the limit only if the checkpointer thread is starved for a large part of the run.
+    const BATCHES = 6_000;
+    // Returns how many batches were committed and the WAL file's largest size.
+    const sustain = async (store: SqliteKyselyStore, path: string) => {
       await store.createTenant('ts', key('ks1', 'ts'));
       let batches = 0;
       let maxWal = 0;
-      const until = performance.now() + 1200;
-      const deadline = performance.now() + 6000;
-      const more = () =>
-        performance.now() < until || batches < 300 || (maxWal <= untilWalOver && performance.now() < deadline);
-      while (more()) {
+      while (batches < BATCHES) {
         await Promise.all(
           Array.from({ length: 10 }, (_, i) =>
             Promise.all([
@@ -234,7 +230,7 @@ describe('SQLite store', () => {
     });
     await unheld.migrate();
     try {
-      expect((await sustain(unheld, unheldPath, limit)).maxWal).toBeGreaterThan(limit);
+      expect((await sustain(unheld, unheldPath)).maxWal).toBeGreaterThan(2 * limit);
     } finally {
       await unheld.close();
     }
@@ -249,7 +245,7 @@ describe('SQLite store', () => {
       const { batches, maxWal } = await sustain(store, path);
       const stats = await store.checkpointNow();
       expect(stats?.gatedPasses).toBeGreaterThan(0);
-      expect(stats?.lockedOut).toBeGreaterThan(0); // the neighbour's checkpoints did get in the way
+      // (stats.lockedOut counts the passes the neighbour's checkpoints got in the way of: how many is a race.)
       expect(maxWal).toBeLessThan(limit);
       // Nothing was lost while commits were held, and the chain is whole.
       const db = new BetterSqlite3(path, { readonly: true });
@@ -278,7 +274,7 @@ describe('SQLite store', () => {
     });
     await store.migrate();
     try {
-      for (let i = 0; i < 100 && !errors.some((e) => /ended/.test(e)); i++) await new Promise((r) => setTimeout(r, 20));
+      await waitFor('the checkpointer thread to end', () => errors.some((e) => /ended/.test(e)));
       expect(errors.join('\n')).toMatch(/checkpointer could not start/);
       expect(errors.join('\n')).toMatch(/SQLite checkpoints inside commits again/);
       await store.createTenant('tf', key('kf1', 'tf'));
