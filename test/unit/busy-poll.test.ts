@@ -14,7 +14,12 @@ import { makeTempDir } from '../helpers/service.js';
  */
 function manualClock() {
   let ms = 1_000;
-  return { now: () => ms, advance: (by: number) => (ms += by) };
+  return {
+    now: () => ms,
+    advance(by: number) {
+      ms += by;
+    },
+  };
 }
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 /** The loop is kept polling: a setImmediate callback is always queued (what keeps epoll from sleeping). */
