@@ -176,8 +176,6 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
   readonly faults = { seen: 0, recovered: 0 };
   /** Told when the token faults, stays away and comes back (the service logs it); never given a PIN. */
   onEvent: (message: string) => void = () => undefined;
-  /** Module re-initialisations (C_Finalize + C_Initialize) that recovery needed, for diagnostics and tests. */
-  reinitialisations = 0;
   private closed = false;
   private readonly threads: SignThreadPool | undefined;
   private readonly inlineBelowMs: number;
@@ -460,7 +458,7 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
   private drained(): Promise<boolean> {
     if (this.leases === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(false), DRAIN_TIMEOUT_MS);
+      const timer = setTimeout(() => resolve(false), DRAIN_TIMEOUT_MS).unref();
       this.drainWaiters.push(() => {
         clearTimeout(timer);
         resolve(true);
@@ -567,7 +565,6 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
 
   /** C_Finalize (which ends every session of the process, the signing threads' too) and C_Initialize again. */
   private reinitialiseModule(): void {
-    this.reinitialisations++;
     try {
       this.mod.finalize();
     } catch {
@@ -577,6 +574,7 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
   }
 
   private stillAway(err: unknown, fault: string): never {
+    if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is closed');
     const lastFault = tokenFault(err) ?? fault;
     let away = this.away;
     if (!away) {

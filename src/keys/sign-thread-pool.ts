@@ -78,7 +78,9 @@ export class SignThreadPool {
    */
   async reopenSessions(forgetOld = false): Promise<void> {
     if (this.closed) throw new Error('the signing threads are stopped');
-    await Promise.all(
+    // Every thread's answer, failed or not, before returning: the caller may C_Finalize the module next, which must
+    // not run while a thread is still inside it.
+    const answers = await Promise.allSettled(
       this.threads.map(
         (thread) =>
           new Promise<ThreadSignature | undefined>((resolve, reject) => {
@@ -90,6 +92,8 @@ export class SignThreadPool {
           }),
       ),
     );
+    const failed = answers.find((a) => a.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   /** Stops the threads; a signature still in flight fails (its answer may never come) rather than hanging. */

@@ -21,6 +21,8 @@ import { makeTempDir } from '../helpers/service.js';
 
 /** Long enough for the slowest back-off step (10 s) many times over on a loaded 2-core machine. */
 const RECOVERY_DEADLINE_MS = 120_000;
+/** Each test: its waits, plus starting the service and reading the audit log. */
+const TEST_TIMEOUT_MS = 2 * RECOVERY_DEADLINE_MS;
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, deadlineMs = RECOVERY_DEADLINE_MS) {
   const deadline = Date.now() + deadlineMs;
@@ -178,47 +180,51 @@ describe.each(stores)('$store', ({ enabled, database }) => {
       await at?.server?.stop('SIGKILL');
     });
 
-    it('answers 503 while it is away, /readyz 503 and /healthz 200; signs again by itself once it is back', async () => {
-      for (const tenant of [ec, pq]) {
-        const { res, message } = await tenant.sign();
-        expect(res.status, JSON.stringify(res.body)).toBe(200);
-        expect(tenant.verifies(message, res.body.signature)).toBe(true);
-      }
-      const folder = at.tokenFolder();
-      const away = join(at.dataDir, 'away');
-      renameSync(folder, away); // mv D/softhsm/tokens/<uuid> D/away
-      let refused = 0;
-      for (let i = 0; i < 3; i++) {
+    it(
+      'answers 503 while it is away, /readyz 503 and /healthz 200; signs again by itself once it is back',
+      async () => {
         for (const tenant of [ec, pq]) {
-          expectRefused((await tenant.sign()).res);
-          refused++;
-        }
-      }
-      expect(await at.probe('/readyz')).toBe(503);
-      expect(await at.probe('/healthz')).toBe(200);
-
-      renameSync(away, folder); // mv it back
-      for (const tenant of [ec, pq]) {
-        const back = await until(`${tenant.id} signs again`, async () => {
           const { res, message } = await tenant.sign();
-          if (res.status === 200) return { res, message };
-          expectRefused(res);
-          refused++;
-          return undefined;
-        });
-        expect(tenant.verifies(back.message, back.res.body.signature)).toBe(true);
-      }
-      await until('/readyz is 200 again', async () => ((await at.probe('/readyz')) === 200 ? true : undefined));
-      expect(await at.probe('/healthz')).toBe(200);
-      // Recovered by finalizing and initialising the module again: re-opening sessions alone does not see it.
-      expect(at.server.output()).toMatch(/only usable again after C_Finalize \+ C_Initialize/);
-      expect(at.server.child.exitCode).toBeNull(); // no restart
+          expect(res.status, JSON.stringify(res.body)).toBe(200);
+          expect(tenant.verifies(message, res.body.signature)).toBe(true);
+        }
+        const folder = at.tokenFolder();
+        const away = join(at.dataDir, 'away');
+        renameSync(folder, away); // mv D/softhsm/tokens/<uuid> D/away
+        let refused = 0;
+        for (let i = 0; i < 3; i++) {
+          for (const tenant of [ec, pq]) {
+            expectRefused((await tenant.sign()).res);
+            refused++;
+          }
+        }
+        expect(await at.probe('/readyz')).toBe(503);
+        expect(await at.probe('/healthz')).toBe(200);
 
-      const entries = at.audit();
-      expect(entries.filter((e) => e.outcome === 'sign_failed')).toEqual([]);
-      expectOutagesAudited(entries, [ec.id, pq.id], refused);
-      expect(at.admin('audit', 'verify')).toMatch(/^audit log intact/);
-    });
+        renameSync(away, folder); // mv it back
+        for (const tenant of [ec, pq]) {
+          const back = await until(`${tenant.id} signs again`, async () => {
+            const { res, message } = await tenant.sign();
+            if (res.status === 200) return { res, message };
+            expectRefused(res);
+            refused++;
+            return undefined;
+          });
+          expect(tenant.verifies(back.message, back.res.body.signature)).toBe(true);
+        }
+        await until('/readyz is 200 again', async () => ((await at.probe('/readyz')) === 200 ? true : undefined));
+        expect(await at.probe('/healthz')).toBe(200);
+        // Recovered by finalizing and initialising the module again: re-opening sessions alone does not see it.
+        expect(at.server.output()).toMatch(/only usable again after C_Finalize \+ C_Initialize/);
+        expect(at.server.child.exitCode).toBeNull(); // no restart
+
+        const entries = at.audit();
+        expect(entries.filter((e) => e.outcome === 'sign_failed')).toEqual([]);
+        expectOutagesAudited(entries, [ec.id, pq.id], refused);
+        expect(at.admin('audit', 'verify')).toMatch(/^audit log intact/);
+      },
+      TEST_TIMEOUT_MS,
+    );
   });
 });
 
@@ -240,51 +246,55 @@ describe.each(stores)('$store', ({ enabled, database }) => {
       await at?.server?.stop('SIGKILL');
     });
 
-    it('every request gets a verified signature or a 503; signed entries equal 200s; each refusal recorded once', async () => {
-      const signed: { message: Buffer; signature: string }[] = [];
-      let refused = 0;
-      let phase: 'before' | 'away' | 'back' = 'before';
-      const sawBack = new Set<number>();
-      const CLIENTS = 6;
-      // Bounded: each client stops once it signed after the token came back, or at the deadline.
-      const deadline = Date.now() + RECOVERY_DEADLINE_MS;
-      const client = async (index: number) => {
-        while (!sawBack.has(index) && Date.now() < deadline) {
-          const { res, message } = await tenant.sign();
-          if (res.status === 200) {
-            signed.push({ message, signature: String(res.body.signature) });
-            if (phase === 'back') sawBack.add(index);
-          } else {
-            expectRefused(res);
-            refused++;
-            await new Promise((resolve) => setTimeout(resolve, 20)); // a client that waits a little before retrying
+    it(
+      'every request gets a verified signature or a 503; signed entries equal 200s; each refusal recorded once',
+      async () => {
+        const signed: { message: Buffer; signature: string }[] = [];
+        let refused = 0;
+        let phase: 'before' | 'away' | 'back' = 'before';
+        const sawBack = new Set<number>();
+        const CLIENTS = 6;
+        // Bounded: each client stops once it signed after the token came back, or at the deadline.
+        const deadline = Date.now() + RECOVERY_DEADLINE_MS;
+        const client = async (index: number) => {
+          while (!sawBack.has(index) && Date.now() < deadline) {
+            const { res, message } = await tenant.sign();
+            if (res.status === 200) {
+              signed.push({ message, signature: String(res.body.signature) });
+              if (phase === 'back') sawBack.add(index);
+            } else {
+              expectRefused(res);
+              refused++;
+              await new Promise((resolve) => setTimeout(resolve, 20)); // a client that waits a little before retrying
+            }
           }
-        }
-      };
-      const clients = Array.from({ length: CLIENTS }, (_, i) => client(i));
-      const folder = at.tokenFolder();
-      const away = join(at.dataDir, 'away');
-      await until('signatures under load', async () => (signed.length >= 50 ? true : undefined));
-      renameSync(folder, away);
-      phase = 'away';
-      await until('refusals while the token is away', async () => (refused >= 30 ? true : undefined));
-      renameSync(away, folder);
-      phase = 'back';
-      await Promise.all(clients);
-      expect(sawBack.size, 'every client signed again after the token came back').toBe(CLIENTS);
+        };
+        const clients = Array.from({ length: CLIENTS }, (_, i) => client(i));
+        const folder = at.tokenFolder();
+        const away = join(at.dataDir, 'away');
+        await until('signatures under load', async () => (signed.length >= 50 ? true : undefined));
+        renameSync(folder, away);
+        phase = 'away';
+        await until('refusals while the token is away', async () => (refused >= 30 ? true : undefined));
+        renameSync(away, folder);
+        phase = 'back';
+        await Promise.all(clients);
+        expect(sawBack.size, 'every client signed again after the token came back').toBe(CLIENTS);
 
-      for (const s of signed) expect(tenant.verifies(s.message, s.signature)).toBe(true);
-      const entries = at.audit();
-      const signedEntries = entries.filter((e) => e.tenant_id === tenant.id && e.outcome === 'signed');
-      // Nothing lost, nothing signed twice: one signed entry per signature handed out, for the same hashes.
-      expect(signedEntries.length).toBe(signed.length);
-      const handedOut = signed.map((s) => createHash('sha256').update(s.message).digest('base64')).sort();
-      expect(signedEntries.map((e) => String(e.details.hash)).sort()).toEqual(handedOut);
-      expect(new Set(signedEntries.map((e) => e.details.signature_id)).size).toBe(signed.length);
-      expectOutagesAudited(entries, [tenant.id], refused);
-      expect(at.admin('audit', 'verify')).toMatch(/^audit log intact/);
-      expect(await at.probe('/readyz')).toBe(200);
-    });
+        for (const s of signed) expect(tenant.verifies(s.message, s.signature)).toBe(true);
+        const entries = at.audit();
+        const signedEntries = entries.filter((e) => e.tenant_id === tenant.id && e.outcome === 'signed');
+        // Nothing lost, nothing signed twice: one signed entry per signature handed out, for the same hashes.
+        expect(signedEntries.length).toBe(signed.length);
+        const handedOut = signed.map((s) => createHash('sha256').update(s.message).digest('base64')).sort();
+        expect(signedEntries.map((e) => String(e.details.hash)).sort()).toEqual(handedOut);
+        expect(new Set(signedEntries.map((e) => e.details.signature_id)).size).toBe(signed.length);
+        expectOutagesAudited(entries, [tenant.id], refused);
+        expect(at.admin('audit', 'verify')).toMatch(/^audit log intact/);
+        expect(await at.probe('/readyz')).toBe(200);
+      },
+      TEST_TIMEOUT_MS,
+    );
   });
 });
 
@@ -306,33 +316,37 @@ describe.skipIf(process.getuid?.() !== 0)(
       await at?.server?.stop('SIGKILL');
     });
 
-    it('answers 503 while the folder is unreadable and signs again by itself after chmod 700', async () => {
-      expect((await tenant.sign()).res.status).toBe(200);
-      const folder = at.tokenFolder();
-      chmodSync(folder, 0o000);
-      let refused = 0;
-      try {
-        for (let i = 0; i < 3; i++) {
-          expectRefused((await tenant.sign()).res);
-          refused++;
+    it(
+      'answers 503 while the folder is unreadable and signs again by itself after chmod 700',
+      async () => {
+        expect((await tenant.sign()).res.status).toBe(200);
+        const folder = at.tokenFolder();
+        chmodSync(folder, 0o000);
+        let refused = 0;
+        try {
+          for (let i = 0; i < 3; i++) {
+            expectRefused((await tenant.sign()).res);
+            refused++;
+          }
+          expect(await at.probe('/readyz')).toBe(503);
+          expect(await at.probe('/healthz')).toBe(200);
+        } finally {
+          chmodSync(folder, 0o700);
         }
-        expect(await at.probe('/readyz')).toBe(503);
-        expect(await at.probe('/healthz')).toBe(200);
-      } finally {
-        chmodSync(folder, 0o700);
-      }
-      const back = await until('signs again', async () => {
-        const { res, message } = await tenant.sign();
-        if (res.status === 200) return { res, message };
-        expectRefused(res);
-        refused++;
-        return undefined;
-      });
-      expect(tenant.verifies(back.message, back.res.body.signature)).toBe(true);
-      await until('/readyz is 200 again', async () => ((await at.probe('/readyz')) === 200 ? true : undefined));
-      const entries = at.audit();
-      expectOutagesAudited(entries, [tenant.id], refused);
-      expect(at.admin('audit', 'verify')).toMatch(/^audit log intact/);
-    });
+        const back = await until('signs again', async () => {
+          const { res, message } = await tenant.sign();
+          if (res.status === 200) return { res, message };
+          expectRefused(res);
+          refused++;
+          return undefined;
+        });
+        expect(tenant.verifies(back.message, back.res.body.signature)).toBe(true);
+        await until('/readyz is 200 again', async () => ((await at.probe('/readyz')) === 200 ? true : undefined));
+        const entries = at.audit();
+        expectOutagesAudited(entries, [tenant.id], refused);
+        expect(at.admin('audit', 'verify')).toMatch(/^audit log intact/);
+      },
+      TEST_TIMEOUT_MS,
+    );
   },
 );
