@@ -26,6 +26,62 @@ export type WrappingAlgorithm = (typeof WRAPPING_ALGORITHMS)[number];
 export const WRAPPING_KEY_SPECS = ['RSA_2048', 'RSA_3072', 'RSA_4096'] as const;
 export type WrappingKeySpec = (typeof WRAPPING_KEY_SPECS)[number];
 
+/**
+ * A stretch of time in which a key store could not serve at all (a PKCS#11 token that went away), from the fault
+ * that began it until the key store works again. The signing service records its start and its end in the audit
+ * log instead of one sign_failed entry per request it refused meanwhile (docs/policy.md).
+ */
+export class KeyStoreOutage {
+  readonly startedAt = new Date();
+  private ended: Date | undefined;
+  private refusals = 0;
+
+  constructor(
+    /** The key store's description (as in /readyz and the logs). */
+    readonly keyStore: string,
+    /** The fault that began it, e.g. CKR_GENERAL_ERROR. */
+    readonly fault: string,
+  ) {}
+
+  get endedAt(): Date | undefined {
+    return this.ended;
+  }
+
+  /** Signing requests refused during the outage and counted here instead of having an audit entry of their own. */
+  get refused(): number {
+    return this.refusals;
+  }
+
+  end(): void {
+    this.ended ??= new Date();
+  }
+
+  /**
+   * Counts one refused request in this outage. False once the outage has ended: its end entry (with the count) may
+   * already be written, so the caller records that request on its own.
+   */
+  countRefusal(): boolean {
+    if (this.ended) return false;
+    this.refusals++;
+    return true;
+  }
+}
+
+/** key_store_unavailable (503, Retry-After); `outage` when it was refused because the key store is in one. */
+export class KeyStoreUnavailableError extends ApiError {
+  constructor(
+    reason: string,
+    readonly outage?: KeyStoreOutage,
+  ) {
+    super('key_store_unavailable', reason);
+  }
+}
+
+/** The outage a refusal belongs to, if the error says it was refused because the key store is in one. */
+export function outageOf(err: unknown): KeyStoreOutage | undefined {
+  return err instanceof KeyStoreUnavailableError ? err.outage : undefined;
+}
+
 export type ExpirationModel = 'KEY_MATERIAL_EXPIRES' | 'KEY_MATERIAL_DOES_NOT_EXPIRE';
 
 /** What get_import_params hands a client: a wrapping public key and an import token that belong together. */
@@ -71,6 +127,13 @@ export interface KeyStore {
   threadsBusy?(): number;
   /** Readiness probe for /readyz: resolves when the key store can sign now. */
   ping(): Promise<void>;
+  /** The outage under way, if the key store cannot serve at all right now (a PKCS#11 token that is away). */
+  readonly outage?: KeyStoreOutage | undefined;
+  /**
+   * Has `listener` told when an outage of this key store starts and when it ends (`endedAt` set), replacing any
+   * listener before (the signing service audits them; one per key store, so nothing is recorded twice).
+   */
+  reportOutages?(listener: (outage: KeyStoreOutage) => void): void;
   /** Token faults seen and recoveries from them, if the key store recovers by itself (for /metrics). */
   readonly faults?: { readonly seen: number; readonly recovered: number };
   /**
@@ -146,6 +209,11 @@ export class KeyStores {
       seen: counting.reduce((n, s) => n + (s.faults?.seen ?? 0), 0),
       recovered: counting.reduce((n, s) => n + (s.faults?.recovered ?? 0), 0),
     };
+  }
+
+  /** The outage the key store of `kind` is in now, if any (undefined too when no such key store is configured). */
+  outageOf(kind: KeyStoreKind): KeyStoreOutage | undefined {
+    return this.byKind.get(kind)?.outage;
   }
 
   threadsBusy(): number {

@@ -2,7 +2,7 @@
 // handles): an HSM that restarted, was unplugged, logged the service out or could not read its storage for a while.
 // After one of these the key store opens its sessions again, logs in again and finds its keys again
 // (pkcs11-key-store.ts); any other error is about the request and is reported as it is.
-import { ApiError } from '../errors.js';
+import { type KeyStoreOutage, KeyStoreUnavailableError } from './key-store.js';
 
 const TOKEN_FAULTS = new Set([
   'CKR_GENERAL_ERROR',
@@ -24,7 +24,10 @@ export function tokenFault(err: unknown): string | undefined {
   return name !== undefined && TOKEN_FAULTS.has(name) ? name : undefined;
 }
 
-/** The error a caller gets while the token cannot serve: 503 with Retry-After (src/errors.ts). */
-export function keyStoreUnavailable(fault: string): ApiError {
-  return new ApiError('key_store_unavailable', `the key store cannot serve right now (${fault}); retry later`);
+/**
+ * The error a caller gets while the token cannot serve: 503 with Retry-After (src/errors.ts). `outage`: refused
+ * because the token is away (not for one operation that failed after a good re-open).
+ */
+export function keyStoreUnavailable(fault: string, outage?: KeyStoreOutage): KeyStoreUnavailableError {
+  return new KeyStoreUnavailableError(`the key store cannot serve right now (${fault}); retry later`, outage);
 }

@@ -17,7 +17,7 @@ import { DIGEST_INFO_PREFIX, ecdsaRawToDer } from '../crypto/encoding.js';
 import { EC_FIELD_BYTES, ecPointSpkiPem } from '../crypto/spki.js';
 import { ApiError } from '../errors.js';
 import { withLockFile } from '../fs-private.js';
-import type { CreatedKey, KeyStore } from './key-store.js';
+import { type CreatedKey, type KeyStore, KeyStoreOutage } from './key-store.js';
 import { keyStoreUnavailable, tokenFault } from './pkcs11-faults.js';
 import type { Sealer } from './sealer.js';
 import { type SignJob, SignThreadPool } from './sign-thread-pool.js';
@@ -76,8 +76,13 @@ function gcm(iv: Buffer, aad: Buffer): pkcs11js.Mechanism {
 const CKS_RO_USER_FUNCTIONS = 1;
 const CKS_RW_USER_FUNCTIONS = 3;
 
-/** Shortest wait between two attempts to re-open a token that is away (requests meanwhile get 503 at once). */
-const REOPEN_INTERVAL_MS = 1000;
+/**
+ * Back-off between attempts to re-open a token that is away: the first after 1 s, then twice as long each time up
+ * to 10 s, so a token that comes back is in use again at most ~10 s later. Requests meanwhile get 503 at once.
+ */
+export const REOPEN_BACKOFF = { firstMs: 1000, maxMs: 10_000 } as const;
+/** How long a re-open waits for the operations still under way at the token to end before it gives up this try. */
+const DRAIN_TIMEOUT_MS = 30_000;
 
 /**
  * A fixed set of open sessions handed out one operation at a time (a PKCS#11 session runs one operation). After
@@ -86,6 +91,8 @@ const REOPEN_INTERVAL_MS = 1000;
 class SessionPool {
   private idle: graphene.Session[];
   private current: Set<graphene.Session>;
+  /** Sessions of before a C_Finalize that were in use then: dropped when they come back, never closed. */
+  private forgotten = new Set<graphene.Session>();
   private readonly waiters: Array<(s: graphene.Session) => void> = [];
 
   constructor(sessions: graphene.Session[]) {
@@ -93,10 +100,14 @@ class SessionPool {
     this.current = new Set(sessions);
   }
 
-  /** Hands out `sessions` from now on; returns the idle old ones for the caller to close. */
-  replace(sessions: graphene.Session[]): graphene.Session[] {
+  /**
+   * Hands out `sessions` from now on; returns the idle old ones for the caller to close. `forgetOld`: the old ones
+   * ended with C_Finalize (their handle numbers may be new sessions' now), so none is ever closed when it comes back.
+   */
+  replace(sessions: graphene.Session[], forgetOld = false): graphene.Session[] {
     const old = this.idle;
     this.idle = [];
+    if (forgetOld) this.forgotten = new Set([...this.forgotten, ...this.current]);
     this.current = new Set(sessions);
     for (const s of sessions) this.release(s);
     return old;
@@ -109,7 +120,7 @@ class SessionPool {
 
   release(session: graphene.Session): void {
     if (!this.current.has(session)) {
-      closeQuietly(session);
+      if (!this.forgotten.delete(session)) closeQuietly(session);
       return;
     }
     const next = this.waiters.shift();
@@ -146,8 +157,21 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
   /** Raised each time the sessions are re-opened: handles found before belong to the old login. */
   private generation = 0;
   private reopening: Promise<void> | undefined;
-  /** Set while the token is away: the last fault, and when re-opening last failed. */
-  private away: { fault: string; at: number } | undefined;
+  /**
+   * Set while the token is away: the last fault, the outage (start, refusals), when the next attempt is due and the
+   * back-off before the one after it; a timer makes that attempt even when no request comes.
+   */
+  private away:
+    | { fault: string; outage: KeyStoreOutage; nextAttemptAt: number; backoffMs: number; timer?: NodeJS.Timeout }
+    | undefined;
+  /**
+   * Operations between the recovery gate and their last PKCS#11 call (withRecovery, sign). A re-open waits until
+   * none is left, so C_Finalize never runs while a thread is inside the module and no operation uses a session or
+   * object handle of the old login (after C_Initialize, SoftHSM hands out the same handle numbers again).
+   */
+  private leases = 0;
+  private readonly drainWaiters: Array<() => void> = [];
+  private outageListener: ((outage: KeyStoreOutage) => void) | undefined;
   /** Token faults seen and re-opens that worked, for /metrics and tests. */
   readonly faults = { seen: 0, recovered: 0 };
   /** Told when the token faults, stays away and comes back (the service logs it); never given a PIN. */
@@ -358,13 +382,16 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
       mechanism = { mechanism: pkcs11js.CKM_ECDSA };
       input = digest;
     }
-    if (this.away) await this.reopen(this.generation);
+    // The recovery gate (see guarded); written out here so a signature allocates no closure.
+    while (this.away || this.reopening) await this.reopen(this.generation);
     const generation = this.generation;
     let signature: Buffer;
     try {
-      signature = await this.signOnce(keyRef, spec, mechanism, input);
+      signature = await this.leased(this.signOnce(keyRef, spec, mechanism, input));
     } catch (err) {
-      signature = await this.afterFault(err, generation, () => this.signOnce(keyRef, spec, mechanism, input));
+      signature = await this.afterFault(err, generation, () =>
+        this.guarded(() => this.signOnce(keyRef, spec, mechanism, input)),
+      );
     }
     if (alg.padding !== 'ecdsa') return signature;
     const info = keyInfo(spec);
@@ -390,17 +417,53 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
    * Runs `op`. When the token answers with a fault that may have cost it the sessions, the login or the object
    * handles (pkcs11-faults.ts), the sessions are opened again, the key store logs in again, cached handles are
    * dropped, and `op` runs once more (if `retry`; creating a key is not repeated, it might exist). While the token
-   * stays away every caller gets key_store_unavailable (503), and the next request after REOPEN_INTERVAL_MS tries
-   * again, so signing resumes by itself when the token is back. Success costs no PKCS#11 call.
+   * stays away every caller gets key_store_unavailable (503) and attempts follow REOPEN_BACKOFF, so signing resumes
+   * by itself when the token is back. Success costs no PKCS#11 call.
    */
   private async withRecovery<T>(retry: boolean, op: () => Promise<T>): Promise<T> {
-    if (this.away) await this.reopen(this.generation);
+    while (this.away || this.reopening) await this.reopen(this.generation);
     const generation = this.generation;
     try {
-      return await op();
+      return await this.leased(op());
     } catch (err) {
-      return this.afterFault(err, generation, retry ? op : undefined);
+      return this.afterFault(err, generation, retry ? () => this.guarded(op) : undefined);
     }
+  }
+
+  /**
+   * The recovery gate, then `op` under a lease: waits out a re-open under way (or makes one that is due), throws
+   * key_store_unavailable while the token is away. The last check of the gate and the lease happen in one
+   * synchronous stretch, so no re-open can start in between.
+   */
+  private async guarded<T>(op: () => Promise<T>): Promise<T> {
+    while (this.away || this.reopening) await this.reopen(this.generation);
+    return this.leased(op());
+  }
+
+  /**
+   * Holds a lease while `running` is under way. Callers start the operation and call this in the same synchronous
+   * stretch as their last gate check, so a re-open that starts later waits for the lease.
+   */
+  private async leased<T>(running: Promise<T>): Promise<T> {
+    this.leases++;
+    try {
+      return await running;
+    } finally {
+      this.leases--;
+      if (this.leases === 0) for (const wake of this.drainWaiters.splice(0)) wake();
+    }
+  }
+
+  /** Resolves true once no operation holds a lease, false after DRAIN_TIMEOUT_MS (a module call that hangs). */
+  private drained(): Promise<boolean> {
+    if (this.leases === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), DRAIN_TIMEOUT_MS).unref();
+      this.drainWaiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
   }
 
   /** The failure half of withRecovery (sign() calls it directly, so a signature allocates no closure). */
@@ -423,53 +486,124 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
   }
 
   /**
-   * Opens new sessions, logs in and lets the signing threads open theirs, unless someone already did since
-   * `seenGeneration`. One re-open at a time; callers that fault meanwhile wait for it. Throws key_store_unavailable
-   * while the token cannot be reached.
+   * Re-opens the token, unless someone already did since `seenGeneration`. One re-open at a time; callers that
+   * fault meanwhile wait for it. While the token is away an attempt is made only when due (REOPEN_BACKOFF); before
+   * that, callers get key_store_unavailable at once.
    */
   private reopen(seenGeneration: number, fault?: string): Promise<void> {
     if (this.closed) return Promise.reject(new ApiError('key_store_unavailable', 'the key store is closed'));
     if (this.generation !== seenGeneration && !this.away) return Promise.resolve();
     if (this.reopening) return this.reopening;
-    if (this.away && Date.now() - this.away.at < REOPEN_INTERVAL_MS) {
-      return Promise.reject(keyStoreUnavailable(this.away.fault));
+    if (this.away && Date.now() < this.away.nextAttemptAt) {
+      return Promise.reject(keyStoreUnavailable(this.away.fault, this.away.outage));
     }
-    this.reopening = this.openAgain(fault ?? this.away?.fault ?? 'CKR_DEVICE_ERROR').finally(() => {
+    return this.startReopen(fault ?? this.away?.fault ?? 'CKR_DEVICE_ERROR');
+  }
+
+  private startReopen(fault: string): Promise<void> {
+    this.reopening = this.openAgain(fault).finally(() => {
       this.reopening = undefined;
     });
     return this.reopening;
   }
 
+  /**
+   * Escalates: first new sessions and a new login on the module as it is; if the token is still not usable that
+   * way, C_Finalize + C_Initialize the module (a token that went away and came back is only seen again after that
+   * by SoftHSM and by many network HSM clients), find the token by label again, log in again. Either way every
+   * signing thread opens a new session and every cached object handle is dropped. It starts once the operations
+   * under way at the token have ended (leases), and new ones wait for it at the gate.
+   */
   private async openAgain(fault: string): Promise<void> {
     if (!this.away) this.onEvent(`token fault ${fault}: opening new sessions and logging in again`);
-    let sessions: graphene.Session[];
-    try {
-      sessions = openLoggedIn(findToken(this.mod, this.options.tokenLabel), this.options);
-    } catch (err) {
-      return this.stillAway(err, fault);
+    if (!(await this.drained())) {
+      return this.stillAway(new Error(`operations at the token did not end within ${DRAIN_TIMEOUT_MS} ms`), fault);
     }
-    this.generation++;
-    this.handles.clear();
-    for (const s of this.pool.replace(sessions)) closeQuietly(s);
-    this.sessions = sessions;
+    if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is closed');
     try {
-      await this.threads?.reopenSessions();
-    } catch (err) {
-      return this.stillAway(err, fault);
+      await this.openSessions(false);
+    } catch (light) {
+      try {
+        this.reinitialiseModule();
+        await this.openSessions(true);
+      } catch (err) {
+        return this.stillAway(err, fault);
+      }
+      this.onEvent(`the token was only usable again after C_Finalize + C_Initialize (${describe(light)})`);
     }
-    this.away = undefined;
+    const away = this.away;
+    if (away) {
+      clearTimeout(away.timer);
+      this.away = undefined;
+      away.outage.end();
+      this.outageListener?.(away.outage);
+    }
     this.faults.recovered++;
     this.onEvent(`key store re-opened after ${fault}: new sessions, logged in, key handles looked up again`);
   }
 
-  private stillAway(err: unknown, fault: string): never {
-    const first = !this.away;
-    this.away = { fault: tokenFault(err) ?? fault, at: Date.now() };
-    if (first) {
-      const why = err instanceof Error ? err.message : String(err);
-      this.onEvent(`the token cannot be re-opened yet (${why}); signing answers 503 until it is back`);
+  /**
+   * New logged-in sessions on the token found by label, checked to be usable, handed out from now on; then every
+   * signing thread opens a new one. `afterReinitialise`: the old sessions ended with C_Finalize and their handle
+   * numbers may belong to new sessions now, so they are forgotten, never closed.
+   */
+  private async openSessions(afterReinitialise: boolean): Promise<void> {
+    const sessions = openLoggedIn(findToken(this.mod, this.options.tokenLabel), this.options);
+    try {
+      checkUsable(sessions[0] as graphene.Session);
+    } catch (err) {
+      for (const s of sessions) closeQuietly(s);
+      throw err;
     }
-    throw keyStoreUnavailable(this.away.fault);
+    this.generation++;
+    this.handles.clear();
+    const old = this.pool.replace(sessions, afterReinitialise);
+    if (!afterReinitialise) for (const s of old) closeQuietly(s);
+    this.sessions = sessions;
+    await this.threads?.reopenSessions(afterReinitialise);
+  }
+
+  /** C_Finalize (which ends every session of the process, the signing threads' too) and C_Initialize again. */
+  private reinitialiseModule(): void {
+    try {
+      this.mod.finalize();
+    } catch {
+      // not initialised (an earlier C_Initialize failed): initialise below all the same
+    }
+    this.mod.initialize({ flags: 2 });
+  }
+
+  private stillAway(err: unknown, fault: string): never {
+    if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is closed');
+    const lastFault = tokenFault(err) ?? fault;
+    let away = this.away;
+    if (!away) {
+      const outage = new KeyStoreOutage(this.description, lastFault);
+      away = { fault: lastFault, outage, nextAttemptAt: 0, backoffMs: REOPEN_BACKOFF.firstMs };
+      this.away = away;
+      this.onEvent(`the token cannot be re-opened yet (${describe(err)}); signing answers 503 until it is back`);
+      this.outageListener?.(outage);
+    } else {
+      away.fault = lastFault;
+      away.backoffMs = Math.min(away.backoffMs * 2, REOPEN_BACKOFF.maxMs);
+    }
+    // The next attempt, also when no request or /readyz asks (the outage's end is recorded when it works).
+    clearTimeout(away.timer);
+    away.nextAttemptAt = Date.now() + away.backoffMs;
+    away.timer = setTimeout(() => {
+      if (!this.closed && this.away && !this.reopening) this.startReopen(this.away.fault).catch(noop);
+    }, away.backoffMs);
+    away.timer.unref();
+    throw keyStoreUnavailable(lastFault, away.outage);
+  }
+
+  /** The outage under way: the token is away and re-opening it has failed so far. */
+  get outage(): KeyStoreOutage | undefined {
+    return this.away?.outage;
+  }
+
+  reportOutages(listener: (outage: KeyStoreOutage) => void): void {
+    this.outageListener = listener;
   }
 
   /**
@@ -535,7 +669,7 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
    */
   async ping(): Promise<void> {
     if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is closed');
-    if (this.away) return this.reopen(this.generation);
+    while (this.away || this.reopening) await this.reopen(this.generation);
     const generation = this.generation;
     const session = this.pool.take();
     if (!session) return;
@@ -560,6 +694,7 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.away) clearTimeout(this.away.timer);
     await this.threads?.close();
     for (const s of this.sessions) closeQuietly(s);
     this.mod.finalize();
@@ -591,6 +726,30 @@ function privateTemplate(common: { token: boolean; id: Buffer; label: string }, 
     sensitive: true,
     extractable: false,
   };
+}
+
+function noop(): void {}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * Throws a token fault unless `session` is logged in and the token's objects can be searched: a token that came
+ * back after going away can open sessions and still fail every use (SoftHSM answers CKR_GENERAL_ERROR).
+ */
+function checkUsable(session: graphene.Session): void {
+  const lib = session.lib;
+  const { state } = lib.C_GetSessionInfo(session.handle);
+  if (state !== CKS_RO_USER_FUNCTIONS && state !== CKS_RW_USER_FUNCTIONS) {
+    throw new Error('CKR_USER_NOT_LOGGED_IN: the new session is not logged in');
+  }
+  lib.C_FindObjectsInit(session.handle, [{ type: pkcs11js.CKA_CLASS, value: pkcs11js.CKO_PRIVATE_KEY }]);
+  try {
+    lib.C_FindObjects(session.handle, 1);
+  } finally {
+    lib.C_FindObjectsFinal(session.handle);
+  }
 }
 
 function sessionAnswers(session: graphene.Session): boolean {

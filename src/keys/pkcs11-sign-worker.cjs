@@ -1,7 +1,8 @@
 // A signing thread for Pkcs11KeyStore. Plain CommonJS so it runs the same from the TypeScript sources (tests)
 // and from dist/. It shares the process's PKCS#11 library with the main thread: C_Initialize answers
 // CKR_CRYPTOKI_ALREADY_INITIALIZED, the login and the object handles are process-wide, and this thread opens
-// its own session. It never calls C_Finalize, which would end the library for every thread.
+// its own session. It never calls C_Finalize, which would end the library for every thread; when the main thread
+// finalizes and initialises the module again to find a token that came back, this thread opens a new session.
 'use strict';
 const { performance } = require('node:perf_hooks');
 const { parentPort, workerData } = require('node:worker_threads');
@@ -28,8 +29,10 @@ const out = Buffer.alloc(1024);
 parentPort.on('message', (msg) => {
   try {
     if (msg.reopen) {
-      // The token lost its sessions (the main thread has logged in again): a new one first, then drop the old.
-      const old = session;
+      // The token lost its sessions (the main thread has logged in again): a new one first, then drop the old. After
+      // C_Finalize the old handle is gone and its number may be another thread's new session: never close it then.
+      const old = msg.forgetOld ? undefined : session;
+      session = undefined;
       session = openSession();
       if (old !== undefined) {
         try {

@@ -72,11 +72,15 @@ export class SignThreadPool {
 
   /**
    * Every thread opens a new session and closes its old one: after the token lost its sessions (the caller has
-   * logged in again). Rejects with the first thread's error if a thread cannot.
+   * logged in again). `forgetOld`: the module was finalized and initialised again, which ended the old sessions and
+   * may have given their handle numbers to new ones, so the threads drop theirs without closing them. Rejects with
+   * the first thread's error if a thread cannot.
    */
-  async reopenSessions(): Promise<void> {
+  async reopenSessions(forgetOld = false): Promise<void> {
     if (this.closed) throw new Error('the signing threads are stopped');
-    await Promise.all(
+    // Every thread's answer, failed or not, before returning: the caller may C_Finalize the module next, which must
+    // not run while a thread is still inside it.
+    const answers = await Promise.allSettled(
       this.threads.map(
         (thread) =>
           new Promise<ThreadSignature | undefined>((resolve, reject) => {
@@ -84,10 +88,12 @@ export class SignThreadPool {
             if (thread.pending.size === 0) thread.worker.ref();
             thread.pending.set(id, { resolve, reject });
             this.busy++;
-            thread.worker.postMessage({ id, reopen: true });
+            thread.worker.postMessage({ id, reopen: true, forgetOld });
           }),
       ),
     );
+    const failed = answers.find((a) => a.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   /** Stops the threads; a signature still in flight fails (its answer may never come) rather than hanging. */

@@ -12,7 +12,7 @@ import smCrypto from 'sm-crypto';
 import { type KeySpec, keyInfo, type MlDsaKeyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { mlDsaSpkiPem, sm2SpkiPem } from '../crypto/spki.js';
 import { ApiError } from '../errors.js';
-import type { CreatedKey, KeyStore } from './key-store.js';
+import type { CreatedKey, KeyStore, KeyStoreOutage } from './key-store.js';
 import type { Sealer } from './sealer.js';
 import { SoftwareSignPool } from './software-sign-pool.js';
 
@@ -50,6 +50,14 @@ export class SoftwareKeyStore implements KeyStore {
   ) {
     this.description = `software (sealed by ${sealerDescription})`;
     this.signThreads = options.signThreads ?? Math.min(4, availableParallelism());
+  }
+
+  /**
+   * The sealer's outage: without the token no key opens. It is the token's outage, recorded once by the token's
+   * own key store; refusals here carry it (the unseal's error) and are counted in it.
+   */
+  get outage(): KeyStoreOutage | undefined {
+    return this.sealer.outage;
   }
 
   supports(spec: KeySpec): boolean {

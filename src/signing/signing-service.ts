@@ -10,7 +10,7 @@ import {
   type SigningAlgorithm,
 } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
-import { type KeyStore, KeyStores } from '../keys/key-store.js';
+import { type KeyStore, type KeyStoreOutage, KeyStores, outageOf } from '../keys/key-store.js';
 import type { ActiveException, PolicyDecision, PolicyEngine, PolicyInput } from '../policy/policy.js';
 import {
   type AuditEntryInput,
@@ -102,6 +102,8 @@ export class SigningService {
   private readonly now: () => Date;
   private readonly approvalLifetimeMs: number;
   private readonly observe: SignOutcomeObserver;
+  /** The commit of each outage's start entry: a request refused in the outage is answered after it. */
+  private readonly outageStarts = new WeakMap<KeyStoreOutage, Promise<void>>();
 
   constructor(deps: SigningServiceDeps) {
     this.observe = deps.onSignOutcome ?? noObserver;
@@ -110,6 +112,26 @@ export class SigningService {
     this.policy = deps.policy;
     this.now = deps.now ?? (() => new Date());
     this.approvalLifetimeMs = deps.approvalLifetimeMs ?? 24 * 3600 * 1000;
+    for (const keyStore of this.keyStores.stores) keyStore.reportOutages?.((outage) => this.auditOutage(outage));
+  }
+
+  /**
+   * A key store outage's start, and its end with the count of signing requests refused meanwhile (each one counted
+   * there has no sign_failed entry of its own; docs/policy.md). Best effort: if the store cannot write either, the
+   * end entry still names the start, and the service's log has both.
+   */
+  private auditOutage(outage: KeyStoreOutage): void {
+    const endedAt = outage.endedAt;
+    const details = {
+      key_store: outage.keyStore,
+      fault: outage.fault,
+      started_at: outage.startedAt.toISOString(),
+      ...(endedAt && { ended_at: endedAt.toISOString(), refused: outage.refused }),
+    };
+    const written = this.audit(null, 'service', 'key_store_outage', endedAt ? 'ended' : 'started', details).catch(
+      () => undefined,
+    );
+    if (!endedAt) this.outageStarts.set(outage, written);
   }
 
   async createTenant(
@@ -414,7 +436,7 @@ export class SigningService {
 
   /** Appends to the audit log; a failed write fails the caller's request. */
   private audit(
-    tenantId: string,
+    tenantId: string | null,
     actor: string,
     action: string,
     outcome: string,
@@ -559,7 +581,9 @@ export class SigningService {
       );
       return { id, written };
     };
-    const ahead = this.store.writesOnThread ? record() : undefined;
+    // Not ahead while the key store is known to be away: the record would only be withdrawn again.
+    const ahead =
+      this.store.writesOnThread && this.keyStores.outageOf(key.keyStore) === undefined ? record() : undefined;
     // The commit may fail while a signing thread still works; it is awaited below, but a rejection with no
     // handler meanwhile would end the process (Node's default for unhandled rejections).
     ahead?.written.catch(() => undefined);
@@ -583,17 +607,21 @@ export class SigningService {
         },
       });
       // After the record's own commit (failed or not), so the withdrawal follows it in the log. Every allowed
-      // request the key store failed leaves a sign_failed entry, whichever way the store commits.
+      // request the key store failed is recorded once, whichever way the store commits: a sign_failed entry, or,
+      // refused during a key store outage that has not ended yet, a count in that outage's end entry.
       const recorded =
         ahead !== undefined &&
         (await ahead.written.then(
           () => true,
           () => false,
         ));
+      const outage = outageOf(err);
       const audited = recorded
         ? this.store.withdrawSignature(ahead.id, failed(ahead.id))
-        : this.store.appendAudit(failed());
-      await audited.catch(() => undefined); // the key store's error is the one to report
+        : outage?.countRefusal()
+          ? this.outageStarts.get(outage)
+          : this.store.appendAudit(failed());
+      await audited?.catch(() => undefined); // the key store's error is the one to report
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
     }

@@ -111,7 +111,7 @@ describe.each([
     expect(keyStore.faults.seen).toBe(1);
   });
 
-  it('while the token is away: 503 key_store_unavailable with Retry-After, audited, not ready; back without a restart', async () => {
+  it('while the token is away: 503 key_store_unavailable with Retry-After, the outage audited, not ready; back without a restart', async () => {
     const auditBefore = (await store.stats()).auditEntries;
     const events: string[] = [];
     keyStore.onEvent = (message) => events.push(message);
@@ -121,13 +121,12 @@ describe.each([
     expect(res.body).toMatchObject({ error: 'key_store_unavailable' });
     expect(String(res.body.reason)).toMatch(/CKR_DEVICE_REMOVED/);
     expect(res.headers['retry-after']).toBe('5');
-    // The allowed request the key store failed left a sign_failed entry.
-    const entries = await store.readAudit(auditBefore, 100);
-    expect(entries.map((e) => `${e.action}/${e.outcome}`)).toContain('sign/sign_failed');
-    const failed = entries.find((e) => e.outcome === 'sign_failed');
-    expect(failed).toMatchObject({ tenantId: tenant, actor: expect.any(String) });
-    expect(failed?.details).toMatchObject({ algorithm: 'ECDSA_SHA_256', hash, key_store: 'pkcs11' });
-    expect(String(failed?.details.error)).toMatch(/CKR_DEVICE_REMOVED/);
+    let refused = 1;
+    // The outage's start is in the log; the refused request is counted in it, not written on its own.
+    const during = await store.readAudit(auditBefore, 100);
+    expect(during.map((e) => `${e.action}/${e.outcome}`)).toEqual(['key_store_outage/started']);
+    expect(during[0]).toMatchObject({ tenantId: null, actor: 'service' });
+    expect(during[0]?.details).toMatchObject({ fault: 'CKR_DEVICE_REMOVED', key_store: keyStore.description });
 
     const ready = await app.inject({ method: 'GET', url: '/readyz' });
     expect(ready.statusCode).toBe(503);
@@ -135,16 +134,33 @@ describe.each([
     expect((await app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
     // Still away: every request is told to retry, none is a 500.
     for (let i = 0; i < 3; i++) expect((await sign()).status).toBe(503);
+    refused += 3;
 
     fault('');
     const back = await until('signing resumes', async () => {
       const r = await sign();
       if (r.status === 200) return r;
       expect(r.status).toBe(503);
+      refused++;
       return undefined;
     });
     expect(verifies(back.body.signature)).toBe(true);
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    // Its end, with every request refused meanwhile counted; no sign_failed entry for any of them.
+    const entries = await store.readAudit(auditBefore, 100);
+    expect(entries.map((e) => `${e.action}/${e.outcome}`)).toEqual([
+      'key_store_outage/started',
+      'key_store_outage/ended',
+      'sign/signed',
+    ]);
+    expect(entries[1]?.details).toMatchObject({
+      fault: 'CKR_DEVICE_REMOVED',
+      started_at: entries[0]?.details.started_at,
+      refused,
+    });
+    expect(Date.parse(String(entries[1]?.details.ended_at))).toBeGreaterThanOrEqual(
+      Date.parse(String(entries[0]?.details.started_at)),
+    );
     // Said once each, not once per request: the fault, that the token stays away, that it is back.
     expect(events).toEqual([
       expect.stringMatching(/^token fault CKR_DEVICE_REMOVED/),
@@ -229,8 +245,10 @@ it('a store committing on its writer thread (the in-process daemon) withdraws th
     const before = (await threaded.stats()).auditEntries;
     fault('-1 0x30 * close');
     await expect(signing.pkcs11Sign(request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
-    const [ahead, failed, ...more] = await threaded.readAudit(before, 10);
+    // The record written ahead, the outage that began, and the withdrawal (which records this refusal itself).
+    const [ahead, outage, failed, ...more] = await threaded.readAudit(before, 10);
     expect(more).toEqual([]);
+    expect(outage).toMatchObject({ action: 'key_store_outage', outcome: 'started' });
     expect(ahead).toMatchObject({ action: 'pkcs11_sign', outcome: 'signed' });
     expect(failed).toMatchObject({ action: 'pkcs11_sign', outcome: 'sign_failed', tenantId: 'daemon', actor: 'ci' });
     expect(failed?.details.signature_id).toBe(ahead?.details.signature_id);

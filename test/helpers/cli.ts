@@ -10,8 +10,9 @@ export const CLI = packagePath('bin', 'signbridge.js');
  */
 const CLI_MAX_OUTPUT = 1024 ** 3;
 
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}) {
-  const res = spawnSync(process.execPath, [CLI, ...args], {
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, options: RunAs = {}) {
+  const [command, argv] = asUser(options.runAs, [process.execPath, CLI, ...args]);
+  const res = spawnSync(command, argv, {
     encoding: 'utf8',
     env: { ...process.env, ...env },
     maxBuffer: CLI_MAX_OUTPUT,
@@ -20,6 +21,18 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}) {
   if (res.error) throw new Error(`signbridge ${args.join(' ')} could not run: ${res.error.message}`);
   if (res.signal) throw new Error(`signbridge ${args.join(' ')} was killed by ${res.signal}:\n${res.stderr}`);
   return { code: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+export interface RunAs {
+  /** Run as this user (the tests run as root): an unprivileged service, whose file permissions matter. */
+  runAs?: { uid: number; gid: number };
+}
+
+/** `command` as the user, through setpriv, which execs it (the child's pid is the program's, signals reach it). */
+function asUser(user: RunAs['runAs'], command: string[]): [string, string[]] {
+  if (!user) return [command[0] as string, command.slice(1)];
+  const ids = [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups'];
+  return ['setpriv', [...ids, '--', ...command]];
 }
 
 export interface ServerProcess {
@@ -34,13 +47,24 @@ export interface ServerProcess {
  * from SIGNBRIDGE_SERVER_NODE_ARGS in `env` (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile a bench run;
  * NODE_OPTIONS refuses --cpu-prof).
  */
-export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+export async function startServerProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  options: RunAs = {},
+): Promise<ServerProcess> {
   const nodeArgs = (env.SIGNBRIDGE_SERVER_NODE_ARGS ?? process.env.SIGNBRIDGE_SERVER_NODE_ARGS ?? '')
     .split(' ')
     .filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, CLI, 'server', '--listen', '127.0.0.1:0', ...args], {
-    env: { ...process.env, ...env },
-  });
+  const [command, argv] = asUser(options.runAs, [
+    process.execPath,
+    ...nodeArgs,
+    CLI,
+    'server',
+    '--listen',
+    '127.0.0.1:0',
+    ...args,
+  ]);
+  const child = spawn(command, argv, { env: { ...process.env, ...env } });
   let out = '';
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
