@@ -169,7 +169,7 @@ export class RequestHandler {
       return errorMessage(WireStatus.ALGORITHM_INVALID, `unknown algorithm ${request.algorithm}`);
     }
     const algorithm = request.algorithm as SigningAlgorithm;
-    let entry = await catalog.current(request.tenant);
+    let entry = await catalog.current(request.tenant, { staleOnOutage: true });
     if (!entry.ckaId.equals(request.keyId)) {
       // Perhaps rotated since the cache was filled: look again before refusing.
       entry = await catalog.current(request.tenant, { refresh: true });
