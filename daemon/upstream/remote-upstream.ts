@@ -179,6 +179,11 @@ export class RemoteUpstream implements Upstream {
     await this.pool.destroy();
   }
 
+  /** The console lists pending requests on /console/requests, each at the anchor req-<id> (src/web/request-pages.ts). */
+  consoleUrlFor(requestId: string): string {
+    return `${this.description}/console/requests#req-${encodeURIComponent(requestId)}`;
+  }
+
   /**
    * One request, sent again (same body, same Idempotency-Key) while the service cannot answer it, with back-off,
    * until retryWithinMs after the first attempt; then the last failure stands (UNAVAILABLE: the module's user may
