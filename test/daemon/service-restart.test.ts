@@ -94,7 +94,9 @@ describe('threads signing through the module across a service restart', () => {
     try {
       await waitForSigned(BETWEEN);
       for (let restart = 0; restart < 2; restart++) {
-        expect(await server.stop('SIGTERM')).toBe(0);
+        // Its exit code is not asserted: the service gives in-flight requests 10 s before it exits with 1, and how
+        // long they take depends on the machine; either way the daemon must lose nothing.
+        await server.stop('SIGTERM');
         const before = progressOf(out).signed;
         server = await startServerProcess(['--data-dir', dataDir, '--listen', listen]);
         await waitForSigned(before + BETWEEN);
