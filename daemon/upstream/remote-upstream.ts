@@ -217,7 +217,8 @@ export class RemoteUpstream implements Upstream {
       }
       // A kept-alive connection the server closed just now: the next attempt goes at once, on a new connection.
       const immediate = attempt === 1 && failure !== undefined;
-      const left = retryUntil - Date.now();
+      // An earlier attempt still being answered is waited for at least as long as one request may take.
+      const left = (inUse ? Math.max(retryUntil, started + this.opts.timeoutMs) : retryUntil) - Date.now();
       if (!immediate && left <= 0) {
         if (!failure) return out as HttpOutcome;
         throw attempt > 1

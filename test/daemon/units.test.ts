@@ -656,6 +656,29 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
     }
   });
 
+  it('waits for an earlier attempt the service is still answering (409 idempotency_key_in_use), even without retryWithinMs', async () => {
+    const keys: (string | undefined)[] = [];
+    const srv = await serve((n, req, res) => {
+      keys.push(req.headers['idempotency-key'] as string | undefined);
+      res.setHeader('content-type', 'application/json');
+      if (n === 1) {
+        req.socket.destroy(); // the answer to the first attempt is lost
+      } else if (n === 2) {
+        res.statusCode = 409;
+        res.end(JSON.stringify({ error: 'idempotency_key_in_use', reason: 'still being answered' }));
+      } else {
+        res.end(JSON.stringify({ signature: 'c2ln', key_id: 'k', signing_algorithm: 'ECDSA_SHA_256' }));
+      }
+    }, 60_000);
+    try {
+      expect(await signOnce(srv.upstream)).toMatchObject({ kind: 'signed', keyId: 'k' });
+      expect(keys).toHaveLength(3);
+      expect(new Set(keys).size).toBe(1);
+    } finally {
+      await srv.close();
+    }
+  });
+
   it('within retryWithinMs sends a signature again on 502, 503, 408, 429 and refused connections, never a final answer', async () => {
     const keys: (string | undefined)[] = [];
     const signed = JSON.stringify({ signature: 'c2ln', key_id: 'k', signing_algorithm: 'ECDSA_SHA_256' });
