@@ -4,7 +4,7 @@
 // same port and data dir, twice. The daemon sends each signature again, with its Idempotency-Key, until the service
 // answers: nothing fails, every signature verifies, and the service's audit log (`admin audit export`) has exactly
 // one `signed` entry per signature the threads received.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -124,4 +124,56 @@ describe('threads signing through the module across a service restart', () => {
     expect(entries.filter((e) => e.tenant_id === TENANT && e.outcome === 'signed')).toHaveLength(result.signed);
     expect(runCli(['admin', 'audit', 'verify', '--data-dir', dataDir]).code).toBe(0);
   }, 600_000);
+
+  it('a service that stays down past retrySeconds: the signature fails with a retryable error that says so', async () => {
+    const socket = tempSocketPath();
+    const config = join(dir, 'daemon-short.yaml');
+    writeFileSync(
+      config,
+      [
+        `socket: ${socket}`,
+        'service:',
+        `  url: ${server.url}`,
+        '  apiKeyFile: api-key',
+        '  retrySeconds: 1',
+        'tenants:',
+        `  - id: ${TENANT}`,
+      ].join('\n'),
+    );
+    const daemon = await startDaemonProcess(['--config', config]);
+    const work = mkdtempSync(join(dir, 'down-'));
+    writeFileSync(join(work, 'file.txt'), 'signed while the service is down\n');
+    const env = { ...process.env, SIGNBRIDGE_SOCKET: socket };
+    const pkcs11Tool = (args: string[]) =>
+      spawnSync('pkcs11-tool', ['--module', MODULE_PATH, '--token-label', TENANT, ...args], {
+        cwd: work,
+        env,
+        encoding: 'utf8',
+      });
+    try {
+      // The daemon learns the tenant's key while the service is up.
+      const listed = pkcs11Tool(['--list-objects']);
+      expect(listed.status, listed.stderr).toBe(0);
+      await server.stop('SIGTERM');
+      const res = pkcs11Tool([
+        '--sign',
+        '--mechanism',
+        'SHA256-RSA-PKCS',
+        '--input-file',
+        'file.txt',
+        '--output-file',
+        'file.sig',
+      ]);
+      expect(res.status).not.toBe(0);
+      expect(res.stderr).toMatch(
+        new RegExp(
+          `signbridge: the signing service cannot be reached \\(retry later\\) for tenant ${TENANT}: ` +
+            'cannot reach the service at http://127\\.0\\.0\\.1:\\d+: ECONNREFUSED \\(sent \\d+ times over \\d+\\.\\d s\\) \\(UNAVAILABLE',
+        ),
+      );
+    } finally {
+      await daemon.stop();
+      server = await startServerProcess(['--data-dir', dataDir, '--listen', listen]);
+    }
+  }, 300_000);
 });
