@@ -14,6 +14,7 @@ import { defaultLoginFiles, type LoginMetadata, readLoginMetadata } from './logi
 import { LoginSession } from './login-session.js';
 import { DEFAULT_SBOM_MAX_BYTES } from './sbom.js';
 import { defaultSocketPath } from './socket-path.js';
+import { DEFAULT_RETRY_WITHIN_MS } from './upstream/remote-upstream.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -28,6 +29,8 @@ export const DaemonConfigFileSchema = Type.Object(
           url: Type.Optional(Type.String({ minLength: 1 })),
           apiKeyFile: Type.Optional(Type.String({ minLength: 1 })),
           timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 600 })),
+          /** How long a request is sent again while the service cannot answer (restart, 503); 0: once. */
+          retrySeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 600 })),
         },
         { additionalProperties: false },
       ),
@@ -71,6 +74,8 @@ export type UpstreamConfig =
       apiKey: ApiKeySource | undefined;
       tenantApiKeys: Map<string, ApiKeySource>;
       timeoutMs: number;
+      /** service.retrySeconds (loadDaemonConfig's default: DEFAULT_RETRY_WITHIN_MS); unset: RemoteUpstream's 0. */
+      retryWithinMs?: number;
     }
   | { type: 'in-process'; dataDir: string; configFile?: string };
 
@@ -229,6 +234,10 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
       apiKey,
       tenantApiKeys,
       timeoutMs: Math.round((file.service?.timeoutSeconds ?? 30) * 1000),
+      retryWithinMs:
+        file.service?.retrySeconds === undefined
+          ? DEFAULT_RETRY_WITHIN_MS
+          : Math.round(file.service.retrySeconds * 1000),
     };
   }
 

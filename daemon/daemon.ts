@@ -29,14 +29,16 @@ export interface StartDaemonOptions {
   helloTimeoutMs?: number;
 }
 
-export async function openUpstream(config: DaemonConfig): Promise<Upstream> {
+export async function openUpstream(config: DaemonConfig, log?: Logger): Promise<Upstream> {
   if (config.upstream.type === 'remote') {
     return new RemoteUpstream({
       url: config.upstream.url,
       apiKey: config.upstream.apiKey,
       tenantApiKeys: config.upstream.tenantApiKeys,
       timeoutMs: config.upstream.timeoutMs,
+      ...(config.upstream.retryWithinMs !== undefined && { retryWithinMs: config.upstream.retryWithinMs }),
       userAgent: 'signbridge-daemon/0.1.0',
+      ...(log && { log }),
     });
   }
   // Loaded only when asked for: it pulls in the key store (graphene-pk11) and SQLite.
@@ -58,7 +60,7 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
       'the service URL is plain http to another host: API keys travel unencrypted',
     );
   }
-  const upstream = options.upstream ?? (await openUpstream(config));
+  const upstream = options.upstream ?? (await openUpstream(config, options.log));
   const certificateStore = new CertificateStore(config.certificateDir);
   const catalog = new KeyCatalog({
     upstream,

@@ -169,7 +169,7 @@ export class RequestHandler {
       return errorMessage(WireStatus.ALGORITHM_INVALID, `unknown algorithm ${request.algorithm}`);
     }
     const algorithm = request.algorithm as SigningAlgorithm;
-    let entry = await catalog.current(request.tenant);
+    let entry = await catalog.current(request.tenant, { staleOnOutage: true });
     if (!entry.ckaId.equals(request.keyId)) {
       // Perhaps rotated since the cache was filled: look again before refusing.
       entry = await catalog.current(request.tenant, { refresh: true });
@@ -208,7 +208,7 @@ export class RequestHandler {
     if (result.kind === 'pending') {
       log.info({ tenant: request.tenant, requestId: result.requestId, status: result.status }, 'signature pending');
       this.remember(result.requestId, asked);
-      return { type: 'SIGN_PENDING', requestId: result.requestId, status: result.status, message: result.message };
+      return this.pendingAnswer(result.requestId, result.status, result.message);
     }
     return this.finish(asked, result, peer);
   }
@@ -351,7 +351,7 @@ export class RequestHandler {
       }
       const left = deadline - Date.now();
       if (left <= 0) {
-        return { type: 'SIGN_PENDING', requestId: request.requestId, status: result.status, message: result.message };
+        return this.pendingAnswer(request.requestId, result.status, result.message);
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(interval, left)));
     }
@@ -370,6 +370,11 @@ export class RequestHandler {
       );
     }
     return entry.key.keySpec;
+  }
+
+  private pendingAnswer(requestId: string, status: string, message: string): Response {
+    const consoleUrl = this.opts.upstream.consoleUrlFor?.(requestId);
+    return { type: 'SIGN_PENDING', requestId, status, message, ...(consoleUrl !== undefined && { consoleUrl }) };
   }
 
   private remember(requestId: string, pending: Asked): void {

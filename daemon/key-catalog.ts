@@ -74,19 +74,31 @@ export class KeyCatalog {
     return this.tenants.get(tenantId);
   }
 
-  /** The tenant's current key, from the cache while it is fresh; `refresh` forces a look-up. */
-  async current(tenantId: string, options: { refresh?: boolean } = {}): Promise<CatalogEntry> {
+  /**
+   * The tenant's current key, from the cache while it is fresh; `refresh` forces a look-up. With `staleOnOutage`
+   * (a SIGN), a cached key past its time is still used when the service cannot be reached to renew it (a restart):
+   * the service signs with whatever key is current, and a signature by another key is refused afterwards.
+   */
+  async current(tenantId: string, options: { refresh?: boolean; staleOnOutage?: boolean } = {}): Promise<CatalogEntry> {
     const tenant = this.tenants.get(tenantId);
     if (!tenant) {
       throw new UpstreamError(WireStatus.KEY_NOT_FOUND, `tenant ${tenantId} is not exposed by this daemon`);
     }
     const cached = this.entries.get(tenantId);
     if (cached && !options.refresh && this.now() - cached.fetchedAt < this.opts.ttlMs) return cached;
-    const running = this.inFlight.get(tenantId);
-    if (running) return running;
-    const fetching = this.fetch(tenant).finally(() => this.inFlight.delete(tenantId));
-    this.inFlight.set(tenantId, fetching);
-    return fetching;
+    let fetching = this.inFlight.get(tenantId);
+    if (!fetching) {
+      fetching = this.fetch(tenant).finally(() => this.inFlight.delete(tenantId));
+      this.inFlight.set(tenantId, fetching);
+    }
+    if (!options.staleOnOutage || !cached) return fetching;
+    try {
+      return await fetching;
+    } catch (err) {
+      if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
+      this.opts.log.info({ tenant: tenantId, keyId: cached.key.keyId, reason: err.message }, 'cached key used');
+      return cached;
+    }
   }
 
   invalidate(tenantId: string): void {

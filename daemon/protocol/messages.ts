@@ -68,6 +68,8 @@ export interface SignPending {
   /** STATUS_TEXT: pending_approval or pending_security_review. */
   status: string;
   message: string;
+  /** CONSOLE_URL (optional): where a person approves the request (the service's console page for it). */
+  consoleUrl?: string;
 }
 export interface Poll {
   type: 'POLL';

@@ -70,6 +70,7 @@ export const MESSAGE_FIELDS: Record<MessageName, readonly FieldSpec[]> = {
     { tag: Tag.REQUEST_ID, name: 'requestId', kind: 'str', required: true },
     { tag: Tag.STATUS_TEXT, name: 'status', kind: 'str', required: true },
     { tag: Tag.MESSAGE, name: 'message', kind: 'str', required: true },
+    { tag: Tag.CONSOLE_URL, name: 'consoleUrl', kind: 'str' },
   ],
   POLL: [
     { tag: Tag.TENANT, name: 'tenant', kind: 'str', required: true },

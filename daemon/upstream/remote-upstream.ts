@@ -3,6 +3,7 @@
 // client's CPU per request is on every signature's path: undici's request() took ~120 us a request where
 // node:http took ~170-240 us and the global fetch (undici's streams, abort signals and header objects) more.
 import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import type { ApiKeySource } from '../credentials.js';
@@ -26,7 +27,17 @@ export interface RemoteUpstreamOptions {
   /** Per-tenant API keys: the service binds a signer key to one tenant. */
   tenantApiKeys?: ReadonlyMap<string, ApiKeySource>;
   timeoutMs: number;
+  /**
+   * How long a request keeps being sent again while the service cannot answer (connection refused or reset, 502,
+   * 503, 408, 429: a restart, a rolling upgrade, a store or key store outage), with back-off; a signature always
+   * with its own Idempotency-Key. Counted from the first attempt; 0 sends once (and once more at once for a
+   * kept-alive connection the server had closed), the default; the daemon's default is DEFAULT_RETRY_WITHIN_MS.
+   * Signatures and their collection only: a public key look-up fails at once.
+   */
+  retryWithinMs?: number;
   userAgent?: string;
+  /** Where each wait for the service is logged (once per request, not per attempt). */
+  log?: Pick<Logger, 'warn' | 'info'>;
 }
 
 interface HttpOutcome {
@@ -61,15 +72,10 @@ export class RemoteUpstream implements Upstream {
   }
 
   async getPublicKey(tenantId: string): Promise<PublicKeyInfo> {
-    let out: HttpOutcome;
-    try {
-      out = await this.call('get_public_key', tenantId, {});
-    } catch (err) {
-      // A kept-alive connection the server closed just now fails the request; a read is safe to send again.
-      // (Signatures are retried only with their Idempotency-Key: see signCall.)
-      if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
-      out = await this.call('get_public_key', tenantId, {});
-    }
+    // A kept-alive connection the server closed just now is replaced at once, but a service that is down is said
+    // at once too: a token listing (pkcs11-tool -L, p11-kit, `signbridge status`) must not wait for it. A SIGN whose
+    // cached key expired meanwhile goes on with the cached key (KeyCatalog.current's staleOnOutage).
+    const out = await this.callRetrying('get_public_key', tenantId, {}, undefined, 0);
     if (out.status !== 200) throw this.failure(out, tenantId);
     const b = out.body ?? {};
     if (typeof b.key_id !== 'string' || typeof b.key_spec !== 'string' || typeof b.public_key_pem !== 'string') {
@@ -128,9 +134,8 @@ export class RemoteUpstream implements Upstream {
 
   /**
    * A new signature goes out with an Idempotency-Key of its own (src/api/idempotency.ts), so when the connection
-   * drops before the answer arrives (a service instance restarting, a load balancer closing a kept-alive connection)
-   * it is sent again and gets the first answer instead of a second signature. Collecting an approved request is
-   * idempotent by itself.
+   * drops before the answer arrives or the service is restarting, it is sent again and gets the first answer
+   * instead of a second signature. Collecting an approved request is idempotent by itself.
    */
   private async signCall(
     action: 'sign' | 'pkcs11_sign',
@@ -138,23 +143,7 @@ export class RemoteUpstream implements Upstream {
     fresh: boolean,
     body: Record<string, unknown>,
   ): Promise<SignResult> {
-    const key = fresh ? randomUUID() : undefined;
-    let out: HttpOutcome;
-    for (let attempt = 1; ; attempt++) {
-      const last = key === undefined || attempt >= SIGN_ATTEMPTS;
-      try {
-        out = await this.call(action, tenantId, body, key);
-      } catch (err) {
-        if (!last && err instanceof UpstreamError && err.status === WireStatus.UNAVAILABLE) continue;
-        throw err;
-      }
-      // The first attempt reached the service and is still being answered there: wait for its answer.
-      if (!last && out.status === 409 && out.body?.error === 'idempotency_key_in_use') {
-        await new Promise((resolve) => setTimeout(resolve, IN_PROGRESS_WAIT_MS));
-        continue;
-      }
-      break;
-    }
+    const out = await this.callRetrying(action, tenantId, body, fresh ? randomUUID() : undefined);
     const b = out.body ?? {};
     if (out.status === 202) {
       if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
@@ -188,6 +177,68 @@ export class RemoteUpstream implements Upstream {
 
   async close(): Promise<void> {
     await this.pool.destroy();
+  }
+
+  /** The console lists pending requests on /console/requests, each at the anchor req-<id> (src/web/request-pages.ts). */
+  consoleUrlFor(requestId: string): string {
+    return `${this.description}/console/requests#req-${encodeURIComponent(requestId)}`;
+  }
+
+  /**
+   * One request, sent again (same body, same Idempotency-Key) while the service cannot answer it, with back-off,
+   * until retryWithinMs after the first attempt; then the last failure stands (UNAVAILABLE: the module's user may
+   * retry). Final answers (a signature, a pending request, a denial, any other 4xx) are never sent again. With an
+   * Idempotency-Key, a 409 idempotency_key_in_use (an earlier attempt reached the service and is still being
+   * answered there) waits for that answer.
+   */
+  private async callRetrying(
+    action: string,
+    tenantId: string,
+    body: Record<string, unknown>,
+    idempotencyKey?: string,
+    retryWithinMs = this.opts.retryWithinMs ?? 0,
+  ): Promise<HttpOutcome> {
+    const started = Date.now();
+    const retryUntil = started + retryWithinMs;
+    let backoffMs = FIRST_BACKOFF_MS;
+    for (let attempt = 1; ; attempt++) {
+      let out: HttpOutcome | undefined;
+      let failure: UpstreamError | undefined;
+      try {
+        out = await this.call(action, tenantId, body, idempotencyKey);
+      } catch (err) {
+        if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
+        failure = err;
+      }
+      const inUse = idempotencyKey !== undefined && out?.status === 409 && out.body?.error === 'idempotency_key_in_use';
+      if (out !== undefined && !inUse && !serviceCannotAnswer(out)) {
+        if (attempt > 1) this.opts.log?.info({ action, tenant: tenantId, attempt }, 'the service answers again');
+        return out;
+      }
+      // A kept-alive connection the server closed just now: the next attempt goes at once, on a new connection.
+      const immediate = attempt === 1 && failure !== undefined;
+      // An earlier attempt still being answered is waited for at least as long as one request may take.
+      const left = (inUse ? Math.max(retryUntil, started + this.opts.timeoutMs) : retryUntil) - Date.now();
+      if (!immediate && left <= 0) {
+        if (!failure) return out as HttpOutcome;
+        throw attempt > 1
+          ? new UpstreamError(
+              failure.status,
+              `${failure.message} (sent ${attempt} times over ${((Date.now() - started) / 1000).toFixed(1)} s)`,
+              failure.requestId,
+            )
+          : failure;
+      }
+      if (attempt === 2) {
+        this.opts.log?.warn(
+          { action, tenant: tenantId, reason: failure?.message ?? `HTTP ${out?.status}`, retryWithinMs },
+          'the service cannot answer; sending the request again until it can',
+        );
+      }
+      const waitMs = immediate ? 0 : Math.min(inUse ? IN_PROGRESS_WAIT_MS : backoffMs, left);
+      if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+      if (!immediate && !inUse) backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
+    }
   }
 
   private failure(out: HttpOutcome, tenantId: string): UpstreamError {
@@ -314,10 +365,26 @@ function contextFields(context: SignContext): Record<string, string> {
   };
 }
 
-/** Tries of one new signature when the connection drops (the same Idempotency-Key each time). */
-const SIGN_ATTEMPTS = 3;
+/**
+ * How long the daemon sends a signature again while the service cannot answer (service.retrySeconds). A
+ * service restart takes a few seconds; 20 s of retries plus one 30 s attempt (service.timeoutSeconds) still answer
+ * the module before its own 60 s wait for the daemon (SIGNBRIDGE_TIMEOUT) runs out.
+ */
+export const DEFAULT_RETRY_WITHIN_MS = 20_000;
+const FIRST_BACKOFF_MS = 100;
+const MAX_BACKOFF_MS = 1000;
 /** Wait before asking again about a signature the service is still answering (its Retry-After). */
 const IN_PROGRESS_WAIT_MS = 1000;
+
+/**
+ * An answer that says the service could not serve the request now and nothing was done: a proxy with no service
+ * behind it (502), the service shutting down or its store or key store out (503, except oauth_not_configured,
+ * which stays so), a request timeout before it was read (408), or too many requests (429).
+ */
+function serviceCannotAnswer(out: HttpOutcome): boolean {
+  if (out.status === 503) return out.body?.error !== 'oauth_not_configured';
+  return out.status === 502 || out.status === 408 || out.status === 429;
+}
 
 /** The largest answer read from the service; its real answers are a few KB (a public key, a certificate chain). */
 const MAX_ANSWER_BYTES = 1024 * 1024;

@@ -72,6 +72,8 @@ export interface Upstream {
   pkcs11Sign(input: SignInput): Promise<SignResult>;
   /** The outcome of a pending pkcs11_sign: still pending, the signature, or an UpstreamError (rejected, expired). */
   collect(input: CollectInput): Promise<SignResult>;
+  /** Where a person approves a pending request: the service's console page for it (none in-process). */
+  consoleUrlFor?(requestId: string): string;
   /** Signatures under way on this process's own signing threads (in-process mode); busy polling yields to them. */
   threadsBusy?(): number;
   close(): Promise<void>;

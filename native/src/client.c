@@ -270,16 +270,25 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
       rv = CKR_DEVICE_ERROR;
       break;
     }
-    char status[64], msg[512];
+    char status[64], msg[512], console_url[512];
     int first = !rid[0];
     sbw_get_str(&m.body, SBW_T_REQUEST_ID, rid, sizeof(rid));
     sbw_get_str(&m.body, SBW_T_STATUS_TEXT, status, sizeof(status));
     sbw_get_str(&m.body, SBW_T_MESSAGE, msg, sizeof(msg));
+    sbw_get_str(&m.body, SBW_T_CONSOLE_URL, console_url, sizeof(console_url));
     sbw_msg_free(&m);
     long long left = deadline - now_ms();
     if (first) {
-      SBP11_WARN("signature for tenant %s waits for approval: request id %s (%s): %s; waiting up to %d s", req->tenant,
-                 rid, status, msg, approval_timeout_s);
+      /* Once per signature, not per poll: the person at the terminal learns why the tool is quiet, and where to
+       * approve (the daemon names the console page; a daemon without one, or before it, names none). */
+      const char *what = !strcmp(status, "pending_security_review") ? "security review" : "approval";
+      SBP11_WARN("signature for tenant %s waits for %s: request id %s (%s): %s; %s%s; waiting up to %d s", req->tenant,
+                 what, rid, status, msg, console_url[0] ? "approve it at " : "approve it with approve_sign",
+                 console_url, approval_timeout_s);
+      sbp11_notice_logged_at(SBP11_LOG_WARN, "signature for tenant %s waits for %s: request %s (%s); %s%s; waiting up "
+                             "to %d s (SIGNBRIDGE_APPROVAL_TIMEOUT)", req->tenant, what, rid, status,
+                             console_url[0] ? "approve it at " : "approve it with approve_sign", console_url,
+                             approval_timeout_s);
     } else {
       SBP11_INFO("request %s still %s (%lld s left)", rid, status, left > 0 ? left / 1000 : 0);
     }

@@ -87,18 +87,15 @@ void sbp11_log(int level, const char *fmt, ...) {
   pthread_mutex_unlock(&log_lock);
 }
 
-void sbp11_notice(const char *fmt, ...) {
+static void vnotice(int logged_at, const char *fmt, va_list ap) {
   pthread_mutex_lock(&log_lock);
-  /* Off when asked; and when the log itself goes to stderr, its error line already says the same. */
-  int quiet = log_off || (log_fd == STDERR_FILENO && log_level >= SBP11_LOG_ERROR);
+  /* Off when asked; and when the log itself goes to stderr at that level, its line already says the same. */
+  int quiet = log_off || (log_fd == STDERR_FILENO && log_level >= logged_at);
   pthread_mutex_unlock(&log_lock);
   if (quiet) return;
   char line[1024] = "signbridge: ";
   size_t n = strlen(line);
-  va_list ap;
-  va_start(ap, fmt);
   int w = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
-  va_end(ap);
   if (w < 0) return;
   n += (size_t)w < sizeof(line) - n - 1 ? (size_t)w : sizeof(line) - n - 2;
   /* One line, whatever the service's message holds. */
@@ -107,4 +104,18 @@ void sbp11_notice(const char *fmt, ...) {
   line[n++] = '\n';
   ssize_t r = write(STDERR_FILENO, line, n);
   (void)r;
+}
+
+void sbp11_notice(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vnotice(SBP11_LOG_ERROR, fmt, ap);
+  va_end(ap);
+}
+
+void sbp11_notice_logged_at(int level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vnotice(level, fmt, ap);
+  va_end(ap);
 }

@@ -60,6 +60,7 @@ static const sbw_spec SIGN_PENDING_FIELDS[] = {
     F(REQUEST_ID, STR, 1, 0, 0, 0),
     F(STATUS_TEXT, STR, 1, 0, 0, 0),
     F(MESSAGE, STR, 1, 0, 0, 0),
+    F(CONSOLE_URL, STR, 0, 0, 0, 0), /* where a person approves it; absent from daemons before it */
 };
 static const sbw_spec POLL_FIELDS[] = {
     F(TENANT, STR, 1, 0, 0, 0),

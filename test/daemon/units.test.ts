@@ -625,7 +625,7 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
     }
   });
 
-  it('sends a signature again after a dropped connection only with the same Idempotency-Key, at most 3 times', async () => {
+  it('sends a signature again after a dropped connection only with the same Idempotency-Key, once by default', async () => {
     const keys: (string | undefined)[] = [];
     const signed = JSON.stringify({ signature: 'c2ln', key_id: 'k', signing_algorithm: 'ECDSA_SHA_256' });
     const srv = await serve((n, req, res) => {
@@ -643,20 +643,119 @@ describe('RemoteUpstream against a scripted HTTP server', () => {
       expect(keys).toHaveLength(2);
       expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
       expect(keys[1]).toBe(keys[0]);
+      // Without retryWithinMs (signbridge sign/digest): the one resend at once on a new connection, then the error.
       await expect(signOnce(srv.upstream)).rejects.toMatchObject({ status: WireStatus.UNAVAILABLE });
-      expect(keys).toHaveLength(5);
-      expect(new Set(keys.slice(2)).size).toBe(1);
+      expect(keys).toHaveLength(4);
+      expect(keys[3]).toBe(keys[2]);
       expect(keys[2]).not.toBe(keys[0]);
-      // Collecting an approved request carries no key (it is idempotent by itself) and is not sent again.
+      // Collecting an approved request carries no key (it is idempotent by itself).
       await expect(
         srv.upstream.collect({ tenantId: 't', requestId: 'r', digest: Buffer.alloc(32) }),
-      ).rejects.toMatchObject({
-        status: WireStatus.UNAVAILABLE,
-      });
-      expect(keys).toHaveLength(6);
-      expect(keys[5]).toBeUndefined();
+      ).rejects.toMatchObject({ status: WireStatus.UNAVAILABLE });
+      expect(keys.slice(4)).toEqual([undefined, undefined]);
     } finally {
       await srv.close();
+    }
+  });
+
+  it('waits for an earlier attempt the service is still answering (409 idempotency_key_in_use), even without retryWithinMs', async () => {
+    const keys: (string | undefined)[] = [];
+    const srv = await serve((n, req, res) => {
+      keys.push(req.headers['idempotency-key'] as string | undefined);
+      res.setHeader('content-type', 'application/json');
+      if (n === 1) {
+        req.socket.destroy(); // the answer to the first attempt is lost
+      } else if (n === 2) {
+        res.statusCode = 409;
+        res.end(JSON.stringify({ error: 'idempotency_key_in_use', reason: 'still being answered' }));
+      } else {
+        res.end(JSON.stringify({ signature: 'c2ln', key_id: 'k', signing_algorithm: 'ECDSA_SHA_256' }));
+      }
+    }, 60_000);
+    try {
+      expect(await signOnce(srv.upstream)).toMatchObject({ kind: 'signed', keyId: 'k' });
+      expect(keys).toHaveLength(3);
+      expect(new Set(keys).size).toBe(1);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('within retryWithinMs sends a signature again on 502, 503, 408, 429 and refused connections, never a final answer', async () => {
+    const keys: (string | undefined)[] = [];
+    const signed = JSON.stringify({ signature: 'c2ln', key_id: 'k', signing_algorithm: 'ECDSA_SHA_256' });
+    // Each transient answer once, in turn, then the signature; then a denial, which is final.
+    const transient: [number, string][] = [
+      [502, '<html>bad gateway</html>'],
+      [503, JSON.stringify({ error: 'shutting_down', reason: 'the service is shutting down' })],
+      [503, JSON.stringify({ error: 'store_unavailable', reason: 'SQLITE_BUSY' })],
+      [503, JSON.stringify({ error: 'key_store_unavailable', reason: 'token gone' })],
+      [408, JSON.stringify({ error: 'request_timeout', reason: 'slow body' })],
+      [429, JSON.stringify({ error: 'rate_limited', reason: 'slow down' })],
+    ];
+    const srv = await serve((n, req, res) => {
+      keys.push(req.headers['idempotency-key'] as string | undefined);
+      res.setHeader('content-type', 'application/json');
+      const step = transient[n - 1];
+      if (step) {
+        res.statusCode = step[0];
+        res.end(step[1]);
+      } else if (n === transient.length + 1) {
+        res.end(signed);
+      } else {
+        res.statusCode = 403;
+        res.end(JSON.stringify({ error: 'policy_denied', reason: 'no' }));
+      }
+    });
+    const patient = new RemoteUpstream({
+      url: `http://127.0.0.1:${srv.port}/base`,
+      apiKey: apiKeyFromEnv('sbk_test'),
+      timeoutMs: 2000,
+      retryWithinMs: 600_000,
+    });
+    try {
+      expect(await signOnce(patient)).toMatchObject({ kind: 'signed', keyId: 'k' });
+      expect(keys).toHaveLength(transient.length + 1);
+      expect(new Set(keys).size).toBe(1);
+      await expect(signOnce(patient)).rejects.toMatchObject({ status: WireStatus.POLICY_DENIED });
+      expect(keys).toHaveLength(transient.length + 2);
+      // A 503 that stays so (no sign-in configured) is not waited out either.
+      const oauth = await serve((_n, _req, res) => {
+        res.statusCode = 503;
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ error: 'oauth_not_configured', reason: 'no IdP' }));
+      });
+      const patientToo = new RemoteUpstream({
+        url: `http://127.0.0.1:${oauth.port}/base`,
+        apiKey: apiKeyFromEnv('sbk_test'),
+        timeoutMs: 2000,
+        retryWithinMs: 600_000,
+      });
+      try {
+        await expect(signOnce(patientToo)).rejects.toMatchObject({ status: WireStatus.UNAVAILABLE });
+        expect(oauth.count()).toBe(1);
+      } finally {
+        await patientToo.close();
+        await oauth.close();
+      }
+    } finally {
+      await patient.close();
+      await srv.close();
+    }
+    // Nothing listens on the port now: sent again until the window closes, then UNAVAILABLE saying so.
+    const gone = new RemoteUpstream({
+      url: `http://127.0.0.1:${srv.port}`,
+      apiKey: apiKeyFromEnv('sbk_test'),
+      timeoutMs: 2000,
+      retryWithinMs: 1000,
+    });
+    try {
+      await expect(signOnce(gone)).rejects.toMatchObject({
+        status: WireStatus.UNAVAILABLE,
+        message: /ECONNREFUSED \(sent \d+ times over \d+\.\d s\)/,
+      });
+    } finally {
+      await gone.close();
     }
   });
 

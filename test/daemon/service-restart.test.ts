@@ -1,0 +1,179 @@
+// A service restart is invisible to signing tools, as a daemon restart is (restart.test.ts): 16 threads of a C
+// program sign without pause through the real module and a real `signbridge daemon` while the SERVICE (a real
+// `signbridge server` child on SQLite and its embedded SoftHSM) is stopped with SIGTERM and started again on the
+// same port and data dir, twice. The daemon sends each signature again, with its Idempotency-Key, until the service
+// answers: nothing fails, every signature verifies, and the service's audit log (`admin audit export`) has exactly
+// one `signed` entry per signature the threads received.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MODULE_PATH } from '../../src/cli/module-path.js';
+import { packagePath } from '../../src/paths.js';
+import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { ensurePeercredBuilt, startDaemonProcess, tempSocketPath } from './helpers.js';
+
+const SIGN_LOOP = packagePath('build', 'native', 'test', 'sbp11_sign_loop');
+if (!existsSync(SIGN_LOOP)) throw new Error(`${SIGN_LOOP} is not built: run scripts/setup.sh`);
+
+const TENANT = 'svc-restart';
+const THREADS = 16;
+/** Signatures to see between two events; the load is bounded by this count and by the stop file, never by time. */
+const BETWEEN = 40;
+
+let dataDir: string;
+let dir: string;
+let server: ServerProcess;
+let listen: string;
+
+beforeAll(async () => {
+  ensurePeercredBuilt();
+  dataDir = mkdtempSync(join(tmpdir(), 'sb-svc-restart-data-'));
+  dir = mkdtempSync(join(tmpdir(), 'sb-svc-restart-'));
+  server = await startServerProcess(['--data-dir', dataDir]);
+  listen = new URL(server.url).host;
+  const operator = createApiKeyCli(dataDir, 'operator');
+  const created = await postAction(server.url, 'create_tenant', operator, { tenant_id: TENANT, key_spec: 'RSA_2048' });
+  expect(created.status).toBe(201);
+  writeFileSync(join(dir, 'api-key'), `${createApiKeyCli(dataDir, 'signer', TENANT)}\n`, { mode: 0o600 });
+}, 120_000);
+afterAll(async () => {
+  await server?.stop();
+});
+
+/** The sign loop's progress: its last "signed N failed F bad B" line. */
+function progressOf(out: string) {
+  const last = [...out.matchAll(/signed (\d+) failed (\d+) bad (\d+)/g)].at(-1);
+  return { signed: Number(last?.[1] ?? 0), failed: Number(last?.[2] ?? 0), bad: Number(last?.[3] ?? 0) };
+}
+
+describe('threads signing through the module across a service restart', () => {
+  it('lose nothing, and nothing is signed twice', async () => {
+    const socket = tempSocketPath();
+    const config = join(dir, 'daemon.yaml');
+    // The retry window outlasts a service start on a busy machine (this test is about losing nothing, not about
+    // the 20 s default); the module's wait for an answer outlasts the window plus one request's timeout.
+    writeFileSync(
+      config,
+      [
+        `socket: ${socket}`,
+        'service:',
+        `  url: ${server.url}`,
+        '  apiKeyFile: api-key',
+        '  retrySeconds: 240',
+        'tenants:',
+        `  - id: ${TENANT}`,
+      ].join('\n'),
+    );
+    const daemon = await startDaemonProcess(['--config', config]);
+    const stopFile = join(dir, 'stop');
+    const loop = spawn(SIGN_LOOP, [MODULE_PATH, TENANT, String(THREADS), stopFile], {
+      env: {
+        ...process.env,
+        SIGNBRIDGE_SOCKET: socket,
+        SIGNBRIDGE_LOG: `info:${join(dir, 'module.log')}`,
+        SIGNBRIDGE_TIMEOUT: '600',
+      },
+    });
+    let out = '';
+    let err = '';
+    loop.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    loop.stderr.on('data', (c: Buffer) => {
+      err += c.toString();
+    });
+    const loopExit = new Promise<number | null>((resolve) => loop.once('exit', (code) => resolve(code)));
+    const waitForSigned = async (n: number) => {
+      while (progressOf(out).signed < n) {
+        if (loop.exitCode !== null) throw new Error(`sign loop ended early:\n${out.slice(-500)}\n${err}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    try {
+      await waitForSigned(BETWEEN);
+      for (let restart = 0; restart < 2; restart++) {
+        // Its exit code is not asserted: the service gives in-flight requests 10 s before it exits with 1, and how
+        // long they take depends on the machine; either way the daemon must lose nothing.
+        await server.stop('SIGTERM');
+        const before = progressOf(out).signed;
+        server = await startServerProcess(['--data-dir', dataDir, '--listen', listen]);
+        await waitForSigned(before + BETWEEN);
+      }
+    } finally {
+      writeFileSync(stopFile, '');
+    }
+    expect(await loopExit, err).toBe(0);
+    const daemonLog = daemon.output();
+    await daemon.stop();
+    const result = progressOf(out);
+    expect(err).toBe('');
+    expect(result.failed).toBe(0);
+    expect(result.bad).toBe(0);
+    expect(result.signed).toBeGreaterThanOrEqual(3 * BETWEEN);
+    // The daemon did wait for the service (the restarts happened under load), and said so.
+    expect(daemonLog).toMatch(/the service cannot answer; sending the request again until it can/);
+    // One `signed` audit entry per signature the threads received: none was lost, none made twice.
+    const exported = runCli(['admin', 'audit', 'export', '--data-dir', dataDir]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const entries = exported.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { tenant_id: string; outcome: string });
+    expect(entries.filter((e) => e.tenant_id === TENANT && e.outcome === 'signed')).toHaveLength(result.signed);
+    expect(runCli(['admin', 'audit', 'verify', '--data-dir', dataDir]).code).toBe(0);
+  }, 600_000);
+
+  it('a service that stays down past retrySeconds: the signature fails with a retryable error that says so', async () => {
+    const socket = tempSocketPath();
+    const config = join(dir, 'daemon-short.yaml');
+    writeFileSync(
+      config,
+      [
+        `socket: ${socket}`,
+        'service:',
+        `  url: ${server.url}`,
+        '  apiKeyFile: api-key',
+        '  retrySeconds: 1',
+        'tenants:',
+        `  - id: ${TENANT}`,
+      ].join('\n'),
+    );
+    const daemon = await startDaemonProcess(['--config', config]);
+    const work = mkdtempSync(join(dir, 'down-'));
+    writeFileSync(join(work, 'file.txt'), 'signed while the service is down\n');
+    const env = { ...process.env, SIGNBRIDGE_SOCKET: socket };
+    const pkcs11Tool = (args: string[]) =>
+      spawnSync('pkcs11-tool', ['--module', MODULE_PATH, '--token-label', TENANT, ...args], {
+        cwd: work,
+        env,
+        encoding: 'utf8',
+      });
+    try {
+      // The daemon learns the tenant's key while the service is up.
+      const listed = pkcs11Tool(['--list-objects']);
+      expect(listed.status, listed.stderr).toBe(0);
+      await server.stop('SIGTERM');
+      const res = pkcs11Tool([
+        '--sign',
+        '--mechanism',
+        'SHA256-RSA-PKCS',
+        '--input-file',
+        'file.txt',
+        '--output-file',
+        'file.sig',
+      ]);
+      expect(res.status).not.toBe(0);
+      expect(res.stderr).toMatch(
+        new RegExp(
+          `signbridge: the signing service cannot be reached \\(retry later\\) for tenant ${TENANT}: ` +
+            'cannot reach the service at http://127\\.0\\.0\\.1:\\d+: ECONNREFUSED \\(sent \\d+ times over \\d+\\.\\d s\\) \\(UNAVAILABLE',
+        ),
+      );
+    } finally {
+      await daemon.stop();
+      server = await startServerProcess(['--data-dir', dataDir, '--listen', listen]);
+    }
+  }, 300_000);
+});
