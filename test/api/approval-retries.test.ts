@@ -3,7 +3,7 @@
 // second pending row; a retry shortly after a rejection gets the rejection again; after the retry window, or once
 // the request expired, a retry opens a new request. Over HTTP with the real rules engine and a controlled clock; on
 // SQLite, and on PostgreSQL when the API tests run there (SIGNBRIDGE_TEST_STORE=postgres).
-import { createHash, createPublicKey, verify } from 'node:crypto';
+import { createHash, createPublicKey, randomUUID, verify } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -12,6 +12,7 @@ import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import { policySettings } from '../../src/signing/policy-settings.js';
 import { DEFAULT_APPROVAL_RETRY_WINDOW_MS, SigningService } from '../../src/signing/signing-service.js';
+import { ConflictError, type PendingRequestRecord } from '../../src/store/store.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 let clock = Date.parse('2026-06-01T12:00:00Z');
@@ -172,6 +173,78 @@ describe('a retry of a signature held for approval', () => {
     const outcomes = await auditOutcomes(rows[0]?.id as string);
     expect(outcomes.filter((o) => o === 'sign:pending_approval')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'sign:continued')).toHaveLength(7);
+  });
+});
+
+describe('the race between two identical requests', () => {
+  it('lets the store hold one waiting request per continuation key; a decided one frees the key', async () => {
+    const at = new Date(clock).toISOString();
+    const record = (id: string): PendingRequestRecord => ({
+      id,
+      tenantId: 'rt',
+      keyId: 'k',
+      algorithm: 'ECDSA_SHA_256',
+      hash: digestOf('store level').toString('base64'),
+      inputs: '{}',
+      requester: 'r',
+      rule: 'rule',
+      reason: 'why',
+      status: 'pending_approval',
+      nextStages: [],
+      decisions: [],
+      signature: null,
+      createdAt: at,
+      expiresAt: new Date(clock + LIFETIME_MS).toISOString(),
+      updatedAt: at,
+      continuationKey: 'same-key',
+    });
+    await svc.store.createPendingRequest(record(randomUUID()));
+    await expect(svc.store.createPendingRequest(record(randomUUID()))).rejects.toBeInstanceOf(ConflictError);
+    const waiting = await svc.store.findContinuableRequest('rt', 'same-key', null);
+    expect(waiting?.status).toBe('pending_approval');
+    // Another tenant's request with the same key is not found from this tenant.
+    expect(await svc.store.findContinuableRequest('other', 'same-key', null)).toBeUndefined();
+    await svc.store.updatePendingRequest(waiting?.id as string, 'pending_approval', { status: 'rejected' });
+    expect(await svc.store.findContinuableRequest('rt', 'same-key', null)).toBeUndefined();
+    expect((await svc.store.findContinuableRequest('rt', 'same-key', at))?.status).toBe('rejected');
+    await svc.store.createPendingRequest(record(randomUUID()));
+  });
+
+  it('continues the winner when both looked before either opened the request', async () => {
+    // Both lookups are held until each request has made its own, so both find nothing and both try to open
+    // the request (on SQLite the HTTP requests above may not interleave that way by themselves).
+    let arrived = 0;
+    let releaseBoth: () => void = () => undefined;
+    const bothLooked = new Promise<void>((resolve) => {
+      releaseBoth = resolve;
+    });
+    const store = new Proxy(svc.store, {
+      get(target, prop, receiver) {
+        if (prop !== 'findContinuableRequest') {
+          const value = Reflect.get(target, prop, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return async (...args: Parameters<typeof target.findContinuableRequest>) => {
+          const found = await target.findContinuableRequest(...args);
+          if (++arrived === 2) releaseBoth();
+          if (arrived <= 2) await bothLooked;
+          return found;
+        };
+      },
+    });
+    const signing = new SigningService({ store, keyStore: svc.keyStores, policy, now: () => new Date(clock) });
+    const req = {
+      tenantId: 'rt',
+      callerId: 'racing-caller',
+      digest: digestOf('release 8.0'),
+      algorithm: 'ECDSA_SHA_256' as const,
+      context: { environment: 'production' },
+    };
+    const outcomes = await Promise.all([signing.sign(req), signing.sign(req)]);
+    expect(arrived).toBeGreaterThanOrEqual(3); // the loser looked again after its insert was refused
+    const ids = outcomes.map((o) => (o.kind === 'pending' ? o.requestId : 'signed'));
+    expect(ids[0]).toBe(ids[1]);
+    expect(await requestsFor('release 8.0')).toEqual([{ id: ids[0], status: 'pending_approval' }]);
   });
 });
 
