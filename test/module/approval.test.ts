@@ -158,8 +158,14 @@ describe("a client's own retry after the module's approval timeout", () => {
       const requestId = await waitingRequestId(seen);
       expect(readFileSync(logFile, 'utf8')).toContain(`request ${requestId} was not approved within 2 s`);
 
-      // The retry in the same process waits for the same request, and gives up again.
-      const retry = await signRefused(message);
+      // The retry in the same process, the way pkcs11-tool and osslsigncode make it (C_SignUpdate, C_SignFinal),
+      // waits for the same request, and gives up again.
+      lib.C_SignInit(session, { mechanism: P.CKM_ECDSA_SHA256 }, key);
+      lib.C_SignUpdate(session, message);
+      const retry = await lib.C_SignFinalAsync(session, Buffer.alloc(64)).then(
+        () => new Error('C_SignFinal returned a signature; it should have been refused'),
+        (err: Error) => err,
+      );
       expect(retry.message).toMatch(/CKR_FUNCTION_REJECTED/);
       expect(waitsLogged(requestId)).toBe(2);
       expect(serviceRequestsFor(message)).toEqual([{ id: requestId, status: 'pending_approval' }]);
