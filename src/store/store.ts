@@ -83,7 +83,10 @@ export interface SignatureRecord {
 export const PENDING_STATUSES = ['pending_approval', 'pending_security_review'] as const;
 export type PendingStatus = (typeof PENDING_STATUSES)[number];
 export type RequestStatus = PendingStatus | 'signing' | 'approved' | 'rejected' | 'expired' | 'denied';
-/** Not decided yet: at most one such request per continuation key (migration 0014's partial unique index). */
+/**
+ * Not decided yet: at most one such request per continuation key (migration 0014's partial unique index, which
+ * names these statuses itself: a new waiting status needs a migration that rebuilds the index).
+ */
 export const WAITING_STATUSES = [...PENDING_STATUSES, 'signing'] as const;
 
 /** A signing request that waits for a decision (approval workflow). */
