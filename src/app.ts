@@ -33,6 +33,8 @@ export interface AppOptions {
   policy?: PolicyEngine;
   /** Lifetime of pending signing requests (default 24 h). */
   approvalLifetimeMs?: number;
+  /** How long a retry of a rejected or approved request gets that outcome again (default 10 min). */
+  approvalRetryWindowMs?: number;
   /** Longest allowed policy-exception lifetime (default 90 days). */
   exceptionMaxLifetimeMs?: number;
   /** The clock; tests control it to expire approvals and exceptions. */
@@ -153,6 +155,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     policy: opts.policy ?? defaultPolicy(opts.store),
     now,
     ...(opts.approvalLifetimeMs !== undefined && { approvalLifetimeMs: opts.approvalLifetimeMs }),
+    ...(opts.approvalRetryWindowMs !== undefined && { approvalRetryWindowMs: opts.approvalRetryWindowMs }),
     ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);

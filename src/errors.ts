@@ -76,6 +76,8 @@ export const RETRY_AFTER_SECONDS: Partial<Record<ErrorCode, number>> = {
 export interface ErrorDetails {
   vuln_id?: string;
   fix_version?: string;
+  /** request_rejected: the request that was rejected (also when a retry gets the rejection again). */
+  request_id?: string;
 }
 
 /** An error meant for the API caller: its code, status and reason are safe to show. */

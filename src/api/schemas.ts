@@ -160,6 +160,9 @@ export const ErrorResponse = Type.Object(
     reason: Type.String({ description: 'human-readable reason' }),
     vuln_id: Type.Optional(Type.String({ description: 'vulnerability identifier; on policy_denied errors' })),
     fix_version: Type.Optional(Type.String({ description: 'recommended fix version; on policy_denied errors' })),
+    request_id: Type.Optional(
+      Type.String({ format: 'uuid', description: 'signbridge: the rejected request; on request_rejected errors' }),
+    ),
   },
   { $id: 'ErrorResponse', title: 'ErrorResponse' },
 );

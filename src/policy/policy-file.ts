@@ -63,7 +63,11 @@ export const PolicyDocumentSchema = Type.Object(
     ),
     approvals: Type.Optional(
       Type.Object(
-        { lifetimeHours: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 24 * 30 })) },
+        {
+          lifetimeHours: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 24 * 30 })),
+          /** How long a client's retry of a rejected or approved request gets that outcome again (default 10). */
+          retryWindowMinutes: Type.Optional(Type.Number({ minimum: 0, maximum: 24 * 60 })),
+        },
         { additionalProperties: false },
       ),
     ),

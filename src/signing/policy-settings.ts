@@ -12,6 +12,7 @@ import { StoreVulnerabilityScanner } from './vulnerability-db.js';
 export interface PolicySettings {
   policy: PolicyEngine;
   approvalLifetimeMs?: number;
+  approvalRetryWindowMs?: number;
   exceptionMaxLifetimeMs?: number;
 }
 
@@ -54,6 +55,9 @@ export function policySettings(config: Pick<ServiceConfig, 'policyFile'>, store:
   return {
     policy: new RulesPolicyEngine(doc, new StoreVulnerabilityScanner(store)),
     ...(doc.approvals?.lifetimeHours !== undefined && { approvalLifetimeMs: doc.approvals.lifetimeHours * 3_600_000 }),
+    ...(doc.approvals?.retryWindowMinutes !== undefined && {
+      approvalRetryWindowMs: doc.approvals.retryWindowMinutes * 60_000,
+    }),
     ...(doc.exceptions?.maxLifetimeDays !== undefined && {
       exceptionMaxLifetimeMs: doc.exceptions.maxLifetimeDays * 86_400_000,
     }),

@@ -21,7 +21,9 @@ import {
   type PendingStatus,
   type Store,
   type TenantRecord,
+  WAITING_STATUSES,
 } from '../store/store.js';
+import { continuationIdentity, continuationKey } from './request-continuation.js';
 
 export type PolicyContext = Omit<PolicyInput, 'tenantId' | 'keyId' | 'keySpec' | 'algorithm' | 'callerId'>;
 
@@ -56,6 +58,12 @@ export type SignOutcome = Signed | Pending;
 /** How long a request may sit in `signing` before it counts as abandoned by a crashed process. */
 export const SIGNING_STUCK_MS = 2 * 60 * 1000;
 
+/** approvalRetryWindowMs's default: a client's retry after a rejection gets the rejection again for 10 minutes. */
+export const DEFAULT_APPROVAL_RETRY_WINDOW_MS = 10 * 60 * 1000;
+
+/** Attempts to open a request when concurrent identical requests keep racing for it (each loser continues). */
+const OPEN_REQUEST_ATTEMPTS = 3;
+
 export interface ApprovalResult {
   requestId: string;
   status: 'approved' | 'rejected' | PendingStatus;
@@ -71,6 +79,11 @@ export interface SigningServiceDeps {
   now?: () => Date;
   /** How long a pending request waits for its decisions (default 24 h). */
   approvalLifetimeMs?: number;
+  /**
+   * How long after a request was rejected or approved a retry of it gets that outcome again instead of opening a
+   * new request (default 10 min; 0: only waiting requests are continued). docs/policy.md.
+   */
+  approvalRetryWindowMs?: number;
   /** Told the outcome of every signing request that reached the policy (for /metrics); must not throw. */
   onSignOutcome?: SignOutcomeObserver;
 }
@@ -101,6 +114,7 @@ export class SigningService {
   private readonly policy: PolicyEngine;
   private readonly now: () => Date;
   private readonly approvalLifetimeMs: number;
+  private readonly approvalRetryWindowMs: number;
   private readonly observe: SignOutcomeObserver;
   /** The commit of each outage's start entry: a request refused in the outage is answered after it. */
   private readonly outageStarts = new WeakMap<KeyStoreOutage, Promise<void>>();
@@ -112,6 +126,7 @@ export class SigningService {
     this.policy = deps.policy;
     this.now = deps.now ?? (() => new Date());
     this.approvalLifetimeMs = deps.approvalLifetimeMs ?? 24 * 3600 * 1000;
+    this.approvalRetryWindowMs = deps.approvalRetryWindowMs ?? DEFAULT_APPROVAL_RETRY_WINDOW_MS;
     for (const keyStore of this.keyStores.stores) keyStore.reportOutages?.((outage) => this.auditOutage(outage));
   }
 
@@ -238,7 +253,9 @@ export class SigningService {
           requestId,
         };
       case 'rejected':
-        throw new ApiError('request_rejected', `request ${requestId} was rejected${lastReason(request)}`);
+        throw new ApiError('request_rejected', `request ${requestId} was rejected${lastReason(request)}`, {
+          request_id: requestId,
+        });
       case 'expired':
         throw new ApiError('request_expired', `request ${requestId} expired at ${request.expiresAt}`);
       case 'denied':
@@ -502,41 +519,140 @@ export class SigningService {
       this.observe('denied', algorithm, req.tenantId, (performance.now() - start) / 1000);
       throw denial(decision);
     }
-    if (decision.outcome !== 'allow') {
+    if (decision.outcome !== 'allow') return this.holdForDecision(key, algorithm, req, decision, about, start);
+    return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about, start);
+  }
+
+  /**
+   * The policy wants a person's decision. A retry (same continuation key: caller, tenant, key, algorithm, digest,
+   * inputs) continues the request still waiting for it, or gets the outcome of one decided within the retry
+   * window; otherwise a new request opens. The store's partial unique index lets only one of two concurrent
+   * identical requests open it; the other finds it on its next attempt and continues it.
+   */
+  private async holdForDecision(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    req: SignRequest,
+    decision: Extract<PolicyDecision, { outcome: PendingStatus }>,
+    about: Record<string, unknown>,
+    start: number,
+  ): Promise<SignOutcome> {
+    const action = req.action ?? 'sign';
+    const matching = continuationKey({
+      identity: continuationIdentity(req),
+      tenantId: req.tenantId,
+      keyId: key.id,
+      algorithm,
+      digest: req.digest,
+      context: req.context,
+    });
+    for (let attempt = 1; ; attempt++) {
+      const earlier = await this.continuableRequest(req.tenantId, matching);
+      if (earlier) return this.continueRequest(earlier, req, action, about, start);
       const now = this.now();
-      const stages = decision.stages ?? [decision.outcome];
+      const status = decision.outcome;
+      const stages = decision.stages ?? [status];
       const requestId = randomUUID();
-      await this.store.createPendingRequest({
-        id: requestId,
-        tenantId: req.tenantId,
-        keyId: key.id,
-        algorithm,
-        hash: req.digest.toString('base64'),
-        inputs: JSON.stringify(req.context),
-        requester: req.callerId,
-        rule: decision.rule,
-        reason: decision.reason,
-        status: decision.outcome,
-        nextStages: stages.filter((s) => s !== decision.outcome),
-        decisions: [],
-        signature: null,
-        createdAt: now.toISOString(),
-        expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
-        updatedAt: now.toISOString(),
-      });
-      await this.audit(req.tenantId, req.callerId, req.action ?? 'sign', decision.outcome, {
-        ...about,
-        request_id: requestId,
-      });
+      try {
+        await this.store.createPendingRequest({
+          id: requestId,
+          tenantId: req.tenantId,
+          keyId: key.id,
+          algorithm,
+          hash: req.digest.toString('base64'),
+          inputs: JSON.stringify(req.context),
+          requester: req.callerId,
+          rule: decision.rule,
+          reason: decision.reason,
+          status,
+          nextStages: stages.filter((s) => s !== status),
+          decisions: [],
+          signature: null,
+          createdAt: now.toISOString(),
+          expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
+          updatedAt: now.toISOString(),
+          continuationKey: matching,
+        });
+      } catch (err) {
+        // A concurrent identical request opened it first: the next attempt finds and continues it.
+        if (err instanceof ConflictError && attempt < OPEN_REQUEST_ATTEMPTS) continue;
+        throw err;
+      }
+      await this.audit(req.tenantId, req.callerId, action, status, { ...about, request_id: requestId });
       this.observe('pending', algorithm, req.tenantId, (performance.now() - start) / 1000);
       return {
         kind: 'pending',
         requestId,
-        status: decision.outcome,
+        status,
         message: `${decision.rule}: ${decision.reason}${digestNote(decision)}; collect the signature with request_id ${requestId}`,
       };
     }
-    return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about, start);
+  }
+
+  /**
+   * The request a retry continues: the one still waiting (brought up to date: expired once its lifetime passed,
+   * back from an abandoned `signing`), or one rejected or approved within the retry window. An expired or denied
+   * request continues nothing: the retry opens a new one.
+   */
+  private async continuableRequest(tenantId: string, matching: string): Promise<PendingRequestRecord | undefined> {
+    const decidedSince =
+      this.approvalRetryWindowMs > 0 ? new Date(this.now().getTime() - this.approvalRetryWindowMs).toISOString() : null;
+    const found = await this.store.findContinuableRequest(tenantId, matching, decidedSince);
+    if (!found) return undefined;
+    const request = isWaiting(found.status) ? await this.pendingRequest(tenantId, found.id) : found;
+    if (isWaiting(request.status)) return request;
+    // Decided between the two reads: its outcome counts only within the window (and never when there is none).
+    const recent = decidedSince !== null && request.updatedAt >= decidedSince;
+    return (request.status === 'rejected' || request.status === 'approved') && recent ? request : undefined;
+  }
+
+  /** A retry continues `request`: one small `continued` audit entry, then the request's own answer. */
+  private async continueRequest(
+    request: PendingRequestRecord,
+    req: SignRequest,
+    action: string,
+    about: Record<string, unknown>,
+    start: number,
+  ): Promise<SignOutcome> {
+    await this.audit(req.tenantId, req.callerId, action, 'continued', {
+      request_id: request.id,
+      request_status: request.status,
+      key_id: about.key_id,
+      algorithm: about.algorithm,
+      hash: about.hash,
+      inputs_digest: about.inputs_digest,
+      ...(req.personId && { person: req.personId }),
+    });
+    const seconds = () => (performance.now() - start) / 1000;
+    if (request.status === 'rejected') {
+      this.observe('denied', request.algorithm, req.tenantId, seconds());
+      throw new ApiError(
+        'request_rejected',
+        `request ${request.id} for this hash was rejected at ${request.updatedAt}${lastReason(request)}; a retry ` +
+          `within ${this.approvalRetryWindowMs / 60_000} min of the rejection gets this answer (approvals.retryWindowMinutes)`,
+        { request_id: request.id },
+      );
+    }
+    if (request.status === 'approved') {
+      this.observe('signed', request.algorithm, req.tenantId, seconds());
+      return {
+        kind: 'signed',
+        signature: Buffer.from(request.signature ?? '', 'base64'),
+        keyId: request.keyId,
+        algorithm: request.algorithm,
+        requestId: request.id,
+      };
+    }
+    const status = request.status === 'signing' ? 'pending_approval' : (request.status as PendingStatus);
+    this.observe('pending', request.algorithm, req.tenantId, seconds());
+    return {
+      kind: 'pending',
+      requestId: request.id,
+      status,
+      message:
+        `this hash already waits as request ${request.id} (${request.status}, since ${request.createdAt}; it ` +
+        `expires at ${request.expiresAt}); collect the signature with request_id ${request.id}`,
+    };
   }
 
   /**
@@ -690,6 +806,10 @@ export class SigningService {
 
 function isPending(status: string): status is PendingStatus {
   return (PENDING_STATUSES as readonly string[]).includes(status);
+}
+
+function isWaiting(status: string): boolean {
+  return (WAITING_STATUSES as readonly string[]).includes(status);
 }
 
 function lastReason(request: PendingRequestRecord): string {

@@ -27,6 +27,7 @@ import {
   type StoredVulnerability,
   type TenantRecord,
   type TrialCount,
+  WAITING_STATUSES,
 } from './store.js';
 
 export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'> {
@@ -97,6 +98,8 @@ export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>
     created_at: string;
     expires_at: string;
     updated_at: string;
+    /** Migration 0014. */
+    continuation_key: string | null;
   };
   policy_exceptions: {
     id: string;
@@ -265,6 +268,7 @@ function toPending(row: Database['pending_requests']): PendingRequestRecord {
     createdAt: row.created_at,
     expiresAt: row.expires_at,
     updatedAt: row.updated_at,
+    continuationKey: row.continuation_key,
   };
 }
 
@@ -759,6 +763,39 @@ export abstract class KyselyStore implements Store {
   protected abstract commitWrites(writes: WriteBatch): Promise<void>;
 
   async createPendingRequest(r: PendingRequestRecord): Promise<void> {
+    try {
+      await this.insertPendingRequest(r);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`a request with continuation key ${r.continuationKey} waits`);
+      throw err;
+    }
+  }
+
+  async findContinuableRequest(
+    tenantId: string,
+    continuationKey: string,
+    decidedSince: string | null,
+  ): Promise<PendingRequestRecord | undefined> {
+    const row = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('continuation_key', '=', continuationKey)
+      .where('tenant_id', '=', tenantId)
+      .where((eb) =>
+        decidedSince === null
+          ? eb('status', 'in', WAITING_STATUSES)
+          : eb.or([
+              eb('status', 'in', WAITING_STATUSES),
+              eb.and([eb('status', 'in', ['rejected', 'approved']), eb('updated_at', '>=', decidedSince)]),
+            ]),
+      )
+      .orderBy('created_at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row && toPending(row);
+  }
+
+  private async insertPendingRequest(r: PendingRequestRecord): Promise<void> {
     await this.db
       .insertInto('pending_requests')
       .values({
@@ -778,6 +815,7 @@ export abstract class KyselyStore implements Store {
         created_at: r.createdAt,
         expires_at: r.expiresAt,
         updated_at: r.updatedAt,
+        continuation_key: r.continuationKey,
       })
       .execute();
   }

@@ -83,6 +83,11 @@ export interface SignatureRecord {
 export const PENDING_STATUSES = ['pending_approval', 'pending_security_review'] as const;
 export type PendingStatus = (typeof PENDING_STATUSES)[number];
 export type RequestStatus = PendingStatus | 'signing' | 'approved' | 'rejected' | 'expired' | 'denied';
+/**
+ * Not decided yet: at most one such request per continuation key (migration 0014's partial unique index, which
+ * names these statuses itself: a new waiting status needs a migration that rebuilds the index).
+ */
+export const WAITING_STATUSES = [...PENDING_STATUSES, 'signing'] as const;
 
 /** A signing request that waits for a decision (approval workflow). */
 export interface PendingRequestRecord {
@@ -115,6 +120,11 @@ export interface PendingRequestRecord {
   createdAt: string;
   expiresAt: string;
   updatedAt: string;
+  /**
+   * What a retry must match to continue this request instead of opening another (migration 0014;
+   * src/signing/request-continuation.ts); null on requests made before.
+   */
+  continuationKey: string | null;
 }
 
 export interface ExceptionRecord {
@@ -217,7 +227,17 @@ export interface Store {
   /** Deletes a record written ahead for a signature the key store then failed to make, appending `audit`. */
   withdrawSignature(id: string, audit: AuditEntryInput): Promise<void>;
 
+  /** ConflictError when a request with the same continuation key is still waiting (WAITING_STATUSES). */
   createPendingRequest(record: PendingRequestRecord): Promise<void>;
+  /**
+   * The tenant's newest request with this continuation key that still waits, or was rejected or approved at or
+   * after `decidedSince` (null: waiting ones only). What a retry continues.
+   */
+  findContinuableRequest(
+    tenantId: string,
+    continuationKey: string,
+    decidedSince: string | null,
+  ): Promise<PendingRequestRecord | undefined>;
   getPendingRequest(tenantId: string, id: string): Promise<PendingRequestRecord | undefined>;
   /** The tenant's requests still waiting for a decision (pending statuses), oldest first (the web console). */
   listPendingRequests(tenantId: string): Promise<PendingRequestRecord[]>;

@@ -152,7 +152,11 @@ describe('approval workflow', () => {
     expect(rejected.body.signature).toBeUndefined();
     const res = await collect(requester, 'to reject', body.request_id);
     expect(res.status).toBe(403);
-    expect(res.body).toEqual({ error: 'request_rejected', reason: expect.stringContaining('not a release build') });
+    expect(res.body).toEqual({
+      error: 'request_rejected',
+      reason: expect.stringContaining('not a release build'),
+      request_id: body.request_id,
+    });
     expect((await approve(approver2, body.request_id)).status).toBe(409);
   });
 

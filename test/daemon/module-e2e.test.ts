@@ -1,10 +1,12 @@
 // End to end through the real PKCS#11 module: pkcs11-tool loads libsignbridge-pkcs11.so, which talks to the daemon,
-// which talks to the service (this file's SoftHSM token); openssl verifies what comes out.
+// which talks to the service (this file's SoftHSM token); openssl verifies what comes out. Also pkcs11-tool's own
+// retry of a signature held for approval (issue 21).
 import { execFile } from 'node:child_process';
 import { createPublicKey } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openUpstream, type RunningDaemon } from '../../daemon/daemon.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
@@ -197,6 +199,87 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     await signing;
     expect(await verify('sha256', 'e2e-p256', sig)).toBe('Verified OK');
   });
+  // Issue 21's reproduction: pkcs11-tool retries by itself (C_Sign, then C_SignUpdate + C_SignFinal) when the
+  // module gives up waiting (SIGNBRIDGE_APPROVAL_TIMEOUT); each retry opened a new pending request for the same
+  // digest. Now the retry continues the request the first attempt opened.
+  describe("pkcs11-tool's own retry of a signature held for approval", () => {
+    /** pkcs11-tool signing `message`'s SHA-256; resolves with its stderr when it fails, its stdout when it signs. */
+    const signDigest = async (message: string, approvalTimeout: string) => {
+      const msg = join(dir, `${message}.msg`);
+      writeFileSync(msg, message);
+      const digest = join(dir, `${message}.digest`);
+      await run('openssl', ['dgst', '-sha256', '-binary', '-out', digest, msg]);
+      const sig = join(dir, `${message}.sig`);
+      const args = ['--token-label', 'e2e-p256 token', '--sign', '--id', id('e2e-p256'), '-m', 'ECDSA'];
+      const signed = tool([...args, '--signature-format', 'openssl', '--input-file', digest, '--output-file', sig], {
+        SIGNBRIDGE_PROJECT: 'release',
+        SIGNBRIDGE_APPROVAL_TIMEOUT: approvalTimeout,
+        SIGNBRIDGE_POLL_INTERVAL_MS: '100',
+      }).then(
+        () => ({ ok: true, stderr: '' }),
+        (err: { stderr?: string }) => ({ ok: false, stderr: err.stderr ?? '' }),
+      );
+      return { msg, sig, outcome: await signed, hash: readFileSync(digest).toString('base64') };
+    };
+    const requestsFor = (hash: string) =>
+      svc.run<{ id: string; status: string }>(
+        sql`SELECT id, status FROM pending_requests WHERE tenant_id = 'e2e-p256' AND hash = ${hash}`,
+      );
+
+    it("continues the first attempt's request; once approved, the next run gets the signature", async () => {
+      const before = pendingIds.length;
+      const timedOut = await signDigest('retried by pkcs11-tool', '1');
+      expect(timedOut.outcome.ok).toBe(false);
+      // Both attempts of the one run (C_Sign, then C_SignUpdate + C_SignFinal) gave up on the same request.
+      const gaveUp = [...timedOut.outcome.stderr.matchAll(/not approved within 1 s .*\(request ([0-9a-f-]{36})\)/g)];
+      expect(
+        gaveUp.map((m) => m[1]),
+        timedOut.outcome.stderr,
+      ).toHaveLength(2);
+      expect(new Set(gaveUp.map((m) => m[1])).size).toBe(1);
+      const seen = pendingIds.slice(before);
+      expect(new Set(seen)).toEqual(new Set([gaveUp[0]?.[1]]));
+      expect(await requestsFor(timedOut.hash)).toEqual([{ id: seen[0], status: 'pending_approval' }]);
+
+      const approver = await svc.apiKey('approver', 'e2e-p256');
+      const decided = await callAction(svc.app, approver, 'approve_sign', {
+        tenant_id: 'e2e-p256',
+        request_id: seen[0],
+      });
+      expect(decided.status, JSON.stringify(decided.body)).toBe(200);
+      const again = await signDigest('retried by pkcs11-tool', '60');
+      expect(again.outcome.ok, again.outcome.stderr).toBe(true);
+      const pub = keys.get('e2e-p256')?.pemFile as string;
+      const checked = await run('openssl', ['dgst', '-sha256', '-verify', pub, '-signature', again.sig, again.msg], {
+        encoding: 'utf8',
+      });
+      expect(checked.stdout.trim()).toBe('Verified OK');
+      expect(await requestsFor(timedOut.hash)).toEqual([{ id: seen[0], status: 'approved' }]);
+    });
+
+    it('after a rejection, the next run is refused at once, without a new request', async () => {
+      const before = pendingIds.length;
+      const timedOut = await signDigest('rejected for pkcs11-tool', '1');
+      expect(timedOut.outcome.ok).toBe(false);
+      const requestId = pendingIds[before];
+      const approver = await svc.apiKey('approver', 'e2e-p256');
+      const decided = await callAction(svc.app, approver, 'approve_sign', {
+        tenant_id: 'e2e-p256',
+        request_id: requestId,
+        decision: 'reject',
+        reason: 'not a release commit',
+      });
+      expect(decided.status).toBe(200);
+      const waitedBefore = pendingIds.length;
+      const refused = await signDigest('rejected for pkcs11-tool', '60');
+      expect(refused.outcome.ok).toBe(false);
+      expect(refused.outcome.stderr).toMatch(/an approver rejected the signature .*not a release commit/);
+      expect(refused.outcome.stderr).toContain(requestId);
+      expect(pendingIds.length).toBe(waitedBefore); // the SIGN itself was refused: nothing waited
+      expect(await requestsFor(timedOut.hash)).toEqual([{ id: requestId, status: 'rejected' }]);
+    });
+  });
+
   it("one tenant's revoked API key: its slot says why, the other token lists and signs in a new process", async () => {
     const created = await callAction(svc.app, svc.operator, 'create_tenant', {
       tenant_id: 'e2e-revoked',

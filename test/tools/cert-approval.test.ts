@@ -23,11 +23,14 @@ afterAll(async () => {
   await stack?.close();
 });
 
-/** Runs `cert csr` in the background; resolves the request id it prints, and its exit. */
-function csrWaitingForApproval(out: string, env: NodeJS.ProcessEnv) {
+/**
+ * Runs `cert csr` in the background; resolves the request id it prints, and its exit. Each test gets its own subject:
+ * the same request again would be the same digest, which continues the earlier request (docs/policy.md).
+ */
+function csrWaitingForApproval(out: string, subject: string, env: NodeJS.ProcessEnv) {
   const child = spawn(
     process.execPath,
-    [CLI, 'cert', 'csr', '--tenant', tenant, '--subject', '/CN=needs approval', '--out', out, '--wait', '60'],
+    [CLI, 'cert', 'csr', '--tenant', tenant, '--subject', subject, '--out', out, '--wait', '60'],
     { env: { ...process.env, SIGNBRIDGE_SOCKET: stack.socketPath, ...env } },
   );
   let stderr = '';
@@ -48,7 +51,7 @@ const context = { SIGNBRIDGE_PROJECT: 'payments', SIGNBRIDGE_ENVIRONMENT: 'produ
 describe('signbridge cert csr and approvals', () => {
   it('waits for the approval, then writes a request that verifies', { timeout: 120_000 }, async () => {
     const out = join(mkdtempSync(join(stack.dir, 'csr-')), 'approved.csr');
-    const run = csrWaitingForApproval(out, context);
+    const run = csrWaitingForApproval(out, '/CN=needs approval', context);
     const approved = await stack.call('approve_sign', approver, { tenant_id: tenant, request_id: await run.requestId });
     expect(approved.status, JSON.stringify(approved.body)).toBe(200);
     expect(await run.exited, run.stderr()).toBe(0);
@@ -58,7 +61,7 @@ describe('signbridge cert csr and approvals', () => {
 
   it('a rejection ends the command with exit 1 and the reason, and writes nothing', { timeout: 120_000 }, async () => {
     const out = join(mkdtempSync(join(stack.dir, 'csr-')), 'rejected.csr');
-    const run = csrWaitingForApproval(out, context);
+    const run = csrWaitingForApproval(out, '/CN=to be rejected', context);
     const rejected = await stack.call('approve_sign', approver, {
       tenant_id: tenant,
       request_id: await run.requestId,

@@ -161,6 +161,7 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
       createdAt: now,
       expiresAt: new Date(Date.now() + 3600_000).toISOString(),
       updatedAt: now,
+      continuationKey: null,
     };
     await a.createPendingRequest(request);
     const claims = await Promise.all(

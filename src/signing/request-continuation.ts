@@ -1,0 +1,53 @@
+// A client's own retry of a signature held for approval continues the request it already opened. pkcs11-tool and
+// osslsigncode sign again by themselves after a refusal (the module's approval timeout is one); without this each
+// retry opened a new pending request for the same digest, and the person waited a second full timeout.
+// docs/policy.md (Retries continue their request) says what matches and what a retry gets.
+import { createHash } from 'node:crypto';
+import type { SigningAlgorithm } from '../crypto/algorithms.js';
+import { canonicalJson } from '../store/audit-chain.js';
+import type { PolicyContext } from './signing-service.js';
+
+/** The authenticated caller of a signing request, as the signing path knows it. */
+export interface ContinuationCaller {
+  /** The API key id. */
+  callerId: string;
+  /** The person behind the key, when it is a person's key. */
+  personId?: string | null;
+}
+
+/**
+ * Whose retry may continue a request. Today exactly the same API key: another key of the same person, or another
+ * signer of the tenant, opens a request of its own. A later CI workload identity widens this here (the same
+ * pipeline run, next attempt) without touching the matching below.
+ */
+export function continuationIdentity(caller: ContinuationCaller): string {
+  return `api_key:${caller.callerId}`;
+}
+
+export interface ContinuationParts {
+  identity: string;
+  tenantId: string;
+  /** The key version the request signs with: after a rotation a retry opens a new request for the new key. */
+  keyId: string;
+  algorithm: SigningAlgorithm;
+  digest: Buffer;
+  /** The policy inputs; a request with different inputs is a different request. */
+  context: PolicyContext;
+}
+
+/**
+ * What a retry must match, as one value the store indexes: SHA-256 over the parts in canonical JSON (sorted keys,
+ * so the order a client sends its fields in does not matter). The policy inputs may hold a whole SBOM; the hash
+ * keeps the indexed value short.
+ */
+export function continuationKey(parts: ContinuationParts): string {
+  const canonical = canonicalJson({
+    identity: parts.identity,
+    tenant_id: parts.tenantId,
+    key_id: parts.keyId,
+    algorithm: parts.algorithm,
+    hash: parts.digest.toString('base64'),
+    inputs: parts.context,
+  });
+  return createHash('sha256').update(canonical).digest('hex');
+}
