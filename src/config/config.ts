@@ -72,6 +72,8 @@ export const ConfigFileSchema = Type.Object(
             /** postgres://user:password@host:port/db?sslmode=require; SIGNBRIDGE_DATABASE_URL wins over it. */
             url: Type.Optional(Type.String({ minLength: 1 })),
             poolSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+            /** Cancels a statement that runs longer (default 30000; docs/deployment.md says how it is set). */
+            statementTimeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
           },
           { additionalProperties: false },
         ),
@@ -141,6 +143,7 @@ export type StoreConfig =
       type: 'postgres';
       url: string;
       poolSize?: number;
+      statementTimeoutMs?: number;
       /** How long a starting process waits for a server it cannot reach (SIGNBRIDGE_DATABASE_WAIT_SECONDS, 30). */
       waitSeconds?: number;
     };
@@ -207,7 +210,7 @@ function storeSetting(url: string | undefined, file: ConfigFile['store'], dataDi
   if (url !== undefined) {
     if (/^postgres(ql)?:\/\//.test(url)) {
       postgresAt('--database or SIGNBRIDGE_DATABASE_URL', url);
-      return { type: 'postgres', url, ...(file?.type === 'postgres' && file.poolSize && { poolSize: file.poolSize }) };
+      return { type: 'postgres', url, ...(file?.type === 'postgres' && postgresTuning(file)) };
     }
     if (url.startsWith('sqlite:') && url.length > 'sqlite:'.length) return sqliteAt(url.slice('sqlite:'.length));
     throw new ConfigError(
@@ -218,9 +221,17 @@ function storeSetting(url: string | undefined, file: ConfigFile['store'], dataDi
   if (file?.type === 'postgres') {
     if (!file.url) throw new ConfigError('store.type postgres needs store.url or SIGNBRIDGE_DATABASE_URL');
     postgresAt('store.url', file.url);
-    return { type: 'postgres', url: file.url, ...(file.poolSize && { poolSize: file.poolSize }) };
+    return { type: 'postgres', url: file.url, ...postgresTuning(file) };
   }
   return sqliteAt(file?.path ?? 'signbridge.db');
+}
+
+/** The file's pool size and statement timeout, which apply whichever source gave the URL. */
+function postgresTuning(file: { poolSize?: number; statementTimeoutMs?: number }) {
+  return {
+    ...(file.poolSize !== undefined && { poolSize: file.poolSize }),
+    ...(file.statementTimeoutMs !== undefined && { statementTimeoutMs: file.statementTimeoutMs }),
+  };
 }
 
 export function resolveConfig(sources: ConfigSources): ServiceConfig {
