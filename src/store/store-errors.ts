@@ -1,8 +1,8 @@
 // Which store errors mean "the database cannot serve right now" (disk full, I/O error, locked past the busy
-// timeout, file gone or read-only; for PostgreSQL a lost or refused connection, a server shutting down or starting,
-// too many connections, a serialization failure or deadlock, a statement cancelled by the statement timeout): the caller gets 503 store_unavailable with
-// Retry-After instead of a 500, and the same request works again once the condition passes (nothing is cached in a
-// broken state).
+// timeout, file gone or read-only; for PostgreSQL a lost or refused connection, no session within the connection
+// wait, a server shutting down or starting, too many connections, a serialization failure or deadlock, a statement
+// cancelled by the statement timeout): the caller gets 503 store_unavailable with Retry-After instead of a 500, and
+// the same request works again once the condition passes (nothing is cached in a broken state).
 import { ApiError } from '../errors.js';
 
 const SQLITE_UNAVAILABLE = /^SQLITE_(FULL|IOERR|BUSY|LOCKED|CANTOPEN|READONLY|PROTOCOL|NOMEM)/;
