@@ -77,7 +77,8 @@ export class PostgresStore extends KyselyStore {
       throw new Error(`statement timeout must be whole milliseconds, got ${ms}`);
     }
     // A DO block cannot take parameters: `ms` is a checked integer, and the database name goes through %I.
-    await this.pool.query(`DO $$
+    await this.pool
+      .query(`DO $$
 BEGIN
   IF NOT EXISTS (
     SELECT 1 FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
@@ -86,7 +87,14 @@ BEGIN
        AND 'statement_timeout=${ms}' = ANY (s.setconfig)) THEN
     EXECUTE format('ALTER ROLE CURRENT_USER IN DATABASE %I SET statement_timeout = ${ms}', current_database());
   END IF;
-END $$`);
+END $$`)
+      .catch((err: Error) => {
+        throw new Error(
+          `cannot make the statement timeout (${ms} ms) the default of this role in this database: ${err.message}; ` +
+            `have an administrator run ALTER ROLE <role> IN DATABASE <database> SET statement_timeout = ${ms}`,
+          { cause: err },
+        );
+      });
   }
 
   // The two statements of the signing path go straight to the pool, without Kysely's query building. They stay
