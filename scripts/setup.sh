@@ -10,11 +10,13 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 APT_PACKAGES=(
   softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin gcc-mingw-w64-x86-64 unzip
   openjdk-17-jdk-headless cmake build-essential libssl-dev libp11-kit-dev openssl curl jq ca-certificates
-  chromium postgresql-15 linux-kbuild-6.1
+  chromium postgresql-15 pgbouncer linux-kbuild-6.1
 )
 # linux-kbuild-6.1: the kernel's scripts/sign-file, which docs/clients.md shows signing a module through the module.
 # postgresql-15: the PostgreSQL store's tests start a private cluster of their own (test/helpers/postgres.ts);
 # the machine's own cluster is left alone.
+# pgbouncer: the tests start private PgBouncers of their own (test/helpers/pgbouncer.ts); the package's system
+# service is stopped and disabled below (quiet_system_pgbouncer), so that nothing of it runs or starts at boot.
 # chromium: the web console's browser tests drive it with playwright-core (test/helpers/browser.ts); they never
 # download a browser of their own.
 # pkcs11-provider exists only in bookworm-backports; osslsigncode 2.9 (main has 2.5) comes from there too.
@@ -91,6 +93,25 @@ install_system_packages() {
   fi
 }
 
+# Debian's pgbouncer package enables (and, where services may start, starts) a system pgbouncer on port 6432.
+# signbridge's tests and docs never use it: stop it and keep it from starting at boot. Idempotent.
+quiet_system_pgbouncer() {
+  dpkg-query -W -f='${db:Status-Status}' pgbouncer 2>/dev/null | grep -qx installed || return 0
+  if [ -d /run/systemd/system ]; then
+    systemctl is-active --quiet pgbouncer 2>/dev/null && log "stopping the system pgbouncer (the tests start their own)"
+    as_root systemctl stop pgbouncer >/dev/null 2>&1 || true
+  elif [ -f /run/postgresql/pgbouncer.pid ] && kill -0 "$(cat /run/postgresql/pgbouncer.pid)" 2>/dev/null; then
+    # No systemd (a container): the package may have started it through its init script.
+    log "stopping the system pgbouncer (the tests start their own)"
+    as_root /etc/init.d/pgbouncer stop >/dev/null 2>&1 || true
+  fi
+  # Works without a running systemd too (it edits the unit links and the SysV rc links).
+  if systemctl is-enabled --quiet pgbouncer 2>/dev/null; then
+    log "disabling the system pgbouncer service"
+    as_root systemctl disable pgbouncer >/dev/null 2>&1 || true
+  fi
+}
+
 install_npm_packages() {
   # node_modules/.package-lock.json is npm's record of what is installed; reinstall when the lock changed.
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
@@ -116,7 +137,7 @@ build_typescript() {
   node_modules/.bin/tsc -p tsconfig.build.json
 }
 
-[ "${SIGNBRIDGE_SKIP_APT:-0}" = 1 ] || install_system_packages
+[ "${SIGNBRIDGE_SKIP_APT:-0}" = 1 ] || { install_system_packages; quiet_system_pgbouncer; }
 install_npm_packages
 build_native
 build_daemon_addon

@@ -14,10 +14,10 @@ import { SoftwareKeyStore } from './keys/software-key-store.js';
 import { startMetricsServer } from './metrics/metrics-server.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { policySettings, policySource } from './signing/policy-settings.js';
-import { openPostgresStore, type PostgresStore } from './store/postgres-store.js';
+import { DEFAULT_STATEMENT_TIMEOUT_MS, openPostgresStore, type PostgresStore } from './store/postgres-store.js';
 import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
-import { storeFault } from './store/store-errors.js';
+import { permanentConnectionProblem, storeFault } from './store/store-errors.js';
 
 /**
  * The configured key store, with the software key store beside a PKCS#11 token: it holds the key specs the token
@@ -79,6 +79,11 @@ function openPkcs11KeyStore(dataDir: string, setting: Pkcs11Setting): Pkcs11KeyS
 export interface OpenStoreOptions extends SqliteStoreOptions {
   /** Told while a PostgreSQL server cannot be reached yet (default: a warning on stderr). */
   onWait?: (message: string) => void;
+  /**
+   * For the service (and the in-process daemon): on PostgreSQL, its sessions get the configured statement timeout
+   * and the role gets it as its default in the database (docs/deployment.md). Admin commands leave both alone.
+   */
+  service?: boolean;
 }
 
 /** Opens and migrates the configured store. A PostgreSQL server that is not reachable yet is waited for (below). */
@@ -87,6 +92,7 @@ export async function openStore(config: ServiceConfig, options: OpenStoreOptions
   if (config.store.type === 'postgres') {
     const store = openPostgresStore(config.store.url, {
       ...(config.store.poolSize !== undefined && { poolSize: config.store.poolSize }),
+      ...(options.service && { statementTimeoutMs: config.store.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS }),
     });
     try {
       await migrateWhenReachable(
@@ -94,6 +100,7 @@ export async function openStore(config: ServiceConfig, options: OpenStoreOptions
         (config.store.waitSeconds ?? 30) * 1000,
         options.onWait ?? ((m) => process.stderr.write(`signbridge: ${m}\n`)),
       );
+      if (options.service) await store.applyStatementTimeoutDefault();
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;
@@ -110,8 +117,9 @@ const DATABASE_RETRY_MS = 2_000;
 
 /**
  * Migrates (which also proves the connection), retrying while the server cannot be reached, with a line of
- * progress each time; after `waitMs` (SIGNBRIDGE_DATABASE_WAIT_SECONDS, default 30 s), fails with what the last attempt said. Any other error (bad
- * password, missing database, a failed migration) fails at once: waiting would not fix it.
+ * progress each time; after `waitMs` (SIGNBRIDGE_DATABASE_WAIT_SECONDS, default 30 s), fails with what the last
+ * attempt said. Any other error (bad password, missing database, a failed migration, a protocol error such as
+ * PgBouncer's "unsupported startup parameter") fails at once, with the fix when we know it: waiting would not fix it.
  */
 async function migrateWhenReachable(
   store: PostgresStore,
@@ -124,10 +132,13 @@ async function migrateWhenReachable(
       await store.migrate();
       return;
     } catch (err) {
-      const fault = storeFault(err) ?? storeFault((err as { cause?: unknown }).cause);
+      const cause = (err as { cause?: unknown }).cause;
+      const permanent = permanentConnectionProblem(err) ?? permanentConnectionProblem(cause);
+      const fault = permanent ? undefined : (storeFault(err) ?? storeFault(cause));
       const left = Math.ceil((deadline - Date.now()) / 1000);
       if (!fault || left <= 0) {
-        throw new Error(`cannot use the database ${store.description}: ${(err as Error).message}`);
+        const fix = permanent ? `; ${permanent}` : '';
+        throw new Error(`cannot use the database ${store.description}: ${(err as Error).message}${fix}`);
       }
       onWait(`waiting for the database ${store.description} (${fault}); giving up in ${left} s`);
       await new Promise((r) => setTimeout(r, DATABASE_RETRY_MS));
@@ -157,6 +168,7 @@ export async function openStores(
   options: Pick<SqliteStoreOptions, 'writerThread'> = {},
 ): Promise<{ store: Store; keyStore: KeyStores }> {
   const store = await openStore(config, {
+    service: true,
     backgroundCheckpoints: { intervalMs: CHECKPOINT_INTERVAL_MS, onError: onStoreError },
     ...(options.writerThread && { writerThread: { onError: onStoreError, ...options.writerThread } }),
   });

@@ -13,6 +13,7 @@ import { loadOsvPath } from '../policy/vulndb/osv.js';
 import { openStore } from '../server.js';
 import type { AuditEntryInput, Store } from '../store/store.js';
 import { verifyAuditChain } from '../store/verify-chain.js';
+import { backupDataDir } from './admin-backup.js';
 import { moveInstallation } from './admin-migrate.js';
 import { createKeyForPerson, registerPeopleCommands } from './admin-people.js';
 
@@ -219,6 +220,24 @@ export function registerAdminCommands(program: Command): void {
         );
       }
       process.stderr.write(`exported ${count} audit entries\n`);
+    });
+
+  admin
+    .command('backup')
+    .description(
+      'copy a SQLite data dir while the service runs: the database (one consistent snapshot) and the token folder with its PINs',
+    )
+    .option('--data-dir <dir>', 'state folder (env SIGNBRIDGE_DATA_DIR)')
+    .option('--config <file>', 'configuration file')
+    .option('--database <url>', 'refused with the PostgreSQL procedure (pg_dump): this command copies SQLite data dirs')
+    .requiredOption('--to <dir>', 'a new (or empty) folder for the copy; restore by copying it to a data dir')
+    .action((opts: StoreFlags & { to: string }) => {
+      const config = resolveConfig({ dataDir: opts.dataDir, configFile: opts.config, database: opts.database });
+      const report = backupDataDir(config, opts.to);
+      process.stdout.write(
+        `backed up ${config.dataDir} to ${opts.to}: database in ${Math.round(report.databaseMs)} ms` +
+          `${report.tokenFolder ? ', token folder (softhsm/, with its PIN files)' : ' (no token folder in the data dir)'}\n`,
+      );
     });
 
   admin

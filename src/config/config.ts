@@ -53,6 +53,22 @@ const AwsKmsKeyStoreConfig = Type.Object(
   { additionalProperties: false },
 );
 
+const SqliteStoreConfig = Type.Object(
+  { type: Type.Literal('sqlite'), path: Type.Optional(Type.String()) },
+  { additionalProperties: false },
+);
+const PostgresStoreConfig = Type.Object(
+  {
+    type: Type.Literal('postgres'),
+    /** postgres://user:password@host:port/db?sslmode=require; SIGNBRIDGE_DATABASE_URL wins over it. */
+    url: Type.Optional(Type.String({ minLength: 1 })),
+    poolSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    /** Cancels a statement that runs longer (default 30000; docs/deployment.md says how it is set). */
+    statementTimeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+  },
+  { additionalProperties: false },
+);
+
 export const ConfigFileSchema = Type.Object(
   {
     dataDir: Type.Optional(Type.String({ minLength: 1 })),
@@ -60,23 +76,7 @@ export const ConfigFileSchema = Type.Object(
     logLevel: Type.Optional(
       Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
     ),
-    store: Type.Optional(
-      Type.Union([
-        Type.Object(
-          { type: Type.Literal('sqlite'), path: Type.Optional(Type.String()) },
-          { additionalProperties: false },
-        ),
-        Type.Object(
-          {
-            type: Type.Literal('postgres'),
-            /** postgres://user:password@host:port/db?sslmode=require; SIGNBRIDGE_DATABASE_URL wins over it. */
-            url: Type.Optional(Type.String({ minLength: 1 })),
-            poolSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-          },
-          { additionalProperties: false },
-        ),
-      ]),
-    ),
+    store: Type.Optional(Type.Union([SqliteStoreConfig, PostgresStoreConfig])),
     keyStore: Type.Optional(Type.Union([SoftHsmKeyStoreConfig, Pkcs11KeyStoreConfig, AwsKmsKeyStoreConfig])),
     trial: Type.Optional(
       Type.Object(
@@ -141,6 +141,7 @@ export type StoreConfig =
       type: 'postgres';
       url: string;
       poolSize?: number;
+      statementTimeoutMs?: number;
       /** How long a starting process waits for a server it cannot reach (SIGNBRIDGE_DATABASE_WAIT_SECONDS, 30). */
       waitSeconds?: number;
     };
@@ -174,10 +175,24 @@ export function loadConfigFile(path: string): ConfigFile {
   parsed ??= {};
   const first = [...Value.Errors(ConfigFileSchema, parsed)][0];
   if (first) {
-    const where = first.path === '/keyStore' ? keyStoreError((parsed as { keyStore?: unknown }).keyStore) : undefined;
+    const where =
+      first.path === '/keyStore'
+        ? keyStoreError((parsed as { keyStore?: unknown }).keyStore)
+        : first.path === '/store'
+          ? storeError((parsed as { store?: unknown }).store)
+          : undefined;
     throw new ConfigError(`config file ${path}: ${where ?? `${first.path || '/'} ${first.message}`}`);
   }
   return parsed as ConfigFile;
+}
+
+/** The store block checked against the variant its `type` names, as keyStoreError does for keyStore. */
+function storeError(block: unknown): string | undefined {
+  const type = (block as { type?: unknown } | null)?.type;
+  const variant = [SqliteStoreConfig, PostgresStoreConfig].find((v) => v.properties.type.const === type);
+  if (!variant) return '/store/type must be one of sqlite, postgres';
+  const error = [...Value.Errors(variant, block)][0];
+  return error && `/store${error.path} ${error.message}`;
 }
 
 /** The keyStore block checked against the variant its `type` names, so the error names the setting, not "union". */
@@ -207,7 +222,7 @@ function storeSetting(url: string | undefined, file: ConfigFile['store'], dataDi
   if (url !== undefined) {
     if (/^postgres(ql)?:\/\//.test(url)) {
       postgresAt('--database or SIGNBRIDGE_DATABASE_URL', url);
-      return { type: 'postgres', url, ...(file?.type === 'postgres' && file.poolSize && { poolSize: file.poolSize }) };
+      return { type: 'postgres', url, ...(file?.type === 'postgres' && postgresTuning(file)) };
     }
     if (url.startsWith('sqlite:') && url.length > 'sqlite:'.length) return sqliteAt(url.slice('sqlite:'.length));
     throw new ConfigError(
@@ -218,9 +233,17 @@ function storeSetting(url: string | undefined, file: ConfigFile['store'], dataDi
   if (file?.type === 'postgres') {
     if (!file.url) throw new ConfigError('store.type postgres needs store.url or SIGNBRIDGE_DATABASE_URL');
     postgresAt('store.url', file.url);
-    return { type: 'postgres', url: file.url, ...(file.poolSize && { poolSize: file.poolSize }) };
+    return { type: 'postgres', url: file.url, ...postgresTuning(file) };
   }
   return sqliteAt(file?.path ?? 'signbridge.db');
+}
+
+/** The file's pool size and statement timeout, which apply whichever source gave the URL. */
+function postgresTuning(file: { poolSize?: number; statementTimeoutMs?: number }) {
+  return {
+    ...(file.poolSize !== undefined && { poolSize: file.poolSize }),
+    ...(file.statementTimeoutMs !== undefined && { statementTimeoutMs: file.statementTimeoutMs }),
+  };
 }
 
 export function resolveConfig(sources: ConfigSources): ServiceConfig {

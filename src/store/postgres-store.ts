@@ -10,11 +10,23 @@ import { type Database, KyselyStore, type WriteBatch } from './kysely-store.js';
 export interface PostgresStoreOptions {
   /** Connections kept by this process (default 10): enough for group commits plus reads, well under max_connections. */
   poolSize?: number;
-  /** How long a request waits for a free connection before it fails as a store fault (default 5 s). */
+  /**
+   * How long a request waits for a database session before it fails as a store fault (default 5 s): a free
+   * connection of this process's pool, or a new one connected and through its first round trip (which is where a
+   * pooler such as PgBouncer in session mode makes a client wait for a server connection).
+   */
   connectionTimeoutMs?: number;
-  /** Cancels a statement that runs longer than this on the server (default 30 s). */
+  /**
+   * Cancels a statement that runs longer than this on the server: set on every session this process opens and,
+   * by applyStatementTimeoutDefault, as its role's default in the database (see startSession below). The service
+   * passes its configured value (default 30 s). Left out (admin commands), sessions keep the role's default, so a
+   * one-off command never puts another value on a server connection that PgBouncer shares with the service.
+   */
   statementTimeoutMs?: number;
 }
+
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
+export const DEFAULT_CONNECTION_WAIT_MS = 5_000;
 
 /**
  * A stable 64-bit advisory-lock key from a name (first 8 bytes of its SHA-256): the same in every instance and every
@@ -45,8 +57,44 @@ export class PostgresStore extends KyselyStore {
     db: Kysely<Database>,
     description: string,
     private readonly pool: pg.Pool,
+    /** The statement timeout this process sets on its sessions (ms), if it sets one. */
+    readonly statementTimeoutMs?: number,
   ) {
     super(db, description);
+  }
+
+  /**
+   * Makes the statement timeout the default of this role in this database (ALTER ROLE CURRENT_USER IN DATABASE
+   * ... SET, which a role may do for itself), when it is not already. Every server connection opened from then on
+   * starts with it, whoever opens it: this is what reaches the server connections that PgBouncer in transaction
+   * mode opens and hands to any client, which the SET of startSession (one session) does not. Called by the
+   * long-running service only, so that an admin command run without the service's configuration does not change
+   * it.
+   */
+  async applyStatementTimeoutDefault(): Promise<void> {
+    const ms = this.statementTimeoutMs;
+    if (ms === undefined || !Number.isSafeInteger(ms) || ms < 0) {
+      throw new Error(`statement timeout must be whole milliseconds, got ${ms}`);
+    }
+    // A DO block cannot take parameters: `ms` is a checked integer, and the database name goes through %I.
+    await this.pool
+      .query(`DO $$
+BEGIN
+  IF NOT EXISTS (
+    SELECT 1 FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+     WHERE d.datname = current_database()
+       AND s.setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+       AND 'statement_timeout=${ms}' = ANY (s.setconfig)) THEN
+    EXECUTE format('ALTER ROLE CURRENT_USER IN DATABASE %I SET statement_timeout = ${ms}', current_database());
+  END IF;
+END $$`)
+      .catch((err: Error) => {
+        throw new Error(
+          `cannot make the statement timeout (${ms} ms) the default of this role in this database: ${err.message}; ` +
+            `have an administrator run ALTER ROLE <role> IN DATABASE <database> SET statement_timeout = ${ms}`,
+          { cause: err },
+        );
+      });
   }
 
   // The two statements of the signing path go straight to the pool, without Kysely's query building. They stay
@@ -71,22 +119,70 @@ export class PostgresStore extends KyselyStore {
 const CACHE_EPOCH_SQL = 'SELECT n FROM cache_epoch WHERE id = 1';
 const GROUP_COMMIT_SQL = 'SELECT signbridge_group_commit_v1($1::bigint, $2::jsonb, $3::text[], $4::jsonb)';
 
+/** A pg client that knows when it began to connect, so that connecting and its first round trip share one wait. */
+class TimedClient extends pg.Client {
+  readonly connectStartedAt = Date.now();
+}
+
+/**
+ * The first round trip of every new connection, within what is left of the connection wait. With a statement
+ * timeout it sets it for the session (SET, not a startup parameter: PgBouncer refuses startup parameters it does
+ * not know with 08P01 "unsupported startup parameter"; in transaction mode the SET stays on the server connection
+ * it ran on, which only clients of the same role and database share, and applyStatementTimeoutDefault gives every
+ * other server connection the same value). This first round trip is also where PgBouncer in session mode makes a
+ * client wait for a free server connection, after it has already accepted the login: without this bound a
+ * request waited there until PgBouncer's query_wait_timeout (120 s), unanswered. Rejecting makes pg-pool end the
+ * client (pg destroys the socket of a client with a query in flight) and fail the request that wanted it.
+ */
+async function startSession(client: pg.ClientBase, statementTimeoutMs: number | undefined, waitMs: number) {
+  const startedAt = client instanceof TimedClient ? client.connectStartedAt : Date.now();
+  const left = Math.max(0, startedAt + waitMs - Date.now());
+  const first = client.query(
+    statementTimeoutMs === undefined ? 'SELECT 1' : `SET statement_timeout = ${statementTimeoutMs}`,
+  );
+  first.catch(() => undefined); // when the wait below wins, the query fails later as its socket is destroyed
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${CONNECTION_WAIT_EXCEEDED} ${waitMs / 1000} s ${WHY_NO_SESSION}`)),
+      left,
+    );
+  });
+  try {
+    await Promise.race([first, waited]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The start of the message of a request that got no session in time (store-errors.ts knows it). */
+const CONNECTION_WAIT_EXCEEDED = 'timeout exceeded when trying to connect: no database session within';
+const WHY_NO_SESSION = '(the server, or a pooler such as PgBouncer, has no free connection)';
+
 /** Opens (does not migrate) a PostgreSQL store; `url` is a postgres:// connection string (sslmode honoured). */
 export function openPostgresStore(url: string, options: PostgresStoreOptions = {}): PostgresStore {
-  const pool = new pg.Pool({
+  const { statementTimeoutMs } = options;
+  if (statementTimeoutMs !== undefined && (!Number.isSafeInteger(statementTimeoutMs) || statementTimeoutMs < 0)) {
+    throw new Error(`statement timeout must be whole milliseconds, got ${statementTimeoutMs}`);
+  }
+  const waitMs = options.connectionTimeoutMs ?? DEFAULT_CONNECTION_WAIT_MS;
+  // pg-pool's onConnect hook (pg-pool 3.8+) is not in @types/pg yet.
+  const config: pg.PoolConfig & { onConnect: (client: pg.ClientBase) => Promise<void> } = {
     connectionString: url,
     max: options.poolSize ?? 10,
-    connectionTimeoutMillis: options.connectionTimeoutMs ?? 5000,
-    statement_timeout: options.statementTimeoutMs ?? 30_000,
+    connectionTimeoutMillis: waitMs,
     application_name: 'signbridge',
-  });
+    Client: TimedClient as unknown as pg.PoolConfig['Client'],
+    onConnect: (client) => startSession(client, statementTimeoutMs, waitMs),
+  };
+  const pool = new pg.Pool(config);
   // A connection the server dropped (restart, failover) must not end the process: pg emits 'error' on the pool for
   // an idle one and on the client itself for one in use (whose query fails with it anyway, as a store fault).
   // The next request gets a new connection.
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  return new PostgresStore(db, `postgresql:${redactUrl(url)}`, pool);
+  return new PostgresStore(db, `postgresql:${redactUrl(url)}`, pool, statementTimeoutMs);
 }
 
 /** Why `url` cannot be a PostgreSQL connection URL, or undefined when it can (checked before any connection). */

@@ -7,7 +7,7 @@
 //
 // Tests run a snippet with bash (-e -u -o pipefail) in a folder of their choosing, with the variables the
 // snippet uses ($MODULE, $TOKEN, ...) in its environment.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -87,4 +87,35 @@ export function runSnippetOk(
     throw new Error(`snippet ${id} exited with ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
   }
   return r;
+}
+
+/**
+ * Like runSnippetOk, without blocking the test's event loop while the snippet runs (a test that keeps a load going
+ * from this process meanwhile: a backup under load).
+ */
+export function runSnippetInBackground(
+  id: string,
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+  doc: string,
+): Promise<SnippetRun> {
+  const child = spawn('bash', ['-euo', 'pipefail', '-c', docSnippet(id, doc)], {
+    cwd,
+    env: { ...process.env, PATH: pathWithSignbridge(), ...env },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => {
+      if (code === 0) resolve({ code, stdout, stderr });
+      else reject(new Error(`snippet ${id} exited with ${code}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`));
+    });
+  });
 }

@@ -30,7 +30,7 @@ export function postgresBinDir(): string | undefined {
   return versions[0] && join(root, versions[0], 'bin');
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.listen(0, '127.0.0.1', () => {

@@ -115,6 +115,25 @@ describe('service configuration', () => {
     expect(() => resolveConfig({ configFile: file, env: {} })).toThrow(/the database URL \(store.url\) is not a valid/);
   });
 
+  it('takes the PostgreSQL statement timeout and pool size from the file whichever source gives the URL', () => {
+    const dir = makeTempDir();
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, `dataDir: ${dir}\nstore:\n  type: postgres\n  poolSize: 4\n  statementTimeoutMs: 1500\n`);
+    const url = 'postgres://u@db.example/sb';
+    for (const sources of [{ database: url }, { env: { SIGNBRIDGE_DATABASE_URL: url } }]) {
+      expect(resolveConfig({ configFile: file, env: {}, ...sources }).store).toEqual({
+        type: 'postgres',
+        url,
+        poolSize: 4,
+        statementTimeoutMs: 1500,
+      });
+    }
+    writeFileSync(file, `dataDir: ${dir}\nstore:\n  type: postgres\n  url: ${url}\n  statementTimeoutMs: 5\n`);
+    expect(() => resolveConfig({ configFile: file, env: {} })).toThrow(
+      /\/store\/statementTimeoutMs Expected integer to be greater or equal to 100/,
+    );
+  });
+
   it('requires a data dir and a valid listen address', () => {
     expect(() => resolveConfig({ env: {} })).toThrow(/no data dir/);
     expect(() => parseListen('8080')).toThrow(/HOST:PORT/);

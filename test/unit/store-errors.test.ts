@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { storeFault, storeUnavailable } from '../../src/store/store-errors.js';
+import { permanentConnectionProblem, storeFault, storeUnavailable } from '../../src/store/store-errors.js';
 import { makeTempDir } from '../helpers/service.js';
 
 function caught(fn: () => unknown): unknown {
@@ -55,5 +55,32 @@ describe('storeFault', () => {
     } finally {
       readOnly.close();
     }
+  });
+});
+
+// PgBouncer's own errors, with the messages PgBouncer 1.18 sends (test/cli/pgbouncer.test.ts meets the first and
+// the last through a real one). All carry 08P01; only the configuration ones are permanent at start.
+describe('permanentConnectionProblem', () => {
+  const pgbouncer = (message: string) => Object.assign(new Error(message), { code: '08P01' });
+
+  it('names the fix for a startup parameter, database or user PgBouncer does not know', () => {
+    expect(permanentConnectionProblem(pgbouncer('unsupported startup parameter: options'))).toMatch(
+      /"options": remove it from the database URL, or add it to ignore_startup_parameters in pgbouncer\.ini/,
+    );
+    expect(permanentConnectionProblem(pgbouncer('no such database: sb'))).toMatch(/\[databases\] section/);
+    expect(permanentConnectionProblem(pgbouncer('no such user: sb'))).toMatch(/auth_file/);
+  });
+
+  it('leaves the passing ones to wait for, and other errors to storeFault', () => {
+    for (const message of [
+      'pgbouncer cannot connect to server',
+      'server login has been failing, try again later (server_login_retry)',
+      'query_wait_timeout',
+      'no more connections allowed (max_client_conn)',
+    ]) {
+      expect(permanentConnectionProblem(pgbouncer(message)), message).toBeUndefined();
+      expect(storeFault(pgbouncer(message)), message).toBe('PostgreSQL 08P01');
+    }
+    expect(permanentConnectionProblem(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }))).toBeUndefined();
   });
 });
