@@ -208,7 +208,7 @@ export class RequestHandler {
     if (result.kind === 'pending') {
       log.info({ tenant: request.tenant, requestId: result.requestId, status: result.status }, 'signature pending');
       this.remember(result.requestId, asked);
-      return this.pendingAnswer(result.requestId, result.status, result.message);
+      return this.pendingAnswer(result.requestId, result.status, result.message, result.approveUrl);
     }
     return this.finish(asked, result, peer);
   }
@@ -351,7 +351,7 @@ export class RequestHandler {
       }
       const left = deadline - Date.now();
       if (left <= 0) {
-        return this.pendingAnswer(request.requestId, result.status, result.message);
+        return this.pendingAnswer(request.requestId, result.status, result.message, result.approveUrl);
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(interval, left)));
     }
@@ -372,8 +372,10 @@ export class RequestHandler {
     return entry.key.keySpec;
   }
 
-  private pendingAnswer(requestId: string, status: string, message: string): Response {
-    const consoleUrl = this.opts.upstream.consoleUrlFor?.(requestId);
+  /** SIGN_PENDING, naming where to approve: the service's own page for it (its public URL), else one under the URL
+   * this daemon reaches the service at. */
+  private pendingAnswer(requestId: string, status: string, message: string, approveUrl?: string): Response {
+    const consoleUrl = approveUrl ?? this.opts.upstream.consoleUrlFor?.(requestId);
     return { type: 'SIGN_PENDING', requestId, status, message, ...(consoleUrl !== undefined && { consoleUrl }) };
   }
 

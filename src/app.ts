@@ -160,7 +160,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);
   const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now });
-  await app.register(v1Routes, { store: opts.store, signing, exceptions, keyImports, now });
+  await app.register(v1Routes, { store: opts.store, signing, exceptions, keyImports, now, publicUrl: opts.publicUrl });
   await app.register(oauthRoutes, {
     store: opts.store,
     now,

@@ -154,6 +154,7 @@ export class RemoteUpstream implements Upstream {
         requestId: b.request_id,
         status: b.status,
         message: typeof b.message === 'string' ? b.message : `signature request ${b.status}`,
+        ...(typeof b.approve_url === 'string' && /^https?:\/\//.test(b.approve_url) && { approveUrl: b.approve_url }),
       };
     }
     if (out.status !== 200) throw this.failure(out, tenantId);

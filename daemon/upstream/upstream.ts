@@ -44,7 +44,14 @@ export type SignResult =
       algorithm: SigningAlgorithm;
       requestId?: string;
     }
-  | { kind: 'pending'; requestId: string; status: string; message: string };
+  | {
+      kind: 'pending';
+      requestId: string;
+      status: string;
+      message: string;
+      /** The service's console page for the request (its 202's approve_url), when the service has a public URL. */
+      approveUrl?: string;
+    };
 
 /** A failure with the wire status the module should see; `message` is safe to show to the module's user. */
 export class UpstreamError extends Error {

@@ -185,6 +185,12 @@ export const ApprovalResponse = Type.Object(
     message: Type.String(),
     request_id: Type.String({ format: 'uuid' }),
     status: StringEnum(['pending_approval', 'pending_security_review'] as const),
+    approve_url: Type.Optional(
+      Type.String({
+        description:
+          "signbridge's addition: the console page where a person decides this request (under the service's public URL; absent when none is configured)",
+      }),
+    ),
   },
   { $id: 'ApprovalResponse', title: 'ApprovalResponse' },
 );

@@ -84,7 +84,7 @@ async function requestView(
   const now = ctx.now().getTime();
   const needed: Role = r.status === 'pending_approval' ? 'approver' : 'security_reviewer';
   const artifact = [inputs.artifactType, inputs.artifactVersion].filter(Boolean).join(' ') || '-';
-  const id = `req-${r.id}`;
+  const id = requestAnchor(r.id);
   const form = roles.includes(needed)
     ? html`<form method="post" action="/console/requests/decide">
 ${csrfInput(csrf)}
@@ -126,4 +126,17 @@ function sbomSummary(text: string | undefined): string {
   } catch (err) {
     return `not readable (${(err as Error).message})`;
   }
+}
+
+/** The anchor of a request on the console's request list. */
+function requestAnchor(requestId: string): string {
+  return `req-${requestId}`;
+}
+
+/**
+ * The console page where a person decides request `requestId`, under the service's public URL: a signing client
+ * that waits for the decision shows it (the 202's approve_url; the module's notice line).
+ */
+export function consolePageFor(publicUrl: string, requestId: string): string {
+  return `${publicUrl.replace(/\/+$/, '')}/console/requests#${requestAnchor(encodeURIComponent(requestId))}`;
 }

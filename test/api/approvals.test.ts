@@ -232,3 +232,37 @@ describe('approval workflow', () => {
     expect(approved.body.status).toBe('approved');
   });
 });
+
+describe('where a held request is decided', () => {
+  it('a 202 names the console page under the public URL (approve_url); none without a public URL', async () => {
+    expect((await request('no public url')).body.approve_url).toBeUndefined();
+    const published = await startTestService({ policy, publicUrl: 'https://signing.example.test/sb/' });
+    try {
+      await callAction(published.app, published.operator, 'create_tenant', {
+        tenant_id: 'ap',
+        key_spec: 'ECC_NIST_P256',
+      });
+      const signer = await published.apiKey('signer', 'ap');
+      const held = await callAction(published.app, signer, 'sign', {
+        tenant_id: 'ap',
+        algorithm: 'ECDSA_SHA_256',
+        hash: digestOf('published').toString('base64'),
+        environment: 'production',
+      });
+      expect(held.status).toBe(202);
+      const id = held.body.request_id as string;
+      expect(held.body.approve_url).toBe(`https://signing.example.test/sb/console/requests#req-${id}`);
+      // Collecting it while it waits names the same page.
+      const waiting = await callAction(published.app, signer, 'sign', {
+        tenant_id: 'ap',
+        algorithm: 'ECDSA_SHA_256',
+        hash: digestOf('published').toString('base64'),
+        request_id: id,
+      });
+      expect(waiting.status).toBe(202);
+      expect(waiting.body.approve_url).toBe(held.body.approve_url);
+    } finally {
+      await published.close();
+    }
+  });
+});

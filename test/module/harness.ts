@@ -46,7 +46,11 @@ export async function waitForSocket(path: string, timeoutMs = 20_000): Promise<v
   }
 }
 
-export async function startStack(specs: KeySpec[], extraPolicy?: string): Promise<Stack> {
+export async function startStack(
+  specs: KeySpec[],
+  extraPolicy?: string,
+  serverEnv: NodeJS.ProcessEnv = {},
+): Promise<Stack> {
   const dir = makeTempDir('sb-module-');
   const dataDir = join(dir, 'data');
   const serverArgs = ['--data-dir', dataDir];
@@ -55,7 +59,7 @@ export async function startStack(specs: KeySpec[], extraPolicy?: string): Promis
     writeFileSync(join(dir, 'server.yaml'), `dataDir: ${dataDir}\npolicyFile: ${join(dir, 'policy.yaml')}\n`);
     serverArgs.splice(0, 2, '--config', join(dir, 'server.yaml'));
   }
-  const server = await startServerProcess(serverArgs, { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+  const server = await startServerProcess(serverArgs, { SIGNBRIDGE_LOG_LEVEL: 'warn', ...serverEnv });
   const key = (role: string, tenant?: string) => createApiKeyCli(dataDir, role, tenant);
   const operator = key('operator');
   const call = (action: string, token: string, body: object) => postAction(server.url, action, token, body);

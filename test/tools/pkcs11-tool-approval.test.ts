@@ -15,12 +15,15 @@ import { type Stack, startStack, tenantFor } from '../module/harness.js';
 let stack: Stack;
 let approver: string;
 const tenant = tenantFor('ECC_NIST_P256');
+const PUBLIC_URL = 'https://signing.example.test';
 const MESSAGE = Buffer.from('release build waiting for an approver\n');
 
 beforeAll(async () => {
   stack = await startStack(
     ['ECC_NIST_P256'],
     'version: 1\nrules:\n  projects: { allow: [payments] }\n  environments: { requireApproval: [production] }\n',
+    // People reach the console at the public URL, which is not the address the daemon uses.
+    { SIGNBRIDGE_PUBLIC_URL: PUBLIC_URL },
   );
   approver = createApiKeyCli(join(stack.dir, 'data'), 'approver', tenant);
 }, 120_000);
@@ -29,8 +32,8 @@ afterAll(async () => {
 });
 
 /** `pkcs11-tool --sign` of MESSAGE in the background, its stderr as it comes, and its exit. */
-function pkcs11ToolSign(dir: string, env: NodeJS.ProcessEnv) {
-  writeFileSync(join(dir, 'file.txt'), MESSAGE);
+function pkcs11ToolSign(dir: string, env: NodeJS.ProcessEnv, message = MESSAGE) {
+  writeFileSync(join(dir, 'file.txt'), message);
   const child = spawn(
     'pkcs11-tool',
     [
@@ -98,7 +101,8 @@ describe('pkcs11-tool and a signature held for approval', () => {
     expect(line).toContain(
       `signature for tenant ${tenant} waits for approval: request ${requestId} (pending_approval)`,
     );
-    expect(line).toContain(`approve it at ${stack.server.url}/console/requests#req-${requestId}`);
+    // The service's own page for it (its 202's approve_url, under the public URL).
+    expect(line).toContain(`approve it at ${PUBLIC_URL}/console/requests#req-${requestId}`);
     // Several polls go by before anyone decides: the line is not repeated for them.
     await stillPendingTimes(logFile, 3);
     const approved = await stack.call('approve_sign', approver, { tenant_id: tenant, request_id: requestId as string });
@@ -112,7 +116,9 @@ describe('pkcs11-tool and a signature held for approval', () => {
 
   it('says nothing with SIGNBRIDGE_LOG=off', { timeout: 300_000 }, async () => {
     const dir = mkdtempSync(join(stack.dir, 'approval-off-'));
-    const run = pkcs11ToolSign(dir, { SIGNBRIDGE_LOG: 'off' });
+    // Another artifact: the same digest from the same caller would get the first test's approved signature at once
+    // (a retry within the window continues its request, docs/policy.md).
+    const run = pkcs11ToolSign(dir, { SIGNBRIDGE_LOG: 'off' }, Buffer.from('another release build\n'));
     // With the log off, the approver finds the request in the service's database (what the console lists).
     const requestId = await eventually(() => {
       const db = new BetterSqlite3(join(stack.dir, 'data', 'signbridge.db'), { readonly: true });

@@ -10,6 +10,7 @@ import type { ExceptionService, ExceptionStatus } from '../../signing/exception-
 import type { KeyImportService } from '../../signing/key-import-service.js';
 import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js';
+import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
 import { documented, errorResponse } from '../responses.js';
@@ -33,6 +34,8 @@ export interface V1Options {
   exceptions: ExceptionService;
   keyImports: KeyImportService;
   now?: () => Date;
+  /** The service's public URL: a 202 names the console page that decides the request under it. */
+  publicUrl?: string;
 }
 
 const SUMMARIES: Record<Action, string> = {
@@ -143,7 +146,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       const tenantId = body.tenant_id as string;
       const digest = decodeBase64Field('hash', body.hash as string);
       if (body.request_id !== undefined)
-        return signOutcome(await signing.collect(tenantId, body.request_id as string, digest));
+        return signOutcome(await signing.collect(tenantId, body.request_id as string, digest), opts.publicUrl);
       const outcome = await signing.sign({
         action: 'sign',
         tenantId,
@@ -153,13 +156,13 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
         context: policyContext(identityInputs(body, callerOf(request))),
       });
-      return signOutcome(outcome);
+      return signOutcome(outcome, opts.publicUrl);
     },
     async pkcs11_sign(body, request) {
       const tenantId = body.tenant_id as string;
       const digest = decodeBase64Field('hash', body.hash as string);
       if (body.request_id !== undefined)
-        return signOutcome(await signing.collect(tenantId, body.request_id as string, digest));
+        return signOutcome(await signing.collect(tenantId, body.request_id as string, digest), opts.publicUrl);
       const outcome = await signing.pkcs11Sign({
         action: 'pkcs11_sign',
         tenantId,
@@ -170,7 +173,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
         context: policyContext(identityInputs(body, callerOf(request))),
       });
-      return signOutcome(outcome);
+      return signOutcome(outcome, opts.publicUrl);
     },
     async approve_sign(body, request) {
       const result = await signing.decide(
@@ -362,10 +365,12 @@ function isReply(value: unknown): value is Reply {
   );
 }
 
-/** 200 with the signature, or 202 with the pending request (ApprovalResponse). */
-function signOutcome(outcome: SignOutcome): Reply {
+/** 200 with the signature, or 202 with the pending request (ApprovalResponse) and where to decide it. */
+function signOutcome(outcome: SignOutcome, publicUrl: string | undefined): Reply {
   if (outcome.kind === 'pending') {
-    return { status: 202, body: { message: outcome.message, request_id: outcome.requestId, status: outcome.status } };
+    const body = { message: outcome.message, request_id: outcome.requestId, status: outcome.status };
+    if (publicUrl === undefined) return { status: 202, body };
+    return { status: 202, body: { ...body, approve_url: consolePageFor(publicUrl, outcome.requestId) } };
   }
   return {
     status: 200,
