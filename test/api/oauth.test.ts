@@ -190,6 +190,47 @@ describe('browser sign-in', () => {
   });
 });
 
+describe('return_to after sign-in', () => {
+  /** Signs carol in from /oauth/start with this raw query string; returns the page the sign-in ended on. */
+  async function signInReturningTo(rawQuery: string) {
+    const jar = new BrowserJar();
+    jar.stayOn = [new URL(base).origin, idp.issuer];
+    const start = await jar.go(`${base}/oauth/start?${rawQuery}`, { follow: false });
+    expect(start.status).toBe(302);
+    const page = await jar.signInAtIdp(await jar.go(start.headers.get('location') as string), 'carol');
+    return { page, jar };
+  }
+
+  it.each([
+    ['a TAB the browser drops (/<TAB>/evil.example/x)', 'return_to=%2F%09%2Fevil.example%2Fx'],
+    ['a backslash read as a slash (/\\evil.example)', `return_to=${encodeURIComponent('/\\evil.example')}`],
+    ['backslashes only (\\\\evil.example)', `return_to=${encodeURIComponent('\\\\evil.example/x')}`],
+    ['protocol-relative (//evil.example)', `return_to=${encodeURIComponent('//evil.example/x')}`],
+    ['another origin (https://evil.example)', `return_to=${encodeURIComponent('https://evil.example/x')}`],
+    ['a CR/LF before another host', `return_to=${encodeURIComponent('/\r\n/evil.example')}`],
+  ])('%s: the sign-in completes and ends on the account page of this service', async (_name, query) => {
+    const { page, jar } = await signInReturningTo(query);
+    expect(page.status).toBe(200);
+    expect(page.url).toBe(`${base}/oauth/account`);
+    expect(page.html).toContain('Signed in as carol@example.com');
+    expect(jar.cookie(base, 'signbridge-session')).toBeTruthy();
+  });
+
+  it.each([
+    ['CR and LF (header splitting)', '/oauth/account?x=1\r\nSet-Cookie: a=b', '/oauth/account?x=1Set-Cookie:%20a=b'],
+    ['NUL', '/oauth/account?n=a\u0000b', '/oauth/account?n=a%00b'],
+    ['a non-Latin-1 character', '/oauth/account?who=\u{1F600}', '/oauth/account?who=%F0%9F%98%80'],
+    ['a Latin-1 letter', '/oauth/account?name=\u00e9', '/oauth/account?name=%C3%A9'],
+    ['its own origin, absolute', 'SELF/oauth/account?full=1', '/oauth/account?full=1'],
+  ])('%s: no 500; the sign-in completes and Location is the percent-encoded path on this service', async (_n, raw, path) => {
+    const { page, jar } = await signInReturningTo(`return_to=${encodeURIComponent(raw.replace('SELF', base))}`);
+    expect(page.status).toBe(200);
+    expect(page.url).toBe(`${base}${path}`);
+    expect(page.html).toContain('Signed in as carol@example.com');
+    expect(jar.cookie(base, 'signbridge-session')).toBeTruthy();
+  });
+});
+
 describe('browser sessions', () => {
   it('a new sign-in rotates the session; the old id no longer works', async () => {
     const { jar } = await openAndSignIn(`${base}/oauth/account`, 'alice');
