@@ -1,6 +1,15 @@
 // Sign-in through a real OpenID provider (oidc-provider, in process) and the device flow, over real HTTP with a
 // cookie-keeping client: browser sign-in, the whole device flow ending in a signature, and its failure paths.
 import { createHash } from 'node:crypto';
+import {
+  decodeJwt,
+  decodeProtectedHeader,
+  generateKeyPair,
+  importJWK,
+  type JWTHeaderParameters,
+  type JWTPayload,
+  SignJWT,
+} from 'jose';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
@@ -11,6 +20,7 @@ import { BrowserJar, type Page } from '../helpers/browser-jar.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { listenTestIdp, TEST_CLIENT, type TestIdp } from '../helpers/test-idp.js';
 
+const LONG_SUBJECT = `s${'0'.repeat(255)}`;
 const ACCOUNTS = {
   alice: { email: 'alice@example.com', email_verified: true, name: 'Alice' },
   bob: { email: 'bob@elsewhere.test', email_verified: true, name: 'Bob (no membership)' },
@@ -18,6 +28,11 @@ const ACCOUNTS = {
   dave: { email: 'dave@example.com', email_verified: false, groups: ['builders'] },
   gina: { email: 'gina@example.com', email_verified: true },
   hank: { email: 'hank@example.com', email_verified: true },
+  ivan: { email: 'ivan@example.com', email_verified: true },
+  judy: { email: 'judy@example.com', email_verified: true },
+  kim: { email: 'kim@example.com', email_verified: true, name: `Kim\u0007 ${'k'.repeat(500)}` },
+  long_email: { email: `${'e'.repeat(250)}@example.com`, email_verified: true },
+  [LONG_SUBJECT]: { email: 'long-subject@example.com', email_verified: true },
 };
 
 // The service's clock runs ahead of the real one by `skew` (the IdP's tokens use the real clock).
@@ -228,6 +243,83 @@ describe('return_to after sign-in', () => {
     expect(page.url).toBe(`${base}${path}`);
     expect(page.html).toContain('Signed in as carol@example.com');
     expect(jar.cookie(base, 'signbridge-session')).toBeTruthy();
+  });
+});
+
+describe('the ID token', () => {
+  type SigningKey = Parameters<SignJWT['sign']>[0];
+  /** The token signed again with `key` under the provider's own header (alg, kid), its claims changed by `change`. */
+  const resign =
+    (key: SigningKey, change: (claims: JWTPayload) => JWTPayload = (c) => c) =>
+    async (idToken: string) =>
+      new SignJWT(change(decodeJwt(idToken)))
+        .setProtectedHeader(decodeProtectedHeader(idToken) as JWTHeaderParameters)
+        .sign(key);
+  const providerKey = async (): Promise<SigningKey> => importJWK(idp.signingKey, 'RS256');
+
+  /** Signs `login` in while the IdP's /token answers go through `rewrite`. */
+  async function signInRewritten(login: string, rewrite: (idToken: string) => Promise<string>) {
+    const jar = new BrowserJar();
+    idp.rewriteIdToken = rewrite;
+    try {
+      return { page: await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), login), jar };
+    } finally {
+      idp.rewriteIdToken = undefined;
+    }
+  }
+
+  it("signed with a key not in the IdP's JWKS, under the IdP's kid: refused, no person, no session", async () => {
+    const foreign = await generateKeyPair('RS256');
+    const { page, jar } = await signInRewritten('ivan', resign(foreign.privateKey));
+    expect(page.status).toBe(400);
+    expect(page.html).toContain('invalid_sign_in');
+    expect(page.html).toMatch(/signature/i);
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject('ivan')).toEqual([]);
+    // The same token signed with the IdP's own key passes the proxy unharmed: the key made the difference.
+    const honest = await signInRewritten('ivan', resign(await providerKey()));
+    expect(honest.page.status).toBe(200);
+    expect(honest.page.url).toBe(`${base}/oauth/account`);
+  });
+
+  it('issued 30 days in the future: refused; 30 s ahead (clocks that differ a little) is accepted', async () => {
+    const key = await providerKey();
+    const ahead = (seconds: number) => resign(key, (c) => ({ ...c, iat: Math.floor(Date.now() / 1000) + seconds }));
+    const { page, jar } = await signInRewritten('judy', ahead(30 * 86_400));
+    expect(page.status).toBe(400);
+    expect(page.html).toContain('invalid_sign_in');
+    expect(page.html).toContain('claim iat');
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject('judy')).toEqual([]);
+    const slightly = await signInRewritten('judy', ahead(30));
+    expect(slightly.page.status).toBe(200);
+    expect(await svc.store.people.findBySubject('judy')).toHaveLength(1);
+  });
+});
+
+describe('claims from the IdP', () => {
+  it('a name longer than 200 characters is cut to 200, control characters dropped', async () => {
+    const { page } = await openAndSignIn(`${base}/oauth/account`, 'kim');
+    expect(page.status).toBe(200);
+    const [kim] = await svc.store.people.findBySubject('kim');
+    expect(kim?.name).toBe(`Kim ${'k'.repeat(196)}`);
+  });
+
+  it('an email longer than 254 characters refuses the sign-in, naming the claim', async () => {
+    const { page, jar } = await openAndSignIn(`${base}/oauth/account`, 'long_email');
+    expect(page.status).toBe(400);
+    expect(page.html).toContain('invalid_sign_in');
+    expect(page.html).toContain('claim email');
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject('long_email')).toEqual([]);
+  });
+
+  it('a subject longer than 255 characters refuses the sign-in, naming the claim', async () => {
+    const { page, jar } = await openAndSignIn(`${base}/oauth/account`, LONG_SUBJECT);
+    expect(page.status).toBe(400);
+    expect(page.html).toContain('claim sub');
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject(LONG_SUBJECT)).toEqual([]);
   });
 });
 
