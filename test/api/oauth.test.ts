@@ -513,12 +513,48 @@ describe('device flow failure paths', () => {
     expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'authorization_pending' } });
   });
 
-  it('a person with no membership in the tenant: told so, and the poll answers access_denied', async () => {
+  it("opening a colleague's code without a membership changes nothing; the colleague still signs the device in", async () => {
     const started = await startDevice();
+    const auditBefore = (await svc.store.readAudit(0, 100_000)).length;
     const { page } = await openAndSignIn(started.verification_uri_complete, 'bob');
     expect(page.status).toBe(403);
     expect(page.html).toContain('no role in acme');
+    // Opened again (a reload, a link preview): still nothing.
+    const { page: again } = await openAndSignIn(started.verification_uri_complete, 'bob');
+    expect(again.status).toBe(403);
+    expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'authorization_pending' } });
+    const entries = (await svc.store.readAudit(0, 100_000)).slice(auditBefore);
+    expect(entries.filter((e) => e.action === 'device_sign_in')).toEqual([]);
+    skew = 6_000; // past the poll interval
+    try {
+      const { page: hers, jar } = await openAndSignIn(started.verification_uri_complete, 'alice');
+      expect(hers.html).toContain('Confirm the device sign-in');
+      await jar.submit(hers, { decision: 'confirm' });
+      expect(await poll(started.device_code)).toMatchObject({ status: 200, body: { tenant_id: 'acme' } });
+    } finally {
+      skew = 0;
+    }
+  });
+
+  it('a person with no membership who denies (the form on the page) or confirms: the poll answers access_denied', async () => {
+    const started = await startDevice();
+    const { page, jar } = await openAndSignIn(started.verification_uri_complete, 'bob');
+    expect(page.status).toBe(403);
+    const denied = await jar.submit(page, { decision: 'deny' });
+    expect(denied.status).toBe(200);
+    expect(denied.html).toContain('The device was not signed in');
     expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'access_denied' } });
+    // The confirmation POST itself, without the form's deny button, denies too.
+    const other = await startDevice();
+    const { page: second, jar: bobs } = await openAndSignIn(other.verification_uri_complete, 'bob');
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(second.html)?.[1] as string;
+    const confirmed = await bobs.go(`${base}/oauth/device/decision`, {
+      method: 'POST',
+      form: { csrf_token: csrf, user_code: other.user_code, tenant_id: 'acme', decision: 'confirm' },
+    });
+    expect(confirmed.status).toBe(403);
+    expect(confirmed.html).toContain('the device was denied');
+    expect(await poll(other.device_code)).toMatchObject({ status: 400, body: { error: 'access_denied' } });
   });
 
   it('without a tenant, the person picks one of theirs', async () => {

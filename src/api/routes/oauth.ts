@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { rolesOf } from '../../auth/api-keys.js';
 import { matchAutoJoin } from '../../auth/oidc/auto-join.js';
 import { DeviceFlow, formatUserCode, normaliseUserCode } from '../../auth/oidc/device-flow.js';
-import { codeEntryPage, confirmPage, messagePage, signedInPage } from '../../auth/oidc/pages.js';
+import { codeEntryPage, confirmPage, messagePage, noMembershipPage, signedInPage } from '../../auth/oidc/pages.js';
 import { RelyingParty, SIGN_IN_TTL_MS } from '../../auth/oidc/relying-party.js';
 import {
   type ActiveSession,
@@ -376,15 +376,17 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       );
     }
     const choices = await tenantChoices(active.person.id, record.tenantId);
+    // A GET decides nothing: the code stays pending until a confirmation POST (below) denies or approves it.
     if (choices.length === 0) {
-      await devices.deny(record, active.person.id);
       return html(
         reply,
         403,
-        messagePage(
-          'No membership',
-          `You (${personLabel(active.person)}) have no role in ${record.tenantId ?? 'any tenant'}, so this device cannot be signed in. Ask an administrator of the tenant to add you.`,
-        ),
+        noMembershipPage({
+          person: personLabel(active.person),
+          tenantId: record.tenantId,
+          userCode: record.userCode,
+          csrfToken: active.session.csrfToken,
+        }),
       );
     }
     return html(
@@ -434,8 +436,21 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       await devices.deny(record, active.person.id);
       return html(reply, 200, messagePage('Denied', 'The device was not signed in. You can close this page.'));
     }
+    const choices = await tenantChoices(active.person.id, record.tenantId);
+    if (choices.length === 0) {
+      // Confirmed by someone with no role that fits: the device is told (access_denied) rather than left waiting.
+      await devices.deny(record, active.person.id);
+      return html(
+        reply,
+        403,
+        messagePage(
+          'No membership',
+          `You (${personLabel(active.person)}) have no role in ${record.tenantId ?? 'any tenant'}; the device was denied. Ask an administrator of the tenant to add you.`,
+        ),
+      );
+    }
     const tenantId = typeof form.tenant_id === 'string' ? form.tenant_id : '';
-    const choice = (await tenantChoices(active.person.id, record.tenantId)).find((c) => c.tenantId === tenantId);
+    const choice = choices.find((c) => c.tenantId === tenantId);
     if (!choice) {
       return html(reply, 403, messagePage('Refused', `You have no role in tenant ${tenantId} to grant.`));
     }
