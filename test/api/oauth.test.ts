@@ -760,6 +760,8 @@ describe('without an identity provider', () => {
     expect(new URL(res.headers.location as string).searchParams.get('redirect_uri')).toBe(
       'https://signbridge.example.com/oauth/callback',
     );
+    expect(res.headers['strict-transport-security']).toBe('max-age=31536000');
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
     await https.close();
   });
 
