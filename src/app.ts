@@ -42,6 +42,12 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Largest accepted request body; SBOMs ride in `sign` requests, so the default is generous. */
   bodyLimit?: number;
+  /**
+   * Time for a whole request (headers and body) to arrive (default 60 s, DEFAULT_REQUEST_TIMEOUT_MS); a request still
+   * arriving then gets 408 request_timeout and its connection closes. Checked every quarter of it (at most every
+   * 30 s), so the cut comes between 1 and 1.25 times this after the request began.
+   */
+  requestTimeoutMs?: number;
   /** Proxy addresses/CIDRs whose X-Forwarded-For is believed (config.ts: never every hop). */
   trustProxy?: readonly string[];
   trial?: { enabled: boolean; max: number; windowMs: number };
@@ -65,8 +71,17 @@ export const REDACT_PATHS = [
   'pin',
 ];
 
-/** Query parameters that carry secrets (the device flow's poll, the IdP's callback): never logged with the URL. */
-const SECRET_QUERY = /([?&](?:device_code|code|state)=)[^&]*/g;
+/**
+ * Query parameters that carry secrets (the device flow's poll and user code, the IdP's callback): never logged with
+ * the URL, also not percent-encoded inside another parameter (the sign-in's `return_to=%2Foauth%2Fdevice%3Fuser_code
+ * %3D...`).
+ */
+const SECRET_QUERY = /((?:[?&]|%3F|%26)(?:device_code|user_code|code|state)(?:=|%3D))(?:(?!%26)[^&#])*/gi;
+
+/** Default of AppOptions.requestTimeoutMs. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+/** HSTS for a public URL on https: a year, this host only (subdomains may be other services). */
+const HSTS = 'max-age=31536000';
 
 /** pino's request serializer: fastify's fields, with the secret query parameters of the URL redacted. */
 export function serializeRequest(req: { method: string; url: string; ip?: string; socket?: { remotePort?: number } }) {
@@ -79,13 +94,25 @@ export function serializeRequest(req: { method: string; url: string; ip?: string
 }
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const requestTimeout = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const securityHeaders = responseSecurityHeaders(opts.oauth?.publicUrl ?? opts.publicUrl);
   const app = Fastify({
     logger: opts.logger ?? false,
     bodyLimit: opts.bodyLimit ?? 4 * 1024 * 1024,
+    // A body that trickles in (slowloris) holds a connection and a request: cut after requestTimeout. Node checks
+    // running requests every connectionsCheckingInterval (30 s by default), hence a quarter of the timeout. With a
+    // headersTimeout longer than requestTimeout (fastify sets only the latter) Node 20 was seen never to cut a
+    // trickling body, so both are set as Node's own default pairs them (test/api/strict-http.test.ts).
+    requestTimeout,
+    http: {
+      requestTimeout,
+      headersTimeout: Math.min(60_000, requestTimeout),
+      connectionsCheckingInterval: Math.max(50, Math.min(30_000, Math.floor(requestTimeout / 4))),
+    },
     trustProxy: opts.trustProxy && opts.trustProxy.length > 0 ? [...opts.trustProxy] : false,
     // Requests during shutdown and client errors get ErrorResponse bodies (api/http-strict.ts), not fastify's.
     return503OnClosing: false,
-    clientErrorHandler,
+    clientErrorHandler: clientErrorHandler(securityHeaders),
     frameworkErrors,
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
@@ -100,12 +127,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // JSON only: fastify's text/plain parser would hand a string to the schema (a 400 instead of 415).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
-  refuseWhileClosing(app);
-  // Set when the request arrives (a synchronous hook: an async onSend cost a promise per reply); errors keep it.
+  // Set when the request arrives (a synchronous hook: an async onSend cost a promise per reply), before any other
+  // hook can answer: every answer keeps them, errors, 404s and the refusals while closing included.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    reply.headers(securityHeaders());
     done();
   });
+  refuseWhileClosing(app);
   for (const schema of NAMED_SCHEMAS) app.addSchema(schema);
   if (opts.metrics) instrumentApp(app, opts.metrics);
 
@@ -189,4 +218,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await app.register(healthRoutes, { store: opts.store, keyStore: opts.keyStore });
 
   return app;
+}
+
+/**
+ * Headers on every answer: `nosniff` (a browser never reads an answer as another type than it says), and HSTS when
+ * the public URL is https (browsers then never use plain http for it). `publicUrl` is a function only in tests.
+ */
+function responseSecurityHeaders(publicUrl: string | (() => string) | undefined): () => Record<string, string> {
+  const plain = { 'x-content-type-options': 'nosniff' };
+  const withHsts = { ...plain, 'strict-transport-security': HSTS };
+  if (typeof publicUrl === 'function') return () => (publicUrl().startsWith('https:') ? withHsts : plain);
+  const headers = publicUrl?.startsWith('https:') ? withHsts : plain;
+  return () => headers;
 }

@@ -196,6 +196,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     trial: config.trial,
     trustProxy: config.trustProxy,
     bodyLimit: config.bodyLimit,
+    requestTimeoutMs: config.requestTimeoutMs,
     localUrl: `http://${config.host}:${config.port}`,
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
     ...(config.oidc && { oauth: { oidc: config.oidc } }),

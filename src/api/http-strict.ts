@@ -63,31 +63,37 @@ const CLIENT_ERRORS: Record<string, { status: number; code: ErrorCode; reason: s
 };
 
 /**
- * Node's `clientError` (bad framing, oversized headers, timeouts) happens before any route or hook, so the
- * answer is written raw on the socket. The reason never echoes the client's bytes.
+ * Node's `clientError` (bad framing, oversized headers, a request not received in time) happens before any route or
+ * hook, so the answer is written raw on the socket, with the headers every answer carries (`headers`). The reason
+ * never echoes the client's bytes.
  */
-export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const known = CLIENT_ERRORS[err.code ?? ''] ?? {
-    status: 400,
-    code: 'invalid_request' as const,
-    reason: 'the request is not valid HTTP/1.1',
+export function clientErrorHandler(headers: () => Record<string, string>) {
+  return function onClientError(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Socket): void {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    const known = CLIENT_ERRORS[err.code ?? ''] ?? {
+      status: 400,
+      code: 'invalid_request' as const,
+      reason: 'the request is not valid HTTP/1.1',
+    };
+    this.log.info({ code: err.code, status: known.status }, 'client error');
+    if (socket.writable) {
+      const body = JSON.stringify({ error: known.code, reason: known.reason });
+      const statusText =
+        known.status === 431
+          ? 'Request Header Fields Too Large'
+          : known.status === 408
+            ? 'Request Timeout'
+            : 'Bad Request';
+      const extra = Object.entries(headers())
+        .map(([name, value]) => `${name}: ${value}\r\n`)
+        .join('');
+      socket.write(
+        `HTTP/1.1 ${known.status} ${statusText}\r\nContent-Type: application/json; charset=utf-8\r\n${extra}` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy(err);
   };
-  this.log.info({ code: err.code, status: known.status }, 'client error');
-  if (socket.writable) {
-    const body = JSON.stringify({ error: known.code, reason: known.reason });
-    const statusText =
-      known.status === 431
-        ? 'Request Header Fields Too Large'
-        : known.status === 408
-          ? 'Request Timeout'
-          : 'Bad Request';
-    socket.write(
-      `HTTP/1.1 ${known.status} ${statusText}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
-  socket.destroy(err);
 }
 
 /** Fastify's router errors (a URL it cannot decode, a path parameter over its length limit). */

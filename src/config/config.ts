@@ -91,6 +91,8 @@ export const ConfigFileSchema = Type.Object(
     /** Addresses or CIDRs of the proxies in front (docs/configuration.md); `true` is refused (trustProxySetting). */
     trustProxy: Type.Optional(Type.Union([Type.Boolean(), Type.Array(Type.String({ minLength: 1 })), Type.String()])),
     bodyLimitBytes: Type.Optional(Type.Integer({ minimum: 1024 })),
+    /** Time for a whole request to arrive (headers and body); then 408 request_timeout. */
+    requestTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
     publicUrl: Type.Optional(Type.String()),
     /** The policy document (docs/policy.md); without one the built-in default policy applies. */
     policyFile: Type.Optional(Type.String({ minLength: 1 })),
@@ -121,6 +123,8 @@ export interface ServiceConfig {
   /** Proxies whose X-Forwarded-For is believed; empty: the peer address is the client. */
   trustProxy: string[];
   bodyLimit: number;
+  /** Time for a whole request to arrive, in ms (requestTimeoutSeconds). */
+  requestTimeoutMs: number;
   publicUrl?: string;
   policyFile?: string;
   busyPollMs: number;
@@ -289,6 +293,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     },
     trustProxy: trustProxySetting(env.SIGNBRIDGE_TRUST_PROXY ?? file.trustProxy),
     bodyLimit: file.bodyLimitBytes ?? 4 * 1024 * 1024,
+    requestTimeoutMs: requestTimeoutSetting(env.SIGNBRIDGE_REQUEST_TIMEOUT_SECONDS, file.requestTimeoutSeconds),
     // Off by default on PostgreSQL: there the loop waits for the database under load too, and polling through
     // those waits took the CPU of PostgreSQL and of other instances (docs/benchmarks.md: 14-18% of the throughput).
     busyPollMs: busyPollSetting(
@@ -306,6 +311,15 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
   };
+}
+
+/** SIGNBRIDGE_REQUEST_TIMEOUT_SECONDS over the file's requestTimeoutSeconds over 60 s; whole seconds, 1 to 3600. */
+function requestTimeoutSetting(fromEnv: string | undefined, fromFile: number | undefined): number {
+  if (fromEnv === undefined || fromEnv === '') return (fromFile ?? 60) * 1000;
+  if (!/^\d{1,4}$/.test(fromEnv) || Number(fromEnv) < 1 || Number(fromEnv) > 3600) {
+    throw new ConfigError(`SIGNBRIDGE_REQUEST_TIMEOUT_SECONDS must be whole seconds from 1 to 3600, got "${fromEnv}"`);
+  }
+  return Number(fromEnv) * 1000;
 }
 
 /**

@@ -1,6 +1,15 @@
 // Sign-in through a real OpenID provider (oidc-provider, in process) and the device flow, over real HTTP with a
 // cookie-keeping client: browser sign-in, the whole device flow ending in a signature, and its failure paths.
 import { createHash } from 'node:crypto';
+import {
+  decodeJwt,
+  decodeProtectedHeader,
+  generateKeyPair,
+  importJWK,
+  type JWTHeaderParameters,
+  type JWTPayload,
+  SignJWT,
+} from 'jose';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
@@ -11,6 +20,7 @@ import { BrowserJar, type Page } from '../helpers/browser-jar.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { listenTestIdp, TEST_CLIENT, type TestIdp } from '../helpers/test-idp.js';
 
+const LONG_SUBJECT = `s${'0'.repeat(255)}`;
 const ACCOUNTS = {
   alice: { email: 'alice@example.com', email_verified: true, name: 'Alice' },
   bob: { email: 'bob@elsewhere.test', email_verified: true, name: 'Bob (no membership)' },
@@ -18,6 +28,11 @@ const ACCOUNTS = {
   dave: { email: 'dave@example.com', email_verified: false, groups: ['builders'] },
   gina: { email: 'gina@example.com', email_verified: true },
   hank: { email: 'hank@example.com', email_verified: true },
+  ivan: { email: 'ivan@example.com', email_verified: true },
+  judy: { email: 'judy@example.com', email_verified: true },
+  kim: { email: 'kim@example.com', email_verified: true, name: `Kim\u0007 ${'k'.repeat(500)}` },
+  long_email: { email: `${'e'.repeat(250)}@example.com`, email_verified: true },
+  [LONG_SUBJECT]: { email: 'long-subject@example.com', email_verified: true },
 };
 
 // The service's clock runs ahead of the real one by `skew` (the IdP's tokens use the real clock).
@@ -187,6 +202,124 @@ describe('browser sign-in', () => {
     expect(page.html).toMatch(/nonce/);
     expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
     expect(await svc.store.people.findByEmail('carol@example.com')).toEqual([]);
+  });
+});
+
+describe('return_to after sign-in', () => {
+  /** Signs carol in from /oauth/start with this raw query string; returns the page the sign-in ended on. */
+  async function signInReturningTo(rawQuery: string) {
+    const jar = new BrowserJar();
+    jar.stayOn = [new URL(base).origin, idp.issuer];
+    const start = await jar.go(`${base}/oauth/start?${rawQuery}`, { follow: false });
+    expect(start.status).toBe(302);
+    const page = await jar.signInAtIdp(await jar.go(start.headers.get('location') as string), 'carol');
+    return { page, jar };
+  }
+
+  it.each([
+    ['a TAB the browser drops (/<TAB>/evil.example/x)', 'return_to=%2F%09%2Fevil.example%2Fx'],
+    ['a backslash read as a slash (/\\evil.example)', `return_to=${encodeURIComponent('/\\evil.example')}`],
+    ['backslashes only (\\\\evil.example)', `return_to=${encodeURIComponent('\\\\evil.example/x')}`],
+    ['protocol-relative (//evil.example)', `return_to=${encodeURIComponent('//evil.example/x')}`],
+    ['another origin (https://evil.example)', `return_to=${encodeURIComponent('https://evil.example/x')}`],
+    ['a CR/LF before another host', `return_to=${encodeURIComponent('/\r\n/evil.example')}`],
+  ])('%s: the sign-in completes and ends on the account page of this service', async (_name, query) => {
+    const { page, jar } = await signInReturningTo(query);
+    expect(page.status).toBe(200);
+    expect(page.url).toBe(`${base}/oauth/account`);
+    expect(page.html).toContain('Signed in as carol@example.com');
+    expect(jar.cookie(base, 'signbridge-session')).toBeTruthy();
+  });
+
+  it.each([
+    ['CR and LF (header splitting)', '/oauth/account?x=1\r\nSet-Cookie: a=b', '/oauth/account?x=1Set-Cookie:%20a=b'],
+    ['NUL', '/oauth/account?n=a\u0000b', '/oauth/account?n=a%00b'],
+    ['a non-Latin-1 character', '/oauth/account?who=\u{1F600}', '/oauth/account?who=%F0%9F%98%80'],
+    ['a Latin-1 letter', '/oauth/account?name=\u00e9', '/oauth/account?name=%C3%A9'],
+    ['its own origin, absolute', 'SELF/oauth/account?full=1', '/oauth/account?full=1'],
+  ])('%s: no 500; the sign-in completes and Location is the percent-encoded path on this service', async (_n, raw, path) => {
+    const { page, jar } = await signInReturningTo(`return_to=${encodeURIComponent(raw.replace('SELF', base))}`);
+    expect(page.status).toBe(200);
+    expect(page.url).toBe(`${base}${path}`);
+    expect(page.html).toContain('Signed in as carol@example.com');
+    expect(jar.cookie(base, 'signbridge-session')).toBeTruthy();
+  });
+});
+
+describe('the ID token', () => {
+  type SigningKey = Parameters<SignJWT['sign']>[0];
+  /** The token signed again with `key` under the provider's own header (alg, kid), its claims changed by `change`. */
+  const resign =
+    (key: SigningKey, change: (claims: JWTPayload) => JWTPayload = (c) => c) =>
+    async (idToken: string) =>
+      new SignJWT(change(decodeJwt(idToken)))
+        .setProtectedHeader(decodeProtectedHeader(idToken) as JWTHeaderParameters)
+        .sign(key);
+  const providerKey = async (): Promise<SigningKey> => importJWK(idp.signingKey, 'RS256');
+
+  /** Signs `login` in while the IdP's /token answers go through `rewrite`. */
+  async function signInRewritten(login: string, rewrite: (idToken: string) => Promise<string>) {
+    const jar = new BrowserJar();
+    idp.rewriteIdToken = rewrite;
+    try {
+      return { page: await jar.signInAtIdp(await jar.go(`${base}/oauth/start`), login), jar };
+    } finally {
+      idp.rewriteIdToken = undefined;
+    }
+  }
+
+  it("signed with a key not in the IdP's JWKS, under the IdP's kid: refused, no person, no session", async () => {
+    const foreign = await generateKeyPair('RS256');
+    const { page, jar } = await signInRewritten('ivan', resign(foreign.privateKey));
+    expect(page.status).toBe(400);
+    expect(page.html).toContain('invalid_sign_in');
+    expect(page.html).toMatch(/signature/i);
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject('ivan')).toEqual([]);
+    // The same token signed with the IdP's own key passes the proxy unharmed: the key made the difference.
+    const honest = await signInRewritten('ivan', resign(await providerKey()));
+    expect(honest.page.status).toBe(200);
+    expect(honest.page.url).toBe(`${base}/oauth/account`);
+  });
+
+  it('issued 30 days in the future: refused; 30 s ahead (clocks that differ a little) is accepted', async () => {
+    const key = await providerKey();
+    const ahead = (seconds: number) => resign(key, (c) => ({ ...c, iat: Math.floor(Date.now() / 1000) + seconds }));
+    const { page, jar } = await signInRewritten('judy', ahead(30 * 86_400));
+    expect(page.status).toBe(400);
+    expect(page.html).toContain('invalid_sign_in');
+    expect(page.html).toContain('claim iat');
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject('judy')).toEqual([]);
+    const slightly = await signInRewritten('judy', ahead(30));
+    expect(slightly.page.status).toBe(200);
+    expect(await svc.store.people.findBySubject('judy')).toHaveLength(1);
+  });
+});
+
+describe('claims from the IdP', () => {
+  it('a name longer than 200 characters is cut to 200, control characters dropped', async () => {
+    const { page } = await openAndSignIn(`${base}/oauth/account`, 'kim');
+    expect(page.status).toBe(200);
+    const [kim] = await svc.store.people.findBySubject('kim');
+    expect(kim?.name).toBe(`Kim ${'k'.repeat(196)}`);
+  });
+
+  it('an email longer than 254 characters refuses the sign-in, naming the claim', async () => {
+    const { page, jar } = await openAndSignIn(`${base}/oauth/account`, 'long_email');
+    expect(page.status).toBe(400);
+    expect(page.html).toContain('invalid_sign_in');
+    expect(page.html).toContain('claim email');
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject('long_email')).toEqual([]);
+  });
+
+  it('a subject longer than 255 characters refuses the sign-in, naming the claim', async () => {
+    const { page, jar } = await openAndSignIn(`${base}/oauth/account`, LONG_SUBJECT);
+    expect(page.status).toBe(400);
+    expect(page.html).toContain('claim sub');
+    expect(jar.cookie(base, 'signbridge-session')).toBeUndefined();
+    expect(await svc.store.people.findBySubject(LONG_SUBJECT)).toEqual([]);
   });
 });
 
@@ -380,12 +513,48 @@ describe('device flow failure paths', () => {
     expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'authorization_pending' } });
   });
 
-  it('a person with no membership in the tenant: told so, and the poll answers access_denied', async () => {
+  it("opening a colleague's code without a membership changes nothing; the colleague still signs the device in", async () => {
     const started = await startDevice();
+    const auditBefore = (await svc.store.readAudit(0, 100_000)).length;
     const { page } = await openAndSignIn(started.verification_uri_complete, 'bob');
     expect(page.status).toBe(403);
     expect(page.html).toContain('no role in acme');
+    // Opened again (a reload, a link preview): still nothing.
+    const { page: again } = await openAndSignIn(started.verification_uri_complete, 'bob');
+    expect(again.status).toBe(403);
+    expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'authorization_pending' } });
+    const entries = (await svc.store.readAudit(0, 100_000)).slice(auditBefore);
+    expect(entries.filter((e) => e.action === 'device_sign_in')).toEqual([]);
+    skew = 6_000; // past the poll interval
+    try {
+      const { page: hers, jar } = await openAndSignIn(started.verification_uri_complete, 'alice');
+      expect(hers.html).toContain('Confirm the device sign-in');
+      await jar.submit(hers, { decision: 'confirm' });
+      expect(await poll(started.device_code)).toMatchObject({ status: 200, body: { tenant_id: 'acme' } });
+    } finally {
+      skew = 0;
+    }
+  });
+
+  it('a person with no membership who denies (the form on the page) or confirms: the poll answers access_denied', async () => {
+    const started = await startDevice();
+    const { page, jar } = await openAndSignIn(started.verification_uri_complete, 'bob');
+    expect(page.status).toBe(403);
+    const denied = await jar.submit(page, { decision: 'deny' });
+    expect(denied.status).toBe(200);
+    expect(denied.html).toContain('The device was not signed in');
     expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'access_denied' } });
+    // The confirmation POST itself, without the form's deny button, denies too.
+    const other = await startDevice();
+    const { page: second, jar: bobs } = await openAndSignIn(other.verification_uri_complete, 'bob');
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(second.html)?.[1] as string;
+    const confirmed = await bobs.go(`${base}/oauth/device/decision`, {
+      method: 'POST',
+      form: { csrf_token: csrf, user_code: other.user_code, tenant_id: 'acme', decision: 'confirm' },
+    });
+    expect(confirmed.status).toBe(403);
+    expect(confirmed.html).toContain('the device was denied');
+    expect(await poll(other.device_code)).toMatchObject({ status: 400, body: { error: 'access_denied' } });
   });
 
   it('without a tenant, the person picks one of theirs', async () => {
@@ -591,6 +760,8 @@ describe('without an identity provider', () => {
     expect(new URL(res.headers.location as string).searchParams.get('redirect_uri')).toBe(
       'https://signbridge.example.com/oauth/callback',
     );
+    expect(res.headers['strict-transport-security']).toBe('max-age=31536000');
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
     await https.close();
   });
 

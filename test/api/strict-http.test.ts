@@ -207,6 +207,46 @@ describe('answers fastify and node would write themselves', () => {
   });
 });
 
+describe('a request that arrives too slowly', () => {
+  it('a body trickling in gets 408 request_timeout and the connection closes, after the time-out and well within 3x', async () => {
+    const timeoutMs = 2_000;
+    const app = await buildApp({ store: svc.store, keyStore: svc.keyStore, requestTimeoutMs: timeoutMs });
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    const socket = connect(Number(new URL(url).port), '127.0.0.1');
+    let trickle: NodeJS.Timeout | undefined;
+    try {
+      const startedAt = Date.now();
+      // A valid request whose body comes one byte at a time, far slower than any client would send it; it never ends
+      // on its own, so only the server can end this exchange.
+      socket.write(
+        `POST /v1/sign HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${signer}\r\n` +
+          'Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{',
+      );
+      trickle = setInterval(() => socket.writable && socket.write(' '), 100);
+      const ended = await new Promise<{ answer: string; afterMs: number } | 'no answer'>((resolve) => {
+        let answer = '';
+        socket.on('data', (chunk) => {
+          answer += chunk.toString('latin1');
+        });
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve({ answer, afterMs: Date.now() - startedAt }));
+        setTimeout(() => resolve('no answer'), 3 * timeoutMs);
+      });
+      expect(ended).not.toBe('no answer');
+      const { answer, afterMs } = ended as { answer: string; afterMs: number };
+      expect(afterMs).toBeGreaterThanOrEqual(timeoutMs - 50); // never before the time-out (timer granularity aside)
+      const [head = '', body = ''] = answer.split('\r\n\r\n');
+      expect(head).toMatch(/^HTTP\/1\.1 408 /);
+      expect(head.toLowerCase()).toContain('x-content-type-options: nosniff');
+      expect(JSON.parse(body)).toEqual({ error: 'request_timeout', reason: expect.stringContaining('retry') });
+    } finally {
+      clearInterval(trickle);
+      socket.destroy();
+      await app.close();
+    }
+  });
+});
+
 describe('the built-in default policy (no policy file)', () => {
   const sbom = readFileSync(join(packagePath('test', 'fixtures', 'sbom'), 'cyclonedx-1.5-service.cdx.json'), 'utf8');
 

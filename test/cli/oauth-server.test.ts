@@ -46,6 +46,26 @@ describe('signbridge server with an identity provider', () => {
     expect(server.output()).not.toContain(body.device_code as string);
   });
 
+  it('the user code never reaches the log: not in the verification URL, not inside the sign-in redirect', async () => {
+    const start = await fetch(`${server.url}/oauth/device/start`, { method: 'POST' });
+    const { user_code: userCode } = (await start.json()) as { user_code: string };
+    // Opened without a session: redirected to the sign-in, which carries the page (and so the code) in return_to.
+    const page = await fetch(`${server.url}/oauth/device?user_code=${userCode}`, { redirect: 'manual' });
+    expect(page.status).toBe(303);
+    const signIn = page.headers.get('location') as string;
+    expect(signIn).toContain(encodeURIComponent(`user_code=${userCode}`));
+    expect((await fetch(new URL(signIn, server.url), { redirect: 'manual' })).status).toBe(302);
+    // The log lines of both requests are written; wait for them rather than for a fixed time.
+    const deadline = Date.now() + 30_000;
+    while (!server.output().includes('user_code%3D[redacted]') && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(server.output()).toContain('/oauth/device?user_code=[redacted]');
+    expect(server.output()).toContain('user_code%3D[redacted]');
+    expect(server.output()).not.toContain(userCode);
+    expect(server.output()).not.toContain(userCode.replace('-', ''));
+  });
+
   it('GET /oauth/start redirects to the configured IdP with the public callback URL', async () => {
     const res = await fetch(`${server.url}/oauth/start`, { redirect: 'manual' });
     expect(res.status).toBe(302);

@@ -12,6 +12,11 @@ export interface Page {
 export class BrowserJar {
   private readonly cookies = new Map<string, Map<string, string>>();
   userAgent = 'signbridge-test-browser';
+  /**
+   * Origins redirects are followed to; a redirect elsewhere is not followed and its 3xx is returned (an open
+   * redirect shows up as that answer instead of a request to a host that does not exist). Empty: any origin.
+   */
+  stayOn: string[] = [];
 
   cookieHeader(url: string): string {
     const jar = this.cookies.get(new URL(url).host);
@@ -49,8 +54,10 @@ export class BrowserJar {
         this.store(current, line);
       }
       const location = res.headers.get('location');
-      if (location && res.status >= 300 && res.status < 400 && init.follow !== false) {
-        current = new URL(location, current).href;
+      const target = location ? new URL(location, current) : undefined;
+      const offSite = target !== undefined && this.stayOn.length > 0 && !this.stayOn.includes(target.origin);
+      if (target && res.status >= 300 && res.status < 400 && init.follow !== false && !offSite) {
+        current = target.href;
         method = 'GET';
         body = undefined;
         await res.arrayBuffer();

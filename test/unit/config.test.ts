@@ -134,6 +134,22 @@ describe('service configuration', () => {
     );
   });
 
+  it('the request time-out: 60 s unless the file or (winning) the environment says otherwise; nonsense refused', () => {
+    const dir = makeTempDir();
+    const file = join(dir, 'timeout.yaml');
+    writeFileSync(file, `dataDir: ${dir}\nrequestTimeoutSeconds: 20\n`);
+    expect(resolveConfig({ dataDir: dir, env: {} }).requestTimeoutMs).toBe(60_000);
+    expect(resolveConfig({ configFile: file, env: {} }).requestTimeoutMs).toBe(20_000);
+    expect(resolveConfig({ configFile: file, env: { SIGNBRIDGE_REQUEST_TIMEOUT_SECONDS: '5' } }).requestTimeoutMs).toBe(
+      5_000,
+    );
+    for (const bad of ['0', '1.5', '-1', 'ten', '3601']) {
+      expect(() => resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_REQUEST_TIMEOUT_SECONDS: bad } }), bad).toThrow(
+        /SIGNBRIDGE_REQUEST_TIMEOUT_SECONDS must be whole seconds from 1 to 3600/,
+      );
+    }
+  });
+
   it('requires a data dir and a valid listen address', () => {
     expect(() => resolveConfig({ env: {} })).toThrow(/no data dir/);
     expect(() => parseListen('8080')).toThrow(/HOST:PORT/);

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { rolesOf } from '../../auth/api-keys.js';
 import { matchAutoJoin } from '../../auth/oidc/auto-join.js';
 import { DeviceFlow, formatUserCode, normaliseUserCode } from '../../auth/oidc/device-flow.js';
-import { codeEntryPage, confirmPage, messagePage, signedInPage } from '../../auth/oidc/pages.js';
+import { codeEntryPage, confirmPage, messagePage, noMembershipPage, signedInPage } from '../../auth/oidc/pages.js';
 import { RelyingParty, SIGN_IN_TTL_MS } from '../../auth/oidc/relying-party.js';
 import {
   type ActiveSession,
@@ -73,10 +73,26 @@ const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, e
 /** A response schema with a description of its own in the OpenAPI document (not "Default Response"). */
 const described = <T extends object>(schema: T, description: string): T => ({ ...schema, description });
 
-/** Only a path on this service: no scheme, no host, no protocol-relative `//` (open redirects). */
-function safeReturnTo(value: string | undefined): string {
-  if (!value || !value.startsWith('/') || value.startsWith('//') || value.includes('\\')) return '/oauth/account';
-  return value;
+/** Where a sign-in ends when `return_to` is absent or not on this service. */
+const DEFAULT_RETURN_TO = '/oauth/account';
+
+/**
+ * `return_to` kept only when it is a page of this service. It is resolved as a browser would resolve it (WHATWG
+ * URL: tabs and newlines dropped, `\` read as `/`, so `/<TAB>/evil` and `/\evil` are the host `evil`), kept only when
+ * the result has the service's own origin, and returned as the normalised path, query and fragment: percent-encoded
+ * ASCII, so the Location header never carries a control or non-Latin-1 character (open redirects, header errors).
+ */
+export function safeReturnTo(value: string | undefined, publicUrl: string): string {
+  if (!value) return DEFAULT_RETURN_TO;
+  const own = new URL(publicUrl);
+  let resolved: URL;
+  try {
+    resolved = new URL(value, own);
+  } catch {
+    return DEFAULT_RETURN_TO;
+  }
+  if (resolved.origin !== own.origin) return DEFAULT_RETURN_TO;
+  return `${resolved.pathname}${resolved.search}${resolved.hash}`;
 }
 
 function personLabel(p: PersonRecord): string {
@@ -179,7 +195,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       },
     },
     async (request, reply) => {
-      const { url, state } = await rp().start(safeReturnTo(request.query.return_to));
+      const { url, state } = await rp().start(safeReturnTo(request.query.return_to, publicUrl()));
       // Binds the attempt to this browser: a callback arriving in another browser (login CSRF) has no cookie.
       appendCookie(reply, serializeCookie(signInCookie, state, { secure, maxAgeS: Math.floor(SIGN_IN_TTL_MS / 1000) }));
       return reply.header('cache-control', 'no-store').redirect(url, 302);
@@ -213,7 +229,8 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
         outcome: 'signed_in',
         details: { person: person.id, issuer: person.issuer, subject: person.subject },
       });
-      return reply.header('cache-control', 'no-store').redirect(done.returnTo, 303);
+      // Checked again on the way out: an attempt stored by an older version may hold a value kept by looser rules.
+      return reply.header('cache-control', 'no-store').redirect(safeReturnTo(done.returnTo, publicUrl()), 303);
     } catch (err) {
       return htmlError(reply, err);
     }
@@ -359,15 +376,17 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       );
     }
     const choices = await tenantChoices(active.person.id, record.tenantId);
+    // A GET decides nothing: the code stays pending until a confirmation POST (below) denies or approves it.
     if (choices.length === 0) {
-      await devices.deny(record, active.person.id);
       return html(
         reply,
         403,
-        messagePage(
-          'No membership',
-          `You (${personLabel(active.person)}) have no role in ${record.tenantId ?? 'any tenant'}, so this device cannot be signed in. Ask an administrator of the tenant to add you.`,
-        ),
+        noMembershipPage({
+          person: personLabel(active.person),
+          tenantId: record.tenantId,
+          userCode: record.userCode,
+          csrfToken: active.session.csrfToken,
+        }),
       );
     }
     return html(
@@ -417,8 +436,21 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       await devices.deny(record, active.person.id);
       return html(reply, 200, messagePage('Denied', 'The device was not signed in. You can close this page.'));
     }
+    const choices = await tenantChoices(active.person.id, record.tenantId);
+    if (choices.length === 0) {
+      // Confirmed by someone with no role that fits: the device is told (access_denied) rather than left waiting.
+      await devices.deny(record, active.person.id);
+      return html(
+        reply,
+        403,
+        messagePage(
+          'No membership',
+          `You (${personLabel(active.person)}) have no role in ${record.tenantId ?? 'any tenant'}; the device was denied. Ask an administrator of the tenant to add you.`,
+        ),
+      );
+    }
     const tenantId = typeof form.tenant_id === 'string' ? form.tenant_id : '';
-    const choice = (await tenantChoices(active.person.id, record.tenantId)).find((c) => c.tenantId === tenantId);
+    const choice = choices.find((c) => c.tenantId === tenantId);
     if (!choice) {
       return html(reply, 403, messagePage('Refused', `You have no role in tenant ${tenantId} to grant.`));
     }

@@ -97,6 +97,24 @@ ${tenantField}
   );
 }
 
+/**
+ * The code is valid but the person has no role that fits it. Opening the page changes nothing (anyone who sees a
+ * colleague's code could otherwise cancel their login); the person may refuse the device with the form.
+ */
+export function noMembershipPage(v: { person: string; tenantId: string | null; userCode: string; csrfToken: string }) {
+  return page(
+    'No membership',
+    `<p role="status">You (${escapeHtml(v.person)}) have no role in ${escapeHtml(v.tenantId ?? 'any tenant')}, so this
+device cannot be signed in. Ask an administrator of the tenant to add you.</p>
+<p>If this is a code you started, you can tell the device now; otherwise leave this page and nothing happens.</p>
+<form method="post" action="/oauth/device/decision">
+<input type="hidden" name="${CSRF_FIELD}" value="${escapeHtml(v.csrfToken)}">
+<input type="hidden" name="user_code" value="${escapeHtml(v.userCode)}">
+<button type="submit" name="decision" value="deny">Deny the device</button>
+</form>`,
+  );
+}
+
 export function signedInPage(
   person: string,
   memberships: Array<{ tenantId: string; role: string }>,

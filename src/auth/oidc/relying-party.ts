@@ -1,10 +1,11 @@
 // The service as an OpenID Connect relying party (openid-client 6): discovery, authorization code with PKCE (S256),
-// state and nonce kept server-side, claims from the ID token and userinfo. What happens with the person afterwards
-// (memberships, sessions, device codes) is the routes' business.
+// state and nonce kept server-side, claims from the ID token (its signature verified against the IdP's JWKS) and
+// userinfo. What happens with the person afterwards (memberships, sessions, device codes) is the routes' business.
 import { createHash, randomBytes } from 'node:crypto';
 import * as client from 'openid-client';
 import { ApiError } from '../../errors.js';
 import type { PeopleStore, SignInClaims } from '../../store/people-store.js';
+import { signInClaims } from './claims.js';
 import type { OidcSettings } from './settings.js';
 
 /** How long a started sign-in may take before its state is forgotten. */
@@ -91,20 +92,13 @@ export class RelyingParty {
       if (!idClaims) throw new ApiError('invalid_sign_in', 'the identity provider returned no ID token');
       // Scope claims (email, groups) often come only from userinfo (oidc-provider, Keycloak without mappers).
       const userinfo = await client.fetchUserInfo(config, tokens.access_token, idClaims.sub);
-      const merged: Record<string, unknown> = { ...idClaims, ...userinfo };
-      const email = typeof merged.email === 'string' ? merged.email : null;
-      const groupsValue = merged[this.settings.groupsClaim];
-      return {
-        claims: {
-          issuer: String(idClaims.iss),
-          subject: idClaims.sub,
-          email,
-          emailVerified: merged.email_verified === true,
-          name: typeof merged.name === 'string' ? merged.name : null,
-        },
-        groups: Array.isArray(groupsValue) ? groupsValue.filter((g): g is string => typeof g === 'string') : [],
-        returnTo: attempt.returnTo,
-      };
+      const { claims, groups } = signInClaims(
+        { iss: String(idClaims.iss), sub: idClaims.sub, iat: idClaims.iat },
+        { ...idClaims, ...userinfo },
+        this.settings.groupsClaim,
+        Math.floor(this.now().getTime() / 1000),
+      );
+      return { claims, groups, returnTo: attempt.returnTo };
     } catch (err) {
       throw classify(err);
     }
@@ -115,7 +109,13 @@ export class RelyingParty {
     this.config ??= client
       .discovery(new URL(this.settings.issuer), this.settings.clientId, this.settings.clientSecret, undefined, {
         timeout: IDP_TIMEOUT_S,
-        ...(this.settings.allowInsecureIssuer && { execute: [client.allowInsecureRequests] }),
+        // openid-client checks the ID token's claims but its signature only when asked: the signature is
+        // verified against the keys of the IdP's jwks_uri (fetched and cached by the library; an unknown kid
+        // fetches them again, so key rotation at the IdP needs nothing here).
+        execute: [
+          client.enableNonRepudiationChecks,
+          ...(this.settings.allowInsecureIssuer ? [client.allowInsecureRequests] : []),
+        ],
       })
       .then((config) => {
         config.timeout = IDP_TIMEOUT_S;
@@ -156,12 +156,14 @@ function classify(err: unknown): ApiError {
       `the identity provider could not be reached or failed (${e?.message ?? 'error'}); try again later`,
     );
   }
-  // openid-client rewords oauth4webapi's errors; the claim that failed is in the cause, one or two levels down.
-  const cause = e?.cause as { claim?: unknown; cause?: { claim?: unknown } } | undefined;
+  // openid-client rewords oauth4webapi's errors ("invalid response encountered"): what failed (the claim, or a
+  // signature) is in the cause, one or two levels down.
+  const cause = e?.cause as { claim?: unknown; message?: unknown; cause?: { claim?: unknown } } | undefined;
   const claim = cause?.claim ?? cause?.cause?.claim;
   const which = typeof claim === 'string' ? ` (claim ${claim})` : '';
+  const detail = typeof cause?.message === 'string' && cause.message !== e?.message ? `: ${cause.message}` : '';
   return new ApiError(
     'invalid_sign_in',
-    `the sign-in did not check out: ${e?.message ?? String(err)}${which}; start again`,
+    `the sign-in did not check out: ${e?.message ?? String(err)}${detail}${which}; start again`,
   );
 }
