@@ -4,18 +4,15 @@
 // same port and data dir, twice. The daemon sends each signature again, with its Idempotency-Key, until the service
 // answers: nothing fails, every signature verifies, and the service's audit log (`admin audit export`) has exactly
 // one `signed` entry per signature the threads received.
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
-import { packagePath } from '../../src/paths.js';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { ensurePeercredBuilt, startDaemonProcess, tempSocketPath } from './helpers.js';
-
-const SIGN_LOOP = packagePath('build', 'native', 'test', 'sbp11_sign_loop');
-if (!existsSync(SIGN_LOOP)) throw new Error(`${SIGN_LOOP} is not built: run scripts/setup.sh`);
+import { startSignLoop } from './sign-loop.js';
 
 const TENANT = 'svc-restart';
 const THREADS = 16;
@@ -42,12 +39,6 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/** The sign loop's progress: its last "signed N failed F bad B" line. */
-function progressOf(out: string) {
-  const last = [...out.matchAll(/signed (\d+) failed (\d+) bad (\d+)/g)].at(-1);
-  return { signed: Number(last?.[1] ?? 0), failed: Number(last?.[2] ?? 0), bad: Number(last?.[3] ?? 0) };
-}
-
 describe('threads signing through the module across a service restart', () => {
   it('lose nothing, and nothing is signed twice', async () => {
     const socket = tempSocketPath();
@@ -67,48 +58,27 @@ describe('threads signing through the module across a service restart', () => {
       ].join('\n'),
     );
     const daemon = await startDaemonProcess(['--config', config]);
-    const stopFile = join(dir, 'stop');
-    const loop = spawn(SIGN_LOOP, [MODULE_PATH, TENANT, String(THREADS), stopFile], {
-      env: {
-        ...process.env,
-        SIGNBRIDGE_SOCKET: socket,
-        SIGNBRIDGE_LOG: `info:${join(dir, 'module.log')}`,
-        SIGNBRIDGE_TIMEOUT: '600',
-      },
-    });
-    let out = '';
-    let err = '';
-    loop.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    loop.stderr.on('data', (c: Buffer) => {
-      err += c.toString();
-    });
-    const loopExit = new Promise<number | null>((resolve) => loop.once('exit', (code) => resolve(code)));
-    const waitForSigned = async (n: number) => {
-      while (progressOf(out).signed < n) {
-        if (loop.exitCode !== null) throw new Error(`sign loop ended early:\n${out.slice(-500)}\n${err}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const loop = startSignLoop(dir, TENANT, THREADS, { SIGNBRIDGE_SOCKET: socket, SIGNBRIDGE_TIMEOUT: '600' });
     try {
-      await waitForSigned(BETWEEN);
+      await loop.waitForSigned(BETWEEN);
       for (let restart = 0; restart < 2; restart++) {
         // Its exit code is not asserted: the service gives in-flight requests 10 s before it exits with 1, and how
         // long they take depends on the machine; either way the daemon must lose nothing.
         await server.stop('SIGTERM');
-        const before = progressOf(out).signed;
+        const before = loop.progress().signed;
         server = await startServerProcess(['--data-dir', dataDir, '--listen', listen]);
-        await waitForSigned(before + BETWEEN);
+        await loop.waitForSigned(before + BETWEEN);
       }
-    } finally {
-      writeFileSync(stopFile, '');
+    } catch (err) {
+      await loop.stop();
+      throw err;
     }
-    expect(await loopExit, err).toBe(0);
+    const stopped = await loop.stop();
+    expect(stopped.code, stopped.stderr).toBe(0);
     const daemonLog = daemon.output();
     await daemon.stop();
-    const result = progressOf(out);
-    expect(err).toBe('');
+    const { result } = stopped;
+    expect(stopped.stderr).toBe('');
     expect(result.failed).toBe(0);
     expect(result.bad).toBe(0);
     expect(result.signed).toBeGreaterThanOrEqual(3 * BETWEEN);
