@@ -122,12 +122,24 @@ export function errorBody(err: ApiError): ErrorBody {
 /** Every error leaves as an ErrorResponse; 5xx details stay in the log, never in the response. */
 export function handleError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const apiError = toApiError(err, request);
-  if (apiError.statusCode >= 500) {
+  const retryAfter = RETRY_AFTER_SECONDS[apiError.code];
+  if (apiError.statusCode >= 500 && retryAfter !== undefined) {
+    // A fault the caller retries (a token or database away, a busy pool): the fault itself is logged once where it
+    // is seen; each refused request gets one line with its cause, not a stack trace (a long outage under load
+    // refuses thousands a second).
+    request.log.warn({ code: apiError.code, reason: apiError.message, cause: causeOf(err) }, 'request failed');
+  } else if (apiError.statusCode >= 500) {
     request.log.error({ err }, 'request failed');
   } else {
     request.log.info({ code: apiError.code, reason: apiError.message }, 'request refused');
   }
-  const retryAfter = RETRY_AFTER_SECONDS[apiError.code];
   if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
   return reply.code(apiError.statusCode).send(errorBody(apiError));
+}
+
+/** The messages of an error and its causes, outermost first: what an operator needs, without the stack. */
+function causeOf(err: unknown): string {
+  const messages: string[] = [];
+  for (let e: unknown = err; e instanceof Error && messages.length < 5; e = e.cause) messages.push(e.message);
+  return messages.join(': ');
 }

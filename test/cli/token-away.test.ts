@@ -217,6 +217,16 @@ describe.each(stores)('$store', ({ enabled, database }) => {
         // Recovered by finalizing and initialising the module again: re-opening sessions alone does not see it.
         expect(at.server.output()).toMatch(/only usable again after C_Finalize \+ C_Initialize/);
         expect(at.server.child.exitCode).toBeNull(); // no restart
+        // Each refused request is one warning naming the fault, never an error with a stack trace.
+        const refusedLines = at.server
+          .output()
+          .split('\n')
+          .filter((line) => line.includes('"key_store_unavailable"'));
+        expect(refusedLines.length).toBeGreaterThanOrEqual(refused);
+        for (const line of refusedLines) {
+          expect(JSON.parse(line)).toMatchObject({ level: 40, msg: 'request failed' });
+          expect(line).not.toContain('"stack"');
+        }
 
         const entries = at.audit();
         expect(entries.filter((e) => e.outcome === 'sign_failed')).toEqual([]);
