@@ -17,6 +17,11 @@ let one: ServerProcess;
 let two: ServerProcess;
 let three: ServerProcess;
 
+/** What the instances logged, for a failure's message: a key one instance cannot find is explained there. */
+function serverLogs(): string {
+  return [one, two, three].map((s, i) => `--- instance ${i + 1}:\n${s?.output().slice(-4000)}`).join('\n');
+}
+
 function admin(...args: string[]) {
   return runCli(['admin', ...args, '--database', database]);
 }
@@ -61,7 +66,7 @@ describe.skipIf(!enabled)('two service instances on one PostgreSQL database', ()
         hash,
         algorithm: 'ECDSA_SHA_256',
       });
-      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.status, `${JSON.stringify(res.body)}\n${serverLogs()}`).toBe(200);
       const key = createPublicKey(pub.body.public_key_pem as string);
       expect(verify('sha256', message, key, Buffer.from(res.body.signature as string, 'base64'))).toBe(true);
     }
@@ -98,7 +103,10 @@ describe.skipIf(!enabled)('two service instances on one PostgreSQL database', ()
         }),
       ),
     );
-    expect(decisions.map((d) => d.status).sort()).toEqual([200, 409]);
+    expect(
+      decisions.map((d) => d.status).sort(),
+      `${JSON.stringify(decisions.map((d) => d.body))}\n${serverLogs()}`,
+    ).toEqual([200, 409]);
     const collected = await postAction(three.url, 'sign', signer, { ...asked, request_id: requestId });
     expect(collected.status, JSON.stringify(collected.body)).toBe(200);
     const again = await postAction(one.url, 'sign', signer, { ...asked, request_id: requestId });
