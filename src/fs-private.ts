@@ -7,6 +7,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -22,6 +23,29 @@ export function ensurePrivateDir(path: string): void {
 export function writePrivateFile(path: string, content: string): void {
   writeFileSync(path, content, { mode: 0o600 });
   chmodSync(path, 0o600);
+}
+
+/**
+ * Replaces `path` with `content` (owner-only) so that a reader sees the old file or the new one, never a part of
+ * either: written whole under a temporary name, then renamed over it. Nothing is written when the content is the
+ * same. Several processes starting at once on one data dir all write the SoftHSM configuration; a plain rewrite
+ * (truncate, then write) let one of them read it empty, and SoftHSM then used its default token folder, made a
+ * token there and signed with keys outside the data dir.
+ */
+export function replacePrivateFile(path: string, content: string): void {
+  try {
+    if (readFileSync(path, 'utf8') === content) return chmodSync(path, 0o600);
+  } catch {
+    // absent or unreadable: write it
+  }
+  const temporary = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  writePrivateFile(temporary, content);
+  try {
+    renameSync(temporary, path);
+  } catch (err) {
+    rmSync(temporary, { force: true });
+    throw err;
+  }
 }
 
 /**

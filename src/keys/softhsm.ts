@@ -1,7 +1,7 @@
 // The embedded default key store: a SoftHSM token that lives in the service's data dir.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensurePrivateDir, readOrCreateSecret, writePrivateFile } from '../fs-private.js';
+import { ensurePrivateDir, readOrCreateSecret, replacePrivateFile } from '../fs-private.js';
 import { packagePath } from '../paths.js';
 import type { Pkcs11KeyStoreOptions } from './pkcs11-key-store.js';
 
@@ -36,7 +36,8 @@ export function writeSoftHsmConfig(softhsmDir: string): string {
   ensurePrivateDir(tokenDir);
   const confPath = join(softhsmDir, 'softhsm2.conf');
   const template = readFileSync(packagePath('softhsm-config', 'softhsm2.conf.template'), 'utf8');
-  writePrivateFile(confPath, template.replaceAll('@TOKEN_DIR@', tokenDir));
+  // Replaced whole, never rewritten in place: another process starting on this data dir may be reading it.
+  replacePrivateFile(confPath, template.replaceAll('@TOKEN_DIR@', tokenDir));
   process.env.SOFTHSM2_CONF = confPath;
   return confPath;
 }
