@@ -34,7 +34,10 @@ export function writePrivateFile(path: string, content: string): void {
  */
 export function replacePrivateFile(path: string, content: string): void {
   try {
-    if (readFileSync(path, 'utf8') === content) return chmodSync(path, 0o600);
+    if (readFileSync(path, 'utf8') === content) {
+      chmodSync(path, 0o600);
+      return;
+    }
   } catch {
     // absent or unreadable: write it
   }
