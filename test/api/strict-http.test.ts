@@ -208,7 +208,7 @@ describe('answers fastify and node would write themselves', () => {
 });
 
 describe('a request that arrives too slowly', () => {
-  it('a body trickling in gets 408 request_timeout and the connection closes, after the time-out and well within 3x', async () => {
+  it('a body trickling in gets 408 request_timeout and the connection closes, never before the time-out', async () => {
     const timeoutMs = 2_000;
     const app = await buildApp({ store: svc.store, keyStore: svc.keyStore, requestTimeoutMs: timeoutMs });
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
@@ -230,7 +230,9 @@ describe('a request that arrives too slowly', () => {
         });
         socket.on('error', () => undefined);
         socket.on('close', () => resolve({ answer, afterMs: Date.now() - startedAt }));
-        setTimeout(() => resolve('no answer'), 3 * timeoutMs);
+        // Only a hang is caught here (the issue waited 95 s for nothing): how soon after the time-out a loaded
+        // machine closes it is not the property, so the bound is far beyond the 1-1.25x the server aims at.
+        setTimeout(() => resolve('no answer'), 30_000);
       });
       expect(ended).not.toBe('no answer');
       const { answer, afterMs } = ended as { answer: string; afterMs: number };

@@ -39,25 +39,20 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/** `signbridge daemon` for TENANT on `socket`, sending to the service again for up to `retrySeconds`. */
+function startDaemonOn(socket: string, configName: string, retrySeconds: number) {
+  const config = join(dir, configName);
+  const lines = ['service:', `  url: ${server.url}`, '  apiKeyFile: api-key', `  retrySeconds: ${retrySeconds}`];
+  writeFileSync(config, [`socket: ${socket}`, ...lines, 'tenants:', `  - id: ${TENANT}`].join('\n'));
+  return startDaemonProcess(['--config', config]);
+}
+
 describe('threads signing through the module across a service restart', () => {
   it('lose nothing, and nothing is signed twice', async () => {
     const socket = tempSocketPath();
-    const config = join(dir, 'daemon.yaml');
     // The retry window outlasts a service start on a busy machine (this test is about losing nothing, not about
     // the 20 s default); the module's wait for an answer outlasts the window plus one request's timeout.
-    writeFileSync(
-      config,
-      [
-        `socket: ${socket}`,
-        'service:',
-        `  url: ${server.url}`,
-        '  apiKeyFile: api-key',
-        '  retrySeconds: 240',
-        'tenants:',
-        `  - id: ${TENANT}`,
-      ].join('\n'),
-    );
-    const daemon = await startDaemonProcess(['--config', config]);
+    const daemon = await startDaemonOn(socket, 'daemon.yaml', 240);
     const loop = startSignLoop(dir, TENANT, THREADS, { SIGNBRIDGE_SOCKET: socket, SIGNBRIDGE_TIMEOUT: '600' });
     try {
       await loop.waitForSigned(BETWEEN);
@@ -97,20 +92,7 @@ describe('threads signing through the module across a service restart', () => {
 
   it('a service that stays down past retrySeconds: the signature fails with a retryable error that says so', async () => {
     const socket = tempSocketPath();
-    const config = join(dir, 'daemon-short.yaml');
-    writeFileSync(
-      config,
-      [
-        `socket: ${socket}`,
-        'service:',
-        `  url: ${server.url}`,
-        '  apiKeyFile: api-key',
-        '  retrySeconds: 1',
-        'tenants:',
-        `  - id: ${TENANT}`,
-      ].join('\n'),
-    );
-    const daemon = await startDaemonProcess(['--config', config]);
+    const daemon = await startDaemonOn(socket, 'daemon-short.yaml', 1);
     const work = mkdtempSync(join(dir, 'down-'));
     writeFileSync(join(work, 'file.txt'), 'signed while the service is down\n');
     const env = { ...process.env, SIGNBRIDGE_SOCKET: socket };
