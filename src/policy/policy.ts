@@ -19,6 +19,23 @@ export interface PolicyInput {
   project?: string;
   requireTee?: boolean;
   sbom?: string;
+  /**
+   * Facts of a CI workload identity (docs/ci.md). Present only on a key minted by the token exchange, and then
+   * verified by the service: `workloadIssuer` says so, and `project` and `environment` above are the token's too.
+   * No request body sets them.
+   */
+  workloadIssuer?: string;
+  workloadSubject?: string;
+  ref?: string;
+  refType?: string;
+  refProtected?: boolean;
+  workflow?: string;
+  sha?: string;
+  runId?: string;
+  runAttempt?: string;
+  actor?: string;
+  eventName?: string;
+  runnerEnvironment?: string;
   /** The tenant's active policy exceptions (fetched by the caller, so policy code stays free of I/O). */
   exceptions?: ActiveException[];
 }

@@ -3,6 +3,7 @@
 import { randomInt } from 'node:crypto';
 import { type Kysely, type MigrationProvider, Migrator, type Transaction } from 'kysely';
 import type { Role } from '../auth/roles.js';
+import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import { AccessCache } from './access-cache.js';
@@ -29,8 +30,9 @@ import {
   type TrialCount,
   WAITING_STATUSES,
 } from './store.js';
+import { WorkloadStore, type WorkloadTables } from './workload-store.js';
 
-export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'> {
+export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>, WorkloadTables {
   tenants: { id: string; current_key_id: string; created_at: string };
   keys: {
     id: string;
@@ -80,6 +82,8 @@ export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>
     roles: string | null;
     expires_at: string | null;
     created_via: string | null;
+    /** Migration 0015: a key minted by the workload token exchange carries the verified identity (JSON). */
+    workload: string | null;
   };
   pending_requests: {
     id: string;
@@ -305,6 +309,7 @@ export function toApiKey(row: ApiKeyRow): ApiKeyRecord {
     expiresAt: row.expires_at ?? null,
     createdVia: row.created_via ?? null,
     personDisabledAt: row.person_disabled_at ?? null,
+    workload: row.workload ? (JSON.parse(row.workload) as WorkloadIdentity) : null,
   };
 }
 
@@ -317,6 +322,7 @@ export const API_KEY_WITH_OWNER =
 
 export abstract class KyselyStore implements Store {
   readonly people: PeopleStore;
+  readonly workload: WorkloadStore;
   /** The signing path's two reads, answered from memory until a change may have happened (access-cache.ts). */
   protected readonly access = new AccessCache(() => this.readCacheEpoch());
 
@@ -326,6 +332,7 @@ export abstract class KyselyStore implements Store {
   ) {
     // A write there changed whether some API key works (a person disabled, a membership and its keys gone).
     this.people = new PeopleStore(db as unknown as Kysely<PeopleTables>, () => this.access.forget());
+    this.workload = new WorkloadStore(db as unknown as Kysely<WorkloadTables>);
   }
 
   /** Cache reads and misses, for tests and diagnostics. */
@@ -597,6 +604,7 @@ export abstract class KyselyStore implements Store {
           roles: r.roles ? JSON.stringify(r.roles) : null,
           expires_at: r.expiresAt ?? null,
           created_via: r.createdVia ?? null,
+          workload: r.workload ? JSON.stringify(r.workload) : null,
         })
         .execute();
       await raiseCacheEpoch(tx);

@@ -23,6 +23,9 @@ const MOVED_TABLES = [
   'key_imports',
   // answers to retried signatures: a client that retries across the move still gets its first answer
   'sign_idempotency',
+  // tenants' trust in CI issuers, and the tokens already exchanged (a token stays single-use across the move)
+  'workload_trust_rules',
+  'workload_token_uses',
 ] as const;
 
 /**

@@ -1,7 +1,9 @@
 import type { Role } from '../auth/roles.js';
+import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import type { PeopleStore } from './people-store.js';
+import type { WorkloadStore } from './workload-store.js';
 
 export interface TenantRecord {
   id: string;
@@ -66,6 +68,8 @@ export interface ApiKeyRecord {
   createdVia?: string | null;
   /** Read with the key: set when its person is disabled (the key then does not work). */
   personDisabledAt?: string | null;
+  /** A key minted by the workload token exchange (createdVia `workload`): what the service verified about the job. */
+  workload?: WorkloadIdentity | null;
 }
 
 export interface SignatureRecord {
@@ -210,6 +214,8 @@ export interface Store {
 
   /** People, memberships and the OAuth flows' state (docs/oauth.md). */
   readonly people: PeopleStore;
+  /** Workload trust rules and exchanged tokens (docs/ci.md). */
+  readonly workload: WorkloadStore;
 
   createApiKey(record: ApiKeyRecord): Promise<void>;
   getApiKey(id: string): Promise<ApiKeyRecord | undefined>;

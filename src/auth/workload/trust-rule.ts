@@ -1,0 +1,133 @@
+// A tenant's trust in a CI issuer: which tokens of that issuer may become a short-lived signer key of the tenant
+// (docs/ci.md, "Trust rules"). A rule is a set of claim conditions that must all hold; it is checked when it is
+// saved, so a rule that would admit every repository of an issuer never exists.
+import type { Role } from '../roles.js';
+import { claimMatches, claimText, patternProblem, readClaim } from './claim-pattern.js';
+
+/** The only role a workload may get: people approve, review and administer; a job signs. */
+export const WORKLOAD_ROLES = ['signer'] as const satisfies readonly Role[];
+export type WorkloadRole = (typeof WORKLOAD_ROLES)[number];
+
+export const DEFAULT_KEY_MINUTES = 15;
+export const MAX_KEY_MINUTES = 60;
+/** Conditions per rule: more would be a configuration mistake, not a policy. */
+export const MAX_CONDITIONS = 32;
+
+/**
+ * Claims that name the workload itself (repository, project or the issuer's subject). A rule must pin at least one:
+ * otherwise every repository of `https://token.actions.githubusercontent.com` is trusted (AWS's "no :sub condition").
+ */
+export const SUBJECT_CLAIMS = [
+  'sub',
+  'repository',
+  'repository_id',
+  'project_path',
+  'project_id',
+  '/kubernetes.io/serviceaccount/uid',
+] as const;
+
+export interface TrustRule {
+  /** `tr_` + 16 hex. */
+  id: string;
+  tenantId: string;
+  /** Exactly the `iss` of the tokens (no trailing-slash folding: issuers differ on it and so do their tokens). */
+  issuer: string;
+  /** The `aud` the token must carry; null: the service's public URL. */
+  audience: string | null;
+  /** Claim name (or JSON pointer) → exact value or pattern (claim-pattern.ts). */
+  conditions: Record<string, string>;
+  role: WorkloadRole;
+  /** Lifetime of the key an exchange mints (1-60, default 15). */
+  keyMinutes: number;
+  createdAt: string;
+  createdBy: string;
+}
+
+export type NewTrustRule = Omit<TrustRule, 'id' | 'createdAt' | 'createdBy' | 'role' | 'keyMinutes' | 'audience'> & {
+  audience?: string | null;
+  role?: string;
+  keyMinutes?: number;
+};
+
+export class TrustRuleInvalid extends Error {}
+
+const CLAIM_NAME = /^(?:[A-Za-z0-9_.:-]{1,128}|(?:\/[^/\s]{1,128}){1,8})$/;
+
+/** The rule as it is saved, or TrustRuleInvalid saying what to change. */
+export function validateTrustRule(rule: NewTrustRule): Omit<TrustRule, 'id' | 'createdAt' | 'createdBy'> {
+  let issuer: URL;
+  try {
+    issuer = new URL(rule.issuer);
+  } catch {
+    throw new TrustRuleInvalid(`issuer ${JSON.stringify(rule.issuer)} is not a URL`);
+  }
+  if (issuer.protocol !== 'https:') throw new TrustRuleInvalid('issuer must be an https URL');
+  if (issuer.search || issuer.hash || issuer.username || issuer.password) {
+    throw new TrustRuleInvalid('issuer must have no query, fragment or credentials');
+  }
+  const role = rule.role ?? 'signer';
+  if (!(WORKLOAD_ROLES as readonly string[]).includes(role)) {
+    throw new TrustRuleInvalid(
+      `role ${role} cannot come from a workload identity (only ${WORKLOAD_ROLES.join(', ')}; admin, approver and security_reviewer are for people)`,
+    );
+  }
+  const keyMinutes = rule.keyMinutes ?? DEFAULT_KEY_MINUTES;
+  if (!Number.isInteger(keyMinutes) || keyMinutes < 1 || keyMinutes > MAX_KEY_MINUTES) {
+    throw new TrustRuleInvalid(`key minutes must be a whole number from 1 to ${MAX_KEY_MINUTES}`);
+  }
+  const names = Object.keys(rule.conditions);
+  if (names.length === 0) throw new TrustRuleInvalid('a rule needs at least one claim condition');
+  if (names.length > MAX_CONDITIONS) throw new TrustRuleInvalid(`a rule has at most ${MAX_CONDITIONS} conditions`);
+  for (const name of names) {
+    if (!CLAIM_NAME.test(name)) throw new TrustRuleInvalid(`claim name ${JSON.stringify(name)} is not valid`);
+    if (['iss', 'aud', 'exp', 'nbf', 'iat', 'jti'].includes(name)) {
+      throw new TrustRuleInvalid(`claim ${name} is checked by the exchange itself; it cannot be a condition`);
+    }
+    const problem = patternProblem(rule.conditions[name] as string);
+    if (problem) throw new TrustRuleInvalid(`the pattern for ${name} ${problem}`);
+  }
+  if (!names.some((n) => (SUBJECT_CLAIMS as readonly string[]).includes(n))) {
+    throw new TrustRuleInvalid(
+      `a rule must pin the workload: a condition on one of ${SUBJECT_CLAIMS.join(', ')} (without one, every repository of the issuer would be trusted)`,
+    );
+  }
+  const audience = rule.audience ?? null;
+  if (audience !== null && (audience.length === 0 || audience.length > 512)) {
+    throw new TrustRuleInvalid('audience must be 1 to 512 characters');
+  }
+  return {
+    tenantId: rule.tenantId,
+    issuer: rule.issuer,
+    audience,
+    conditions: { ...rule.conditions },
+    role: role as WorkloadRole,
+    keyMinutes,
+  };
+}
+
+/** The first condition of the rule the claims do not meet, said as a person reads it; undefined when all hold. */
+export function unmetCondition(rule: TrustRule, claims: Record<string, unknown>): string | undefined {
+  for (const [name, pattern] of Object.entries(rule.conditions)) {
+    if (claimMatches(claims, name, pattern)) continue;
+    const value = readClaim(claims, name);
+    const shown = value === undefined ? 'is missing' : `is ${JSON.stringify(claimText(value) ?? value).slice(0, 200)}`;
+    return `${name} ${shown}, the rule wants ${JSON.stringify(pattern)}`;
+  }
+  return undefined;
+}
+
+export type RuleMatch = { rule: TrustRule } | { refusals: string[] };
+
+/**
+ * The first rule (oldest first) whose conditions all hold, or for each rule why not. The caller has already
+ * checked the issuer and the audience; `rules` are that issuer's rules for that audience.
+ */
+export function matchTrustRules(rules: readonly TrustRule[], claims: Record<string, unknown>): RuleMatch {
+  const refusals: string[] = [];
+  for (const rule of [...rules].sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))) {
+    const unmet = unmetCondition(rule, claims);
+    if (unmet === undefined) return { rule };
+    refusals.push(`rule ${rule.id}: ${unmet}`);
+  }
+  return { refusals };
+}

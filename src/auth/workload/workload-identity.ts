@@ -1,0 +1,187 @@
+// What the service verified about a CI job, carried by the short-lived key its token was exchanged for, and turned
+// into policy inputs on every signature (docs/ci.md, "Facts the policy decides on"). Each CI system names the same
+// facts differently; this file is the one place that knows how.
+import { claimText } from './claim-pattern.js';
+
+/** The policy inputs a workload identity fixes. A request body may repeat them, never contradict them. */
+export interface WorkloadFacts {
+  /** GitHub `repository` (owner/name), GitLab `project_path` (group/project). */
+  project?: string;
+  environment?: string;
+  /** GitHub: `refs/heads/main`, `refs/tags/v1`; GitLab: the bare name (`main`) with `ref_type`. */
+  ref?: string;
+  /** branch or tag. */
+  refType?: string;
+  refProtected?: boolean;
+  /** GitHub `job_workflow_ref` (falls back to `workflow_ref`); GitLab `ci_config_ref_uri`. */
+  workflow?: string;
+  sha?: string;
+  /** GitHub `run_id`; GitLab `pipeline_id`. */
+  runId?: string;
+  /** GitHub `run_attempt`; GitLab has none (a retried job is a new `job_id` in the same pipeline). */
+  runAttempt?: string;
+  /** GitHub `actor`; GitLab `user_login`. */
+  actor?: string;
+  /** GitHub `event_name`; GitLab `pipeline_source`. */
+  eventName?: string;
+  /** github-hosted / self-hosted; GitLab gitlab-hosted / self-hosted. */
+  runnerEnvironment?: string;
+}
+
+export const WORKLOAD_FACT_NAMES = [
+  'project',
+  'environment',
+  'ref',
+  'refType',
+  'refProtected',
+  'workflow',
+  'sha',
+  'runId',
+  'runAttempt',
+  'actor',
+  'eventName',
+  'runnerEnvironment',
+] as const satisfies readonly (keyof WorkloadFacts)[];
+
+/** The request body's (and policy file's) snake_case name of each fact. */
+export const FACT_FIELDS: Record<keyof WorkloadFacts, string> = {
+  project: 'project',
+  environment: 'environment',
+  ref: 'ref',
+  refType: 'ref_type',
+  refProtected: 'ref_protected',
+  workflow: 'workflow',
+  sha: 'sha',
+  runId: 'run_id',
+  runAttempt: 'run_attempt',
+  actor: 'actor',
+  eventName: 'event_name',
+  runnerEnvironment: 'runner_environment',
+};
+
+export type IssuerKind = 'github' | 'gitlab' | 'kubernetes' | 'oidc';
+
+/** The verified identity stored with a key minted by the exchange (api_keys.workload, JSON). */
+export interface WorkloadIdentity {
+  issuer: string;
+  subject: string;
+  kind: IssuerKind;
+  /** The trust rule that admitted the token. */
+  ruleId: string;
+  /** The token's `jti` (or `sha256:` of the token when it has none): the one use of that token. */
+  tokenId: string;
+  facts: WorkloadFacts;
+  /** A link to the run, when the issuer is one whose run pages are known. */
+  runUrl?: string;
+}
+
+/** GitHub's tokens carry run_id and repository; GitLab's pipeline_id and project_path; Kubernetes' its own claim. */
+export function issuerKind(claims: Record<string, unknown>): IssuerKind {
+  if (claims.repository !== undefined && claims.run_id !== undefined) return 'github';
+  if (claims.project_path !== undefined && claims.pipeline_id !== undefined) return 'gitlab';
+  if (typeof claims['kubernetes.io'] === 'object' && claims['kubernetes.io'] !== null) return 'kubernetes';
+  return 'oidc';
+}
+
+const MAX_FACT_LENGTH = 1024;
+
+function text(claims: Record<string, unknown>, name: string): string | undefined {
+  const value = claimText(claims[name]);
+  return value === undefined || value.length === 0 ? undefined : value.slice(0, MAX_FACT_LENGTH);
+}
+
+function flag(claims: Record<string, unknown>, name: string): boolean | undefined {
+  const value = text(claims, name);
+  return value === undefined ? undefined : value === 'true';
+}
+
+function compact(facts: WorkloadFacts): WorkloadFacts {
+  return Object.fromEntries(Object.entries(facts).filter(([, v]) => v !== undefined)) as WorkloadFacts;
+}
+
+/** The facts of a verified token, named as the policy names them. */
+export function factsFromClaims(kind: IssuerKind, claims: Record<string, unknown>): WorkloadFacts {
+  switch (kind) {
+    case 'github':
+      return compact({
+        project: text(claims, 'repository'),
+        environment: text(claims, 'environment'),
+        ref: text(claims, 'ref'),
+        refType: text(claims, 'ref_type'),
+        refProtected: flag(claims, 'ref_protected'),
+        workflow: text(claims, 'job_workflow_ref') ?? text(claims, 'workflow_ref'),
+        sha: text(claims, 'sha'),
+        runId: text(claims, 'run_id'),
+        runAttempt: text(claims, 'run_attempt'),
+        actor: text(claims, 'actor'),
+        eventName: text(claims, 'event_name'),
+        runnerEnvironment: text(claims, 'runner_environment'),
+      });
+    case 'gitlab':
+      return compact({
+        project: text(claims, 'project_path'),
+        environment: text(claims, 'environment'),
+        ref: text(claims, 'ref'),
+        refType: text(claims, 'ref_type'),
+        refProtected: flag(claims, 'ref_protected'),
+        workflow: text(claims, 'ci_config_ref_uri'),
+        sha: text(claims, 'sha'),
+        runId: text(claims, 'pipeline_id'),
+        actor: text(claims, 'user_login'),
+        eventName: text(claims, 'pipeline_source'),
+        runnerEnvironment: text(claims, 'runner_environment'),
+      });
+    case 'kubernetes':
+      return {};
+    case 'oidc':
+      // Any other issuer: the facts it states under the policy's own names, as the issuer verified them.
+      return compact({
+        project: text(claims, 'project'),
+        environment: text(claims, 'environment'),
+        ref: text(claims, 'ref'),
+        refType: text(claims, 'ref_type'),
+        refProtected: flag(claims, 'ref_protected'),
+        workflow: text(claims, 'workflow'),
+        sha: text(claims, 'sha'),
+        runId: text(claims, 'run_id'),
+        runAttempt: text(claims, 'run_attempt'),
+        actor: text(claims, 'actor'),
+        eventName: text(claims, 'event_name'),
+        runnerEnvironment: text(claims, 'runner_environment'),
+      });
+  }
+}
+
+const SAFE_PATH = /^[A-Za-z0-9._~/-]+$/;
+const DIGITS = /^[0-9]+$/;
+
+/**
+ * The run's page, for the audit entry and the console: github.com and GitHub Enterprise Server (issuer
+ * `https://HOST/_services/token`), and GitLab instances (the issuer is the instance URL). Built only from values
+ * that cannot turn the link into something else (digits, plain path characters).
+ */
+export function runUrlOf(kind: IssuerKind, issuer: string, facts: WorkloadFacts): string | undefined {
+  const { project, runId, runAttempt } = facts;
+  if (!project || !runId || !SAFE_PATH.test(project) || !DIGITS.test(runId) || project.includes('..')) {
+    return undefined;
+  }
+  if (kind === 'github') {
+    const url = new URL(issuer);
+    const web =
+      url.host === 'token.actions.githubusercontent.com'
+        ? 'https://github.com'
+        : url.pathname.startsWith('/_services/token')
+          ? url.origin
+          : undefined;
+    if (!web) return undefined;
+    const attempt = runAttempt && DIGITS.test(runAttempt) ? `/attempts/${runAttempt}` : '';
+    return `${web}/${project}/actions/runs/${runId}${attempt}`;
+  }
+  if (kind === 'gitlab') return `${issuer.replace(/\/+$/, '')}/${project}/-/pipelines/${runId}`;
+  return undefined;
+}
+
+/** The identity the policy's `identity_id` input shows for a workload: issuer and subject. */
+export function workloadIdentityId(identity: Pick<WorkloadIdentity, 'issuer' | 'subject'>): string {
+  return `${identity.issuer}#${identity.subject}`;
+}

@@ -1,0 +1,157 @@
+// Claim patterns and trust-rule validation (src/auth/workload/): the edges issue 22 names, each of which a looser
+// matcher (Vault's glob, an unanchored regular expression, a prefix test) gets wrong.
+import { describe, expect, it } from 'vitest';
+import { claimMatches, matchesPattern, patternProblem } from '../../src/auth/workload/claim-pattern.js';
+import {
+  matchTrustRules,
+  type TrustRule,
+  TrustRuleInvalid,
+  validateTrustRule,
+} from '../../src/auth/workload/trust-rule.js';
+import { factsFromClaims, issuerKind, runUrlOf } from '../../src/auth/workload/workload-identity.js';
+
+const GITHUB = 'https://token.actions.githubusercontent.com';
+
+describe('claim patterns', () => {
+  it.each([
+    ['acme/app', 'acme/app', true],
+    ['acme/app', 'acme/app-evil', false],
+    ['acme/app', 'acme/ap', false],
+    ['acme/app', 'xacme/app', false],
+    ['refs/heads/main', 'refs/heads/main2', false],
+    ['refs/heads/main', 'refs/heads/main/x', false],
+    ['refs/tags/v*', 'refs/tags/v1.2.3', true],
+    ['refs/tags/v*', 'refs/tags/v', true],
+    ['refs/tags/v*', 'refs/tags/v1/evil', false],
+    ['refs/tags/v*', 'refs/heads/v1', false],
+    ['refs/tags/**', 'refs/tags/release/v1', true],
+    ['acme/*', 'acme/app', true],
+    ['acme/*', 'acme/app/sub', false],
+    ['acme/**', 'acme/app/sub', true],
+    ['acme/**', 'acme', false],
+    // `**` never crosses ':', so a subject pattern cannot absorb the ref or environment part.
+    ['repo:acme/**', 'repo:acme/app:ref:refs/heads/main', false],
+    ['repo:acme/*:ref:refs/heads/main', 'repo:acme/app:ref:refs/heads/main', true],
+    ['repo:acme/*:ref:refs/heads/main', 'repo:acme/app:environment:prod', false],
+    ['a.b', 'axb', false],
+    ['(x)+', '(x)+', true],
+    ['(x)+', 'xx', false],
+  ])('%s against %s is %s', (pattern, value, expected) => {
+    expect(matchesPattern(pattern, value)).toBe(expected);
+  });
+
+  it('takes linear time on patterns that make a backtracking matcher slow', () => {
+    const value = `${'a'.repeat(1000)}`;
+    expect(matchesPattern('*a*a*a*a*a*a*a*a*a*a*b', value)).toBe(false);
+  });
+
+  it.each(['', '*', '**', '*/**', '**:**', '***', 'x'.repeat(513), 'a\nb'])('refuses the pattern %j', (pattern) => {
+    expect(patternProblem(pattern)).toBeDefined();
+  });
+
+  it('matches numbers, booleans, list entries and JSON pointers; a missing claim never', () => {
+    const claims = {
+      repository_id: 123,
+      flag: true,
+      aud: ['x', 'https://svc'],
+      'kubernetes.io': { namespace: 'ci', serviceaccount: { name: 'builder' } },
+    };
+    expect(claimMatches(claims, 'repository_id', '123')).toBe(true);
+    expect(claimMatches(claims, 'repository_id', '12')).toBe(false);
+    expect(claimMatches(claims, 'flag', 'true')).toBe(true);
+    expect(claimMatches(claims, 'aud', 'https://svc')).toBe(true);
+    expect(claimMatches(claims, '/kubernetes.io/serviceaccount/name', 'builder')).toBe(true);
+    expect(claimMatches(claims, '/kubernetes.io/namespace', 'prod')).toBe(false);
+    expect(claimMatches(claims, 'environment', 'x*')).toBe(false);
+  });
+});
+
+describe('trust rules', () => {
+  const base = { tenantId: 't1', issuer: GITHUB };
+
+  it('keeps a valid rule with its defaults (signer, 15 minutes, the service URL as audience)', () => {
+    const rule = validateTrustRule({ ...base, conditions: { repository: 'acme/app', ref: 'refs/tags/v*' } });
+    expect(rule).toMatchObject({ role: 'signer', keyMinutes: 15, audience: null });
+  });
+
+  it.each([
+    [{ conditions: {} }, /at least one claim condition/],
+    [{ conditions: { ref: 'refs/heads/main' } }, /must pin the workload/],
+    [{ conditions: { repository: '**' } }, /pins nothing/],
+    [{ conditions: { repository: '' } }, /is empty/],
+    [{ conditions: { repository: 'a/b' }, role: 'admin' }, /cannot come from a workload/],
+    [{ conditions: { repository: 'a/b' }, role: 'approver' }, /cannot come from a workload/],
+    [{ conditions: { repository: 'a/b' }, keyMinutes: 61 }, /1 to 60/],
+    [{ conditions: { repository: 'a/b' }, keyMinutes: 0 }, /1 to 60/],
+    [{ conditions: { repository: 'a/b', aud: 'x' } }, /checked by the exchange/],
+    [{ conditions: { repository: 'a/b' }, issuer: 'http://token.example' }, /https/],
+    [{ conditions: { repository: 'a/b' }, issuer: 'https://x.example/?a=1' }, /no query/],
+  ])('refuses %j', (change, message) => {
+    expect(() => validateTrustRule({ ...base, ...change } as never)).toThrow(TrustRuleInvalid);
+    expect(() => validateTrustRule({ ...base, ...change } as never)).toThrow(message);
+  });
+
+  const rule = (id: string, conditions: Record<string, string>, createdAt = '2026-01-01T00:00:00Z'): TrustRule => ({
+    id,
+    tenantId: 't1',
+    issuer: GITHUB,
+    audience: null,
+    conditions,
+    role: 'signer',
+    keyMinutes: 15,
+    createdAt,
+    createdBy: 'test',
+  });
+
+  it('admits on the first rule that holds and says for each rule why not', () => {
+    const rules = [
+      rule('tr_b', { repository: 'acme/app', ref: 'refs/tags/v*' }, '2026-01-02T00:00:00Z'),
+      rule('tr_a', { repository: 'acme/app', environment: 'release' }),
+    ];
+    const claims = { repository: 'acme/app', ref: 'refs/heads/main2', environment: 'staging' };
+    const refused = matchTrustRules(rules, claims);
+    expect(refused).toEqual({
+      refusals: [
+        'rule tr_a: environment is "staging", the rule wants "release"',
+        'rule tr_b: ref is "refs/heads/main2", the rule wants "refs/tags/v*"',
+      ],
+    });
+    expect(matchTrustRules(rules, { ...claims, ref: 'refs/tags/v2' })).toEqual({ rule: rules[0] });
+    expect(matchTrustRules(rules, { repository: 'acme/app-evil', ref: 'refs/tags/v2' })).toHaveProperty('refusals');
+  });
+});
+
+describe('workload facts', () => {
+  it('reads GitHub claims under the policy names and links the run', () => {
+    const claims = {
+      repository: 'acme/app',
+      run_id: '42',
+      run_attempt: '2',
+      ref: 'refs/tags/v1',
+      ref_type: 'tag',
+      ref_protected: 'true',
+      job_workflow_ref: 'acme/wf/.github/workflows/sign.yml@refs/heads/main',
+      runner_environment: 'github-hosted',
+    };
+    const kind = issuerKind(claims);
+    expect(kind).toBe('github');
+    const facts = factsFromClaims(kind, claims);
+    expect(facts).toMatchObject({
+      project: 'acme/app',
+      refProtected: true,
+      runAttempt: '2',
+      workflow: claims.job_workflow_ref,
+    });
+    expect(runUrlOf(kind, GITHUB, facts)).toBe('https://github.com/acme/app/actions/runs/42/attempts/2');
+    expect(runUrlOf(kind, 'https://evil.example', facts)).toBeUndefined();
+  });
+
+  it('reads GitLab claims and links the pipeline', () => {
+    const claims = { project_path: 'grp/app', pipeline_id: 7, ref: 'main', ref_protected: 'false', user_login: 'bob' };
+    const facts = factsFromClaims(issuerKind(claims), claims);
+    expect(facts).toMatchObject({ project: 'grp/app', runId: '7', refProtected: false, actor: 'bob' });
+    expect(runUrlOf('gitlab', 'https://gitlab.example.com', facts)).toBe(
+      'https://gitlab.example.com/grp/app/-/pipelines/7',
+    );
+  });
+});
