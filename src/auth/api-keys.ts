@@ -4,6 +4,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { ApiKeyRecord, Store } from '../store/store.js';
 import type { Role } from './roles.js';
+import type { WorkloadIdentity } from './workload/workload-identity.js';
 
 const TOKEN_PATTERN = /^sbk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 const DUMMY_HASH = Buffer.alloc(32);
@@ -67,6 +68,47 @@ export async function createPersonApiKey(store: Store, opts: PersonKeyOptions, n
     personId: opts.personId,
     expiresAt: opts.expiresAt.toISOString(),
     createdVia: opts.createdVia,
+  };
+  await store.createApiKey(record);
+  return { token: `sbk_${id}_${secret}`, record };
+}
+
+export interface WorkloadKeyOptions {
+  tenantId: string;
+  role: Role;
+  expiresAt: Date;
+  identity: WorkloadIdentity;
+}
+
+/**
+ * A short-lived key minted by the workload token exchange (docs/ci.md): bound to one tenant, one role and the
+ * identity the service verified; createdVia `workload`. The label names the job for `admin api-key list`.
+ */
+export async function createWorkloadApiKey(
+  store: Store,
+  opts: WorkloadKeyOptions,
+  now = new Date(),
+): Promise<NewApiKey> {
+  const id = randomBytes(8).toString('hex');
+  const secret = randomBytes(32).toString('base64url');
+  const { identity } = opts;
+  const record: ApiKeyRecord = {
+    id,
+    secretHash: hashSecret(secret).toString('hex'),
+    tenantId: opts.tenantId,
+    role: opts.role,
+    label:
+      `workload ${identity.facts.project ?? identity.subject}${identity.facts.runId ? ` run ${identity.facts.runId}` : ''}`.slice(
+        0,
+        200,
+      ),
+    createdAt: now.toISOString(),
+    revokedAt: null,
+    roles: [opts.role],
+    personId: null,
+    expiresAt: opts.expiresAt.toISOString(),
+    createdVia: 'workload',
+    workload: identity,
   };
   await store.createApiKey(record);
   return { token: `sbk_${id}_${secret}`, record };
