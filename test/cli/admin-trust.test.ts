@@ -5,10 +5,12 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { matchTrustRules } from '../../src/auth/workload/trust-rule.js';
+import { packagePath } from '../../src/paths.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { runCli } from '../helpers/cli.js';
+import { runSnippetOk } from '../helpers/doc-snippets.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -264,5 +266,70 @@ describe('admin trust', () => {
     expect(noTenant.stderr).toContain('no tenant nope');
     expect(listed()).toEqual(rulesBefore);
     expect(auditLog().length).toBe(auditBefore);
+  });
+
+  it("docs/ci.md's examples save rules that admit the job meant and refuse its near misses", async () => {
+    const env = { SIGNBRIDGE_DATA_DIR: dataDir, ...(database ? { SIGNBRIDGE_DATABASE_URL: database } : {}) };
+    const saved = async (snippet: string) => {
+      const id = runSnippetOk(snippet, dataDir, env, 120_000, packagePath('docs', 'ci.md')).stdout.trim();
+      expect(id).toMatch(/^tr_[0-9a-f]{16}$/);
+      const rule = await withStore((s) => s.workload.getTrustRule(id));
+      expect(rule, snippet).toBeDefined();
+      return [rule as NonNullable<typeof rule>];
+    };
+    const admits = (rules: Awaited<ReturnType<typeof saved>>, claims: Record<string, unknown>) =>
+      'rule' in matchTrustRules(rules, claims);
+
+    const github = await saved('trust-github');
+    const release = {
+      repository: 'acme/app',
+      repository_id: '123456',
+      repository_owner_id: '789',
+      environment: 'release',
+      ref: 'refs/tags/v1.2.0',
+      event_name: 'push',
+      runner_environment: 'github-hosted',
+    };
+    expect(admits(github, release)).toBe(true);
+    expect(admits(github, { ...release, ref: 'refs/heads/main' })).toBe(false);
+    expect(admits(github, { ...release, repository_id: '1234567' })).toBe(false);
+    expect(admits(github, { ...release, runner_environment: 'self-hosted' })).toBe(false);
+    expect(admits(github, { ...release, environment: undefined })).toBe(false);
+
+    const gitlab = await saved('trust-gitlab');
+    expect(gitlab[0]?.keyMinutes).toBe(10);
+    const tagJob = {
+      project_id: 4242,
+      project_path: 'acme/app',
+      ref: 'v1.2.0',
+      ref_type: 'tag',
+      ref_protected: 'true',
+      ci_config_ref_uri: 'gitlab.example.com/acme/app//.gitlab-ci.yml@refs/tags/v1.2.0',
+    };
+    expect(admits(gitlab, tagJob)).toBe(true);
+    expect(admits(gitlab, { ...tagJob, ref_protected: 'false' })).toBe(false);
+    expect(
+      admits(gitlab, { ...tagJob, ci_config_ref_uri: 'gitlab.example.com/evil/app//.gitlab-ci.yml@refs/tags/v1' }),
+    ).toBe(false);
+
+    const kubernetes = await saved('trust-kubernetes');
+    const pod = {
+      sub: 'system:serviceaccount:builds:signer',
+      aud: ['https://signbridge.example.com'],
+      'kubernetes.io': {
+        namespace: 'builds',
+        serviceaccount: { name: 'signer', uid: '0b6f4e2a-9c1d-4f3e-8a7b-2c5d6e7f8a9b' },
+      },
+    };
+    expect(admits(kubernetes, pod)).toBe(true);
+    // The same name re-created (another uid), and a neighbouring account.
+    const recreated = {
+      ...pod,
+      'kubernetes.io': { ...pod['kubernetes.io'], serviceaccount: { name: 'signer', uid: 'x' } },
+    };
+    expect(admits(kubernetes, recreated)).toBe(false);
+    expect(admits(kubernetes, { ...pod, sub: 'system:serviceaccount:builds:signer2' })).toBe(false);
+
+    for (const [rule] of [github, gitlab, kubernetes]) expect(trust('remove', rule?.id as string).code).toBe(0);
   });
 });
