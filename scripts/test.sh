@@ -13,8 +13,8 @@ echo "[test] vitest (with a private PostgreSQL cluster for the run: test/global-
 SIGNBRIDGE_REQUIRE_POSTGRES=1 node_modules/.bin/vitest run "$@"
 if [ "$#" -eq 0 ]; then
   # Every API test again with the service on PostgreSQL (test/helpers/service.ts: a fresh database per service),
-  # and the people admin commands with --database.
+  # and the people and trust-rule admin commands with --database.
   echo "[test] vitest test/api and test/cli/admin-people on PostgreSQL (SIGNBRIDGE_TEST_STORE=postgres)" >&2
   SIGNBRIDGE_REQUIRE_POSTGRES=1 SIGNBRIDGE_TEST_STORE=postgres node_modules/.bin/vitest run test/api \
-    test/cli/admin-people.test.ts
+    test/cli/admin-people.test.ts test/cli/admin-trust.test.ts
 fi

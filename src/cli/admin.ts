@@ -16,6 +16,7 @@ import { verifyAuditChain } from '../store/verify-chain.js';
 import { backupDataDir } from './admin-backup.js';
 import { moveInstallation } from './admin-migrate.js';
 import { createKeyForPerson, registerPeopleCommands } from './admin-people.js';
+import { registerTrustCommands } from './admin-trust.js';
 
 interface PersonKeyFlags {
   forEmail?: string;
@@ -155,6 +156,7 @@ export function registerAdminCommands(program: Command): void {
     });
 
   registerPeopleCommands(admin, storeOptions, withStore, cliAudit);
+  registerTrustCommands(admin, storeOptions, withStore);
 
   storeOptions(admin.command('vulndb').description('the offline vulnerability database (OSV)').command('import'))
     .description('load OSV JSON records (a file with one record or an array, or a folder of them) into the store')

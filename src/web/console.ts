@@ -22,6 +22,7 @@ import { apiKeyRoutes } from './api-key-pages.js';
 import { consolePage, type Frame, type Html, html, problemPage } from './layout.js';
 import { requestRoutes } from './request-pages.js';
 import { tenantRoutes } from './tenant-pages.js';
+import { trustRoutes } from './trust-pages.js';
 
 export interface ConsoleOptions {
   store: Store;
@@ -153,6 +154,7 @@ export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions):
       ([tenant, roles]) => html`<tr><th scope="row">${tenant}</th><td>${roles.join(', ')}</td><td>
 <a href="/console/requests#tenant-${tenant}">pending requests</a>
 ${roles.includes('admin') ? html` | <a href="/console/tenants/${tenant}/members">members</a>` : ''}
+${roles.includes('admin') ? html` | <a href="/console/tenants/${tenant}/trust">trust rules</a>` : ''}
 ${canSeeExceptions(roles) ? html` | <a href="/console/tenants/${tenant}/exceptions">exceptions</a>` : ''}
 ${canSeeAudit(roles) ? html` | <a href="/console/tenants/${tenant}/audit">audit log</a>` : ''}
 </td></tr>`,
@@ -171,6 +173,7 @@ ${canSeeAudit(roles) ? html` | <a href="/console/tenants/${tenant}/audit">audit 
   await requestRoutes(app, ctx);
   await apiKeyRoutes(app, ctx);
   await tenantRoutes(app, ctx);
+  await trustRoutes(app, ctx);
 
   app.setNotFoundHandler((request, reply) =>
     raw(
@@ -200,4 +203,6 @@ const NOTICES: Record<string, string> = {
   member_removed: "The membership was removed; the person's keys with that role in the tenant were revoked.",
   exception_created: 'The exception was created.',
   exception_revoked: 'The exception was revoked.',
+  trust_rule_added: 'The trust rule was added.',
+  trust_rule_removed: 'The trust rule was removed; keys it already gave out expire as planned.',
 };

@@ -1,0 +1,123 @@
+// Managing a tenant's trust rules (docs/ci.md, "Trust rules"): the one place that adds, lists and removes them, so
+// `signbridge admin trust` and the console's trust-rules page check, store and audit a rule the same way.
+import { randomBytes } from 'node:crypto';
+import type { Store } from '../../store/store.js';
+import { type NewTrustRule, type TrustRule, TrustRuleInvalid, validateTrustRule } from './trust-rule.js';
+
+/** No rule with that id (in that tenant, when the caller acts for one tenant). */
+export class TrustRuleNotFound extends Error {}
+
+/** Who changes the rules, for the audit entry: `cli:<user>` or `person:<id>`, and through what. */
+export interface TrustRuleChanger {
+  actor: string;
+  via: 'cli' | 'console';
+  now?: Date;
+}
+
+const GITHUB_ISSUER_HOST = 'token.actions.githubusercontent.com';
+
+/**
+ * GitHub Actions' issuer: github.com's (also with an enterprise slug as path) or a GitHub Enterprise Server's
+ * (`https://HOST/_services/token`).
+ */
+export function isGithubIssuer(issuer: string): boolean {
+  try {
+    const url = new URL(issuer);
+    return url.hostname === GITHUB_ISSUER_HOST || url.pathname.replace(/\/$/, '').endsWith('/_services/token');
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * What a valid rule may still get wrong, said to the person saving it (they are warnings, not refusals: the
+ * rule can be right for them). GitHub only: the two pitfalls are of GitHub's claims (docs/ci.md).
+ */
+export function trustRuleWarnings(rule: Pick<TrustRule, 'issuer' | 'conditions'>): string[] {
+  if (!isGithubIssuer(rule.issuer)) return [];
+  const pinned = new Set(Object.keys(rule.conditions));
+  const warnings: string[] = [];
+  const byName = ['sub', 'repository'].filter((name) => pinned.has(name));
+  if (byName.length > 0 && !pinned.has('repository_id')) {
+    warnings.push(
+      `the rule pins ${byName.join(' and ')} by name without repository_id: a repository deleted and re-created (or renamed) under that name would match, and GitHub changes the sub format of repositories created or renamed after 2026-07-15; add --claim repository_id=<the number>`,
+    );
+  }
+  if (pinned.has('ref') && !pinned.has('event_name') && !pinned.has('environment')) {
+    warnings.push(
+      'the rule pins ref without event_name or environment: a pull_request_target run carries the base branch as ref while it runs code of the pull request; add --claim event_name=push (or the event you sign on) or --claim environment=<a protected environment>',
+    );
+  }
+  return warnings;
+}
+
+/** The rule as the audit log records it (snake_case like the other details). */
+function auditDetails(rule: TrustRule, via: TrustRuleChanger['via']): Record<string, unknown> {
+  return {
+    rule_id: rule.id,
+    issuer: rule.issuer,
+    audience: rule.audience,
+    conditions: rule.conditions,
+    role: rule.role,
+    key_minutes: rule.keyMinutes,
+    via,
+  };
+}
+
+/**
+ * Checks and saves a rule (TrustRuleInvalid saying what to change, nothing saved), audits it (`trust_rule`
+ * `added`) and returns it with the warnings to show.
+ */
+export async function addTrustRule(
+  store: Store,
+  input: NewTrustRule,
+  by: TrustRuleChanger,
+): Promise<{ rule: TrustRule; warnings: string[] }> {
+  const valid = validateTrustRule(input);
+  if (!(await store.getTenant(valid.tenantId))) throw new TrustRuleInvalid(`no tenant ${valid.tenantId}`);
+  const at = (by.now ?? new Date()).toISOString();
+  const rule: TrustRule = { id: `tr_${randomBytes(8).toString('hex')}`, ...valid, createdAt: at, createdBy: by.actor };
+  await store.workload.addTrustRule(rule);
+  await store.appendAudit({
+    at,
+    tenantId: rule.tenantId,
+    actor: by.actor,
+    action: 'trust_rule',
+    outcome: 'added',
+    details: auditDetails(rule, by.via),
+  });
+  return { rule, warnings: trustRuleWarnings(rule) };
+}
+
+/** A tenant's rules, oldest first (the order the exchange tries them in). */
+export function listTrustRules(store: Store, tenantId: string): Promise<TrustRule[]> {
+  return store.workload.listTrustRules(tenantId);
+}
+
+/**
+ * Removes a rule and audits it (`trust_rule` `removed`). With `tenantId` (the console acts for one tenant) a rule
+ * of another tenant is answered as not found, like one that does not exist. Keys the rule minted stay valid until
+ * they expire (minutes).
+ */
+export async function removeTrustRule(
+  store: Store,
+  id: string,
+  by: TrustRuleChanger & { tenantId?: string },
+): Promise<TrustRule> {
+  const existing = await store.workload.getTrustRule(id);
+  const notFound = () =>
+    new TrustRuleNotFound(by.tenantId ? `${by.tenantId} has no trust rule ${id}` : `no trust rule ${id}`);
+  if (!existing || (by.tenantId !== undefined && existing.tenantId !== by.tenantId)) throw notFound();
+  const removed = await store.workload.removeTrustRule(id);
+  // Removed meanwhile by someone else: their removal is the one audited.
+  if (!removed) throw notFound();
+  await store.appendAudit({
+    at: (by.now ?? new Date()).toISOString(),
+    tenantId: removed.tenantId,
+    actor: by.actor,
+    action: 'trust_rule',
+    outcome: 'removed',
+    details: auditDetails(removed, by.via),
+  });
+  return removed;
+}
