@@ -263,6 +263,8 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
       expect(daemon.stderr()).not.toContain('sbk_');
 
       // The key `login --ci` got at the start is past its expiry now: the service refuses it.
+      const loginExpiry = Date.parse(meta.expires_at);
+      await until('the login key expired', () => (Date.now() > loginExpiry + 1000 ? true : undefined));
       const refused = await postAction(server.url, 'sign', loginKey, {
         tenant_id: TENANT,
         algorithm: 'ECDSA_SHA_256',
