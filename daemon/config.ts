@@ -10,7 +10,7 @@ import { busyPollSetting } from '../src/busy-poll.js';
 import { defaultCertificateDir } from './certificate-store.js';
 import { type ApiKeySource, apiKeyFromEnv, apiKeyFromFile } from './credentials.js';
 import type { TenantConfig } from './key-catalog.js';
-import { defaultLoginFiles, type LoginMetadata, readLoginMetadata } from './login-files.js';
+import { type LoginMetadata, loginFilesInUse, readLoginMetadata } from './login-files.js';
 import { LoginSession } from './login-session.js';
 import { DEFAULT_SBOM_MAX_BYTES } from './sbom.js';
 import { defaultSocketPath } from './socket-path.js';
@@ -108,6 +108,8 @@ export interface DaemonConfigSources {
   tenants?: string[];
   inProcessDataDir?: string;
   logLevel?: string;
+  /** A key source the caller built (`daemon --ci`: the CI token exchange); no login is read then. */
+  apiKey?: ApiKeySource;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -144,9 +146,9 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
   const fromFile = (p: string) => resolve(base, p);
 
   // What `signbridge login` stored fills in whatever flags, environment and file leave open (not in-process).
-  const loginFiles = defaultLoginFiles(env);
+  const loginFiles = loginFilesInUse(env);
   let login: LoginMetadata | undefined;
-  if (!sources.inProcessDataDir && !file.inProcess) {
+  if (!sources.inProcessDataDir && !file.inProcess && !sources.apiKey) {
     try {
       login = readLoginMetadata(loginFiles);
     } catch (err) {
@@ -205,7 +207,8 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
     const tenantApiKeys = new Map<string, ApiKeySource>();
     const keyFile = sources.apiKeyFile ?? env.SIGNBRIDGE_API_KEY_FILE;
     try {
-      if (keyFile) apiKey = apiKeyFromFile(resolve(keyFile));
+      if (sources.apiKey) apiKey = sources.apiKey;
+      else if (keyFile) apiKey = apiKeyFromFile(resolve(keyFile));
       else if (env.SIGNBRIDGE_API_KEY) apiKey = apiKeyFromEnv(env.SIGNBRIDGE_API_KEY);
       else if (file.service?.apiKeyFile) apiKey = apiKeyFromFile(fromFile(file.service.apiKeyFile));
       else if (existsSync(loginFiles.keyFile)) {

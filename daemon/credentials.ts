@@ -8,6 +8,11 @@ export interface ApiKeySource {
   /** What to tell the user when the service refuses this key (e.g. run `signbridge login`). */
   readonly renewHint?: string;
   get(): string;
+  /**
+   * A source that can get a new key by itself (the CI token exchange, src/cli/ci/workload-key.ts): called when the
+   * service refused the key (401); true when there is a new key, and the refused request is sent again once.
+   */
+  renewAfterRefusal?(): Promise<boolean>;
 }
 
 export class CredentialError extends Error {}

@@ -6,6 +6,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
+  existsSync,
   fsyncSync,
   lstatSync,
   mkdirSync,
@@ -15,7 +16,7 @@ import {
   rmSync,
   writeSync,
 } from 'node:fs';
-import { homedir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { currentUid } from './socket-path.js';
 
@@ -44,6 +45,28 @@ export function defaultLoginFiles(env: NodeJS.ProcessEnv = process.env): LoginFi
   const base = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), '.config');
   const dir = join(base, 'signbridge');
   return { dir, keyFile: join(dir, 'api-key'), metadataFile: join(dir, 'login.json') };
+}
+
+/**
+ * Where `signbridge login --ci` keeps the exchanged key: the job's own runtime folder, gone with the job ($RUNNER_TEMP
+ * on GitHub Actions, else $XDG_RUNTIME_DIR), else a folder of this user's under the OS temp folder (0700, checked
+ * by preparePrivateDir). Never the home folder: a self-hosted runner's home outlives the job.
+ */
+export function ciLoginFiles(env: NodeJS.ProcessEnv = process.env): LoginFiles {
+  const dir = env.RUNNER_TEMP
+    ? join(env.RUNNER_TEMP, 'signbridge')
+    : env.XDG_RUNTIME_DIR
+      ? join(env.XDG_RUNTIME_DIR, 'signbridge-ci')
+      : join(tmpdir(), `signbridge-ci-${currentUid()}`);
+  return { dir, keyFile: join(dir, 'api-key'), metadataFile: join(dir, 'login.json') };
+}
+
+/** The login the daemon and `signbridge sign` use: `signbridge login`'s, else a `login --ci` of this job, if any. */
+export function loginFilesInUse(env: NodeJS.ProcessEnv = process.env): LoginFiles {
+  const files = defaultLoginFiles(env);
+  if (existsSync(files.keyFile)) return files;
+  const ci = ciLoginFiles(env);
+  return existsSync(ci.keyFile) ? ci : files;
 }
 
 export function keyFingerprint(key: string): string {

@@ -12,9 +12,13 @@ import {
 } from './api/http-strict.js';
 import { healthRoutes } from './api/routes/health.js';
 import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
+import { oauthTokenRoutes } from './api/routes/oauth-token.js';
 import { trialRoutes } from './api/routes/trial.js';
 import { v1Routes } from './api/routes/v1.js';
 import { NAMED_SCHEMAS } from './api/schemas.js';
+import { type IssuerKeySettings, IssuerKeys } from './auth/workload/issuer-keys.js';
+import { TokenExchange } from './auth/workload/token-exchange.js';
+import type { WorkloadSettings } from './config/config.js';
 import type { KeyStore, KeyStores } from './keys/key-store.js';
 import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
@@ -58,6 +62,13 @@ export interface AppOptions {
   metrics?: ServiceMetrics;
   /** Sign-in through the organisation's IdP (docs/oauth.md); without `oidc` the /oauth endpoints answer 503. */
   oauth?: Pick<OAuthOptions, 'oidc' | 'publicUrl' | 'sessions' | 'codeEntryLimit' | 'deviceStartLimit'>;
+  /** The CI token exchange, POST /oauth/token (docs/ci.md); defaults: no allow-list, 3600 s token age, 60 s leeway. */
+  workload?: Partial<WorkloadSettings> & {
+    /** Exchanges an address may ask for per window (default 60 per minute). */
+    exchangeLimit?: { max: number; windowMs: number };
+    /** Issuer key caching (tests shorten or show it); defaults in issuer-keys.ts. */
+    keys?: Omit<IssuerKeySettings, 'allow' | 'extraCaPem'>;
+  };
 }
 
 /** Headers and fields that may carry secrets; pino replaces them with "[redacted]". */
@@ -195,6 +206,34 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     now,
     publicUrl: opts.publicUrl,
     ...opts.oauth,
+  });
+  // The CI token exchange: its own plugin, so it works without an IdP and answers RFC 6749 errors.
+  const workload = opts.workload ?? {};
+  const publicUrlSetting = opts.oauth?.publicUrl ?? opts.publicUrl;
+  const issuerKeys = new IssuerKeys(
+    {
+      ...workload.keys,
+      allow: workload.allow ?? [],
+      ...(workload.caPem !== undefined && { extraCaPem: workload.caPem }),
+    },
+    now,
+  );
+  await app.register(oauthTokenRoutes, {
+    store: opts.store,
+    now,
+    ...(workload.exchangeLimit && { limit: workload.exchangeLimit }),
+    exchange: new TokenExchange({
+      store: opts.store,
+      keys: issuerKeys,
+      now,
+      // The OpenAPI server template ({region}) is no audience; only a concrete URL is.
+      publicUrl: () => {
+        const url = typeof publicUrlSetting === 'function' ? publicUrlSetting() : publicUrlSetting;
+        return url && !url.includes('{') ? url : undefined;
+      },
+      maxTokenAgeS: workload.maxTokenAgeSeconds ?? 3600,
+      clockToleranceS: workload.clockToleranceSeconds ?? 60,
+    }),
   });
   // The web console for people (src/web/), behind the same browser session as the sign-in pages.
   await app.register(consoleRoutes, {

@@ -200,6 +200,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     localUrl: `http://${config.host}:${config.port}`,
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
     ...(config.oidc && { oauth: { oidc: config.oidc } }),
+    workload: config.workload,
   });
   for (const one of keyStore.stores) {
     if (one instanceof Pkcs11KeyStore) one.onEvent = (message) => app.log.warn({ keyStore: one.description }, message);

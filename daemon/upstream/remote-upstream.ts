@@ -199,6 +199,29 @@ export class RemoteUpstream implements Upstream {
     idempotencyKey?: string,
     retryWithinMs = this.opts.retryWithinMs ?? 0,
   ): Promise<HttpOutcome> {
+    const out = await this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs);
+    // A refused key from a source that renews itself (a CI key past its expiry): once more with the new key. A 401
+    // did nothing at the service, so sending the request again signs at most once.
+    const renew = this.keySource(tenantId)?.renewAfterRefusal;
+    if (out.status !== 401 || !renew) return out;
+    let renewed: boolean;
+    try {
+      renewed = await renew.call(this.keySource(tenantId));
+    } catch {
+      renewed = false;
+    }
+    if (!renewed) return out;
+    this.opts.log?.info({ action, tenant: tenantId }, 'the service refused the key; sending again with the new one');
+    return this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs);
+  }
+
+  private async callRetryingUnavailable(
+    action: string,
+    tenantId: string,
+    body: Record<string, unknown>,
+    idempotencyKey: string | undefined,
+    retryWithinMs: number,
+  ): Promise<HttpOutcome> {
     const started = Date.now();
     const retryUntil = started + retryWithinMs;
     let backoffMs = FIRST_BACKOFF_MS;

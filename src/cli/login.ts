@@ -14,13 +14,15 @@ import {
   removeLogin,
   writeLogin,
 } from '../../daemon/login-files.js';
+import { loginWithCiToken } from './ci/ci-login.js';
+import { addCiOptions, type CiFlags, ciEnabled } from './ci/ci-options.js';
 import { type DeviceGrant, type DeviceStart, LoginError, runDeviceFlow } from './login/device-flow.js';
 import { openBrowser } from './login/open-browser.js';
 import { WaitingLine } from './login/progress.js';
 import { serviceBaseUrl } from './login/service-http.js';
 import { revokeKey } from './login/session-api.js';
 
-interface LoginFlags {
+interface LoginFlags extends CiFlags {
   serviceUrl?: string;
   tenant?: string;
   browser: boolean;
@@ -30,7 +32,7 @@ interface LoginFlags {
 const say = (line: string) => process.stderr.write(`${line}\n`);
 
 export function registerLoginCommands(program: Command): void {
-  program
+  const command = program
     .command('login')
     .description(
       'sign in through the service (device flow: confirm a code in a browser) and store an API key for the daemon',
@@ -45,11 +47,13 @@ export function registerLoginCommands(program: Command): void {
     .addHelpText(
       'after',
       '\nWrites ~/.config/signbridge/api-key (0600) and login.json ($XDG_CONFIG_HOME/signbridge when set); a\n' +
-        'running `signbridge daemon` uses the new key at its next request (docs/daemon.md, "Signing in").',
-    )
-    .action(async (flags: LoginFlags) => {
-      process.exitCode = await login(flags);
-    });
+        'running `signbridge daemon` uses the new key at its next request (docs/daemon.md, "Signing in").\n' +
+        "With --ci: exchanges the CI job's ID token instead and writes the key to the job's runtime folder\n" +
+        '($RUNNER_TEMP/signbridge, else $XDG_RUNTIME_DIR/signbridge-ci, else a private folder in /tmp; docs/ci.md).',
+    );
+  addCiOptions(command).action(async (flags: LoginFlags) => {
+    process.exitCode = ciEnabled(flags) ? await loginWithCiToken(flags) : await login(flags);
+  });
 
   program
     .command('logout')

@@ -4,12 +4,14 @@
 // There is no --api-key VALUE flag: a command line is readable by every user of the machine (/proc/PID/cmdline).
 import { resolve } from 'node:path';
 import { type ApiKeySource, apiKeyFromEnv, apiKeyFromFile } from '../../daemon/credentials.js';
-import { defaultLoginFiles, readLoginMetadata } from '../../daemon/login-files.js';
+import { loginFilesInUse, readLoginMetadata } from '../../daemon/login-files.js';
 import { LoginSession } from '../../daemon/login-session.js';
 import { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
+import { type CiFlags, idTokenSourceFor } from './ci/ci-options.js';
+import { exchangeIdToken } from './ci/exchange.js';
 import { serviceBaseUrl } from './login/service-http.js';
 
-export interface ServiceFlags {
+export interface ServiceFlags extends CiFlags {
   serviceUrl?: string;
   apiKeyFile?: string;
   insecureHttp?: boolean;
@@ -20,7 +22,7 @@ export interface ServiceFlags {
 export class ServiceClientError extends Error {}
 
 export function openServiceClient(flags: ServiceFlags, env: NodeJS.ProcessEnv = process.env): RemoteUpstream {
-  const files = defaultLoginFiles(env);
+  const files = loginFilesInUse(env);
   let loginUrl: string | undefined;
   try {
     loginUrl = readLoginMetadata(files)?.service_url;
@@ -52,14 +54,41 @@ export function openServiceClient(flags: ServiceFlags, env: NodeJS.ProcessEnv = 
         'or run `signbridge login`',
     );
   }
+  return new RemoteUpstream({ url: base.href, apiKey, timeoutMs: timeoutMs(flags), userAgent: 'signbridge-cli' });
+}
+
+/**
+ * `--ci`: the job's ID token exchanged for a key of `tenantId` that lives in this process only (one command signs
+ * well within the key's life). The service URL from --service-url or SIGNBRIDGE_SERVICE_URL.
+ */
+export async function openCiServiceClient(
+  flags: ServiceFlags,
+  tenantId: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<RemoteUpstream> {
+  const given = flags.serviceUrl ?? env.SIGNBRIDGE_SERVICE_URL;
+  if (!given) throw new ServiceClientError('--ci: pass --service-url URL (or set SIGNBRIDGE_SERVICE_URL)');
+  let base: URL;
+  try {
+    base = serviceBaseUrl(given, flags.insecureHttp === true);
+  } catch (err) {
+    throw new ServiceClientError((err as Error).message);
+  }
+  const timeout = timeoutMs(flags);
+  const idTokens = idTokenSourceFor(flags, base.href, env);
+  const key = await exchangeIdToken({ serviceUrl: base.href, tenantId, idToken: await idTokens.get() });
+  return new RemoteUpstream({
+    url: base.href,
+    apiKey: { description: `CI token exchange (${idTokens.description})`, get: () => key.apiKey },
+    timeoutMs: timeout,
+    userAgent: 'signbridge-cli',
+  });
+}
+
+function timeoutMs(flags: ServiceFlags): number {
   const seconds = flags.timeout === undefined ? 30 : Number(flags.timeout);
   if (!Number.isFinite(seconds) || seconds <= 0) {
     throw new ServiceClientError(`--timeout must be a positive number of seconds, got ${flags.timeout}`);
   }
-  return new RemoteUpstream({
-    url: base.href,
-    apiKey,
-    timeoutMs: Math.round(seconds * 1000),
-    userAgent: 'signbridge-cli',
-  });
+  return Math.round(seconds * 1000);
 }

@@ -12,7 +12,10 @@ import { UpstreamError } from '../../daemon/upstream/upstream.js';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { chooseAlgorithm, fileRepresentative, RepresentativeError } from '../crypto/file-representative.js';
 import { verifyFileSignature } from '../crypto/verify-signature.js';
-import { openServiceClient, ServiceClientError, type ServiceFlags } from './service-client.js';
+import { addCiOptions, ciEnabled } from './ci/ci-options.js';
+import { ExchangeError } from './ci/exchange.js';
+import { IdTokenError } from './ci/id-token.js';
+import { openCiServiceClient, openServiceClient, ServiceClientError, type ServiceFlags } from './service-client.js';
 
 /** Exit status of a `sign` whose request waits for approval (no signature written; collect it later). */
 export const EXIT_PENDING = 3;
@@ -36,7 +39,7 @@ interface SignFlags extends DigestFlags {
 const say = (line: string) => process.stderr.write(`${line}\n`);
 
 function serviceOptions(cmd: Command): Command {
-  return cmd
+  return addCiOptions(cmd)
     .requiredOption('--tenant <id>', 'the tenant whose current key signs')
     .option('--algorithm <name>', "signing algorithm (AWS KMS names); default: the key's own (docs/keys.md)")
     .option('--service-url <url>', 'signing service base URL (env SIGNBRIDGE_SERVICE_URL; default: the last login)')
@@ -93,12 +96,12 @@ export function registerSignFileCommands(program: Command): void {
 
 async function run(
   command: string,
-  flags: ServiceFlags,
+  flags: DigestFlags,
   body: (client: RemoteUpstream) => Promise<number>,
 ): Promise<number> {
   let client: RemoteUpstream | undefined;
   try {
-    client = openServiceClient(flags);
+    client = ciEnabled(flags) ? await openCiServiceClient(flags, flags.tenant) : openServiceClient(flags);
     return await body(client);
   } catch (err) {
     say(`signbridge ${command}: ${describe(err)}`);
@@ -110,7 +113,10 @@ async function run(
 
 function describe(err: unknown): string {
   if (err instanceof UpstreamError) return `${err.message}${retryable(err) ? ' (temporary: try again)' : ''}`;
-  if (err instanceof ServiceClientError || err instanceof RepresentativeError) return err.message;
+  if (err instanceof ExchangeError) return `${err.message}${err.retryable ? ' (temporary: try again)' : ''}`;
+  if (err instanceof ServiceClientError || err instanceof RepresentativeError || err instanceof IdTokenError) {
+    return err.message;
+  }
   const e = err as NodeJS.ErrnoException;
   if (e.code === 'ENOENT' || e.code === 'EACCES' || e.code === 'EISDIR') return `${e.path ?? 'file'}: ${e.code}`;
   return e.message ?? String(err);

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import type { Command } from 'commander';
 import { DaemonClient } from '../../daemon/client.js';
-import { defaultLoginFiles } from '../../daemon/login-files.js';
+import { loginFilesInUse } from '../../daemon/login-files.js';
 import type { Response } from '../../daemon/protocol/messages.js';
 import { WireStatus, wireStatusName } from '../../daemon/protocol/wire.js';
 import { defaultSocketPath } from '../../daemon/socket-path.js';
@@ -117,7 +117,7 @@ export function registerStatusCommand(program: Command): void {
     .action(async (opts: { socket?: string; json?: boolean }) => {
       const [report, login] = await Promise.all([
         daemonStatus(opts.socket ?? defaultSocketPath()),
-        loginStatus(defaultLoginFiles()),
+        loginStatus(loginFilesInUse()),
       ]);
       if (login) report.login = login;
       process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatStatus(report));

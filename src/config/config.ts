@@ -8,6 +8,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
 import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../auth/oidc/settings.js';
+import { invalidAllowEntries } from '../auth/workload/issuer-keys.js';
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
 import { postgresUrlProblem, redactUrl } from '../store/postgres-store.js';
 
@@ -107,6 +108,18 @@ export const ConfigFileSchema = Type.Object(
     ),
     /** Sign-in through the organisation's OpenID Connect provider (docs/oauth.md). */
     oidc: Type.Optional(OidcConfigSchema),
+    /** The CI token exchange (docs/ci.md, docs/configuration.md). */
+    workload: Type.Optional(
+      Type.Object(
+        {
+          allow: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1 })), Type.String()])),
+          caFile: Type.Optional(Type.String({ minLength: 1 })),
+          maxTokenAgeSeconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 86_400 })),
+          clockToleranceSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 300 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -132,6 +145,17 @@ export interface ServiceConfig {
   metrics?: { host: string; port: number };
   /** Absent when no IdP is configured (the /oauth/* endpoints then answer 503 oauth_not_configured). */
   oidc?: OidcSettings;
+  /** The CI token exchange's outbound and token-age settings (workloadSetting). */
+  workload: WorkloadSettings;
+}
+
+export interface WorkloadSettings {
+  /** Issuer hosts or CIDRs that may resolve to loopback/private/link-local addresses. */
+  allow: string[];
+  /** Extra PEM trust anchors for issuers (workload.caFile's contents). */
+  caPem?: string;
+  maxTokenAgeSeconds: number;
+  clockToleranceSeconds: number;
 }
 
 /** The embedded SoftHSM token, or another PKCS#11 token with its PIN resolved. */
@@ -307,6 +331,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
       publicUrl: (env.SIGNBRIDGE_PUBLIC_URL ?? file.publicUrl) as string,
     }),
     ...oidcSetting(file, env),
+    workload: workloadSetting(file.workload, env),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -434,4 +459,39 @@ function oidcSetting(file: ConfigFile, env: NodeJS.ProcessEnv): { oidc?: OidcSet
     throw new ConfigError('an OIDC issuer is configured: set SIGNBRIDGE_PUBLIC_URL (or publicUrl) to the service URL');
   }
   return { oidc };
+}
+
+/**
+ * workload.* with SIGNBRIDGE_WORKLOAD_ALLOW (comma list) and SIGNBRIDGE_WORKLOAD_CA_FILE over the file. The CA file
+ * is read now: a missing or unreadable file stops the start instead of failing every exchange later.
+ */
+function workloadSetting(file: ConfigFile['workload'], env: NodeJS.ProcessEnv): WorkloadSettings {
+  const allowSource = env.SIGNBRIDGE_WORKLOAD_ALLOW ?? file?.allow ?? [];
+  const allow = (typeof allowSource === 'string' ? allowSource.split(',') : allowSource)
+    .map((entry) => entry.trim())
+    .filter((entry) => entry.length > 0);
+  const invalid = invalidAllowEntries(allow);
+  if (invalid.length > 0) {
+    throw new ConfigError(
+      `workload.allow: ${invalid.map((e) => JSON.stringify(e)).join(', ')} is not a host name, an IP address or a CIDR`,
+    );
+  }
+  const caFile = env.SIGNBRIDGE_WORKLOAD_CA_FILE || file?.caFile;
+  let caPem: string | undefined;
+  if (caFile) {
+    try {
+      caPem = readFileSync(caFile, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`workload.caFile ${caFile} cannot be read: ${(err as Error).message}`);
+    }
+    if (!caPem.includes('-----BEGIN CERTIFICATE-----')) {
+      throw new ConfigError(`workload.caFile ${caFile} holds no PEM certificate`);
+    }
+  }
+  return {
+    allow,
+    ...(caPem !== undefined && { caPem }),
+    maxTokenAgeSeconds: file?.maxTokenAgeSeconds ?? 3600,
+    clockToleranceSeconds: file?.clockToleranceSeconds ?? 60,
+  };
 }

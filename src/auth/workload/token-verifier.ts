@@ -1,0 +1,113 @@
+// Verification of a CI workload's ID token with jose: signature against the issuer's keys (issuer-keys.ts), an
+// allow-list of asymmetric algorithms, exact iss, aud, exp/nbf/iat with a leeway, a maximum token age, iat and sub
+// required. Each failure becomes a reason that names the check, never the token. docs/ci.md, "The exchange".
+import { createHash } from 'node:crypto';
+import { errors, type JWTPayload, jwtVerify } from 'jose';
+import type { KeyForHeader } from './issuer-keys.js';
+
+/** Asymmetric algorithms only: never `none`, never HS* (a MAC keyed with the public key is the classic forgery). */
+export const WORKLOAD_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA'];
+
+/** A token that failed a check; `signatureVerified` says whether the refusal concerns a token the issuer signed. */
+export class TokenRefused extends Error {
+  constructor(
+    reason: string,
+    readonly signatureVerified: boolean,
+  ) {
+    super(reason);
+  }
+}
+
+export interface VerifyOptions {
+  issuer: string;
+  /** Audiences any of which the token's aud must contain. */
+  audiences: string[];
+  key: KeyForHeader;
+  clockToleranceS: number;
+  maxTokenAgeS: number;
+  now: Date;
+}
+
+export interface VerifiedToken {
+  claims: JWTPayload & Record<string, unknown>;
+  /** The replay key: `jti`, or `sha256:<hex of the token>` when the issuer gives none. */
+  tokenId: string;
+  /** When the token stops being valid (exp + leeway): until then its one use is remembered. */
+  usableUntil: Date;
+}
+
+export async function verifyWorkloadToken(token: string, opts: VerifyOptions): Promise<VerifiedToken> {
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(token, opts.key, {
+      algorithms: WORKLOAD_ALGORITHMS,
+      issuer: opts.issuer,
+      audience: opts.audiences,
+      clockTolerance: opts.clockToleranceS,
+      maxTokenAge: opts.maxTokenAgeS,
+      requiredClaims: ['iat', 'exp', 'sub'],
+      currentDate: opts.now,
+    }));
+  } catch (err) {
+    throw refusal(err, opts);
+  }
+  const tokenId =
+    typeof payload.jti === 'string' && payload.jti.length > 0 && payload.jti.length <= 256
+      ? payload.jti
+      : `sha256:${createHash('sha256').update(token).digest('hex')}`;
+  return {
+    claims: payload as VerifiedToken['claims'],
+    tokenId,
+    usableUntil: new Date(((payload.exp as number) + opts.clockToleranceS) * 1000),
+  };
+}
+
+/** jose's error as a reason a CI log can show: which check failed and what was expected, without the token. */
+function refusal(err: unknown, opts: VerifyOptions): Error {
+  if (err instanceof errors.JWTExpired) {
+    if (err.claim === 'iat') {
+      return new TokenRefused(`the token is too old (issued more than ${opts.maxTokenAgeS} s ago)`, true);
+    }
+    return new TokenRefused('the token has expired (exp is in the past)', true);
+  }
+  if (err instanceof errors.JWTClaimValidationFailed) {
+    const reason = (() => {
+      switch (err.claim) {
+        case 'iss':
+          return `the token's iss is not ${opts.issuer}`;
+        case 'aud':
+          return `the token's aud is missing or not one this tenant accepts from this issuer (${opts.audiences.join(', ')})`;
+        case 'nbf':
+          return 'the token is not yet valid (nbf is in the future)';
+        case 'iat':
+          return err.reason === 'missing'
+            ? 'the token has no iat (issued-at) claim'
+            : 'the token was issued in the future (iat is in the future)';
+        case 'exp':
+          return 'the token has no valid exp (expiry) claim';
+        case 'sub':
+          return 'the token has no sub (subject) claim';
+        default:
+          return `the token's ${err.claim} claim is invalid (${err.reason})`;
+      }
+    })();
+    return new TokenRefused(reason, true);
+  }
+  if (err instanceof errors.JOSEAlgNotAllowed) {
+    return new TokenRefused(
+      `the token's signing algorithm is not allowed (only ${WORKLOAD_ALGORITHMS.join(', ')}; never none or HS*)`,
+      false,
+    );
+  }
+  if (err instanceof errors.JWSSignatureVerificationFailed) {
+    return new TokenRefused("the token's signature does not verify with the issuer's key of that kid", false);
+  }
+  if (err instanceof errors.JWTInvalid || err instanceof errors.JWSInvalid) {
+    return new TokenRefused(`the token is not a valid signed JWT (${err.message})`, false);
+  }
+  if (err instanceof errors.JOSENotSupported || err instanceof errors.JWKSMultipleMatchingKeys) {
+    return new TokenRefused(`the token cannot be verified: ${err.message}`, false);
+  }
+  // IssuerUnreachable, IssuerRefused, NoMatchingKey from the key lookup: the caller maps them.
+  return err as Error;
+}

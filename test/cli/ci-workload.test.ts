@@ -1,0 +1,318 @@
+// Issue 22, end to end as a CI job would run it: a real `signbridge server` trusts the tests' local OIDC issuer
+// (GitHub's protocol, HTTPS with its own CA), a child process with nothing but the issuer's two GitHub Actions
+// variables (no API key anywhere) runs `signbridge daemon --ci`, and jarsigner signs a JAR through the module. The
+// signature verifies, the audit log ties the signature to repository, ref and run; a job on a ref the rule does not
+// allow is refused with the service's reason; and with one-minute keys a key past its expiry is refused (401) while
+// the daemon has renewed its own and still signs.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MODULE_PATH } from '../../src/cli/module-path.js';
+import { packagePath } from '../../src/paths.js';
+import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
+import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { runSnippetOk } from '../helpers/doc-snippets.js';
+import { makeTempDir } from '../helpers/service.js';
+import { waitForSocket } from '../module/harness.js';
+import { certifyTenants, makeTestPki, type TestPki } from '../tools/pki.js';
+
+const TENANT = 'ci-app';
+/** Generous: one-minute keys, a 2-core machine shared with other work. */
+const DEADLINE_MS = 180_000;
+
+interface AuditLine {
+  seq: number;
+  at: string;
+  tenant_id: string | null;
+  actor: string;
+  action: string;
+  outcome: string;
+  details: Record<string, unknown>;
+}
+
+let issuer: CiIssuer;
+let server: ServerProcess;
+let dataDir: string;
+let dir: string;
+let pki: TestPki;
+let jar: Buffer;
+const children: ChildProcess[] = [];
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + DEADLINE_MS;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`gave up waiting: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+function audit(): AuditLine[] {
+  const res = runCli(['admin', 'audit', 'export', '--data-dir', dataDir]);
+  if (res.code !== 0) throw new Error(res.stderr);
+  return res.stdout
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as AuditLine);
+}
+
+/** Saves a trust rule the way an admin's tooling would, through the store (validated as the service validates). */
+function addTrustRule(rule: Record<string, unknown>): void {
+  const script = join(dir, `add-rule-${randomBytes(4).toString('hex')}.mjs`);
+  writeFileSync(
+    script,
+    `import { randomBytes } from 'node:crypto';
+import { openSqliteStore } from ${JSON.stringify(packagePath('dist', 'src', 'store', 'sqlite-store.js'))};
+import { validateTrustRule } from ${JSON.stringify(packagePath('dist', 'src', 'auth', 'workload', 'trust-rule.js'))};
+const store = openSqliteStore(process.argv[2]);
+const rule = validateTrustRule(JSON.parse(process.argv[3]));
+await store.workload.addTrustRule({ ...rule, id: 'tr_' + randomBytes(8).toString('hex'), createdAt: new Date().toISOString(), createdBy: 'test' });
+await store.close();
+`,
+  );
+  execFileSync(process.execPath, [script, join(dataDir, 'signbridge.db'), JSON.stringify(rule)], { stdio: 'pipe' });
+}
+
+/**
+ * The CI job's environment: only what a GitHub-hosted runner gives a job with `permissions: id-token: write`, plus
+ * the trust anchor of the tests' issuer (a real runner trusts GitHub's public CA) and private folders.
+ */
+function jobEnv(home: string): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, 'config'),
+    RUNNER_TEMP: join(home, 'runner-temp'),
+    NODE_EXTRA_CA_CERTS: issuer.caFile,
+    ACTIONS_ID_TOKEN_REQUEST_URL: issuer.github.requestUrl,
+    ACTIONS_ID_TOKEN_REQUEST_TOKEN: issuer.github.requestToken,
+  };
+}
+
+/** A CLI command in the job's environment alone (not this process's); its stderr as it comes. */
+function runInJob(args: string[], env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (c: Buffer) => {
+    stdout += c.toString();
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
+  const done = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return { child, done, stdout: () => stdout, stderr: () => stderr };
+}
+
+function newJob(name: string) {
+  const home = join(dir, name);
+  mkdirSync(join(home, 'runner-temp'), { recursive: true, mode: 0o700 });
+  return { home, env: jobEnv(home), socket: join(makeTempDir('sbci-'), 'daemon.sock') };
+}
+
+function daemonArgs(socket: string): string[] {
+  return [
+    'daemon',
+    '--ci',
+    '--service-url',
+    server.url,
+    '--tenant',
+    TENANT,
+    '--socket',
+    socket,
+    '--cert-dir',
+    join(dir, 'certificates'),
+  ];
+}
+
+/** jarsigner signs a fresh copy of the JAR through the module and the daemon at `socket`; returns its folder. */
+function signJar(socket: string, keyId: string): string {
+  const work = makeTempDir('sbci-jar-');
+  writeFileSync(join(work, 'app.jar'), jar);
+  writeFileSync(join(work, 'root.pem'), readFileSync(pki.root));
+  const env = { SIGNBRIDGE_SOCKET: socket, MODULE: MODULE_PATH, SLOT: '0', KEY_ID: keyId };
+  runSnippetOk('java-pkcs11-config', work, env);
+  runSnippetOk('jarsigner-sign', work, env);
+  const verified = runSnippetOk('jarsigner-verify', work, env).stdout;
+  expect(verified).toContain('jar verified.');
+  return work;
+}
+
+const exchanges = (outcome: string) =>
+  audit().filter((e) => e.action === 'workload_exchange' && e.outcome === outcome && e.tenant_id === TENANT);
+
+let keyId: string;
+
+beforeAll(async () => {
+  issuer = await startCiIssuer();
+  dir = makeTempDir('sb-ci-workload-');
+  dataDir = join(dir, 'data');
+  const port = await freePort();
+  server = await startServerProcess(['--data-dir', dataDir, '--listen', `127.0.0.1:${port}`], {
+    SIGNBRIDGE_LOG_LEVEL: 'warn',
+    SIGNBRIDGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+    SIGNBRIDGE_WORKLOAD_ALLOW: '127.0.0.1',
+    SIGNBRIDGE_WORKLOAD_CA_FILE: issuer.caFile,
+  });
+  const operator = createApiKeyCli(dataDir, 'operator');
+  const created = await postAction(server.url, 'create_tenant', operator, {
+    tenant_id: TENANT,
+    key_spec: 'ECC_NIST_P256',
+  });
+  expect(created.status).toBe(201);
+  // Main only, of acme/app pinned by id; one-minute keys so that the test sees a key expire and the daemon renew.
+  addTrustRule({
+    tenantId: TENANT,
+    issuer: issuer.url,
+    conditions: { repository: 'acme/app', repository_id: '100200300', ref: 'refs/heads/main' },
+    keyMinutes: 1,
+  });
+  pki = makeTestPki(makeTempDir('sbci-pki-'));
+  const build = makeTempDir('sbci-build-');
+  writeFileSync(join(build, 'Hello.txt'), 'signed by a CI job through signbridge\n');
+  execFileSync('jar', ['cf', 'app.jar', 'Hello.txt'], { cwd: build });
+  jar = readFileSync(join(build, 'app.jar'));
+}, DEADLINE_MS);
+
+afterAll(async () => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  await server?.stop();
+  await issuer?.close();
+});
+
+describe('signbridge daemon --ci in a GitHub Actions job', () => {
+  it(
+    'signs a JAR with jarsigner through the module with no stored secret; the audit log shows repository, ref and run; the key is renewed before it expires',
+    async () => {
+      const job = newJob('job-main');
+      const daemon = runInJob(daemonArgs(job.socket), job.env);
+      await waitForSocket(job.socket, DEADLINE_MS);
+      // The tenant's certificate, requested through this same daemon (`cert csr` signs with the workload key).
+      certifyTenants(pki, job.socket, dir, [TENANT]);
+      const pub = await until('the tenant key', async () => {
+        const key = createApiKeyCli(dataDir, 'signer', TENANT);
+        const res = await postAction(server.url, 'get_public_key', key, { tenant_id: TENANT });
+        return res.status === 200 ? (res.body.key_id as string) : undefined;
+      });
+      keyId = pub;
+      signJar(job.socket, keyId);
+
+      // `login --ci` in another step of the job: the key in a 0600 file in $RUNNER_TEMP, nothing secret printed.
+      const login = runInJob(['login', '--ci', '--service-url', server.url, '--tenant', TENANT], job.env);
+      expect(await login.done).toBe(0);
+      const keyFile = join(job.home, 'runner-temp', 'signbridge', 'api-key');
+      expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+      expect(statSync(join(job.home, 'runner-temp', 'signbridge')).mode & 0o777).toBe(0o700);
+      const loginKey = readFileSync(keyFile, 'utf8').trim();
+      expect(loginKey).toMatch(/^sbk_/);
+      expect(login.stderr()).toContain(keyFile);
+      expect(login.stdout() + login.stderr()).not.toContain(loginKey);
+      expect(login.stdout() + login.stderr()).not.toContain(issuer.github.requestToken);
+      const meta = JSON.parse(readFileSync(join(job.home, 'runner-temp', 'signbridge', 'login.json'), 'utf8'));
+      expect(meta).toMatchObject({ tenant_id: TENANT, roles: ['signer'], email: null });
+      const works = await postAction(server.url, 'sign', loginKey, {
+        tenant_id: TENANT,
+        algorithm: 'ECDSA_SHA_256',
+        hash: Buffer.alloc(32, 7).toString('base64'),
+      });
+      expect(works.status).toBe(200);
+
+      const issued = exchanges('issued');
+      expect(issued.length).toBeGreaterThanOrEqual(1);
+      const first = issued[0] as AuditLine;
+      expect(first.details).toMatchObject({
+        issuer: issuer.url,
+        subject: 'repo:acme/app:ref:refs/heads/main',
+        project: 'acme/app',
+        ref: 'refs/heads/main',
+        run_id: '9000000001',
+      });
+      // The signatures were made with the exchanged key: their audit entries name it.
+      const keyIds = new Set(issued.map((e) => e.details.api_key_id as string));
+      const signed = audit().filter((e) => e.tenant_id === TENANT && e.outcome === 'signed');
+      expect(signed.length).toBeGreaterThan(0);
+      for (const entry of signed) expect([...keyIds].some((id) => JSON.stringify(entry).includes(id))).toBe(true);
+
+      // Nothing secret left the daemon: no token, no key on its output.
+      const firstExpiry = Date.parse(first.details.expires_at as string);
+      await until('the first key expired', () => (Date.now() > firstExpiry + 1000 ? true : undefined));
+      // Renewed before the first key expired (at 2/3 of its minute), without a signature asking for it.
+      const renewals = exchanges('issued');
+      expect(renewals.length).toBeGreaterThanOrEqual(2);
+      expect(Date.parse((renewals[1] as AuditLine).at)).toBeLessThan(firstExpiry);
+      signJar(job.socket, keyId);
+      expect(daemon.stderr()).toMatch(/renewed the key from the CI token exchange/);
+      expect(daemon.stderr() + daemon.stdout()).not.toContain(issuer.github.requestToken);
+      expect(daemon.stderr()).not.toContain('sbk_');
+
+      // The key `login --ci` got at the start is past its expiry now: the service refuses it.
+      const loginExpiry = Date.parse(meta.expires_at);
+      await until('the login key expired', () => (Date.now() > loginExpiry + 1000 ? true : undefined));
+      const refused = await postAction(server.url, 'sign', loginKey, {
+        tenant_id: TENANT,
+        algorithm: 'ECDSA_SHA_256',
+        hash: Buffer.alloc(32, 7).toString('base64'),
+      });
+      expect(refused.status).toBe(401);
+      expect(JSON.stringify(refused.body)).toMatch(/expired/);
+      daemon.child.kill('SIGTERM');
+      expect(await daemon.done).toBe(0);
+    },
+    3 * DEADLINE_MS,
+  );
+
+  it(
+    'a job on a ref the rule does not allow is refused at start with the reason the service gives',
+    async () => {
+      const saved = { ...issuer.github.claims };
+      issuer.github.claims.ref = 'refs/heads/feature';
+      issuer.github.claims.sub = 'repo:acme/app:ref:refs/heads/feature';
+      try {
+        const job = newJob('job-feature');
+        const daemon = runInJob(daemonArgs(job.socket), job.env);
+        expect(await daemon.done).toBe(1);
+        expect(daemon.stderr()).toMatch(
+          /signbridge daemon --ci: the service refused the token exchange \(HTTP 400 invalid_grant\): .*ref/,
+        );
+        expect(daemon.stderr()).not.toContain(issuer.github.requestToken);
+        const refusal = exchanges('refused').at(-1) as AuditLine;
+        expect(refusal.details.subject).toBe('repo:acme/app:ref:refs/heads/feature');
+      } finally {
+        issuer.github.claims = saved;
+      }
+    },
+    DEADLINE_MS,
+  );
+
+  it(
+    'says where it looked when the job has no ID token (no id-token: write permission)',
+    async () => {
+      const job = newJob('job-no-token');
+      const { ACTIONS_ID_TOKEN_REQUEST_URL: _u, ACTIONS_ID_TOKEN_REQUEST_TOKEN: _t, ...env } = job.env;
+      const daemon = runInJob(daemonArgs(job.socket), { ...env, GITHUB_ACTIONS: 'true' });
+      expect(await daemon.done).toBe(1);
+      expect(daemon.stderr()).toContain('no CI ID token found');
+      expect(daemon.stderr()).toContain('SIGNBRIDGE_ID_TOKEN');
+      expect(daemon.stderr()).toContain('ACTIONS_ID_TOKEN_REQUEST_URL');
+      expect(daemon.stderr()).toContain('permissions: id-token: write');
+    },
+    DEADLINE_MS,
+  );
+});
