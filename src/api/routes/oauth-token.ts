@@ -176,7 +176,7 @@ export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOpt
         );
       }
       const issued = await opts.exchange.exchange(body.subject_token, body.tenant_id);
-      const expiresIn = Math.max(0, Math.floor((issued.expiresAt.getTime() - opts.now().getTime()) / 1000));
+      const expiresIn = Math.round((issued.expiresAt.getTime() - issued.issuedAt.getTime()) / 1000);
       return reply.header('cache-control', 'no-store').header('pragma', 'no-cache').send({
         access_token: issued.accessToken,
         issued_token_type: ISSUED_TOKEN_TYPE,
