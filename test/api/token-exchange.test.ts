@@ -349,6 +349,18 @@ describe('requests that are not a token exchange', () => {
   });
 });
 
+describe('the OpenAPI document', () => {
+  it('describes POST /oauth/token with its form body, its answer and its RFC 6749 errors', async () => {
+    const doc = (await svc.app.inject({ method: 'GET', url: '/api/openapi.json' })).json();
+    const op = doc.paths['/oauth/token'].post;
+    expect(op.requestBody.content['application/x-www-form-urlencoded'].schema.required).toEqual(
+      expect.arrayContaining(['grant_type', 'subject_token', 'subject_token_type', 'tenant_id']),
+    );
+    expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['200', '400', '429', '503']));
+    expect(JSON.stringify(op.responses['400'])).toContain('error_description');
+  });
+});
+
 describe('the key a token became', () => {
   it('expires after the rule’s key minutes: then 401', async () => {
     await addRule(svc.store, { tenantId: 'other', conditions: { repository_id: '100200300' }, keyMinutes: 1 });
