@@ -405,6 +405,27 @@ describe('outbound safety', () => {
     }
   });
 
+  it('a host name is checked by the addresses it resolves to (localhost), and allowed by its name', async () => {
+    const viaName = `https://localhost:${new URL(issuer.url).port}`;
+    for (const allow of [[], ['localhost']]) {
+      const named = await startTestService(workloadOptions({ allow }));
+      try {
+        await callAction(named.app, named.operator, 'create_tenant', { tenant_id: 'ci', key_spec: 'ECC_NIST_P256' });
+        await addRule(named.store, { tenantId: 'ci', issuer: viaName, conditions: { repository_id: '100200300' } });
+        const answer = await exchange(named.app, await mint({ iss: viaName }));
+        if (allow[0] === 'localhost') {
+          // Fetched (TLS checked against the name localhost): the issuer's discovery names its other URL.
+          expectRefused(answer, /discovery document names issuer/);
+        } else {
+          // Nothing allowed: localhost resolves to a loopback address.
+          expectRefused(answer, /host localhost resolves to .*special-use address/);
+        }
+      } finally {
+        await named.close();
+      }
+    }
+  });
+
   it('an issuer whose certificate the service does not trust (no workload.caFile) is refused', async () => {
     const noCa = await startTestService({ now, publicUrl: PUBLIC_URL, workload: { allow: ['127.0.0.1'] } });
     try {
@@ -422,11 +443,13 @@ describe('the issuer goes down and comes back', () => {
     // A second instance on the same store that has never fetched the issuer's keys.
     const second = await buildApp({ store: svc.store, keyStore: svc.keyStores, ...workloadOptions() });
     await second.ready();
+    let down = false;
     try {
       await issuer.stop();
-      const down = await exchange(second, await mint());
-      expectRefused(down, /issuer's keys cannot be fetched.*cannot be reached/, 'temporarily_unavailable', 503);
-      expect(Number(down.headers['retry-after'])).toBeGreaterThan(0);
+      down = true;
+      const unreachable = await exchange(second, await mint());
+      expectRefused(unreachable, /issuer's keys cannot be fetched.*cannot be reached/, 'temporarily_unavailable', 503);
+      expect(Number(unreachable.headers['retry-after'])).toBeGreaterThan(0);
 
       // The first instance holds the keys: it keeps exchanging, also past the refresh age (a failed refresh keeps them).
       expect((await exchange(svc.app, await mint())).status).toBe(200);
@@ -435,10 +458,11 @@ describe('the issuer goes down and comes back', () => {
       expect(stale.status, JSON.stringify(stale.body)).toBe(200);
 
       await issuer.start();
+      down = false;
       const back = await exchange(second, await mint());
       expect(back.status, JSON.stringify(back.body)).toBe(200);
     } finally {
-      if (!issuer.url) await issuer.start();
+      if (down) await issuer.start();
       await second.close();
     }
   });
