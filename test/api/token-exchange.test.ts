@@ -5,6 +5,8 @@
 // the tests move) and tokens are minted at that time, so nothing depends on how fast the machine is.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { Ajv } from 'ajv';
+import formats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
@@ -32,6 +34,11 @@ const KEY_CACHE = { refetchFloorMs: 5 * 60_000, refreshAfterMs: 30 * 60_000, max
 
 let issuer: CiIssuer;
 let svc: TestService;
+// biome-ignore lint/suspicious/noExplicitAny: OpenAPI responses are untyped JSON
+let documentedResponses: Record<string, any>;
+const ajv = new Ajv({ strict: false, allErrors: true });
+// ajv-formats is CommonJS: its plugin is the module's default export.
+(formats as unknown as { default: (ajv: Ajv) => Ajv }).default(ajv);
 let publicKeyPem: string;
 
 function workloadOptions(extra: Partial<NonNullable<AppOptions['workload']>> = {}): Partial<AppOptions> {
@@ -82,6 +89,12 @@ async function exchange(
   });
   // No answer ever carries the token or any part of it (its signature, its payload).
   for (const part of token.split('.').filter((p) => p.length > 8)) expect(res.body).not.toContain(part);
+  // Every answer is one the OpenAPI document lists, with the body its schema says (the fuzzer sends JSON only).
+  const documented = documentedResponses[String(res.statusCode)];
+  expect(documented, `status ${res.statusCode} documented`).toBeDefined();
+  const validate = ajv.compile(documented.content['application/json'].schema);
+  expect(validate(res.json()), ajv.errorsText(validate.errors)).toBe(true);
+  if (res.statusCode >= 400) expect(documented.description).toContain(res.json().error);
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 
@@ -97,6 +110,8 @@ function expectRefused(answer: Answer, reason: RegExp, error = 'invalid_grant', 
 beforeAll(async () => {
   issuer = await startCiIssuer();
   svc = await startTestService(workloadOptions());
+  documentedResponses = (await svc.app.inject({ method: 'GET', url: '/api/openapi.json' })).json().paths['/oauth/token']
+    .post.responses;
   const created = await callAction(svc.app, svc.operator, 'create_tenant', {
     tenant_id: 'ci',
     key_spec: 'ECC_NIST_P256',
