@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import formats from 'ajv-formats';
+import type BetterSqlite3 from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
@@ -480,6 +481,32 @@ describe('the issuer goes down and comes back', () => {
       if (down) await issuer.start();
       await second.close();
     }
+  });
+});
+
+describe('the database cannot write', () => {
+  it('503 temporarily_unavailable with Retry-After (SQLITE_FULL), and exchanges again once there is room', async () => {
+    if (svc.database) return; // SQLite's own fault here; PostgreSQL's faults have their own tests
+    const sqlite = (svc.store as unknown as { sqlite: BetterSqlite3.Database }).sqlite;
+    // Not one page more: SQLite answers SQLITE_FULL once the free pages are used up, as on a full disk.
+    sqlite.pragma(`max_page_count = ${sqlite.pragma('page_count', { simple: true })}`);
+    let full: Answer | undefined;
+    try {
+      for (let i = 0; i < 5000 && !full; i++) {
+        const answer = await exchange(svc.app, await mint(), 'ci', {}, `198.18.${Math.floor(i / 250)}.${i % 250}`);
+        if (answer.status !== 200) full = answer;
+      }
+    } finally {
+      sqlite.pragma('max_page_count = 1073741823');
+    }
+    expectRefused(
+      full as Answer,
+      /database cannot serve right now \(SQLITE_FULL\); retry later/,
+      'temporarily_unavailable',
+      503,
+    );
+    expect(Number((full as Answer).headers['retry-after'])).toBeGreaterThan(0);
+    expect((await exchange(svc.app, await mint())).status).toBe(200);
   });
 });
 
