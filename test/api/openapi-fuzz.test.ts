@@ -186,9 +186,13 @@ function check(operation: Schema, status: number, contentType: string | undefine
 describe('OpenAPI fuzzing (schema-valid requests only)', () => {
   it('every answer to 800 schema-valid requests is documented and matches its schema', async () => {
     const gen = new Generator(prng(20261123));
-    const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
-      Object.entries(item as Record<string, Schema>).map(([method, op]) => ({ path, method, op })),
-    );
+    // Only JSON bodies can be generated: a form-encoded operation (POST /oauth/token, RFC 8693) is held to its
+    // document by its own tests (test/api/token-exchange.test.ts).
+    const operations = Object.entries(doc.paths)
+      .flatMap(([path, item]) =>
+        Object.entries(item as Record<string, Schema>).map(([method, op]) => ({ path, method, op })),
+      )
+      .filter(({ op }) => !op.requestBody || op.requestBody.content?.['application/json']);
     const findings: Finding[] = [];
     const statuses = new Map<string, Set<number>>();
     /** The key families of the 200 signatures: ML-DSA and SM2 must be among them, not only their refusals. */

@@ -181,3 +181,40 @@ describe('service configuration', () => {
     expect(() => withProxy('["proxy.example.com"]')).toThrow(/is not an IP address/);
   });
 });
+
+describe('workload (the CI token exchange)', () => {
+  it('reads workload.* with the SIGNBRIDGE_WORKLOAD_* variables over the file, and refuses what it cannot use', () => {
+    const dir = makeTempDir();
+    const ca = join(dir, 'ca.pem');
+    writeFileSync(ca, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    const file = join(dir, 'config.yml');
+    writeFileSync(
+      file,
+      `dataDir: ${dir}\nworkload:\n  allow: [gitlab.internal, 10.1.0.0/16]\n  maxTokenAgeSeconds: 600\n`,
+    );
+    expect(resolveConfig({ dataDir: dir, env: {} }).workload).toEqual({
+      allow: [],
+      maxTokenAgeSeconds: 3600,
+      clockToleranceSeconds: 60,
+    });
+    expect(resolveConfig({ configFile: file, env: {} }).workload).toMatchObject({
+      allow: ['gitlab.internal', '10.1.0.0/16'],
+      maxTokenAgeSeconds: 600,
+    });
+    const fromEnv = resolveConfig({
+      configFile: file,
+      env: { SIGNBRIDGE_WORKLOAD_ALLOW: '127.0.0.1, ::1', SIGNBRIDGE_WORKLOAD_CA_FILE: ca },
+    }).workload;
+    expect(fromEnv.allow).toEqual(['127.0.0.1', '::1']);
+    expect(fromEnv.caPem).toContain('BEGIN CERTIFICATE');
+    expect(() => resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_WORKLOAD_ALLOW: '10.0.0.0/33' } })).toThrow(
+      /workload.allow: "10.0.0.0\/33" is not a host name, an IP address or a CIDR/,
+    );
+    expect(() =>
+      resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_WORKLOAD_CA_FILE: join(dir, 'missing.pem') } }),
+    ).toThrow(/workload.caFile .*missing.pem cannot be read/);
+    expect(() => resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_WORKLOAD_CA_FILE: file } })).toThrow(
+      /holds no PEM certificate/,
+    );
+  });
+});

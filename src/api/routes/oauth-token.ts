@@ -55,8 +55,14 @@ const OAuthErrorResponse = Type.Object(
     error_description: Type.String({ description: 'which check failed; never the token' }),
     reason: Type.String({ description: 'the same text as error_description' }),
   },
-  { title: 'OAuthErrorResponse', description: 'RFC 6749 §5.2 error' },
+  { title: 'OAuthErrorResponse' },
 );
+
+/** The error schema with the codes of one status in its description (as errorResponse does for ErrorResponse). */
+const oauthError = (codes: string) => ({
+  ...OAuthErrorResponse,
+  description: `RFC 6749 §5.2 error; error is one of: ${codes}`,
+});
 
 function sendError(reply: FastifyReply, status: number, error: string, description: string, retryAfterS?: number) {
   if (retryAfterS !== undefined) reply.header('retry-after', retryAfterS);
@@ -93,6 +99,9 @@ export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOpt
   app.setErrorHandler((err: FastifyError | ExchangeError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof ExchangeError) return sendError(reply, err.status, err.error, err.message, err.retryAfterS);
     if ((err as FastifyError).validation) {
+      if (request.body === undefined || request.body === null) {
+        return sendError(reply, 400, 'invalid_request', 'the body must be application/x-www-form-urlencoded');
+      }
       const first = (err as FastifyError).validation?.[0];
       const field = first?.instancePath ? first.instancePath.slice(1) : String(first?.params?.missingProperty ?? '');
       const problem = first?.keyword === 'required' ? 'is required' : `is invalid (${first?.message ?? 'bad value'})`;
@@ -153,9 +162,9 @@ export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOpt
         security: [],
         response: {
           200: TokenExchangeResponse,
-          400: OAuthErrorResponse,
-          429: OAuthErrorResponse,
-          503: OAuthErrorResponse,
+          400: oauthError('invalid_request, unsupported_grant_type, invalid_grant'),
+          429: oauthError('rate_limited'),
+          503: oauthError('temporarily_unavailable'),
         },
       },
     },
@@ -176,7 +185,7 @@ export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOpt
         );
       }
       const issued = await opts.exchange.exchange(body.subject_token, body.tenant_id);
-      const expiresIn = Math.max(0, Math.floor((issued.expiresAt.getTime() - opts.now().getTime()) / 1000));
+      const expiresIn = Math.round((issued.expiresAt.getTime() - issued.issuedAt.getTime()) / 1000);
       return reply.header('cache-control', 'no-store').header('pragma', 'no-cache').send({
         access_token: issued.accessToken,
         issued_token_type: ISSUED_TOKEN_TYPE,

@@ -43,6 +43,7 @@ export interface ExchangeSettings {
 
 export interface IssuedKey {
   accessToken: string;
+  issuedAt: Date;
   expiresAt: Date;
   tenantId: string;
   role: string;
@@ -165,7 +166,7 @@ export class TokenExchange {
         run_url: runUrl ?? null,
       },
     });
-    return { accessToken: key.token, expiresAt, tenantId, role: rule.role };
+    return { accessToken: key.token, issuedAt: at, expiresAt, tenantId, role: rule.role };
   }
 
   /** Refusals of tokens the issuer signed (forgeries are noise an attacker could fill the log with). */
