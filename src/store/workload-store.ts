@@ -108,4 +108,14 @@ export class WorkloadStore {
       .executeTakeFirst();
     return Number(inserted.numInsertedOrUpdatedRows ?? 0n) > 0;
   }
+
+  /** Undoes useToken when the exchange could not finish (its key was withdrawn), so the job can retry the token. */
+  async releaseToken(use: { issuer: string; tokenId: string; usedAt: string }): Promise<void> {
+    await this.db
+      .deleteFrom('workload_token_uses')
+      .where('issuer', '=', use.issuer)
+      .where('token_id', '=', use.tokenId)
+      .where('used_at', '=', use.usedAt)
+      .execute();
+  }
 }

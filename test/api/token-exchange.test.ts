@@ -485,16 +485,21 @@ describe('the issuer goes down and comes back', () => {
 });
 
 describe('the database cannot write', () => {
-  it('503 temporarily_unavailable with Retry-After (SQLITE_FULL), and exchanges again once there is room', async () => {
+  it('503 temporarily_unavailable with Retry-After (SQLITE_FULL), and the same token exchanges once there is room', async () => {
     if (svc.database) return; // SQLite's own fault here; PostgreSQL's faults have their own tests
     const sqlite = (svc.store as unknown as { sqlite: BetterSqlite3.Database }).sqlite;
     // Not one page more: SQLite answers SQLITE_FULL once the free pages are used up, as on a full disk.
     sqlite.pragma(`max_page_count = ${sqlite.pragma('page_count', { simple: true })}`);
     let full: Answer | undefined;
+    let refusedToken = '';
     try {
       for (let i = 0; i < 5000 && !full; i++) {
-        const answer = await exchange(svc.app, await mint(), 'ci', {}, `198.18.${Math.floor(i / 250)}.${i % 250}`);
-        if (answer.status !== 200) full = answer;
+        const token = await mint();
+        const answer = await exchange(svc.app, token, 'ci', {}, `198.18.${Math.floor(i / 250)}.${i % 250}`);
+        if (answer.status !== 200) {
+          full = answer;
+          refusedToken = token;
+        }
       }
     } finally {
       sqlite.pragma('max_page_count = 1073741823');
@@ -506,6 +511,8 @@ describe('the database cannot write', () => {
       503,
     );
     expect(Number((full as Answer).headers['retry-after'])).toBeGreaterThan(0);
+    // The fault did not use the token up: the job's retry with it gets its key.
+    expect((await exchange(svc.app, refusedToken)).status).toBe(200);
     expect((await exchange(svc.app, await mint())).status).toBe(200);
   });
 });

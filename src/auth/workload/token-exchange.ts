@@ -121,19 +121,6 @@ export class TokenExchange {
     }
     const { rule } = match;
 
-    // One use per token, in the store: every instance refuses the second.
-    const firstUse = await store.workload.useToken({
-      issuer,
-      tokenId,
-      tenantId,
-      usedAt: at.toISOString(),
-      expiresAt: usableUntil.toISOString(),
-    });
-    if (!firstUse) {
-      await this.auditRefusal(tenantId, issuer, subject, 'token already used');
-      throw grantError('token already used (each ID token is exchanged once; ask the CI for a new one)');
-    }
-
     const kind = issuerKind(claims);
     const facts = factsFromClaims(kind, claims);
     const runUrl = runUrlOf(kind, issuer, facts);
@@ -147,25 +134,51 @@ export class TokenExchange {
       ...(runUrl && { runUrl }),
     };
     const expiresAt = new Date(at.getTime() + rule.keyMinutes * 60_000);
+    // The key is made before the token is marked used, and handed out only after: a store fault on the way leaves
+    // at most a key nobody holds, never a used-up token without a key (the job retries with the same token).
     const key = await createWorkloadApiKey(store, { tenantId, role: rule.role, expiresAt, identity }, at);
-    await store.appendAudit({
-      at: at.toISOString(),
-      tenantId,
-      actor: `workload:${issuer}#${subject}`,
-      action: 'workload_exchange',
-      outcome: 'issued',
-      details: {
-        issuer,
-        subject,
-        rule_id: rule.id,
-        api_key_id: key.record.id,
-        expires_at: expiresAt.toISOString(),
-        project: facts.project ?? null,
-        ref: facts.ref ?? null,
-        run_id: facts.runId ?? null,
-        run_url: runUrl ?? null,
-      },
-    });
+    const use = { issuer, tokenId, tenantId, usedAt: at.toISOString(), expiresAt: usableUntil.toISOString() };
+    const withdraw = async (releaseUse: boolean) => {
+      await store.revokeApiKey(key.record.id, at.toISOString()).catch(() => undefined);
+      if (releaseUse) await store.workload.releaseToken(use).catch(() => undefined);
+    };
+    // One use per token, in the store: every instance refuses the second.
+    let firstUse: boolean;
+    try {
+      firstUse = await store.workload.useToken(use);
+    } catch (err) {
+      await withdraw(false);
+      throw err;
+    }
+    if (!firstUse) {
+      await withdraw(false);
+      await this.auditRefusal(tenantId, issuer, subject, 'token already used');
+      throw grantError('token already used (each ID token is exchanged once; ask the CI for a new one)');
+    }
+    try {
+      await store.appendAudit({
+        at: at.toISOString(),
+        tenantId,
+        actor: `workload:${issuer}#${subject}`,
+        action: 'workload_exchange',
+        outcome: 'issued',
+        details: {
+          issuer,
+          subject,
+          rule_id: rule.id,
+          api_key_id: key.record.id,
+          expires_at: expiresAt.toISOString(),
+          project: facts.project ?? null,
+          ref: facts.ref ?? null,
+          run_id: facts.runId ?? null,
+          run_url: runUrl ?? null,
+        },
+      });
+    } catch (err) {
+      // Not recorded, so not handed out: the key goes and the token may be exchanged again.
+      await withdraw(true);
+      throw err;
+    }
     return { accessToken: key.token, issuedAt: at, expiresAt, tenantId, role: rule.role };
   }
 
