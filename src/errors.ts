@@ -13,6 +13,9 @@ export const ERROR_CODES = {
   invalid_sbom: 400,
   hash_mismatch: 400,
   invalid_exception: 400,
+  // A request body states a CI fact (project, ref, run_id, ...) other than the one the workload key's token verified,
+  // or any CI fact with a key that no token exchange minted (docs/policy.md, "CI workload facts").
+  claims_conflict: 400,
   // Key import (AWS KMS's names: ExpiredImportToken, InvalidImportToken, InvalidCiphertext, IncorrectKeyMaterial).
   expired_import_token: 400,
   invalid_import_token: 400,
@@ -85,13 +88,16 @@ export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly statusCode: number;
   readonly details: ErrorDetails;
+  /** Retry-After for this one error (a rate limit's window end), instead of RETRY_AFTER_SECONDS' fixed value. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, reason: string, details: ErrorDetails = {}) {
+  constructor(code: ErrorCode, reason: string, details: ErrorDetails = {}, retryAfterSeconds?: number) {
     super(reason);
     this.name = 'ApiError';
     this.code = code;
     this.statusCode = ERROR_CODES[code];
     this.details = details;
+    this.retryAfterSeconds = retryAfterSeconds;
   }
 }
 

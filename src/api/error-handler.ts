@@ -122,7 +122,7 @@ export function errorBody(err: ApiError): ErrorBody {
 /** Every error leaves as an ErrorResponse; 5xx details stay in the log, never in the response. */
 export function handleError(err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const apiError = toApiError(err, request);
-  const retryAfter = RETRY_AFTER_SECONDS[apiError.code];
+  const retryAfter = apiError.retryAfterSeconds ?? RETRY_AFTER_SECONDS[apiError.code];
   if (apiError.statusCode >= 500 && retryAfter !== undefined) {
     // A fault the caller retries (a token or database away, a busy pool): the fault itself is logged once where it
     // is seen; each refused request gets one line with its cause, not a stack trace (a long outage under load

@@ -78,6 +78,7 @@ export const RequestFields = {
   project: Type.String({ maxLength: 256, description: 'policy input: project name' }),
   require_tee: Type.Boolean({ description: 'policy input: whether a TEE is required' }),
   sbom: Type.String({ description: 'policy input: an SPDX or CycloneDX SBOM (JSON text)' }),
+  ...ciFactFields(),
   kms_key_id: Type.String({
     minLength: 1,
     maxLength: 256,
@@ -104,6 +105,47 @@ export const RequestFields = {
 
 type FieldName = keyof typeof RequestFields;
 
+/**
+ * signbridge: the CI facts of a workload key (docs/policy.md, "CI workload facts"). The service takes them from the
+ * token the key was exchanged for; a body may repeat them, and a different value (or any of them with another key)
+ * is 400 claims_conflict.
+ */
+function ciFactFields() {
+  const fact = (description: string) =>
+    Type.String({
+      maxLength: 1024,
+      description: `signbridge: CI fact, ${description}; only with a key from the token exchange, and then equal to the verified value`,
+    });
+  return {
+    ref: fact('the git ref (refs/heads/main; GitLab: main)'),
+    ref_type: fact('branch or tag'),
+    ref_protected: Type.Boolean({
+      description:
+        'signbridge: CI fact, whether the ref is protected; only with a key from the token exchange, and then equal to the verified value',
+    }),
+    workflow: fact('the workflow (GitHub job_workflow_ref, GitLab ci_config_ref_uri)'),
+    sha: fact('the commit'),
+    run_id: fact('the run (GitHub run_id, GitLab pipeline_id)'),
+    run_attempt: fact('the attempt of the run (GitHub run_attempt)'),
+    actor: fact('who started the run'),
+    event_name: fact('what started the run (GitHub event_name, GitLab pipeline_source)'),
+    runner_environment: fact('github-hosted, gitlab-hosted or self-hosted'),
+  };
+}
+
+const CI_FACT_INPUTS = [
+  'ref',
+  'ref_type',
+  'ref_protected',
+  'workflow',
+  'sha',
+  'run_id',
+  'run_attempt',
+  'actor',
+  'event_name',
+  'runner_environment',
+] as const satisfies readonly FieldName[];
+
 const POLICY_INPUTS = [
   'artifact_type',
   'artifact_version',
@@ -117,8 +159,11 @@ const POLICY_INPUTS = [
 
 /** The fields each action uses, beyond action, tenant_id and version: `required`, then `optional`. */
 export const ACTION_FIELDS: Record<Action, { required: readonly FieldName[]; optional: readonly FieldName[] }> = {
-  sign: { required: ['hash'], optional: ['algorithm', 'request_id', ...POLICY_INPUTS] },
-  pkcs11_sign: { required: ['hash'], optional: ['key_spec', 'pss_padding', 'request_id', ...POLICY_INPUTS] },
+  sign: { required: ['hash'], optional: ['algorithm', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS] },
+  pkcs11_sign: {
+    required: ['hash'],
+    optional: ['key_spec', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
+  },
   approve_sign: { required: ['request_id'], optional: ['decision', 'reason'] },
   create_tenant: { required: ['key_spec'], optional: [] },
   rotate_key: { required: [], optional: ['key_spec'] },

@@ -4,6 +4,8 @@ import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
+import { patternProblem } from '../auth/workload/claim-pattern.js';
+import { FACT_FIELDS } from '../auth/workload/workload-identity.js';
 
 export const SEVERITIES = ['LOW', 'MEDIUM', 'HIGH', 'CRITICAL'] as const;
 export type Severity = (typeof SEVERITIES)[number];
@@ -13,6 +15,23 @@ const AllowDeny = Type.Object(
   { allow: Type.Optional(Names), deny: Type.Optional(Names) },
   { additionalProperties: false },
 );
+
+/** The snake_case names of the verified CI facts a `workload.require` may name. */
+export const REQUIRABLE_FACTS: readonly string[] = Object.values(FACT_FIELDS);
+
+/** The longest velocity window: the store's counters keep no window longer (TRIAL_WINDOW_MAX_MS). */
+export const MAX_VELOCITY_WINDOW_SECONDS = 7 * 24 * 3600;
+
+const VelocityLimit = Type.Object(
+  {
+    /** Signing requests allowed per window; the next one is 429 rate_limited. */
+    max: Type.Integer({ minimum: 1, maximum: 1_000_000_000 }),
+    /** The window, counted from the first request in it. */
+    windowSeconds: Type.Integer({ minimum: 1, maximum: MAX_VELOCITY_WINDOW_SECONDS }),
+  },
+  { additionalProperties: false },
+);
+export type VelocityLimit = Static<typeof VelocityLimit>;
 
 export const PolicyRulesSchema = Type.Object(
   {
@@ -46,10 +65,36 @@ export const PolicyRulesSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** CI workload identities (docs/policy.md, "CI workload facts"). */
+    workload: Type.Optional(
+      Type.Object(
+        {
+          /** Only keys minted by the token exchange may sign (default false). */
+          required: Type.Optional(Type.Boolean()),
+          /** Verified facts that must hold: snake_case fact name -> claim pattern. Implies `required`. */
+          require: Type.Optional(
+            Type.Record(Type.String(), Type.String(), { additionalProperties: false, maxProperties: 64 }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    /** Most signing requests per window, per identity, per CI run and per tenant (429 rate_limited beyond). */
+    velocity: Type.Optional(
+      Type.Object(
+        {
+          perIdentity: Type.Optional(VelocityLimit),
+          perRun: Type.Optional(VelocityLimit),
+          perTenant: Type.Optional(VelocityLimit),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
 export type PolicyRules = Static<typeof PolicyRulesSchema>;
+export type VelocityLimits = NonNullable<PolicyRules['velocity']>;
 
 export const PolicyDocumentSchema = Type.Object(
   {
@@ -123,6 +168,15 @@ function checkRuleConsistency(rules: PolicyRules | undefined, where: string): vo
     const lists = rules[section];
     const both = (lists?.allow ?? []).filter((n) => (lists?.deny ?? []).includes(n));
     if (both.length > 0) throw new PolicyFileError(`${where}/${section}: ${both.join(', ')} both allowed and denied`);
+  }
+  for (const [fact, pattern] of Object.entries(rules.workload?.require ?? {})) {
+    if (!REQUIRABLE_FACTS.includes(fact)) {
+      throw new PolicyFileError(
+        `${where}/workload/require/${fact}: not a CI fact (one of ${REQUIRABLE_FACTS.join(', ')})`,
+      );
+    }
+    const problem = patternProblem(pattern);
+    if (problem) throw new PolicyFileError(`${where}/workload/require/${fact}: the pattern ${problem}`);
   }
 }
 

@@ -2,6 +2,7 @@
 // The rule engine (rules-engine.ts) implements PolicyEngine; without a policy file the built-in default
 // (signing/policy-settings.ts) decides. allowAll is for unit tests of the signing path only.
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+import type { VelocityLimits } from './policy-file.js';
 
 /** Everything a policy may look at: the contract's policy inputs plus who asks, for which tenant and key. */
 export interface PolicyInput {
@@ -65,6 +66,11 @@ export type PolicyDecision =
 
 export interface PolicyEngine {
   evaluate(input: PolicyInput): Promise<PolicyDecision>;
+  /**
+   * The tenant's velocity limits (the policy file's `velocity`), which the signing path counts in the store
+   * (src/signing/velocity.ts) before it asks evaluate(): counting is I/O, so it stays out of the policy code.
+   */
+  velocityLimits?(tenantId: string): VelocityLimits | undefined;
 }
 
 export const allowAll: PolicyEngine = {

@@ -1,9 +1,18 @@
 // The rule engine: policy as data (policy-file.ts) evaluated by named rules in a fixed, documented order.
 // The first deny wins over any pending outcome, which wins over allow. Pure: no I/O beyond what it is given.
 import { createHash } from 'node:crypto';
+import { matchesPattern } from '../auth/workload/claim-pattern.js';
+import { FACT_FIELDS, type WorkloadFacts } from '../auth/workload/workload-identity.js';
 import { ApiError } from '../errors.js';
 import type { PolicyDecision, PolicyEngine, PolicyInput } from './policy.js';
-import { type PolicyDocument, type PolicyRules, rulesForTenant, SEVERITIES, type Severity } from './policy-file.js';
+import {
+  type PolicyDocument,
+  type PolicyRules,
+  rulesForTenant,
+  SEVERITIES,
+  type Severity,
+  type VelocityLimits,
+} from './policy-file.js';
 
 export type MatchSeverity = Severity | 'UNKNOWN';
 
@@ -72,6 +81,14 @@ function listRule(
   };
 }
 
+/** A verified CI fact of the request by its snake_case name, as text (ref_protected: "true" / "false"). */
+function factText(input: PolicyInput, snakeName: string): string | undefined {
+  const entry = Object.entries(FACT_FIELDS).find(([, snake]) => snake === snakeName);
+  if (!entry) return undefined;
+  const value = input[entry[0] as keyof WorkloadFacts];
+  return value === undefined ? undefined : String(value);
+}
+
 const severityRank = (s: MatchSeverity) => (s === 'UNKNOWN' ? -1 : SEVERITIES.indexOf(s));
 
 /** The rules, in evaluation order. docs/policy.md is written from this table. */
@@ -85,6 +102,39 @@ export const RULES: Rule[] = [
           rule: 'identity-inactive',
           outcome: 'deny',
           reason: `identity ${input.identityId ?? '(unnamed)'} is inactive`,
+        };
+      }
+      return undefined;
+    },
+  },
+  {
+    id: 'workload-required',
+    description: 'With workload.required (or workload.require), only a key minted by the CI token exchange may sign.',
+    check({ input, rules }) {
+      const wanted = rules.workload?.required === true || Object.keys(rules.workload?.require ?? {}).length > 0;
+      if (!wanted || input.workloadIssuer !== undefined) return undefined;
+      return {
+        rule: 'workload-required',
+        outcome: 'deny',
+        reason:
+          'this tenant signs only for CI workload identities: use a key from the token exchange (POST /oauth/token)',
+      };
+    },
+  },
+  {
+    id: 'workload-facts',
+    description:
+      "Each fact in workload.require must match its pattern (claim-pattern syntax) in the workload key's verified facts.",
+    check({ input, rules }) {
+      if (input.workloadIssuer === undefined) return undefined; // workload-required refuses such a request
+      for (const [fact, pattern] of Object.entries(rules.workload?.require ?? {})) {
+        const value = factText(input, fact);
+        if (value !== undefined && matchesPattern(pattern, value)) continue;
+        const shown = value === undefined ? `the token carries no ${fact}` : `${fact} is "${value}"`;
+        return {
+          rule: 'workload-facts',
+          outcome: 'deny',
+          reason: `${shown}; workload.require wants ${fact} to match "${pattern}"`,
         };
       }
       return undefined;
@@ -200,6 +250,10 @@ export class RulesPolicyEngine implements PolicyEngine {
     private readonly doc: PolicyDocument,
     private readonly scanner?: SbomScanner,
   ) {}
+
+  velocityLimits(tenantId: string): VelocityLimits | undefined {
+    return rulesForTenant(this.doc, tenantId).velocity;
+  }
 
   async evaluate(input: PolicyInput): Promise<PolicyDecision> {
     const rules = rulesForTenant(this.doc, input.tenantId);

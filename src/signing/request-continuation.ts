@@ -3,6 +3,7 @@
 // retry opened a new pending request for the same digest, and the person waited a second full timeout.
 // docs/policy.md (Retries continue their request) says what matches and what a retry gets.
 import { createHash } from 'node:crypto';
+import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { canonicalJson } from '../store/audit-chain.js';
 import type { PolicyContext } from './signing-service.js';
@@ -13,14 +14,21 @@ export interface ContinuationCaller {
   callerId: string;
   /** The person behind the key, when it is a person's key. */
   personId?: string | null;
+  /** The CI workload identity of a key from the token exchange. */
+  workload?: WorkloadIdentity | null;
 }
 
 /**
- * Whose retry may continue a request. Today exactly the same API key: another key of the same person, or another
- * signer of the tenant, opens a request of its own. A later CI workload identity widens this here (the same
- * pipeline run, next attempt) without touching the matching below.
+ * Whose retry may continue a request. A CI job's run: the same issuer, subject, project and run id, whatever the
+ * attempt, so attempt 2 of a run (which exchanged its token for a new key) continues attempt 1's request; another
+ * run opens its own. Otherwise exactly the same API key: another key of the same person, or another signer of the
+ * tenant, opens a request of its own.
  */
 export function continuationIdentity(caller: ContinuationCaller): string {
+  const workload = caller.workload;
+  if (workload?.facts.runId !== undefined) {
+    return `workload_run:${JSON.stringify([workload.issuer, workload.subject, workload.facts.project ?? null, workload.facts.runId])}`;
+  }
   return `api_key:${caller.callerId}`;
 }
 
@@ -41,13 +49,15 @@ export interface ContinuationParts {
  * keeps the indexed value short.
  */
 export function continuationKey(parts: ContinuationParts): string {
+  // The run's attempt is the one input a retried job changes; every other input still has to match.
+  const { runAttempt: _attempt, ...inputs } = parts.context;
   const canonical = canonicalJson({
     identity: parts.identity,
     tenant_id: parts.tenantId,
     key_id: parts.keyId,
     algorithm: parts.algorithm,
     hash: parts.digest.toString('base64'),
-    inputs: parts.context,
+    inputs,
   });
   return createHash('sha256').update(canonical).digest('hex');
 }

@@ -2,6 +2,7 @@
 // daemon's in-process mode share it.
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import {
   algorithmForPkcs11,
   checkSigningRequest,
@@ -24,6 +25,8 @@ import {
   WAITING_STATUSES,
 } from '../store/store.js';
 import { continuationIdentity, continuationKey } from './request-continuation.js';
+import { countVelocity } from './velocity.js';
+import { workloadAuditDetails } from './workload-context.js';
 
 export type PolicyContext = Omit<PolicyInput, 'tenantId' | 'keyId' | 'keySpec' | 'algorithm' | 'callerId'>;
 
@@ -34,6 +37,8 @@ export interface SignRequest {
   callerId: string;
   /** The person behind the caller's key, recorded in the audit entry. */
   personId?: string | null;
+  /** The CI workload identity of the caller's key (a key from the token exchange); its facts are in `context`. */
+  workload?: WorkloadIdentity | null;
   digest: Buffer;
   context: PolicyContext;
 }
@@ -295,7 +300,8 @@ export class SigningService {
       throw new ApiError('self_approval', `the requester of ${requestId} may not decide it`);
     }
     // Four eyes between people: another key of the requesting person is still the same person.
-    const requesterPerson = (await this.store.getApiKey(request.requester))?.personId ?? null;
+    const requesterKey = await this.store.getApiKey(request.requester);
+    const requesterPerson = requesterKey?.personId ?? null;
     if (caller.personId && caller.personId === requesterPerson) {
       throw new ApiError(
         'self_approval',
@@ -322,6 +328,8 @@ export class SigningService {
       reason,
       ...(requesterPerson && { requester_person: requesterPerson }),
       ...(caller.personId && { person: caller.personId }),
+      // Who asked, when a CI job did: the approval's entries name the run like the request's own entry.
+      ...(requesterKey?.workload && { workload: workloadAuditDetails(requesterKey.workload) }),
     };
     if (decision === 'reject') {
       if (
@@ -500,6 +508,8 @@ export class SigningService {
   private async decideAndSign(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<SignOutcome> {
     this.requireUsable(key);
     const start = performance.now();
+    const workload = req.workload ? { workload: workloadAuditDetails(req.workload) } : {};
+    await this.enforceVelocity(key, algorithm, req, workload);
     const decision = await this.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
     const about = {
       key_id: key.id,
@@ -509,6 +519,7 @@ export class SigningService {
       reason: decision.reason,
       inputs_digest: decision.inputsDigest,
       ...(req.personId && { person: req.personId }),
+      ...workload,
     };
     if (decision.outcome === 'deny') {
       await this.audit(req.tenantId, req.callerId, req.action ?? 'sign', 'denied', {
@@ -521,6 +532,38 @@ export class SigningService {
     }
     if (decision.outcome !== 'allow') return this.holdForDecision(key, algorithm, req, decision, about, start);
     return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about, start);
+  }
+
+  /**
+   * The policy's velocity limits, counted before the policy decides (every request that reaches the policy counts):
+   * over one, the request is 429 rate_limited with the rest of that window as Retry-After, and an audit entry
+   * (outcome rate_limited) says which limit.
+   */
+  private async enforceVelocity(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    req: SignRequest,
+    workload: Record<string, unknown>,
+  ): Promise<void> {
+    const limits = this.policy.velocityLimits?.(req.tenantId);
+    const exceeded = await countVelocity(this.store, limits, req, this.now().getTime());
+    if (!exceeded) return;
+    const reason =
+      `velocity.${exceeded.limit}: at most ${exceeded.max} signing requests per ${exceeded.windowSeconds} s for ` +
+      `${exceeded.subject}; retry after ${exceeded.retryAfterSeconds} s`;
+    await this.audit(req.tenantId, req.callerId, req.action ?? 'sign', 'rate_limited', {
+      key_id: key.id,
+      algorithm,
+      hash: req.digest.toString('base64'),
+      limit: exceeded.limit,
+      max: exceeded.max,
+      window_seconds: exceeded.windowSeconds,
+      counted: exceeded.subject,
+      reason,
+      ...(req.personId && { person: req.personId }),
+      ...workload,
+    });
+    throw new ApiError('rate_limited', reason, {}, exceeded.retryAfterSeconds);
   }
 
   /**
@@ -622,6 +665,7 @@ export class SigningService {
       hash: about.hash,
       inputs_digest: about.inputs_digest,
       ...(req.personId && { person: req.personId }),
+      ...(req.workload && { workload: workloadAuditDetails(req.workload) }),
     });
     const seconds = () => (performance.now() - start) / 1000;
     if (request.status === 'rejected') {

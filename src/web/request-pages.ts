@@ -6,7 +6,7 @@ import type { Role } from '../auth/roles.js';
 import { ApiError } from '../errors.js';
 import { parseSbom } from '../policy/sbom/parse-sbom.js';
 import type { PolicyContext } from '../signing/signing-service.js';
-import type { PendingRequestRecord } from '../store/store.js';
+import type { ApiKeyRecord, PendingRequestRecord } from '../store/store.js';
 import type { ConsoleContext } from './console.js';
 import { canSeeExceptions, noMembership } from './console.js';
 import { csrfInput, type Html, html, humanDuration, time } from './layout.js';
@@ -100,6 +100,7 @@ ${csrfInput(csrf)}
 <h3 id="${id}">Request ${r.id}</h3>
 <dl>
 <dt>Requested by</dt><dd>${requester}</dd>
+${workloadView(inputs, requesterKey)}
 <dt>Project</dt><dd>${inputs.project ?? '-'}</dd>
 <dt>Environment</dt><dd>${inputs.environment ?? '-'}</dd>
 <dt>Artifact</dt><dd>${artifact}</dd>
@@ -113,6 +114,28 @@ ${r.decisions.length > 0 ? html`<dt>Earlier decisions</dt><dd>${r.decisions.map(
 </dl>
 ${form}
 </article>`;
+}
+
+/**
+ * Who asked, when a CI job did: the facts the token exchange verified (the policy decided on these, as stored with
+ * the request), and a link to the run when its issuer's run pages are known. Everything is escaped by html``.
+ */
+function workloadView(inputs: PolicyContext, requesterKey: ApiKeyRecord | undefined): Html | string {
+  if (inputs.workloadIssuer === undefined) return '';
+  const runUrl = requesterKey?.workload?.issuer === inputs.workloadIssuer ? requesterKey.workload.runUrl : undefined;
+  const run =
+    inputs.runId === undefined
+      ? '-'
+      : `${inputs.runId}${inputs.runAttempt !== undefined ? ` (attempt ${inputs.runAttempt})` : ''}`;
+  const ref = inputs.ref === undefined ? '-' : `${inputs.ref}${inputs.refProtected ? ' (protected)' : ''}`;
+  return html`<dt>CI issuer</dt><dd>${inputs.workloadIssuer}</dd>
+<dt>CI subject</dt><dd><code>${inputs.workloadSubject ?? '-'}</code></dd>
+<dt>Repository</dt><dd>${inputs.project ?? '-'}</dd>
+<dt>Ref</dt><dd>${ref}</dd>
+<dt>Workflow</dt><dd>${inputs.workflow ?? '-'}</dd>
+<dt>Run</dt><dd>${runUrl ? html`<a href="${runUrl}" rel="noreferrer">${run}</a>` : run}</dd>
+<dt>Commit</dt><dd><code>${inputs.sha ?? '-'}</code></dd>
+<dt>Runner</dt><dd>${inputs.runnerEnvironment ?? '-'}</dd>`;
 }
 
 /** What the reviewer can see of the SBOM here; the findings that held the request are in the rule's reason. */

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACTION_ROLES, type Action } from '../../src/auth/roles.js';
 import { defaultAlgorithm, inputLength, type KeySpec, keyInfo } from '../../src/crypto/algorithms.js';
 import { ERROR_CODES } from '../../src/errors.js';
+import { CI_FACT_FIELDS } from '../../src/signing/workload-context.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: OpenAPI schemas are untyped JSON
@@ -30,7 +31,15 @@ const TENANTS = ['fz-rsa', 'fz-ec', 'fz-mldsa', 'fz-sm2', 'fz-new'];
 const specs = new Map<string, KeySpec>();
 
 class Generator {
-  constructor(private readonly random: () => number) {}
+  constructor(
+    private readonly random: () => number,
+    /**
+     * Draws the CI fact fields (issue 22) from a stream of their own, so the rest of the requests stay the ones the
+     * main seed always made. They are rare: only workload keys may state them (the fuzzer's keys are not), so each
+     * one makes its signing request a 400 claims_conflict.
+     */
+    private readonly side?: Generator,
+  ) {}
 
   int(max: number): number {
     return Math.floor(this.random() * max);
@@ -69,6 +78,10 @@ class Generator {
   object(schema: Schema): Record<string, unknown> {
     const out: Record<string, unknown> = {};
     for (const [name, prop] of Object.entries(schema.properties ?? {})) {
+      if (this.side && CI_FACT_FIELDS.includes(name)) {
+        if (this.side.chance(0.04)) out[name] = this.side.value(prop, name);
+        continue;
+      }
       if ((schema.required ?? []).includes(name) || this.chance(0.2)) out[name] = this.value(prop, name);
     }
     return out;
@@ -116,7 +129,10 @@ class Generator {
     request.hash = this.base64(inputLength(algorithm), this.chance(0.5), this.chance(0.5));
     // Without the inputs that end most random requests before the key store (a random SBOM is invalid, an inactive
     // identity is denied by the default policy, a random request_id collects nothing), so the signature is reached.
-    for (const field of ['sbom', 'identity_status', 'request_id', 'key_spec', 'pss_padding']) delete request[field];
+    // A CI fact (claims_conflict) likewise.
+    for (const field of ['sbom', 'identity_status', 'request_id', 'key_spec', 'pss_padding', ...CI_FACT_FIELDS]) {
+      delete request[field];
+    }
   }
 }
 
@@ -185,7 +201,7 @@ function check(operation: Schema, status: number, contentType: string | undefine
 
 describe('OpenAPI fuzzing (schema-valid requests only)', () => {
   it('every answer to 800 schema-valid requests is documented and matches its schema', async () => {
-    const gen = new Generator(prng(20261123));
+    const gen = new Generator(prng(20261123), new Generator(prng(22)));
     // Only JSON bodies can be generated: a form-encoded operation (POST /oauth/token, RFC 8693) is held to its
     // document by its own tests (test/api/token-exchange.test.ts).
     const operations = Object.entries(doc.paths)

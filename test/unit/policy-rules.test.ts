@@ -1,7 +1,9 @@
 // The rule engine, table-driven: every rule alone and in combination, in the documented precedence
 // (deny > pending > allow), with per-tenant overrides and exceptions. SBOM scanning is given as a table of
 // matches here; the real SBOM/OSV scanner has its own tests.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { packagePath } from '../../src/paths.js';
 import type { PolicyInput } from '../../src/policy/policy.js';
 import { PolicyFileError, parsePolicyDocument } from '../../src/policy/policy-file.js';
 import {
@@ -196,6 +198,12 @@ describe('SBOM problems and digests', () => {
     expect(inputsDigest({ ...base, project: 'q', environment: 'e' })).not.toBe(a);
   });
 
+  it('docs/policy.md lists the rules in RULES order', () => {
+    const doc = readFileSync(packagePath('docs', 'policy.md'), 'utf8');
+    const listed = [...doc.matchAll(/^\| (\d+) \| ([a-z-]+) \|/gm)].map((m) => m[2]);
+    expect(listed).toEqual(RULES.map((r) => r.id));
+  });
+
   it('every rule has an id and a description (docs/policy.md lists them)', () => {
     for (const r of RULES) {
       expect(r.id).toMatch(/^[a-z-]+$/);
@@ -212,6 +220,14 @@ describe('policy documents', () => {
     ['version: 1\nrules:\n  sbom: { denySeverity: SEVERE }\n', /\/rules\/sbom\/denySeverity/],
     ['version: 1\ntenants:\n  "bad/tenant": {}\n', /tenants/],
     ['version: [\n', /not valid YAML/],
+    ['version: 1\nrules:\n  workload: { require: { branch: main } }\n', /workload\/require\/branch: not a CI fact/],
+    [
+      'version: 1\nrules:\n  workload: { require: { ref: "**" } }\n',
+      /workload\/require\/ref: the pattern has only wildcards/,
+    ],
+    ['version: 1\nrules:\n  workload: { require: { ref: "" } }\n', /workload\/require\/ref: the pattern is empty/],
+    ['version: 1\nrules:\n  velocity: { perRun: { max: 0, windowSeconds: 60 } }\n', /\/rules\/velocity\/perRun\/max/],
+    ['version: 1\nrules:\n  velocity: { perTenant: { max: 5, windowSeconds: 604801 } }\n', /windowSeconds/],
   ])('rejects %j with the path and what is wrong', (text, pattern) => {
     expect(() => parsePolicyDocument(text, 'p.yaml')).toThrow(PolicyFileError);
     expect(() => parsePolicyDocument(text, 'p.yaml')).toThrow(pattern);

@@ -9,6 +9,7 @@ import type { ExpirationModel, WrappingAlgorithm, WrappingKeySpec } from '../../
 import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
 import type { KeyImportService } from '../../signing/key-import-service.js';
 import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
+import { checkStatedFacts, workloadInputs } from '../../signing/workload-context.js';
 import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js';
 import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
@@ -85,6 +86,8 @@ const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
 /** The error answers of an action: each status with the error codes it can carry (src/errors.ts). */
 function errorResponses(action: Action): Record<number, unknown> {
   const statuses = [400, 401, 403, 404, 413, 415, 500, 503];
+  // Velocity limits of the policy (docs/policy.md): 429 rate_limited with Retry-After.
+  if (IDEMPOTENT_ACTIONS.has(action)) statuses.push(429);
   const conflicts: readonly Action[] = ['create_tenant', 'approve_sign', 'revoke_exception', 'sign', 'pkcs11_sign'];
   if (conflicts.includes(action)) statuses.push(409);
   if (IDEMPOTENT_ACTIONS.has(action)) statuses.push(422);
@@ -129,6 +132,17 @@ function policyContext(body: Record<string, unknown>): PolicyContext {
   return ctx;
 }
 
+/**
+ * The policy inputs of a signing request. A workload key's verified facts (project, environment, identity, CI
+ * facts) replace what the body says, after the body was checked not to contradict them; any other key may state no
+ * CI fact (docs/policy.md, "CI workload facts").
+ */
+function signingContext(body: Record<string, unknown>, caller: ApiKeyRecord): PolicyContext {
+  checkStatedFacts(body, caller.workload);
+  if (caller.workload) return { ...policyContext(body), ...workloadInputs(caller.workload) };
+  return policyContext(identityInputs(body, caller));
+}
+
 function callerOf(request: FastifyRequest) {
   const caller = request.caller;
   if (!caller) throw new ApiError('unauthorized', 'not authenticated');
@@ -152,9 +166,10 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         tenantId,
         callerId: callerOf(request).id,
         personId: callerOf(request).personId ?? null,
+        workload: callerOf(request).workload ?? null,
         digest,
         algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
-        context: policyContext(identityInputs(body, callerOf(request))),
+        context: signingContext(body, callerOf(request)),
       });
       return signOutcome(outcome, opts.publicUrl);
     },
@@ -168,10 +183,11 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         tenantId,
         callerId: callerOf(request).id,
         personId: callerOf(request).personId ?? null,
+        workload: callerOf(request).workload ?? null,
         digest,
         pss: (body.pss_padding as boolean | undefined) ?? false,
         ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
-        context: policyContext(identityInputs(body, callerOf(request))),
+        context: signingContext(body, callerOf(request)),
       });
       return signOutcome(outcome, opts.publicUrl);
     },
