@@ -2,8 +2,10 @@
 // (GitHub's protocol, HTTPS with its own CA), a child process with nothing but the issuer's two GitHub Actions
 // variables (no API key anywhere) runs `signbridge daemon --ci`, and jarsigner signs a JAR through the module. The
 // signature verifies, the audit log ties the signature to repository, ref and run; a job on a ref the rule does not
-// allow is refused with the service's reason; and with one-minute keys a key past its expiry is refused (401) while
-// the daemon has renewed its own and still signs.
+// allow is refused at start with the service's reason; a job the release tenant's policy refuses (a branch, where
+// it signs tags only) fails in jarsigner with the reason the module prints; and with one-minute keys a key past its
+// expiry is refused (401) while the daemon has renewed its own and still signs. Trust rules are added with
+// `signbridge admin trust add`, as an admin does.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -14,12 +16,13 @@ import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { packagePath } from '../../src/paths.js';
 import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
 import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
-import { runSnippetOk } from '../helpers/doc-snippets.js';
+import { runSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
 import { makeTempDir } from '../helpers/service.js';
 import { waitForSocket } from '../module/harness.js';
 import { certifyTenants, makeTestPki, type TestPki } from '../tools/pki.js';
 
 const TENANT = 'ci-app';
+const RELEASE_TENANT = 'ci-release';
 /** Generous: one-minute keys, a 2-core machine shared with other work. */
 const DEADLINE_MS = 180_000;
 
@@ -72,21 +75,24 @@ function audit(): AuditLine[] {
     .map((line) => JSON.parse(line) as AuditLine);
 }
 
-/** Saves a trust rule the way an admin's tooling would, through the store (validated as the service validates). */
-function addTrustRule(rule: Record<string, unknown>): void {
-  const script = join(dir, `add-rule-${randomBytes(4).toString('hex')}.mjs`);
-  writeFileSync(
-    script,
-    `import { randomBytes } from 'node:crypto';
-import { openSqliteStore } from ${JSON.stringify(packagePath('dist', 'src', 'store', 'sqlite-store.js'))};
-import { validateTrustRule } from ${JSON.stringify(packagePath('dist', 'src', 'auth', 'workload', 'trust-rule.js'))};
-const store = openSqliteStore(process.argv[2]);
-const rule = validateTrustRule(JSON.parse(process.argv[3]));
-await store.workload.addTrustRule({ ...rule, id: 'tr_' + randomBytes(8).toString('hex'), createdAt: new Date().toISOString(), createdBy: 'test' });
-await store.close();
-`,
-  );
-  execFileSync(process.execPath, [script, join(dataDir, 'signbridge.db'), JSON.stringify(rule)], { stdio: 'pipe' });
+/** Saves a trust rule as an admin does: `signbridge admin trust add`, which prints the rule's id. */
+function addTrustRule(tenant: string, claims: Record<string, string>, keyMinutes: number): string {
+  const res = runCli([
+    'admin',
+    'trust',
+    'add',
+    '--data-dir',
+    dataDir,
+    '--tenant',
+    tenant,
+    '--issuer',
+    issuer.url,
+    ...Object.entries(claims).flatMap(([name, pattern]) => ['--claim', `${name}=${pattern}`]),
+    '--key-minutes',
+    String(keyMinutes),
+  ]);
+  if (res.code !== 0) throw new Error(res.stderr);
+  return res.stdout.trim();
 }
 
 /**
@@ -127,14 +133,14 @@ function newJob(name: string) {
   return { home, env: jobEnv(home), socket: join(makeTempDir('sbci-'), 'daemon.sock') };
 }
 
-function daemonArgs(socket: string): string[] {
+function daemonArgs(socket: string, tenant = TENANT): string[] {
   return [
     'daemon',
     '--ci',
     '--service-url',
     server.url,
     '--tenant',
-    TENANT,
+    tenant,
     '--socket',
     socket,
     '--cert-dir',
@@ -165,8 +171,14 @@ beforeAll(async () => {
   dir = makeTempDir('sb-ci-workload-');
   dataDir = join(dir, 'data');
   const port = await freePort();
+  const policyFile = join(dir, 'policy.yaml');
+  writeFileSync(
+    policyFile,
+    `version: 1\nrules: {}\ntenants:\n  ${RELEASE_TENANT}:\n    workload:\n      require: { ref: "refs/tags/v*" }\n`,
+  );
   server = await startServerProcess(['--data-dir', dataDir, '--listen', `127.0.0.1:${port}`], {
     SIGNBRIDGE_LOG_LEVEL: 'warn',
+    SIGNBRIDGE_POLICY_FILE: policyFile,
     SIGNBRIDGE_PUBLIC_URL: `http://127.0.0.1:${port}`,
     SIGNBRIDGE_WORKLOAD_ALLOW: '127.0.0.1',
     SIGNBRIDGE_WORKLOAD_CA_FILE: issuer.caFile,
@@ -178,12 +190,14 @@ beforeAll(async () => {
   });
   expect(created.status).toBe(201);
   // Main only, of acme/app pinned by id; one-minute keys so that the test sees a key expire and the daemon renew.
-  addTrustRule({
-    tenantId: TENANT,
-    issuer: issuer.url,
-    conditions: { repository: 'acme/app', repository_id: '100200300', ref: 'refs/heads/main' },
-    keyMinutes: 1,
+  addTrustRule(TENANT, { repository: 'acme/app', repository_id: '100200300', ref: 'refs/heads/main' }, 1);
+  // The release tenant trusts every ref of the repository; its policy signs tags only (workload.require).
+  const release = await postAction(server.url, 'create_tenant', operator, {
+    tenant_id: RELEASE_TENANT,
+    key_spec: 'ECC_NIST_P256',
   });
+  expect(release.status).toBe(201);
+  addTrustRule(RELEASE_TENANT, { repository_id: '100200300', event_name: 'push' }, 15);
   pki = makeTestPki(makeTempDir('sbci-pki-'));
   const build = makeTempDir('sbci-build-');
   writeFileSync(join(build, 'Hello.txt'), 'signed by a CI job through signbridge\n');
@@ -248,7 +262,16 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
       const keyIds = new Set(issued.map((e) => e.details.api_key_id as string));
       const signed = audit().filter((e) => e.tenant_id === TENANT && e.outcome === 'signed');
       expect(signed.length).toBeGreaterThan(0);
-      for (const entry of signed) expect([...keyIds].some((id) => JSON.stringify(entry).includes(id))).toBe(true);
+      for (const entry of signed) {
+        expect([...keyIds].some((id) => JSON.stringify(entry).includes(id))).toBe(true);
+        // Who signed, as the service verified it: repository, ref, run and its page.
+        expect(entry.details.workload).toMatchObject({
+          issuer: issuer.url,
+          project: 'acme/app',
+          ref: 'refs/heads/main',
+          run_id: '9000000001',
+        });
+      }
 
       // Nothing secret left the daemon: no token, no key on its output.
       const firstExpiry = Date.parse(first.details.expires_at as string);
@@ -299,6 +322,58 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
       }
     },
     DEADLINE_MS,
+  );
+
+  it(
+    'the release tenant signs a tag; a job on a branch is refused by the policy, with the reason the module prints',
+    async () => {
+      const saved = { ...issuer.github.claims };
+      try {
+        issuer.github.claims = {
+          ...saved,
+          ref: 'refs/tags/v1.0.0',
+          ref_type: 'tag',
+          sub: 'repo:acme/app:ref:refs/tags/v1.0.0',
+          run_id: '9000000002',
+        };
+        const tagJob = newJob('job-tag');
+        const tagDaemon = runInJob(daemonArgs(tagJob.socket, RELEASE_TENANT), tagJob.env);
+        await waitForSocket(tagJob.socket, DEADLINE_MS);
+        certifyTenants(pki, tagJob.socket, dir, [RELEASE_TENANT]);
+        const signer = createApiKeyCli(dataDir, 'signer', RELEASE_TENANT);
+        const pub = await postAction(server.url, 'get_public_key', signer, { tenant_id: RELEASE_TENANT });
+        expect(pub.status).toBe(200);
+        const releaseKeyId = pub.body.key_id as string;
+        signJar(tagJob.socket, releaseKeyId);
+        tagDaemon.child.kill('SIGTERM');
+        expect(await tagDaemon.done).toBe(0);
+
+        // The same repository on a branch: the trust rule admits it, the policy does not sign branches.
+        issuer.github.claims = { ...saved, run_id: '9000000003' };
+        const branchJob = newJob('job-branch');
+        const branchDaemon = runInJob(daemonArgs(branchJob.socket, RELEASE_TENANT), branchJob.env);
+        await waitForSocket(branchJob.socket, DEADLINE_MS);
+        const work = makeTempDir('sbci-jar-');
+        writeFileSync(join(work, 'app.jar'), jar);
+        const env = { SIGNBRIDGE_SOCKET: branchJob.socket, MODULE: MODULE_PATH, SLOT: '0', KEY_ID: releaseKeyId };
+        runSnippetOk('java-pkcs11-config', work, env);
+        const refused = runSnippet('jarsigner-sign', work, env);
+        expect(refused.code).not.toBe(0);
+        expect(refused.stdout + refused.stderr).toMatch(
+          /signbridge: policy denied the signature for tenant ci-release: .*workload-facts: ref is "refs\/heads\/main"; workload.require wants ref to match "refs\/tags\/v\*"/,
+        );
+        const denied = audit().filter((e) => e.tenant_id === RELEASE_TENANT && e.outcome === 'denied');
+        expect(denied.at(-1)?.details).toMatchObject({
+          rule: 'workload-facts',
+          workload: { project: 'acme/app', ref: 'refs/heads/main', run_id: '9000000003' },
+        });
+        branchDaemon.child.kill('SIGTERM');
+        expect(await branchDaemon.done).toBe(0);
+      } finally {
+        issuer.github.claims = saved;
+      }
+    },
+    2 * DEADLINE_MS,
   );
 
   it(
