@@ -16,7 +16,7 @@ import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { packagePath } from '../../src/paths.js';
 import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
 import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
-import { runSnippet, runSnippetOk } from '../helpers/doc-snippets.js';
+import { CLIENTS_DOC, runSnippet, runSnippetInBackground, runSnippetOk } from '../helpers/doc-snippets.js';
 import { makeTempDir } from '../helpers/service.js';
 import { waitForSocket } from '../module/harness.js';
 import { certifyTenants, makeTestPki, type TestPki } from '../tools/pki.js';
@@ -148,15 +148,18 @@ function daemonArgs(socket: string, tenant = TENANT): string[] {
   ];
 }
 
-/** jarsigner signs a fresh copy of the JAR through the module and the daemon at `socket`; returns its folder. */
-function signJar(socket: string, keyId: string): string {
+/**
+ * jarsigner signs a fresh copy of the JAR through the module and the daemon at `socket`; returns its folder. The
+ * tools run without blocking this process: the daemon may renew its key meanwhile, from the issuer served here.
+ */
+async function signJar(socket: string, keyId: string): Promise<string> {
   const work = makeTempDir('sbci-jar-');
   writeFileSync(join(work, 'app.jar'), jar);
   writeFileSync(join(work, 'root.pem'), readFileSync(pki.root));
   const env = { SIGNBRIDGE_SOCKET: socket, MODULE: MODULE_PATH, SLOT: '0', KEY_ID: keyId };
-  runSnippetOk('java-pkcs11-config', work, env);
-  runSnippetOk('jarsigner-sign', work, env);
-  const verified = runSnippetOk('jarsigner-verify', work, env).stdout;
+  await runSnippetInBackground('java-pkcs11-config', work, env, CLIENTS_DOC);
+  await runSnippetInBackground('jarsigner-sign', work, env, CLIENTS_DOC);
+  const verified = (await runSnippetInBackground('jarsigner-verify', work, env, CLIENTS_DOC)).stdout;
   expect(verified).toContain('jar verified.');
   return work;
 }
@@ -226,7 +229,7 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
         return res.status === 200 ? (res.body.key_id as string) : undefined;
       });
       keyId = pub;
-      signJar(job.socket, keyId);
+      await signJar(job.socket, keyId);
 
       // `login --ci` in another step of the job: the key in a 0600 file in $RUNNER_TEMP, nothing secret printed.
       const login = runInJob(['login', '--ci', '--service-url', server.url, '--tenant', TENANT], job.env);
@@ -280,7 +283,7 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
       const renewals = exchanges('issued');
       expect(renewals.length).toBeGreaterThanOrEqual(2);
       expect(Date.parse((renewals[1] as AuditLine).at)).toBeLessThan(firstExpiry);
-      signJar(job.socket, keyId);
+      await signJar(job.socket, keyId);
       expect(daemon.stderr()).toMatch(/renewed the key from the CI token exchange/);
       expect(daemon.stderr() + daemon.stdout()).not.toContain(issuer.github.requestToken);
       expect(daemon.stderr()).not.toContain('sbk_');
@@ -337,14 +340,46 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
           run_id: '9000000002',
         };
         const tagJob = newJob('job-tag');
-        const tagDaemon = runInJob(daemonArgs(tagJob.socket, RELEASE_TENANT), tagJob.env);
+        // SIGNBRIDGE_CI=1 in the job's environment instead of --ci.
+        const tagEnv = { ...tagJob.env, SIGNBRIDGE_CI: '1' };
+        const tagArgs = daemonArgs(tagJob.socket, RELEASE_TENANT).filter((a) => a !== '--ci');
+        const tagDaemon = runInJob(tagArgs, tagEnv);
         await waitForSocket(tagJob.socket, DEADLINE_MS);
         certifyTenants(pki, tagJob.socket, dir, [RELEASE_TENANT]);
         const signer = createApiKeyCli(dataDir, 'signer', RELEASE_TENANT);
         const pub = await postAction(server.url, 'get_public_key', signer, { tenant_id: RELEASE_TENANT });
         expect(pub.status).toBe(200);
         const releaseKeyId = pub.body.key_id as string;
-        signJar(tagJob.socket, releaseKeyId);
+        await signJar(tagJob.socket, releaseKeyId);
+
+        // An admin revokes the daemon's key: the next signature gets 401, the daemon exchanges a new token at once
+        // and signs with the new key (the job never sees the refusal).
+        const releaseExchanges = () =>
+          audit().filter(
+            (e) => e.action === 'workload_exchange' && e.outcome === 'issued' && e.tenant_id === RELEASE_TENANT,
+          );
+        const before = releaseExchanges();
+        const revoked = runCli([
+          'admin',
+          'api-key',
+          'revoke',
+          before.at(-1)?.details.api_key_id as string,
+          '--data-dir',
+          dataDir,
+        ]);
+        expect(revoked.code, revoked.stderr).toBe(0);
+        await signJar(tagJob.socket, releaseKeyId);
+        expect(releaseExchanges().length).toBe(before.length + 1);
+        expect(tagDaemon.stderr()).toMatch(/the service refused the key; sending again with the new one/);
+
+        // `signbridge sign --ci` in another step: exchanges in memory, signs the file over the HTTP API.
+        const artifact = join(tagJob.home, 'artifact.bin');
+        writeFileSync(artifact, 'release artifact\n');
+        const signed = runInJob(['sign', '--service-url', server.url, '--tenant', RELEASE_TENANT, artifact], tagEnv);
+        expect(await signed.done, signed.stderr()).toBe(0);
+        expect(statSync(`${artifact}.sig`).size).toBeGreaterThan(0);
+        expect(signed.stdout() + signed.stderr()).not.toContain('sbk_');
+        expect(releaseExchanges().length).toBe(before.length + 2);
         tagDaemon.child.kill('SIGTERM');
         expect(await tagDaemon.done).toBe(0);
 

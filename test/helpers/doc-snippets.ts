@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packagePath } from '../../src/paths.js';
 
-const CLIENTS_DOC = packagePath('docs', 'clients.md');
+export const CLIENTS_DOC = packagePath('docs', 'clients.md');
 
 let shimDir: string | undefined;
 /**
