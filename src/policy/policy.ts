@@ -1,11 +1,15 @@
 // The policy seam every signature passes through. Policy code is pure: no fastify, no store writes.
 // The rule engine (rules-engine.ts) implements PolicyEngine; without a policy file the built-in default
 // (signing/policy-settings.ts) decides. allowAll is for unit tests of the signing path only.
+import type { WorkloadFacts } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import type { VelocityLimits } from './policy-file.js';
 
 /** Everything a policy may look at: the contract's policy inputs plus who asks, for which tenant and key. */
-export interface PolicyInput {
+/** The CI facts beyond project and environment (src/auth/workload/workload-identity.ts names each). */
+type CiFacts = Omit<WorkloadFacts, 'project' | 'environment'>;
+
+export interface PolicyInput extends CiFacts {
   tenantId: string;
   keyId: string;
   keySpec: KeySpec;
@@ -27,16 +31,6 @@ export interface PolicyInput {
    */
   workloadIssuer?: string;
   workloadSubject?: string;
-  ref?: string;
-  refType?: string;
-  refProtected?: boolean;
-  workflow?: string;
-  sha?: string;
-  runId?: string;
-  runAttempt?: string;
-  actor?: string;
-  eventName?: string;
-  runnerEnvironment?: string;
   /** The tenant's active policy exceptions (fetched by the caller, so policy code stays free of I/O). */
   exceptions?: ActiveException[];
 }

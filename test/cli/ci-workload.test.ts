@@ -9,7 +9,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
@@ -17,6 +16,7 @@ import { packagePath } from '../../src/paths.js';
 import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
 import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { CLIENTS_DOC, runSnippet, runSnippetInBackground, runSnippetOk } from '../helpers/doc-snippets.js';
+import { freePort } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 import { waitForSocket } from '../module/harness.js';
 import { certifyTenants, makeTestPki, type TestPki } from '../tools/pki.js';
@@ -44,17 +44,7 @@ let pki: TestPki;
 let jar: Buffer;
 const children: ChildProcess[] = [];
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
+/** Polls every 250 ms: most probes here run a CLI command. */
 async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + DEADLINE_MS;
   for (;;) {

@@ -95,61 +95,50 @@ function flag(claims: Record<string, unknown>, name: string): boolean | undefine
   return value === undefined ? undefined : value === 'true';
 }
 
-function compact(facts: WorkloadFacts): WorkloadFacts {
-  return Object.fromEntries(Object.entries(facts).filter(([, v]) => v !== undefined)) as WorkloadFacts;
-}
+/** The claim each fact is read from, per issuer kind (GitLab has no run attempt; Kubernetes no CI facts). */
+const FACT_CLAIMS: Record<IssuerKind, Partial<Record<keyof WorkloadFacts, readonly string[]>>> = {
+  github: {
+    project: ['repository'],
+    environment: ['environment'],
+    ref: ['ref'],
+    refType: ['ref_type'],
+    refProtected: ['ref_protected'],
+    workflow: ['job_workflow_ref', 'workflow_ref'],
+    sha: ['sha'],
+    runId: ['run_id'],
+    runAttempt: ['run_attempt'],
+    actor: ['actor'],
+    eventName: ['event_name'],
+    runnerEnvironment: ['runner_environment'],
+  },
+  gitlab: {
+    project: ['project_path'],
+    environment: ['environment'],
+    ref: ['ref'],
+    refType: ['ref_type'],
+    refProtected: ['ref_protected'],
+    workflow: ['ci_config_ref_uri'],
+    sha: ['sha'],
+    runId: ['pipeline_id'],
+    actor: ['user_login'],
+    eventName: ['pipeline_source'],
+    runnerEnvironment: ['runner_environment'],
+  },
+  kubernetes: {},
+  // Any other issuer: the facts it states under the policy's own names, as the issuer verified them.
+  oidc: Object.fromEntries(WORKLOAD_FACT_NAMES.map((fact) => [fact, [FACT_FIELDS[fact]]])),
+};
 
 /** The facts of a verified token, named as the policy names them. */
 export function factsFromClaims(kind: IssuerKind, claims: Record<string, unknown>): WorkloadFacts {
-  switch (kind) {
-    case 'github':
-      return compact({
-        project: text(claims, 'repository'),
-        environment: text(claims, 'environment'),
-        ref: text(claims, 'ref'),
-        refType: text(claims, 'ref_type'),
-        refProtected: flag(claims, 'ref_protected'),
-        workflow: text(claims, 'job_workflow_ref') ?? text(claims, 'workflow_ref'),
-        sha: text(claims, 'sha'),
-        runId: text(claims, 'run_id'),
-        runAttempt: text(claims, 'run_attempt'),
-        actor: text(claims, 'actor'),
-        eventName: text(claims, 'event_name'),
-        runnerEnvironment: text(claims, 'runner_environment'),
-      });
-    case 'gitlab':
-      return compact({
-        project: text(claims, 'project_path'),
-        environment: text(claims, 'environment'),
-        ref: text(claims, 'ref'),
-        refType: text(claims, 'ref_type'),
-        refProtected: flag(claims, 'ref_protected'),
-        workflow: text(claims, 'ci_config_ref_uri'),
-        sha: text(claims, 'sha'),
-        runId: text(claims, 'pipeline_id'),
-        actor: text(claims, 'user_login'),
-        eventName: text(claims, 'pipeline_source'),
-        runnerEnvironment: text(claims, 'runner_environment'),
-      });
-    case 'kubernetes':
-      return {};
-    case 'oidc':
-      // Any other issuer: the facts it states under the policy's own names, as the issuer verified them.
-      return compact({
-        project: text(claims, 'project'),
-        environment: text(claims, 'environment'),
-        ref: text(claims, 'ref'),
-        refType: text(claims, 'ref_type'),
-        refProtected: flag(claims, 'ref_protected'),
-        workflow: text(claims, 'workflow'),
-        sha: text(claims, 'sha'),
-        runId: text(claims, 'run_id'),
-        runAttempt: text(claims, 'run_attempt'),
-        actor: text(claims, 'actor'),
-        eventName: text(claims, 'event_name'),
-        runnerEnvironment: text(claims, 'runner_environment'),
-      });
+  const facts: Record<string, string | boolean> = {};
+  for (const [fact, names] of Object.entries(FACT_CLAIMS[kind]) as Array<[keyof WorkloadFacts, readonly string[]]>) {
+    const value = names
+      .map((name) => (fact === 'refProtected' ? flag(claims, name) : text(claims, name)))
+      .find((v) => v !== undefined);
+    if (value !== undefined) facts[fact] = value;
   }
+  return facts as WorkloadFacts;
 }
 
 const SAFE_PATH = /^[A-Za-z0-9._~/-]+$/;
