@@ -3,13 +3,13 @@
 // no key on any command line), imports it, then proves it: a test digest signed through the service verifies
 // with the public half of the file (docs/keys.md).
 import { createHash, createPublicKey, verify } from 'node:crypto';
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import type { Command } from 'commander';
 import smCrypto from 'sm-crypto';
 import { apiKeyFromEnv, apiKeyFromFile } from '../../daemon/credentials.js';
 import { defaultLoginFiles, readLoginKey, readLoginMetadata } from '../../daemon/login-files.js';
 import { KEY_SPECS, type KeySpec, keyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { mlDsaMu, sm2Digest } from '../crypto/message-representatives.js';
+import { mlDsaLevel, verifyMlDsa } from '../crypto/ml-dsa-verify.js';
 import { parseMlDsaSpki, parseSm2Spki } from '../crypto/spki.js';
 import { wrapKeyMaterial } from '../keys/import/client-wrap.js';
 import {
@@ -40,10 +40,6 @@ interface ImportFlags {
 export const EXIT_IMPORTED_NOT_PROVEN = 2;
 
 class KeyImportError extends Error {}
-
-const ML_DSA = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 } as Partial<
-  Record<KeySpec, typeof ml_dsa65>
->;
 
 export function registerKeyCommands(program: Command): void {
   const key = program.command('key').description('tenant keys: import your own (docs/keys.md)');
@@ -226,7 +222,8 @@ function verifies(spec: KeySpec, spki: Buffer, message: Buffer, signature: Buffe
   const family = keyInfo(spec).family;
   if (family === 'ml-dsa') {
     const pk = parseMlDsaSpki(spki)?.publicKey ?? new Uint8Array();
-    return ML_DSA[spec]?.verify(signature, message, pk) ?? false;
+    const level = mlDsaLevel(spec);
+    return level ? verifyMlDsa(level, pk, { message }, signature) : false;
   }
   if (family === 'sm2') {
     // sm-crypto hashes with KMS's distinguishing ID 1234567812345678 (node:crypto would use an empty one).

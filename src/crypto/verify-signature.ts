@@ -1,13 +1,11 @@
-// Checks a signature the service returned against the key's public half before a client keeps it: ML-DSA with
-// @noble/post-quantum over μ (equivalent to verifying the message: μ binds the key and the file), SM2 with
+// Checks a signature the service returned against the key's public half before a client keeps it: ML-DSA over μ
+// (equivalent to verifying the message: μ binds the key and the file; ml-dsa-verify.ts says why μ means noble), SM2 with
 // sm-crypto over e = SM3(Z_A || M) (KMS's distinguishing ID is in e), RSA and ECDSA with node:crypto over the file.
 import { createPublicKey, createVerify, constants as cryptoConstants } from 'node:crypto';
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import smCrypto from 'sm-crypto';
 import { algorithmInfo, DIGEST_LENGTH, keyInfo, type SigningAlgorithm } from './algorithms.js';
 import { fileChunks, mlDsaPublicKey, type PublicKeyOf, sm2PublicPoint } from './file-representative.js';
-
-const ML_DSA = { 44: ml_dsa44, 65: ml_dsa65, 87: ml_dsa87 } as const;
+import { verifyMlDsa } from './ml-dsa-verify.js';
 
 /**
  * True when `signature` is `key`'s signature of the file at `path`; `representative` is the `hash` that was sent
@@ -22,7 +20,7 @@ export function verifyFileSignature(
 ): boolean {
   const info = keyInfo(key.keySpec);
   if (info.family === 'ml-dsa') {
-    return ML_DSA[info.level].internal.verify(signature, representative, mlDsaPublicKey(key), { externalMu: true });
+    return verifyMlDsa(info.level, mlDsaPublicKey(key), { mu: representative }, signature);
   }
   if (info.family === 'sm2') {
     return smCrypto.sm2.doVerifySignature(

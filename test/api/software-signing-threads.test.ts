@@ -3,16 +3,19 @@
 // says to retry, a sign_failed audit entry naming the key store, and a pool that is whole again for the next request.
 
 import type { Worker } from 'node:worker_threads';
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
+import { ml_dsa44, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import smCrypto from 'sm-crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { mlDsaMu, sm2Digest } from '../../src/crypto/message-representatives.js';
+import { type MlDsaLevel, mlDsaLevel, verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
 import { parseMlDsaSpki, parseSm2Spki } from '../../src/crypto/spki.js';
 import { ApiError } from '../../src/errors.js';
 import { SoftwareKeyStore } from '../../src/keys/software-key-store.js';
 import { SoftwareSignPool } from '../../src/keys/software-sign-pool.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
+
+const level = (spec: KeySpec): MlDsaLevel => mlDsaLevel(spec) as MlDsaLevel;
 
 let svc: TestService;
 beforeAll(async () => {
@@ -20,7 +23,6 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-const ML_DSA = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 } as Record<string, typeof ml_dsa65>;
 const der = (pem: string) => Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
 
 /** The pool's threads, to end one as a crash would (the pool keeps them private). */
@@ -57,8 +59,8 @@ describe('signatures on the threads', () => {
             const signing = store.sign(key.keyRef, spec, 'ML_DSA_SHAKE_256', mlDsaMu(pk, [message]));
             jobs.push(
               signing.then((sig) => {
-                expect(ML_DSA[spec]?.verify(sig, message, pk), `${spec} ${i}`).toBe(true);
-                expect(ML_DSA[spec]?.verify(sig, Buffer.from('another message'), pk)).toBe(false);
+                expect(verifyMlDsa(level(spec), pk, { message }, sig), `${spec} ${i}`).toBe(true);
+                expect(verifyMlDsa(level(spec), pk, { message: Buffer.from('another message') }, sig)).toBe(false);
               }),
             );
           }
@@ -91,7 +93,7 @@ describe('signatures on the threads', () => {
       const mu = mlDsaMu(publicKey, [Buffer.from('m')]);
       const signing = pool.sign({ family: 'ml-dsa', level: 44, secret, input: mu });
       expect(secret.byteLength).toBe(0); // detached: no copy stays on this thread
-      expect(ml_dsa44.verify(await signing, Buffer.from('m'), publicKey)).toBe(true);
+      expect(verifyMlDsa(44, publicKey, { message: Buffer.from('m') }, await signing)).toBe(true);
     } finally {
       await pool.close();
     }
@@ -124,7 +126,7 @@ describe('a signing thread that dies', () => {
       expect(after).toHaveLength(2);
       for (const w of after) expect(before).not.toContain(w);
       const again = await Promise.all([pool.sign(job()), pool.sign(job()), pool.sign(job())]);
-      for (const sig of again) expect(ml_dsa87.verify(sig, Buffer.from('x'), publicKey)).toBe(true);
+      for (const sig of again) expect(verifyMlDsa(87, publicKey, { message: Buffer.from('x') }, sig)).toBe(true);
     } finally {
       await pool.close();
     }
@@ -158,6 +160,8 @@ describe('a signing thread that dies', () => {
 
     const back = await sign();
     expect(back.status, JSON.stringify(back.body)).toBe(200);
-    expect(ml_dsa65.verify(Buffer.from(back.body.signature as string, 'base64'), Buffer.from('crash'), pk)).toBe(true);
+    expect(
+      verifyMlDsa(65, pk, { message: Buffer.from('crash') }, Buffer.from(back.body.signature as string, 'base64')),
+    ).toBe(true);
   });
 });

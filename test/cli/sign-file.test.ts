@@ -1,14 +1,14 @@
 // `signbridge sign FILE` and `signbridge digest FILE` through the real CLI against a real service (SoftHSM for RSA
 // and EC, the software key store for ML-DSA and SM2), every signature checked by a verifier that owes nothing to
-// signbridge: @noble/post-quantum over the whole file for ML-DSA, `openssl pkeyutl` with KMS's distinguishing ID
-// for SM2, `openssl dgst` for RSA and EC. Approval (202) with --request-id and --wait; the errors a user meets.
+// the signing path: ML-DSA over the whole file (node:crypto on Node 24, noble on Node 20, through the thin
+// src/crypto/ml-dsa-verify.ts), `openssl pkeyutl` with KMS's distinguishing ID for SM2, `openssl dgst` for RSA and EC. Approval (202) with --request-id and --wait; the errors a user meets.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
+import { type MlDsaLevel, mlDsaLevel, verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
 import { parseMlDsaSpki } from '../../src/crypto/spki.js';
 import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { loginEnv, startCli } from '../helpers/cli-child.js';
@@ -77,8 +77,7 @@ function verifyIndependently(spec: KeySpec, file: string, signature: Buffer): bo
   if (spec.startsWith('ML_DSA')) {
     const der = Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
     const raw = parseMlDsaSpki(der)?.publicKey ?? Buffer.alloc(0);
-    const mlDsa = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 }[spec as 'ML_DSA_65'];
-    return mlDsa.verify(signature, readFileSync(file), raw);
+    return verifyMlDsa(mlDsaLevel(spec) as MlDsaLevel, raw, { message: readFileSync(file) }, signature);
   }
   if (spec === 'SM2') {
     const out = openssl([

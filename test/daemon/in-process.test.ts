@@ -3,7 +3,6 @@
 import { createPublicKey, verify } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DaemonClient } from '../../daemon/client.js';
 import type { DaemonConfig } from '../../daemon/config.js';
@@ -13,6 +12,7 @@ import type { WireKey } from '../../daemon/protocol/messages.js';
 import { WireStatus } from '../../daemon/protocol/wire.js';
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
 import { mlDsaMu } from '../../src/crypto/message-representatives.js';
+import { verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { digestOf } from '../helpers/crypto.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -150,7 +150,7 @@ describe('in-process upstream', () => {
     });
     if (res.type !== 'SIGN_OK') throw new Error(JSON.stringify(res));
     expect(res.signature.length).toBe(3309);
-    expect(ml_dsa65.verify(res.signature, message, pk)).toBe(true);
+    expect(verifyMlDsa(65, pk, { message }, res.signature)).toBe(true);
     client.close();
   });
 

@@ -1,17 +1,16 @@
 // What a client sends as `hash` for a message, and a check of the signature over the message itself with
-// verifiers that owe nothing to the key store that signed: node:crypto (RSA, ECDSA), @noble/post-quantum (ML-DSA),
+// verifiers that owe nothing to the key store that signed: node:crypto (RSA, ECDSA), node:crypto on Node 24 or
+// @noble/post-quantum on Node 20 over the MESSAGE (ML-DSA; the key stores sign μ),
 // and openssl with KMS's distinguishing ID (SM2; its default ID is empty).
 import { execFileSync } from 'node:child_process';
 import { constants, createHash, createPublicKey, verify } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { mlDsaMu, sm2Digest } from '../../src/crypto/message-representatives.js';
+import { mlDsaLevel, verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
 import { parseMlDsaSpki, parseSm2Spki } from '../../src/crypto/spki.js';
-
-const ML_DSA = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 } as Record<string, typeof ml_dsa65>;
 
 export function spkiDer(pem: string): Buffer {
   return Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
@@ -45,9 +44,10 @@ export function verifiesIndependently(
   message: Buffer,
   signature: Buffer,
 ): boolean {
-  if (spec.startsWith('ML_DSA')) {
+  const level = mlDsaLevel(spec);
+  if (level) {
     const parsed = parseMlDsaSpki(spkiDer(pem));
-    return ML_DSA[spec]?.verify(signature, message, parsed?.publicKey ?? new Uint8Array()) ?? false;
+    return verifyMlDsa(level, parsed?.publicKey ?? new Uint8Array(), { message }, signature);
   }
   if (spec === 'SM2') return opensslSm2Verify(pem, message, signature);
   const key = createPublicKey(pem);
