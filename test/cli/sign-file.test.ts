@@ -1,7 +1,8 @@
 // `signbridge sign FILE` and `signbridge digest FILE` through the real CLI against a real service (SoftHSM for RSA
 // and EC, the software key store for ML-DSA and SM2), every signature checked by a verifier that owes nothing to
 // the signing path: ML-DSA over the whole file (node:crypto on Node 24, noble on Node 20, through the thin
-// src/crypto/ml-dsa-verify.ts), `openssl pkeyutl` with KMS's distinguishing ID for SM2, `openssl dgst` for RSA and EC. Approval (202) with --request-id and --wait; the errors a user meets.
+// src/crypto/ml-dsa-verify.ts), `openssl pkeyutl` with KMS's distinguishing ID for SM2, `openssl dgst` for RSA and
+// EC. Approval (202) with --request-id and --wait; the errors a user meets.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
