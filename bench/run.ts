@@ -1,6 +1,7 @@
 // `npm run bench`: measures, in one run on this machine, raw SoftHSM signing, the software key store's arithmetic
 // (ML-DSA-65, SM2) and the service's `sign` over HTTP (autocannon at concurrency 1 and 32) for RSA-2048, P-256,
-// ML-DSA-65 and SM2, and writes docs/benchmarks.md.
+// ML-DSA-65 and SM2, ML-DSA-65 on each Node runtime (bench/ml-dsa-runtimes.ts: noble and, on Node 24, node:crypto),
+// and writes docs/benchmarks.md.
 // BENCH_POSTGRES=0 skips the PostgreSQL rows.
 // Environment: BENCH_SECONDS (default 8) per measurement; BENCH_WARMUP_SECONDS (default 3) of unrecorded load per key
 // on each Node stack before its rows; BENCH_PATHS=0 skips the bridge paths (their section is left as it was).
@@ -16,6 +17,7 @@ import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerPro
 import { startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { type CpuShare, countCpu } from './cpu.js';
+import { measureMlDsaRuntimes, mlDsaRuntimeSection, writeMlDsaRuntimeSection } from './ml-dsa-runtimes.js';
 import { measurePaths } from './paths.js';
 import { measureSoftwareSigning } from './raw-software.js';
 import { summarise } from './stats.js';
@@ -82,6 +84,8 @@ for (const { cpuMs, ...r } of measureSoftwareSigning(seconds)) {
   rows.push({ path: 'library direct (noble / sm-crypto, 1 thread)', concurrency: 1, errors: 0, ...r });
   softwareCpuMs.set(r.spec, cpuMs);
 }
+
+const mlDsaRuntimeRows = measureMlDsaRuntimes(seconds, log);
 
 log('starting the service (embedded default)');
 const dataDir = makeTempDir('sb-bench-svc-');
@@ -380,5 +384,6 @@ if (!doc.includes('<!-- bench:paths:start -->'))
   doc += '\n## The bridge paths\n\n<!-- bench:paths:start -->\n<!-- bench:paths:end -->\n';
 if (!skipPaths) doc = doc.replace(/<!-- bench:paths:start -->[\s\S]*<!-- bench:paths:end -->/, pathSection);
 writeFileSync(docPath, doc);
+writeMlDsaRuntimeSection(mlDsaRuntimeSection(mlDsaRuntimeRows, seconds));
 process.stdout.write(`${measured}\n\n${table}\n\n${goals.join('\n')}\n`);
 log(`wrote ${docPath}`);
