@@ -7,12 +7,10 @@
 // expiry is refused (401) while the daemon has renewed its own and still signs. Trust rules are added with
 // `signbridge admin trust add`, as an admin does.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
-import { packagePath } from '../../src/paths.js';
 import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
 import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { CLIENTS_DOC, runSnippet, runSnippetInBackground, runSnippetOk } from '../helpers/doc-snippets.js';
