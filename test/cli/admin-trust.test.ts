@@ -9,10 +9,11 @@ import { packagePath } from '../../src/paths.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
-import { runCli } from '../helpers/cli.js';
+import { type ExportedAuditEntry, exportAudit, runCli } from '../helpers/cli.js';
 import { runSnippetOk } from '../helpers/doc-snippets.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
+import { keyRecord } from '../helpers/store-records.js';
 
 const GITHUB = 'https://token.actions.githubusercontent.com';
 const GITLAB = 'https://gitlab.example.com';
@@ -50,40 +51,15 @@ function listed(tenant = 'acme'): ListedRule[] {
   return JSON.parse(res.stdout) as ListedRule[];
 }
 
-interface AuditLine {
-  tenant_id: string | null;
-  actor: string;
-  action: string;
-  outcome: string;
-  details: Record<string, unknown>;
-}
-
 /** The audit log as `admin audit export` writes it. */
-function auditLog(): AuditLine[] {
-  const res = cli('audit', 'export');
-  expect(res.code, res.stderr).toBe(0);
-  return res.stdout
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as AuditLine);
-}
+const auditLog = (): ExportedAuditEntry[] =>
+  exportAudit(['--data-dir', dataDir, ...(database ? ['--database', database] : [])]);
 
 beforeAll(async () => {
   dataDir = makeTempDir();
   // A tenant row is all these commands need (no signing here): its key record points at nothing.
   await withStore((store) =>
-    store.createTenant('acme', {
-      id: 'key-1',
-      tenantId: 'acme',
-      version: 1,
-      keySpec: 'ECC_NIST_P256',
-      keyRef: 'none',
-      publicKeyPem: '',
-      createdAt: new Date().toISOString(),
-      keyStore: 'pkcs11',
-      origin: 'generated',
-      materialExpiresAt: null,
-    }),
+    store.createTenant('acme', { ...keyRecord('key-1', 'acme'), keyRef: 'none', publicKeyPem: '' }),
   );
 });
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));

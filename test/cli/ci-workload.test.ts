@@ -12,7 +12,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
-import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import {
+  CLI,
+  createApiKeyCli,
+  type ExportedAuditEntry,
+  exportAudit,
+  postAction,
+  runCli,
+  type ServerProcess,
+  startServerProcess,
+} from '../helpers/cli.js';
 import { CLIENTS_DOC, runSnippet, runSnippetInBackground, runSnippetOk } from '../helpers/doc-snippets.js';
 import { freePort } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -23,16 +32,6 @@ const TENANT = 'ci-app';
 const RELEASE_TENANT = 'ci-release';
 /** Generous: one-minute keys, a 2-core machine shared with other work. */
 const DEADLINE_MS = 180_000;
-
-interface AuditLine {
-  seq: number;
-  at: string;
-  tenant_id: string | null;
-  actor: string;
-  action: string;
-  outcome: string;
-  details: Record<string, unknown>;
-}
 
 let issuer: CiIssuer;
 let server: ServerProcess;
@@ -53,15 +52,7 @@ async function until<T>(what: string, probe: () => T | undefined | Promise<T | u
   }
 }
 
-function audit(): AuditLine[] {
-  const res = runCli(['admin', 'audit', 'export', '--data-dir', dataDir]);
-  if (res.code !== 0) throw new Error(res.stderr);
-  return res.stdout
-    .trim()
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as AuditLine);
-}
+const audit = (): ExportedAuditEntry[] => exportAudit(['--data-dir', dataDir]);
 
 /** Saves a trust rule as an admin does: `signbridge admin trust add`, which prints the rule's id. */
 function addTrustRule(tenant: string, claims: Record<string, string>, keyMinutes: number): string {
@@ -241,7 +232,7 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
 
       const issued = exchanges('issued');
       expect(issued.length).toBeGreaterThanOrEqual(1);
-      const first = issued[0] as AuditLine;
+      const first = issued[0] as ExportedAuditEntry;
       expect(first.details).toMatchObject({
         issuer: issuer.url,
         subject: 'repo:acme/app:ref:refs/heads/main',
@@ -270,7 +261,7 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
       // Renewed before the first key expired (at 2/3 of its minute), without a signature asking for it.
       const renewals = exchanges('issued');
       expect(renewals.length).toBeGreaterThanOrEqual(2);
-      expect(Date.parse((renewals[1] as AuditLine).at)).toBeLessThan(firstExpiry);
+      expect(Date.parse((renewals[1] as ExportedAuditEntry).at)).toBeLessThan(firstExpiry);
       await signJar(job.socket, keyId);
       expect(daemon.stderr()).toMatch(/renewed the key from the CI token exchange/);
       expect(daemon.stderr() + daemon.stdout()).not.toContain(issuer.github.requestToken);
@@ -306,7 +297,7 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
           /signbridge daemon --ci: the service refused the token exchange \(HTTP 400 invalid_grant\): .*ref/,
         );
         expect(daemon.stderr()).not.toContain(issuer.github.requestToken);
-        const refusal = exchanges('refused').at(-1) as AuditLine;
+        const refusal = exchanges('refused').at(-1) as ExportedAuditEntry;
         expect(refusal.details.subject).toBe('repo:acme/app:ref:refs/heads/feature');
       } finally {
         issuer.github.claims = saved;

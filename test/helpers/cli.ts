@@ -128,3 +128,24 @@ export function createApiKeyCli(dataDir: string, role: string, tenant?: string):
   if (res.code !== 0) throw new Error(`api-key create ${role}: ${res.stderr}`);
   return res.stdout.trim();
 }
+
+/** An audit entry as `signbridge admin audit export` writes it (one JSON object per line). */
+export interface ExportedAuditEntry {
+  seq: number;
+  at: string;
+  tenant_id: string | null;
+  actor: string;
+  action: string;
+  outcome: string;
+  details: Record<string, unknown>;
+}
+
+/** The whole audit log through `admin audit export`, with the store options (`--data-dir D` or `--database URL`). */
+export function exportAudit(storeArgs: string[]): ExportedAuditEntry[] {
+  const res = runCli(['admin', 'audit', 'export', ...storeArgs]);
+  if (res.code !== 0) throw new Error(`admin audit export failed: ${res.stderr}`);
+  return res.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as ExportedAuditEntry);
+}
