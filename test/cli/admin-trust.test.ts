@@ -65,149 +65,158 @@ beforeAll(async () => {
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 describe('admin trust', () => {
-  it('adds a rule (id on stdout), lists it, removes it; each change is audited with the rule', async () => {
-    const added = trust(
-      'add',
-      '--tenant',
-      'acme',
-      '--issuer',
-      GITHUB,
-      '--audience',
-      'https://signbridge.example',
-      '--claim',
-      'repository_id=123456',
-      '--claim',
-      'repository=acme/app',
-      '--claim',
-      'ref=refs/tags/v*',
-      '--claim',
-      'event_name=push',
-      '--key-minutes',
-      '10',
-    );
-    expect(added.code, added.stderr).toBe(0);
-    const id = added.stdout.trim();
-    expect(id).toMatch(/^tr_[0-9a-f]{16}$/);
-    expect(added.stderr).toContain(`added trust rule ${id} to acme`);
-    expect(added.stderr).toContain('repository=acme/app');
-    expect(added.stderr).toContain('signer keys for 10 minutes');
-    expect(added.stderr).not.toContain('warning');
+  it(
+    'adds a rule (id on stdout), lists it, removes it; each change is audited with the rule',
+    { timeout: 300_000 },
+    async () => {
+      const added = trust(
+        'add',
+        '--tenant',
+        'acme',
+        '--issuer',
+        GITHUB,
+        '--audience',
+        'https://signbridge.example',
+        '--claim',
+        'repository_id=123456',
+        '--claim',
+        'repository=acme/app',
+        '--claim',
+        'ref=refs/tags/v*',
+        '--claim',
+        'event_name=push',
+        '--key-minutes',
+        '10',
+      );
+      expect(added.code, added.stderr).toBe(0);
+      const id = added.stdout.trim();
+      expect(id).toMatch(/^tr_[0-9a-f]{16}$/);
+      expect(added.stderr).toContain(`added trust rule ${id} to acme`);
+      expect(added.stderr).toContain('repository=acme/app');
+      expect(added.stderr).toContain('signer keys for 10 minutes');
+      expect(added.stderr).not.toContain('warning');
 
-    const [rule, ...others] = listed();
-    expect(others).toEqual([]);
-    expect(rule).toMatchObject({
-      id,
-      tenant_id: 'acme',
-      issuer: GITHUB,
-      audience: 'https://signbridge.example',
-      conditions: { repository_id: '123456', repository: 'acme/app', ref: 'refs/tags/v*', event_name: 'push' },
-      role: 'signer',
-      key_minutes: 10,
-    });
-    expect(rule?.created_by).toMatch(/^cli:/);
-    const table = trust('list', '--tenant', 'acme');
-    expect(table.stdout).toMatch(
-      new RegExp(
-        `^${id}\\t${GITHUB}\\thttps://signbridge.example\\tsigner\\t10\\trepository_id=123456 repository=acme/app ref=refs/tags/v\\* event_name=push\\t`,
-        'm',
-      ),
-    );
-
-    // The saved rule is the one the exchange will match: a name that only starts the same is another repository.
-    const saved = await withStore((s) => s.workload.listTrustRules('acme', GITHUB));
-    const claims = { repository_id: '123456', repository: 'acme/app', ref: 'refs/tags/v1.2', event_name: 'push' };
-    expect('rule' in matchTrustRules(saved, claims)).toBe(true);
-    expect('rule' in matchTrustRules(saved, { ...claims, repository: 'acme/app-evil' })).toBe(false);
-    expect('rule' in matchTrustRules(saved, { ...claims, ref: 'refs/heads/v1' })).toBe(false);
-
-    const removed = trust('remove', id);
-    expect(removed.code, removed.stderr).toBe(0);
-    expect(removed.stderr).toContain(`removed trust rule ${id} of acme`);
-    expect(listed()).toEqual([]);
-    expect(trust('list', '--tenant', 'acme').stderr).toContain('acme has no trust rules');
-
-    const entries = auditLog().filter((e) => e.action === 'trust_rule' && e.details.rule_id === id);
-    expect(entries.map((e) => e.outcome)).toEqual(['added', 'removed']);
-    for (const entry of entries) {
-      expect(entry.tenant_id).toBe('acme');
-      expect(entry.actor).toMatch(/^cli:/);
-      expect(entry.details).toMatchObject({
+      const [rule, ...others] = listed();
+      expect(others).toEqual([]);
+      expect(rule).toMatchObject({
+        id,
+        tenant_id: 'acme',
         issuer: GITHUB,
         audience: 'https://signbridge.example',
-        conditions: rule?.conditions,
+        conditions: { repository_id: '123456', repository: 'acme/app', ref: 'refs/tags/v*', event_name: 'push' },
         role: 'signer',
         key_minutes: 10,
-        via: 'cli',
       });
-    }
-    // The chain still verifies after the CLI's entries.
-    expect(cli('audit', 'verify').code).toBe(0);
-  });
+      expect(rule?.created_by).toMatch(/^cli:/);
+      const table = trust('list', '--tenant', 'acme');
+      expect(table.stdout).toMatch(
+        new RegExp(
+          `^${id}\\t${GITHUB}\\thttps://signbridge.example\\tsigner\\t10\\trepository_id=123456 repository=acme/app ref=refs/tags/v\\* event_name=push\\t`,
+          'm',
+        ),
+      );
 
-  it('warns, without refusing, about a GitHub rule that pins names without repository_id or ref without the event', () => {
-    const byName = trust('add', '--tenant', 'acme', '--issuer', GITHUB, '--claim', 'repository=acme/app');
-    expect(byName.code, byName.stderr).toBe(0);
-    expect(byName.stderr).toMatch(/^warning: the rule pins repository by name without repository_id/m);
-    const bySub = trust(
-      'add',
-      '--tenant',
-      'acme',
-      '--issuer',
-      GITHUB,
-      '--claim',
-      'sub=repo:acme/app:environment:release',
-    );
-    expect(bySub.stderr).toMatch(/^warning: the rule pins sub by name without repository_id/m);
-    const refOnly = trust(
-      'add',
-      '--tenant',
-      'acme',
-      '--issuer',
-      GITHUB,
-      '--claim',
-      'repository_id=123456',
-      '--claim',
-      'ref=refs/heads/main',
-    );
-    expect(refOnly.code, refOnly.stderr).toBe(0);
-    expect(refOnly.stderr).toMatch(
-      /^warning: the rule pins ref without event_name or environment.*pull_request_target/m,
-    );
-    expect(refOnly.stderr).not.toContain('by name without repository_id');
-    const withEnvironment = trust(
-      'add',
-      '--tenant',
-      'acme',
-      '--issuer',
-      GITHUB,
-      '--claim',
-      'repository_id=123456',
-      '--claim',
-      'ref=refs/heads/main',
-      '--claim',
-      'environment=release',
-    );
-    expect(withEnvironment.stderr).not.toContain('warning');
-    // GitLab has neither repository_id nor event_name: its rules get no GitHub advice.
-    const gitlab = trust(
-      'add',
-      '--tenant',
-      'acme',
-      '--issuer',
-      GITLAB,
-      '--claim',
-      'project_path=acme/app',
-      '--claim',
-      'ref=main',
-    );
-    expect(gitlab.code, gitlab.stderr).toBe(0);
-    expect(gitlab.stderr).not.toContain('warning');
-    const ids = [byName, bySub, refOnly, withEnvironment, gitlab].map((r) => r.stdout.trim());
-    expect(listed().map((r) => r.id)).toEqual(ids);
-    for (const id of ids) expect(trust('remove', id).code).toBe(0);
-  });
+      // The saved rule is the one the exchange will match: a name that only starts the same is another repository.
+      const saved = await withStore((s) => s.workload.listTrustRules('acme', GITHUB));
+      const claims = { repository_id: '123456', repository: 'acme/app', ref: 'refs/tags/v1.2', event_name: 'push' };
+      expect('rule' in matchTrustRules(saved, claims)).toBe(true);
+      expect('rule' in matchTrustRules(saved, { ...claims, repository: 'acme/app-evil' })).toBe(false);
+      expect('rule' in matchTrustRules(saved, { ...claims, ref: 'refs/heads/v1' })).toBe(false);
 
-  it('bad input: a clear message, exit 1, nothing saved or audited', () => {
+      const removed = trust('remove', id);
+      expect(removed.code, removed.stderr).toBe(0);
+      expect(removed.stderr).toContain(`removed trust rule ${id} of acme`);
+      expect(listed()).toEqual([]);
+      expect(trust('list', '--tenant', 'acme').stderr).toContain('acme has no trust rules');
+
+      const entries = auditLog().filter((e) => e.action === 'trust_rule' && e.details.rule_id === id);
+      expect(entries.map((e) => e.outcome)).toEqual(['added', 'removed']);
+      for (const entry of entries) {
+        expect(entry.tenant_id).toBe('acme');
+        expect(entry.actor).toMatch(/^cli:/);
+        expect(entry.details).toMatchObject({
+          issuer: GITHUB,
+          audience: 'https://signbridge.example',
+          conditions: rule?.conditions,
+          role: 'signer',
+          key_minutes: 10,
+          via: 'cli',
+        });
+      }
+      // The chain still verifies after the CLI's entries.
+      expect(cli('audit', 'verify').code).toBe(0);
+    },
+  );
+
+  it(
+    'warns, without refusing, about a GitHub rule that pins names without repository_id or ref without the event',
+    { timeout: 300_000 },
+    () => {
+      const byName = trust('add', '--tenant', 'acme', '--issuer', GITHUB, '--claim', 'repository=acme/app');
+      expect(byName.code, byName.stderr).toBe(0);
+      expect(byName.stderr).toMatch(/^warning: the rule pins repository by name without repository_id/m);
+      const bySub = trust(
+        'add',
+        '--tenant',
+        'acme',
+        '--issuer',
+        GITHUB,
+        '--claim',
+        'sub=repo:acme/app:environment:release',
+      );
+      expect(bySub.stderr).toMatch(/^warning: the rule pins sub by name without repository_id/m);
+      const refOnly = trust(
+        'add',
+        '--tenant',
+        'acme',
+        '--issuer',
+        GITHUB,
+        '--claim',
+        'repository_id=123456',
+        '--claim',
+        'ref=refs/heads/main',
+      );
+      expect(refOnly.code, refOnly.stderr).toBe(0);
+      expect(refOnly.stderr).toMatch(
+        /^warning: the rule pins ref without event_name or environment.*pull_request_target/m,
+      );
+      expect(refOnly.stderr).not.toContain('by name without repository_id');
+      const withEnvironment = trust(
+        'add',
+        '--tenant',
+        'acme',
+        '--issuer',
+        GITHUB,
+        '--claim',
+        'repository_id=123456',
+        '--claim',
+        'ref=refs/heads/main',
+        '--claim',
+        'environment=release',
+      );
+      expect(withEnvironment.stderr).not.toContain('warning');
+      // GitLab has neither repository_id nor event_name: its rules get no GitHub advice.
+      const gitlab = trust(
+        'add',
+        '--tenant',
+        'acme',
+        '--issuer',
+        GITLAB,
+        '--claim',
+        'project_path=acme/app',
+        '--claim',
+        'ref=main',
+      );
+      expect(gitlab.code, gitlab.stderr).toBe(0);
+      expect(gitlab.stderr).not.toContain('warning');
+      const ids = [byName, bySub, refOnly, withEnvironment, gitlab].map((r) => r.stdout.trim());
+      expect(listed().map((r) => r.id)).toEqual(ids);
+      for (const id of ids) expect(trust('remove', id).code).toBe(0);
+    },
+  );
+
+  // Nineteen CLI runs one after another: the time-out only catches a hang, whatever the machine's load.
+  it('bad input: a clear message, exit 1, nothing saved or audited', { timeout: 300_000 }, () => {
     const rulesBefore = listed();
     const auditBefore = auditLog().length;
     const base = ['--tenant', 'acme', '--issuer', GITHUB];
@@ -244,68 +253,72 @@ describe('admin trust', () => {
     expect(auditLog().length).toBe(auditBefore);
   });
 
-  it("docs/ci.md's examples save rules that admit the job meant and refuse its near misses", async () => {
-    const env = { SIGNBRIDGE_DATA_DIR: dataDir, ...(database ? { SIGNBRIDGE_DATABASE_URL: database } : {}) };
-    const saved = async (snippet: string) => {
-      const id = runSnippetOk(snippet, dataDir, env, 120_000, packagePath('docs', 'ci.md')).stdout.trim();
-      expect(id).toMatch(/^tr_[0-9a-f]{16}$/);
-      const rule = await withStore((s) => s.workload.getTrustRule(id));
-      expect(rule, snippet).toBeDefined();
-      return [rule as NonNullable<typeof rule>];
-    };
-    const admits = (rules: Awaited<ReturnType<typeof saved>>, claims: Record<string, unknown>) =>
-      'rule' in matchTrustRules(rules, claims);
+  it(
+    "docs/ci.md's examples save rules that admit the job meant and refuse its near misses",
+    { timeout: 300_000 },
+    async () => {
+      const env = { SIGNBRIDGE_DATA_DIR: dataDir, ...(database ? { SIGNBRIDGE_DATABASE_URL: database } : {}) };
+      const saved = async (snippet: string) => {
+        const id = runSnippetOk(snippet, dataDir, env, 120_000, packagePath('docs', 'ci.md')).stdout.trim();
+        expect(id).toMatch(/^tr_[0-9a-f]{16}$/);
+        const rule = await withStore((s) => s.workload.getTrustRule(id));
+        expect(rule, snippet).toBeDefined();
+        return [rule as NonNullable<typeof rule>];
+      };
+      const admits = (rules: Awaited<ReturnType<typeof saved>>, claims: Record<string, unknown>) =>
+        'rule' in matchTrustRules(rules, claims);
 
-    const github = await saved('trust-github');
-    const release = {
-      repository: 'acme/app',
-      repository_id: '123456',
-      repository_owner_id: '789',
-      environment: 'release',
-      ref: 'refs/tags/v1.2.0',
-      event_name: 'push',
-      runner_environment: 'github-hosted',
-    };
-    expect(admits(github, release)).toBe(true);
-    expect(admits(github, { ...release, ref: 'refs/heads/main' })).toBe(false);
-    expect(admits(github, { ...release, repository_id: '1234567' })).toBe(false);
-    expect(admits(github, { ...release, runner_environment: 'self-hosted' })).toBe(false);
-    expect(admits(github, { ...release, environment: undefined })).toBe(false);
+      const github = await saved('trust-github');
+      const release = {
+        repository: 'acme/app',
+        repository_id: '123456',
+        repository_owner_id: '789',
+        environment: 'release',
+        ref: 'refs/tags/v1.2.0',
+        event_name: 'push',
+        runner_environment: 'github-hosted',
+      };
+      expect(admits(github, release)).toBe(true);
+      expect(admits(github, { ...release, ref: 'refs/heads/main' })).toBe(false);
+      expect(admits(github, { ...release, repository_id: '1234567' })).toBe(false);
+      expect(admits(github, { ...release, runner_environment: 'self-hosted' })).toBe(false);
+      expect(admits(github, { ...release, environment: undefined })).toBe(false);
 
-    const gitlab = await saved('trust-gitlab');
-    expect(gitlab[0]?.keyMinutes).toBe(10);
-    const tagJob = {
-      project_id: 4242,
-      project_path: 'acme/app',
-      ref: 'v1.2.0',
-      ref_type: 'tag',
-      ref_protected: 'true',
-      ci_config_ref_uri: 'gitlab.example.com/acme/app//.gitlab-ci.yml@refs/tags/v1.2.0',
-    };
-    expect(admits(gitlab, tagJob)).toBe(true);
-    expect(admits(gitlab, { ...tagJob, ref_protected: 'false' })).toBe(false);
-    expect(
-      admits(gitlab, { ...tagJob, ci_config_ref_uri: 'gitlab.example.com/evil/app//.gitlab-ci.yml@refs/tags/v1' }),
-    ).toBe(false);
+      const gitlab = await saved('trust-gitlab');
+      expect(gitlab[0]?.keyMinutes).toBe(10);
+      const tagJob = {
+        project_id: 4242,
+        project_path: 'acme/app',
+        ref: 'v1.2.0',
+        ref_type: 'tag',
+        ref_protected: 'true',
+        ci_config_ref_uri: 'gitlab.example.com/acme/app//.gitlab-ci.yml@refs/tags/v1.2.0',
+      };
+      expect(admits(gitlab, tagJob)).toBe(true);
+      expect(admits(gitlab, { ...tagJob, ref_protected: 'false' })).toBe(false);
+      expect(
+        admits(gitlab, { ...tagJob, ci_config_ref_uri: 'gitlab.example.com/evil/app//.gitlab-ci.yml@refs/tags/v1' }),
+      ).toBe(false);
 
-    const kubernetes = await saved('trust-kubernetes');
-    const pod = {
-      sub: 'system:serviceaccount:builds:signer',
-      aud: ['https://signbridge.example.com'],
-      'kubernetes.io': {
-        namespace: 'builds',
-        serviceaccount: { name: 'signer', uid: '0b6f4e2a-9c1d-4f3e-8a7b-2c5d6e7f8a9b' },
-      },
-    };
-    expect(admits(kubernetes, pod)).toBe(true);
-    // The same name re-created (another uid), and a neighbouring account.
-    const recreated = {
-      ...pod,
-      'kubernetes.io': { ...pod['kubernetes.io'], serviceaccount: { name: 'signer', uid: 'x' } },
-    };
-    expect(admits(kubernetes, recreated)).toBe(false);
-    expect(admits(kubernetes, { ...pod, sub: 'system:serviceaccount:builds:signer2' })).toBe(false);
+      const kubernetes = await saved('trust-kubernetes');
+      const pod = {
+        sub: 'system:serviceaccount:builds:signer',
+        aud: ['https://signbridge.example.com'],
+        'kubernetes.io': {
+          namespace: 'builds',
+          serviceaccount: { name: 'signer', uid: '0b6f4e2a-9c1d-4f3e-8a7b-2c5d6e7f8a9b' },
+        },
+      };
+      expect(admits(kubernetes, pod)).toBe(true);
+      // The same name re-created (another uid), and a neighbouring account.
+      const recreated = {
+        ...pod,
+        'kubernetes.io': { ...pod['kubernetes.io'], serviceaccount: { name: 'signer', uid: 'x' } },
+      };
+      expect(admits(kubernetes, recreated)).toBe(false);
+      expect(admits(kubernetes, { ...pod, sub: 'system:serviceaccount:builds:signer2' })).toBe(false);
 
-    for (const [rule] of [github, gitlab, kubernetes]) expect(trust('remove', rule?.id as string).code).toBe(0);
-  });
+      for (const [rule] of [github, gitlab, kubernetes]) expect(trust('remove', rule?.id as string).code).toBe(0);
+    },
+  );
 });
