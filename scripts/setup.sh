@@ -131,37 +131,9 @@ install_node24() {
   fi
 }
 
-# better-sqlite3 is a V8 addon: a build loads only on the Node ABI it was built for (115 = Node 20, 137 = Node 24).
-# Each runtime's build is kept where the `bindings` package looks for it by ABI (lib/binding/node-v<abi>-linux-x64/)
-# and build/Release's copy is moved there, so the machine's Node and Node 24 each load their own from one
-# node_modules. pkcs11js and the daemon's peercred addon are Node-API addons and load on both as they are.
-SQLITE_DIR=node_modules/better-sqlite3
-sqlite_addon_for() { # $1: a node binary
-  printf '%s/lib/binding/node-v%s-linux-x64/better_sqlite3.node' "$SQLITE_DIR" "$("$1" -p process.versions.modules)"
-}
-build_sqlite_for() { # $1: a node binary; $2: its headers (nodedir), or empty for npm's own setting
-  local node=$1 nodedir=${2:-} target
-  target=$(sqlite_addon_for "$node")
-  [ -f "$target" ] && return 0
-  if [ ! -f "$SQLITE_DIR/build/Release/better_sqlite3.node" ] || [ "$(built_sqlite_abi)" != "$("$node" -p process.versions.modules)" ]; then
-    log "building better-sqlite3 for Node $("$node" --version) (about a minute)"
-    local env_args=("PATH=$(dirname "$node"):$PATH" npm_config_build_from_source=true)
-    [ -z "$nodedir" ] || env_args+=("npm_config_nodedir=$nodedir")
-    env "${env_args[@]}" npm rebuild better-sqlite3 --no-audit --no-fund --loglevel=error >/dev/null
-  fi
-  mkdir -p "$(dirname "$target")"
-  mv "$SQLITE_DIR/build/Release/better_sqlite3.node" "$target"
-}
-# The ABI of the addon npm ci (or a rebuild) left in build/Release; recorded by node-gyp in config.gypi.
-built_sqlite_abi() {
-  local gypi="$SQLITE_DIR/build/config.gypi" version
-  version=$(sed -n 's/.*"node_module_version": \([0-9]*\).*/\1/p' "$gypi" 2>/dev/null | head -1)
-  printf '%s' "$version"
-}
-build_sqlite_addons() {
-  build_sqlite_for "$(command -v node)" ""
-  build_sqlite_for "$NODE24_HOME/bin/node" "$(cd "$NODE24_HOME" && pwd)"
-}
+# SQLite: better-sqlite3 13 (Node-API, prebuilt inside its package) on Node 22 and 24, and 12 under the alias
+# better-sqlite3-node20, built by npm ci for the machine's Node, on Node 20 (src/store/sqlite-driver.ts says why).
+# pkcs11js and the daemon's peercred addon are Node-API addons and load on every line as they are.
 
 build_native() {
   [ -f native/CMakeLists.txt ] || return 0
@@ -183,7 +155,6 @@ build_typescript() {
 [ "${SIGNBRIDGE_SKIP_APT:-0}" = 1 ] || { install_system_packages; quiet_system_pgbouncer; }
 install_npm_packages
 install_node24
-build_sqlite_addons
 build_native
 build_daemon_addon
 build_typescript

@@ -7,9 +7,9 @@
 // harmless, where the other order could restore a tenant whose key is missing.
 import { closeSync, cpSync, existsSync, mkdirSync, openSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import type { ServiceConfig } from '../config/config.js';
 import { ensurePrivateDir } from '../fs-private.js';
+import { openSqlite } from '../store/sqlite-driver.js';
 
 export class BackupError extends Error {}
 
@@ -42,7 +42,7 @@ export function backupDataDir(config: ServiceConfig, to: string): BackupReport {
   // audit log, and would otherwise get the umask's mode.
   closeSync(openSync(database, 'wx', 0o600));
   const started = performance.now();
-  const db = new BetterSqlite3(source, { fileMustExist: true });
+  const db = openSqlite(source, { fileMustExist: true });
   try {
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     db.prepare('VACUUM INTO ?').run(database);

@@ -1,7 +1,6 @@
 import { closeSync, openSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import BetterSqlite3 from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
 import { packagePath } from '../paths.js';
 import { chainAuditRows } from './audit-chain.js';
@@ -17,6 +16,7 @@ import {
   WRITE_BATCH_MAX,
   type WriteBatch,
 } from './kysely-store.js';
+import { openSqlite, SQLITE_DRIVER_PATH } from './sqlite-driver.js';
 import type { ApiKeyRecord, KeyRecord } from './store.js';
 
 const STATEMENT_CACHE_SIZE = 256;
@@ -150,7 +150,7 @@ class SqliteStore extends KyselyStore {
 }
 
 const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
-const betterSqlite3Path = createRequire(import.meta.url).resolve('better-sqlite3');
+const betterSqlite3Path = SQLITE_DRIVER_PATH;
 
 /** What the checkpointer thread has done: passes, passes with the commits held (and for how long in all), lockouts. */
 export interface CheckpointerStats {
@@ -403,7 +403,7 @@ export type SqliteKyselyStore = KyselyStore & {
 export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteKyselyStore {
   // Create the file 0600 first: SQLite gives its -wal and -shm files the database file's mode.
   closeSync(openSync(path, 'a', 0o600));
-  const sqlite = new BetterSqlite3(path);
+  const sqlite = openSqlite(path);
   // WAL lets /readyz and reads proceed during a write; NORMAL sync is durable across process crashes in WAL mode.
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');

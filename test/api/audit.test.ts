@@ -3,11 +3,11 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 import type { AuditEntry } from '../../src/store/store.js';
 import { runCli } from '../helpers/cli.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
@@ -132,7 +132,7 @@ describe('audit log', () => {
     // Work on a copy, so each case tampers with a pristine log.
     const copyDir = join(svc.dataDir, `copy-${seq}`);
     runCli(['admin', 'api-key', 'list', '--data-dir', copyDir]); // creates and migrates an empty store there
-    const db = new BetterSqlite3(join(copyDir, 'signbridge.db'));
+    const db = openSqlite(join(copyDir, 'signbridge.db'));
     db.prepare('DELETE FROM audit_log').run();
     const insert = db.prepare(
       'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?)',

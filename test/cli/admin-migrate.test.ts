@@ -3,10 +3,10 @@
 // PostgreSQL with the same data dir (the same token) and everything carries on. A non-empty target is refused.
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
@@ -109,7 +109,7 @@ describe.skipIf(!enabled)('signbridge admin migrate', () => {
   });
 
   it('refuses a source whose audit chain is broken', () => {
-    const db = new BetterSqlite3(join(svc.dataDir, 'signbridge.db'));
+    const db = openSqlite(join(svc.dataDir, 'signbridge.db'));
     db.prepare("UPDATE audit_log SET actor = 'someone else' WHERE seq = 3").run();
     db.close();
     const res = runCli(['admin', 'migrate', '--from', `sqlite:${svc.dataDir}`, '--to', createTestDatabase('broken')]);

@@ -3,8 +3,8 @@
 // fails, and the service made exactly as many signatures as the threads received (no SIGN was served twice).
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { ensurePeercredBuilt, startDaemonProcess, tempDir, tempSocketPath } from './helpers.js';
 import { startSignLoop } from './sign-loop.js';
@@ -63,7 +63,7 @@ describe('threads signing through the module across a daemon restart', () => {
     expect(result.bad).toBe(0);
     expect(result.signed).toBeGreaterThanOrEqual(120);
     // The service's audit log has one "signed" entry per signature the threads received: none was made twice.
-    const db = new BetterSqlite3(join(svc.dataDir, 'signbridge.db'), { readonly: true });
+    const db = openSqlite(join(svc.dataDir, 'signbridge.db'), { readonly: true });
     try {
       const row = db
         .prepare("SELECT count(*) AS n FROM audit_log WHERE tenant_id = 'restart' AND outcome = 'signed'")

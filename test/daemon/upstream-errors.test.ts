@@ -1,13 +1,12 @@
-// The in-process upstream tells the module to retry when the store cannot write, as the service's 503 does.
-import BetterSqlite3 from 'better-sqlite3';
 import { expect, it } from 'vitest';
 import { WireStatus } from '../../daemon/protocol/wire.js';
 import { upstreamErrorFor } from '../../daemon/upstream/in-process-upstream.js';
 import { ApiError } from '../../src/errors.js';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 
 /** A real SQLITE_FULL from SQLite: a database that may not grow by one page. */
 function sqliteFull(): unknown {
-  const db = new BetterSqlite3(':memory:');
+  const db = openSqlite(':memory:');
   try {
     db.exec('CREATE TABLE t (x BLOB)');
     db.pragma(`max_page_count = ${db.pragma('page_count', { simple: true })}`);

@@ -6,10 +6,10 @@
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import pkcs11js from 'pkcs11js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { createApiKeyCli } from '../helpers/cli.js';
 import { type Stack, startStack, tenantFor } from './harness.js';
 
@@ -111,7 +111,7 @@ describe('C_Sign and the approval workflow', () => {
 
 /** The requests the service holds for a message's SHA-256 (read from its SQLite database beside it). */
 function serviceRequestsFor(message: Buffer): Array<{ id: string; status: string }> {
-  const db = new BetterSqlite3(join(stack.dir, 'data', 'signbridge.db'), { readonly: true });
+  const db = openSqlite(join(stack.dir, 'data', 'signbridge.db'), { readonly: true });
   try {
     const hash = createHash('sha256').update(message).digest('base64');
     return db

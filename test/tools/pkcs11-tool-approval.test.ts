@@ -6,9 +6,9 @@ import { spawn } from 'node:child_process';
 import { createPublicKey, verify } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { createApiKeyCli } from '../helpers/cli.js';
 import { type Stack, startStack, tenantFor } from '../module/harness.js';
 
@@ -121,7 +121,7 @@ describe('pkcs11-tool and a signature held for approval', () => {
     const run = pkcs11ToolSign(dir, { SIGNBRIDGE_LOG: 'off' }, Buffer.from('another release build\n'));
     // With the log off, the approver finds the request in the service's database (what the console lists).
     const requestId = await eventually(() => {
-      const db = new BetterSqlite3(join(stack.dir, 'data', 'signbridge.db'), { readonly: true });
+      const db = openSqlite(join(stack.dir, 'data', 'signbridge.db'), { readonly: true });
       try {
         const row = db
           .prepare("SELECT id FROM pending_requests WHERE tenant_id = ? AND status = 'pending_approval'")

@@ -4,12 +4,12 @@
 // here finalizes SoftHSM, which would end the library for any other key store in the same process.
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import { expect, it } from 'vitest';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { allowAll } from '../../src/policy/policy.js';
 import { SigningService } from '../../src/signing/signing-service.js';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -117,7 +117,7 @@ it('a store committing on the event loop gets the record after the signature: a 
 it('a commit written ahead that fails while the signature is on a signing thread fails the request, nothing else', async () => {
   // RSA-4096 on a thread (inlineBelowMs 0) takes milliseconds: the writer's failure arrives while it signs.
   const t = await signingSetup(true, 0);
-  const db = new BetterSqlite3(t.storePath);
+  const db = openSqlite(t.storePath);
   try {
     await t.signing.createTenant('slow', 'RSA_4096', 'test');
     db.exec(`CREATE TRIGGER audit_fails BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'disk full'); END`);

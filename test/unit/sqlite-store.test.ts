@@ -1,12 +1,12 @@
 // The Store contract on SQLite (PostgreSQL will run the same cases).
 import { copyFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
 import type { Database } from '../../src/store/kysely-store.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-store.js';
 import { type AuditEntry, type AuditEntryInput, ConflictError } from '../../src/store/store.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -32,7 +32,7 @@ const sig = signatureRecord;
 function rowsInMainFile(path: string, tenantId: string): number {
   const copy = join(makeTempDir(), 'main-file-only.db');
   copyFileSync(path, copy);
-  const db = new BetterSqlite3(copy);
+  const db = openSqlite(copy);
   try {
     return db.prepare('SELECT count(*) FROM signatures WHERE tenant_id = ?').pluck().get(tenantId) as number;
   } catch {
@@ -257,7 +257,7 @@ describe('SQLite store', () => {
       // (stats.lockedOut counts the passes the neighbour's checkpoints got in the way of: how many is a race.)
       expect(maxWal).toBeLessThan(limit);
       // Nothing was lost while commits were held, and the chain is whole.
-      const db = new BetterSqlite3(path, { readonly: true });
+      const db = openSqlite(path, { readonly: true });
       try {
         expect(db.prepare("SELECT count(*) FROM signatures WHERE tenant_id = 'ts'").pluck().get()).toBe(batches * 10);
         expect(db.prepare("SELECT count(*) FROM audit_log WHERE actor = 'test'").pluck().get()).toBe(batches * 10);
@@ -297,7 +297,7 @@ describe('SQLite store', () => {
 
   it('migrates an audit log written before 0005 intact, without the unique index on prev_hash', async () => {
     const path = join(makeTempDir(), 'old-audit.db');
-    const sqlite = new BetterSqlite3(path);
+    const sqlite = openSqlite(path);
     const old = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
     const provider = { getMigrations: async () => MIGRATIONS };
     expect((await new Migrator({ db: old, provider }).migrateTo('0004_vulnerability_db')).error).toBeUndefined();
@@ -321,7 +321,7 @@ describe('SQLite store', () => {
       const read = await store.readAudit(0, 1000);
       expect(read.map((e) => e.details)).toEqual(entries.map((e) => e.details));
       expect(walkChain(read)).toEqual({ problems: [], verified: read.length });
-      const after = new BetterSqlite3(path, { readonly: true });
+      const after = openSqlite(path, { readonly: true });
       try {
         expect(after.prepare("SELECT count(*) FROM pragma_index_list('audit_log')").pluck().get()).toBe(0);
       } finally {
@@ -358,7 +358,7 @@ describe('SQLite store', () => {
       expect(all.length).toBe(200);
       expect(walkChain(all)).toEqual({ problems: [], verified: all.length });
       // A second successor of an existing entry cannot be written.
-      const raw = new BetterSqlite3(path);
+      const raw = openSqlite(path);
       try {
         const [row] = chainAuditRows({ seq: 10, hash: (all[9] as { hash: string }).hash }, [entry('fork', 0)]);
         expect(() =>

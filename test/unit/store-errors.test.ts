@@ -2,8 +2,8 @@
 // codes: a write locked out past the busy timeout (SQLITE_BUSY) and a read-only database. Disk full is in
 // test/api/store-faults.test.ts, through the whole API.
 import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { permanentConnectionProblem, storeFault, storeUnavailable } from '../../src/store/store-errors.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -19,10 +19,10 @@ function caught(fn: () => unknown): unknown {
 describe('storeFault', () => {
   it('a write locked out by another connection past the busy timeout is SQLITE_BUSY: 503 store_unavailable', () => {
     const path = join(makeTempDir(), 'busy.db');
-    const holder = new BetterSqlite3(path);
+    const holder = openSqlite(path);
     holder.pragma('journal_mode = WAL');
     holder.exec('CREATE TABLE t (x INTEGER)');
-    const other = new BetterSqlite3(path, { timeout: 50 });
+    const other = openSqlite(path, { timeout: 50 });
     try {
       holder.exec('BEGIN IMMEDIATE');
       holder.exec('INSERT INTO t VALUES (1)');
@@ -43,13 +43,13 @@ describe('storeFault', () => {
 
   it('a read-only database is SQLITE_READONLY; a constraint violation is not a store fault', () => {
     const path = join(makeTempDir(), 'ro.db');
-    const setup = new BetterSqlite3(path);
+    const setup = openSqlite(path);
     setup.exec('CREATE TABLE t (x INTEGER PRIMARY KEY)');
     setup.exec('INSERT INTO t VALUES (1)');
     const duplicate = caught(() => setup.exec('INSERT INTO t VALUES (1)'));
     expect(storeFault(duplicate)).toBeUndefined();
     setup.close();
-    const readOnly = new BetterSqlite3(path, { readonly: true });
+    const readOnly = openSqlite(path, { readonly: true });
     try {
       expect(storeFault(caught(() => readOnly.exec('INSERT INTO t VALUES (2)')))).toMatch(/^SQLITE_READONLY/);
     } finally {
