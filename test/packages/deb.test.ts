@@ -76,6 +76,16 @@ function purge() {
   if (installedStatus() !== 'unknown' && installedStatus() !== 'not-installed') dpkg(['--purge', PACKAGE]);
 }
 
+/** The package that owns a library path; with merged /usr, dpkg may know it under /lib or under /usr/lib. */
+function ownerOf(path: string): string | undefined {
+  const bare = path.replace(/^\/usr\//, '/');
+  for (const candidate of [path, bare, `/usr${bare}`]) {
+    const r = spawnSync('dpkg', ['-S', candidate], { encoding: 'utf8' });
+    if (r.status === 0) return r.stdout.split(':')[0];
+  }
+  return undefined;
+}
+
 /** The control fields of the .deb. */
 function control(): Record<string, string> {
   const text = execFileSync('dpkg-deb', ['-f', deb], { encoding: 'utf8' });
@@ -138,14 +148,10 @@ describe('the .deb before installation (dpkg-deb -I / -c)', () => {
         (m) => m[1] as string,
       );
       for (const lib of needed) {
-        const path = new RegExp(`\\s${lib.replaceAll('.', '\\.')} \\(libc6,x86-64[^)]*\\) => (\\S+)`).exec(
-          ldconfig,
-        )?.[1];
-        const owner = path
-          ? spawnSync('dpkg', ['-S', path], { encoding: 'utf8' }).stdout.split(':')[0]
-          : lib.startsWith('ld-linux')
-            ? 'libc6'
-            : undefined;
+        const path = new RegExp(
+          `\\s${lib.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(libc6,x86-64[^)]*\\) => (\\S+)`,
+        ).exec(ldconfig)?.[1];
+        const owner = path ? ownerOf(path) : lib.startsWith('ld-linux') ? 'libc6' : undefined;
         if (!owner || !names.has(owner)) missing.push(`${elf.slice(extracted.length)} needs ${lib} (${owner})`);
       }
     }
@@ -212,7 +218,8 @@ describe('installed with dpkg -i, used from the installed paths', () => {
     const stack = S();
     expect(servedBy(stack)).toBe(true);
     const out = runOk(SIGNBRIDGE, ['status'], stack.env, stack.work).stdout;
-    expect(out).toMatch(/^daemon: +up\b/m);
+    expect(out).toMatch(/^daemon: +reachable at /m);
+    expect(out).toMatch(/^service: +reachable$/m);
     expect(out).toContain(`(tenant ${tenantFor(RSA)})`);
     expect(out).toContain(`(tenant ${tenantFor(EC)})`);
   });
@@ -239,8 +246,8 @@ describe('installed with dpkg -i, used from the installed paths', () => {
     const stack = S();
     // Only the system registration: no per-user p11-kit configuration of this machine's root interferes.
     const out = runOk('p11-kit', ['list-modules'], { ...stack.env, P11_KIT_NO_USER_CONFIG: '1' }).stdout;
-    const block = out.split(/\n(?=\S)/).find((b) => b.startsWith('module: signbridge'));
-    expect(block, out).toBeDefined();
+    const block = out.split(/\n(?=\S)/).find((b) => b.startsWith('signbridge: '));
+    expect(block, out).toMatch(/^signbridge: libsignbridge-pkcs11\.so\n/);
     expect(block).toContain(`token: ${tenantFor(RSA)}`);
   });
 
@@ -265,8 +272,8 @@ describe('removed with dpkg -r, then purged', () => {
     expect(r.status, r.stderr).toBe(0);
     for (const f of files) expect(existsSync(f), f).toBe(false);
     expect(existsSync('/usr/lib/signbridge-client')).toBe(false);
-    // What remains is at most dpkg's record of configuration (none here): never a file of the package.
-    expect(['not-installed', 'config-files']).toContain(installedStatus());
+    // What may remain is dpkg's record of configuration files; with none, dpkg forgets the package at once.
+    expect(['not-installed', 'config-files', 'unknown']).toContain(installedStatus());
     const conffiles = spawnSync('dpkg-query', ['-W', field('Conffiles'), PACKAGE], { encoding: 'utf8' }).stdout.trim();
     expect(conffiles).toBe('');
   });
@@ -275,7 +282,7 @@ describe('removed with dpkg -r, then purged', () => {
     dpkg(['--purge', PACKAGE]);
     expect(['not-installed', 'unknown']).toContain(installedStatus());
     const env = installedEnv(makeTempDir('sb-deb-home-'), { P11_KIT_NO_USER_CONFIG: '1' });
-    expect(runOk('p11-kit', ['list-modules'], env).stdout).not.toMatch(/^module: signbridge/m);
+    expect(runOk('p11-kit', ['list-modules'], env).stdout).not.toMatch(/^signbridge:/m);
     expect(readdirSync('/usr/lib/x86_64-linux-gnu/pkcs11')).not.toContain('libsignbridge-pkcs11.so');
   });
 });
