@@ -257,6 +257,7 @@ describe('installed with dpkg -i, used from the installed paths', () => {
       ...process.env,
       PATH: SYSTEM_PATH,
     });
+    expect(r.status, r.stderr).toBe(0);
     expect(r.stderr + r.stdout).not.toMatch(/signbridge-daemon\.service:\d+:|Unknown (key|section)|not executable/i);
   });
 });
