@@ -115,13 +115,30 @@ export async function startInstalledStack(signbridgeCommand: string): Promise<In
     work,
     daemonLog: () => log,
     async close() {
-      if (daemon.exitCode === null && daemon.signalCode === null) {
-        daemon.kill('SIGTERM');
-        await exited;
-      }
-      await stack.close();
+      await stopProcess(daemon, 'the installed daemon');
+      await stopProcess(stack.server.child, 'the service');
     },
   };
+}
+
+/**
+ * SIGTERM, then SIGKILL if the process is still there after `graceMs` (cleanup only: no test asserts on how fast a
+ * process stops, but a cleanup must not hang the run; seen once under heavy load on a shared machine).
+ */
+export async function stopProcess(child: ChildProcess, what: string, graceMs = 30_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(true), graceMs);
+  });
+  if (await Promise.race([exited.then(() => false), late])) {
+    console.warn(`${what} (pid ${child.pid}) did not stop within ${graceMs / 1000} s of SIGTERM: SIGKILL`);
+    child.kill('SIGKILL');
+    await exited;
+  }
+  clearTimeout(timer);
 }
 
 /** The installed daemon's own line, proving the socket is served by it and not by a leftover checkout daemon. */

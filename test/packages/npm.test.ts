@@ -14,6 +14,7 @@ import {
   installedEnv,
   mb,
   RSA,
+  run,
   runOk,
   servedBy,
   signWithPkcs11Tool,
@@ -134,6 +135,23 @@ describe('the fallback build where no prebuilt file fits (native-src/build.sh, p
     const r = signWithPkcs11Tool(S(), module);
     expect(r.verified).toBe(true);
     expect(r.tampered).toBe(false);
+  }, 600_000); // a compile: no assumption about the machine's speed
+});
+
+describe('what the client packages leave out', () => {
+  it('daemon --in-process says the package has no in-process mode instead of failing on a missing module', () => {
+    const r = run(bin(prefixes.noScripts), ['daemon', '--in-process', join(S().work, 'data'), '--tenant', 'x'], {
+      ...S().env,
+      SIGNBRIDGE_SOCKET: join(S().work, 'in-process.sock'),
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('has no in-process mode');
+  });
+
+  it('has no server or admin command', () => {
+    const r = run(bin(prefixes.noScripts), ['server', '--data-dir', join(S().work, 'data')], S().env);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/unknown command 'server'/);
   });
 });
 
