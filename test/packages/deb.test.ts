@@ -5,7 +5,8 @@
 // The only test file that runs dpkg -i (the machine's package database is global state); afterAll purges even
 // when a test failed.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createPublicKey, X509Certificate } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTempDir } from '../helpers/service.js';
@@ -240,6 +241,47 @@ describe('installed with dpkg -i, used from the installed paths', () => {
     expect(r.config).toContain(`pkcs11-module-path = ${MODULE}`);
     expect(r.verified).toBe(true);
     expect(r.tampered).toBe(false);
+  });
+
+  it('signbridge cert self-signed makes a certificate through the installed daemon, signed by the tenant key', () => {
+    const stack = S();
+    const dir = makeTempDir('sb-deb-cert-');
+    const args = ['cert', 'self-signed', '--tenant', tenantFor(EC), '--subject', '/CN=signbridge package test'];
+    runOk(SIGNBRIDGE, [...args, '--days', '1', '--out', 'self.pem'], stack.env, dir);
+    const cert = new X509Certificate(readFileSync(join(dir, 'self.pem')));
+    const key = createPublicKey(stack.stack.publicKeys.get(tenantFor(EC)) as string);
+    expect(cert.publicKey.equals(key)).toBe(true);
+    expect(cert.verify(key)).toBe(true);
+  });
+
+  it('signbridge sign signs a file over the HTTP API with the RSA tenant key; openssl verifies it', () => {
+    const stack = S();
+    const dir = makeTempDir('sb-deb-sign-');
+    writeFileSync(join(dir, 'file.txt'), 'signed by the installed signbridge sign\n');
+    writeFileSync(join(dir, 'service.pem'), stack.stack.publicKeys.get(tenantFor(RSA)) as string);
+    const keyFile = join(stack.stack.dir, 'keys', tenantFor(RSA));
+    runOk(
+      SIGNBRIDGE,
+      [
+        'sign',
+        '--tenant',
+        tenantFor(RSA),
+        '--service-url',
+        stack.stack.server.url,
+        '--api-key-file',
+        keyFile,
+        'file.txt',
+      ],
+      stack.env,
+      dir,
+    );
+    const r = run(
+      'openssl',
+      ['dgst', '-sha256', '-verify', 'service.pem', '-signature', 'file.txt.sig', 'file.txt'],
+      stack.env,
+      dir,
+    );
+    expect(r.stdout).toContain('Verified OK');
   });
 
   it('p11-kit lists the module from the package registration, with the daemon tokens', () => {
