@@ -76,9 +76,10 @@ build_deb() {
   install -m 0644 packaging/deb/copyright "$pkg/usr/share/doc/signbridge-client/copyright"
   install -m 0644 "$NODE24_DIR/LICENSE" "$pkg/usr/share/doc/signbridge-client/node-LICENSE"
   install -m 0644 docs/packages.md "$pkg/usr/share/doc/signbridge-client/packages.md"
-  # libc6: everything; libssl3: the module's libcrypto; libstdc++6 and libgcc-s1: the carried node and the addon
-  # (test/packages/deb-contents.test.ts checks every NEEDED library of every ELF file against this list).
-  local depends='libc6 (>= 2.28), libssl3 (>= 3.0.0), libstdc++6, libgcc-s1'
+  # libc6: everything (2.34: the module, built on Debian 12, uses GLIBC_2.34 symbols); libssl3: the module's
+  # libcrypto; libstdc++6 and libgcc-s1: the carried node and the addon (GLIBCXX_3.4.21: GCC 5).
+  # test/packages/deb.test.ts checks every NEEDED library and the highest GLIBC_ version against this list.
+  local depends='libc6 (>= 2.34), libssl3 (>= 3.0.0), libstdc++6 (>= 5), libgcc-s1'
   local size
   size=$(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
   sed -e "s/@VERSION@/$VERSION/" -e "s/@DEPENDS@/$depends/" -e "s/@INSTALLED_SIZE@/$size/" \

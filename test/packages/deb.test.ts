@@ -159,6 +159,30 @@ describe('the .deb before installation (dpkg-deb -I / -c)', () => {
     expect(missing).toEqual([]);
   });
 
+  it('asks for a libc6 at least as new as the newest GLIBC_ symbol version its files use', () => {
+    const declared = /libc6 \(>= ([0-9.]+)\)/.exec(control().Depends ?? '')?.[1];
+    expect(declared).toBeDefined();
+    const versions = execFileSync('find', [extracted, '-type', 'f'], { encoding: 'utf8' })
+      .split('\n')
+      .filter((f) => f && readFileSync(f).subarray(0, 4).toString('latin1') === '\x7fELF')
+      // node's dynamic symbol table is megabytes: let grep reduce it to the versions.
+      .flatMap((f) =>
+        execFileSync('bash', ['-c', 'objdump -T "$1" | grep -o "GLIBC_[0-9.]*" | sort -u', '_', f], {
+          encoding: 'utf8',
+        }).split('\n'),
+      )
+      .filter(Boolean)
+      .map((v) => v.slice('GLIBC_'.length));
+    const newer = (a: string, b: string) => {
+      const [x, y] = [a.split('.').map(Number), b.split('.').map(Number)];
+      for (let i = 0; i < Math.max(x.length, y.length); i++)
+        if ((x[i] ?? 0) !== (y[i] ?? 0)) return (x[i] ?? 0) > (y[i] ?? 0);
+      return false;
+    };
+    const newest = versions.reduce((a, b) => (newer(b, a) ? b : a), '0');
+    expect(newer(newest, declared as string), `newest GLIBC_${newest}, Depends libc6 (>= ${declared})`).toBe(false);
+  });
+
   it('holds the module where p11-kit and OpenSSL look, the p11-kit registration, the user unit and the client', () => {
     const listing = execFileSync('dpkg-deb', ['-c', deb], { encoding: 'utf8' });
     for (const file of EXPECTED_FILES) expect(listing).toContain(` .${file}\n`);
