@@ -1,8 +1,14 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+// test/packages install the client .deb on this machine (a system-wide p11-kit registration that the p11-kit tests
+// would see) and start daemons from installed packages: they run as a step of their own, after `npm run package`,
+// when named on the command line (`vitest run test/packages`), never beside the rest of the suite.
+const packagesNamed = process.argv.some((arg) => arg.replace(/^\.\//, '').startsWith('test/packages'));
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    exclude: packagesNamed ? configDefaults.exclude : [...configDefaults.exclude, 'test/packages/**'],
     globalSetup: ['test/global-setup.ts'],
     // One process per test file: PKCS#11 modules are initialised once per process (SoftHSM reads its
     // configuration then), so files must not share a process.

@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
-import { packagePath } from '../src/paths.js';
+import { INSTALLED_PACKAGE, nativeMissingHint, nativePath } from '../src/paths.js';
 
 export interface PeerCred {
   pid: number;
@@ -10,7 +10,7 @@ export interface PeerCred {
   gid: number;
 }
 
-export const PEERCRED_ADDON_PATH = packagePath('daemon', 'native', 'peercred', 'build', 'Release', 'peercred.node');
+export const PEERCRED_ADDON_PATH = nativePath('peercredAddon');
 export const PEERCRED_BUILD_COMMAND = 'bash daemon/native/peercred/build.sh';
 
 type GetPeerCred = (fd: number) => PeerCred;
@@ -20,10 +20,10 @@ let loaded: GetPeerCred | undefined;
 export function loadPeerCred(): GetPeerCred {
   if (loaded) return loaded;
   if (!existsSync(PEERCRED_ADDON_PATH)) {
-    throw new Error(
-      `the peer-credential addon is not built (${PEERCRED_ADDON_PATH}); run \`${PEERCRED_BUILD_COMMAND}\` ` +
-        'from the signbridge folder (or scripts/setup.sh)',
-    );
+    const todo = INSTALLED_PACKAGE
+      ? nativeMissingHint()
+      : `run \`${PEERCRED_BUILD_COMMAND}\` from the signbridge folder (or scripts/setup.sh)`;
+    throw new Error(`the peer-credential addon is not built (${PEERCRED_ADDON_PATH}); ${todo}`);
   }
   const addon = createRequire(import.meta.url)(PEERCRED_ADDON_PATH) as { getPeerCred: GetPeerCred };
   loaded = addon.getPeerCred;

@@ -1,10 +1,15 @@
 // `signbridge module-path`: the absolute path of the PKCS#11 module, for `pkcs11-tool --module $(...)` and
-// OpenSSL/Java configuration. The module is built by CMake (scripts/setup.sh) into build/native/.
+// OpenSSL/Java configuration. A checkout builds it with CMake (scripts/setup.sh) into build/native/; a package
+// installs it where its layout file says (src/paths.ts).
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { packagePath } from '../paths.js';
+import { nativeMissingHint, nativePath } from '../paths.js';
 
-export const MODULE_PATH = packagePath('build', 'native', 'libsignbridge-pkcs11.so');
+export const MODULE_PATH = nativePath('pkcs11Module');
+
+/** Why the module cannot be used, for error messages: it is missing, and what to do about it. */
+export const moduleMissing = () =>
+  `the PKCS#11 module is not built (${MODULE_PATH} is missing); ${nativeMissingHint()}`;
 
 export function registerModulePathCommand(program: Command): void {
   program
@@ -12,9 +17,7 @@ export function registerModulePathCommand(program: Command): void {
     .description('print the absolute path of libsignbridge-pkcs11.so (the PKCS#11 module)')
     .action(() => {
       if (!existsSync(MODULE_PATH)) {
-        process.stderr.write(
-          `signbridge: the PKCS#11 module is not built (${MODULE_PATH} is missing); run scripts/setup.sh\n`,
-        );
+        process.stderr.write(`signbridge: ${moduleMissing()}\n`);
         process.exitCode = 1;
         return;
       }

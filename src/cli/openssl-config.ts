@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { MODULE_PATH } from './module-path.js';
+import { MODULE_PATH, moduleMissing } from './module-path.js';
 
 export class OpensslConfigError extends Error {}
 
@@ -92,7 +92,7 @@ interface Flags {
 /** The configuration text for these flags; throws OpensslConfigError when something it names is missing. */
 export function opensslConfig(flags: Omit<Flags, 'out'>): string {
   if (!existsSync(MODULE_PATH)) {
-    throw new OpensslConfigError(`the PKCS#11 module is not built (${MODULE_PATH} is missing); run scripts/setup.sh`);
+    throw new OpensslConfigError(moduleMissing());
   }
   if (flags.engine) {
     if (flags.provider)

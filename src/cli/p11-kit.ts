@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { MODULE_PATH } from './module-path.js';
+import { MODULE_PATH, moduleMissing } from './module-path.js';
 
 export class P11KitError extends Error {}
 
@@ -70,7 +70,7 @@ export function registerP11KitCommands(program: Command): void {
     .option('--system', `for all users, in ${SYSTEM_MODULES_DIR} (needs root)`)
     .action((flags: { system?: boolean }) => {
       if (!existsSync(MODULE_PATH)) {
-        throw new P11KitError(`the PKCS#11 module is not built (${MODULE_PATH} is missing); run scripts/setup.sh`);
+        throw new P11KitError(moduleMissing());
       }
       const scope = scopeOf(flags);
       const file = join(registrationDir(scope), MODULE_FILE);
