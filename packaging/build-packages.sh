@@ -132,11 +132,17 @@ service_node_modules() {
   if [ -f "$dir/.lock-sha256" ] && [ "$(cat "$dir/.lock-sha256")" = "$stamp" ] && [ -d "$dir/node_modules" ]; then
     return 0
   fi
-  log "installing the service's production node_modules for Node 24 (native addons compile: a minute or two)"
+  log "installing the service's production node_modules for Node 24 (pkcs11js compiles: a minute)"
   rm -rf "$dir" && mkdir -p "$dir"
   cp package.json package-lock.json "$dir/"
-  (cd "$dir" && PATH="$NODE24_DIR/bin:$PATH" npm_config_nodedir="$NODE24_DIR" npm_config_build_from_source=true \
-    npm ci --omit=dev --no-audit --no-fund --loglevel=error >/dev/null)
+  # Install scripts off, then the one addon that needs a build (pkcs11js, Node-API) built against Node 24's headers.
+  # better-sqlite3 13 is prebuilt inside its package; its Node 20 alias (src/store/sqlite-driver.ts) is never loaded
+  # by the Node 24 the tarball carries, so it is left out instead of compiled.
+  (cd "$dir" && PATH="$NODE24_DIR/bin:$PATH" npm_config_nodedir="$NODE24_DIR" \
+    npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null &&
+    PATH="$NODE24_DIR/bin:$PATH" npm_config_nodedir="$NODE24_DIR" \
+      npm rebuild pkcs11js --no-audit --no-fund --loglevel=error >/dev/null &&
+    rm -rf node_modules/better-sqlite3-node20)
   echo "$stamp" >"$dir/.lock-sha256"
 }
 
@@ -161,6 +167,8 @@ build_service() {
   find "$app/node_modules" -type d -path '*/build/Release/.deps' -prune -exec rm -rf {} +
   find "$app/node_modules" -type f -path '*/build/Release/*' \( -name '*.a' -o -name 'test_extension.node' \) -delete
   rm -rf "$app/node_modules/better-sqlite3/deps" "$app/node_modules/better-sqlite3/src"
+  # better-sqlite3 13 ships prebuilt addons for eight platforms; the tarball is linux-x64 (glibc).
+  find "$app/node_modules/better-sqlite3/prebuilds" -type f ! -name 'linux-x64.node' -delete
   install -m 0755 "$NODE24" "$top/node/bin/node"
   install -m 0644 "$NODE24_DIR/LICENSE" "$top/node/LICENSE"
   install -m 0755 packaging/service/signbridge.sh "$top/bin/signbridge"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, lints, type-checks and runs every test: the whole suite on
-# Node 24 LTS (runtime/node24, installed by setup.sh), then the unit and API tests again on the machine's Node.
+# Node 24 LTS (runtime/node24, installed by setup.sh), the packages built and installed, then the unit and API tests
+# again on the machine's Node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -27,6 +28,12 @@ if [ "$#" -eq 0 ]; then
   echo "[test] vitest on Node 24: test/api and the admin commands on PostgreSQL (SIGNBRIDGE_TEST_STORE=postgres)" >&2
   on_node24 env SIGNBRIDGE_TEST_STORE=postgres node_modules/.bin/vitest run test/api \
     test/cli/admin-people.test.ts test/cli/admin-trust.test.ts
+  # The packages (docs/packages.md), built and then installed on this machine and signed through: a step of its own,
+  # since the .deb registers the module with p11-kit for the whole machine (vitest.config.ts keeps test/packages out
+  # of the runs above).
+  echo "[test] packages: npm run package (.deb, npm tarball, service tarball), then test/packages on Node 24" >&2
+  npm run package
+  on_node24 node_modules/.bin/vitest run test/packages
   # The machine's Node (Node 20 on Debian 12 images) stays supported: its own better-sqlite3 build, the unit and
   # API tests.
   echo "[test] vitest on the machine's Node $(node --version): test/unit and test/api" >&2
