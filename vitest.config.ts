@@ -10,6 +10,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     exclude: packagesNamed ? configDefaults.exclude : [...configDefaults.exclude, 'test/packages/**'],
     globalSetup: ['test/global-setup.ts'],
+    // Names a test that holds its worker's event loop long enough to time out vitest's own reports (test/helpers/loop-watch.ts).
+    setupFiles: ['test/helpers/loop-watch.ts'],
     // One process per test file: PKCS#11 modules are initialised once per process (SoftHSM reads its
     // configuration then), so files must not share a process.
     pool: 'forks',
