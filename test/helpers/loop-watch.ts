@@ -4,17 +4,19 @@
 // time out, an "unhandled error" with no test named. This names it in the log, so the test can be made to yield.
 import { beforeEach, expect } from 'vitest';
 
+// The real clock, taken before any test can install fake timers (which replace Date).
+const realNow = Date.now;
 const TICK_MS = 1000;
 const REPORT_BLOCK_MS = 20_000;
 let current = '(before the first test: collection or beforeAll)';
-let last = Date.now();
+let last = realNow();
 
 beforeEach(() => {
   current = expect.getState().currentTestName ?? '(unnamed test)';
 });
 
 setInterval(() => {
-  const now = Date.now();
+  const now = realNow();
   const blocked = now - last - TICK_MS;
   if (blocked > REPORT_BLOCK_MS) {
     process.stderr.write(
