@@ -3,8 +3,11 @@
 #   signbridge-client_<version>_amd64.deb        build-host client for Debian (dpkg-deb; carries Node 24)
 #   signbridge-client-<version>.tgz              build-host client for `npm install -g` (no deps, prebuilt linux-x64)
 #   signbridge-service-<version>-linux-x64.tar.gz  the service: dist, production node_modules, Node 24, a launcher
+#   signbridge-service-<version>-linux-x64.oci.tar  that tarball on Debian 12 as an OCI image (buildah, no daemon)
 # Needs what scripts/setup.sh installs (npm packages, cmake, a compiler) and the pinned Node 24 (runtime/node24,
-# installed here from npm's cache when missing). Arguments choose a subset: deb, npm, service (default: all three).
+# installed here from npm's cache when missing). Arguments choose a subset: deb, npm, service (default: those three)
+# and oci (asked for by name only: it needs root, buildah and mmdebstrap, and reaches the Debian mirror; it builds the
+# service tarball first when that is missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -179,7 +182,18 @@ build_service() {
   log "wrote dist/packages/$name.tar.gz"
 }
 
+# The OCI image around the service tarball (packaging/oci/build-image.sh).
+build_oci() {
+  local tarball=$OUT/signbridge-service-$VERSION-linux-x64.tar.gz
+  log "building the OCI image (buildah, mmdebstrap)"
+  rm -f "$OUT"/signbridge-service-*-linux-x64.oci.tar
+  bash packaging/oci/build-image.sh "$tarball" "$OUT/signbridge-service-$VERSION-linux-x64.oci.tar" "$VERSION"
+}
+
 ensure_node24
+if want oci && ! want service && [ ! -f "$OUT/signbridge-service-$VERSION-linux-x64.tar.gz" ]; then
+  TARGETS+=(service)
+fi
 if want deb || want npm; then
   build_module
   bundle_client
@@ -190,4 +204,5 @@ if want service; then
   node_modules/.bin/tsc -p tsconfig.build.json
   build_service
 fi
+want oci && build_oci
 ls -l "$OUT" >&2

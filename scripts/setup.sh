@@ -10,8 +10,10 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 APT_PACKAGES=(
   softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin gcc-mingw-w64-x86-64 unzip
   openjdk-17-jdk-headless cmake build-essential libssl-dev libp11-kit-dev openssl curl jq ca-certificates
-  chromium postgresql-15 pgbouncer linux-kbuild-6.1
+  chromium postgresql-15 pgbouncer linux-kbuild-6.1 buildah mmdebstrap runc
 )
+# buildah, mmdebstrap, runc: `npm run package -- oci` builds the service's OCI image without a container daemon
+# (a Debian 12 root file system from Debian's packages), and test/packages/oci-image.test.ts runs it with runc.
 # linux-kbuild-6.1: the kernel's scripts/sign-file, which docs/clients.md shows signing a module through the module.
 # postgresql-15: the PostgreSQL store's tests start a private cluster of their own (test/helpers/postgres.ts);
 # the machine's own cluster is left alone.

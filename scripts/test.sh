@@ -31,8 +31,8 @@ if [ "$#" -eq 0 ]; then
   # The packages (docs/packages.md), built and then installed on this machine and signed through: a step of its own,
   # since the .deb registers the module with p11-kit for the whole machine (vitest.config.ts keeps test/packages out
   # of the runs above).
-  echo "[test] packages: npm run package (.deb, npm tarball, service tarball), then test/packages on Node 24" >&2
-  npm run package
+  echo "[test] packages: npm run package (.deb, npm tarball, service tarball, OCI image), then test/packages on Node 24" >&2
+  npm run package -- deb npm service oci
   on_node24 node_modules/.bin/vitest run test/packages
   # The machine's Node (Node 20 on Debian 12 images) stays supported: its own better-sqlite3 build, the unit and
   # API tests.

@@ -12,15 +12,17 @@ export const PACKAGES_DIR = packagePath('dist', 'packages');
 export const DEB = join(PACKAGES_DIR, `signbridge-client_${VERSION}_amd64.deb`);
 export const NPM_TARBALL = join(PACKAGES_DIR, `signbridge-client-${VERSION}.tgz`);
 export const SERVICE_TARBALL = join(PACKAGES_DIR, `signbridge-service-${VERSION}-linux-x64.tar.gz`);
+export const OCI_IMAGE = join(PACKAGES_DIR, `signbridge-service-${VERSION}-linux-x64.oci.tar`);
 
 /** The system's folders only: nothing of this checkout (no node_modules/.bin, no bin/signbridge.js shim). */
 export const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
-const TARGETS = { deb: DEB, npm: NPM_TARBALL, service: SERVICE_TARBALL } as const;
+const TARGETS = { deb: DEB, npm: NPM_TARBALL, service: SERVICE_TARBALL, oci: OCI_IMAGE } as const;
 
 /**
  * The test command runs `npm run package` first; a test run on its own builds what is missing (minutes: the .deb
- * compresses a Node binary, the service tarball compiles native addons for Node 24).
+ * compresses a Node binary, the service tarball compiles native addons for Node 24, the OCI image installs Debian
+ * packages from the mirror).
  */
 export function ensurePackage(target: keyof typeof TARGETS): string {
   const file = TARGETS[target];
