@@ -17,6 +17,7 @@ import {
   run,
   runOk,
   servedBy,
+  signWithOpenssl,
   signWithPkcs11Tool,
   sizeOf,
   startInstalledStack,
@@ -115,6 +116,14 @@ describe('the daemon from the npm install (scripts refused) serving the prebuilt
   it('pkcs11-tool signs through the prebuilt module; openssl verifies the signature', () => {
     const module = runOk(bin(prefixes.noScripts), ['module-path'], S().env).stdout.trim();
     const r = signWithPkcs11Tool(S(), module);
+    expect(r.verified).toBe(true);
+    expect(r.tampered).toBe(false);
+  });
+
+  it('OpenSSL (pkcs11-provider, the installed `signbridge openssl-config`) signs through the prebuilt module', () => {
+    const module = runOk(bin(prefixes.noScripts), ['module-path'], S().env).stdout.trim();
+    const r = signWithOpenssl(S(), bin(prefixes.noScripts));
+    expect(r.config).toContain(`pkcs11-module-path = ${module}`);
     expect(r.verified).toBe(true);
     expect(r.tampered).toBe(false);
   });
