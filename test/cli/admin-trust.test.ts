@@ -9,8 +9,8 @@ import { packagePath } from '../../src/paths.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
-import { type ExportedAuditEntry, exportAudit, runCli } from '../helpers/cli.js';
-import { runSnippetOk } from '../helpers/doc-snippets.js';
+import { type ExportedAuditEntry, exportAudit, runCliAsync } from '../helpers/cli.js';
+import { runSnippetInBackground } from '../helpers/doc-snippets.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 import { keyRecord } from '../helpers/store-records.js';
@@ -20,8 +20,9 @@ const GITLAB = 'https://gitlab.example.com';
 
 let dataDir: string;
 const database = process.env.SIGNBRIDGE_TEST_STORE === 'postgres' ? createTestDatabase('trust') : undefined;
+// Asynchronous: these tests run the CLI dozens of times in a row (test/helpers/cli.ts, runCliAsync).
 const cli = (...args: string[]) =>
-  runCli(['admin', ...args, '--data-dir', dataDir, ...(database ? ['--database', database] : [])]);
+  runCliAsync(['admin', ...args, '--data-dir', dataDir, ...(database ? ['--database', database] : [])]);
 const trust = (...args: string[]) => cli('trust', ...args);
 
 async function withStore<T>(fn: (store: KyselyStore) => Promise<T>): Promise<T> {
@@ -45,8 +46,8 @@ interface ListedRule {
   created_by: string;
 }
 
-function listed(tenant = 'acme'): ListedRule[] {
-  const res = trust('list', '--tenant', tenant, '--json');
+async function listed(tenant = 'acme'): Promise<ListedRule[]> {
+  const res = await trust('list', '--tenant', tenant, '--json');
   expect(res.code, res.stderr).toBe(0);
   return JSON.parse(res.stdout) as ListedRule[];
 }
@@ -69,7 +70,7 @@ describe('admin trust', () => {
     'adds a rule (id on stdout), lists it, removes it; each change is audited with the rule',
     { timeout: 300_000 },
     async () => {
-      const added = trust(
+      const added = await trust(
         'add',
         '--tenant',
         'acme',
@@ -96,7 +97,7 @@ describe('admin trust', () => {
       expect(added.stderr).toContain('signer keys for 10 minutes');
       expect(added.stderr).not.toContain('warning');
 
-      const [rule, ...others] = listed();
+      const [rule, ...others] = await listed();
       expect(others).toEqual([]);
       expect(rule).toMatchObject({
         id,
@@ -108,7 +109,7 @@ describe('admin trust', () => {
         key_minutes: 10,
       });
       expect(rule?.created_by).toMatch(/^cli:/);
-      const table = trust('list', '--tenant', 'acme');
+      const table = await trust('list', '--tenant', 'acme');
       expect(table.stdout).toMatch(
         new RegExp(
           `^${id}\\t${GITHUB}\\thttps://signbridge.example\\tsigner\\t10\\trepository_id=123456 repository=acme/app ref=refs/tags/v\\* event_name=push\\t`,
@@ -123,11 +124,11 @@ describe('admin trust', () => {
       expect('rule' in matchTrustRules(saved, { ...claims, repository: 'acme/app-evil' })).toBe(false);
       expect('rule' in matchTrustRules(saved, { ...claims, ref: 'refs/heads/v1' })).toBe(false);
 
-      const removed = trust('remove', id);
+      const removed = await trust('remove', id);
       expect(removed.code, removed.stderr).toBe(0);
       expect(removed.stderr).toContain(`removed trust rule ${id} of acme`);
-      expect(listed()).toEqual([]);
-      expect(trust('list', '--tenant', 'acme').stderr).toContain('acme has no trust rules');
+      expect(await listed()).toEqual([]);
+      expect((await trust('list', '--tenant', 'acme')).stderr).toContain('acme has no trust rules');
 
       const entries = auditLog().filter((e) => e.action === 'trust_rule' && e.details.rule_id === id);
       expect(entries.map((e) => e.outcome)).toEqual(['added', 'removed']);
@@ -144,18 +145,18 @@ describe('admin trust', () => {
         });
       }
       // The chain still verifies after the CLI's entries.
-      expect(cli('audit', 'verify').code).toBe(0);
+      expect((await cli('audit', 'verify')).code).toBe(0);
     },
   );
 
   it(
     'warns, without refusing, about a GitHub rule that pins names without repository_id or ref without the event',
     { timeout: 300_000 },
-    () => {
-      const byName = trust('add', '--tenant', 'acme', '--issuer', GITHUB, '--claim', 'repository=acme/app');
+    async () => {
+      const byName = await trust('add', '--tenant', 'acme', '--issuer', GITHUB, '--claim', 'repository=acme/app');
       expect(byName.code, byName.stderr).toBe(0);
       expect(byName.stderr).toMatch(/^warning: the rule pins repository by name without repository_id/m);
-      const bySub = trust(
+      const bySub = await trust(
         'add',
         '--tenant',
         'acme',
@@ -165,7 +166,7 @@ describe('admin trust', () => {
         'sub=repo:acme/app:environment:release',
       );
       expect(bySub.stderr).toMatch(/^warning: the rule pins sub by name without repository_id/m);
-      const refOnly = trust(
+      const refOnly = await trust(
         'add',
         '--tenant',
         'acme',
@@ -181,7 +182,7 @@ describe('admin trust', () => {
         /^warning: the rule pins ref without event_name or environment.*pull_request_target/m,
       );
       expect(refOnly.stderr).not.toContain('by name without repository_id');
-      const withEnvironment = trust(
+      const withEnvironment = await trust(
         'add',
         '--tenant',
         'acme',
@@ -196,7 +197,7 @@ describe('admin trust', () => {
       );
       expect(withEnvironment.stderr).not.toContain('warning');
       // GitLab has neither repository_id nor event_name: its rules get no GitHub advice.
-      const gitlab = trust(
+      const gitlab = await trust(
         'add',
         '--tenant',
         'acme',
@@ -210,14 +211,14 @@ describe('admin trust', () => {
       expect(gitlab.code, gitlab.stderr).toBe(0);
       expect(gitlab.stderr).not.toContain('warning');
       const ids = [byName, bySub, refOnly, withEnvironment, gitlab].map((r) => r.stdout.trim());
-      expect(listed().map((r) => r.id)).toEqual(ids);
-      for (const id of ids) expect(trust('remove', id).code).toBe(0);
+      expect((await listed()).map((r) => r.id)).toEqual(ids);
+      for (const id of ids) expect((await trust('remove', id)).code).toBe(0);
     },
   );
 
   // Nineteen CLI runs one after another: the time-out only catches a hang, whatever the machine's load.
-  it('bad input: a clear message, exit 1, nothing saved or audited', { timeout: 300_000 }, () => {
-    const rulesBefore = listed();
+  it('bad input: a clear message, exit 1, nothing saved or audited', { timeout: 300_000 }, async () => {
+    const rulesBefore = await listed();
     const auditBefore = auditLog().length;
     const base = ['--tenant', 'acme', '--issuer', GITHUB];
     const pin = ['--claim', 'repository_id=123456'];
@@ -238,18 +239,18 @@ describe('admin trust', () => {
       [['--tenant', 'acme', '--issuer', 'http://issuer.example', ...pin], /issuer must be an https URL/],
       [[...base, ...pin, '--claim', 'iss=https://evil.example'], /claim iss is checked by the exchange itself/],
     ] as const) {
-      const res = trust('add', ...args);
+      const res = await trust('add', ...args);
       expect(res.code, args.join(' ')).toBe(1);
       expect(res.stderr, args.join(' ')).toMatch(message);
       expect(res.stdout).toBe('');
     }
-    const unknown = trust('remove', 'tr_0123456789abcdef');
+    const unknown = await trust('remove', 'tr_0123456789abcdef');
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('no trust rule tr_0123456789abcdef');
-    const noTenant = trust('list', '--tenant', 'nope');
+    const noTenant = await trust('list', '--tenant', 'nope');
     expect(noTenant.code).toBe(1);
     expect(noTenant.stderr).toContain('no tenant nope');
-    expect(listed()).toEqual(rulesBefore);
+    expect(await listed()).toEqual(rulesBefore);
     expect(auditLog().length).toBe(auditBefore);
   });
 
@@ -259,7 +260,7 @@ describe('admin trust', () => {
     async () => {
       const env = { SIGNBRIDGE_DATA_DIR: dataDir, ...(database ? { SIGNBRIDGE_DATABASE_URL: database } : {}) };
       const saved = async (snippet: string) => {
-        const id = runSnippetOk(snippet, dataDir, env, 120_000, packagePath('docs', 'ci.md')).stdout.trim();
+        const id = (await runSnippetInBackground(snippet, dataDir, env, packagePath('docs', 'ci.md'))).stdout.trim();
         expect(id).toMatch(/^tr_[0-9a-f]{16}$/);
         const rule = await withStore((s) => s.workload.getTrustRule(id));
         expect(rule, snippet).toBeDefined();
@@ -318,7 +319,9 @@ describe('admin trust', () => {
       expect(admits(kubernetes, recreated)).toBe(false);
       expect(admits(kubernetes, { ...pod, sub: 'system:serviceaccount:builds:signer2' })).toBe(false);
 
-      for (const [rule] of [github, gitlab, kubernetes]) expect(trust('remove', rule?.id as string).code).toBe(0);
+      for (const [rule] of [github, gitlab, kubernetes]) {
+        expect((await trust('remove', rule?.id as string)).code).toBe(0);
+      }
     },
   );
 });

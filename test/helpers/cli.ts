@@ -23,6 +23,33 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, options: Run
   return { code: res.status, stdout: res.stdout, stderr: res.stderr };
 }
 
+/**
+ * runCli without holding the test's event loop while the child runs. A test that runs the CLI many times in a row
+ * with runCli holds its worker's loop for all of it (awaits on synchronous stores settle as microtasks, never a
+ * turn of the loop); past 60 s vitest's own report to its main process times out ("Timeout calling onTaskUpdate").
+ */
+export function runCliAsync(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    stdout += d;
+  });
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
+    stderr += d;
+  });
+  return new Promise((resolve, reject) => {
+    child.once('error', (err) => reject(new Error(`signbridge ${args.join(' ')} could not run: ${err.message}`)));
+    child.once('close', (code, signal) => {
+      if (signal) reject(new Error(`signbridge ${args.join(' ')} was killed by ${signal}:\n${stderr}`));
+      else resolve({ code, stdout, stderr });
+    });
+  });
+}
+
 export interface RunAs {
   /** Run as this user (the tests run as root): an unprivileged service, whose file permissions matter. */
   runAs?: { uid: number; gid: number };
