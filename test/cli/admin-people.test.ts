@@ -8,7 +8,7 @@ import { checkApiKey } from '../../src/auth/api-keys.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliAsync } from '../helpers/cli.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -16,6 +16,9 @@ let dataDir: string;
 const database = process.env.SIGNBRIDGE_TEST_STORE === 'postgres' ? createTestDatabase('people') : undefined;
 const cli = (...args: string[]) =>
   runCli(['admin', ...args, '--data-dir', dataDir, ...(database ? ['--database', database] : [])]);
+// For a test that runs the CLI many times in a row without holding the worker's event loop (test/helpers/cli.ts).
+const cliAsync = (...args: string[]) =>
+  runCliAsync(['admin', ...args, '--data-dir', dataDir, ...(database ? ['--database', database] : [])]);
 
 async function withStore<T>(fn: (store: KyselyStore) => Promise<T>): Promise<T> {
   const store = database ? openPostgresStore(database) : openSqliteStore(join(dataDir, 'signbridge.db'));
@@ -71,8 +74,8 @@ describe('admin member / person / api-key --for-email', () => {
     expect(await withStore((s) => s.people.rolesIn(erin.id, 'acme'))).toEqual(['signer']);
   });
 
-  it('bad input: a clear message, exit 1, nothing changed', () => {
-    const before = cli('member', 'list').stdout;
+  it('bad input: a clear message, exit 1, nothing changed', async () => {
+    const before = (await cliAsync('member', 'list')).stdout;
     for (const [args, message] of [
       [['--tenant', 'acme', '--role', 'signer'], /exactly one of --email or --subject/],
       [['--tenant', 'acme', '--subject', 'nobody', '--role', 'signer'], /nobody with subject nobody/],
@@ -80,11 +83,11 @@ describe('admin member / person / api-key --for-email', () => {
       [['--tenant', 'acme', '--email', 'x@example.com', '--role', 'root'], /--role must be one of/],
       [['--tenant', 'acme', '--email', 'x@example.com', '--role', 'operator'], /omit --tenant/],
     ] as const) {
-      const res = cli('member', 'add', ...args);
+      const res = await cliAsync('member', 'add', ...args);
       expect(res.code, args.join(' ')).toBe(1);
       expect(res.stderr).toMatch(message);
     }
-    expect(cli('member', 'list').stdout).toBe(before);
+    expect((await cliAsync('member', 'list')).stdout).toBe(before);
   });
 
   it('a CI key for a person: explicit expiry, within their roles, listed with its owner; removed with the role', async () => {
