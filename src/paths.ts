@@ -42,24 +42,43 @@ const CHECKOUT_LAYOUT: Record<NativeFile, string[]> = {
   peercredAddon: [join('daemon', 'native', 'peercred', 'build', 'Release', 'peercred.node')],
 };
 
+/**
+ * The layout file beside a package's bundle, parsed; undefined in a checkout (no such file). A file that is not a
+ * JSON object (a damaged install) is refused with its path and what to do, not a parser's stack trace.
+ */
+function readLayout(layoutDir: string): { file: string; layout: Record<string, unknown> } | undefined {
+  const file = join(layoutDir, LAYOUT_FILE_NAME);
+  if (!existsSync(file)) return undefined;
+  let layout: unknown;
+  try {
+    layout = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new Error(`signbridge: ${file} cannot be read (${(err as Error).message}); reinstall the client package`);
+  }
+  if (typeof layout !== 'object' || layout === null || Array.isArray(layout)) {
+    throw new Error(`signbridge: ${file} is not a JSON object; reinstall the client package`);
+  }
+  return { file, layout: layout as Record<string, unknown> };
+}
+
 /** The candidate paths for each native file, absolute; the first that exists wins. */
 export function nativeCandidates(
   layoutDir: string = HERE,
   checkoutRoot: () => string = packageRootDir,
 ): Record<NativeFile, string[]> {
-  const layoutFile = join(layoutDir, LAYOUT_FILE_NAME);
-  if (!existsSync(layoutFile)) {
+  const read = readLayout(layoutDir);
+  if (!read) {
     const root = checkoutRoot();
     return {
       pkcs11Module: CHECKOUT_LAYOUT.pkcs11Module.map((p) => join(root, p)),
       peercredAddon: CHECKOUT_LAYOUT.peercredAddon.map((p) => join(root, p)),
     };
   }
-  const layout = JSON.parse(readFileSync(layoutFile, 'utf8')) as Partial<Record<NativeFile, unknown>>;
+  const { file, layout } = read;
   const list = (name: NativeFile): string[] => {
     const value = layout[name];
     if (!Array.isArray(value) || value.length === 0 || !value.every((v) => typeof v === 'string')) {
-      throw new Error(`signbridge: ${layoutFile} names no ${name}`);
+      throw new Error(`signbridge: ${file} names no ${name}`);
     }
     return value.map((p: string) => (isAbsolute(p) ? p : resolve(layoutDir, p)));
   };
@@ -68,9 +87,9 @@ export function nativeCandidates(
 
 /** What to do when a native file is missing: build it in a checkout; a package's layout file says for itself. */
 export function nativeMissingHint(layoutDir: string = HERE): string {
-  const layoutFile = join(layoutDir, LAYOUT_FILE_NAME);
-  if (!existsSync(layoutFile)) return 'run scripts/setup.sh';
-  const hint = (JSON.parse(readFileSync(layoutFile, 'utf8')) as { missingHint?: unknown }).missingHint;
+  const read = readLayout(layoutDir);
+  if (!read) return 'run scripts/setup.sh';
+  const hint = read.layout.missingHint;
   return typeof hint === 'string' ? hint : 'reinstall the signbridge client package';
 }
 

@@ -58,4 +58,15 @@ describe('a package (signbridge-layout.json beside the bundle)', () => {
     const dir = layout({ peercredAddon: ['p.node'] });
     expect(() => nativeCandidates(dir, noCheckout)).toThrow(/names no pkcs11Module/);
   });
+
+  it('refuses a damaged layout file with its path and what to do, for the paths and the hint alike', () => {
+    for (const text of ['{"pkcs11Module": ["m.so"', '["m.so"]', 'null']) {
+      const dir = makeTempDir('sb-layout-bad-');
+      writeFileSync(join(dir, LAYOUT_FILE_NAME), text);
+      const file = join(dir, LAYOUT_FILE_NAME);
+      expect(() => nativeCandidates(dir, noCheckout), text).toThrow(`signbridge: ${file}`);
+      expect(() => nativeCandidates(dir, noCheckout), text).toThrow(/reinstall the client package/);
+      expect(() => nativeMissingHint(dir), text).toThrow(/reinstall the client package/);
+    }
+  });
 });
