@@ -150,7 +150,6 @@ class SqliteStore extends KyselyStore {
 }
 
 const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
-const betterSqlite3Path = SQLITE_DRIVER_PATH;
 
 /** What the checkpointer thread has done: passes, passes with the commits held (and for how long in all), lockouts. */
 export interface CheckpointerStats {
@@ -211,7 +210,7 @@ class Checkpointer {
         intervalMs,
         restartFrames,
         busyTimeoutMs: BUSY_TIMEOUT_MS,
-        betterSqlite3Path,
+        betterSqlite3Path: SQLITE_DRIVER_PATH,
         gate: this.gate.word.buffer,
         gateStates: GATE,
       },
@@ -301,7 +300,7 @@ class StoreWriter {
         batchMax: WRITE_BATCH_MAX,
         chainRaceAttempts: CHAIN_RACE_ATTEMPTS,
         noAutoCheckpoint: gate !== undefined,
-        betterSqlite3Path,
+        betterSqlite3Path: SQLITE_DRIVER_PATH,
         auditHashPath: AUDIT_HASH_PATH,
         gate: gate?.word.buffer,
         gateStates: GATE,
