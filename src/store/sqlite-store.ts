@@ -138,6 +138,8 @@ class SqliteStore extends KyselyStore {
       this.writeBatch = (writes) => batch.immediate(writes);
     }
     const gate = this.checkpointer?.gate;
+    // At most `commitsPerPass` commits between two checkpoint passes (CommitGate says why).
+    while (gate?.mustWaitForPass()) await this.checkpointer?.passed();
     // The checkpointer holds the gate for a moment while it catches up with the WAL: wait for it without
     // blocking the event loop (requests go on; their records join this batch's wait).
     while (gate && !gate.tryEnter()) await this.checkpointer?.reopened();
@@ -160,24 +162,85 @@ export interface CheckpointerStats {
   lockedOut: number;
 }
 
-/** Commit gate states; the checkpointer thread gets them through its workerData. */
-const GATE = { OPEN: 0, COMMITTING: 1, CHECKPOINTING: 2 } as const;
+/** Atomics.waitAsync (ES2024; in every supported Node, but not in the ES2023 library this project compiles with). */
+const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(
+      array: Int32Array,
+      index: number,
+      value: number,
+      timeoutMs: number,
+    ): { async: boolean; value: Promise<string> | string };
+  }
+).waitAsync;
 
 /**
- * A word shared with the checkpointer thread: this thread commits only while it holds the gate, the checkpointer
- * holds it for its short catch-up pass. A commit is synchronous, so the thread that reads OPEN and sets COMMITTING
- * keeps it until leave(), with no await in between.
+ * Commit gate states and the shared words' places; the checkpointer and writer threads get them through their
+ * workerData.
+ */
+const GATE = {
+  OPEN: 0,
+  COMMITTING: 1,
+  CHECKPOINTING: 2,
+  /** Word 0: the gate. Word 1: commits since the checkpointer's last pass. Word 2: pass requests. Word 3: 1 once
+   * the checkpointer is gone (no commit waits for it then). Word 4: commits allowed between two passes. */
+  WORD_GATE: 0,
+  WORD_COMMITS: 1,
+  WORD_WAKE: 2,
+  WORD_GONE: 3,
+  WORD_COMMITS_PER_PASS: 4,
+} as const;
+
+/** Commits that may land between two checkpoint passes by default (CommitGate says why). */
+const COMMITS_PER_PASS = 100;
+
+/**
+ * Words shared with the checkpointer thread. The gate: this thread commits only while it holds it, the
+ * checkpointer holds it for its short catch-up pass. A commit is synchronous, so the thread that reads OPEN and
+ * sets COMMITTING keeps it until leave(), with no await in between.
+ *
+ * The commit count: the gate alone bounds the WAL only if the checkpointer thread runs when its timer says. On a
+ * loaded machine the thread went unscheduled while the event loop committed on, and the WAL grew to 91 MB between
+ * two passes. So a committer asks for a pass once half of `commitsPerPass` commits landed since the last one, and
+ * waits for it once all of them did: the WAL grows by at most that many commits between passes, however the
+ * threads are scheduled.
+ * Every pass resets the count, whatever it achieved, so a checkpoint that cannot finish (a reader holding an old
+ * snapshot, another process's checkpoint) slows commits down but never stops them.
  */
 class CommitGate {
-  readonly word = new Int32Array(new SharedArrayBuffer(4));
+  readonly word = new Int32Array(new SharedArrayBuffer(5 * 4));
+
+  constructor(commitsPerPass: number) {
+    Atomics.store(this.word, GATE.WORD_COMMITS_PER_PASS, commitsPerPass);
+  }
 
   tryEnter(): boolean {
-    return Atomics.compareExchange(this.word, 0, GATE.OPEN, GATE.COMMITTING) === GATE.OPEN;
+    return Atomics.compareExchange(this.word, GATE.WORD_GATE, GATE.OPEN, GATE.COMMITTING) === GATE.OPEN;
   }
 
   /** Opens the gate: after this thread's commit, or when the checkpointer is gone (nothing may stay shut). */
   leave(): void {
-    Atomics.store(this.word, 0, GATE.OPEN);
+    Atomics.add(this.word, GATE.WORD_COMMITS, 1);
+    Atomics.store(this.word, GATE.WORD_GATE, GATE.OPEN);
+  }
+
+  /** True if the next commit must wait for a checkpoint pass; asks the checkpointer for one ahead of that. */
+  mustWaitForPass(): boolean {
+    if (Atomics.load(this.word, GATE.WORD_GONE) === 1) return false;
+    const limit = Atomics.load(this.word, GATE.WORD_COMMITS_PER_PASS);
+    const commits = Atomics.load(this.word, GATE.WORD_COMMITS);
+    if (commits < limit / 2) return false;
+    Atomics.add(this.word, GATE.WORD_WAKE, 1);
+    Atomics.notify(this.word, GATE.WORD_WAKE);
+    return commits >= limit;
+  }
+
+  /** The checkpointer is gone: open the gate and let every waiting commit go. */
+  release(): void {
+    Atomics.store(this.word, GATE.WORD_GONE, 1);
+    Atomics.store(this.word, GATE.WORD_GATE, GATE.OPEN);
+    Atomics.store(this.word, GATE.WORD_COMMITS, 0);
+    Atomics.notify(this.word, GATE.WORD_COMMITS);
   }
 }
 
@@ -186,7 +249,7 @@ const RESTART_FRAMES = 1000;
 
 /** The checkpointer thread of a long-running store (sqlite-checkpointer.cjs says why). */
 class Checkpointer {
-  readonly gate = new CommitGate();
+  readonly gate: CommitGate;
   private readonly worker: Worker;
   private waiting: Array<(stats: CheckpointerStats | undefined) => void> = [];
   private gateWaiters: Array<() => void> = [];
@@ -200,10 +263,12 @@ class Checkpointer {
     path: string,
     intervalMs: number,
     restartFrames: number,
+    commitsPerPass: number,
     onError: (message: string) => void,
     onDeath: () => void,
     workerFile = CHECKPOINTER_PATH,
   ) {
+    this.gate = new CommitGate(commitsPerPass);
     this.worker = new Worker(workerFile, {
       workerData: {
         path,
@@ -222,7 +287,7 @@ class Checkpointer {
     });
     this.worker.on('error', (err) => onError(err.message));
     this.worker.on('exit', () => {
-      this.gate.leave();
+      this.gate.release();
       this.wakeGateWaiters();
       for (const resolve of this.waiting.splice(0)) resolve(undefined);
       if (!this.stopped) {
@@ -245,6 +310,22 @@ class Checkpointer {
     return new Promise((resolve) => this.gateWaiters.push(resolve));
   }
 
+  /** Resolves once the checkpointer has made a pass since mustWaitForPass() said to wait (or is gone). */
+  async passed(): Promise<void> {
+    const word = this.gate.word;
+    // Referenced while a commit waits, as in reopened().
+    this.worker.ref();
+    try {
+      // The time-out only asks again: a pass that began before the request may not have seen it.
+      while (this.gate.mustWaitForPass()) {
+        const waited = waitAsync(word, GATE.WORD_COMMITS, Atomics.load(word, GATE.WORD_COMMITS), 1000);
+        if (waited.async) await waited.value;
+      }
+    } finally {
+      if (this.gateWaiters.length === 0 && !this.stopped) this.worker.unref();
+    }
+  }
+
   now(): Promise<CheckpointerStats | undefined> {
     if (this.stopped) return Promise.resolve(undefined);
     return new Promise((resolve) => {
@@ -258,7 +339,7 @@ class Checkpointer {
     this.stopped = true;
     for (const resolve of this.waiting.splice(0)) resolve(undefined);
     await stopThread(this.worker, 2000);
-    this.gate.leave();
+    this.gate.release();
     this.wakeGateWaiters();
   }
 
@@ -378,6 +459,8 @@ export interface SqliteStoreOptions {
     intervalMs: number;
     /** WAL length in frames past which a pass catches up with the commits held (default 1000, ~4 MB). */
     restartFrames?: number;
+    /** Commits allowed between two passes before a commit waits for one (default 100; CommitGate says why). */
+    commitsPerPass?: number;
     onError?: (message: string) => void;
     /** The thread's script (tests run one that fails, to check the fallback). */
     workerFile?: string;
@@ -418,6 +501,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
       path,
       background.intervalMs,
       background.restartFrames ?? RESTART_FRAMES,
+      background.commitsPerPass ?? COMMITS_PER_PASS,
       background.onError ?? (() => undefined),
       () => {
         if (sqlite.open) sqlite.pragma('wal_autocheckpoint = 1000');

@@ -16,7 +16,7 @@ const Database = require(workerData.betterSqlite3Path);
 const { chainAuditRows } = require(workerData.auditHashPath);
 
 const { path, busyTimeoutMs, spinMs, batchMax, chainRaceAttempts, gateStates } = workerData;
-const { OPEN, COMMITTING } = gateStates;
+const { OPEN, COMMITTING, WORD_GATE, WORD_COMMITS, WORD_WAKE, WORD_GONE, WORD_COMMITS_PER_PASS } = gateStates;
 /** The commit gate shared with the checkpointer thread (sqlite-store.ts: CommitGate); absent without one. */
 const gate = workerData.gate ? new Int32Array(workerData.gate) : undefined;
 
@@ -90,7 +90,10 @@ function commit(writes) {
       try {
         writeBatch(writes);
       } finally {
-        if (gate) Atomics.store(gate, 0, OPEN);
+        if (gate) {
+          Atomics.add(gate, WORD_COMMITS, 1);
+          Atomics.store(gate, WORD_GATE, OPEN);
+        }
       }
       parentPort.postMessage({ type: 'done', ids });
       return;
@@ -108,9 +111,22 @@ function commit(writes) {
   }
 }
 
-/** Waits (this thread may block) while the checkpointer holds the gate for its short catch-up pass. */
+/**
+ * Asks for a checkpoint pass once half of the commits allowed between two passes landed, waits (this thread may
+ * block) for it once all of them did, and waits while the checkpointer holds the gate for its short catch-up pass
+ * (sqlite-store.ts: CommitGate).
+ */
 function enterGate() {
   if (!gate) return;
-  while (Atomics.compareExchange(gate, 0, OPEN, COMMITTING) !== OPEN)
-    Atomics.wait(gate, 0, gateStates.CHECKPOINTING, 5);
+  for (;;) {
+    const count = Atomics.load(gate, WORD_COMMITS);
+    const limit = Atomics.load(gate, WORD_COMMITS_PER_PASS);
+    if (count < limit / 2 || Atomics.load(gate, WORD_GONE) === 1) break;
+    Atomics.add(gate, WORD_WAKE, 1);
+    Atomics.notify(gate, WORD_WAKE);
+    if (count < limit) break;
+    Atomics.wait(gate, WORD_COMMITS, count, 1000);
+  }
+  while (Atomics.compareExchange(gate, WORD_GATE, OPEN, COMMITTING) !== OPEN)
+    Atomics.wait(gate, WORD_GATE, gateStates.CHECKPOINTING, 5);
 }
