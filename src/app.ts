@@ -1,5 +1,6 @@
 // The HTTP application, separate from the process that runs it (server.ts): tests build it with their own
 // store and key store and call it with inject() or over a real socket.
+
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { handleError } from './api/error-handler.js';
@@ -19,6 +20,7 @@ import { NAMED_SCHEMAS } from './api/schemas.js';
 import { type IssuerKeySettings, IssuerKeys } from './auth/workload/issuer-keys.js';
 import { TokenExchange } from './auth/workload/token-exchange.js';
 import type { WorkloadSettings } from './config/config.js';
+import { EventBuilder } from './events/event-builder.js';
 import type { KeyStore, KeyStores } from './keys/key-store.js';
 import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
@@ -189,7 +191,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
 
   const now = opts.now ?? (() => new Date());
+  // Events tell of changes (docs/events.md); their console links use the public URL.
+  const events = new EventBuilder(opts.store, opts.oauth?.publicUrl ?? opts.publicUrl);
   const signing = new SigningService({
+    events,
     store: opts.store,
     keyStore: opts.keyStore,
     policy: opts.policy ?? defaultPolicy(opts.store),
@@ -198,8 +203,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ...(opts.approvalRetryWindowMs !== undefined && { approvalRetryWindowMs: opts.approvalRetryWindowMs }),
     ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
   });
-  const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now);
-  const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now });
+  const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now, events);
+  const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now, events });
   await app.register(v1Routes, { store: opts.store, signing, exceptions, keyImports, now, publicUrl: opts.publicUrl });
   await app.register(oauthRoutes, {
     store: opts.store,
@@ -241,6 +246,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     store: opts.store,
     signing,
     exceptions,
+    events,
     now,
     signInConfigured: opts.oauth?.oidc !== undefined,
     publicUrl: opts.oauth?.publicUrl ?? opts.publicUrl,

@@ -1,7 +1,9 @@
 // API keys: `sbk_<16 hex id>_<43 base64url secret>`. The id finds the record; only SHA-256 of the secret is
 // stored (the secret has 256 bits of entropy, so a slow password hash would add nothing), and the comparison
 // is constant-time, also when the id is unknown.
+
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { EventBuilder } from '../events/event-builder.js';
 import type { ApiKeyRecord, Store } from '../store/store.js';
 import type { Role } from './roles.js';
 import type { WorkloadIdentity } from './workload/workload-identity.js';
@@ -11,6 +13,16 @@ const DUMMY_HASH = Buffer.alloc(32);
 
 function hashSecret(secret: string): Buffer {
   return createHash('sha256').update(secret).digest();
+}
+
+/**
+ * Tell of a new key with an api_key.created event, made by `by`. Keys that sign-in and the workload exchange mint
+ * for every session and every CI job are not announced (they would drown the rest); keys an admin or a person makes
+ * on purpose are.
+ */
+export interface Announce {
+  events: EventBuilder;
+  by: string;
 }
 
 export interface NewApiKey {
@@ -24,6 +36,7 @@ export async function createApiKey(
   tenantId: string | null,
   label: string,
   now = new Date(),
+  announce?: Announce,
 ): Promise<NewApiKey> {
   const id = randomBytes(8).toString('hex');
   const secret = randomBytes(32).toString('base64url');
@@ -36,7 +49,7 @@ export async function createApiKey(
     createdAt: now.toISOString(),
     revokedAt: null,
   };
-  await store.createApiKey(record);
+  await store.createApiKey(record, announce && [await announce.events.apiKey('api_key.created', record, announce.by)]);
   return { token: `sbk_${id}_${secret}`, record };
 }
 
@@ -51,7 +64,12 @@ export interface PersonKeyOptions {
 }
 
 /** A key bound to a person, a tenant and some of the roles of their membership, with an expiry. */
-export async function createPersonApiKey(store: Store, opts: PersonKeyOptions, now = new Date()): Promise<NewApiKey> {
+export async function createPersonApiKey(
+  store: Store,
+  opts: PersonKeyOptions,
+  now = new Date(),
+  announce?: Announce,
+): Promise<NewApiKey> {
   const [first] = opts.roles;
   if (first === undefined) throw new Error('a person key needs at least one role');
   const id = randomBytes(8).toString('hex');
@@ -69,7 +87,7 @@ export async function createPersonApiKey(store: Store, opts: PersonKeyOptions, n
     expiresAt: opts.expiresAt.toISOString(),
     createdVia: opts.createdVia,
   };
-  await store.createApiKey(record);
+  await store.createApiKey(record, announce && [await announce.events.apiKey('api_key.created', record, announce.by)]);
   return { token: `sbk_${id}_${secret}`, record };
 }
 

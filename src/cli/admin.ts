@@ -8,6 +8,7 @@ import { TENANT_ID_PATTERN } from '../api/schemas.js';
 import { createApiKey, rolesOf } from '../auth/api-keys.js';
 import { isRole, ROLES, type Role } from '../auth/roles.js';
 import { resolveConfig } from '../config/config.js';
+import { EventBuilder } from '../events/event-builder.js';
 import { loadPolicyFile } from '../policy/policy-file.js';
 import { loadOsvPath } from '../policy/vulndb/osv.js';
 import { openStore } from '../server.js';
@@ -42,13 +43,18 @@ async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Promise<T>)
 export class UsageError extends Error {}
 
 /** Offline administration is audited as "cli:<OS user>": there is no API key behind it. */
+/** Who acts from the command line: the operating-system user. */
+function cliActor(): string {
+  return `cli:${userInfo().username}`;
+}
+
 function cliAudit(
   tenantId: string | null,
   action: string,
   outcome: string,
   details: Record<string, unknown>,
 ): AuditEntryInput {
-  return { at: new Date().toISOString(), tenantId, actor: `cli:${userInfo().username}`, action, outcome, details };
+  return { at: new Date().toISOString(), tenantId, actor: cliActor(), action, outcome, details };
 }
 
 function storeOptions(cmd: Command): Command {
@@ -103,7 +109,10 @@ export function registerAdminCommands(program: Command): void {
         throw new UsageError(`--tenant "${opts.tenant}" is not a valid tenant id`);
       }
       const { token, record } = await withStore(opts, async (store) => {
-        const made = await createApiKey(store, opts.role as never, opts.tenant ?? null, opts.label);
+        const made = await createApiKey(store, opts.role as never, opts.tenant ?? null, opts.label, new Date(), {
+          events: new EventBuilder(store, undefined),
+          by: cliActor(),
+        });
         await store.appendAudit(
           cliAudit(opts.tenant ?? null, 'api_key_create', 'created', {
             api_key_id: made.record.id,
@@ -146,7 +155,13 @@ export function registerAdminCommands(program: Command): void {
     .action(async (id: string, opts: StoreFlags) => {
       const revoked = await withStore(opts, async (store) => {
         const record = await store.getApiKey(id);
-        const done = await store.revokeApiKey(id, new Date().toISOString());
+        const at = new Date().toISOString();
+        const events = new EventBuilder(store, undefined);
+        const done = await store.revokeApiKey(
+          id,
+          at,
+          record && [await events.apiKey('api_key.revoked', { ...record, revokedAt: at }, cliActor())],
+        );
         if (done)
           await store.appendAudit(cliAudit(record?.tenantId ?? null, 'api_key_revoke', 'revoked', { api_key_id: id }));
         return done;

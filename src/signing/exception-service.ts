@@ -1,7 +1,9 @@
 // Policy exceptions: a tenant admin lets a named vulnerability pass for a while, optionally only for one
 // project or artifact type. Expiry is required and bounded, so no exception is forgotten forever.
+
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../errors.js';
+import { EventBuilder } from '../events/event-builder.js';
 import type { ExceptionRecord, Store } from '../store/store.js';
 
 export type ExceptionStatus = 'active' | 'expired' | 'revoked';
@@ -19,6 +21,7 @@ export class ExceptionService {
     private readonly store: Store,
     private readonly maxLifetimeMs: number,
     private readonly now: () => Date = () => new Date(),
+    private readonly events: EventBuilder = new EventBuilder(store, undefined),
   ) {}
 
   status(record: ExceptionRecord): ExceptionStatus {
@@ -49,7 +52,7 @@ export class ExceptionService {
       revokedAt: null,
       revokedBy: null,
     };
-    await this.store.createException(record);
+    await this.store.createException(record, [await this.events.exception('exception.created', record)]);
     await this.audit(tenantId, createdBy, 'create_exception', 'created', {
       exception_id: record.id,
       vuln_id: record.vulnId,
@@ -74,7 +77,10 @@ export class ExceptionService {
     await this.requireTenant(tenantId);
     const existing = await this.store.getException(tenantId, id);
     if (!existing) throw new ApiError('exception_not_found', `tenant ${tenantId} has no exception ${id}`);
-    if (!(await this.store.revokeException(tenantId, id, this.now().toISOString(), by))) {
+    const at = this.now().toISOString();
+    const revokedEvent =
+      existing && (await this.events.exception('exception.revoked', { ...existing, revokedAt: at, revokedBy: by }));
+    if (!(await this.store.revokeException(tenantId, id, at, by, revokedEvent && [revokedEvent]))) {
       throw new ApiError('exception_not_active', `exception ${id} is already revoked`);
     }
     await this.audit(tenantId, by, 'revoke_exception', 'revoked', { exception_id: id, vuln_id: existing.vulnId });

@@ -2,9 +2,11 @@
 // A key store that imports by itself (AWS KMS) gets the client's blob untouched; for the embedded default the
 // work is done here: a wrapping key in the token, an import token sealed by the token, the private key unwrapped
 // inside the token (RSA, EC) or, for the software key store (ML-DSA, SM2), decrypted by the token and sealed.
+
 import { randomUUID } from 'node:crypto';
 import { type KeySpec, keyInfo } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
+import { EventBuilder } from '../events/event-builder.js';
 import { checkWrapping } from '../keys/import/import-rules.js';
 import { makeImportToken, openImportToken } from '../keys/import/import-token.js';
 import { KeyMaterialError, mlDsaKeyParts, sm2KeyParts } from '../keys/import/pkcs8.js';
@@ -64,15 +66,18 @@ export interface KeyImportDeps {
   store: Store;
   keyStore: KeyStore | KeyStores;
   now?: () => Date;
+  events?: EventBuilder;
 }
 
 export class KeyImportService {
+  private readonly events: EventBuilder;
   private readonly store: Store;
   private readonly keyStores: KeyStores;
   private readonly now: () => Date;
 
   constructor(deps: KeyImportDeps) {
     this.store = deps.store;
+    this.events = deps.events ?? new EventBuilder(deps.store, undefined);
     this.keyStores = KeyStores.of(deps.keyStore);
     this.now = deps.now ?? (() => new Date());
   }
@@ -230,6 +235,9 @@ export class KeyImportService {
       created = await this.unwrap(target, pending.wrappingKeyRef, wrappingAlgorithm, spec, req);
     }
     let key: KeyRecord;
+    const by = await this.events.actor(req.actor);
+    const previous = (await this.store.getCurrentKey(req.tenantId))?.id ?? null;
+    const imported = (k: KeyRecord) => [this.events.keyEvent('key.imported', k, by, previous)];
     try {
       if (existing) {
         if (!spkiDer(created.publicKeyPem).equals(spkiDer(existing.publicKeyPem))) {
@@ -244,19 +252,24 @@ export class KeyImportService {
           existing.id,
           existing.keyRef,
           materialExpiresAt?.toISOString() ?? null,
+          imported,
         );
       } else {
-        key = await this.store.completeKeyImport(req.tenantId, {
-          id: req.kmsKeyId,
-          tenantId: req.tenantId,
-          keySpec: spec,
-          keyRef: created.keyRef,
-          publicKeyPem: created.publicKeyPem,
-          createdAt: this.now().toISOString(),
-          keyStore: target.kind,
-          origin: 'imported',
-          materialExpiresAt: materialExpiresAt?.toISOString() ?? null,
-        });
+        key = await this.store.completeKeyImport(
+          req.tenantId,
+          {
+            id: req.kmsKeyId,
+            tenantId: req.tenantId,
+            keySpec: spec,
+            keyRef: created.keyRef,
+            publicKeyPem: created.publicKeyPem,
+            createdAt: this.now().toISOString(),
+            keyStore: target.kind,
+            origin: 'imported',
+            materialExpiresAt: materialExpiresAt?.toISOString() ?? null,
+          },
+          imported,
+        );
       }
     } catch (err) {
       if (created.keyRef !== existing?.keyRef) await this.dropKey(target, created.keyRef);

@@ -1,5 +1,6 @@
 // The service's domain logic: tenants, key versions and signing. Transport-free, so the HTTP routes and the
 // daemon's in-process mode share it.
+
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
@@ -11,6 +12,8 @@ import {
   type SigningAlgorithm,
 } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
+import { EventBuilder } from '../events/event-builder.js';
+import type { EventInput } from '../events/event-kinds.js';
 import { type KeyStore, type KeyStoreOutage, KeyStores, outageOf } from '../keys/key-store.js';
 import type { ActiveException, PolicyDecision, PolicyEngine, PolicyInput } from '../policy/policy.js';
 import {
@@ -91,6 +94,8 @@ export interface SigningServiceDeps {
   approvalRetryWindowMs?: number;
   /** Told the outcome of every signing request that reached the policy (for /metrics); must not throw. */
   onSignOutcome?: SignOutcomeObserver;
+  /** Makes the events the changes tell of (docs/events.md); default: one without console links. */
+  events?: EventBuilder;
 }
 
 /** `seconds`: from the start of the policy decision (or of the signature, on approval) to the outcome. */
@@ -121,12 +126,14 @@ export class SigningService {
   private readonly approvalLifetimeMs: number;
   private readonly approvalRetryWindowMs: number;
   private readonly observe: SignOutcomeObserver;
+  private readonly events: EventBuilder;
   /** The commit of each outage's start entry: a request refused in the outage is answered after it. */
   private readonly outageStarts = new WeakMap<KeyStoreOutage, Promise<void>>();
 
   constructor(deps: SigningServiceDeps) {
     this.observe = deps.onSignOutcome ?? noObserver;
     this.store = deps.store;
+    this.events = deps.events ?? new EventBuilder(deps.store, undefined);
     this.keyStores = KeyStores.of(deps.keyStore);
     this.policy = deps.policy;
     this.now = deps.now ?? (() => new Date());
@@ -165,7 +172,9 @@ export class SigningService {
     }
     const key = await this.newKey(tenantId, keySpec, 1);
     try {
-      const tenant = await this.store.createTenant(tenantId, key);
+      const tenant = await this.store.createTenant(tenantId, key, [
+        await this.events.tenantCreated(tenantId, key, actor),
+      ]);
       await this.audit(tenantId, actor, 'create_tenant', 'created', { key_id: key.id, key_spec: keySpec });
       return { tenant, key };
     } catch (err) {
@@ -183,7 +192,8 @@ export class SigningService {
     const made = await this.newKey(tenantId, spec, 0);
     let key: KeyRecord;
     try {
-      key = await this.store.rotateKey(tenantId, made);
+      const by = await this.events.actor(actor);
+      key = await this.store.rotateKey(tenantId, made, (k) => [this.events.keyEvent('key.rotated', k, by, current.id)]);
     } catch (err) {
       await this.destroy(made);
       throw err;
@@ -331,9 +341,21 @@ export class SigningService {
       // Who asked, when a CI job did: the approval's entries name the run like the request's own entry.
       ...(requesterKey?.workload && { workload: workloadAuditDetails(requesterKey.workload) }),
     };
+    const decided = {
+      decidedBy: caller.id,
+      decidedByPerson: caller.personId ?? null,
+      ...(reason !== undefined && { decisionReason: reason }),
+    };
     if (decision === 'reject') {
+      const rejected = await this.events.request('signature.rejected', request, {
+        ...decided,
+        status: 'rejected',
+        stage,
+      });
       if (
-        !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }))
+        !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
+          rejected,
+        ]))
       ) {
         throw this.lostRace(requestId);
       }
@@ -347,7 +369,15 @@ export class SigningService {
     this.requireUsable(key);
     const recheck = await this.evaluate(key, request.algorithm, request.requester, tenantId, context);
     if (recheck.outcome === 'deny') {
-      await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at });
+      await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
+        await this.events.request('signature.denied', request, {
+          ...decided,
+          status: 'denied',
+          stage,
+          rule: recheck.rule,
+          reason: recheck.reason,
+        }),
+      ]);
       await this.audit(tenantId, caller.id, 'approve_sign', 'denied', {
         ...about,
         rule: recheck.rule,
@@ -358,13 +388,23 @@ export class SigningService {
     }
     const [next, ...rest] = request.nextStages;
     if (next !== undefined) {
+      // This stage is passed; the next one's deciders are told like the first one's were.
+      const moved = { ...request, status: next, nextStages: rest, decisions };
       if (
-        !(await this.store.updatePendingRequest(requestId, stage, {
-          status: next,
-          nextStages: rest,
-          decisions,
-          updatedAt: at,
-        }))
+        !(await this.store.updatePendingRequest(
+          requestId,
+          stage,
+          { status: next, nextStages: rest, decisions, updatedAt: at },
+          [
+            await this.events.request('signature.approved', request, {
+              ...decided,
+              status: next,
+              stage,
+              next_stage: next,
+            }),
+            await this.events.request('signature.pending', moved),
+          ],
+        ))
       ) {
         throw this.lostRace(requestId);
       }
@@ -375,7 +415,16 @@ export class SigningService {
         message: `stage ${stage} approved; request ${requestId} now waits for ${next}`,
       };
     }
-    if (!(await this.store.updatePendingRequest(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
+    const approved = await this.events.request('signature.approved', request, {
+      ...decided,
+      status: 'approved',
+      stage,
+    });
+    if (
+      !(await this.store.updatePendingRequest(requestId, stage, { status: 'signing', decisions, updatedAt: at }, [
+        approved,
+      ]))
+    ) {
       throw this.lostRace(requestId);
     }
     let signed: Signed;
@@ -399,11 +448,12 @@ export class SigningService {
       await this.store.updatePendingRequest(requestId, 'signing', { status: stage, decisions: request.decisions });
       throw err;
     }
-    await this.store.updatePendingRequest(requestId, 'signing', {
-      status: 'approved',
-      signature: signed.signature.toString('base64'),
-      updatedAt: this.now().toISOString(),
-    });
+    await this.store.updatePendingRequest(
+      requestId,
+      'signing',
+      { status: 'approved', signature: signed.signature.toString('base64'), updatedAt: this.now().toISOString() },
+      [await this.events.request('signature.signed', request, { ...decided, status: 'approved', key_id: key.id })],
+    );
     return {
       requestId,
       status: 'approved',
@@ -419,10 +469,12 @@ export class SigningService {
     const recovered = await this.recoverStuckSigning(request);
     if (recovered) return this.pendingRequest(tenantId, requestId);
     if (isPending(request.status) && Date.parse(request.expiresAt) <= this.now().getTime()) {
-      const expired = await this.store.updatePendingRequest(requestId, request.status, {
-        status: 'expired',
-        updatedAt: this.now().toISOString(),
-      });
+      const expired = await this.store.updatePendingRequest(
+        requestId,
+        request.status,
+        { status: 'expired', updatedAt: this.now().toISOString() },
+        [await this.events.request('signature.expired', request, { status: 'expired' })],
+      );
       if (expired) {
         await this.audit(tenantId, 'service', 'approve_sign', 'expired', {
           request_id: requestId,
@@ -432,6 +484,30 @@ export class SigningService {
       return { ...request, status: 'expired' };
     }
     return request;
+  }
+
+  /**
+   * Expires waiting requests whose lifetime has passed (the event sweep: signature.expired is told when it
+   * happens, not when somebody next looks). Returns how many it expired; another instance's sweep may win some.
+   */
+  async expireOverdueRequests(limit = 100): Promise<number> {
+    const now = this.now().toISOString();
+    let expired = 0;
+    for (const request of await this.store.listWaitingRequestsExpiringBefore(now, limit)) {
+      const done = await this.store.updatePendingRequest(
+        request.id,
+        request.status,
+        { status: 'expired', updatedAt: now },
+        [await this.events.request('signature.expired', request, { status: 'expired' })],
+      );
+      if (!done) continue;
+      expired++;
+      await this.audit(request.tenantId, 'service', 'approve_sign', 'expired', {
+        request_id: request.id,
+        expires_at: request.expiresAt,
+      });
+    }
+    return expired;
   }
 
   /**
@@ -466,8 +542,9 @@ export class SigningService {
     action: string,
     outcome: string,
     details: Record<string, unknown>,
+    events?: readonly EventInput[],
   ): Promise<void> {
-    return this.store.appendAudit({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
+    return this.store.appendAudit({ at: this.now().toISOString(), tenantId, actor, action, outcome, details }, events);
   }
 
   private lostRace(requestId: string): ApiError {
@@ -522,11 +599,25 @@ export class SigningService {
       ...workload,
     };
     if (decision.outcome === 'deny') {
-      await this.audit(req.tenantId, req.callerId, req.action ?? 'sign', 'denied', {
-        ...about,
-        vuln_id: decision.vulnId,
-        fix_version: decision.fixVersion,
+      const denied = await this.events.denied({
+        tenantId: req.tenantId,
+        keyId: key.id,
+        algorithm,
+        digest: req.digest.toString('base64'),
+        rule: decision.rule,
+        reason: decision.reason,
+        inputs: req.context as Record<string, unknown>,
+        requester: req.callerId,
+        ...(decision.vulnId !== undefined && { vulnId: decision.vulnId }),
       });
+      await this.audit(
+        req.tenantId,
+        req.callerId,
+        req.action ?? 'sign',
+        'denied',
+        { ...about, vuln_id: decision.vulnId, fix_version: decision.fixVersion },
+        [denied],
+      );
       this.observe('denied', algorithm, req.tenantId, (performance.now() - start) / 1000);
       throw denial(decision);
     }
@@ -596,26 +687,27 @@ export class SigningService {
       const status = decision.outcome;
       const stages = decision.stages ?? [status];
       const requestId = randomUUID();
+      const record: PendingRequestRecord = {
+        id: requestId,
+        tenantId: req.tenantId,
+        keyId: key.id,
+        algorithm,
+        hash: req.digest.toString('base64'),
+        inputs: JSON.stringify(req.context),
+        requester: req.callerId,
+        rule: decision.rule,
+        reason: decision.reason,
+        status,
+        nextStages: stages.filter((s) => s !== status),
+        decisions: [],
+        signature: null,
+        createdAt: now.toISOString(),
+        expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
+        updatedAt: now.toISOString(),
+        continuationKey: matching,
+      };
       try {
-        await this.store.createPendingRequest({
-          id: requestId,
-          tenantId: req.tenantId,
-          keyId: key.id,
-          algorithm,
-          hash: req.digest.toString('base64'),
-          inputs: JSON.stringify(req.context),
-          requester: req.callerId,
-          rule: decision.rule,
-          reason: decision.reason,
-          status,
-          nextStages: stages.filter((s) => s !== status),
-          decisions: [],
-          signature: null,
-          createdAt: now.toISOString(),
-          expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
-          updatedAt: now.toISOString(),
-          continuationKey: matching,
-        });
+        await this.store.createPendingRequest(record, [await this.events.request('signature.pending', record)]);
       } catch (err) {
         // A concurrent identical request opened it first: the next attempt finds and continues it.
         if (err instanceof ConflictError && attempt < OPEN_REQUEST_ATTEMPTS) continue;

@@ -1,13 +1,23 @@
 // The Store contract on Kysely. SQL dialects differ only in how the Kysely instance is made
 // (sqlite-store.ts, and postgres-store.ts later), so every query lives here once.
 import { randomInt } from 'node:crypto';
-import { type Kysely, type MigrationProvider, Migrator, type Transaction } from 'kysely';
+import { type Kysely, type MigrationProvider, Migrator, PostgresAdapter, type Transaction } from 'kysely';
 import type { Role } from '../auth/roles.js';
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+import type { EventInput } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import { AccessCache } from './access-cache.js';
 import type { AuditRow } from './audit-chain.js';
+import {
+  EventStore,
+  type EventsFor,
+  type EventTables,
+  eventsOf,
+  insertEvents,
+  type OutboxRow,
+  outboxRows,
+} from './event-store.js';
 import { MIGRATIONS } from './migrations.js';
 import { PeopleStore, type PeopleTables } from './people-store.js';
 import {
@@ -32,7 +42,7 @@ import {
 } from './store.js';
 import { WorkloadStore, type WorkloadTables } from './workload-store.js';
 
-export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>, WorkloadTables {
+export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>, WorkloadTables, EventTables {
   tenants: { id: string; current_key_id: string; created_at: string };
   keys: {
     id: string;
@@ -104,6 +114,8 @@ export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>
     updated_at: string;
     /** Migration 0014. */
     continuation_key: string | null;
+    /** Migration 0016: when approvers were reminded of it (once). */
+    reminded_at?: string | null;
   };
   policy_exceptions: {
     id: string;
@@ -117,6 +129,8 @@ export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>
     expires_at: string;
     revoked_at: string | null;
     revoked_by: string | null;
+    /** Migration 0016: when its expiry was warned of (once). */
+    expiry_warned_at?: string | null;
   };
   vulnerabilities: { id: string; modified: string; record: string; imported_at: string };
   audit_log: AuditRow;
@@ -148,6 +162,8 @@ export interface PendingWrite {
   /** Id of a signature record to delete (the key store failed after the record was written ahead). */
   withdraw?: string;
   audit?: AuditEntryInput;
+  /** Events told of by this write (signature.denied with its audit entry), in the same transaction. */
+  events?: OutboxRow[];
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -157,11 +173,13 @@ export interface WriteBatch {
   signatures: Database['signatures'][];
   withdrawals: string[];
   audits: AuditEntryInput[];
+  events: OutboxRow[];
 }
 
 export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
-  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [] };
+  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [] };
   for (const w of writes) {
+    if (w.events) batch.events.push(...w.events);
     if (w.signature) batch.signatures.push(w.signature);
     if (w.withdraw !== undefined) batch.withdrawals.push(w.withdraw);
     if (w.audit) batch.audits.push(w.audit);
@@ -323,6 +341,7 @@ export const API_KEY_WITH_OWNER =
 export abstract class KyselyStore implements Store {
   readonly people: PeopleStore;
   readonly workload: WorkloadStore;
+  readonly events: EventStore;
   /** The signing path's two reads, answered from memory until a change may have happened (access-cache.ts). */
   protected readonly access = new AccessCache(() => this.readCacheEpoch());
 
@@ -333,6 +352,15 @@ export abstract class KyselyStore implements Store {
     // A write there changed whether some API key works (a person disabled, a membership and its keys gone).
     this.people = new PeopleStore(db as unknown as Kysely<PeopleTables>, () => this.access.forget());
     this.workload = new WorkloadStore(db as unknown as Kysely<WorkloadTables>);
+    this.events = new EventStore(
+      db as unknown as Kysely<EventTables>,
+      db.getExecutor().adapter instanceof PostgresAdapter,
+    );
+  }
+
+  /** Writes `events` in the transaction `tx` (the change they tell of is in it too). */
+  protected async writeEvents(tx: Kysely<Database>, events: readonly EventInput[] | undefined): Promise<void> {
+    await insertEvents(tx as unknown as Kysely<EventTables>, events, new Date().toISOString());
   }
 
   /** Cache reads and misses, for tests and diagnostics. */
@@ -393,17 +421,22 @@ export abstract class KyselyStore implements Store {
     await this.db.destroy();
   }
 
-  async createTenant(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord> {
-    return this.access.changing(() => this.createTenantOnce(tenantId, firstKey));
+  async createTenant(tenantId: string, firstKey: KeyRecord, events?: readonly EventInput[]): Promise<TenantRecord> {
+    return this.access.changing(() => this.createTenantOnce(tenantId, firstKey, events));
   }
 
-  private async createTenantOnce(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord> {
+  private async createTenantOnce(
+    tenantId: string,
+    firstKey: KeyRecord,
+    events: readonly EventInput[] | undefined,
+  ): Promise<TenantRecord> {
     const tenant = { id: tenantId, current_key_id: firstKey.id, created_at: firstKey.createdAt };
     try {
       await this.db.transaction().execute(async (tx) => {
         await tx.insertInto('tenants').values(tenant).execute();
         await tx.insertInto('keys').values(fromKey(firstKey)).execute();
         await raiseCacheEpoch(tx);
+        await this.writeEvents(tx, events);
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`tenant ${tenantId} exists`);
@@ -436,11 +469,19 @@ export abstract class KyselyStore implements Store {
     return row && toKey(row);
   }
 
-  async rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
-    return this.access.changing(() => this.rotateKeyOnce(tenantId, key));
+  async rotateKey(
+    tenantId: string,
+    key: Omit<KeyRecord, 'version'>,
+    events?: EventsFor<KeyRecord>,
+  ): Promise<KeyRecord> {
+    return this.access.changing(() => this.rotateKeyOnce(tenantId, key, events));
   }
 
-  private rotateKeyOnce(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+  private rotateKeyOnce(
+    tenantId: string,
+    key: Omit<KeyRecord, 'version'>,
+    events: EventsFor<KeyRecord> | undefined,
+  ): Promise<KeyRecord> {
     return this.db.transaction().execute(async (tx) => {
       const { max } = await tx
         .selectFrom('keys')
@@ -451,6 +492,7 @@ export abstract class KyselyStore implements Store {
       await tx.insertInto('keys').values(fromKey(record)).execute();
       await tx.updateTable('tenants').set({ current_key_id: record.id }).where('id', '=', tenantId).execute();
       await raiseCacheEpoch(tx);
+      await this.writeEvents(tx, eventsOf(events, record));
       return record;
     });
   }
@@ -505,16 +547,24 @@ export abstract class KyselyStore implements Store {
       .execute();
   }
 
-  async completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+  async completeKeyImport(
+    tenantId: string,
+    key: Omit<KeyRecord, 'version'>,
+    events?: EventsFor<KeyRecord>,
+  ): Promise<KeyRecord> {
     try {
-      return await this.access.changing(() => this.completeKeyImportOnce(tenantId, key));
+      return await this.access.changing(() => this.completeKeyImportOnce(tenantId, key, events));
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`key ${key.id} was imported meanwhile`);
       throw err;
     }
   }
 
-  private completeKeyImportOnce(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord> {
+  private completeKeyImportOnce(
+    tenantId: string,
+    key: Omit<KeyRecord, 'version'>,
+    events: EventsFor<KeyRecord> | undefined,
+  ): Promise<KeyRecord> {
     return this.db.transaction().execute(async (tx) => {
       const { max } = await tx
         .selectFrom('keys')
@@ -526,6 +576,7 @@ export abstract class KyselyStore implements Store {
       await tx.updateTable('tenants').set({ current_key_id: record.id }).where('id', '=', tenantId).execute();
       await tx.deleteFrom('key_imports').where('id', '=', key.id).execute();
       await raiseCacheEpoch(tx);
+      await this.writeEvents(tx, eventsOf(events, record));
       return record;
     });
   }
@@ -535,8 +586,9 @@ export abstract class KyselyStore implements Store {
     keyId: string,
     keyRef: string,
     materialExpiresAt: string | null,
+    events?: EventsFor<KeyRecord>,
   ): Promise<KeyRecord> {
-    return this.access.changing(() => this.reimportKeyOnce(tenantId, keyId, keyRef, materialExpiresAt));
+    return this.access.changing(() => this.reimportKeyOnce(tenantId, keyId, keyRef, materialExpiresAt, events));
   }
 
   private reimportKeyOnce(
@@ -544,6 +596,7 @@ export abstract class KyselyStore implements Store {
     keyId: string,
     keyRef: string,
     materialExpiresAt: string | null,
+    events: EventsFor<KeyRecord> | undefined,
   ): Promise<KeyRecord> {
     return this.db.transaction().execute(async (tx) => {
       await tx
@@ -560,7 +613,9 @@ export abstract class KyselyStore implements Store {
         .where('tenant_id', '=', tenantId)
         .where('id', '=', keyId)
         .executeTakeFirstOrThrow();
-      return toKey(row);
+      const record = toKey(row);
+      await this.writeEvents(tx, eventsOf(events, record));
+      return record;
     });
   }
 
@@ -584,11 +639,11 @@ export abstract class KyselyStore implements Store {
     return rows.map(toKey);
   }
 
-  async createApiKey(r: ApiKeyRecord): Promise<void> {
-    await this.access.changing(() => this.createApiKeyOnce(r));
+  async createApiKey(r: ApiKeyRecord, events?: readonly EventInput[]): Promise<void> {
+    await this.access.changing(() => this.createApiKeyOnce(r, events));
   }
 
-  private async createApiKeyOnce(r: ApiKeyRecord): Promise<void> {
+  private async createApiKeyOnce(r: ApiKeyRecord, events: readonly EventInput[] | undefined): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
       await tx
         .insertInto('api_keys')
@@ -608,6 +663,7 @@ export abstract class KyselyStore implements Store {
         })
         .execute();
       await raiseCacheEpoch(tx);
+      await this.writeEvents(tx, events);
     });
   }
 
@@ -636,11 +692,11 @@ export abstract class KyselyStore implements Store {
     return rows.map(toApiKey);
   }
 
-  async revokeApiKey(id: string, at: string): Promise<boolean> {
-    return this.access.changing(() => this.revokeApiKeyOnce(id, at));
+  async revokeApiKey(id: string, at: string, events?: readonly EventInput[]): Promise<boolean> {
+    return this.access.changing(() => this.revokeApiKeyOnce(id, at, events));
   }
 
-  private revokeApiKeyOnce(id: string, at: string): Promise<boolean> {
+  private revokeApiKeyOnce(id: string, at: string, events: readonly EventInput[] | undefined): Promise<boolean> {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('api_keys')
@@ -649,7 +705,9 @@ export abstract class KyselyStore implements Store {
         .where('revoked_at', 'is', null)
         .executeTakeFirst();
       await raiseCacheEpoch(tx);
-      return Number(result.numUpdatedRows) === 1;
+      const revoked = Number(result.numUpdatedRows) === 1;
+      if (revoked) await this.writeEvents(tx, events);
+      return revoked;
     });
   }
 
@@ -683,7 +741,8 @@ export abstract class KyselyStore implements Store {
     return this.enqueue({ withdraw: id, audit });
   }
 
-  appendAudit(entry: AuditEntryInput): Promise<void> {
+  appendAudit(entry: AuditEntryInput, events?: readonly EventInput[]): Promise<void> {
+    if (events && events.length > 0) return this.enqueue({ audit: entry, events: outboxRows(events, entry.at) });
     return this.enqueue({ audit: entry });
   }
 
@@ -770,9 +829,12 @@ export abstract class KyselyStore implements Store {
    */
   protected abstract commitWrites(writes: WriteBatch): Promise<void>;
 
-  async createPendingRequest(r: PendingRequestRecord): Promise<void> {
+  async createPendingRequest(r: PendingRequestRecord, events?: readonly EventInput[]): Promise<void> {
     try {
-      await this.insertPendingRequest(r);
+      await this.db.transaction().execute(async (tx) => {
+        await this.insertPendingRequest(tx, r);
+        await this.writeEvents(tx, events);
+      });
     } catch (err) {
       if (isUniqueViolation(err)) throw new ConflictError(`a request with continuation key ${r.continuationKey} waits`);
       throw err;
@@ -803,8 +865,8 @@ export abstract class KyselyStore implements Store {
     return row && toPending(row);
   }
 
-  private async insertPendingRequest(r: PendingRequestRecord): Promise<void> {
-    await this.db
+  private async insertPendingRequest(tx: Kysely<Database>, r: PendingRequestRecord): Promise<void> {
+    await tx
       .insertInto('pending_requests')
       .values({
         id: r.id,
@@ -853,8 +915,23 @@ export abstract class KyselyStore implements Store {
     id: string,
     from: RequestStatus,
     changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
+    events?: readonly EventInput[],
   ): Promise<boolean> {
-    const result = await this.db
+    if (!events || events.length === 0) return this.updatePendingRequestIn(this.db, id, from, changes);
+    return this.db.transaction().execute(async (tx) => {
+      const updated = await this.updatePendingRequestIn(tx, id, from, changes);
+      if (updated) await this.writeEvents(tx, events);
+      return updated;
+    });
+  }
+
+  private async updatePendingRequestIn(
+    db: Kysely<Database>,
+    id: string,
+    from: RequestStatus,
+    changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
+  ): Promise<boolean> {
+    const result = await db
       .updateTable('pending_requests')
       .set({
         ...(changes.status !== undefined && { status: changes.status }),
@@ -998,8 +1075,15 @@ export abstract class KyselyStore implements Store {
     return `${Number(row.n)}@${row.latest ?? ''}`;
   }
 
-  async createException(r: ExceptionRecord): Promise<void> {
-    await this.db
+  async createException(r: ExceptionRecord, events?: readonly EventInput[]): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      await this.insertException(tx, r);
+      await this.writeEvents(tx, events);
+    });
+  }
+
+  private async insertException(tx: Kysely<Database>, r: ExceptionRecord): Promise<void> {
+    await tx
       .insertInto('policy_exceptions')
       .values({
         id: r.id,
@@ -1037,15 +1121,99 @@ export abstract class KyselyStore implements Store {
     return row && toException(row);
   }
 
-  async revokeException(tenantId: string, id: string, at: string, by: string): Promise<boolean> {
-    const result = await this.db
-      .updateTable('policy_exceptions')
-      .set({ revoked_at: at, revoked_by: by })
-      .where('tenant_id', '=', tenantId)
-      .where('id', '=', id)
+  async revokeException(
+    tenantId: string,
+    id: string,
+    at: string,
+    by: string,
+    events?: readonly EventInput[],
+  ): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('policy_exceptions')
+        .set({ revoked_at: at, revoked_by: by })
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      const revoked = Number(result.numUpdatedRows) === 1;
+      if (revoked) await this.writeEvents(tx, events);
+      return revoked;
+    });
+  }
+
+  /** Requests still waiting for a decision whose expiry is before `before` (the event sweep), oldest first. */
+  async listWaitingRequestsExpiringBefore(before: string, limit: number): Promise<PendingRequestRecord[]> {
+    const rows = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('status', 'in', PENDING_STATUSES)
+      .where('expires_at', '<', before)
+      .orderBy('expires_at')
+      .limit(limit)
+      .execute();
+    return rows.map(toPending);
+  }
+
+  /** Waiting requests not yet reminded of whose expiry is before `before`. */
+  async listRequestsToRemind(before: string, limit: number): Promise<PendingRequestRecord[]> {
+    const rows = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('status', 'in', PENDING_STATUSES)
+      .where('reminded_at', 'is', null)
+      .where('expires_at', '<', before)
+      .orderBy('expires_at')
+      .limit(limit)
+      .execute();
+    return rows.map(toPending);
+  }
+
+  /** Sets the reminder mark once and writes the reminder's events with it. False when another sweep did it. */
+  async markReminded(id: string, at: string, events: readonly EventInput[]): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('pending_requests')
+        .set({ reminded_at: at })
+        .where('id', '=', id)
+        .where('reminded_at', 'is', null)
+        .where('status', 'in', PENDING_STATUSES)
+        .executeTakeFirst();
+      const marked = Number(result.numUpdatedRows) === 1;
+      if (marked) await this.writeEvents(tx, events);
+      return marked;
+    });
+  }
+
+  /** Live exceptions not yet warned of whose expiry is before `before` (and after `now`). */
+  async listExceptionsToWarn(now: string, before: string, limit: number): Promise<ExceptionRecord[]> {
+    const rows = await this.db
+      .selectFrom('policy_exceptions')
+      .selectAll()
       .where('revoked_at', 'is', null)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) === 1;
+      .where('expiry_warned_at', 'is', null)
+      .where('expires_at', '>', now)
+      .where('expires_at', '<', before)
+      .orderBy('expires_at')
+      .limit(limit)
+      .execute();
+    return rows.map(toException);
+  }
+
+  /** Sets the expiry-warning mark once and writes its events with it. False when another sweep did it. */
+  async markExceptionWarned(id: string, at: string, events: readonly EventInput[]): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('policy_exceptions')
+        .set({ expiry_warned_at: at })
+        .where('id', '=', id)
+        .where('expiry_warned_at', 'is', null)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      const marked = Number(result.numUpdatedRows) === 1;
+      if (marked) await this.writeEvents(tx, events);
+      return marked;
+    });
   }
 
   async listSignatures(tenantId: string, limit: number): Promise<SignatureRecord[]> {

@@ -4,6 +4,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
 import { packagePath } from '../paths.js';
 import { chainAuditRows } from './audit-chain.js';
+import type { OutboxRow } from './event-store.js';
 import {
   API_KEY_WITH_OWNER,
   type ApiKeyRow,
@@ -128,10 +129,12 @@ class SqliteStore extends KyselyStore {
         'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
           'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
       );
-      const batch = this.sqlite.transaction(({ signatures, withdrawals, audits }: WriteBatch) => {
+      const insertEvent = this.sqlite.prepare<OutboxRow>(INSERT_EVENT_SQL);
+      const batch = this.sqlite.transaction(({ signatures, withdrawals, audits, events }: WriteBatch) => {
         for (const row of signatures) insertSignature.run(row);
         for (const id of withdrawals) deleteSignature.run(id);
         if (audits.length > 0) for (const row of chainAuditRows(head.get(), audits)) insertAudit.run(row);
+        for (const row of events) insertEvent.run(row);
       });
       // IMMEDIATE: take the write lock before reading the chain's head, so another process cannot append between
       // the read and the write (a deferred transaction would fail to upgrade with SQLITE_BUSY instead).
@@ -150,6 +153,11 @@ class SqliteStore extends KyselyStore {
     }
   }
 }
+
+/** An outbox row written by a group commit (signature.denied with its audit entry); sqlite-writer.cjs has the same. */
+const INSERT_EVENT_SQL =
+  'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
+  'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)';
 
 const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
 

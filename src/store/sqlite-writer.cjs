@@ -39,6 +39,10 @@ function prepare() {
     'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
       'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
   );
+  const insertEvent = db.prepare(
+    'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
+      'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)',
+  );
   // IMMEDIATE: the write lock is taken before the chain's head is read (sqlite-store.ts says why).
   return db.transaction((writes) => {
     const audits = [];
@@ -48,6 +52,8 @@ function prepare() {
       if (w.audit) audits.push(w.audit);
     }
     if (audits.length > 0) for (const row of chainAuditRows(head.get(), audits)) insertAudit.run(row);
+    // Events told of by these writes (signature.denied): in the same transaction as their audit entries.
+    for (const w of writes) if (w.events) for (const row of w.events) insertEvent.run(row);
   }).immediate;
 }
 

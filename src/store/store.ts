@@ -1,7 +1,9 @@
 import type { Role } from '../auth/roles.js';
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
+import type { EventInput } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
+import type { EventStore, EventsFor } from './event-store.js';
 import type { PeopleStore } from './people-store.js';
 import type { WorkloadStore } from './workload-store.js';
 
@@ -188,12 +190,12 @@ export interface Store {
   close(): Promise<void>;
 
   /** Throws ConflictError if the tenant exists. */
-  createTenant(tenantId: string, firstKey: KeyRecord): Promise<TenantRecord>;
+  createTenant(tenantId: string, firstKey: KeyRecord, events?: readonly EventInput[]): Promise<TenantRecord>;
   getTenant(tenantId: string): Promise<TenantRecord | undefined>;
   /** The tenant's current key in one round trip (the signing path); undefined if no such tenant. */
   getCurrentKey(tenantId: string): Promise<KeyRecord | undefined>;
   /** Adds `key` as the next version and makes it current; returns the new version number. */
-  rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord>;
+  rotateKey(tenantId: string, key: Omit<KeyRecord, 'version'>, events?: EventsFor<KeyRecord>): Promise<KeyRecord>;
   getKey(tenantId: string, keyId: string): Promise<KeyRecord | undefined>;
   listKeys(tenantId: string): Promise<KeyRecord[]>;
 
@@ -208,20 +210,35 @@ export interface Store {
    * The material arrived: adds `key` (id = the import's id) as the tenant's next key version, makes it current
    * and removes the import row, in one transaction. ConflictError when another import of the same key won.
    */
-  completeKeyImport(tenantId: string, key: Omit<KeyRecord, 'version'>): Promise<KeyRecord>;
+  completeKeyImport(
+    tenantId: string,
+    key: Omit<KeyRecord, 'version'>,
+    events?: EventsFor<KeyRecord>,
+  ): Promise<KeyRecord>;
   /** The same material again for an imported key: its (new) key reference and expiry; removes the import row. */
-  reimportKey(tenantId: string, keyId: string, keyRef: string, materialExpiresAt: string | null): Promise<KeyRecord>;
+  reimportKey(
+    tenantId: string,
+    keyId: string,
+    keyRef: string,
+    materialExpiresAt: string | null,
+    events?: EventsFor<KeyRecord>,
+  ): Promise<KeyRecord>;
 
   /** People, memberships and the OAuth flows' state (docs/oauth.md). */
   readonly people: PeopleStore;
   /** Workload trust rules and exchanged tokens (docs/ci.md). */
   readonly workload: WorkloadStore;
+  /**
+   * Events: the outbox, subscriptions and deliveries (docs/events.md). Every method below that takes `events`
+   * writes them in the transaction of its change (and not at all when the change did not happen).
+   */
+  readonly events: EventStore;
 
-  createApiKey(record: ApiKeyRecord): Promise<void>;
+  createApiKey(record: ApiKeyRecord, events?: readonly EventInput[]): Promise<void>;
   getApiKey(id: string): Promise<ApiKeyRecord | undefined>;
   listApiKeys(): Promise<ApiKeyRecord[]>;
   /** Returns false when no such key was active. */
-  revokeApiKey(id: string, at: string): Promise<boolean>;
+  revokeApiKey(id: string, at: string, events?: readonly EventInput[]): Promise<boolean>;
 
   /**
    * True when signature records and audit entries are committed on a thread of the store's own: a write handed
@@ -234,7 +251,7 @@ export interface Store {
   withdrawSignature(id: string, audit: AuditEntryInput): Promise<void>;
 
   /** ConflictError when a request with the same continuation key is still waiting (WAITING_STATUSES). */
-  createPendingRequest(record: PendingRequestRecord): Promise<void>;
+  createPendingRequest(record: PendingRequestRecord, events?: readonly EventInput[]): Promise<void>;
   /**
    * The tenant's newest request with this continuation key that still waits, or was rejected or approved at or
    * after `decidedSince` (null: waiting ones only). What a retry continues.
@@ -255,13 +272,24 @@ export interface Store {
     id: string,
     from: RequestStatus,
     changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
+    events?: readonly EventInput[],
   ): Promise<boolean>;
+  /** Waiting requests whose expiry is before `before`, oldest first (the event sweep expires them). */
+  listWaitingRequestsExpiringBefore(before: string, limit: number): Promise<PendingRequestRecord[]>;
+  /** Waiting requests not yet reminded of whose expiry is before `before`. */
+  listRequestsToRemind(before: string, limit: number): Promise<PendingRequestRecord[]>;
+  /** Marks the request reminded of, once, writing `events` with the mark; false when it was already. */
+  markReminded(id: string, at: string, events: readonly EventInput[]): Promise<boolean>;
+  /** Live exceptions not yet warned of that expire after `now` and before `before`. */
+  listExceptionsToWarn(now: string, before: string, limit: number): Promise<ExceptionRecord[]>;
+  /** Marks the exception's expiry warned of, once, writing `events` with the mark; false when it was already. */
+  markExceptionWarned(id: string, at: string, events: readonly EventInput[]): Promise<boolean>;
 
   /**
    * Appends to the hash-chained audit log. Entries appended in the same event-loop turn share one transaction
    * (group commit); the promise settles once they are durable, and rejects if they are not.
    */
-  appendAudit(entry: AuditEntryInput): Promise<void>;
+  appendAudit(entry: AuditEntryInput, events?: readonly EventInput[]): Promise<void>;
   /** The log in order, `limit` entries from `afterSeq` on. */
   readAudit(afterSeq: number, limit: number): Promise<AuditEntry[]>;
   /** The tenant's `limit` most recent entries, newest first (the web console). */
@@ -273,11 +301,17 @@ export interface Store {
   /** Changes whenever the vulnerability database changes (count and latest import), to refresh caches cheaply. */
   vulnerabilityDbVersion(): Promise<string>;
 
-  createException(record: ExceptionRecord): Promise<void>;
+  createException(record: ExceptionRecord, events?: readonly EventInput[]): Promise<void>;
   listExceptions(tenantId: string): Promise<ExceptionRecord[]>;
   getException(tenantId: string, id: string): Promise<ExceptionRecord | undefined>;
   /** Returns false when the exception was already revoked. */
-  revokeException(tenantId: string, id: string, at: string, by: string): Promise<boolean>;
+  revokeException(
+    tenantId: string,
+    id: string,
+    at: string,
+    by: string,
+    events?: readonly EventInput[],
+  ): Promise<boolean>;
   listSignatures(tenantId: string, limit: number): Promise<SignatureRecord[]>;
 
   /**

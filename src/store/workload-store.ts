@@ -3,6 +3,8 @@
 // of KyselyStore. The keys an exchange mints are ordinary api_keys rows with a `workload` column (migration 0015).
 import type { Kysely } from 'kysely';
 import type { TrustRule, WorkloadRole } from '../auth/workload/trust-rule.js';
+import type { EventInput } from '../events/event-kinds.js';
+import { type EventsFor, type EventTables, eventsOf, insertEvents } from './event-store.js';
 
 export interface WorkloadTables {
   workload_trust_rules: {
@@ -44,8 +46,16 @@ function toRule(row: WorkloadTables['workload_trust_rules']): TrustRule {
 export class WorkloadStore {
   constructor(private readonly db: Kysely<WorkloadTables>) {}
 
-  async addTrustRule(rule: TrustRule): Promise<void> {
-    await this.db
+  /** Adds the rule, with `events` (trust.changed) in the same transaction. */
+  async addTrustRule(rule: TrustRule, events?: readonly EventInput[]): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      await this.insertTrustRule(tx, rule);
+      await insertEvents(tx as unknown as Kysely<EventTables>, events, rule.createdAt);
+    });
+  }
+
+  private async insertTrustRule(tx: Kysely<WorkloadTables>, rule: TrustRule): Promise<void> {
+    await tx
       .insertInto('workload_trust_rules')
       .values({
         id: rule.id,
@@ -76,11 +86,15 @@ export class WorkloadStore {
   }
 
   /** The removed rule, or undefined when there was none. Keys it minted stay valid until they expire (minutes). */
-  async removeTrustRule(id: string): Promise<TrustRule | undefined> {
+  async removeTrustRule(id: string, events?: EventsFor<TrustRule>): Promise<TrustRule | undefined> {
     const rule = await this.getTrustRule(id);
     if (!rule) return undefined;
-    const result = await this.db.deleteFrom('workload_trust_rules').where('id', '=', id).executeTakeFirst();
-    return Number(result.numDeletedRows) > 0 ? rule : undefined;
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx.deleteFrom('workload_trust_rules').where('id', '=', id).executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0) return undefined;
+      await insertEvents(tx as unknown as Kysely<EventTables>, eventsOf(events, rule), new Date().toISOString());
+      return rule;
+    });
   }
 
   /**

@@ -99,6 +99,7 @@ ${mint}`,
           label,
         },
         now,
+        { events: ctx.events, by: `person:${v.person.id}` },
       );
       await ctx.store.appendAudit({
         at: now.toISOString(),
@@ -139,7 +140,8 @@ ${mint}`,
       return ctx.fail(reply, new ApiError('not_found', `you have no API key ${id}`), request);
     }
     const at = ctx.now().toISOString();
-    if (await ctx.store.revokeApiKey(id, at)) {
+    const revokedEvent = await ctx.events.apiKey('api_key.revoked', { ...key, revokedAt: at }, `person:${v.person.id}`);
+    if (await ctx.store.revokeApiKey(id, at, [revokedEvent])) {
       await ctx.store.appendAudit({
         at,
         tenantId: key.tenantId,

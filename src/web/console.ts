@@ -3,6 +3,7 @@
 // session of the IdP sign-in; without a session a GET goes through /oauth/start and comes back. Every POST carries
 // the session's CSRF token and answers with a redirect (POST-redirect-GET), except minting a key, whose secret is
 // shown once in the answer itself rather than kept anywhere for a redirect to show.
+
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PAGE_HEADERS } from '../api/routes/oauth.js';
 import {
@@ -14,6 +15,7 @@ import {
 } from '../auth/oidc/sessions.js';
 import type { Role } from '../auth/roles.js';
 import { isApiError } from '../errors.js';
+import type { EventBuilder } from '../events/event-builder.js';
 import type { ExceptionService } from '../signing/exception-service.js';
 import type { SigningService } from '../signing/signing-service.js';
 import { GLOBAL_TENANT, type PersonRecord } from '../store/people-store.js';
@@ -28,6 +30,8 @@ export interface ConsoleOptions {
   store: Store;
   signing: SigningService;
   exceptions: ExceptionService;
+  /** Makes the events of the changes made here (api_key.*, trust.changed). */
+  events: EventBuilder;
   now: () => Date;
   /** Absent: no IdP, so nobody can sign in; the console says so. */
   signInConfigured: boolean;

@@ -149,7 +149,7 @@ ${csrfInput(csrf)}
           role: form.role,
           keyMinutes: Number(form.keyMinutes),
         },
-        { actor: actor(request), via: 'console', now: ctx.now() },
+        { actor: actor(request), via: 'console', now: ctx.now(), events: ctx.events },
       );
     } catch (err) {
       if (!(err instanceof TrustRuleInvalid)) throw err;
@@ -163,7 +163,13 @@ ${csrfInput(csrf)}
     if (!tenant) return reply;
     const id = (request.body as Record<string, string | undefined>).rule_id ?? '';
     try {
-      await removeTrustRule(ctx.store, id, { actor: actor(request), via: 'console', now: ctx.now(), tenantId: tenant });
+      await removeTrustRule(ctx.store, id, {
+        actor: actor(request),
+        via: 'console',
+        now: ctx.now(),
+        tenantId: tenant,
+        events: ctx.events,
+      });
     } catch (err) {
       if (!(err instanceof TrustRuleNotFound)) throw err;
       return ctx.fail(reply, new ApiError('not_found', err.message), request);

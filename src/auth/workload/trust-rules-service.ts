@@ -1,6 +1,8 @@
 // Managing a tenant's trust rules (docs/ci.md, "Trust rules"): the one place that adds, lists and removes them, so
 // `signbridge admin trust` and the console's trust-rules page check, store and audit a rule the same way.
+
 import { randomBytes } from 'node:crypto';
+import { EventBuilder } from '../../events/event-builder.js';
 import type { Store } from '../../store/store.js';
 import { type NewTrustRule, type TrustRule, TrustRuleInvalid, validateTrustRule } from './trust-rule.js';
 
@@ -9,6 +11,8 @@ export class TrustRuleNotFound extends Error {}
 
 /** Who changes the rules, for the audit entry: `cli:<user>` or `person:<id>`, and through what. */
 export interface TrustRuleChanger {
+  /** Makes the trust.changed event (console links need the public URL); default: without links. */
+  events?: EventBuilder;
   actor: string;
   via: 'cli' | 'console';
   now?: Date;
@@ -77,7 +81,8 @@ export async function addTrustRule(
   if (!(await store.getTenant(valid.tenantId))) throw new TrustRuleInvalid(`no tenant ${valid.tenantId}`);
   const at = (by.now ?? new Date()).toISOString();
   const rule: TrustRule = { id: `tr_${randomBytes(8).toString('hex')}`, ...valid, createdAt: at, createdBy: by.actor };
-  await store.workload.addTrustRule(rule);
+  const events = by.events ?? new EventBuilder(store, undefined);
+  await store.workload.addTrustRule(rule, [await events.trustChanged('added', rule, by.actor)]);
   await store.appendAudit({
     at,
     tenantId: rule.tenantId,
@@ -108,7 +113,9 @@ export async function removeTrustRule(
   const notFound = () =>
     new TrustRuleNotFound(by.tenantId ? `${by.tenantId} has no trust rule ${id}` : `no trust rule ${id}`);
   if (!existing || (by.tenantId !== undefined && existing.tenantId !== by.tenantId)) throw notFound();
-  const removed = await store.workload.removeTrustRule(id);
+  const events = by.events ?? new EventBuilder(store, undefined);
+  const removedEvent = await events.trustChanged('removed', existing, by.actor);
+  const removed = await store.workload.removeTrustRule(id, [removedEvent]);
   // Removed meanwhile by someone else: their removal is the one audited.
   if (!removed) throw notFound();
   await store.appendAudit({

@@ -1,0 +1,489 @@
+// Events' state (docs/events.md): the outbox, the subscriptions, and one delivery row per event and subscription.
+// Plain Kysely, so SQLite and PostgreSQL share it like the rest of KyselyStore.
+//
+// - Outbox rows are written by the store method that makes the change, in its transaction (insertEvents), so an
+//   event is never lost when a process dies and never sent for a change that was rolled back.
+// - fanOut() turns new outbox rows into delivery rows for the subscriptions of the event's tenant that want its
+//   kind, and marks the event fanned out, in one transaction (on PostgreSQL the rows are taken FOR UPDATE SKIP
+//   LOCKED, so two instances never fan out the same event; the primary key would catch it anyway).
+// - claimDeliveries() takes due deliveries in one UPDATE ... RETURNING that sets a lease: an instance sends only
+//   what it leased, a dead instance's leases run out and another takes them over. Every outcome is written with
+//   the lease's owner and attempt number in the WHERE clause, so a sender whose lease was taken over changes nothing.
+// - A request's events reach a subscription in order: a delivery is not claimed while an earlier one with the same
+//   order key is still pending for that subscription.
+import { randomBytes } from 'node:crypto';
+import { type Generated, type Kysely, type Selectable, sql } from 'kysely';
+import type { EventData, EventInput, EventKind, EventRecord } from '../events/event-kinds.js';
+
+export const SUBSCRIPTION_FORMATS = ['standard', 'slack', 'teams', 'email'] as const;
+export type SubscriptionFormat = (typeof SUBSCRIPTION_FORMATS)[number];
+
+export interface EventTables {
+  event_outbox: {
+    seq: Generated<number>;
+    id: string;
+    tenant_id: string | null;
+    type: string;
+    timestamp: string;
+    /** JSON of EventData. */
+    data: string;
+    order_key: string | null;
+    fanned_out: number;
+  };
+  webhook_subscriptions: {
+    id: string;
+    tenant_id: string;
+    url: string;
+    format: string;
+    /** JSON array of event kinds; null: all. */
+    event_kinds: string | null;
+    secret: string | null;
+    created_at: string;
+    created_by: string;
+    paused_at: string | null;
+    pause_reason: string | null;
+    last_error: string | null;
+    last_error_at: string | null;
+    last_delivered_at: string | null;
+    failures_in_a_row: number;
+  };
+  event_deliveries: {
+    event_seq: number;
+    subscription_id: string;
+    order_key: string | null;
+    status: string;
+    attempts: number;
+    next_attempt_at: string;
+    lease_until: string | null;
+    lease_owner: string | null;
+    last_status: number | null;
+    last_error: string | null;
+    created_at: string;
+    delivered_at: string | null;
+  };
+}
+
+/** An outbox row as written; `seq` comes from the database. */
+export type OutboxRow = Omit<Selectable<EventTables['event_outbox']>, 'seq'>;
+
+export interface SubscriptionRecord {
+  id: string;
+  tenantId: string;
+  /** https://... for webhooks and chat; mailto:address for e-mail. */
+  url: string;
+  format: SubscriptionFormat;
+  /** null: every kind. */
+  eventKinds: EventKind[] | null;
+  /** The Standard Webhooks secret; only the dispatcher reads it. */
+  secret: string | null;
+  createdAt: string;
+  createdBy: string;
+  pausedAt: string | null;
+  pauseReason: string | null;
+  lastError: string | null;
+  lastErrorAt: string | null;
+  lastDeliveredAt: string | null;
+  failuresInARow: number;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+export interface DeliveryRecord {
+  eventSeq: number;
+  eventId: string;
+  eventType: EventKind;
+  subscriptionId: string;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: string;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+/** A delivery this instance leased: send it, then record the outcome with the same claim. */
+export interface DeliveryClaim {
+  event: EventRecord;
+  subscription: SubscriptionRecord;
+  /** Including this one. */
+  attempts: number;
+  owner: string;
+  /** When the event was written (ISO): retries stop 24 h after it. */
+  createdAt: string;
+}
+
+/** Events for a change, or a function that makes them from the change's result (a key's new version). */
+export type EventsFor<T> = readonly EventInput[] | ((result: T) => readonly EventInput[]);
+
+export function eventsOf<T>(events: EventsFor<T> | undefined, result: T): readonly EventInput[] | undefined {
+  return typeof events === 'function' ? events(result) : events;
+}
+
+/** Outbox rows for events of a change made at `at`; ids are unique and have no '.' (Standard Webhooks). */
+export function outboxRows(events: readonly EventInput[], at: string): OutboxRow[] {
+  return events.map((e) => ({
+    id: `evt_${Date.parse(at).toString(36)}${randomBytes(10).toString('hex')}`,
+    tenant_id: e.data.tenant_id,
+    type: e.type,
+    timestamp: at,
+    data: JSON.stringify(e.data),
+    order_key: e.orderKey ?? null,
+    fanned_out: 0,
+  }));
+}
+
+/** Writes events in the caller's transaction. */
+export async function insertEvents(tx: Kysely<EventTables>, events: readonly EventInput[] | undefined, at: string) {
+  if (!events || events.length === 0) return;
+  await tx.insertInto('event_outbox').values(outboxRows(events, at)).execute();
+}
+
+function toEvent(row: Selectable<EventTables['event_outbox']>): EventRecord {
+  return {
+    id: row.id,
+    seq: Number(row.seq),
+    tenantId: row.tenant_id,
+    type: row.type as EventKind,
+    timestamp: row.timestamp,
+    data: JSON.parse(row.data) as EventData,
+    orderKey: row.order_key,
+  };
+}
+
+function toSubscription(row: EventTables['webhook_subscriptions']): SubscriptionRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    url: row.url,
+    format: row.format as SubscriptionFormat,
+    eventKinds: row.event_kinds ? (JSON.parse(row.event_kinds) as EventKind[]) : null,
+    secret: row.secret,
+    createdAt: row.created_at,
+    createdBy: row.created_by,
+    pausedAt: row.paused_at,
+    pauseReason: row.pause_reason,
+    lastError: row.last_error,
+    lastErrorAt: row.last_error_at,
+    lastDeliveredAt: row.last_delivered_at,
+    failuresInARow: Number(row.failures_in_a_row),
+  };
+}
+
+export class EventStore {
+  constructor(
+    private readonly db: Kysely<EventTables>,
+    private readonly postgres: boolean,
+  ) {}
+
+  /** Events written outside any other change (none today; tests and tools). */
+  async appendEvents(events: readonly EventInput[], at: string): Promise<void> {
+    await insertEvents(this.db, events, at);
+  }
+
+  async readEvents(afterSeq: number, limit: number): Promise<EventRecord[]> {
+    const rows = await this.db
+      .selectFrom('event_outbox')
+      .selectAll()
+      .where('seq', '>', afterSeq)
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+    return rows.map(toEvent);
+  }
+
+  async addSubscription(s: SubscriptionRecord): Promise<void> {
+    await this.db
+      .insertInto('webhook_subscriptions')
+      .values({
+        id: s.id,
+        tenant_id: s.tenantId,
+        url: s.url,
+        format: s.format,
+        event_kinds: s.eventKinds ? JSON.stringify(s.eventKinds) : null,
+        secret: s.secret,
+        created_at: s.createdAt,
+        created_by: s.createdBy,
+        paused_at: s.pausedAt,
+        pause_reason: s.pauseReason,
+        last_error: null,
+        last_error_at: null,
+        last_delivered_at: null,
+        failures_in_a_row: 0,
+      })
+      .execute();
+  }
+
+  async getSubscription(id: string): Promise<SubscriptionRecord | undefined> {
+    const row = await this.db.selectFrom('webhook_subscriptions').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && toSubscription(row);
+  }
+
+  /** A tenant's subscriptions (every tenant's when undefined), oldest first. */
+  async listSubscriptions(tenantId?: string): Promise<SubscriptionRecord[]> {
+    let query = this.db.selectFrom('webhook_subscriptions').selectAll();
+    if (tenantId !== undefined) query = query.where('tenant_id', '=', tenantId);
+    const rows = await query.orderBy('created_at').orderBy('id').execute();
+    return rows.map(toSubscription);
+  }
+
+  /** Removes the subscription and what it had still to send. False when there was none. */
+  async removeSubscription(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      await tx.deleteFrom('event_deliveries').where('subscription_id', '=', id).execute();
+      const result = await tx.deleteFrom('webhook_subscriptions').where('id', '=', id).executeTakeFirst();
+      return Number(result.numDeletedRows) === 1;
+    });
+  }
+
+  /** Resumes a paused subscription: what it still had to send is due now. False when there was none. */
+  async resumeSubscription(id: string, at: string): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('webhook_subscriptions')
+        .set({ paused_at: null, pause_reason: null, failures_in_a_row: 0 })
+        .where('id', '=', id)
+        .executeTakeFirst();
+      await tx
+        .updateTable('event_deliveries')
+        .set({ next_attempt_at: at })
+        .where('subscription_id', '=', id)
+        .where('status', '=', 'pending')
+        .execute();
+      return Number(result.numUpdatedRows) === 1;
+    });
+  }
+
+  async listDeliveries(subscriptionId: string, limit: number): Promise<DeliveryRecord[]> {
+    const rows = await this.db
+      .selectFrom('event_deliveries as d')
+      .innerJoin('event_outbox as e', 'e.seq', 'd.event_seq')
+      .select([
+        'd.event_seq',
+        'e.id as event_id',
+        'e.type as event_type',
+        'd.subscription_id',
+        'd.status',
+        'd.attempts',
+        'd.next_attempt_at',
+        'd.last_status',
+        'd.last_error',
+        'd.created_at',
+        'd.delivered_at',
+      ])
+      .where('d.subscription_id', '=', subscriptionId)
+      .orderBy('d.event_seq', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({
+      eventSeq: Number(r.event_seq),
+      eventId: r.event_id,
+      eventType: r.event_type as EventKind,
+      subscriptionId: r.subscription_id,
+      status: r.status as DeliveryStatus,
+      attempts: Number(r.attempts),
+      nextAttemptAt: r.next_attempt_at,
+      lastStatus: r.last_status === null ? null : Number(r.last_status),
+      lastError: r.last_error,
+      createdAt: r.created_at,
+      deliveredAt: r.delivered_at,
+    }));
+  }
+
+  /** Deliveries still to make (metrics, tests). */
+  async countPendingDeliveries(): Promise<number> {
+    const row = await this.db
+      .selectFrom('event_deliveries')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', 'pending')
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  /**
+   * Makes delivery rows for up to `limit` events not fanned out yet, for the subscriptions of their tenant that
+   * want their kind, and marks the events fanned out. Returns how many events it took.
+   */
+  async fanOut(limit: number, at: string): Promise<number> {
+    return this.db.transaction().execute(async (tx) => {
+      // Marked first, in the statement that picks them: the transaction's first statement is a write, so on SQLite
+      // it waits for the write lock (busy_timeout) instead of failing SQLITE_BUSY when another connection wrote
+      // after this one read; on PostgreSQL rows another instance is fanning out are skipped.
+      const lock = this.postgres ? sql`FOR UPDATE SKIP LOCKED` : sql``;
+      const marked = await sql<Selectable<EventTables['event_outbox']>>`
+        UPDATE event_outbox SET fanned_out = 1
+        WHERE seq IN (SELECT seq FROM event_outbox WHERE fanned_out = 0 ORDER BY seq LIMIT ${limit} ${lock})
+        RETURNING *`.execute(tx);
+      const events = marked.rows.map(toEvent).sort((x, y) => x.seq - y.seq);
+      if (events.length === 0) return 0;
+      const tenants = [...new Set(events.map((e) => e.tenantId).filter((t): t is string => t !== null))];
+      const subscriptions =
+        tenants.length === 0
+          ? []
+          : (await tx.selectFrom('webhook_subscriptions').selectAll().where('tenant_id', 'in', tenants).execute()).map(
+              toSubscription,
+            );
+      const deliveries: EventTables['event_deliveries'][] = [];
+      for (const event of events) {
+        for (const s of subscriptions) {
+          if (s.tenantId !== event.tenantId) continue;
+          if (s.eventKinds && !s.eventKinds.includes(event.type)) continue;
+          deliveries.push({
+            event_seq: event.seq,
+            subscription_id: s.id,
+            order_key: event.orderKey ?? null,
+            status: 'pending',
+            attempts: 0,
+            next_attempt_at: at,
+            lease_until: null,
+            lease_owner: null,
+            last_status: null,
+            last_error: null,
+            created_at: event.timestamp,
+            delivered_at: null,
+          });
+        }
+      }
+      for (let i = 0; i < deliveries.length; i += 200) {
+        await tx
+          .insertInto('event_deliveries')
+          .values(deliveries.slice(i, i + 200))
+          .onConflict((oc) => oc.columns(['event_seq', 'subscription_id']).doNothing())
+          .execute();
+      }
+      return events.length;
+    });
+  }
+
+  /**
+   * Leases up to `limit` due deliveries of subscriptions that are not paused, oldest first, skipping any whose
+   * request has an earlier delivery to the same subscription still pending. One statement: atomic on both stores,
+   * and on PostgreSQL rows another instance is leasing at that moment are skipped, not waited for.
+   */
+  async claimDeliveries(owner: string, now: string, leaseUntil: string, limit: number): Promise<DeliveryClaim[]> {
+    const lock = this.postgres ? sql`FOR UPDATE OF d SKIP LOCKED` : sql``;
+    const claimed = await sql<{ event_seq: number; subscription_id: string; attempts: number; created_at: string }>`
+      UPDATE event_deliveries
+      SET lease_owner = ${owner}, lease_until = ${leaseUntil}, attempts = attempts + 1
+      WHERE (event_seq, subscription_id) IN (
+        SELECT d.event_seq, d.subscription_id
+        FROM event_deliveries d
+        JOIN webhook_subscriptions s ON s.id = d.subscription_id
+        WHERE d.status = 'pending'
+          AND d.next_attempt_at <= ${now}
+          AND (d.lease_until IS NULL OR d.lease_until < ${now})
+          AND s.paused_at IS NULL
+          AND NOT EXISTS (
+            SELECT 1 FROM event_deliveries earlier
+            WHERE earlier.subscription_id = d.subscription_id
+              AND earlier.status = 'pending'
+              AND earlier.order_key = d.order_key
+              AND earlier.event_seq < d.event_seq)
+        ORDER BY d.event_seq
+        LIMIT ${limit}
+        ${lock})
+      RETURNING event_seq, subscription_id, attempts, created_at`.execute(this.db);
+    if (claimed.rows.length === 0) return [];
+    const seqs = [...new Set(claimed.rows.map((r) => Number(r.event_seq)))];
+    const subIds = [...new Set(claimed.rows.map((r) => r.subscription_id))];
+    const events = new Map(
+      (await this.db.selectFrom('event_outbox').selectAll().where('seq', 'in', seqs).execute()).map((r) => [
+        Number(r.seq),
+        toEvent(r),
+      ]),
+    );
+    const subs = new Map(
+      (await this.db.selectFrom('webhook_subscriptions').selectAll().where('id', 'in', subIds).execute()).map((r) => [
+        r.id,
+        toSubscription(r),
+      ]),
+    );
+    const claims: DeliveryClaim[] = [];
+    for (const r of claimed.rows) {
+      const event = events.get(Number(r.event_seq));
+      const subscription = subs.get(r.subscription_id);
+      // A subscription removed in between: its deliveries went with it.
+      if (!event || !subscription) continue;
+      claims.push({ event, subscription, attempts: Number(r.attempts), owner, createdAt: r.created_at });
+    }
+    return claims.sort((a, b) => a.event.seq - b.event.seq);
+  }
+
+  /** The receiver took it. False when the lease had been taken over meanwhile (nothing changed then). */
+  async markDelivered(claim: DeliveryClaim, status: number | null, at: string): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('event_deliveries')
+        .set({ status: 'delivered', delivered_at: at, lease_until: null, last_status: status, last_error: null })
+        .where('event_seq', '=', claim.event.seq)
+        .where('subscription_id', '=', claim.subscription.id)
+        .where('lease_owner', '=', claim.owner)
+        .where('attempts', '=', claim.attempts)
+        .where('status', '=', 'pending')
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) !== 1) return false;
+      await tx
+        .updateTable('webhook_subscriptions')
+        .set({ last_delivered_at: at, failures_in_a_row: 0 })
+        .where('id', '=', claim.subscription.id)
+        .execute();
+      return true;
+    });
+  }
+
+  /**
+   * The attempt failed. `retryAt`: try again then; null: give up on this delivery. `pause`: pause the
+   * subscription too (410 Gone, or failing for too long), with this reason. Returns the subscription's failures
+   * in a row after this one, or undefined when the lease had been taken over (nothing changed then).
+   */
+  async markFailedAttempt(
+    claim: DeliveryClaim,
+    outcome: { status: number | null; error: string; retryAt: string | null; pauseReason?: string },
+    at: string,
+  ): Promise<number | undefined> {
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('event_deliveries')
+        .set({
+          status: outcome.retryAt === null ? 'failed' : 'pending',
+          next_attempt_at: outcome.retryAt ?? at,
+          lease_until: null,
+          last_status: outcome.status,
+          last_error: outcome.error,
+        })
+        .where('event_seq', '=', claim.event.seq)
+        .where('subscription_id', '=', claim.subscription.id)
+        .where('lease_owner', '=', claim.owner)
+        .where('attempts', '=', claim.attempts)
+        .where('status', '=', 'pending')
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) !== 1) return undefined;
+      await tx
+        .updateTable('webhook_subscriptions')
+        .set((eb) => ({
+          last_error: outcome.error,
+          last_error_at: at,
+          failures_in_a_row: eb('failures_in_a_row', '+', 1),
+          ...(outcome.pauseReason !== undefined && { paused_at: at, pause_reason: outcome.pauseReason }),
+        }))
+        .where('id', '=', claim.subscription.id)
+        .execute();
+      const row = await tx
+        .selectFrom('webhook_subscriptions')
+        .select('failures_in_a_row')
+        .where('id', '=', claim.subscription.id)
+        .executeTakeFirst();
+      return Number(row?.failures_in_a_row ?? 0);
+    });
+  }
+
+  /** Pauses a subscription (it keeps failing); its deliveries wait until it is resumed. */
+  async pauseSubscription(id: string, reason: string, at: string): Promise<void> {
+    await this.db
+      .updateTable('webhook_subscriptions')
+      .set({ paused_at: at, pause_reason: reason })
+      .where('id', '=', id)
+      .where('paused_at', 'is', null)
+      .execute();
+  }
+}
