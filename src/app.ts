@@ -20,7 +20,9 @@ import { NAMED_SCHEMAS } from './api/schemas.js';
 import { type IssuerKeySettings, IssuerKeys } from './auth/workload/issuer-keys.js';
 import { TokenExchange } from './auth/workload/token-exchange.js';
 import type { WorkloadSettings } from './config/config.js';
+import { type Deliver, type DispatcherSettings, EventDispatcher } from './events/dispatcher.js';
 import { EventBuilder } from './events/event-builder.js';
+import { eventSweeps, type SweepSettings } from './events/event-sweeps.js';
 import type { KeyStore, KeyStores } from './keys/key-store.js';
 import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
@@ -71,6 +73,18 @@ export interface AppOptions {
     /** Issuer key caching (tests shorten or show it); defaults in issuer-keys.ts. */
     keys?: Omit<IssuerKeySettings, 'allow' | 'extraCaPem'>;
   };
+  /**
+   * Deliver events (docs/events.md): a dispatcher runs while the app is up. Without it events are still written
+   * to the outbox, for an instance that delivers.
+   */
+  eventDelivery?: { deliver: Deliver; settings?: DispatcherSettings; sweeps?: SweepSettings };
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The event dispatcher, when the app delivers events (AppOptions.eventDelivery). */
+    eventDispatcher?: EventDispatcher;
+  }
 }
 
 /** Headers and fields that may carry secrets; pino replaces them with "[redacted]". */
@@ -205,6 +219,21 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now, events);
   const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now, events });
+  if (opts.eventDelivery) {
+    const { deliver, settings, sweeps } = opts.eventDelivery;
+    const dispatcher = new EventDispatcher(
+      opts.store,
+      deliver,
+      { onError: (message) => app.log.warn(message), ...settings },
+      now,
+      eventSweeps(opts.store, signing, events, sweeps, now),
+    );
+    app.decorate('eventDispatcher', dispatcher);
+    app.addHook('onReady', async () => dispatcher.start());
+    // Before the store closes (onClose): a pass under way finishes; what it leased and did not send is taken
+    // over by another instance, or by this one after a restart, once the leases end.
+    app.addHook('preClose', async () => dispatcher.stop());
+  }
   await app.register(v1Routes, { store: opts.store, signing, exceptions, keyImports, now, publicUrl: opts.publicUrl });
   await app.register(oauthRoutes, {
     store: opts.store,

@@ -1,10 +1,12 @@
 // The service process: opens the configured store and key store, serves the app, shuts down gracefully.
+
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp, REDACT_PATHS, serializeRequest } from './app.js';
 import { BusyPoll } from './busy-poll.js';
 import type { Pkcs11Setting, ServiceConfig } from './config/config.js';
+import { destinationsFor } from './events/destinations.js';
 import { ensurePrivateDir } from './fs-private.js';
 import { AwsKmsKeyStore } from './keys/aws-kms-key-store.js';
 import { type KeyStore, KeyStores } from './keys/key-store.js';
@@ -201,6 +203,16 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
     ...(config.oidc && { oauth: { oidc: config.oidc } }),
     workload: config.workload,
+    eventDelivery: {
+      deliver: destinationsFor(store, config),
+      settings: {
+        pollMs: config.events.pollMs,
+        leaseMs: config.events.leaseMs,
+        retryForMs: config.events.retryForMs,
+        pauseAfterFailures: config.events.pauseAfterFailures,
+      },
+      sweeps: { remindBeforeMs: config.events.remindBeforeMs },
+    },
   });
   for (const one of keyStore.stores) {
     if (one instanceof Pkcs11KeyStore) one.onEvent = (message) => app.log.warn({ keyStore: one.description }, message);

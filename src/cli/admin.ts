@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { TENANT_ID_PATTERN } from '../api/schemas.js';
 import { createApiKey, rolesOf } from '../auth/api-keys.js';
 import { isRole, ROLES, type Role } from '../auth/roles.js';
-import { resolveConfig } from '../config/config.js';
+import { resolveConfig, type ServiceConfig } from '../config/config.js';
 import { EventBuilder } from '../events/event-builder.js';
 import { loadPolicyFile } from '../policy/policy-file.js';
 import { loadOsvPath } from '../policy/vulndb/osv.js';
@@ -18,6 +18,7 @@ import { backupDataDir } from './admin-backup.js';
 import { moveInstallation } from './admin-migrate.js';
 import { createKeyForPerson, registerPeopleCommands } from './admin-people.js';
 import { registerTrustCommands } from './admin-trust.js';
+import { registerWebhookCommands } from './admin-webhooks.js';
 
 interface PersonKeyFlags {
   forEmail?: string;
@@ -30,11 +31,11 @@ interface StoreFlags {
   database?: string;
 }
 
-async function withStore<T>(flags: StoreFlags, fn: (store: Store) => Promise<T>): Promise<T> {
+async function withStore<T>(flags: StoreFlags, fn: (store: Store, config: ServiceConfig) => Promise<T>): Promise<T> {
   const config = resolveConfig({ dataDir: flags.dataDir, configFile: flags.config, database: flags.database });
   const store = await openStore(config);
   try {
-    return await fn(store);
+    return await fn(store, config);
   } finally {
     await store.close();
   }
@@ -172,6 +173,7 @@ export function registerAdminCommands(program: Command): void {
 
   registerPeopleCommands(admin, storeOptions, withStore, cliAudit);
   registerTrustCommands(admin, storeOptions, withStore);
+  registerWebhookCommands(admin, storeOptions, withStore);
 
   storeOptions(admin.command('vulndb').description('the offline vulnerability database (OSV)').command('import'))
     .description('load OSV JSON records (a file with one record or an array, or a folder of them) into the store')

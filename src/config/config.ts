@@ -120,6 +120,19 @@ export const ConfigFileSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** Event delivery (docs/events.md, "Delivery"). */
+    events: Type.Optional(
+      Type.Object(
+        {
+          pollMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
+          leaseSeconds: Type.Optional(Type.Integer({ minimum: 2, maximum: 3600 })),
+          retryHours: Type.Optional(Type.Number({ minimum: 0.001, maximum: 168 })),
+          pauseAfterFailures: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+          remindBeforeMinutes: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_080 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -147,6 +160,8 @@ export interface ServiceConfig {
   oidc?: OidcSettings;
   /** The CI token exchange's outbound and token-age settings (workloadSetting). */
   workload: WorkloadSettings;
+  /** Event delivery: how often to look for work, leases, retries, pausing, reminders (eventSetting). */
+  events: EventSettings;
 }
 
 export interface WorkloadSettings {
@@ -332,6 +347,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     }),
     ...oidcSetting(file, env),
     workload: workloadSetting(file.workload, env),
+    events: eventSetting(file.events, env),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -465,6 +481,29 @@ function oidcSetting(file: ConfigFile, env: NodeJS.ProcessEnv): { oidc?: OidcSet
  * workload.* with SIGNBRIDGE_WORKLOAD_ALLOW (comma list) and SIGNBRIDGE_WORKLOAD_CA_FILE over the file. The CA file
  * is read now: a missing or unreadable file stops the start instead of failing every exchange later.
  */
+export interface EventSettings {
+  pollMs: number;
+  leaseMs: number;
+  retryForMs: number;
+  pauseAfterFailures: number;
+  remindBeforeMs: number;
+}
+
+/** events.* (SIGNBRIDGE_EVENTS_POLL_MS over the file, for tests and tuning); defaults in docs/events.md. */
+function eventSetting(file: ConfigFile['events'], env: NodeJS.ProcessEnv): EventSettings {
+  const pollEnv = env.SIGNBRIDGE_EVENTS_POLL_MS;
+  if (pollEnv !== undefined && !/^\d{2,5}$/.test(pollEnv)) {
+    throw new ConfigError(`SIGNBRIDGE_EVENTS_POLL_MS must be a number of milliseconds (10-60000), got ${pollEnv}`);
+  }
+  return {
+    pollMs: pollEnv !== undefined ? Number(pollEnv) : (file?.pollMs ?? 1000),
+    leaseMs: (file?.leaseSeconds ?? 60) * 1000,
+    retryForMs: (file?.retryHours ?? 24) * 3600_000,
+    pauseAfterFailures: file?.pauseAfterFailures ?? 50,
+    remindBeforeMs: (file?.remindBeforeMinutes ?? 60) * 60_000,
+  };
+}
+
 function workloadSetting(file: ConfigFile['workload'], env: NodeJS.ProcessEnv): WorkloadSettings {
   const allowSource = env.SIGNBRIDGE_WORKLOAD_ALLOW ?? file?.allow ?? [];
   const allow = (typeof allowSource === 'string' ? allowSource.split(',') : allowSource)
