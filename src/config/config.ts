@@ -70,6 +70,27 @@ const PostgresStoreConfig = Type.Object(
   { additionalProperties: false },
 );
 
+export const SMTP_TLS_MODES = ['starttls', 'implicit', 'none'] as const;
+/** Outgoing mail for e-mail subscriptions (docs/events.md#smtp); the password comes from a file or the environment. */
+const SmtpConfig = Type.Object(
+  {
+    host: Type.String({ minLength: 1 }),
+    /** Default: 587 with starttls, 465 with implicit, 25 with none. */
+    port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+    /** The From address: `signbridge@example.com` or `signbridge <signbridge@example.com>`. */
+    from: Type.String({ minLength: 3 }),
+    user: Type.Optional(Type.String({ minLength: 1 })),
+    passwordFile: Type.Optional(Type.String({ minLength: 1 })),
+    /** starttls (default: the upgrade is required), implicit (TLS from the first byte), none (clear text). */
+    tls: Type.Optional(Type.Union(SMTP_TLS_MODES.map((m) => Type.Literal(m)))),
+    /** Extra PEM trust anchors for the server's certificate (a private CA). */
+    caFile: Type.Optional(Type.String({ minLength: 1 })),
+    /** For connecting, the greeting and each reply (default 30000). */
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 1000, maximum: 300_000 })),
+  },
+  { additionalProperties: false },
+);
+
 export const ConfigFileSchema = Type.Object(
   {
     dataDir: Type.Optional(Type.String({ minLength: 1 })),
@@ -133,6 +154,7 @@ export const ConfigFileSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    smtp: Type.Optional(SmtpConfig),
   },
   { additionalProperties: false },
 );
@@ -162,6 +184,22 @@ export interface ServiceConfig {
   workload: WorkloadSettings;
   /** Event delivery: how often to look for work, leases, retries, pausing, reminders (eventSetting). */
   events: EventSettings;
+  /** Outgoing mail (smtpSetting); absent: no smtp section, e-mail subscriptions cannot deliver. */
+  smtp?: SmtpSettings;
+}
+
+export type SmtpTlsMode = (typeof SMTP_TLS_MODES)[number];
+
+export interface SmtpSettings {
+  host: string;
+  port: number;
+  from: string;
+  tls: SmtpTlsMode;
+  /** Present when smtp.user is set; `pass` from SIGNBRIDGE_SMTP_PASSWORD or smtp.passwordFile. Never log it. */
+  auth?: { user: string; pass: string };
+  /** Extra PEM trust anchors (smtp.caFile's contents). */
+  caPem?: string;
+  timeoutMs: number;
 }
 
 export interface WorkloadSettings {
@@ -223,7 +261,9 @@ export function loadConfigFile(path: string): ConfigFile {
         ? keyStoreError((parsed as { keyStore?: unknown }).keyStore)
         : first.path === '/store'
           ? storeError((parsed as { store?: unknown }).store)
-          : undefined;
+          : first.path === '/smtp/tls'
+            ? `/smtp/tls must be one of ${SMTP_TLS_MODES.join(', ')}`
+            : undefined;
     throw new ConfigError(`config file ${path}: ${where ?? `${first.path || '/'} ${first.message}`}`);
   }
   return parsed as ConfigFile;
@@ -348,6 +388,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     ...oidcSetting(file, env),
     workload: workloadSetting(file.workload, env),
     events: eventSetting(file.events, env),
+    ...(file.smtp && { smtp: smtpSetting(file.smtp, env) }),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -532,5 +573,61 @@ function workloadSetting(file: ConfigFile['workload'], env: NodeJS.ProcessEnv): 
     ...(caPem !== undefined && { caPem }),
     maxTokenAgeSeconds: file?.maxTokenAgeSeconds ?? 3600,
     clockToleranceSeconds: file?.clockToleranceSeconds ?? 60,
+  };
+}
+
+const SMTP_DEFAULT_PORTS: Record<SmtpTlsMode, number> = { starttls: 587, implicit: 465, none: 25 };
+
+/**
+ * The smtp section with its password (SIGNBRIDGE_SMTP_PASSWORD over smtp.passwordFile) and CA file read now: a
+ * missing file or a user without a password stops the start instead of failing every mail later. Errors name the
+ * setting and the file, never the password.
+ */
+function smtpSetting(file: NonNullable<ConfigFile['smtp']>, env: NodeJS.ProcessEnv): SmtpSettings {
+  // A CR or LF in From would let the address add header lines to every mail.
+  if (!file.from.includes('@') || /[\r\n]/.test(file.from)) {
+    throw new ConfigError(
+      `smtp.from must be one address such as signbridge@example.com or "signbridge <signbridge@example.com>", got ${JSON.stringify(file.from)}`,
+    );
+  }
+  let pass = env.SIGNBRIDGE_SMTP_PASSWORD || undefined;
+  if (pass === undefined && file.passwordFile) {
+    try {
+      pass = readFileSync(file.passwordFile, 'utf8').replace(/[\r\n]+$/, '');
+    } catch (err) {
+      throw new ConfigError(
+        `smtp.passwordFile ${file.passwordFile} cannot be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+      );
+    }
+    if (pass === '') throw new ConfigError(`smtp.passwordFile ${file.passwordFile} is empty`);
+  }
+  if (file.user && pass === undefined) {
+    throw new ConfigError('smtp.user is set: give its password in smtp.passwordFile or SIGNBRIDGE_SMTP_PASSWORD');
+  }
+  if (!file.user && pass !== undefined) {
+    throw new ConfigError(
+      'an SMTP password is set (smtp.passwordFile or SIGNBRIDGE_SMTP_PASSWORD) but smtp.user is not',
+    );
+  }
+  let caPem: string | undefined;
+  if (file.caFile) {
+    try {
+      caPem = readFileSync(file.caFile, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`smtp.caFile ${file.caFile} cannot be read: ${(err as Error).message}`);
+    }
+    if (!caPem.includes('-----BEGIN CERTIFICATE-----')) {
+      throw new ConfigError(`smtp.caFile ${file.caFile} holds no PEM certificate`);
+    }
+  }
+  const tls = file.tls ?? 'starttls';
+  return {
+    host: file.host,
+    port: file.port ?? SMTP_DEFAULT_PORTS[tls],
+    from: file.from,
+    tls,
+    ...(file.user && pass !== undefined && { auth: { user: file.user, pass } }),
+    ...(caPem !== undefined && { caPem }),
+    timeoutMs: file.timeoutMs ?? 30_000,
   };
 }

@@ -31,7 +31,8 @@ async function mailRecipients(store: Store, claim: DeliveryClaim): Promise<strin
   const memberships = await store.people.listMemberships({ tenantId: event.tenantId });
   const addresses = new Set<string>();
   for (const m of memberships) {
-    if (!m.roles.includes(role)) continue;
+    // (A membership still waiting for its person's first sign-in has no verified address yet.)
+    if (m.role !== role || m.personId === null) continue;
     const person = await store.people.getPerson(m.personId);
     if (person?.email && person.emailVerified && !person.disabledAt) addresses.add(person.email);
   }

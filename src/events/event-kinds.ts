@@ -29,6 +29,10 @@ export function isEventKind(value: string): value is EventKind {
 
 /** Who asked for the change: an API key, with the person or the CI job behind it when there is one. */
 export interface EventActor {
+  /**
+   * The audit log's actor: an API key id, or `person:<id>` for a decision made in the console, or `cli:<user>` for
+   * an admin command on the service's host.
+   */
   api_key_id: string;
   /** The person's id and e-mail, for a person's key or a decision made in the console. */
   person?: { id: string; email?: string | null };
@@ -37,7 +41,8 @@ export interface EventActor {
 }
 
 /**
- * What every event's data carries; the rest depends on the kind (docs/events.md has a JSON Schema for each).
+ * What every event's data carries; the rest depends on the kind (event-schemas.ts: EVENT_DATA_SCHEMAS, the reference,
+ * and EventDataFor<kind>; docs/events.md lists the fields).
  * `console_url` is the console page that acts on it, under the service's public URL (absent when none is set).
  */
 export interface EventData {

@@ -218,3 +218,87 @@ describe('workload (the CI token exchange)', () => {
     );
   });
 });
+
+describe('smtp (outgoing mail for e-mail subscriptions)', () => {
+  const PASSWORD = 'smtp-Pa55word-never-shown';
+  const setup = (yaml: string) => {
+    const dir = makeTempDir();
+    const file = join(dir, 'c.yaml');
+    writeFileSync(file, `dataDir: ${dir}\n${yaml}`);
+    return { dir, file };
+  };
+
+  it('is absent without a section; STARTTLS on 587 and a 30 s timeout by default; the port follows tls', () => {
+    const { dir } = setup('');
+    expect(resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_SMTP_PASSWORD: PASSWORD } }).smtp).toBeUndefined();
+    const { file } = setup('smtp: {host: smtp.example.com, from: signbridge@example.com}\n');
+    expect(resolveConfig({ configFile: file, env: {} }).smtp).toEqual({
+      host: 'smtp.example.com',
+      port: 587,
+      from: 'signbridge@example.com',
+      tls: 'starttls',
+      timeoutMs: 30_000,
+    });
+    const implicit = setup('smtp: {host: smtp.example.com, from: a@example.com, tls: implicit}\n').file;
+    expect(resolveConfig({ configFile: implicit, env: {} }).smtp).toMatchObject({ port: 465, tls: 'implicit' });
+    const none = setup('smtp: {host: relay.local, from: a@example.com, tls: none, port: 2525}\n').file;
+    expect(resolveConfig({ configFile: none, env: {} }).smtp).toMatchObject({ port: 2525, tls: 'none' });
+  });
+
+  it('takes the password from SIGNBRIDGE_SMTP_PASSWORD over passwordFile, and reads caFile at start', () => {
+    const dir = makeTempDir();
+    const passwordFile = join(dir, 'smtp-password');
+    writeFileSync(passwordFile, 'from-the-file\n');
+    const ca = join(dir, 'ca.pem');
+    writeFileSync(ca, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    const file = join(dir, 's.yaml');
+    writeFileSync(
+      file,
+      `dataDir: ${dir}\nsmtp:\n  host: smtp.example.com\n  from: "signbridge <signbridge@example.com>"\n  user: sb\n` +
+        `  passwordFile: ${passwordFile}\n  caFile: ${ca}\n  timeoutMs: 5000\n`,
+    );
+    expect(resolveConfig({ configFile: file, env: {} }).smtp).toMatchObject({
+      auth: { user: 'sb', pass: 'from-the-file' },
+      caPem: expect.stringContaining('BEGIN CERTIFICATE'),
+      timeoutMs: 5000,
+    });
+    expect(resolveConfig({ configFile: file, env: { SIGNBRIDGE_SMTP_PASSWORD: PASSWORD } }).smtp?.auth).toEqual({
+      user: 'sb',
+      pass: PASSWORD,
+    });
+  });
+
+  it('stops the start with the setting named, never the password', () => {
+    const cases: Array<[string, NodeJS.ProcessEnv, RegExp]> = [
+      ['smtp: {host: h, from: a@example.com, tls: ssl}\n', {}, /\/smtp\/tls must be one of starttls, implicit, none/],
+      ['smtp: {from: a@example.com}\n', {}, /\/smtp\/host/],
+      ['smtp: {host: h, from: nobody}\n', {}, /smtp.from must be one address/],
+      ['smtp: {host: h, from: a@example.com, user: sb}\n', {}, /smtp.user is set: give its password/],
+      ['smtp: {host: h, from: a@example.com}\n', { SIGNBRIDGE_SMTP_PASSWORD: PASSWORD }, /but smtp.user is not/],
+      [
+        'smtp: {host: h, from: a@example.com, user: sb, passwordFile: /nonexistent/pw}\n',
+        {},
+        /passwordFile \/nonexistent\/pw cannot be read/,
+      ],
+      [
+        'smtp: {host: h, from: a@example.com, caFile: /nonexistent/ca.pem}\n',
+        {},
+        /smtp.caFile \/nonexistent\/ca.pem cannot be read/,
+      ],
+      ['smtp: {host: h, from: a@example.com, timeoutMs: 10}\n', {}, /\/smtp\/timeoutMs/],
+      ['smtp: {host: h, from: a@example.com, password: x}\n', {}, /\/smtp\/password/],
+    ];
+    for (const [yaml, env, message] of cases) {
+      const { file } = setup(yaml);
+      let error: unknown;
+      try {
+        resolveConfig({ configFile: file, env });
+      } catch (err) {
+        error = err;
+      }
+      expect(error, yaml).toBeInstanceOf(ConfigError);
+      expect((error as Error).message, yaml).toMatch(message);
+      expect((error as Error).message).not.toContain(PASSWORD);
+    }
+  });
+});
