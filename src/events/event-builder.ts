@@ -1,35 +1,80 @@
-// Builds each event's data from the records of the change (docs/events.md; src/events/event-schemas.ts is the
-// reference for the field names). The services call it before the store method that makes the change, which writes
-// the events in its transaction. Lookups here (who the requester is) are reads; the change itself happens once.
+// Builds each event's data from the records of the change, to the schemas of src/events/event-schemas.ts (the
+// reference for field names; test/unit/event-builder.test.ts checks every kind against them). The services call it
+// before the store method that makes the change, which writes the events in its transaction. The lookups here
+// (who an API key is) are reads; the change itself happens once.
+import { parseSbom } from '../policy/sbom/parse-sbom.js';
 import type { ApiKeyRecord, ExceptionRecord, KeyRecord, PendingRequestRecord, Store } from '../store/store.js';
-import type { EventActor, EventData, EventInput, EventKind } from './event-kinds.js';
+import type { EventActor, EventData, EventInput } from './event-kinds.js';
 
-/** What a request's inputs look like in an event: what the console shows of them. */
-function requestInputs(inputsJson: string): Record<string, unknown> {
-  let inputs: Record<string, unknown>;
-  try {
-    inputs = JSON.parse(inputsJson) as Record<string, unknown>;
-  } catch {
-    return {};
-  }
-  const out: Record<string, unknown> = {};
+type Json = Record<string, unknown>;
+
+/** The CI facts of a request's inputs, under the schema's names. */
+const CI_FACTS: Array<[string, string]> = [
+  ['workloadIssuer', 'issuer'],
+  ['workloadSubject', 'subject'],
+  ['ref', 'ref'],
+  ['refType', 'ref_type'],
+  ['refProtected', 'ref_protected'],
+  ['workflow', 'workflow'],
+  ['sha', 'sha'],
+  ['runId', 'run_id'],
+  ['runAttempt', 'run_attempt'],
+  ['actor', 'actor'],
+  ['eventName', 'event_name'],
+  ['runnerEnvironment', 'runner_environment'],
+];
+
+/** A request's policy inputs as an event shows them: what the console shows, an SBOM only as a summary. */
+export function eventInputs(inputs: Json): Json {
+  const out: Json = {};
   const copy: Array<[string, string]> = [
     ['project', 'project'],
     ['environment', 'environment'],
     ['artifactType', 'artifact_type'],
     ['artifactVersion', 'artifact_version'],
-    ['workloadIssuer', 'ci_issuer'],
-    ['workloadSubject', 'ci_subject'],
-    ['ref', 'ci_ref'],
-    ['sha', 'ci_sha'],
-    ['workflow', 'ci_workflow'],
-    ['runId', 'ci_run_id'],
-    ['runnerEnvironment', 'ci_runner_environment'],
   ];
-  for (const [from, to] of copy) if (inputs[from] !== undefined) out[to] = inputs[from];
-  // The SBOM itself can be megabytes: the event says only whether one was sent.
-  out.sbom_sent = typeof inputs.sbom === 'string';
+  for (const [from, to] of copy) if (typeof inputs[from] === 'string') out[to] = inputs[from];
+  if (typeof inputs.sbom === 'string') {
+    try {
+      const sbom = parseSbom(inputs.sbom);
+      out.sbom = { format: sbom.format, spec_version: sbom.specVersion, components: sbom.components.length };
+    } catch {
+      // An SBOM the policy could not read either: the event does not describe it.
+    }
+  }
+  if (inputs.workloadIssuer !== undefined) {
+    const ci: Json = {};
+    for (const [from, to] of CI_FACTS) if (inputs[from] !== undefined) ci[to] = inputs[from];
+    out.ci = ci;
+  }
   return out;
+}
+
+function parsedInputs(json: string): Json {
+  try {
+    return JSON.parse(json) as Json;
+  } catch {
+    return {};
+  }
+}
+
+type RequestKind =
+  | 'signature.pending'
+  | 'signature.reminder'
+  | 'signature.approved'
+  | 'signature.rejected'
+  | 'signature.expired'
+  | 'signature.signed'
+  | 'signature.denied';
+
+/** What a decision adds to a request's event. */
+export interface DecisionFacts {
+  /** The stage decided. */
+  stage: string;
+  /** The API key (or person:ID) that decided. */
+  by: string;
+  byPerson?: string | null;
+  reason?: string;
 }
 
 export class EventBuilder {
@@ -46,24 +91,16 @@ export class EventBuilder {
     return `${base.replace(/\/+$/, '')}/console${path}`;
   }
 
-  /** Who an API key id is: the key, and the person or the CI job behind it. */
+  /**
+   * Who acted: an API key id and the person or CI job behind it, or `person:<id>` (a decision in the console),
+   * or `cli:<user>` / `service` (no key: kept as the id).
+   */
   async actor(apiKeyId: string, personId?: string | null): Promise<EventActor> {
-    if (apiKeyId.startsWith('person:')) return this.personActor(apiKeyId, apiKeyId.slice('person:'.length));
-    const key = await this.store.getApiKey(apiKeyId);
-    return this.keyActor(apiKeyId, key, personId ?? key?.personId ?? null);
-  }
-
-  private async personActor(apiKeyId: string, personId: string): Promise<EventActor> {
-    const person = await this.store.people.getPerson(personId);
-    return { api_key_id: apiKeyId, person: { id: personId, email: person?.email ?? null } };
-  }
-
-  private async keyActor(apiKeyId: string, key: ApiKeyRecord | undefined, personId: string | null) {
+    if (apiKeyId.startsWith('person:')) return { api_key_id: apiKeyId, person: await this.person(apiKeyId.slice(7)) };
+    const key = apiKeyId.includes(':') ? undefined : await this.store.getApiKey(apiKeyId);
     const actor: EventActor = { api_key_id: apiKeyId };
-    if (personId) {
-      const person = await this.store.people.getPerson(personId);
-      actor.person = { id: personId, email: person?.email ?? null };
-    }
+    const owner = personId ?? key?.personId ?? null;
+    if (owner) actor.person = await this.person(owner);
     if (key?.workload) {
       actor.workload = {
         issuer: key.workload.issuer,
@@ -75,39 +112,66 @@ export class EventBuilder {
     return actor;
   }
 
-  /** A request's event: pending (or its reminder), approved, rejected, signed, expired, or denied on recheck. */
+  private async person(id: string): Promise<{ id: string; email: string | null }> {
+    const person = await this.store.people.getPerson(id);
+    return { id, email: person?.email ?? null };
+  }
+
+  /**
+   * An event about a held request. `status` is the request's status after the change; `decision` is the stage
+   * just decided (approved, rejected, denied on re-check).
+   */
   async request(
-    type: Extract<EventKind, `signature.${string}`>,
+    type: RequestKind,
     r: PendingRequestRecord,
-    extra: { status?: string; decidedBy?: string; decidedByPerson?: string | null; decisionReason?: string } & Record<
-      string,
-      unknown
-    > = {},
+    change: {
+      status?: string;
+      nextStages?: readonly string[];
+      decision?: DecisionFacts;
+      /** signature.denied on re-check: the rule that refused it now. */
+      denial?: { rule: string; reason: string; vulnId?: string; fixVersion?: string };
+    } = {},
   ): Promise<EventInput> {
-    const { status, decidedBy, decidedByPerson, decisionReason, ...rest } = extra;
-    const data: EventData = {
+    const signature: Json = {
       tenant_id: r.tenantId,
-      console_url: this.consoleUrl(`/requests#req-${r.id}`),
-      request_id: r.id,
-      status: status ?? r.status,
       key_id: r.keyId,
       algorithm: r.algorithm,
       digest: r.hash,
-      rule: r.rule,
-      reason: r.reason,
-      inputs: requestInputs(r.inputs),
+      rule: change.denial?.rule ?? r.rule,
+      reason: change.denial?.reason ?? r.reason,
+      inputs: eventInputs(parsedInputs(r.inputs)),
       requester: await this.actor(r.requester),
-      created_at: r.createdAt,
-      expires_at: r.expiresAt,
-      ...(decidedBy !== undefined && { decided_by: await this.actor(decidedBy, decidedByPerson) }),
-      ...(decisionReason !== undefined && { decision_reason: decisionReason }),
-      ...rest,
     };
-    if (data.console_url === undefined) delete data.console_url;
-    return { type, data, orderKey: `request:${r.id}` };
+    let data: Json;
+    if (type === 'signature.signed') data = { ...signature, request_id: r.id };
+    else if (type === 'signature.denied') {
+      data = {
+        ...signature,
+        request_id: r.id,
+        ...(change.denial?.vulnId !== undefined && { vuln_id: change.denial.vulnId }),
+        ...(change.denial?.fixVersion !== undefined && { fix_version: change.denial.fixVersion }),
+      };
+    } else {
+      data = {
+        ...signature,
+        request_id: r.id,
+        requested_at: r.createdAt,
+        expires_at: r.expiresAt,
+        status: change.status ?? r.status,
+      };
+      if (type === 'signature.pending' || type === 'signature.reminder' || type === 'signature.approved') {
+        data.next_stages = [...(change.nextStages ?? r.nextStages)];
+      }
+      if (change.decision && (type === 'signature.approved' || type === 'signature.rejected')) {
+        data.stage = change.decision.stage;
+        data.decided_by = await this.actor(change.decision.by, change.decision.byPerson);
+        if (change.decision.reason !== undefined) data.decision_reason = change.decision.reason;
+      }
+    }
+    return { type, data: this.linked(data, `/requests#req-${r.id}`), orderKey: `request:${r.id}` };
   }
 
-  /** A signature the policy refused outright (no request to decide). */
+  /** A signature the policy refused when it was asked for (no request to decide). */
   async denied(d: {
     tenantId: string;
     keyId: string;
@@ -115,133 +179,118 @@ export class EventBuilder {
     digest: string;
     rule: string;
     reason: string;
-    inputs: Record<string, unknown>;
+    inputs: Json;
     requester: string;
     vulnId?: string;
+    fixVersion?: string;
   }): Promise<EventInput> {
-    return {
-      type: 'signature.denied',
-      data: withLink(
-        {
-          tenant_id: d.tenantId,
-          key_id: d.keyId,
-          algorithm: d.algorithm,
-          digest: d.digest,
-          rule: d.rule,
-          reason: d.reason,
-          inputs: requestInputs(JSON.stringify(d.inputs)),
-          requester: await this.actor(d.requester),
-          ...(d.vulnId !== undefined && { vuln_id: d.vulnId }),
-        },
-        this.consoleUrl(`/tenants/${encodeURIComponent(d.tenantId)}/audit`),
-      ),
+    const data: Json = {
+      tenant_id: d.tenantId,
+      key_id: d.keyId,
+      algorithm: d.algorithm,
+      digest: d.digest,
+      rule: d.rule,
+      reason: d.reason,
+      inputs: eventInputs(d.inputs),
+      requester: await this.actor(d.requester),
+      ...(d.vulnId !== undefined && { vuln_id: d.vulnId }),
+      ...(d.fixVersion !== undefined && { fix_version: d.fixVersion }),
     };
+    return { type: 'signature.denied', data: this.linked(data, `/tenants/${encodeURIComponent(d.tenantId)}/audit`) };
   }
 
   async exception(
     type: 'exception.created' | 'exception.revoked' | 'exception.expiring',
     e: ExceptionRecord,
   ): Promise<EventInput> {
+    const data: Json = {
+      tenant_id: e.tenantId,
+      exception_id: e.id,
+      vuln_id: e.vulnId,
+      project: e.project,
+      artifact_type: e.artifactType,
+      reason: e.reason,
+      expires_at: e.expiresAt,
+      created_by: await this.actor(e.createdBy),
+      ...(type === 'exception.revoked' && { revoked_by: await this.actor(e.revokedBy ?? 'unknown') }),
+    };
     return {
       type,
-      data: withLink(
-        {
-          tenant_id: e.tenantId,
-          exception_id: e.id,
-          vuln_id: e.vulnId,
-          project: e.project,
-          artifact_type: e.artifactType,
-          reason: e.reason,
-          expires_at: e.expiresAt,
-          created_by: await this.actor(e.createdBy),
-          ...(e.revokedBy !== null && type === 'exception.revoked' && { revoked_by: await this.actor(e.revokedBy) }),
-        },
-        this.consoleUrl(`/tenants/${encodeURIComponent(e.tenantId)}/exceptions`),
-      ),
+      data: this.linked(data, `/tenants/${encodeURIComponent(e.tenantId)}/exceptions`),
       orderKey: `exception:${e.id}`,
     };
   }
 
   /** key.rotated / key.imported; synchronous (made inside the store's transaction from the new version). */
-  keyEvent(
-    type: 'key.rotated' | 'key.imported',
-    key: KeyRecord,
-    by: EventActor,
-    previousKeyId: string | null,
-  ): EventInput {
+  keyEvent(type: 'key.rotated' | 'key.imported', key: KeyRecord, by: EventActor, previousKeyId: string): EventInput {
+    const data: Json = {
+      tenant_id: key.tenantId,
+      key_id: key.id,
+      version: key.version,
+      key_spec: key.keySpec,
+      previous_key_id: previousKeyId,
+      ...(type === 'key.rotated' ? { rotated_by: by } : { imported_by: by, material_expires_at: key.materialExpiresAt }),
+    };
     return {
       type,
-      data: withLink(
-        {
-          tenant_id: key.tenantId,
-          key_id: key.id,
-          version: key.version,
-          key_spec: key.keySpec,
-          key_store: key.keyStore,
-          previous_key_id: previousKeyId,
-          by,
-        },
-        this.consoleUrl(`/tenants/${encodeURIComponent(key.tenantId)}/audit`),
-      ),
-      orderKey: `tenant-keys:${key.tenantId}`,
+      data: this.linked(data, `/tenants/${encodeURIComponent(key.tenantId)}/audit`),
+      orderKey: `tenant:${key.tenantId}`,
     };
   }
 
   async tenantCreated(tenantId: string, key: KeyRecord, by: string): Promise<EventInput> {
+    const data: Json = { tenant_id: tenantId, key_id: key.id, key_spec: key.keySpec, created_by: await this.actor(by) };
     return {
       type: 'tenant.created',
-      data: withLink(
-        { tenant_id: tenantId, key_id: key.id, key_spec: key.keySpec, by: await this.actor(by) },
-        this.consoleUrl(`/tenants/${encodeURIComponent(tenantId)}/members`),
-      ),
-      orderKey: `tenant-keys:${tenantId}`,
+      data: this.linked(data, `/tenants/${encodeURIComponent(tenantId)}/members`),
+      orderKey: `tenant:${tenantId}`,
     };
   }
 
   async apiKey(type: 'api_key.created' | 'api_key.revoked', key: ApiKeyRecord, by: string): Promise<EventInput> {
-    return {
-      type,
-      data: withLink(
-        {
-          tenant_id: key.tenantId,
-          api_key_id: key.id,
-          role: key.role,
-          roles: key.roles ?? [key.role],
-          label: key.label,
-          ...(key.personId && { person_id: key.personId }),
-          by: await this.actor(by),
-        },
-        this.consoleUrl('/keys'),
-      ),
-      orderKey: `api-key:${key.id}`,
+    const data: Json = {
+      tenant_id: key.tenantId,
+      api_key_id: key.id,
+      role: key.role,
+      label: key.label,
+      ...(key.personId && { person: await this.person(key.personId) }),
+      ...(type === 'api_key.created'
+        ? { roles: key.roles ?? [key.role], expires_at: key.expiresAt ?? null, created_by: await this.actor(by) }
+        : { revoked_by: await this.actor(by) }),
     };
+    return { type, data: this.linked(data, '/keys'), orderKey: `api-key:${key.id}` };
   }
 
   async trustChanged(
     change: 'added' | 'removed',
-    rule: { id: string; tenantId: string; issuer: string; audience: string | null; role: string; conditions: object },
+    rule: {
+      id: string;
+      tenantId: string;
+      issuer: string;
+      audience: string | null;
+      role: string;
+      conditions: Record<string, string>;
+      keyMinutes: number;
+    },
     by: string,
   ): Promise<EventInput> {
+    const data: Json = {
+      tenant_id: rule.tenantId,
+      change,
+      rule_id: rule.id,
+      issuer: rule.issuer,
+      rule: { audience: rule.audience, conditions: rule.conditions, role: rule.role, key_minutes: rule.keyMinutes },
+      changed_by: await this.actor(by),
+    };
     return {
       type: 'trust.changed',
-      data: withLink(
-        {
-          tenant_id: rule.tenantId,
-          change,
-          rule_id: rule.id,
-          issuer: rule.issuer,
-          audience: rule.audience,
-          role: rule.role,
-          conditions: rule.conditions,
-          by: await this.actor(by),
-        },
-        this.consoleUrl(`/tenants/${encodeURIComponent(rule.tenantId)}/trust`),
-      ),
+      data: this.linked(data, `/tenants/${encodeURIComponent(rule.tenantId)}/trust`),
       orderKey: `trust:${rule.tenantId}`,
     };
   }
-}
 
-function withLink(data: EventData, link: string | undefined): EventData {
-  return link === undefined ? data : { ...data, console_url: link };
+  private linked(data: Json, path: string): EventData {
+    const link = this.consoleUrl(path);
+    return { ...(data as EventData), ...(link !== undefined && { console_url: link }) };
+  }
 }

@@ -20,6 +20,8 @@ export const EVENT_KINDS = [
   'trust.changed',
   'api_key.created',
   'api_key.revoked',
+  // Sent by `signbridge admin webhook test` straight to one subscription; never written to the outbox.
+  'webhook.test',
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 

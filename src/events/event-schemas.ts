@@ -286,6 +286,14 @@ const schemas = {
     },
   ),
   'api_key.revoked': closed('An API key was revoked.', { ...apiKeyFields, revoked_by: Actor('who revoked it') }),
+  'webhook.test': closed(
+    'A test message sent by `signbridge admin webhook test` to one subscription, to check it works; never stored.',
+    {
+      ...common,
+      subscription_id: Text('the subscription tested (`wh_` + 16 hex digits)'),
+      by: Text('who sent it (`cli:<user>`)'),
+    },
+  ),
 } satisfies Record<EventKind, TSchema>;
 
 /** The data of an event of kind K, as its schema says. */
@@ -476,4 +484,5 @@ export const EVENT_DATA_EXAMPLES: { [K in EventKind]: EventDataFor<K> } = {
     person: { id: bob.person.id, email: 'bob@example.com' },
     revoked_by: alice,
   },
+  'webhook.test': { tenant_id: 'acme', subscription_id: 'wh_0123456789abcdef', by: 'cli:ops' },
 };

@@ -236,8 +236,8 @@ export class KeyImportService {
     }
     let key: KeyRecord;
     const by = await this.events.actor(req.actor);
-    const previous = (await this.store.getCurrentKey(req.tenantId))?.id ?? null;
-    const imported = (k: KeyRecord) => [this.events.keyEvent('key.imported', k, by, previous)];
+    const previous = (await this.store.getCurrentKey(req.tenantId))?.id;
+    const imported = (k: KeyRecord) => [this.events.keyEvent('key.imported', k, by, previous ?? k.id)];
     try {
       if (existing) {
         if (!spkiDer(created.publicKeyPem).equals(spkiDer(existing.publicKeyPem))) {

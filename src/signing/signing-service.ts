@@ -342,15 +342,15 @@ export class SigningService {
       ...(requesterKey?.workload && { workload: workloadAuditDetails(requesterKey.workload) }),
     };
     const decided = {
-      decidedBy: caller.id,
-      decidedByPerson: caller.personId ?? null,
-      ...(reason !== undefined && { decisionReason: reason }),
+      stage,
+      by: caller.id,
+      byPerson: caller.personId ?? null,
+      ...(reason !== undefined && { reason }),
     };
     if (decision === 'reject') {
       const rejected = await this.events.request('signature.rejected', request, {
-        ...decided,
+        decision: decided,
         status: 'rejected',
-        stage,
       });
       if (
         !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
@@ -371,11 +371,12 @@ export class SigningService {
     if (recheck.outcome === 'deny') {
       await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
         await this.events.request('signature.denied', request, {
-          ...decided,
-          status: 'denied',
-          stage,
-          rule: recheck.rule,
-          reason: recheck.reason,
+          denial: {
+            rule: recheck.rule,
+            reason: recheck.reason,
+            ...(recheck.vulnId !== undefined && { vulnId: recheck.vulnId }),
+            ...(recheck.fixVersion !== undefined && { fixVersion: recheck.fixVersion }),
+          },
         }),
       ]);
       await this.audit(tenantId, caller.id, 'approve_sign', 'denied', {
@@ -396,12 +397,7 @@ export class SigningService {
           stage,
           { status: next, nextStages: rest, decisions, updatedAt: at },
           [
-            await this.events.request('signature.approved', request, {
-              ...decided,
-              status: next,
-              stage,
-              next_stage: next,
-            }),
+            await this.events.request('signature.approved', request, { decision: decided, status: next, nextStages: rest }),
             await this.events.request('signature.pending', moved),
           ],
         ))
@@ -415,16 +411,7 @@ export class SigningService {
         message: `stage ${stage} approved; request ${requestId} now waits for ${next}`,
       };
     }
-    const approved = await this.events.request('signature.approved', request, {
-      ...decided,
-      status: 'approved',
-      stage,
-    });
-    if (
-      !(await this.store.updatePendingRequest(requestId, stage, { status: 'signing', decisions, updatedAt: at }, [
-        approved,
-      ]))
-    ) {
+    if (!(await this.store.updatePendingRequest(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
       throw this.lostRace(requestId);
     }
     let signed: Signed;
@@ -452,7 +439,11 @@ export class SigningService {
       requestId,
       'signing',
       { status: 'approved', signature: signed.signature.toString('base64'), updatedAt: this.now().toISOString() },
-      [await this.events.request('signature.signed', request, { ...decided, status: 'approved', key_id: key.id })],
+      // Told once the signature is made: a failed signature puts the request back, to be approved again.
+      [
+        await this.events.request('signature.approved', request, { decision: decided, status: 'approved', nextStages: [] }),
+        await this.events.request('signature.signed', request),
+      ],
     );
     return {
       requestId,
@@ -609,6 +600,7 @@ export class SigningService {
         inputs: req.context as Record<string, unknown>,
         requester: req.callerId,
         ...(decision.vulnId !== undefined && { vulnId: decision.vulnId }),
+        ...(decision.fixVersion !== undefined && { fixVersion: decision.fixVersion }),
       });
       await this.audit(
         req.tenantId,

@@ -152,6 +152,7 @@ describe('the summary', () => {
     'trust.changed': 'Trust rule tr_4f3e2d1c0b9a8f7e added to tenant acme',
     'api_key.created': 'API key a1b2c3d4e5f60718 created in tenant acme',
     'api_key.revoked': 'API key a1b2c3d4e5f60718 revoked in tenant acme',
+    'webhook.test': 'Test message for subscription wh_0123456789abcdef in tenant acme',
   };
 
   it.each(EVENT_KINDS)('%s has a title, labelled one-line facts and the console link', (kind) => {

@@ -189,6 +189,8 @@ function title(kind: EventKind, d: Data): string {
       return `${tenant ? 'API key' : 'Operator API key'} ${str(d.api_key_id) ?? '?'} created${inTenant}`;
     case 'api_key.revoked':
       return `${tenant ? 'API key' : 'Operator API key'} ${str(d.api_key_id) ?? '?'} revoked${inTenant}`;
+    case 'webhook.test':
+      return `Test message for subscription ${str(d.subscription_id) ?? '?'}${inTenant}`;
     default: {
       const unknown: never = kind;
       return `Event ${String(unknown)}${inTenant}`;
@@ -260,6 +262,9 @@ function facts(kind: EventKind, d: Data): SummaryFact[] {
     case 'api_key.revoked':
       apiKeyFacts(d, f);
       f.add('Revoked by', actorText(d.revoked_by));
+      break;
+    case 'webhook.test':
+      f.add('Sent by', str(d.by));
       break;
   }
   return f.list;
