@@ -1,0 +1,90 @@
+// A webhook receiver for the event tests: a real HTTP server on 127.0.0.1 that checks every request's signature with
+// the Standard Webhooks reference library (npm standardwebhooks), remembers every attempt, and answers each attempt
+// as the test scripted (500, 429 with Retry-After, 410, slow past the sender's time-out, or 200), or not at all
+// while it is down. "Answered 200" counts only answers that reached the sender (the socket still open).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+
+export type Answer =
+  | { status: number; headers?: Record<string, string>; body?: string }
+  | { delayMs: number; status: number };
+
+export interface Attempt {
+  id: string;
+  type: string;
+  at: number;
+  /** What the receiver answered (undefined: it answered after the sender had gone). */
+  status: number | undefined;
+  signatureValid: boolean;
+  body: Record<string, unknown>;
+}
+
+export class WebhookReceiver {
+  readonly attempts: Attempt[] = [];
+  /** Answers for the next attempts, in order; then 200. */
+  readonly script: Answer[] = [];
+  private server: Server | undefined;
+  private port = 0;
+
+  /** The subscription's whsec_ secret, known once the subscription is made. */
+  secret: string | undefined;
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}/hook`;
+  }
+
+  /** Ids answered 200, with how many times each. */
+  delivered(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const a of this.attempts) if (a.status === 200) counts.set(a.id, (counts.get(a.id) ?? 0) + 1);
+    return counts;
+  }
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => void this.handle(req, res));
+    await new Promise<void>((resolve) => this.server?.listen(this.port, '127.0.0.1', resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+  }
+
+  /** Down: the port refuses connections until start() again (same port). */
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    let signatureValid = false;
+    if (this.secret) {
+      try {
+        new Webhook(this.secret).verify(raw, req.headers as Record<string, string>);
+        signatureValid = true;
+      } catch {
+        signatureValid = false;
+      }
+    }
+    const body = JSON.parse(raw) as Record<string, unknown>;
+    const attempt: Attempt = {
+      id: String(req.headers['webhook-id']),
+      type: String(body.type),
+      at: Date.now(),
+      status: undefined,
+      signatureValid,
+      body,
+    };
+    this.attempts.push(attempt);
+    const answer = this.script.shift() ?? { status: 200 };
+    if ('delayMs' in answer) await new Promise((resolve) => setTimeout(resolve, answer.delayMs));
+    // The sender gave up (its time-out): nothing reaches it, so this is no delivery.
+    if (req.socket.destroyed || res.destroyed) return;
+    res.writeHead(answer.status, 'headers' in answer ? answer.headers : {});
+    res.end('body' in answer ? answer.body : 'ok');
+    attempt.status = answer.status;
+  }
+}
