@@ -8,8 +8,8 @@ import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
 import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../auth/oidc/settings.js';
-import { invalidAllowEntries } from '../auth/workload/issuer-keys.js';
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
+import { invalidAllowEntries } from '../net/outbound-request.js';
 import { postgresUrlProblem, redactUrl } from '../store/postgres-store.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
@@ -120,6 +120,17 @@ export const ConfigFileSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** Webhook delivery (docs/configuration.md): where subscribers' URLs may point. */
+    webhooks: Type.Optional(
+      Type.Object(
+        {
+          allow: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1 })), Type.String()])),
+          caFile: Type.Optional(Type.String({ minLength: 1 })),
+          timeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 120_000 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -147,6 +158,17 @@ export interface ServiceConfig {
   oidc?: OidcSettings;
   /** The CI token exchange's outbound and token-age settings (workloadSetting). */
   workload: WorkloadSettings;
+  /** Where webhooks may be sent (webhookSetting); the shape src/events/webhook-sender.ts takes. */
+  webhooks: WebhookSettings;
+}
+
+export interface WebhookSettings {
+  /** Hosts or CIDRs that may be http and may resolve to loopback/private/link-local addresses. */
+  allow: string[];
+  /** Extra PEM trust anchors for receivers (webhooks.caFile's contents). */
+  extraCaPem?: string;
+  /** Per request (10 s). */
+  timeoutMs: number;
 }
 
 export interface WorkloadSettings {
@@ -332,6 +354,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     }),
     ...oidcSetting(file, env),
     workload: workloadSetting(file.workload, env),
+    webhooks: webhookSetting(file.webhooks, env),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -466,32 +489,50 @@ function oidcSetting(file: ConfigFile, env: NodeJS.ProcessEnv): { oidc?: OidcSet
  * is read now: a missing or unreadable file stops the start instead of failing every exchange later.
  */
 function workloadSetting(file: ConfigFile['workload'], env: NodeJS.ProcessEnv): WorkloadSettings {
-  const allowSource = env.SIGNBRIDGE_WORKLOAD_ALLOW ?? file?.allow ?? [];
-  const allow = (typeof allowSource === 'string' ? allowSource.split(',') : allowSource)
-    .map((entry) => entry.trim())
-    .filter((entry) => entry.length > 0);
-  const invalid = invalidAllowEntries(allow);
-  if (invalid.length > 0) {
-    throw new ConfigError(
-      `workload.allow: ${invalid.map((e) => JSON.stringify(e)).join(', ')} is not a host name, an IP address or a CIDR`,
-    );
-  }
-  const caFile = env.SIGNBRIDGE_WORKLOAD_CA_FILE || file?.caFile;
-  let caPem: string | undefined;
-  if (caFile) {
-    try {
-      caPem = readFileSync(caFile, 'utf8');
-    } catch (err) {
-      throw new ConfigError(`workload.caFile ${caFile} cannot be read: ${(err as Error).message}`);
-    }
-    if (!caPem.includes('-----BEGIN CERTIFICATE-----')) {
-      throw new ConfigError(`workload.caFile ${caFile} holds no PEM certificate`);
-    }
-  }
+  const allow = allowSetting(env.SIGNBRIDGE_WORKLOAD_ALLOW ?? file?.allow, 'workload.allow');
+  const caPem = caFileSetting(env.SIGNBRIDGE_WORKLOAD_CA_FILE || file?.caFile, 'workload.caFile');
   return {
     allow,
     ...(caPem !== undefined && { caPem }),
     maxTokenAgeSeconds: file?.maxTokenAgeSeconds ?? 3600,
     clockToleranceSeconds: file?.clockToleranceSeconds ?? 60,
   };
+}
+
+/**
+ * webhooks.* with SIGNBRIDGE_WEBHOOK_ALLOW (comma list) and SIGNBRIDGE_WEBHOOK_CA_FILE over the file, checked like
+ * workload.*: subscribers' URLs are https to public addresses unless the allow list names them.
+ */
+function webhookSetting(file: ConfigFile['webhooks'], env: NodeJS.ProcessEnv): WebhookSettings {
+  const allow = allowSetting(env.SIGNBRIDGE_WEBHOOK_ALLOW ?? file?.allow, 'webhooks.allow');
+  const extraCaPem = caFileSetting(env.SIGNBRIDGE_WEBHOOK_CA_FILE || file?.caFile, 'webhooks.caFile');
+  return { allow, ...(extraCaPem !== undefined && { extraCaPem }), timeoutMs: file?.timeoutMs ?? 10_000 };
+}
+
+/** A comma list or a YAML list of hosts, IP addresses and CIDRs; an entry that is none of them stops the start. */
+function allowSetting(source: string | string[] | undefined, setting: string): string[] {
+  const allow = (typeof source === 'string' ? source.split(',') : (source ?? []))
+    .map((entry) => entry.trim())
+    .filter((entry) => entry.length > 0);
+  const invalid = invalidAllowEntries(allow);
+  if (invalid.length > 0) {
+    throw new ConfigError(
+      `${setting}: ${invalid.map((e) => JSON.stringify(e)).join(', ')} is not a host name, an IP address or a CIDR`,
+    );
+  }
+  return allow;
+}
+
+/** A PEM file of extra trust anchors, read now: a missing or unreadable file stops the start, not every request later. */
+function caFileSetting(caFile: string | undefined, setting: string): string | undefined {
+  if (!caFile) return undefined;
+  let caPem: string;
+  try {
+    caPem = readFileSync(caFile, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${setting} ${caFile} cannot be read: ${(err as Error).message}`);
+  }
+  if (!caPem.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ConfigError(`${setting} ${caFile} holds no PEM certificate`);
+  return caPem;
 }
