@@ -52,7 +52,10 @@ export function registerWebhookCommands(
           store,
           { tenantId: opts.tenant, url: opts.url, format: opts.format, eventKinds: opts.event },
           by(),
-          (url) => checkSubscriptionUrl(url, config.webhooks),
+          async (url) => {
+            const checked = await checkSubscriptionUrl(url, config.webhooks);
+            return checked.ok ? undefined : checked.error;
+          },
         ),
       );
       process.stderr.write(

@@ -8,8 +8,8 @@ import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
 import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../auth/oidc/settings.js';
-import { invalidAllowEntries } from '../auth/workload/issuer-keys.js';
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
+import { invalidAllowEntries } from '../net/outbound-request.js';
 import { postgresUrlProblem, redactUrl } from '../store/postgres-store.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
@@ -154,6 +154,17 @@ export const ConfigFileSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** Webhook delivery (docs/configuration.md): where subscribers' URLs may point. */
+    webhooks: Type.Optional(
+      Type.Object(
+        {
+          allow: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1 })), Type.String()])),
+          caFile: Type.Optional(Type.String({ minLength: 1 })),
+          timeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 120_000 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     smtp: Type.Optional(SmtpConfig),
   },
   { additionalProperties: false },
@@ -186,6 +197,17 @@ export interface ServiceConfig {
   events: EventSettings;
   /** Outgoing mail (smtpSetting); absent: no smtp section, e-mail subscriptions cannot deliver. */
   smtp?: SmtpSettings;
+  /** Where webhooks may be sent (webhookSetting); the shape src/events/webhook-sender.ts takes. */
+  webhooks: WebhookSettings;
+}
+
+export interface WebhookSettings {
+  /** Hosts or CIDRs that may be http and may resolve to loopback/private/link-local addresses. */
+  allow: string[];
+  /** Extra PEM trust anchors for receivers (webhooks.caFile's contents). */
+  extraCaPem?: string;
+  /** Per request (10 s). */
+  timeoutMs: number;
 }
 
 export type SmtpTlsMode = (typeof SMTP_TLS_MODES)[number];
@@ -389,6 +411,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     workload: workloadSetting(file.workload, env),
     events: eventSetting(file.events, env),
     ...(file.smtp && { smtp: smtpSetting(file.smtp, env) }),
+    webhooks: webhookSetting(file.webhooks, env),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -546,28 +569,8 @@ function eventSetting(file: ConfigFile['events'], env: NodeJS.ProcessEnv): Event
 }
 
 function workloadSetting(file: ConfigFile['workload'], env: NodeJS.ProcessEnv): WorkloadSettings {
-  const allowSource = env.SIGNBRIDGE_WORKLOAD_ALLOW ?? file?.allow ?? [];
-  const allow = (typeof allowSource === 'string' ? allowSource.split(',') : allowSource)
-    .map((entry) => entry.trim())
-    .filter((entry) => entry.length > 0);
-  const invalid = invalidAllowEntries(allow);
-  if (invalid.length > 0) {
-    throw new ConfigError(
-      `workload.allow: ${invalid.map((e) => JSON.stringify(e)).join(', ')} is not a host name, an IP address or a CIDR`,
-    );
-  }
-  const caFile = env.SIGNBRIDGE_WORKLOAD_CA_FILE || file?.caFile;
-  let caPem: string | undefined;
-  if (caFile) {
-    try {
-      caPem = readFileSync(caFile, 'utf8');
-    } catch (err) {
-      throw new ConfigError(`workload.caFile ${caFile} cannot be read: ${(err as Error).message}`);
-    }
-    if (!caPem.includes('-----BEGIN CERTIFICATE-----')) {
-      throw new ConfigError(`workload.caFile ${caFile} holds no PEM certificate`);
-    }
-  }
+  const allow = allowSetting(env.SIGNBRIDGE_WORKLOAD_ALLOW ?? file?.allow, 'workload.allow');
+  const caPem = caFileSetting(env.SIGNBRIDGE_WORKLOAD_CA_FILE || file?.caFile, 'workload.caFile');
   return {
     allow,
     ...(caPem !== undefined && { caPem }),
@@ -630,4 +633,42 @@ function smtpSetting(file: NonNullable<ConfigFile['smtp']>, env: NodeJS.ProcessE
     ...(caPem !== undefined && { caPem }),
     timeoutMs: file.timeoutMs ?? 30_000,
   };
+}
+
+/**
+ * webhooks.* with SIGNBRIDGE_WEBHOOK_ALLOW (comma list) and SIGNBRIDGE_WEBHOOK_CA_FILE over the file, checked like
+ * workload.*: subscribers' URLs are https to public addresses unless the allow list names them.
+ */
+function webhookSetting(file: ConfigFile['webhooks'], env: NodeJS.ProcessEnv): WebhookSettings {
+  const allow = allowSetting(env.SIGNBRIDGE_WEBHOOK_ALLOW ?? file?.allow, 'webhooks.allow');
+  const extraCaPem = caFileSetting(env.SIGNBRIDGE_WEBHOOK_CA_FILE || file?.caFile, 'webhooks.caFile');
+  return { allow, ...(extraCaPem !== undefined && { extraCaPem }), timeoutMs: file?.timeoutMs ?? 10_000 };
+}
+
+/** A comma list or a YAML list of hosts, IP addresses and CIDRs; an entry that is none of them stops the start. */
+function allowSetting(source: string | string[] | undefined, setting: string): string[] {
+  const allow = (typeof source === 'string' ? source.split(',') : (source ?? []))
+    .map((entry) => entry.trim())
+    .filter((entry) => entry.length > 0);
+  const invalid = invalidAllowEntries(allow);
+  if (invalid.length > 0) {
+    throw new ConfigError(
+      `${setting}: ${invalid.map((e) => JSON.stringify(e)).join(', ')} is not a host name, an IP address or a CIDR`,
+    );
+  }
+  return allow;
+}
+
+/** A PEM file of extra trust anchors, read now: a missing or unreadable file stops the start, not every request later. */
+function caFileSetting(caFile: string | undefined, setting: string): string | undefined {
+  if (!caFile) return undefined;
+  let caPem: string;
+  try {
+    caPem = readFileSync(caFile, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${setting} ${caFile} cannot be read: ${(err as Error).message}`);
+  }
+  if (!caPem.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ConfigError(`${setting} ${caFile} holds no PEM certificate`);
+  return caPem;
 }

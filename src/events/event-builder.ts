@@ -229,7 +229,9 @@ export class EventBuilder {
       version: key.version,
       key_spec: key.keySpec,
       previous_key_id: previousKeyId,
-      ...(type === 'key.rotated' ? { rotated_by: by } : { imported_by: by, material_expires_at: key.materialExpiresAt }),
+      ...(type === 'key.rotated'
+        ? { rotated_by: by }
+        : { imported_by: by, material_expires_at: key.materialExpiresAt }),
     };
     return {
       type,

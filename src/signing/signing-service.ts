@@ -397,7 +397,11 @@ export class SigningService {
           stage,
           { status: next, nextStages: rest, decisions, updatedAt: at },
           [
-            await this.events.request('signature.approved', request, { decision: decided, status: next, nextStages: rest }),
+            await this.events.request('signature.approved', request, {
+              decision: decided,
+              status: next,
+              nextStages: rest,
+            }),
             await this.events.request('signature.pending', moved),
           ],
         ))
@@ -441,7 +445,11 @@ export class SigningService {
       { status: 'approved', signature: signed.signature.toString('base64'), updatedAt: this.now().toISOString() },
       // Told once the signature is made: a failed signature puts the request back, to be approved again.
       [
-        await this.events.request('signature.approved', request, { decision: decided, status: 'approved', nextStages: [] }),
+        await this.events.request('signature.approved', request, {
+          decision: decided,
+          status: 'approved',
+          nextStages: [],
+        }),
         await this.events.request('signature.signed', request),
       ],
     );

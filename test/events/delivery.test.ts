@@ -65,7 +65,9 @@ const rotate = async () => {
 
 /** The attempts for the event of the key rotation that made `keyId`. */
 const attemptsFor = (keyId: string) =>
-  receiver.attempts.filter((a) => (a.body.data as Record<string, unknown>).key_id === keyId && a.type === 'key.rotated');
+  receiver.attempts.filter(
+    (a) => (a.body.data as Record<string, unknown>).key_id === keyId && a.type === 'key.rotated',
+  );
 
 describe('event delivery to a Standard Webhooks receiver', () => {
   it('delivers a change signed, with schema-valid data and a console link, once', async () => {

@@ -302,3 +302,32 @@ describe('smtp (outgoing mail for e-mail subscriptions)', () => {
     }
   });
 });
+
+describe('webhooks (where the URLs of subscriptions may point)', () => {
+  it('reads webhooks.* with SIGNBRIDGE_WEBHOOK_ALLOW over the file, and names allow entries it cannot use', () => {
+    const dir = makeTempDir();
+    const ca = join(dir, 'ca.pem');
+    writeFileSync(ca, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    const file = join(dir, 'config.yml');
+    writeFileSync(file, `dataDir: ${dir}\nwebhooks:\n  allow: [hooks.internal, 10.2.0.0/16]\n  timeoutMs: 3000\n`);
+    expect(resolveConfig({ dataDir: dir, env: {} }).webhooks).toEqual({ allow: [], timeoutMs: 10_000 });
+    expect(resolveConfig({ configFile: file, env: {} }).webhooks).toEqual({
+      allow: ['hooks.internal', '10.2.0.0/16'],
+      timeoutMs: 3000,
+    });
+    const fromEnv = resolveConfig({
+      configFile: file,
+      env: { SIGNBRIDGE_WEBHOOK_ALLOW: ' 127.0.0.1 ,fd00::/8,', SIGNBRIDGE_WEBHOOK_CA_FILE: ca },
+    }).webhooks;
+    expect(fromEnv.allow).toEqual(['127.0.0.1', 'fd00::/8']);
+    expect(fromEnv.extraCaPem).toContain('BEGIN CERTIFICATE');
+    expect(() =>
+      resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_WEBHOOK_ALLOW: 'ok.example.com, 10.0.0.0/33, a b' } }),
+    ).toThrow(/webhooks.allow: "10.0.0.0\/33", "a b" is not a host name, an IP address or a CIDR/);
+    expect(() =>
+      resolveConfig({ dataDir: dir, env: { SIGNBRIDGE_WEBHOOK_CA_FILE: join(dir, 'missing.pem') } }),
+    ).toThrow(/webhooks.caFile .*missing.pem cannot be read/);
+    writeFileSync(file, `dataDir: ${dir}\nwebhooks:\n  timeoutMs: 5\n`);
+    expect(() => resolveConfig({ configFile: file, env: {} })).toThrow(/timeoutMs/);
+  });
+});

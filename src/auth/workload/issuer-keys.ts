@@ -7,12 +7,17 @@
 // redirects, a time-out and a size limit; the host is resolved once, every address is checked against loopback,
 // private, link-local and other special ranges (refused unless `workload.allow` lists the host or a CIDR holding
 // the address), and the connection goes to the checked address (a custom `lookup`), so a second DNS answer cannot
-// switch it (DNS rebinding). The TLS name checked is still the issuer's host.
-import { lookup as dnsLookup } from 'node:dns/promises';
-import { request } from 'node:https';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
-import { rootCertificates } from 'node:tls';
+// switch it (DNS rebinding). The TLS name checked is still the issuer's host. Those rules live in
+// src/net/outbound-request.ts (webhooks use them too); this file words their refusals for the token exchange.
 import { createLocalJWKSet, type JSONWebKeySet, type JWSHeaderParameters, type KeyInput } from 'jose';
+import {
+  AnswerTooLarge,
+  DestinationRefused,
+  DestinationUnreachable,
+  type OutboundAnswer,
+  OutboundPolicy,
+  TlsFailed,
+} from '../../net/outbound-request.js';
 
 /** The issuer cannot be reached or answers with a server error: 503 temporarily_unavailable, retry later. */
 export class IssuerUnreachable extends Error {}
@@ -38,65 +43,6 @@ export interface IssuerKeySettings {
   maxKeyAgeMs?: number;
 }
 
-/** Special-use ranges an issuer may not resolve to without workload.allow (SSRF: cloud metadata, internal hosts). */
-const SPECIAL_V4 = [
-  '0.0.0.0/8',
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '127.0.0.0/8',
-  '169.254.0.0/16',
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.0.2.0/24',
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '198.51.100.0/24',
-  '203.0.113.0/24',
-  '224.0.0.0/4',
-  '240.0.0.0/4',
-];
-/** IPv6 special ranges; NAT64 (64:ff9b::/96) and 6to4 (2002::/16) are refused whole (they can wrap any IPv4). */
-const SPECIAL_V6 = [
-  '::/128',
-  '::1/128',
-  'fc00::/7',
-  'fe80::/10',
-  'ff00::/8',
-  '64:ff9b::/96',
-  '2002::/16',
-  '2001:db8::/32',
-];
-
-const special = new BlockList();
-for (const range of SPECIAL_V4) addCidr(special, range);
-for (const range of SPECIAL_V6) addCidr(special, range);
-
-function addCidr(list: BlockList, entry: string): boolean {
-  const [address, bits] = entry.split('/') as [string, string | undefined];
-  const family = isIP(address);
-  if (family === 0) return false;
-  const type = family === 4 ? 'ipv4' : 'ipv6';
-  if (bits === undefined) list.addAddress(address, type);
-  else {
-    const prefix = Number(bits);
-    if (!/^\d{1,3}$/.test(bits) || prefix > (family === 4 ? 32 : 128)) return false;
-    list.addSubnet(address, prefix, type);
-  }
-  return true;
-}
-
-/** An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is checked as the IPv4 address it is. */
-function unmapped(address: string): { address: string; type: 'ipv4' | 'ipv6' } {
-  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
-  if (mapped) return { address: mapped[1] as string, type: 'ipv4' };
-  return { address, type: isIP(address) === 4 ? 'ipv4' : 'ipv6' };
-}
-
-/** workload.allow entries that are not an IP address, a CIDR or a host name: a configuration error to report. */
-export function invalidAllowEntries(allow: readonly string[]): string[] {
-  return allow.filter((entry) => !addCidr(new BlockList(), entry) && !/^[A-Za-z0-9.-]{1,253}$/.test(entry));
-}
-
 interface CachedKeys {
   jwks: JSONWebKeySet;
   keys: ReturnType<typeof createLocalJWKSet>;
@@ -113,16 +59,17 @@ export class IssuerKeys {
   /** One fetch at a time per issuer: concurrent exchanges share it. */
   private readonly inFlight = new Map<string, Promise<CachedKeys>>();
   private readonly allowHosts: Set<string>;
-  private readonly allowRanges = new BlockList();
-  private readonly ca: string[];
+  private readonly outbound: OutboundPolicy;
 
   constructor(
     private readonly settings: IssuerKeySettings,
     private readonly now: () => Date,
   ) {
     this.allowHosts = new Set(settings.allow.map((entry) => entry.toLowerCase()));
-    for (const entry of settings.allow) addCidr(this.allowRanges, entry);
-    this.ca = settings.extraCaPem ? [...rootCertificates, settings.extraCaPem] : [...rootCertificates];
+    this.outbound = new OutboundPolicy({
+      allow: settings.allow,
+      ...(settings.extraCaPem !== undefined && { extraCaPem: settings.extraCaPem }),
+    });
   }
 
   /** A getKey for jose's jwtVerify over `issuer`'s keys, fetching or refetching as the rules above say. */
@@ -217,91 +164,28 @@ export class IssuerKeys {
     return entry;
   }
 
-  /** The address to connect to for `host`, after checking every address it resolves to. */
-  private async checkedAddress(host: string): Promise<{ address: string; family: number }> {
-    const literal = host.replace(/^\[|\]$/g, '');
-    let addresses: { address: string; family: number }[];
-    if (isIP(literal)) addresses = [{ address: literal, family: isIP(literal) }];
-    else {
-      try {
-        addresses = await dnsLookup(literal, { all: true, verbatim: true });
-      } catch (err) {
-        throw new IssuerUnreachable(`the issuer's host ${host} does not resolve (${(err as { code?: string }).code})`);
-      }
-    }
-    if (addresses.length === 0) throw new IssuerUnreachable(`the issuer's host ${host} has no address`);
-    const allowedHost = this.allowHosts.has(literal.toLowerCase());
-    for (const { address } of addresses) {
-      const checked = unmapped(address);
-      if (allowedHost || this.allowRanges.check(checked.address, checked.type)) continue;
-      if (special.check(checked.address, checked.type)) {
-        throw new IssuerRefused(
-          `the issuer's host ${host} resolves to ${address}, a loopback, private or other special-use address; ` +
-            'the service fetches such issuers only when workload.allow (SIGNBRIDGE_WORKLOAD_ALLOW) lists the host or its range',
-        );
-      }
-    }
-    return addresses[0] as { address: string; family: number };
-  }
-
   private async getJson(url: URL): Promise<Record<string, unknown>> {
-    if (url.protocol !== 'https:') throw new IssuerRefused(`${url.origin} is not https`);
-    const target = await this.checkedAddress(url.hostname);
-    const pinned: LookupFunction = (_hostname, options, callback) => {
-      if ((options as { all?: boolean }).all) callback(null, [target]);
-      else callback(null, target.address, target.family);
-    };
     const timeoutMs = this.settings.timeoutMs ?? 5000;
     const maxBytes = this.settings.maxBytes ?? 256 * 1024;
-    const body = await new Promise<string>((resolve, reject) => {
-      const req = request(
-        url,
-        {
-          method: 'GET',
-          ca: this.ca,
-          lookup: pinned,
-          // Only an IP literal skips lookup; then the TLS name is the address itself, as in the certificate.
-          headers: { accept: 'application/json', 'user-agent': 'signbridge' },
-          agent: false,
-          timeout: timeoutMs,
-        },
-        (res) => {
-          const status = res.statusCode ?? 0;
-          if (status !== 200) {
-            res.resume();
-            const problem = `${url.href} answered HTTP ${status}`;
-            // No redirects: a 3xx could lead anywhere, including where the checks above would refuse.
-            reject(status >= 500 || status === 429 ? new IssuerUnreachable(problem) : new IssuerRefused(problem));
-            return;
-          }
-          const chunks: Buffer[] = [];
-          let size = 0;
-          res.on('data', (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > maxBytes) {
-              req.destroy();
-              reject(new IssuerRefused(`${url.href} answered more than ${maxBytes} bytes`));
-              return;
-            }
-            chunks.push(chunk);
-          });
-          res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-          res.on('error', (err) => reject(new IssuerUnreachable(`${url.href}: ${err.message}`)));
-        },
-      );
-      // A whole-request deadline as well as the socket's idle time-out: a trickling answer also ends.
-      const deadline = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)), timeoutMs);
-      req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
-      req.on('error', (err: NodeJS.ErrnoException) =>
-        reject(
-          err.code?.startsWith('ERR_TLS') || /certificate|self.signed/i.test(err.message)
-            ? new IssuerRefused(`${url.origin}: TLS failed (${err.code ?? err.message}); is workload.caFile set?`)
-            : new IssuerUnreachable(`${url.origin} cannot be reached (${err.code ?? err.message})`),
-        ),
-      );
-      req.on('close', () => clearTimeout(deadline));
-      req.end();
-    });
+    let answer: OutboundAnswer;
+    try {
+      answer = await this.outbound.request(url, {
+        method: 'GET',
+        headers: { accept: 'application/json', 'user-agent': 'signbridge' },
+        timeoutMs,
+        maxBytes,
+        // Only a 200 is read; any other status is the answer.
+        readBody: (status) => status === 200,
+      });
+    } catch (err) {
+      throw issuerError(err, url);
+    }
+    if (answer.status !== 200) {
+      const problem = `${url.href} answered HTTP ${answer.status}`;
+      // No redirects: a 3xx could lead anywhere, including where the checks would refuse.
+      throw answer.status >= 500 || answer.status === 429 ? new IssuerUnreachable(problem) : new IssuerRefused(problem);
+    }
+    const body = answer.body.toString('utf8');
     try {
       const parsed = JSON.parse(body) as unknown;
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
@@ -310,4 +194,28 @@ export class IssuerKeys {
       throw new IssuerRefused(`${url.href} did not answer a JSON object`);
     }
   }
+}
+
+/** The token exchange's words for a request that got no usable answer (docs/ci.md names these messages). */
+function issuerError(err: unknown, url: URL): Error {
+  if (err instanceof DestinationRefused) {
+    if (err.reason === 'special-use') {
+      return new IssuerRefused(
+        `the issuer's host ${err.host} resolves to ${err.address}, a loopback, private or other special-use address; ` +
+          'the service fetches such issuers only when workload.allow (SIGNBRIDGE_WORKLOAD_ALLOW) lists the host or its range',
+      );
+    }
+    return new IssuerRefused(`${url.origin} is not https`);
+  }
+  if (err instanceof DestinationUnreachable) {
+    if (err.reason === 'dns')
+      return new IssuerUnreachable(`the issuer's host ${url.hostname} does not resolve (${err.why})`);
+    if (err.reason === 'no-address') return new IssuerUnreachable(`the issuer's host ${url.hostname} has no address`);
+    if (err.phase === 'answer' && err.reason !== 'timeout') return new IssuerUnreachable(`${url.href}: ${err.why}`);
+    return new IssuerUnreachable(`${url.origin} cannot be reached (${err.why})`);
+  }
+  if (err instanceof TlsFailed)
+    return new IssuerRefused(`${url.origin}: TLS failed (${err.why}); is workload.caFile set?`);
+  if (err instanceof AnswerTooLarge) return new IssuerRefused(err.message);
+  return err instanceof Error ? err : new Error(String(err));
 }

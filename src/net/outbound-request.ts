@@ -1,0 +1,458 @@
+// Requests the service sends to URLs that someone else chose (a CI issuer from a tenant admin's trust rule, a
+// webhook subscriber's endpoint), so the URL may point anywhere, including at the service's own network (SSRF:
+// cloud metadata at 169.254.169.254, internal admin pages, the database).
+//
+// The rules, one place for every caller:
+// - https only; http only where the caller accepts it and the operator's allow list names the destination;
+// - the host is resolved once and every address is checked against loopback, private, link-local and other
+//   special-use ranges, which are refused unless the allow list names the host or a CIDR holding the address;
+// - the connection goes to a checked address (a custom `lookup`), so a second DNS answer cannot switch it (DNS
+//   rebinding); the Host header and the TLS name stay the URL's host;
+// - no redirects (a 3xx is handed back, never followed: it could lead where the checks would refuse), no proxy
+//   from the environment, a whole-request deadline as well as the socket's idle time-out, and a size limit.
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
+
+/** Special-use IPv4 ranges a destination may not resolve to unless allowed (SSRF: cloud metadata, internal hosts). */
+const SPECIAL_V4 = [
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.0.0.0/24',
+  '192.0.2.0/24',
+  '192.168.0.0/16',
+  '198.18.0.0/15',
+  '198.51.100.0/24',
+  '203.0.113.0/24',
+  '224.0.0.0/4',
+  '240.0.0.0/4',
+];
+/**
+ * IPv6 special ranges. NAT64 (64:ff9b::/96) and 6to4 (2002::/16) are refused whole: they can wrap any IPv4 address.
+ * fc00::/7 holds AWS's IPv6 metadata address fd00:ec2::254. IPv4-mapped addresses (::ffff:0:0/96) are checked as
+ * the IPv4 address they carry (unmapped()).
+ */
+const SPECIAL_V6 = [
+  '::/128',
+  '::1/128',
+  'fc00::/7',
+  'fe80::/10',
+  'ff00::/8',
+  '64:ff9b::/96',
+  '2002::/16',
+  '2001:db8::/32',
+];
+
+const special = new BlockList();
+for (const range of SPECIAL_V4) addCidr(special, range);
+for (const range of SPECIAL_V6) addCidr(special, range);
+
+/** Adds an IP address or CIDR to `list`; false when `entry` is neither. */
+export function addCidr(list: BlockList, entry: string): boolean {
+  const [address, bits] = entry.split('/') as [string, string | undefined];
+  const family = isIP(address);
+  if (family === 0) return false;
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (bits === undefined) list.addAddress(address, type);
+  else {
+    const prefix = Number(bits);
+    if (!/^\d{1,3}$/.test(bits) || prefix > (family === 4 ? 32 : 128)) return false;
+    list.addSubnet(address, prefix, type);
+  }
+  return true;
+}
+
+/**
+ * An IPv4-mapped IPv6 address is checked as the IPv4 address it is, in both spellings: ::ffff:a.b.c.d (resolvers)
+ * and ::ffff:XXXX:XXXX (what the URL parser makes of [::ffff:127.0.0.1]).
+ */
+export function unmapped(address: string): { address: string; type: 'ipv4' | 'ipv6' } {
+  const dotted = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
+  if (dotted) return { address: dotted[1] as string, type: 'ipv4' };
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
+  if (hex) {
+    const high = Number.parseInt(hex[1] as string, 16);
+    const low = Number.parseInt(hex[2] as string, 16);
+    return { address: [high >> 8, high & 255, low >> 8, low & 255].join('.'), type: 'ipv4' };
+  }
+  return { address, type: isIP(address) === 4 ? 'ipv4' : 'ipv6' };
+}
+
+/** Is `address` (an IP literal) loopback, private, link-local or another special-use address? */
+export function isSpecialUse(address: string): boolean {
+  const checked = unmapped(address);
+  return special.check(checked.address, checked.type);
+}
+
+/** Allow-list entries that are not an IP address, a CIDR or a host name: a configuration error to report. */
+export function invalidAllowEntries(allow: readonly string[]): string[] {
+  return allow.filter((entry) => !addCidr(new BlockList(), entry) && !/^[A-Za-z0-9.-]{1,253}$/.test(entry));
+}
+
+/** scheme://host[:port] of a URL: what messages name (never the userinfo, path or query, which may hold secrets). */
+export function originOf(url: URL): string {
+  return `${url.protocol}//${url.host}`;
+}
+
+/** Why a request did not get an answer. `retryable`: whether the same request may succeed later by itself. */
+export abstract class OutboundError extends Error {
+  abstract readonly retryable: boolean;
+}
+
+/** The destination is not one the service may use: a bad URL, the scheme, or a special-use address. */
+export class DestinationRefused extends OutboundError {
+  readonly retryable = false;
+  constructor(
+    readonly reason: 'url' | 'scheme' | 'special-use',
+    message: string,
+    /** The URL's host as written ([::1] with brackets) and, for special-use, the address it resolved to. */
+    readonly host?: string,
+    readonly address?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** No answer: the name does not resolve, the connection fails or drops, or the deadline passed. */
+export class DestinationUnreachable extends OutboundError {
+  readonly retryable = true;
+  constructor(
+    readonly reason: 'dns' | 'no-address' | 'connect' | 'timeout',
+    message: string,
+    /** The error code (ECONNREFUSED, ENOTFOUND) or, without one, the underlying message. */
+    readonly why: string,
+    /** 'answer': the failure came after the status line, while the body was read. */
+    readonly phase: 'request' | 'answer' = 'request',
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The TLS handshake failed (an untrusted or expired certificate, a name mismatch). Retryable: the other side can
+ * fix its certificate, or the operator add its CA; a caller answering a person at once may refuse instead.
+ */
+export class TlsFailed extends OutboundError {
+  readonly retryable = true;
+  constructor(
+    message: string,
+    readonly why: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The answer is longer than maxBytes (without `truncate`). */
+export class AnswerTooLarge extends OutboundError {
+  readonly retryable = false;
+  constructor(
+    message: string,
+    readonly maxBytes: number,
+  ) {
+    super(message);
+  }
+}
+
+/** Node refused to send the request as given (a header name or value with characters HTTP does not allow). */
+export class RequestNotSendable extends OutboundError {
+  readonly retryable = false;
+}
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+/** Every address of a host name (dns.lookup with all: true by default; tests give their own). */
+export type Resolver = (host: string) => Promise<ResolvedAddress[]>;
+
+export interface OutboundPolicyOptions {
+  /** Host names, IP addresses and CIDRs the operator allows (special-use addresses; http where accepted). */
+  allow: readonly string[];
+  /** Extra PEM trust anchors, added to Node's built-in roots. */
+  extraCaPem?: string;
+  resolve?: Resolver;
+}
+
+export interface CheckOptions {
+  /** Accept http:// too, but only for a destination the allow list names (its host, or a range holding every address). */
+  allowHttp?: boolean;
+  /** Longest wait for the resolver (getaddrinfo's own retries can take many seconds); none by default. */
+  resolveTimeoutMs?: number;
+}
+
+/** A URL whose host has been resolved and checked: requests connect to these addresses only. */
+export interface CheckedDestination {
+  url: URL;
+  addresses: ResolvedAddress[];
+  /** The allow list names the host, or holds every address it resolved to. */
+  listed: boolean;
+}
+
+export interface OutboundRequestOptions extends CheckOptions {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  /** Whole request, and also the longest the socket may sit idle. */
+  timeoutMs: number;
+  /** Most bytes of the answer's body read. */
+  maxBytes: number;
+  /**
+   * Keep the first maxBytes of a longer body and hang up, instead of failing with AnswerTooLarge; a deadline that
+   * passes after the status line also ends the body there instead of failing (the status is the answer).
+   */
+  truncate?: boolean;
+  /** Whether the body of an answer with this status is read at all; when not, the connection is closed at once. */
+  readBody?: (status: number) => boolean;
+}
+
+export interface OutboundAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  /** The body was cut short (truncate). */
+  truncated: boolean;
+}
+
+const defaultResolve: Resolver = (host) => dnsLookup(host, { all: true, verbatim: true });
+
+export class OutboundPolicy {
+  private readonly allowHosts: Set<string>;
+  private readonly allowRanges = new BlockList();
+  private readonly hasRanges: boolean;
+  private readonly resolve: Resolver;
+  private secureContext: SecureContext | undefined;
+
+  constructor(private readonly options: OutboundPolicyOptions) {
+    this.allowHosts = new Set(options.allow.map((entry) => entry.toLowerCase()));
+    let ranges = 0;
+    for (const entry of options.allow) if (addCidr(this.allowRanges, entry)) ranges++;
+    this.hasRanges = ranges > 0;
+    this.resolve = options.resolve ?? defaultResolve;
+  }
+
+  /** Parses, resolves and checks `input`; throws DestinationRefused or DestinationUnreachable. */
+  async checkUrl(input: URL | string, options: CheckOptions = {}): Promise<CheckedDestination> {
+    let url: URL;
+    try {
+      url = typeof input === 'string' ? new URL(input) : input;
+    } catch {
+      throw new DestinationRefused('url', 'not a URL');
+    }
+    const host = url.hostname;
+    const literal = host.replace(/^\[|\]$/g, '');
+    const listedHost = this.allowHosts.has(literal.toLowerCase());
+    const http = url.protocol === 'http:' && options.allowHttp === true;
+    // Only a listed destination takes http; without ranges to look an address up in, only its name can list it.
+    if ((url.protocol !== 'https:' && !http) || (http && !listedHost && !this.hasRanges)) {
+      throw new DestinationRefused('scheme', `${originOf(url)} is not https`, host);
+    }
+    let addresses: ResolvedAddress[];
+    if (isIP(literal)) addresses = [{ address: literal, family: isIP(literal) }];
+    else {
+      try {
+        addresses = await withTimeout(this.resolve(literal), options.resolveTimeoutMs, () =>
+          Object.assign(new Error('no answer in time'), {
+            code: `no answer within ${(options.resolveTimeoutMs ?? 0) / 1000} s`,
+          }),
+        );
+      } catch (err) {
+        const code = (err as { code?: string }).code ?? (err as Error).message;
+        throw new DestinationUnreachable('dns', `the host ${host} does not resolve (${code})`, code);
+      }
+    }
+    if (addresses.length === 0) {
+      throw new DestinationUnreachable('no-address', `the host ${host} has no address`, 'no address');
+    }
+    let listed = listedHost;
+    if (!listedHost) {
+      listed = addresses.every(({ address }) => {
+        const checked = unmapped(address);
+        return this.allowRanges.check(checked.address, checked.type);
+      });
+    }
+    if (url.protocol === 'http:' && !listed)
+      throw new DestinationRefused('scheme', `${originOf(url)} is not https`, host);
+    for (const { address } of addresses) {
+      const checked = unmapped(address);
+      if (listedHost || this.allowRanges.check(checked.address, checked.type)) continue;
+      if (special.check(checked.address, checked.type)) {
+        throw new DestinationRefused(
+          'special-use',
+          `the host ${host} resolves to ${address}, a loopback, private or other special-use address`,
+          host,
+          address,
+        );
+      }
+    }
+    return { url, addresses, listed };
+  }
+
+  /** Checks `url` (checkUrl) and sends one request to a checked address; a 3xx is returned, never followed. */
+  async request(url: URL | string, options: OutboundRequestOptions): Promise<OutboundAnswer> {
+    // One deadline for the whole request: resolving the name takes from the same time-out.
+    const startedMs = Date.now();
+    const target = await this.checkUrl(url, { ...options, resolveTimeoutMs: options.timeoutMs });
+    return this.send(target, options, Math.max(1, options.timeoutMs - (Date.now() - startedMs)));
+  }
+
+  /** One request to an already checked destination. */
+  send(
+    target: CheckedDestination,
+    options: OutboundRequestOptions,
+    remainingMs = options.timeoutMs,
+  ): Promise<OutboundAnswer> {
+    const { url, addresses } = target;
+    const first = addresses[0] as ResolvedAddress;
+    // Every address handed to the connection was checked; with all: true Node tries them in turn (happy eyeballs).
+    const pinned: LookupFunction = (_hostname, lookupOptions, callback) => {
+      if ((lookupOptions as { all?: boolean }).all) callback(null, addresses);
+      else callback(null, first.address, first.family);
+    };
+    const { timeoutMs, maxBytes } = options;
+    const origin = originOf(url);
+    return new Promise<OutboundAnswer>((resolve, reject) => {
+      let settled = false;
+      let response: IncomingMessage | undefined;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let deadline: NodeJS.Timeout | undefined;
+      const answer = (truncated: boolean) => {
+        if (settled || !response) return;
+        settled = true;
+        clearTimeout(deadline);
+        resolve({
+          status: response.statusCode ?? 0,
+          headers: response.headers,
+          body: Buffer.concat(chunks),
+          truncated,
+        });
+      };
+      const fail = (err: OutboundError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        reject(err);
+      };
+      let secureContext: SecureContext;
+      try {
+        secureContext = this.context();
+      } catch (err) {
+        fail(new TlsFailed(`the extra CA certificates cannot be used: ${(err as Error).message}`, 'bad CA'));
+        return;
+      }
+      let req: ReturnType<typeof httpRequest>;
+      try {
+        const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+        req = send(
+          url,
+          {
+            method: options.method ?? 'GET',
+            headers: options.headers ?? {},
+            lookup: pinned,
+            // Only an IP literal skips lookup; then the TLS name is the address itself, as in the certificate.
+            ...(url.protocol === 'https:' && { secureContext }),
+            // A fresh agent per request: no pooled socket to an address checked for another request, and none of
+            // the global agent's settings (Node 24 can route it through *_PROXY variables).
+            agent: false,
+            timeout: timeoutMs,
+          },
+          (res) => {
+            response = res;
+            const status = res.statusCode ?? 0;
+            if (options.readBody && !options.readBody(status)) {
+              answer(false);
+              req.destroy();
+              return;
+            }
+            res.on('data', (chunk: Buffer) => {
+              if (settled) return;
+              if (size + chunk.length > maxBytes) {
+                if (options.truncate) {
+                  chunks.push(chunk.subarray(0, maxBytes - size));
+                  size = maxBytes;
+                  answer(true);
+                } else {
+                  fail(new AnswerTooLarge(`${url.href} answered more than ${maxBytes} bytes`, maxBytes));
+                }
+                // Never wait for the rest of a long answer.
+                req.destroy();
+                return;
+              }
+              size += chunk.length;
+              chunks.push(chunk);
+            });
+            res.on('end', () => answer(false));
+            res.on('error', (err: NodeJS.ErrnoException) =>
+              fail(new DestinationUnreachable('connect', `${url.href}: ${err.message}`, err.message, 'answer')),
+            );
+            res.on('close', () => {
+              if (!res.complete) {
+                fail(new DestinationUnreachable('connect', `${url.href}: the answer was cut off`, 'cut off', 'answer'));
+              }
+            });
+          },
+        );
+      } catch (err) {
+        // Node checks header names and values before anything is sent; the message names no header value.
+        fail(
+          new RequestNotSendable(`the request cannot be sent (${(err as NodeJS.ErrnoException).code ?? 'invalid'})`),
+        );
+        return;
+      }
+      // A whole-request deadline as well as the socket's idle time-out: a trickling answer also ends.
+      const timedOut = () => {
+        const why = `no answer within ${timeoutMs / 1000} s`;
+        if (response && options.truncate) answer(true);
+        else {
+          fail(
+            new DestinationUnreachable(
+              'timeout',
+              `${origin} cannot be reached (${why})`,
+              why,
+              response ? 'answer' : 'request',
+            ),
+          );
+        }
+        req.destroy();
+      };
+      deadline = setTimeout(timedOut, remainingMs);
+      req.on('timeout', timedOut);
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        const why = err.code ?? err.message;
+        if (err.code?.startsWith('ERR_TLS') || /certificate|self.signed/i.test(err.message)) {
+          fail(new TlsFailed(`${origin}: TLS failed (${why})`, why));
+        } else if (response) {
+          fail(new DestinationUnreachable('connect', `${url.href}: ${err.message}`, err.message, 'answer'));
+        } else {
+          fail(new DestinationUnreachable('connect', `${origin} cannot be reached (${why})`, why));
+        }
+      });
+      req.on('close', () => clearTimeout(deadline));
+      req.end(options.body);
+    });
+  }
+
+  /** Node's roots plus the extra CA, made once: building a context from ~150 PEM roots per request costs ms. */
+  private context(): SecureContext {
+    this.secureContext ??= createSecureContext({
+      ca: this.options.extraCaPem ? [...rootCertificates, this.options.extraCaPem] : [...rootCertificates],
+    });
+    return this.secureContext;
+  }
+}
+
+/** `promise`, or a rejection with `error()` after `ms` (no limit when ms is undefined). */
+function withTimeout<T>(promise: Promise<T>, ms: number | undefined, error: () => Error): Promise<T> {
+  if (ms === undefined) return promise;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(error()), ms);
+  });
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
