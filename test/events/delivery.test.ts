@@ -26,6 +26,7 @@ let svc: TestService;
 let deliver: Deliver;
 const receiver = new WebhookReceiver();
 let subscriptionId: string;
+let admin: string;
 
 beforeAll(async () => {
   await receiver.start();
@@ -40,6 +41,7 @@ beforeAll(async () => {
   });
   deliver = destinations(svc.store, { webhooks });
   await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'ev', key_spec: 'ECC_NIST_P256' });
+  admin = await svc.apiKey('admin', 'ev');
   const { subscription, secret } = await addSubscription(
     svc.store,
     { tenantId: 'ev', url: receiver.url, format: 'standard', eventKinds: [] },
@@ -58,7 +60,7 @@ afterAll(async () => {
 });
 
 const rotate = async () => {
-  const res = await callAction(svc.app, svc.operator, 'rotate_key', { tenant_id: 'ev' });
+  const res = await callAction(svc.app, admin, 'rotate_key', { tenant_id: 'ev' });
   expect(res.status).toBe(200);
   return res.body.key_id as string;
 };

@@ -264,7 +264,7 @@ function facts(kind: EventKind, d: Data): SummaryFact[] {
       f.add('Revoked by', actorText(d.revoked_by));
       break;
     case 'webhook.test':
-      f.add('Sent by', str(d.by));
+      f.add('Tenant', str(d.tenant_id)).add('Subscription', str(d.subscription_id)).add('Sent by', str(d.by));
       break;
   }
   return f.list;
