@@ -36,6 +36,9 @@ export function advisoryLockKey(name: string): bigint {
   return createHash('sha256').update(name).digest().readBigInt64BE(0);
 }
 
+/** Held while an instance makes its statement timeout the role's default (applyStatementTimeoutDefault). */
+const STATEMENT_TIMEOUT_LOCK = advisoryLockKey('signbridge statement timeout default');
+
 /** Held for the length of the transaction that appends to the audit chain: one appender at a time, any instance. */
 const AUDIT_CHAIN_LOCK = advisoryLockKey('signbridge audit chain');
 
@@ -77,9 +80,13 @@ export class PostgresStore extends KyselyStore {
       throw new Error(`statement timeout must be whole milliseconds, got ${ms}`);
     }
     // A DO block cannot take parameters: `ms` is a checked integer, and the database name goes through %I.
+    // Several instances starting at once raced here: two ALTER ROLEs inserting the same pg_db_role_setting row,
+    // and one failed its start on the unique index (seen in a CI run with three instances). The transaction-scoped
+    // advisory lock makes them take turns; the next one's check (a fresh snapshot per statement) then sees the row.
     await this.pool
       .query(`DO $$
 BEGIN
+  PERFORM pg_advisory_xact_lock(${STATEMENT_TIMEOUT_LOCK});
   IF NOT EXISTS (
     SELECT 1 FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
      WHERE d.datname = current_database()
