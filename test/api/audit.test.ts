@@ -131,7 +131,9 @@ describe('audit log', () => {
   ])('finds %s and names where', (_name, sql, params, seq, problem) => {
     // Work on a copy, so each case tampers with a pristine log.
     const copyDir = join(svc.dataDir, `copy-${seq}`);
-    runCli(['admin', 'api-key', 'list', '--data-dir', copyDir]); // creates and migrates an empty store there
+    // Creates and migrates an empty store there (a failure says why: a loaded run once found no directory after it).
+    const made = runCli(['admin', 'api-key', 'list', '--data-dir', copyDir]);
+    expect(made.code, made.stderr).toBe(0);
     const db = openSqlite(join(copyDir, 'signbridge.db'));
     db.prepare('DELETE FROM audit_log').run();
     const insert = db.prepare(

@@ -3,6 +3,9 @@
 // `signbridge daemon` (child process) started from that login alone; pkcs11-tool signing through the PKCS#11 module
 // for production, which the policy holds for approval; the requester refused when approving her own request in the
 // console; another person approving it there; and the waiting C_Sign returning a signature openssl verifies.
+// Events on the way (issue 24): the tenant's Slack-format subscription gets the held request's message with the
+// console link (a real receiver on 127.0.0.1, allowed as an operator's webhooks.allow would), Carol opens that link
+// to approve, and the signature.signed message arrives once the module has its signature.
 import { execFile, spawn } from 'node:child_process';
 import { createPublicKey } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -12,6 +15,9 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ckaIdFor } from '../../daemon/key-id.js';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
+import { destinations } from '../../src/events/destinations.js';
+import type { Deliver } from '../../src/events/dispatcher.js';
+import { addSubscription } from '../../src/events/subscription-service.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import { ensurePeercredBuilt, tempDir } from '../daemon/helpers.js';
@@ -21,6 +27,8 @@ import { loginEnv, startCli } from '../helpers/cli-child.js';
 import { type OidcStand, startOidcStand } from '../helpers/oidc-service.js';
 import { callAction, type TestService } from '../helpers/service.js';
 import type { TestIdp } from '../helpers/test-idp.js';
+import { waitFor } from '../helpers/wait.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { waitForSocket } from '../module/harness.js';
 
 const run = promisify(execFile);
@@ -39,6 +47,10 @@ let env: NodeJS.ProcessEnv;
 let socket = '';
 let daemonLog = '';
 let stopDaemon: (() => Promise<void>) | undefined;
+const chat = new WebhookReceiver();
+let deliver: Deliver;
+/** The Slack-format messages received, as text (title, facts and the console link). */
+const chatMessages = () => chat.attempts.filter((a) => a.status === 200).map((a) => JSON.stringify(a.body));
 
 const policy = new RulesPolicyEngine(
   parsePolicyDocument('version: 1\nrules:\n  environments:\n    requireApproval: [production]\n', 'test'),
@@ -55,9 +67,20 @@ beforeAll(async () => {
       { email: 'alice@example.com', tenant: 'acme', role: 'approver' },
       { email: 'carol@example.com', tenant: 'acme', role: 'approver' },
     ],
-    app: { policy },
+    app: {
+      policy,
+      eventDelivery: { deliver: (claim) => deliver(claim), settings: { pollMs: 50 } },
+    },
   });
   ({ idp, svc, base } = stand);
+  await chat.start();
+  deliver = destinations(svc.store, { webhooks: { allow: ['127.0.0.1'] } });
+  await addSubscription(
+    svc.store,
+    { tenantId: 'acme', url: chat.url, format: 'slack', eventKinds: ['signature.pending', 'signature.signed'] },
+    { actor: 'test', via: 'cli' },
+    async () => undefined,
+  );
   browser = await launchBrowser();
   dir = tempDir('sb-web-login-');
   socket = join(dir, 'run', 'daemon.sock');
@@ -68,6 +91,7 @@ afterAll(async () => {
   await stopDaemon?.();
   await browser?.close();
   await stand?.close();
+  await chat.stop();
 });
 
 /** The request the module waits on; fails at once if the signing tool ended first (its error says why). */
@@ -187,9 +211,16 @@ describe('signbridge login, the daemon, the module and an approval in the consol
       expect(await alice.locator('main').textContent()).toContain('self_approval');
       expect((await svc.store.getPendingRequest('acme', requestId))?.status).toBe('pending_approval');
 
-      // Carol signs in to the console in her own browser and approves.
+      // The approvers' chat got one message about it, with the console link; Carol follows it.
+      await waitFor('the chat message about the held request', () => chatMessages().some((m) => m.includes(requestId)));
+      const [message] = chatMessages().filter((m) => m.includes(requestId));
+      expect(message).toContain('Signature waiting for approval in tenant acme');
+      const link = `${base}/console/requests#req-${requestId}`;
+      expect(message).toContain(link);
+
+      // Carol signs in to the console in her own browser, from the link, and approves.
       const carol = await (await browser.newContext()).newPage();
-      await carol.goto(`${base}/console/requests`);
+      await carol.goto(link);
       await signInAtIdp(carol, idp.issuer, 'carol');
       const article = carol.locator('article', { hasText: requestId });
       await article.getByLabel(/^Reason/).fill('release checklist done');
@@ -209,6 +240,14 @@ describe('signbridge login, the daemon, the module and an approval in the consol
       expect(decided?.decisions).toMatchObject([
         { decision: 'approve', by_person: carolPerson?.id, reason: 'release checklist done' },
       ]);
+      // And the chat hears that the signature was made: once, after the pending message, and nothing else.
+      await waitFor(
+        'the signature.signed message',
+        () => chatMessages().filter((m) => m.includes(requestId)).length >= 2,
+      );
+      const about = chatMessages().filter((m) => m.includes(requestId));
+      expect(about).toHaveLength(2);
+      expect(about[1]).toContain('Signature made in tenant acme');
     },
   );
 });
