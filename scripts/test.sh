@@ -24,10 +24,11 @@ echo "[test] vitest on Node $("$NODE24_BIN/node" --version) (with a private Post
 on_node24 node_modules/.bin/vitest run "$@"
 if [ "$#" -eq 0 ]; then
   # Every API test again with the service on PostgreSQL (test/helpers/service.ts: a fresh database per service),
-  # and the people and trust-rule admin commands with --database.
-  echo "[test] vitest on Node 24: test/api and the admin commands on PostgreSQL (SIGNBRIDGE_TEST_STORE=postgres)" >&2
+  # the people, trust-rule and webhook admin commands with --database, and event delivery.
+  echo "[test] vitest on Node 24: test/api, the admin commands and event delivery on PostgreSQL (SIGNBRIDGE_TEST_STORE=postgres)" >&2
   on_node24 env SIGNBRIDGE_TEST_STORE=postgres node_modules/.bin/vitest run test/api \
-    test/cli/admin-people.test.ts test/cli/admin-trust.test.ts
+    test/cli/admin-people.test.ts test/cli/admin-trust.test.ts test/cli/admin-webhook.test.ts \
+    test/events/delivery.test.ts test/events/approver-mail.test.ts
   # The packages (docs/packages.md), built and then installed on this machine and signed through: a step of its own,
   # since the .deb registers the module with p11-kit for the whole machine (vitest.config.ts keeps test/packages out
   # of the runs above).
