@@ -40,7 +40,18 @@ async function postgresPair(): Promise<[Store, Store]> {
   return [a, b];
 }
 
+/** SQLite with its writer thread (the in-process daemon's store): group commits run in sqlite-writer.cjs. */
+async function sqliteWriterThreadPair(): Promise<[Store, Store]> {
+  const dir = mkdtempSync(join(tmpdir(), 'sb-outbox-writer-'));
+  dirs.push(dir);
+  const a = openSqliteStore(join(dir, 'state.db'), { writerThread: { spinMs: 0 } });
+  await a.migrate();
+  stores.push(a);
+  return [a, a];
+}
+
 const backends: Array<[string, () => Promise<[Store, Store]>, boolean]> = [
+  ['SQLite with a writer thread', sqliteWriterThreadPair, true],
   ['SQLite', sqlitePair, true],
   ['PostgreSQL', postgresPair, testPostgresUrl() !== undefined],
 ];
@@ -137,7 +148,7 @@ describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
     // transactions: better-sqlite3 waits for the lock synchronously, holding the event loop the other one needs.
     // Two processes on one SQLite file do overlap, and wait for each other's write lock; here they take turns.)
     const fan = (s: Store) => s.events.fanOut(10, iso(Date.now()));
-    const [x, y] = _name === 'SQLite' ? [await fan(a), await fan(b)] : await Promise.all([fan(a), fan(b)]);
+    const [x, y] = _name.startsWith('SQLite') ? [await fan(a), await fan(b)] : await Promise.all([fan(a), fan(b)]);
     expect(x + y).toBe(2);
     expect((await a.events.listDeliveries('s-all', 10)).map((d) => d.eventType).sort()).toEqual([
       'key.rotated',
