@@ -4,10 +4,7 @@
 // address, not to an unverified or disabled approver, not to a signer), once however often the module polls; one
 // reminder before it expires, however many sweeps run; its expiry and an exception's coming end go to the
 // subscription's address. The service's clock is the test's, so the sweeps see the hours pass at once.
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { destinations } from '../../src/events/destinations.js';
@@ -16,7 +13,8 @@ import { Mailer } from '../../src/events/mailer.js';
 import { addSubscription } from '../../src/events/subscription-service.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
-import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
+import { selfSignedCert } from '../helpers/local-servers.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { waitFor } from '../helpers/wait.js';
 
 const USER = 'signbridge';
@@ -41,34 +39,10 @@ const policy = new RulesPolicyEngine(
 );
 
 beforeAll(async () => {
-  const dir = makeTempDir();
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      'key.pem',
-      '-out',
-      'cert.pem',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { cwd: dir, stdio: 'pipe' },
-  );
-  const cert = readFileSync(join(dir, 'cert.pem'), 'utf8');
+  const { key, cert } = selfSignedCert();
   smtp = new SMTPServer({
     secure: false,
-    key: readFileSync(join(dir, 'key.pem'), 'utf8'),
+    key,
     cert,
     authMethods: ['PLAIN'],
     onAuth(auth, _session, callback) {

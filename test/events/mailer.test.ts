@@ -14,6 +14,7 @@ import type { EventRecord } from '../../src/events/event-kinds.js';
 import { EVENT_DATA_EXAMPLES } from '../../src/events/event-schemas.js';
 import { mailMessage } from '../../src/events/formats/mail-message.js';
 import { Mailer } from '../../src/events/mailer.js';
+import { selfSignedCert } from '../helpers/local-servers.js';
 
 const USER = 'signbridge-mailer';
 const PASSWORD = 'Pa55-w0rd_that-must-never-show';
@@ -41,32 +42,8 @@ const servers: SMTPServer[] = [];
 const mailers: Mailer[] = [];
 
 beforeAll(() => {
+  ({ cert, key } = selfSignedCert());
   dir = mkdtempSync(join(tmpdir(), 'sb-mailer-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      'key.pem',
-      '-out',
-      'cert.pem',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { cwd: dir, stdio: 'pipe' },
-  );
-  cert = readFileSync(join(dir, 'cert.pem'), 'utf8');
-  key = readFileSync(join(dir, 'key.pem'), 'utf8');
 });
 
 afterEach(async () => {
