@@ -23,6 +23,7 @@ import type { WorkloadSettings } from './config/config.js';
 import { type Deliver, type DispatcherSettings, EventDispatcher } from './events/dispatcher.js';
 import { EventBuilder } from './events/event-builder.js';
 import { eventSweeps, type SweepSettings } from './events/event-sweeps.js';
+import type { WebhookSendSettings } from './events/webhook-sender.js';
 import type { KeyStore, KeyStores } from './keys/key-store.js';
 import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
@@ -78,6 +79,11 @@ export interface AppOptions {
    * to the outbox, for an instance that delivers.
    */
   eventDelivery?: { deliver: Deliver; settings?: DispatcherSettings; sweeps?: SweepSettings };
+  /**
+   * Where webhooks may be sent (config webhooks.*): the console checks a new subscription's URL with it. Default:
+   * no allow list (https to public addresses only).
+   */
+  webhooks?: WebhookSendSettings;
 }
 
 declare module 'fastify' {
@@ -281,6 +287,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     publicUrl: opts.oauth?.publicUrl ?? opts.publicUrl,
     ...(opts.oauth?.sessions && { sessions: opts.oauth.sessions }),
     personKeyMs: opts.oauth?.oidc?.personKeyMs ?? 12 * 3_600_000,
+    webhooks: opts.webhooks ?? { allow: [] },
   });
   const trial = opts.trial ?? { enabled: true, max: 10, windowMs: 60 * 60 * 1000 };
   if (trial.enabled) await app.register(trialRoutes, { ...trial, store: opts.store, now });

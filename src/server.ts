@@ -203,6 +203,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
     ...(config.oidc && { oauth: { oidc: config.oidc } }),
     workload: config.workload,
+    webhooks: config.webhooks,
     eventDelivery: {
       deliver: destinationsFor(store, config),
       settings: {

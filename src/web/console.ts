@@ -1,8 +1,9 @@
 // The web console for people (docs/oauth.md "The web console"): pending requests to approve or reject, one's own
-// API keys, and for tenant admins members, exceptions and the audit log. Server-rendered HTML behind the browser
-// session of the IdP sign-in; without a session a GET goes through /oauth/start and comes back. Every POST carries
-// the session's CSRF token and answers with a redirect (POST-redirect-GET), except minting a key, whose secret is
-// shown once in the answer itself rather than kept anywhere for a redirect to show.
+// API keys, and for tenant admins members, exceptions, trust rules, event subscriptions and the audit log.
+// Server-rendered HTML behind the browser session of the IdP sign-in; without a session a GET goes through
+// /oauth/start and comes back. Every POST carries the session's CSRF token and answers with a redirect
+// (POST-redirect-GET), except minting a key or adding a standard-format subscription, whose secret is shown once in
+// the answer itself rather than kept anywhere for a redirect to show.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PAGE_HEADERS } from '../api/routes/oauth.js';
@@ -16,6 +17,7 @@ import {
 import type { Role } from '../auth/roles.js';
 import { isApiError } from '../errors.js';
 import type { EventBuilder } from '../events/event-builder.js';
+import type { WebhookSendSettings } from '../events/webhook-sender.js';
 import type { ExceptionService } from '../signing/exception-service.js';
 import type { SigningService } from '../signing/signing-service.js';
 import { GLOBAL_TENANT, type PersonRecord } from '../store/people-store.js';
@@ -25,6 +27,7 @@ import { consolePage, type Frame, type Html, html, problemPage } from './layout.
 import { requestRoutes } from './request-pages.js';
 import { tenantRoutes } from './tenant-pages.js';
 import { trustRoutes } from './trust-pages.js';
+import { webhookRoutes } from './webhook-pages.js';
 
 export interface ConsoleOptions {
   store: Store;
@@ -39,6 +42,8 @@ export interface ConsoleOptions {
   sessions?: SessionSettings;
   /** Lifetime of device-flow keys; console keys longer than this are an admin's explicit choice. */
   personKeyMs: number;
+  /** Where webhooks may be sent (config webhooks.*): a new subscription's URL is checked against it. */
+  webhooks: WebhookSendSettings;
 }
 
 /** What every console page handler gets: the signed-in person and their roles per tenant. */
@@ -159,6 +164,7 @@ export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions):
 <a href="/console/requests#tenant-${tenant}">pending requests</a>
 ${roles.includes('admin') ? html` | <a href="/console/tenants/${tenant}/members">members</a>` : ''}
 ${roles.includes('admin') ? html` | <a href="/console/tenants/${tenant}/trust">trust rules</a>` : ''}
+${roles.includes('admin') ? html` | <a href="/console/tenants/${tenant}/webhooks">event subscriptions</a>` : ''}
 ${canSeeExceptions(roles) ? html` | <a href="/console/tenants/${tenant}/exceptions">exceptions</a>` : ''}
 ${canSeeAudit(roles) ? html` | <a href="/console/tenants/${tenant}/audit">audit log</a>` : ''}
 </td></tr>`,
@@ -178,6 +184,7 @@ ${canSeeAudit(roles) ? html` | <a href="/console/tenants/${tenant}/audit">audit 
   await apiKeyRoutes(app, ctx);
   await tenantRoutes(app, ctx);
   await trustRoutes(app, ctx);
+  await webhookRoutes(app, ctx);
 
   app.setNotFoundHandler((request, reply) =>
     raw(
@@ -209,4 +216,7 @@ const NOTICES: Record<string, string> = {
   exception_revoked: 'The exception was revoked.',
   trust_rule_added: 'The trust rule was added.',
   trust_rule_removed: 'The trust rule was removed; keys it already gave out expire as planned.',
+  webhook_added: 'The subscription was added.',
+  webhook_removed: 'The subscription was removed, with what it had still to send.',
+  webhook_resumed: 'The subscription was resumed: what it had still to send goes out now.',
 };
