@@ -7,6 +7,7 @@ import { destinationsFor, testEvent } from '../events/destinations.js';
 import { EVENT_KINDS } from '../events/event-kinds.js';
 import {
   addSubscription,
+  displayUrl,
   removeSubscription,
   resumeSubscription,
   SubscriptionNotFound,
@@ -59,7 +60,7 @@ export function registerWebhookCommands(
         ),
       );
       process.stderr.write(
-        `added subscription ${subscription.id} to ${subscription.tenantId}: ${subscription.eventKinds?.join(', ') ?? 'every event'} as ${subscription.format} to ${subscription.url}\n`,
+        `added subscription ${subscription.id} to ${subscription.tenantId}: ${subscription.eventKinds?.join(', ') ?? 'every event'} as ${subscription.format} to ${displayUrl(subscription.url)}\n`,
       );
       process.stdout.write(`${subscription.id}\n`);
       if (secret) {
@@ -86,7 +87,7 @@ export function registerWebhookCommands(
       for (const s of subscriptions) {
         const state = s.pausedAt ? `paused since ${s.pausedAt}: ${s.pauseReason}` : 'active';
         process.stdout.write(
-          `${s.id}\t${s.tenantId}\t${s.format}\t${s.url}\t${s.eventKinds?.join(',') ?? 'all'}\t${state}\t${s.lastDeliveredAt ?? '-'}\t${s.lastError ? `${s.lastErrorAt} ${s.lastError}` : '-'}\n`,
+          `${s.id}\t${s.tenantId}\t${s.format}\t${displayUrl(s.url)}\t${s.eventKinds?.join(',') ?? 'all'}\t${state}\t${s.lastDeliveredAt ?? '-'}\t${s.lastError ? `${s.lastErrorAt} ${s.lastError}` : '-'}\n`,
         );
       }
     });

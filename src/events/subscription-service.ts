@@ -31,12 +31,26 @@ export type UrlCheck = (url: string) => Promise<string | undefined>;
 /** One address, as an operator or tenant admin would type it; the SMTP server is the judge of the rest. */
 const MAIL_ADDRESS = /^[^\s@<>(),;:"[\]\\]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}$/;
 
-/** A subscription as shown (CLI list, console): never its secret. */
+/**
+ * A subscription's URL as shown, listed and audited. Slack's and Teams' incoming-webhook URLs are their own
+ * credential (the path is the secret), and other receivers put tokens in paths and queries too: only the scheme,
+ * host, port and first path segment are shown, the rest as "/…". The whole URL is kept for sending, nowhere else.
+ */
+export function displayUrl(url: string): string {
+  if (url.startsWith('mailto:')) return url;
+  if (!URL.canParse(url)) return '(not a URL)';
+  const parsed = new URL(url);
+  const segments = parsed.pathname.split('/').filter(Boolean);
+  const hidden = segments.length > 1 || parsed.search !== '' || parsed.hash !== '';
+  return `${parsed.origin}${segments[0] ? `/${segments[0]}` : ''}${hidden ? '/…' : ''}`;
+}
+
+/** A subscription as shown (CLI list, console): never its secret, nor its URL's secret part (displayUrl). */
 export function subscriptionView(s: SubscriptionRecord): Record<string, unknown> {
   return {
     id: s.id,
     tenant_id: s.tenantId,
-    url: s.url,
+    url: displayUrl(s.url),
     format: s.format,
     events: s.eventKinds ?? 'all',
     state: s.pausedAt ? 'paused' : 'active',
@@ -100,7 +114,7 @@ export async function addSubscription(
     actor: by.actor,
     action: 'webhook_subscription',
     outcome: 'added',
-    details: { subscription_id: subscription.id, url, format, events: kinds ?? 'all', via: by.via },
+    details: { subscription_id: subscription.id, url: displayUrl(url), format, events: kinds ?? 'all', via: by.via },
   });
   return { subscription, secret };
 }
@@ -127,7 +141,7 @@ export async function removeSubscription(
     actor: by.actor,
     action: 'webhook_subscription',
     outcome: 'removed',
-    details: { subscription_id: id, url: found.url, via: by.via },
+    details: { subscription_id: id, url: displayUrl(found.url), via: by.via },
   });
   return found;
 }

@@ -8,6 +8,7 @@ import { ApiError } from '../errors.js';
 import { EVENT_KINDS } from '../events/event-kinds.js';
 import {
   addSubscription,
+  displayUrl,
   removeSubscription,
   resumeSubscription,
   SubscriptionInvalid,
@@ -53,7 +54,7 @@ function subscriptionRow(s: SubscriptionRecord, tenant: string, csrf: string): H
     ? html`<form method="post" action="/console/tenants/${tenant}/webhooks/resume" class="inline">${csrfInput(csrf)}
 <input type="hidden" name="subscription_id" value="${s.id}"><button type="submit" aria-label="Resume subscription ${s.id}">Resume</button></form> `
     : '';
-  return html`<tr id="sub-${s.id}"><td><code>${s.id}</code></td><td>${s.format}</td><td><code>${s.url}</code></td>
+  return html`<tr id="sub-${s.id}"><td><code>${s.id}</code></td><td>${s.format}</td><td><code>${displayUrl(s.url)}</code></td>
 <td>${s.eventKinds ? s.eventKinds.join(', ') : 'all'}</td><td>${state}</td>
 <td>${s.lastDeliveredAt ? time(s.lastDeliveredAt) : 'never'}</td><td>${lastError}</td>
 <td>${time(s.createdAt)}<br>${s.createdBy}</td>
@@ -180,7 +181,7 @@ ${csrfInput(csrf)}
       200,
       'Your new subscription',
       html`<p role="status">The subscription ${subscription.id} was added. Copy its signing secret now:
-it is shown only this once. The receiver at <code>${subscription.url}</code> checks each delivery's <code>webhook-signature</code> with it.</p>
+it is shown only this once. The receiver at <code>${displayUrl(subscription.url)}</code> checks each delivery's <code>webhook-signature</code> with it.</p>
 <label for="new-secret">Signing secret of ${subscription.id}</label>
 <output id="new-secret" class="secret">${secret}</output>
 <p><a href="${path(tenant)}">Back to the subscriptions of ${tenant}</a></p>`,
