@@ -1,7 +1,8 @@
 // Delivers the outbox (docs/events.md, "Delivery"). Every instance runs one; the store's leases make each delivery
 // one sender's at a time, and a dead instance's leases run out for another to take over. A pass: fan new events out
 // to their subscriptions, lease what is due, send it, record each outcome under the lease. Between passes it sleeps
-// pollMs, or less when this process wrote an event (nudge()).
+// pollMs, or less when this process wrote an event (nudge()). While a pass's attempts wait for their answers, the
+// pass renews their leases, so only a dead (or stalled) sender's leases end.
 //
 // At least once: a sender that dies after the receiver answered 2xx but before recording it leaves the delivery to
 // be sent again once its lease ends, with the same webhook-id; receivers dedupe by it.
@@ -22,7 +23,11 @@ export type Deliver = (claim: DeliveryClaim) => Promise<DeliveryResult>;
 export interface DispatcherSettings {
   /** Sleep between passes when idle (default 1000 ms). */
   pollMs?: number;
-  /** How long a lease holds a delivery for its sender (default 60 s; longer than any attempt's time-out). */
+  /**
+   * How long a lease holds a delivery for its sender (default 60 s): how soon another instance takes over the
+   * deliveries of one that died. Renewed every third of it while an attempt waits for its answer, so it may be
+   * shorter than an attempt's time-out.
+   */
   leaseMs?: number;
   /** Deliveries leased and sent at once by this instance (default 16). */
   batch?: number;
@@ -130,8 +135,43 @@ export class EventDispatcher {
       new Date(at.getTime() + this.leaseMs).toISOString(),
       this.batch,
     );
-    await Promise.all(claims.map((claim) => this.attempt(claim)));
+    if (claims.length === 0) return 0;
+    // Without renewal a receiver slower than the lease (a 10 s time-out, a 3 s lease) lets another instance lease
+    // and send the same delivery while this attempt still waits: two 200s for one event from live senders.
+    const sending = new Set(claims);
+    let renewing: Promise<void> | undefined; // one at a time: a tick skips rather than piling up behind a slow database
+    const renewal = setInterval(
+      () => {
+        renewing ??= this.renew(sending).finally(() => {
+          renewing = undefined;
+        });
+      },
+      Math.max(1, Math.floor(this.leaseMs / 3)),
+    );
+    renewal.unref();
+    try {
+      await Promise.all(
+        claims.map((claim) =>
+          this.attempt(claim).finally(() => {
+            sending.delete(claim);
+          }),
+        ),
+      );
+    } finally {
+      clearInterval(renewal);
+      await renewing;
+    }
     return claims.length;
+  }
+
+  /** Extends the leases of the attempts still under way; a failure is logged, and the leases may then end. */
+  private async renew(sending: ReadonlySet<DeliveryClaim>): Promise<void> {
+    if (sending.size === 0) return;
+    try {
+      await this.store.events.renewLeases([...sending], new Date(this.now().getTime() + this.leaseMs).toISOString());
+    } catch (err) {
+      this.settings.onError?.(`could not renew the leases of deliveries under way: ${(err as Error).message}`);
+    }
   }
 
   private async attempt(claim: DeliveryClaim): Promise<void> {

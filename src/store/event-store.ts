@@ -7,10 +7,11 @@
 //   kind, and marks the event fanned out, in one transaction (on PostgreSQL the rows are taken FOR UPDATE SKIP
 //   LOCKED, so two instances never fan out the same event; the primary key would catch it anyway).
 // - claimDeliveries() takes due deliveries in one UPDATE ... RETURNING that sets a lease: an instance sends only
-//   what it leased, a dead instance's leases run out and another takes them over. Every outcome is written with
-//   the lease's owner and attempt number in the WHERE clause, so a sender whose lease was taken over changes nothing.
+//   what it leased and renews the lease while it waits for the answer (renewLeases), a dead instance's leases
+//   run out and another takes them over. Every outcome is written with the lease's owner and attempt number in the
+//   WHERE clause, so a sender whose lease was taken over changes nothing.
 // - A request's events reach a subscription in order: a delivery is not claimed while an earlier one with the same
-//   order key is still pending for that subscription.
+//   order key is still pending for that subscription, or not even fanned out yet.
 import { randomBytes } from 'node:crypto';
 import { type Generated, type Kysely, type Selectable, sql } from 'kysely';
 import type { EventData, EventInput, EventKind, EventRecord } from '../events/event-kinds.js';
@@ -96,6 +97,8 @@ export interface DeliveryRecord {
   status: DeliveryStatus;
   attempts: number;
   nextAttemptAt: string;
+  /** Until when a sender holds it (null: nobody is sending it). */
+  leaseUntil: string | null;
   lastStatus: number | null;
   lastError: string | null;
   createdAt: string;
@@ -266,6 +269,7 @@ export class EventStore {
         'd.status',
         'd.attempts',
         'd.next_attempt_at',
+        'd.lease_until',
         'd.last_status',
         'd.last_error',
         'd.created_at',
@@ -283,6 +287,7 @@ export class EventStore {
       status: r.status as DeliveryStatus,
       attempts: Number(r.attempts),
       nextAttemptAt: r.next_attempt_at,
+      leaseUntil: r.lease_until,
       lastStatus: r.last_status === null ? null : Number(r.last_status),
       lastError: r.last_error,
       createdAt: r.created_at,
@@ -379,6 +384,14 @@ export class EventStore {
               AND earlier.status = 'pending'
               AND earlier.order_key = d.order_key
               AND earlier.event_seq < d.event_seq)
+          -- Nor while an earlier event of its order key is not fanned out yet: on PostgreSQL another instance's
+          -- fanOut may hold it (SKIP LOCKED let this one fan out the later event), and its delivery row appears
+          -- only when that transaction commits; until then this sees the event as not fanned out.
+          AND NOT EXISTS (
+            SELECT 1 FROM event_outbox unfanned
+            WHERE unfanned.fanned_out = 0
+              AND unfanned.order_key = d.order_key
+              AND unfanned.seq < d.event_seq)
         ORDER BY d.event_seq
         LIMIT ${limit}
         ${lock})
@@ -407,6 +420,35 @@ export class EventStore {
       claims.push({ event, subscription, attempts: Number(r.attempts), owner, createdAt: r.created_at });
     }
     return claims.sort((a, b) => a.event.seq - b.event.seq);
+  }
+
+  /**
+   * Extends the leases of deliveries whose attempts are still under way (the dispatcher renews them while it waits
+   * for an answer), so a lease need only outlast the time between renewals, not the slowest receiver. Only rows
+   * still leased under the claim (same owner and attempt, not recorded yet) change. Returns how many did.
+   */
+  async renewLeases(claims: readonly DeliveryClaim[], leaseUntil: string): Promise<number> {
+    if (claims.length === 0) return 0;
+    const result = await this.db
+      .updateTable('event_deliveries')
+      .set({ lease_until: leaseUntil })
+      .where('status', '=', 'pending')
+      // Recording an outcome clears the lease: a renewal that arrives after it must not set it again.
+      .where('lease_until', 'is not', null)
+      .where((eb) =>
+        eb.or(
+          claims.map((c) =>
+            eb.and([
+              eb('event_seq', '=', c.event.seq),
+              eb('subscription_id', '=', c.subscription.id),
+              eb('lease_owner', '=', c.owner),
+              eb('attempts', '=', c.attempts),
+            ]),
+          ),
+        ),
+      )
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows);
   }
 
   /** The receiver took it. False when the lease had been taken over meanwhile (nothing changed then). */

@@ -4,7 +4,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { EventDispatcher } from '../../src/events/dispatcher.js';
 import type { EventInput } from '../../src/events/event-kinds.js';
 import type { SubscriptionRecord } from '../../src/store/event-store.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
@@ -12,10 +14,13 @@ import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { ConflictError, type PendingRequestRecord, type Store } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { keyRecord } from '../helpers/store-records.js';
+import { until, waitFor } from '../helpers/wait.js';
 
 const dirs: string[] = [];
 const stores: Store[] = [];
+const clients: pg.Client[] = [];
 afterAll(async () => {
+  for (const c of clients) await c.end();
   for (const s of stores) await s.close();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
@@ -31,8 +36,12 @@ async function sqlitePair(): Promise<[Store, Store]> {
   return [a, b];
 }
 
+/** The database of the last postgresPair(), for a test that plays another instance's open transaction. */
+let postgresUrl = '';
+
 async function postgresPair(): Promise<[Store, Store]> {
   const url = createTestDatabase('outbox');
+  postgresUrl = url;
   const a = openPostgresStore(url);
   await a.migrate();
   const b = openPostgresStore(url);
@@ -228,4 +237,76 @@ describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
     const last = await a.events.claimDeliveries('A', iso(t0 + 60), iso(t0 + 60_000), 10);
     expect(last.map((c) => c.event.type)).toEqual(['signature.approved']);
   });
+
+  it.skipIf(!enabled)(
+    'keeps the lease of an attempt that outlasts it, so no other instance sends it meanwhile',
+    async () => {
+      const [a, b] = await open();
+      await a.events.addSubscription(subscription('s1', 't1', null));
+      await a.events.appendEvents([event('key.rotated', 't1', 'tenant:t1')], iso(Date.now()));
+      // Both instances' clocks, moved by the test: "the lease as first taken has long ended" without waiting for it.
+      let clock = Date.now();
+      const now = () => new Date(clock);
+      let answer = () => {};
+      const answered = new Promise<void>((resolve) => {
+        answer = resolve;
+      });
+      let sent = 0;
+      const slow = new EventDispatcher(
+        a,
+        async () => {
+          sent++;
+          await answered; // a receiver slower than the lease (the sender's time-out may be longer than the lease)
+          return { outcome: 'delivered', status: 200 };
+        },
+        { leaseMs: 300 },
+        now,
+      );
+      const other = new EventDispatcher(b, async () => ({ outcome: 'delivered', status: 200 }), { leaseMs: 300 }, now);
+      const pass = slow.runOnce();
+      await waitFor('the slow attempt under way', () => sent === 1);
+      const [claimed] = await a.events.listDeliveries('s1', 1);
+      clock += 10_000;
+      // The sender renews its lease while it waits for the answer.
+      await until('the lease renewed past the moved clock', async () => {
+        const [d] = await a.events.listDeliveries('s1', 1);
+        return d?.leaseUntil && Date.parse(d.leaseUntil) > clock ? true : undefined;
+      });
+      expect(claimed?.leaseUntil && Date.parse(claimed.leaseUntil)).toBeLessThan(clock);
+      expect(await other.runOnce()).toBe(0);
+      answer();
+      expect(await pass).toBe(1);
+      const [delivery] = await a.events.listDeliveries('s1', 1);
+      expect(delivery).toMatchObject({ status: 'delivered', attempts: 1, leaseUntil: null });
+      expect(await other.runOnce()).toBe(0);
+    },
+  );
+
+  it.skipIf(!enabled || _name !== 'PostgreSQL')(
+    "keeps an order key's events in order while another instance is still fanning out an earlier one",
+    async () => {
+      const [a, b] = await open();
+      await a.events.addSubscription(subscription('s1', 't1', null));
+      const t0 = Date.now();
+      await a.events.appendEvents([event('key.rotated', 't1', 'tenant:t1', 1)], iso(t0));
+      await a.events.appendEvents([event('key.rotated', 't1', 'tenant:t1', 2)], iso(t0));
+      // Instance A's fan-out has taken the first event (its transaction's first statement) and not committed yet.
+      const instanceA = new pg.Client({ connectionString: postgresUrl });
+      clients.push(instanceA);
+      await instanceA.connect();
+      await instanceA.query('BEGIN');
+      await instanceA.query('UPDATE event_outbox SET fanned_out = 1 WHERE seq = (SELECT min(seq) FROM event_outbox)');
+      // Instance B fans out the second (skipping the locked first) and must not send it before the first.
+      expect(await b.events.fanOut(10, iso(t0))).toBe(1);
+      expect(await b.events.claimDeliveries('B', iso(t0), iso(t0 + 60_000), 10)).toEqual([]);
+      // A dies before committing: its fan-out is rolled back, B fans the first event out and sends it first.
+      await instanceA.query('ROLLBACK');
+      expect(await b.events.fanOut(10, iso(t0))).toBe(1);
+      const first = await b.events.claimDeliveries('B', iso(t0), iso(t0 + 60_000), 10);
+      expect(first.map((c) => c.event.data.n)).toEqual([1]);
+      await b.events.markDelivered(first[0] as (typeof first)[number], 200, iso(t0 + 10));
+      const second = await b.events.claimDeliveries('B', iso(t0 + 20), iso(t0 + 60_000), 10);
+      expect(second.map((c) => c.event.data.n)).toEqual([2]);
+    },
+  );
 });
