@@ -2,8 +2,7 @@
 // STARTTLS on a self-signed certificate (made here with openssl; the mailer trusts it through smtp.caFile) and
 // AUTH PLAIN checked by the server. The server's answers are the ones real servers give: 550 for an unknown
 // recipient, 451 for "try later", 421 for "going away", 535 for a bad login, and no STARTTLS at all.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
