@@ -211,6 +211,9 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
         leaseMs: config.events.leaseMs,
         retryForMs: config.events.retryForMs,
         pauseAfterFailures: config.events.pauseAfterFailures,
+        ...(metrics && {
+          onOutcome: (claim, result) => metrics.eventDelivery(claim.subscription.format, result.outcome),
+        }),
       },
       sweeps: { remindBeforeMs: config.events.remindBeforeMs },
     },

@@ -1,6 +1,7 @@
 // The service's Prometheus metrics (prom-client). Counting on the request path costs a few Map lookups and an
 // increment: label children are made once per label combination and kept, so no label object is built per request.
-// Pending approvals, the audit chain's length and the key store's fault counters are read on scrape.
+// Pending approvals, the audit chain's length, the key store's fault counters and the event deliveries still to make
+// are read on scrape.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { KeyStore, KeyStores } from '../keys/key-store.js';
 import type { Store } from '../store/store.js';
@@ -17,6 +18,7 @@ export class ServiceMetrics {
   private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
   private readonly keyStoreErrors: Counter<'fault'>;
   private readonly storeErrors: Counter<'fault'>;
+  private readonly deliveryAttempts: Counter<'format' | 'outcome'>;
   /** tenant -> outcome -> algorithm -> counter child. */
   private readonly signatureChildren = new Map<string, Map<string, Map<string, Counter.Internal>>>();
   private readonly signDurationChildren = new Map<string, Histogram.Internal<'outcome'>>();
@@ -57,6 +59,28 @@ export class ServiceMetrics {
       help: 'Requests answered store_unavailable, by the SQLite error behind them',
       labelNames: ['fault'],
       registers,
+    });
+    this.deliveryAttempts = new Counter({
+      name: 'signbridge_event_delivery_attempts_total',
+      help: 'Event delivery attempts by subscription format and outcome (delivered, retry, gone, failed)',
+      labelNames: ['format', 'outcome'],
+      registers,
+    });
+    new Gauge({
+      name: 'signbridge_event_deliveries_pending',
+      help: 'Event deliveries still to make (due, waiting for a retry, or kept by a paused subscription)',
+      registers,
+      async collect() {
+        this.set(await sources.store.events.countPendingDeliveries());
+      },
+    });
+    new Gauge({
+      name: 'signbridge_webhook_subscriptions_paused',
+      help: 'Event subscriptions paused after failing (410 Gone, 24 h of failures, or too many failures in a row)',
+      registers,
+      async collect() {
+        this.set((await sources.store.events.listSubscriptions()).filter((s) => s.pausedAt !== null).length);
+      },
     });
     const faults = () => sources.keyStore.faults;
     new Counter({
@@ -137,6 +161,11 @@ export class ServiceMetrics {
       byStatus.set(status, histogram);
     }
     histogram.observe(seconds);
+  }
+
+  /** One delivery attempt's outcome (the event dispatcher's onOutcome). */
+  eventDelivery(format: string, outcome: string): void {
+    this.deliveryAttempts.labels(format, outcome).inc();
   }
 
   keyStoreUnavailable(fault: string): void {

@@ -10,8 +10,10 @@ import type { Deliver } from '../../src/events/dispatcher.js';
 import { eventDataProblem } from '../../src/events/event-schemas.js';
 import { addSubscription } from '../../src/events/subscription-service.js';
 import { checkSubscriptionUrl } from '../../src/events/webhook-sender.js';
+import { ServiceMetrics } from '../../src/metrics/service-metrics.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
+import { parseExposition, sample } from '../helpers/metrics.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { until, waitFor } from '../helpers/wait.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -26,6 +28,7 @@ let svc: TestService;
 let deliver: Deliver;
 const receiver = new WebhookReceiver();
 let subscriptionId: string;
+let metrics: ServiceMetrics | undefined;
 let admin: string;
 
 beforeAll(async () => {
@@ -35,11 +38,19 @@ beforeAll(async () => {
     publicUrl: 'https://signbridge.example.test',
     eventDelivery: {
       deliver: (claim) => deliver(claim),
-      settings: { pollMs: 25, retryBaseMs: RETRY_BASE_MS, retryMaxMs: 2000, leaseMs: 10_000, pauseAfterFailures: 1000 },
+      settings: {
+        pollMs: 25,
+        retryBaseMs: RETRY_BASE_MS,
+        retryMaxMs: 2000,
+        leaseMs: 10_000,
+        pauseAfterFailures: 1000,
+        onOutcome: (claim, result) => metrics?.eventDelivery(claim.subscription.format, result.outcome),
+      },
       sweeps: { everyMs: 50 },
     },
   });
   deliver = destinations(svc.store, { webhooks });
+  metrics = new ServiceMetrics({ store: svc.store, keyStore: svc.keyStores });
   await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'ev', key_spec: 'ECC_NIST_P256' });
   admin = await svc.apiKey('admin', 'ev');
   const { subscription, secret } = await addSubscription(
@@ -187,5 +198,23 @@ describe('event delivery to a Standard Webhooks receiver', () => {
     const twice = [...receiver.delivered()].filter(([, n]) => n > 1);
     expect(twice).toEqual([]);
     expect(receiver.attempts.every((a) => a.signatureValid)).toBe(true);
+  });
+
+  it('counts the attempts by outcome on /metrics, and nothing is left to deliver', async () => {
+    const answered200 = [...receiver.delivered().values()].reduce((a, b) => a + b, 0);
+    const scrape = async () => parseExposition((await metrics?.registry.metrics()) ?? '');
+    const attemptsIn = (samples: Awaited<ReturnType<typeof scrape>>, outcome: string) =>
+      sample(samples, 'signbridge_event_delivery_attempts_total', { format: 'standard', outcome })?.value ?? 0;
+    // The last outcome is recorded (and counted) just after the receiver answered: wait for it.
+    const samples = await until('the last outcomes to be counted', async () => {
+      const now = await scrape();
+      return attemptsIn(now, 'delivered') === answered200 ? now : undefined;
+    });
+    const attempts = (outcome: string) => attemptsIn(samples, outcome);
+    // 500, 429, the slow answer, and at least one refused connection while the receiver was down.
+    expect(attempts('retry')).toBeGreaterThanOrEqual(4);
+    expect(attempts('gone')).toBe(1);
+    expect(sample(samples, 'signbridge_event_deliveries_pending')?.value).toBe(0);
+    expect(sample(samples, 'signbridge_webhook_subscriptions_paused')?.value).toBe(0);
   });
 });
