@@ -43,6 +43,8 @@ const mailers: Mailer[] = [];
 beforeAll(() => {
   ({ cert, key } = selfSignedCert());
   dir = mkdtempSync(join(tmpdir(), 'sb-mailer-'));
+  // The mailer reads its CA from smtp.caFile, as an operator configures it.
+  writeFileSync(join(dir, 'cert.pem'), cert);
 });
 
 afterEach(async () => {
