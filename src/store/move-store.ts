@@ -26,6 +26,10 @@ const MOVED_TABLES = [
   // tenants' trust in CI issuers, and the tokens already exchanged (a token stays single-use across the move)
   'workload_trust_rules',
   'workload_token_uses',
+  // events: subscriptions (with their secrets), the outbox and what each subscription still has to get
+  'webhook_subscriptions',
+  'event_outbox',
+  'event_deliveries',
 ] as const;
 
 /**
@@ -111,6 +115,13 @@ export async function moveStore(
         }
         rows[table] = copied;
         progress(`${table}: ${copied} rows copied`);
+      }
+      // The outbox's seq is a bigserial on PostgreSQL: rows copied with their seq leave its sequence at 1, and the
+      // first event after the move would collide with a moved one. The sequence continues after the highest.
+      if (tables.includes('event_outbox')) {
+        await sql`SELECT setval(pg_get_serial_sequence('event_outbox', 'seq'), (SELECT coalesce(max(seq), 0) + 1 FROM event_outbox), false)`.execute(
+          write,
+        );
       }
       for (const table of MOVED_TABLES) {
         if (!tables.includes(table)) continue;
