@@ -235,6 +235,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       eventSweeps(opts.store, signing, events, sweeps, now),
     );
     app.decorate('eventDispatcher', dispatcher);
+    opts.store.events.onWritten = () => dispatcher.nudge();
     app.addHook('onReady', async () => dispatcher.start());
     // Before the store closes (onClose): a pass under way finishes; what it leased and did not send is taken
     // over by another instance, or by this one after a restart, once the leases end.

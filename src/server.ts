@@ -208,6 +208,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
       deliver: destinationsFor(store, config),
       settings: {
         pollMs: config.events.pollMs,
+        idlePollMaxMs: config.events.idlePollMaxMs,
         leaseMs: config.events.leaseMs,
         retryForMs: config.events.retryForMs,
         pauseAfterFailures: config.events.pauseAfterFailures,

@@ -146,6 +146,7 @@ export const ConfigFileSchema = Type.Object(
       Type.Object(
         {
           pollMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 60_000 })),
+          idlePollMaxMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 300_000 })),
           leaseSeconds: Type.Optional(Type.Integer({ minimum: 2, maximum: 3600 })),
           retryHours: Type.Optional(Type.Number({ minimum: 0.001, maximum: 168 })),
           pauseAfterFailures: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
@@ -547,6 +548,7 @@ function oidcSetting(file: ConfigFile, env: NodeJS.ProcessEnv): { oidc?: OidcSet
  */
 export interface EventSettings {
   pollMs: number;
+  idlePollMaxMs: number;
   leaseMs: number;
   retryForMs: number;
   pauseAfterFailures: number;
@@ -561,6 +563,7 @@ function eventSetting(file: ConfigFile['events'], env: NodeJS.ProcessEnv): Event
   }
   return {
     pollMs: pollEnv !== undefined ? Number(pollEnv) : (file?.pollMs ?? 1000),
+    idlePollMaxMs: file?.idlePollMaxMs ?? 15_000,
     leaseMs: (file?.leaseSeconds ?? 60) * 1000,
     retryForMs: (file?.retryHours ?? 24) * 3600_000,
     pauseAfterFailures: file?.pauseAfterFailures ?? 50,

@@ -1,7 +1,7 @@
 // Delivers the outbox (docs/events.md, "Delivery"). Every instance runs one; the store's leases make each delivery
 // one sender's at a time, and a dead instance's leases run out for another to take over. A pass: fan new events out
 // to their subscriptions, lease what is due, send it, record each outcome under the lease. Between passes it sleeps
-// pollMs, or less when this process wrote an event (nudge()). While a pass's attempts wait for their answers, the
+// pollMs, or less when this process wrote an event (nudge()); an idle dispatcher backs off (below). While a pass's attempts wait for their answers, the
 // pass renews their leases, so only a dead (or stalled) sender's leases end.
 //
 // At least once: a sender that dies after the receiver answered 2xx but before recording it leaves the delivery to
@@ -23,6 +23,13 @@ export type Deliver = (claim: DeliveryClaim) => Promise<DeliveryResult>;
 export interface DispatcherSettings {
   /** Sleep between passes when idle (default 1000 ms). */
   pollMs?: number;
+  /**
+   * Longest sleep of an idle dispatcher (default 15 s): each idle pass doubles the sleep from pollMs up to this,
+   * and an event written by this process (nudge) brings it back to pollMs. A dispatcher polling every second kept
+   * a database connection busy for good: behind PgBouncer in session mode each instance then held a server
+   * connection for ever (pg's pool closes a connection only after 10 s unused), and an admin command found none.
+   */
+  idlePollMaxMs?: number;
   /**
    * How long a lease holds a delivery for its sender (default 60 s): how soon another instance takes over the
    * deliveries of one that died. Renewed every third of it while an attempt waits for its answer, so it may be
@@ -57,6 +64,8 @@ export class EventDispatcher {
   private running: Promise<void> | undefined;
   private stopped = true;
   private again = false;
+  /** The sleep after the next idle pass (pollMs, doubling up to idlePollMaxMs). */
+  private idleMs: number;
 
   constructor(
     private readonly store: Store,
@@ -67,6 +76,7 @@ export class EventDispatcher {
     private readonly sweep?: () => Promise<void>,
   ) {
     this.pollMs = settings.pollMs ?? 1000;
+    this.idleMs = this.pollMs;
     this.leaseMs = settings.leaseMs ?? 60_000;
     this.batch = settings.batch ?? 16;
   }
@@ -77,11 +87,16 @@ export class EventDispatcher {
     this.schedule(0);
   }
 
-  /** Something was written: pass soon rather than at the next poll. */
+  /**
+   * This process wrote an event (the store calls it inside the writing transaction): pass within pollMs, not after
+   * an idle dispatcher's longer sleep. Not at once: the transaction has not committed yet.
+   */
   nudge(): void {
     if (this.stopped) return;
+    if (this.idleMs === this.pollMs && !this.running) return; // already polling at pollMs
+    this.idleMs = this.pollMs;
     if (this.running) this.again = true;
-    else this.schedule(0);
+    else this.schedule(this.pollMs);
   }
 
   /** Stops after the pass under way; what it leased and did not finish goes to others when the leases end. */
@@ -117,7 +132,13 @@ export class EventDispatcher {
     if (this.stopped) return;
     const busy = sent > 0 || this.again;
     this.again = false;
-    this.schedule(busy ? 0 : this.pollMs);
+    if (busy) {
+      this.idleMs = this.pollMs;
+      this.schedule(0);
+      return;
+    }
+    this.schedule(this.idleMs);
+    this.idleMs = Math.min(this.idleMs * 2, Math.max(this.pollMs, this.settings.idlePollMaxMs ?? 15_000));
   }
 
   /** Fans out, leases and sends one batch; returns how many deliveries it attempted. */

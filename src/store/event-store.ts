@@ -174,6 +174,9 @@ function toSubscription(row: EventTables['webhook_subscriptions']): Subscription
 }
 
 export class EventStore {
+  /** Told when this process writes events (the dispatcher's nudge: src/app.ts). */
+  onWritten: (() => void) | undefined;
+
   constructor(
     private readonly db: Kysely<EventTables>,
     private readonly postgres: boolean,

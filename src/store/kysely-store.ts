@@ -361,6 +361,7 @@ export abstract class KyselyStore implements Store {
   /** Writes `events` in the transaction `tx` (the change they tell of is in it too). */
   protected async writeEvents(tx: Kysely<Database>, events: readonly EventInput[] | undefined): Promise<void> {
     await insertEvents(tx as unknown as Kysely<EventTables>, events, new Date().toISOString());
+    if (events && events.length > 0) this.events.onWritten?.();
   }
 
   /** Cache reads and misses, for tests and diagnostics. */
@@ -742,7 +743,10 @@ export abstract class KyselyStore implements Store {
   }
 
   appendAudit(entry: AuditEntryInput, events?: readonly EventInput[]): Promise<void> {
-    if (events && events.length > 0) return this.enqueue({ audit: entry, events: outboxRows(events, entry.at) });
+    if (events && events.length > 0) {
+      this.events.onWritten?.();
+      return this.enqueue({ audit: entry, events: outboxRows(events, entry.at) });
+    }
     return this.enqueue({ audit: entry });
   }
 

@@ -80,7 +80,7 @@ beforeAll(async () => {
     approvalLifetimeMs: 3 * HOUR,
     eventDelivery: {
       deliver: (claim) => deliver(claim),
-      settings: { pollMs: 25, retryBaseMs: 100 },
+      settings: { pollMs: 25, idlePollMaxMs: 200, retryBaseMs: 100 },
       sweeps: { everyMs: 0, remindBeforeMs: HOUR, exceptionWarnMs: 24 * HOUR },
     },
   });

@@ -40,6 +40,7 @@ beforeAll(async () => {
       deliver: (claim) => deliver(claim),
       settings: {
         pollMs: 25,
+        idlePollMaxMs: 200,
         retryBaseMs: RETRY_BASE_MS,
         retryMaxMs: 2000,
         leaseMs: 10_000,

@@ -104,7 +104,7 @@ beforeAll(async () => {
   database = createTestDatabase('events_kill');
   db = new pg.Client({ connectionString: database });
   await db.connect();
-  writeFileSync(config, 'events:\n  leaseSeconds: 3\n  pollMs: 50\n');
+  writeFileSync(config, 'events:\n  leaseSeconds: 3\n  pollMs: 50\n  idlePollMaxMs: 500\n');
   await receiver.start();
   [a, b] = await Promise.all([startInstance(), startInstance()]);
 });

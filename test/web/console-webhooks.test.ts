@@ -58,7 +58,14 @@ beforeAll(async () => {
       webhooks,
       eventDelivery: {
         deliver: (claim) => deliver(claim),
-        settings: { pollMs: 25, retryBaseMs: 200, retryMaxMs: 2000, leaseMs: 10_000, pauseAfterFailures: 1000 },
+        settings: {
+          pollMs: 25,
+          idlePollMaxMs: 200,
+          retryBaseMs: 200,
+          retryMaxMs: 2000,
+          leaseMs: 10_000,
+          pauseAfterFailures: 1000,
+        },
       },
     },
   });

@@ -69,7 +69,7 @@ beforeAll(async () => {
     ],
     app: {
       policy,
-      eventDelivery: { deliver: (claim) => deliver(claim), settings: { pollMs: 50 } },
+      eventDelivery: { deliver: (claim) => deliver(claim), settings: { pollMs: 50, idlePollMaxMs: 200 } },
     },
   });
   ({ idp, svc, base } = stand);
