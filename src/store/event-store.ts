@@ -13,7 +13,7 @@
 // - A request's events reach a subscription in order: a delivery is not claimed while an earlier one with the same
 //   order key is still pending for that subscription, or not even fanned out yet.
 import { randomBytes } from 'node:crypto';
-import { type Generated, type Kysely, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type Generated, type Kysely, type Selectable, sql } from 'kysely';
 import type { EventData, EventInput, EventKind, EventRecord } from '../events/event-kinds.js';
 
 export const SUBSCRIPTION_FORMATS = ['standard', 'slack', 'teams', 'email'] as const;
@@ -171,6 +171,20 @@ function toSubscription(row: EventTables['webhook_subscriptions']): Subscription
     lastDeliveredAt: row.last_delivered_at,
     failuresInARow: Number(row.failures_in_a_row),
   };
+}
+
+/**
+ * The delivery row of `claim`, only while the claim's lease still holds it: the same owner and attempt, still
+ * pending. An outcome recorded after another sender took the delivery over matches nothing and changes nothing.
+ */
+function underLease(eb: ExpressionBuilder<EventTables, 'event_deliveries'>, claim: DeliveryClaim) {
+  return eb.and([
+    eb('event_seq', '=', claim.event.seq),
+    eb('subscription_id', '=', claim.subscription.id),
+    eb('lease_owner', '=', claim.owner),
+    eb('attempts', '=', claim.attempts),
+    eb('status', '=', 'pending'),
+  ]);
 }
 
 export class EventStore {
@@ -460,11 +474,7 @@ export class EventStore {
       const result = await tx
         .updateTable('event_deliveries')
         .set({ status: 'delivered', delivered_at: at, lease_until: null, last_status: status, last_error: null })
-        .where('event_seq', '=', claim.event.seq)
-        .where('subscription_id', '=', claim.subscription.id)
-        .where('lease_owner', '=', claim.owner)
-        .where('attempts', '=', claim.attempts)
-        .where('status', '=', 'pending')
+        .where((eb) => underLease(eb, claim))
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) !== 1) return false;
       await tx
@@ -496,11 +506,7 @@ export class EventStore {
           last_status: outcome.status,
           last_error: outcome.error,
         })
-        .where('event_seq', '=', claim.event.seq)
-        .where('subscription_id', '=', claim.subscription.id)
-        .where('lease_owner', '=', claim.owner)
-        .where('attempts', '=', claim.attempts)
-        .where('status', '=', 'pending')
+        .where((eb) => underLease(eb, claim))
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) !== 1) return undefined;
       await tx
