@@ -40,9 +40,14 @@ import {
   type TrialCount,
   WAITING_STATUSES,
 } from './store.js';
+import { TsaStore, type TsaTables } from './tsa-store.js';
 import { WorkloadStore, type WorkloadTables } from './workload-store.js';
 
-export interface Database extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>, WorkloadTables, EventTables {
+export interface Database
+  extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>,
+    WorkloadTables,
+    EventTables,
+    TsaTables {
   tenants: { id: string; current_key_id: string; created_at: string };
   keys: {
     id: string;
@@ -342,6 +347,7 @@ export abstract class KyselyStore implements Store {
   readonly people: PeopleStore;
   readonly workload: WorkloadStore;
   readonly events: EventStore;
+  readonly tsa: TsaStore;
   /** The signing path's two reads, answered from memory until a change may have happened (access-cache.ts). */
   protected readonly access = new AccessCache(() => this.readCacheEpoch());
 
@@ -352,6 +358,7 @@ export abstract class KyselyStore implements Store {
     // A write there changed whether some API key works (a person disabled, a membership and its keys gone).
     this.people = new PeopleStore(db as unknown as Kysely<PeopleTables>, () => this.access.forget());
     this.workload = new WorkloadStore(db as unknown as Kysely<WorkloadTables>);
+    this.tsa = new TsaStore(db as unknown as Kysely<TsaTables>);
     this.events = new EventStore(
       db as unknown as Kysely<EventTables>,
       db.getExecutor().adapter instanceof PostgresAdapter,

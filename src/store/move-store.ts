@@ -30,6 +30,8 @@ const MOVED_TABLES = [
   'webhook_subscriptions',
   'event_outbox',
   'event_deliveries',
+  // time-stamping identities: key references (same data dir or KMS), chains, and the serial blocks handed out
+  'tsa_identities',
 ] as const;
 
 /**

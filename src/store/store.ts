@@ -5,6 +5,7 @@ import type { EventInput } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import type { EventStore, EventsFor } from './event-store.js';
 import type { PeopleStore } from './people-store.js';
+import type { TsaStore } from './tsa-store.js';
 import type { WorkloadStore } from './workload-store.js';
 
 export interface TenantRecord {
@@ -233,6 +234,8 @@ export interface Store {
    * writes them in the transaction of its change (and not at all when the change did not happen).
    */
   readonly events: EventStore;
+  /** The time-stamping authority's identities and serial blocks (docs/tsa.md). */
+  readonly tsa: TsaStore;
 
   createApiKey(record: ApiKeyRecord, events?: readonly EventInput[]): Promise<void>;
   getApiKey(id: string): Promise<ApiKeyRecord | undefined>;
