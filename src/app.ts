@@ -15,6 +15,7 @@ import { healthRoutes } from './api/routes/health.js';
 import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
 import { oauthTokenRoutes } from './api/routes/oauth-token.js';
 import { trialRoutes } from './api/routes/trial.js';
+import { type TsaAccess, tsaRoutes } from './api/routes/tsa.js';
 import { v1Routes } from './api/routes/v1.js';
 import { NAMED_SCHEMAS } from './api/schemas.js';
 import { type IssuerKeySettings, IssuerKeys } from './auth/workload/issuer-keys.js';
@@ -24,7 +25,7 @@ import { type Deliver, type DispatcherSettings, EventDispatcher } from './events
 import { EventBuilder } from './events/event-builder.js';
 import { eventSweeps, type SweepSettings } from './events/event-sweeps.js';
 import type { WebhookSendSettings } from './events/webhook-sender.js';
-import type { KeyStore, KeyStores } from './keys/key-store.js';
+import { type KeyStore, KeyStores } from './keys/key-store.js';
 import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
 import type { PolicyEngine } from './policy/policy.js';
@@ -33,6 +34,8 @@ import { KeyImportService } from './signing/key-import-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
 import { SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
+import type { ClockTrust } from './tsa/clock-trust.js';
+import { TsaService, type TsaServiceSettings } from './tsa/tsa-service.js';
 import { consoleRoutes } from './web/console.js';
 
 export interface AppOptions {
@@ -84,6 +87,15 @@ export interface AppOptions {
    * no allow list (https to public addresses only).
    */
   webhooks?: WebhookSendSettings;
+  /** The time-stamping authority (docs/tsa.md); absent: no /tsa routes. */
+  tsa?: TsaAppOptions;
+}
+
+export interface TsaAppOptions extends TsaServiceSettings {
+  clock: ClockTrust;
+  access: TsaAccess;
+  allowNetworks: readonly string[];
+  limit: { max: number; windowMs: number };
 }
 
 declare module 'fastify' {
@@ -297,7 +309,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     reply.type('application/yaml').send(app.swagger({ yaml: true })),
   );
   app.get('/api/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  await app.register(healthRoutes, { store: opts.store, keyStore: opts.keyStore });
+  let tsa: TsaService | undefined;
+  if (opts.tsa) {
+    const { clock, access, allowNetworks, limit, ...settings } = opts.tsa;
+    tsa = new TsaService(opts.store, KeyStores.of(opts.keyStore), settings, clock, now);
+    await app.register(tsaRoutes, { service: tsa, store: opts.store, access, allowNetworks, limit, now });
+  }
+  await app.register(healthRoutes, {
+    store: opts.store,
+    keyStore: opts.keyStore,
+    ...(tsa && { clock: tsa.clock, tsaInUse: () => (tsa as TsaService).inUse() }),
+  });
 
   return app;
 }

@@ -64,6 +64,10 @@ export const ERROR_CODES = {
   store_unavailable: 503,
   oauth_not_configured: 503,
   idp_unavailable: 503,
+  // The time-stamping authority (docs/tsa.md): no identity made yet (`signbridge tsa init`), or the clock
+  // cannot be trusted now (the configured check failed), so no token may state a time.
+  tsa_not_configured: 503,
+  time_source_unavailable: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -73,6 +77,7 @@ export const RETRY_AFTER_SECONDS: Partial<Record<ErrorCode, number>> = {
   key_store_unavailable: 5,
   store_unavailable: 5,
   idempotency_key_in_use: 1,
+  time_source_unavailable: 10,
 };
 
 /** Extra fields an ErrorResponse may carry (policy denials name the vulnerability). */

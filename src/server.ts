@@ -20,6 +20,7 @@ import { DEFAULT_STATEMENT_TIMEOUT_MS, openPostgresStore, type PostgresStore } f
 import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { permanentConnectionProblem, storeFault } from './store/store-errors.js';
+import { ClockTrust } from './tsa/clock-trust.js';
 
 /**
  * The configured key store, with the software key store beside a PKCS#11 token: it holds the key specs the token
@@ -184,6 +185,12 @@ export async function openStores(
 
 export async function startServer(config: ServiceConfig): Promise<RunningServer> {
   const { store, keyStore } = await openStores(config);
+  const clock = config.tsa.enabled
+    ? new ClockTrust(
+        config.tsa.clock,
+        store.databaseTime ? () => (store.databaseTime as () => Promise<Date>)() : undefined,
+      )
+    : undefined;
   const metrics = config.metrics ? new ServiceMetrics({ store, keyStore }) : undefined;
   const app = await buildApp({
     ...(metrics && { metrics }),
@@ -204,6 +211,18 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     ...(config.oidc && { oauth: { oidc: config.oidc } }),
     workload: config.workload,
     webhooks: config.webhooks,
+    ...(clock && {
+      tsa: {
+        clock,
+        access: config.tsa.access,
+        allowNetworks: config.tsa.allowNetworks,
+        limit: config.tsa.limit,
+        policy: config.tsa.policy,
+        acceptedPolicies: config.tsa.acceptedPolicies,
+        accuracy: config.tsa.accuracy,
+        tsaName: config.tsa.tsaName,
+      },
+    }),
     eventDelivery: {
       deliver: destinationsFor(store, config),
       settings: {
@@ -222,7 +241,28 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
   for (const one of keyStore.stores) {
     if (one instanceof Pkcs11KeyStore) one.onEvent = (message) => app.log.warn({ keyStore: one.description }, message);
   }
+  if (clock) {
+    // The first verdict before the first request; then in the background. Changes are logged: an operator must
+    // hear that time-stamping stopped (or resumed).
+    await clock.start((verdict) =>
+      verdict.trusted
+        ? app.log.info({ time_source: verdict.source }, 'time-stamping: clock trusted again')
+        : app.log.error(
+            { time_source: verdict.source, reason: verdict.reason },
+            'time-stamping stopped: clock not trusted',
+          ),
+    );
+    if (!clock.verdict.trusted) {
+      app.log.warn(
+        { reason: clock.verdict.reason },
+        'time-stamping unavailable until the clock is trusted (docs/tsa.md)',
+      );
+    } else if (clock.check === 'none') {
+      app.log.warn("tsa.clock.check is none: tokens state this host's time unchecked; for tests and trials only");
+    }
+  }
   app.addHook('onClose', async () => {
+    clock?.stop();
     await keyStore.close();
     await store.close();
   });

@@ -4,6 +4,7 @@ import { registerAdminCommands } from './admin.js';
 import { registerClientCommands } from './client-main.js';
 import { newProgram, runProgram } from './program.js';
 import { registerServerCommand } from './server.js';
+import { registerTsaCommands } from './tsa.js';
 
 export { exitQuietlyOnClosedPipe } from './program.js';
 
@@ -11,6 +12,7 @@ export async function main(argv: string[]): Promise<void> {
   const program = newProgram('PKCS#11 signing bridge: policy-checked signatures with keys that stay in an HSM or KMS');
   registerServerCommand(program);
   registerAdminCommands(program);
+  registerTsaCommands(program);
   registerClientCommands(program);
   await runProgram(program, argv);
 }

@@ -1,7 +1,7 @@
 // Service configuration: defaults < config file (YAML or JSON) < environment < command-line flags.
 // With nothing but a data dir, the service runs on the embedded default: SQLite plus a SoftHSM token.
 import { existsSync, readFileSync } from 'node:fs';
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
@@ -9,8 +9,9 @@ import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
 import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../auth/oidc/settings.js';
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
-import { invalidAllowEntries } from '../net/outbound-request.js';
+import { addCidr, invalidAllowEntries } from '../net/outbound-request.js';
 import { postgresUrlProblem, redactUrl } from '../store/postgres-store.js';
+import { CLOCK_CHECKS, type ClockCheck, type ClockTrustSettings } from '../tsa/clock-trust.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
   {
@@ -53,6 +54,15 @@ const AwsKmsKeyStoreConfig = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/** A dotted OID (policy identifiers). */
+const OID_PATTERN = '^[0-2](\\.(0|[1-9][0-9]*)){1,40}$';
+
+/**
+ * The TSA's default policy OID: under 2.25 (ITU-T X.667, an OID from a UUID; no registration needed), fixed for
+ * signbridge. An organisation with its own arc sets tsa.policy to the OID its TSA practice statement names.
+ */
+export const DEFAULT_TSA_POLICY = '2.25.167930482007121870731071573279625541823';
 
 const SqliteStoreConfig = Type.Object(
   { type: Type.Literal('sqlite'), path: Type.Optional(Type.String()) },
@@ -167,6 +177,41 @@ export const ConfigFileSchema = Type.Object(
       ),
     ),
     smtp: Type.Optional(SmtpConfig),
+    /** The time-stamping authority (docs/tsa.md). */
+    tsa: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean()),
+          access: Type.Optional(Type.Union([Type.Literal('anonymous'), Type.Literal('api-key')])),
+          allowNetworks: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1 })), Type.String()])),
+          maxPerWindow: Type.Optional(Type.Integer({ minimum: 1 })),
+          windowSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+          policy: Type.Optional(Type.String({ pattern: OID_PATTERN })),
+          acceptedPolicies: Type.Optional(Type.Array(Type.String({ pattern: OID_PATTERN }))),
+          accuracy: Type.Optional(
+            Type.Object(
+              {
+                seconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })),
+                millis: Type.Optional(Type.Integer({ minimum: 1, maximum: 999 })),
+              },
+              { additionalProperties: false },
+            ),
+          ),
+          tsaName: Type.Optional(Type.Boolean()),
+          clock: Type.Optional(
+            Type.Object(
+              {
+                check: Type.Optional(Type.Union(CLOCK_CHECKS.map((c) => Type.Literal(c)))),
+                maxOffsetMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 60_000 })),
+                intervalSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+              },
+              { additionalProperties: false },
+            ),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -200,6 +245,20 @@ export interface ServiceConfig {
   smtp?: SmtpSettings;
   /** Where webhooks may be sent (webhookSetting); the shape src/events/webhook-sender.ts takes. */
   webhooks: WebhookSettings;
+  /** The time-stamping authority (tsaSetting). */
+  tsa: TsaSettings;
+}
+
+export interface TsaSettings {
+  enabled: boolean;
+  access: 'anonymous' | 'api-key';
+  allowNetworks: string[];
+  limit: { max: number; windowMs: number };
+  policy: string;
+  acceptedPolicies: string[];
+  accuracy: { seconds?: number; millis?: number };
+  tsaName: boolean;
+  clock: ClockTrustSettings;
 }
 
 export interface WebhookSettings {
@@ -413,6 +472,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     events: eventSetting(file.events, env),
     ...(file.smtp && { smtp: smtpSetting(file.smtp, env) }),
     webhooks: webhookSetting(file.webhooks, env),
+    tsa: tsaSetting(file.tsa, env, store.type === 'postgres'),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -569,6 +629,56 @@ function eventSetting(file: ConfigFile['events'], env: NodeJS.ProcessEnv): Event
     pauseAfterFailures: file?.pauseAfterFailures ?? 50,
     remindBeforeMs: (file?.remindBeforeMinutes ?? 60) * 60_000,
   };
+}
+
+/**
+ * tsa.* (docs/tsa.md); SIGNBRIDGE_TSA_CLOCK_CHECK over the file. The clock check defaults to `ntp`: a TSA states
+ * the time to the world, so it refuses unless the host shows its clock is synchronised. `database` needs a
+ * database server (PostgreSQL).
+ */
+function tsaSetting(file: ConfigFile['tsa'], env: NodeJS.ProcessEnv, onPostgres: boolean): TsaSettings {
+  const checkEnv = env.SIGNBRIDGE_TSA_CLOCK_CHECK;
+  if (checkEnv !== undefined && !(CLOCK_CHECKS as readonly string[]).includes(checkEnv)) {
+    throw new ConfigError(`SIGNBRIDGE_TSA_CLOCK_CHECK must be one of ${CLOCK_CHECKS.join(', ')}, got ${checkEnv}`);
+  }
+  const check = (checkEnv as ClockCheck | undefined) ?? file?.clock?.check ?? 'ntp';
+  if (check === 'database' && !onPostgres) {
+    throw new ConfigError("tsa.clock.check database compares with the database server's clock: it needs PostgreSQL");
+  }
+  const accuracy = file?.accuracy ?? { seconds: 1 };
+  const accuracyMs = (accuracy.seconds ?? 0) * 1000 + (accuracy.millis ?? 0);
+  if (accuracyMs === 0) throw new ConfigError('tsa.accuracy must state some time (seconds or millis)');
+  const maxOffsetMs = file?.clock?.maxOffsetMs ?? Math.min(500, accuracyMs);
+  if (maxOffsetMs > accuracyMs) {
+    throw new ConfigError(
+      `tsa.clock.maxOffsetMs (${maxOffsetMs}) is larger than the accuracy tokens state (${accuracyMs} ms): a token could state a time further off than it says`,
+    );
+  }
+  return {
+    enabled: file?.enabled ?? true,
+    access: file?.access ?? 'anonymous',
+    allowNetworks: allowNetworkSetting(file?.allowNetworks),
+    limit: { max: file?.maxPerWindow ?? 600, windowMs: (file?.windowSeconds ?? 60) * 1000 },
+    policy: file?.policy ?? DEFAULT_TSA_POLICY,
+    acceptedPolicies: file?.acceptedPolicies ?? [],
+    accuracy,
+    tsaName: file?.tsaName ?? true,
+    clock: { check, maxOffsetMs, intervalMs: (file?.clock?.intervalSeconds ?? 10) * 1000 },
+  };
+}
+
+/** tsa.allowNetworks: IP addresses or CIDRs only (a client is an address; a host name would mean nothing here). */
+function allowNetworkSetting(source: string | string[] | undefined): string[] {
+  const entries = (typeof source === 'string' ? source.split(',') : (source ?? []))
+    .map((entry) => entry.trim())
+    .filter((entry) => entry.length > 0);
+  const invalid = entries.filter((entry) => !addCidr(new BlockList(), entry));
+  if (invalid.length > 0) {
+    throw new ConfigError(
+      `tsa.allowNetworks: ${invalid.map((e) => JSON.stringify(e)).join(', ')} is not an IP address or a CIDR`,
+    );
+  }
+  return entries;
 }
 
 function workloadSetting(file: ConfigFile['workload'], env: NodeJS.ProcessEnv): WorkloadSettings {

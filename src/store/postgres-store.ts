@@ -112,6 +112,12 @@ END $$`)
     return Number(rows[0]?.n);
   }
 
+  /** The database server's clock (the TSA's `database` clock check compares this host's clock with it). */
+  async databaseTime(): Promise<Date> {
+    const { rows } = await this.pool.query<{ now: Date }>('SELECT clock_timestamp() AS now');
+    return (rows[0] as { now: Date }).now;
+  }
+
   protected override async commitWrites({ signatures, withdrawals, audits, events }: WriteBatch): Promise<void> {
     const entries = audits.map((e) => ({ ...auditColumns(e), ...entryHashParts(e) }));
     const args = [AUDIT_CHAIN_LOCK, JSON.stringify(signatures), withdrawals, JSON.stringify(entries)];

@@ -186,6 +186,8 @@ export interface Store {
   ping(): Promise<void>;
   /** Proves that a write reaches the disk now (for /readyz; a read-only ping passes on a full disk). */
   probeWrite(): Promise<void>;
+  /** The database server's clock, where there is a server (PostgreSQL); the TSA's `database` clock check. */
+  databaseTime?(): Promise<Date>;
   /** Figures read on a metrics scrape: requests waiting for a decision, entries in the audit log. */
   stats(): Promise<{ pendingApprovals: number; auditEntries: number }>;
   close(): Promise<void>;

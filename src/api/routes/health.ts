@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { KeyStore, KeyStores } from '../../keys/key-store.js';
 import type { Store } from '../../store/store.js';
+import type { ClockTrust } from '../../tsa/clock-trust.js';
 
 /** The write probe runs at most this often; readiness checks in between get its last answer. */
 const WRITE_PROBE_INTERVAL_MS = 1000;
@@ -12,6 +13,10 @@ const WRITE_PROBE_INTERVAL_MS = 1000;
 export interface HealthOptions {
   store: Store;
   keyStore: KeyStore | KeyStores;
+  /** The TSA's clock check: time-stamping needs a trusted clock, so an untrusted one makes the service not ready. */
+  clock?: ClockTrust;
+  /** Whether any TSA identity exists: without one an untrusted clock stops nothing, so it is shown but not fatal. */
+  tsaInUse?: () => Promise<boolean>;
 }
 
 export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): Promise<void> {
@@ -20,12 +25,34 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): P
   app.get('/readyz', { schema: { hide: true } }, async (request, reply) => {
     const checks = await Promise.allSettled([probe(), opts.keyStore.ping()]);
     const [store, keyStore] = checks.map((c) => (c.status === 'fulfilled' ? 'ok' : 'unavailable'));
-    const ready = store === 'ok' && keyStore === 'ok';
+    const clock = opts.clock?.verdict;
+    // `none` is trusted but says so: a TSA whose clock nobody checks is for tests and trials.
+    const clockStatus =
+      clock === undefined
+        ? undefined
+        : !clock.trusted
+          ? 'unavailable'
+          : opts.clock?.check === 'none'
+            ? 'unchecked'
+            : 'ok';
+    const clockFatal = clockStatus === 'unavailable' && ((await opts.tsaInUse?.().catch(() => true)) ?? true);
+    const ready = store === 'ok' && keyStore === 'ok' && !clockFatal;
     if (!ready) {
       const reasons = checks.map((c) => (c.status === 'rejected' ? String(c.reason?.message ?? c.reason) : 'ok'));
-      request.log.warn({ store: reasons[0], keyStore: reasons[1] }, 'not ready');
+      request.log.warn(
+        { store: reasons[0], keyStore: reasons[1], ...(clock && !clock.trusted && { clock: clock.reason }) },
+        'not ready',
+      );
     }
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', store, key_store: keyStore });
+    return reply.code(ready ? 200 : 503).send({
+      status: ready ? 'ready' : 'not_ready',
+      store,
+      key_store: keyStore,
+      ...(clock && {
+        time_source: clockStatus,
+        time_source_detail: clock.trusted ? clock.source : clock.reason,
+      }),
+    });
   });
 }
 
