@@ -143,7 +143,11 @@ describe('POST /tsa with the real openssl ts client', () => {
 
   it.each([
     ['SHA-1 imprint', () => query('sha1', ['-sha1']), 'unrecognized or unsupported algorithm identifier'],
-    ['unknown policy', () => query('pol', ['-sha256', '-tspolicy', '1.2.3.4.5']), 'the requested TSA policy is not supported by the TSA'],
+    [
+      'unknown policy',
+      () => query('pol', ['-sha256', '-tspolicy', '1.2.3.4.5']),
+      'the requested TSA policy is not supported by the TSA',
+    ],
     ['random bytes', () => randomBytes(80), 'transaction not permitted or supported'],
     ['a truncated query', () => query('trunc', ['-sha256']).subarray(0, 30), 'transaction not permitted or supported'],
   ])('%s: an RFC 3161 rejection (HTTP 200), never a 500', async (name, make, failure) => {
