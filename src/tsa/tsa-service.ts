@@ -104,6 +104,8 @@ export class TsaService {
    * status inside). Throws ApiError 503 when no token may be issued now (clock, key store, store).
    */
   async timestamp(scope: string, query: Buffer, requester: TsaRequester): Promise<{ reply: Buffer; granted: boolean }> {
+    // First: a TSA with no usable identity answers nothing, not even a rejection.
+    const identity = await this.identity(scope);
     const parsed = parseTimeStampRequest(query, {
       defaultPolicy: this.settings.policy,
       acceptedPolicies: this.settings.acceptedPolicies,
@@ -111,7 +113,6 @@ export class TsaService {
     if (!parsed.ok) {
       return { reply: buildRejectionResponse(parsed.refusal.failInfo, parsed.refusal.reason), granted: false };
     }
-    const identity = await this.identity(scope);
     const genTime = await this.trustedTime(scope);
     const serialNumber = await this.nextSerial(scope);
     const reply = await buildGrantedResponse(
