@@ -252,12 +252,14 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
             'time-stamping stopped: clock not trusted',
           ),
     );
-    if (!clock.verdict.trusted) {
+    // Only where a TSA identity exists: a service that does not time-stamp has nothing to warn of.
+    const timeStamps = (await store.tsa.listIdentities().catch(() => [])).length > 0;
+    if (timeStamps && !clock.verdict.trusted) {
       app.log.warn(
         { reason: clock.verdict.reason },
         'time-stamping unavailable until the clock is trusted (docs/tsa.md)',
       );
-    } else if (clock.check === 'none') {
+    } else if (timeStamps && clock.check === 'none') {
       app.log.warn("tsa.clock.check is none: tokens state this host's time unchecked; for tests and trials only");
     }
   }

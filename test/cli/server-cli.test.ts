@@ -6,6 +6,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUILT_IN_POLICY_TEXT } from '../../src/signing/policy-settings.js';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * The server's log line that mentions `text`. The ready line comes on stderr and the log on stdout: two pipes, so
+ * the log line can reach the test after the ready line did.
+ */
+async function logLine(server: ServerProcess, text: string): Promise<string> {
+  await waitFor(`a log line with "${text}"`, () => server.output().includes(text), 10_000);
+  return server
+    .output()
+    .split('\n')
+    .find((l) => l.includes(text)) as string;
+}
 
 const mode = (path: string) => statSync(path).mode & 0o777;
 
@@ -78,14 +91,10 @@ describe('signbridge server', () => {
   const post = (action: string, token: string, body: Record<string, unknown>) =>
     postAction(server.url, action, token, body);
 
-  it('logs the policy in force at start-up: the built-in default without a policy file, and its digest', () => {
+  it('logs the policy in force at start-up: the built-in default without a policy file, and its digest', async () => {
     const digest = createHash('sha256').update(BUILT_IN_POLICY_TEXT).digest('hex');
-    const line = server
-      .output()
-      .split('\n')
-      .find((l) => l.includes('policy in force'));
-    expect(line).toBeDefined();
-    expect(JSON.parse(line as string)).toMatchObject({
+    const line = await logLine(server, 'policy in force');
+    expect(JSON.parse(line)).toMatchObject({
       msg: 'policy in force: built-in default',
       policy: 'built-in default',
       policy_sha256: digest,
@@ -150,11 +159,8 @@ describe('signbridge server', () => {
     writeFileSync(policyFile, text);
     const other = await startServerProcess(['--data-dir', join(dir, 'data')], { SIGNBRIDGE_POLICY_FILE: policyFile });
     try {
-      const line = other
-        .output()
-        .split('\n')
-        .find((l) => l.includes('policy in force'));
-      expect(JSON.parse(line as string)).toMatchObject({
+      const line = await logLine(other, 'policy in force');
+      expect(JSON.parse(line)).toMatchObject({
         policy: policyFile,
         policy_sha256: createHash('sha256').update(text).digest('hex'),
       });

@@ -25,8 +25,10 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): P
   app.get('/readyz', { schema: { hide: true } }, async (request, reply) => {
     const checks = await Promise.allSettled([probe(), opts.keyStore.ping()]);
     const [store, keyStore] = checks.map((c) => (c.status === 'fulfilled' ? 'ok' : 'unavailable'));
-    const clock = opts.clock?.verdict;
-    // `none` is trusted but says so: a TSA whose clock nobody checks is for tests and trials.
+    // Only while a TSA identity exists is time-stamping part of the service's job: then the clock counts (`none`
+    // is trusted but says so: a TSA whose clock nobody checks is for tests and trials).
+    const inUse = opts.clock !== undefined && ((await opts.tsaInUse?.().catch(() => true)) ?? true);
+    const clock = inUse ? opts.clock?.verdict : undefined;
     const clockStatus =
       clock === undefined
         ? undefined
@@ -35,7 +37,7 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): P
           : opts.clock?.check === 'none'
             ? 'unchecked'
             : 'ok';
-    const clockFatal = clockStatus === 'unavailable' && ((await opts.tsaInUse?.().catch(() => true)) ?? true);
+    const clockFatal = clockStatus === 'unavailable';
     const ready = store === 'ok' && keyStore === 'ok' && !clockFatal;
     if (!ready) {
       const reasons = checks.map((c) => (c.status === 'rejected' ? String(c.reason?.message ?? c.reason) : 'ok'));
