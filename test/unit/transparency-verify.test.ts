@@ -1,8 +1,7 @@
-// The transparency-log verifier (src/transparency/verify/) against an RFC 9162 tree written here from the RFC's
-// recursive definitions (§2.1.1 MTH, §2.1.3.1 PATH, §2.1.4.1 PROOF/SUBPROOF), which shares nothing with the
-// verifier's iterative algorithms: every correct proof of trees of 1, 2, 3, 2^k and 2^k+1 leaves is accepted, and
-// every proof with one bit flipped, two hashes swapped, a hash dropped or added, or the wrong index or size is
-// refused. Signed notes against published vectors (golang.org/x/mod sumdb/note's Ed25519 example, the ECDSA
+// The transparency-log verifier (src/transparency/verify/) against an RFC 9162 tree written for the tests from the
+// RFC's recursive definitions (test/helpers/rfc9162-tree.ts), which shares nothing with the verifier's iterative
+// algorithms: every correct proof of trees of 1, 2, 3, 2^k and 2^k+1 leaves is accepted, and every proof with one
+// bit flipped, two hashes swapped, a hash dropped or added, or the wrong index is refused. Signed notes against published vectors (golang.org/x/mod sumdb/note's Ed25519 example, the ECDSA
 // checkpoints of transparency-dev/witness's note tests) and a node:crypto key; the strict parsing rules.
 import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { createRequire } from 'node:module';
@@ -13,45 +12,14 @@ import { canonicalJson, parseLeafEntry } from '../../src/transparency/verify/ent
 import { InclusionError, verifyInclusionBundle } from '../../src/transparency/verify/inclusion-bundle.js';
 import { leafHash, verifyConsistency, verifyInclusion } from '../../src/transparency/verify/merkle.js';
 import { NoteError, parseSignedNote, parseVerifierKey, verifyNote } from '../../src/transparency/verify/note.js';
+import { consistencyProof, hashLeaf, hashNode, inclusionPath, mth, sha256 } from '../helpers/rfc9162-tree.js';
 
-// ---- An independent RFC 9162 tree (recursive, straight from the definitions) ----
+// ---- The independent tree (test/helpers/rfc9162-tree.ts) ----
 
-const sha256 = (...parts: Buffer[]) => createHash('sha256').update(Buffer.concat(parts)).digest();
-const H_LEAF = (d: Buffer) => sha256(Buffer.from([0]), d);
-const H_NODE = (l: Buffer, r: Buffer) => sha256(Buffer.from([1]), l, r);
-
-/** The largest power of two smaller than n (n > 1). */
-function split(n: number): number {
-  let k = 1;
-  while (k * 2 < n) k *= 2;
-  return k;
-}
-
-function mth(d: Buffer[]): Buffer {
-  if (d.length === 0) return sha256();
-  if (d.length === 1) return H_LEAF(d[0] as Buffer);
-  const k = split(d.length);
-  return H_NODE(mth(d.slice(0, k)), mth(d.slice(k)));
-}
-
-function path(m: number, d: Buffer[]): Buffer[] {
-  if (d.length === 1) return [];
-  const k = split(d.length);
-  return m < k ? [...path(m, d.slice(0, k)), mth(d.slice(k))] : [...path(m - k, d.slice(k)), mth(d.slice(0, k))];
-}
-
-function proof(m: number, d: Buffer[]): Buffer[] {
-  return subproof(m, d, true);
-}
-
-function subproof(m: number, d: Buffer[], b: boolean): Buffer[] {
-  const n = d.length;
-  if (m === n) return b ? [] : [mth(d)];
-  const k = split(n);
-  return m <= k
-    ? [...subproof(m, d.slice(0, k), b), mth(d.slice(k))]
-    : [...subproof(m - k, d.slice(k), false), mth(d.slice(0, k))];
-}
+const H_LEAF = hashLeaf;
+const H_NODE = hashNode;
+const path = inclusionPath;
+const proof = consistencyProof;
 
 const leaves = (n: number) => Array.from({ length: n }, (_, i) => Buffer.from(`leaf ${i}`));
 const flip = (h: Buffer, bit: number) => {
