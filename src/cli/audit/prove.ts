@@ -44,7 +44,7 @@ export function registerProveCommand(audit: Command): void {
       .description(
         "prove that a signature is in the service's audit log: fetch its entry, inclusion proof and signed checkpoint and verify them here against the log's key",
       )
-      .option('--tenant <id>', 'the tenant whose signature it is (the entry must be this tenant’s)')
+      .option('--tenant <id>', 'the tenant whose signature it is: the entry must be its (required unless --bundle)')
       .option('--signature <file>', 'the signature file (`signbridge sign` wrote it); looked up by its SHA-256')
       .option('--digest <base64>', 'the digest that was signed, base64 (as `signbridge digest` prints it)')
       .option('--index <n>', 'the log index (the Signbridge-Log-Index header of the signing response)')
