@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCliAsync } from '../helpers/cli.js';
-import { loginEnv } from '../helpers/cli-child.js';
+import { loginEnv, startCli } from '../helpers/cli-child.js';
 import { consistencyProof, hashLeaf, inclusionPath, mth } from '../helpers/rfc9162-tree.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -357,6 +357,26 @@ describe('audit watch', () => {
     expect(later.code).toBe(1);
     expect(later.stderr).not.toMatch(/warning/);
     expect(later.stderr).toMatch(/not signed by/);
+  });
+
+  it('--interval keeps following the log and ends on the first fork', async () => {
+    resetLog(4);
+    const loopState = join(dir, 'loop-state.json');
+    const child = startCli(
+      ['audit', 'watch', '--service-url', url, '--state', loopState, '--public-key', pinned.vkey, '--interval', '1'],
+      env(),
+    );
+    try {
+      await child.waitForStderr(/first checkpoint recorded .*tree size 4/);
+      log.entries = [...log.entries, entryFor(5, TENANT, artifact(4))];
+      await child.waitForStderr(/grew from 4 to 5/);
+      log.entries = [...log.entries.slice(0, 4), entryFor(5, TENANT, artifact(55))];
+      const end = await child.done;
+      expect(end.code).toBe(1);
+      expect(end.stderr).toMatch(/fork: two signed checkpoints of tree size 5/);
+    } finally {
+      if (child.child.exitCode === null) child.child.kill();
+    }
   });
 
   it('refuses a state file it cannot read instead of starting over', async () => {
