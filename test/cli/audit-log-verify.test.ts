@@ -223,6 +223,9 @@ describe('audit prove', () => {
     const other = await run(['prove', '--bundle', out, '--public-key', pinned.vkey, '--signature', sigFile(10)]);
     expect(other.code).toBe(1);
     expect(other.stderr).toMatch(/not this file's SHA-256/);
+    const otherIndex = await run(['prove', '--bundle', out, '--public-key', pinned.vkey, '--index', '9']);
+    expect(otherIndex.code).toBe(1);
+    expect(otherIndex.stderr).toMatch(/the bundle proves index 8, not 9/);
   });
 
   it('proves a digest; without a pinned key it warns that trust on first use proves nothing', async () => {
@@ -265,6 +268,9 @@ describe('audit prove', () => {
     const unknown = await run([...base, '--tenant', TENANT, '--digest', artifact(99).digest]);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/the service has no log entry for this digest/);
+    const notBase64 = await run([...base, '--tenant', TENANT, '--digest', 'not base64!']);
+    expect(notBase64.code).toBe(2);
+    expect(notBase64.stderr).toMatch(/--digest must be standard base64/);
   });
 
   it('says to try again when the service cannot be reached, and names a refused key', async () => {

@@ -13,7 +13,7 @@ import {
   type VerifiedInclusion,
   verifyInclusionBundle,
 } from '../../transparency/verify/inclusion-bundle.js';
-import { hex8, type VerifierKey } from '../../transparency/verify/note.js';
+import { hex8, strictBase64, type VerifierKey } from '../../transparency/verify/note.js';
 import {
   AuditUsageError,
   EXIT_NOT_PROVEN,
@@ -78,6 +78,10 @@ async function prove(flags: ProveFlags): Promise<number> {
     }
     const verified = verifyInclusionBundle(parseInclusionBundle(raw), key);
     checkEntryFor(verified.entry, expected);
+    if (flags.index !== undefined && verified.index !== lookupIndex(flags.index)) {
+      say(`signbridge audit prove: the bundle proves index ${verified.index}, not ${flags.index}`);
+      return EXIT_NOT_PROVEN;
+    }
     report(verified, `bundle ${flags.bundle}`, key);
     return EXIT_VERIFIED;
   }
@@ -117,6 +121,10 @@ function expectation(flags: ProveFlags): ArtifactExpectation {
     throw new AuditUsageError('name the signature: one of --signature FILE, --digest BASE64 or --index N');
   }
   if (given > 1) throw new AuditUsageError('--signature, --digest and --index: give one');
+  if (flags.digest !== undefined && strictBase64(flags.digest) === undefined) {
+    throw new AuditUsageError(`--digest must be standard base64 (with padding), got ${flags.digest}`);
+  }
+  if (flags.index !== undefined) lookupIndex(flags.index);
   return {
     ...(flags.tenant !== undefined && { tenant: flags.tenant }),
     ...(flags.digest !== undefined && { digest: flags.digest }),
@@ -129,11 +137,15 @@ function expectation(flags: ProveFlags): ArtifactExpectation {
 function lookup(flags: ProveFlags, expected: ArtifactExpectation): InclusionQuery {
   if (expected.signatureSha256 !== undefined) return { signatureSha256: expected.signatureSha256 };
   if (expected.digest !== undefined) return { digest: expected.digest };
-  const index = Number(flags.index);
-  if (!/^(?:0|[1-9][0-9]*)$/.test(flags.index ?? '') || !Number.isSafeInteger(index)) {
-    throw new AuditUsageError(`--index must be a log index (0, 1, …), got ${flags.index}`);
+  return { index: lookupIndex(flags.index ?? '') };
+}
+
+function lookupIndex(value: string): number {
+  const index = Number(value);
+  if (!/^(?:0|[1-9][0-9]*)$/.test(value) || !Number.isSafeInteger(index)) {
+    throw new AuditUsageError(`--index must be a log index (0, 1, …), got ${value}`);
   }
-  return { index };
+  return index;
 }
 
 function describeQuery(q: InclusionQuery): string {
