@@ -16,6 +16,9 @@ import { loginEnv, startCli } from '../helpers/cli-child.js';
 import { consistencyProof, hashLeaf, inclusionPath, mth } from '../helpers/rfc9162-tree.js';
 import { makeTempDir } from '../helpers/service.js';
 
+/** A CLI run loads the whole CLI: 2-5 s on a busy 2-core machine, and a test makes up to ten of them. */
+const SLOW = 240_000;
+
 const ORIGIN = 'log.example.test/signbridge';
 const API_KEY = 'sbk_test_audit_reader';
 const TENANT = 'acme';
@@ -176,113 +179,133 @@ afterAll(async () => {
 });
 
 describe('audit prove', () => {
-  it('proves a signature by its file, keeps the proof, and verifies the kept proof with nothing but the key', async () => {
-    resetLog(17);
-    const out = join(dir, 'artifact-8.proof.json');
-    const res = await run([
-      'prove',
-      '--service-url',
-      url,
-      '--tenant',
-      TENANT,
-      '--signature',
-      sigFile(8),
-      '--public-key',
-      pinned.vkey,
-      '--out',
-      out,
-    ]);
-    expect(res.stderr).not.toMatch(/warning/);
-    expect(res.code, res.stderr).toBe(0);
-    expect(res.stdout).toMatch(/index 8 \(seq 9\), tenant acme, sign → signed/);
-    expect(res.stdout).toMatch(/tree size 17/);
-    expect(res.stdout).toMatch(/^verified: /m);
-    expect(log.requests.at(-1)).toContain(
-      `signature_sha256=${createHash('sha256').update(artifact(8).signature).digest('hex')}`,
-    );
+  it(
+    'proves a signature by its file, keeps the proof, and verifies the kept proof with nothing but the key',
+    async () => {
+      resetLog(17);
+      const out = join(dir, 'artifact-8.proof.json');
+      const res = await run([
+        'prove',
+        '--service-url',
+        url,
+        '--tenant',
+        TENANT,
+        '--signature',
+        sigFile(8),
+        '--public-key',
+        pinned.vkey,
+        '--out',
+        out,
+      ]);
+      expect(res.stderr).not.toMatch(/warning/);
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stdout).toMatch(/index 8 \(seq 9\), tenant acme, sign → signed/);
+      expect(res.stdout).toMatch(/tree size 17/);
+      expect(res.stdout).toMatch(/^verified: /m);
+      expect(log.requests.at(-1)).toContain(
+        `signature_sha256=${createHash('sha256').update(artifact(8).signature).digest('hex')}`,
+      );
 
-    // The log moved on and the service is gone: the kept proof still verifies, offline.
-    const keyFile = join(dir, 'log.vkey');
-    writeFileSync(keyFile, `# the audit log's key, from the operator\n${pinned.vkey}\n`);
-    const offline = await run(
-      ['prove', '--bundle', out, '--public-key', keyFile, '--tenant', TENANT, '--signature', sigFile(8)],
-      { SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:9' },
-    );
-    expect(offline.code, offline.stderr).toBe(0);
-    expect(offline.stdout).toMatch(/index 8 .*\n[\s\S]*tree size 17/);
+      // The log moved on and the service is gone: the kept proof still verifies, offline.
+      const keyFile = join(dir, 'log.vkey');
+      writeFileSync(keyFile, `# the audit log's key, from the operator\n${pinned.vkey}\n`);
+      const offline = await run(
+        ['prove', '--bundle', out, '--public-key', keyFile, '--tenant', TENANT, '--signature', sigFile(8)],
+        { SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:9' },
+      );
+      expect(offline.code, offline.stderr).toBe(0);
+      expect(offline.stdout).toMatch(/index 8 .*\n[\s\S]*tree size 17/);
 
-    // A kept proof whose entry was edited (another tenant's name) does not verify.
-    const saved = JSON.parse(readFileSync(out, 'utf8')) as { entry: string };
-    const edited = Buffer.from(saved.entry, 'base64').toString().replace('"tenant_id":"acme"', '"tenant_id":"acmf"');
-    const editedFile = join(dir, 'edited.proof.json');
-    writeFileSync(editedFile, JSON.stringify({ ...saved, entry: Buffer.from(edited).toString('base64') }));
-    const bad = await run(['prove', '--bundle', editedFile, '--public-key', pinned.vkey]);
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/the log does not prove it: the entry does not hash to the proof’s leaf hash/);
-    // Nor does it for another artifact than the one it was saved for.
-    const other = await run(['prove', '--bundle', out, '--public-key', pinned.vkey, '--signature', sigFile(10)]);
-    expect(other.code).toBe(1);
-    expect(other.stderr).toMatch(/not this file's SHA-256/);
-    const otherIndex = await run(['prove', '--bundle', out, '--public-key', pinned.vkey, '--index', '9']);
-    expect(otherIndex.code).toBe(1);
-    expect(otherIndex.stderr).toMatch(/the bundle proves index 8, not 9/);
-  });
+      // A kept proof whose entry was edited (another tenant's name) does not verify.
+      const saved = JSON.parse(readFileSync(out, 'utf8')) as { entry: string };
+      const edited = Buffer.from(saved.entry, 'base64').toString().replace('"tenant_id":"acme"', '"tenant_id":"acmf"');
+      const editedFile = join(dir, 'edited.proof.json');
+      writeFileSync(editedFile, JSON.stringify({ ...saved, entry: Buffer.from(edited).toString('base64') }));
+      const bad = await run(['prove', '--bundle', editedFile, '--public-key', pinned.vkey]);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toMatch(/the log does not prove it: the entry does not hash to the proof’s leaf hash/);
+      // Nor does it for another artifact than the one it was saved for.
+      const other = await run(['prove', '--bundle', out, '--public-key', pinned.vkey, '--signature', sigFile(10)]);
+      expect(other.code).toBe(1);
+      expect(other.stderr).toMatch(/not this file's SHA-256/);
+      const otherIndex = await run(['prove', '--bundle', out, '--public-key', pinned.vkey, '--index', '9']);
+      expect(otherIndex.code).toBe(1);
+      expect(otherIndex.stderr).toMatch(/the bundle proves index 8, not 9/);
+    },
+    SLOW,
+  );
 
-  it('proves a digest; without a pinned key it warns that trust on first use proves nothing', async () => {
-    resetLog(9);
-    const res = await run(['prove', '--service-url', url, '--tenant', TENANT, '--digest', artifact(4).digest]);
-    expect(res.code, res.stderr).toBe(0);
-    expect(res.stderr).toMatch(/warning: no --public-key/);
-    expect(res.stdout).toMatch(/index 4 \(seq 5\)/);
-  });
+  it(
+    'proves a digest; without a pinned key it warns that trust on first use proves nothing',
+    async () => {
+      resetLog(9);
+      const res = await run(['prove', '--service-url', url, '--tenant', TENANT, '--digest', artifact(4).digest]);
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stderr).toMatch(/warning: no --public-key/);
+      expect(res.stdout).toMatch(/index 4 \(seq 5\)/);
+    },
+    SLOW,
+  );
 
-  it('refuses a tampered entry, whether or not the service also changed its leaf hash', async () => {
-    resetLog(8);
-    log.tamper = (e) => Buffer.from(e.toString().replace('"actor":"key_ci"', '"actor":"key_cj"'));
-    const args = ['prove', '--service-url', url, '--tenant', TENANT, '--index', '2', '--public-key', pinned.vkey];
-    const res = await run(args);
-    expect(res.code).toBe(1);
-    expect(res.stderr).toMatch(/the log does not prove it: the entry does not hash to the proof’s leaf hash/);
-    log.tamperLeafHash = true;
-    const consistentLie = await run(args);
-    expect(consistentLie.code).toBe(1);
-    expect(consistentLie.stderr).toMatch(/the log does not prove it: the inclusion proof does not lead from entry 2/);
-  });
+  it(
+    'refuses a tampered entry, whether or not the service also changed its leaf hash',
+    async () => {
+      resetLog(8);
+      log.tamper = (e) => Buffer.from(e.toString().replace('"actor":"key_ci"', '"actor":"key_cj"'));
+      const args = ['prove', '--service-url', url, '--tenant', TENANT, '--index', '2', '--public-key', pinned.vkey];
+      const res = await run(args);
+      expect(res.code).toBe(1);
+      expect(res.stderr).toMatch(/the log does not prove it: the entry does not hash to the proof’s leaf hash/);
+      log.tamperLeafHash = true;
+      const consistentLie = await run(args);
+      expect(consistentLie.code).toBe(1);
+      expect(consistentLie.stderr).toMatch(/the log does not prove it: the inclusion proof does not lead from entry 2/);
+    },
+    SLOW,
+  );
 
-  it('refuses a checkpoint signed by another key, another tenant’s entry, and an unknown digest', async () => {
-    resetLog(5);
-    log.key = newLogKey();
-    const base = ['prove', '--service-url', url, '--public-key', pinned.vkey];
-    const forged = await run([...base, '--tenant', TENANT, '--index', '0']);
-    expect(forged.code).toBe(1);
-    expect(forged.stderr).toMatch(
-      /does not prove it: checkpoint: note is not signed by log\.example\.test\/signbridge\+/,
-    );
-    log.key = pinned;
-    const otherTenant = await run([...base, '--tenant', TENANT, '--index', '1']);
-    expect(otherTenant.code).toBe(1);
-    expect(otherTenant.stderr).toMatch(/carries no entry/);
-    const claimed = await run([...base, '--tenant', 'other', '--index', '0']);
-    expect(claimed.code).toBe(1);
-    expect(claimed.stderr).toMatch(/the entry is tenant acme's, not other's/);
-    const unknown = await run([...base, '--tenant', TENANT, '--digest', artifact(99).digest]);
-    expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toMatch(/the service has no log entry for this digest/);
-    const notBase64 = await run([...base, '--tenant', TENANT, '--digest', 'not base64!']);
-    expect(notBase64.code).toBe(2);
-    expect(notBase64.stderr).toMatch(/--digest must be standard base64/);
-  });
+  it(
+    'refuses a checkpoint signed by another key, another tenant’s entry, and an unknown digest',
+    async () => {
+      resetLog(5);
+      log.key = newLogKey();
+      const base = ['prove', '--service-url', url, '--public-key', pinned.vkey];
+      const forged = await run([...base, '--tenant', TENANT, '--index', '0']);
+      expect(forged.code).toBe(1);
+      expect(forged.stderr).toMatch(
+        /does not prove it: checkpoint: note is not signed by log\.example\.test\/signbridge\+/,
+      );
+      log.key = pinned;
+      const otherTenant = await run([...base, '--tenant', TENANT, '--index', '1']);
+      expect(otherTenant.code).toBe(1);
+      expect(otherTenant.stderr).toMatch(/carries no entry/);
+      const claimed = await run([...base, '--tenant', 'other', '--index', '0']);
+      expect(claimed.code).toBe(1);
+      expect(claimed.stderr).toMatch(/the entry is tenant acme's, not other's/);
+      const unknown = await run([...base, '--tenant', TENANT, '--digest', artifact(99).digest]);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toMatch(/the service has no log entry for this digest/);
+      const notBase64 = await run([...base, '--tenant', TENANT, '--digest', 'not base64!']);
+      expect(notBase64.code).toBe(2);
+      expect(notBase64.stderr).toMatch(/--digest must be standard base64/);
+    },
+    SLOW,
+  );
 
-  it('says to try again when the service cannot be reached, and names a refused key', async () => {
-    const down = await run(['prove', '--service-url', 'http://127.0.0.1:9', '--tenant', TENANT, '--index', '0']);
-    expect(down.code).toBe(2);
-    expect(down.stderr).toMatch(/unreachable .*\(temporary: try again\)/);
-    const refused = await run(['prove', '--service-url', url, '--tenant', TENANT, '--index', '0'], {
-      SIGNBRIDGE_API_KEY: 'sbk_wrong',
-    });
-    expect(refused.code).toBe(2);
-    expect(refused.stderr).toMatch(/HTTP 401 unauthorized/);
-  });
+  it(
+    'says to try again when the service cannot be reached, and names a refused key',
+    async () => {
+      const down = await run(['prove', '--service-url', 'http://127.0.0.1:9', '--tenant', TENANT, '--index', '0']);
+      expect(down.code).toBe(2);
+      expect(down.stderr).toMatch(/unreachable .*\(temporary: try again\)/);
+      const refused = await run(['prove', '--service-url', url, '--tenant', TENANT, '--index', '0'], {
+        SIGNBRIDGE_API_KEY: 'sbk_wrong',
+      });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/HTTP 401 unauthorized/);
+    },
+    SLOW,
+  );
 });
 
 describe('audit watch', () => {
@@ -291,107 +314,123 @@ describe('audit watch', () => {
     run(['watch', '--service-url', url, '--state', state, '--public-key', pinned.vkey, '--once', ...extra]);
   const stateText = () => readFileSync(state, 'utf8');
 
-  it('records the first checkpoint, follows a growing log, and catches truncation, rewriting and forks', async () => {
-    resetLog(5);
-    const first = await watch();
-    expect(first.code, first.stderr).toBe(0);
-    expect(first.stderr).toMatch(/first checkpoint recorded .*tree size 5/);
-    expect(statSync(state).mode & 0o777).toBe(0o600);
+  it(
+    'records the first checkpoint, follows a growing log, and catches truncation, rewriting and forks',
+    async () => {
+      resetLog(5);
+      const first = await watch();
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stderr).toMatch(/first checkpoint recorded .*tree size 5/);
+      expect(statSync(state).mode & 0o777).toBe(0o600);
 
-    // Grows from 5 (not a power of two) to 9, then to 16: consistency proofs verified each time.
-    log.entries = [...log.entries, ...[5, 6, 7, 8].map((i) => entryFor(i + 1, TENANT, artifact(i)))];
-    const grown = await watch();
-    expect(grown.code, grown.stderr).toBe(0);
-    expect(grown.stderr).toMatch(/consistent: .* grew from 5 to 9 entries/);
-    expect(log.requests.at(-1)).toBe('/log/proof/consistency?from=5&to=9');
-    log.entries = [...log.entries, ...Array.from({ length: 7 }, (_, i) => entryFor(i + 10, TENANT, artifact(i + 9)))];
-    expect((await watch()).stderr).toMatch(/grew from 9 to 16/);
-    const same = await watch();
-    expect(same.code).toBe(0);
-    expect(same.stderr).toMatch(/unchanged: .*tree size 16/);
-    const verified = stateText();
+      // Grows from 5 (not a power of two) to 9, then to 16: consistency proofs verified each time.
+      log.entries = [...log.entries, ...[5, 6, 7, 8].map((i) => entryFor(i + 1, TENANT, artifact(i)))];
+      const grown = await watch();
+      expect(grown.code, grown.stderr).toBe(0);
+      expect(grown.stderr).toMatch(/consistent: .* grew from 5 to 9 entries/);
+      expect(log.requests.at(-1)).toBe('/log/proof/consistency?from=5&to=9');
+      log.entries = [...log.entries, ...Array.from({ length: 7 }, (_, i) => entryFor(i + 10, TENANT, artifact(i + 9)))];
+      expect((await watch()).stderr).toMatch(/grew from 9 to 16/);
+      const same = await watch();
+      expect(same.code).toBe(0);
+      expect(same.stderr).toMatch(/unchanged: .*tree size 16/);
+      const verified = stateText();
 
-    // Truncated: the last three entries gone, the shorter tree signed.
-    const full = log.entries;
-    log.entries = full.slice(0, 13);
-    const truncated = await watch();
-    expect(truncated.code).toBe(1);
-    expect(truncated.stderr).toMatch(/the log does not prove it: the log shrank from 16 to 13 entries/);
-    expect(truncated.stderr).toMatch(/now served:\n {2}\| log\.example\.test\/signbridge\n {2}\| 13\n/);
-    expect(stateText()).toBe(verified);
+      // Truncated: the last three entries gone, the shorter tree signed.
+      const full = log.entries;
+      log.entries = full.slice(0, 13);
+      const truncated = await watch();
+      expect(truncated.code).toBe(1);
+      expect(truncated.stderr).toMatch(/the log does not prove it: the log shrank from 16 to 13 entries/);
+      expect(truncated.stderr).toMatch(/now served:\n {2}\| log\.example\.test\/signbridge\n {2}\| 13\n/);
+      expect(stateText()).toBe(verified);
 
-    // Rewritten: entry 3 replaced, then more appended; every checkpoint correctly signed, but not an extension.
-    log.entries = [
-      ...full.slice(0, 3),
-      entryFor(4, TENANT, artifact(77)),
-      ...full.slice(4),
-      entryFor(17, TENANT, artifact(16)),
-    ];
-    const rewritten = await watch();
-    expect(rewritten.code).toBe(1);
-    expect(rewritten.stderr).toMatch(/the consistency proof from tree size 16 to 17 does not verify/);
-    expect(stateText()).toBe(verified);
+      // Rewritten: entry 3 replaced, then more appended; every checkpoint correctly signed, but not an extension.
+      log.entries = [
+        ...full.slice(0, 3),
+        entryFor(4, TENANT, artifact(77)),
+        ...full.slice(4),
+        entryFor(17, TENANT, artifact(16)),
+      ];
+      const rewritten = await watch();
+      expect(rewritten.code).toBe(1);
+      expect(rewritten.stderr).toMatch(/the consistency proof from tree size 16 to 17 does not verify/);
+      expect(stateText()).toBe(verified);
 
-    // Forked: the same size as verified, another root.
-    log.entries = [...full.slice(0, 15), entryFor(16, TENANT, artifact(88))];
-    const forked = await watch();
-    expect(forked.code).toBe(1);
-    expect(forked.stderr).toMatch(/fork: two signed checkpoints of tree size 16 with different roots/);
-    expect(stateText()).toBe(verified);
+      // Forked: the same size as verified, another root.
+      log.entries = [...full.slice(0, 15), entryFor(16, TENANT, artifact(88))];
+      const forked = await watch();
+      expect(forked.code).toBe(1);
+      expect(forked.stderr).toMatch(/fork: two signed checkpoints of tree size 16 with different roots/);
+      expect(stateText()).toBe(verified);
 
-    // Signed by another key (same origin): refused, whatever the tree.
-    log.entries = full;
-    log.key = newLogKey();
-    const otherKey = await watch();
-    expect(otherKey.code).toBe(1);
-    expect(otherKey.stderr).toMatch(/checkpoint: note is not signed by/);
-    expect(stateText()).toBe(verified);
+      // Signed by another key (same origin): refused, whatever the tree.
+      log.entries = full;
+      log.key = newLogKey();
+      const otherKey = await watch();
+      expect(otherKey.code).toBe(1);
+      expect(otherKey.stderr).toMatch(/checkpoint: note is not signed by/);
+      expect(stateText()).toBe(verified);
 
-    // The honest log again: consistent with what was verified.
-    log.key = pinned;
-    expect((await watch()).code).toBe(0);
-  });
+      // The honest log again: consistent with what was verified.
+      log.key = pinned;
+      expect((await watch()).code).toBe(0);
+    },
+    SLOW,
+  );
 
-  it('pins the key in the state file on the first run; a later run without --public-key uses it', async () => {
-    resetLog(3);
-    const tofuState = join(dir, 'tofu-state.json');
-    const first = await run(['watch', '--service-url', url, '--state', tofuState]);
-    expect(first.code, first.stderr).toBe(0);
-    expect(first.stderr).toMatch(/warning: no --public-key/);
-    log.key = newLogKey(); // the service now sends (and signs with) another key
-    const later = await run(['watch', '--service-url', url, '--state', tofuState]);
-    expect(later.code).toBe(1);
-    expect(later.stderr).not.toMatch(/warning/);
-    expect(later.stderr).toMatch(/not signed by/);
-  });
+  it(
+    'pins the key in the state file on the first run; a later run without --public-key uses it',
+    async () => {
+      resetLog(3);
+      const tofuState = join(dir, 'tofu-state.json');
+      const first = await run(['watch', '--service-url', url, '--state', tofuState]);
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stderr).toMatch(/warning: no --public-key/);
+      log.key = newLogKey(); // the service now sends (and signs with) another key
+      const later = await run(['watch', '--service-url', url, '--state', tofuState]);
+      expect(later.code).toBe(1);
+      expect(later.stderr).not.toMatch(/warning/);
+      expect(later.stderr).toMatch(/not signed by/);
+    },
+    SLOW,
+  );
 
-  it('--interval keeps following the log and ends on the first fork', async () => {
-    resetLog(4);
-    const loopState = join(dir, 'loop-state.json');
-    const child = startCli(
-      ['audit', 'watch', '--service-url', url, '--state', loopState, '--public-key', pinned.vkey, '--interval', '1'],
-      env(),
-    );
-    try {
-      await child.waitForStderr(/first checkpoint recorded .*tree size 4/);
-      log.entries = [...log.entries, entryFor(5, TENANT, artifact(4))];
-      await child.waitForStderr(/grew from 4 to 5/);
-      log.entries = [...log.entries.slice(0, 4), entryFor(5, TENANT, artifact(55))];
-      const end = await child.done;
-      expect(end.code).toBe(1);
-      expect(end.stderr).toMatch(/fork: two signed checkpoints of tree size 5/);
-    } finally {
-      if (child.child.exitCode === null) child.child.kill();
-    }
-  });
+  it(
+    '--interval keeps following the log and ends on the first fork',
+    async () => {
+      resetLog(4);
+      const loopState = join(dir, 'loop-state.json');
+      const child = startCli(
+        ['audit', 'watch', '--service-url', url, '--state', loopState, '--public-key', pinned.vkey, '--interval', '1'],
+        env(),
+      );
+      try {
+        await child.waitForStderr(/first checkpoint recorded .*tree size 4/);
+        log.entries = [...log.entries, entryFor(5, TENANT, artifact(4))];
+        await child.waitForStderr(/grew from 4 to 5/);
+        log.entries = [...log.entries.slice(0, 4), entryFor(5, TENANT, artifact(55))];
+        const end = await child.done;
+        expect(end.code).toBe(1);
+        expect(end.stderr).toMatch(/fork: two signed checkpoints of tree size 5/);
+      } finally {
+        if (child.child.exitCode === null) child.child.kill();
+      }
+    },
+    SLOW,
+  );
 
-  it('refuses a state file it cannot read instead of starting over', async () => {
-    resetLog(3);
-    const broken = join(dir, 'broken-state.json');
-    writeFileSync(broken, '{"format":"something else"}');
-    const res = await run(['watch', '--service-url', url, '--state', broken, '--public-key', pinned.vkey]);
-    expect(res.code).toBe(2);
-    expect(res.stderr).toMatch(/is not a signbridge-log-watch-v1 state file/);
-    expect(readFileSync(broken, 'utf8')).toBe('{"format":"something else"}');
-  });
+  it(
+    'refuses a state file it cannot read instead of starting over',
+    async () => {
+      resetLog(3);
+      const broken = join(dir, 'broken-state.json');
+      writeFileSync(broken, '{"format":"something else"}');
+      const res = await run(['watch', '--service-url', url, '--state', broken, '--public-key', pinned.vkey]);
+      expect(res.code).toBe(2);
+      expect(res.stderr).toMatch(/is not a signbridge-log-watch-v1 state file/);
+      expect(readFileSync(broken, 'utf8')).toBe('{"format":"something else"}');
+    },
+    SLOW,
+  );
 });
