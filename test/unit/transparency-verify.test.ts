@@ -260,7 +260,8 @@ describe('signed notes', () => {
 
   it('parses checkpoint text strictly', () => {
     const root = Buffer.alloc(32, 9).toString('base64');
-    expect(parseCheckpointText(`o\n0\n${root}\n`).size).toBe(0);
+    expect(parseCheckpointText(`o\n0\n${sha256().toString('base64')}\n`).size).toBe(0);
+    expect(() => parseCheckpointText(`o\n0\n${root}\n`)).toThrow(/size 0/);
     expect(parseCheckpointText(`o\n12\n${root}\next one\n`).extensions).toEqual(['ext one']);
     for (const text of [
       `o\n012\n${root}\n`, // leading zero

@@ -119,7 +119,9 @@ async function checkOnce(flags: WatchFlags, log: LogHttp): Promise<number> {
     say(`unchanged: ${next.origin}, tree size ${next.size}, root ${next.root.toString('base64')}`);
     return EXIT_VERIFIED;
   }
-  const proof = consistencyProof(await log.consistency(last.size, next.size), last.size, next.size);
+  // Every tree extends the empty one: nothing to ask (and a service may refuse from=0).
+  const proof =
+    last.size === 0 ? [] : consistencyProof(await log.consistency(last.size, next.size), last.size, next.size);
   if (!verifyConsistency(last.size, next.size, last.root, next.root, proof)) {
     throw new LogMisbehaviourError(
       `the consistency proof from tree size ${last.size} to ${next.size} does not verify: ` +

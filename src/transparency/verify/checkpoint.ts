@@ -1,6 +1,7 @@
 // C2SP tlog-checkpoint (c2sp.org/tlog-checkpoint): a signed note whose text is origin, tree size and root hash,
 // then optional extension lines. Only a checkpoint signed by the pinned key is read, and its origin must be that
 // key's name, so a note of another log signed by the same key is not taken for this log's.
+import { createHash } from 'node:crypto';
 import { HASH_SIZE } from './merkle.js';
 import { NoteError, strictBase64, type VerifierKey, verifyNote } from './note.js';
 
@@ -14,6 +15,8 @@ export interface Checkpoint {
 }
 
 export class CheckpointError extends Error {}
+
+const EMPTY_ROOT = createHash('sha256').digest();
 
 export function parseCheckpointText(text: string): Checkpoint {
   if (!text.endsWith('\n')) throw new CheckpointError('checkpoint text does not end with a newline');
@@ -30,6 +33,9 @@ export function parseCheckpointText(text: string): Checkpoint {
   if (root === undefined || root.length !== HASH_SIZE) {
     throw new CheckpointError(`checkpoint root ${JSON.stringify(rootLine)} is not a base64 SHA-256 hash`);
   }
+  // RFC 9162: the empty tree's root is the hash of nothing; anything else is not a tree of size 0.
+  if (size === 0 && !root.equals(EMPTY_ROOT))
+    throw new CheckpointError('checkpoint of size 0 with a root that is not SHA-256("")');
   return { origin, size, root, extensions, text };
 }
 
