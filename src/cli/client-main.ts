@@ -1,8 +1,9 @@
 // `signbridge` on a build host: the client commands only (daemon, login/logout, status, module-path, cert, sign,
-// digest, key import, openssl-config, p11-kit). The client packages (packaging/, docs/packages.md) bundle this
-// entry point; it must not reach the service's modules (fastify, SQLite, PostgreSQL, the key stores): the
-// daemon's in-process mode is the one path that would, and the bundle leaves it out.
+// digest, audit prove/watch, key import, openssl-config, p11-kit). The client packages (packaging/,
+// docs/packages.md) bundle this entry point; it must not reach the service's modules (fastify, SQLite, PostgreSQL,
+// the key stores): the daemon's in-process mode is the one path that would, and the bundle leaves it out.
 import type { Command } from 'commander';
+import { registerAuditCommands } from './audit/register.js';
 import { registerCertCommands } from './cert.js';
 import { registerDaemonCommand } from './daemon.js';
 import { registerKeyCommands } from './key-import.js';
@@ -23,6 +24,7 @@ export function registerClientCommands(program: Command): void {
   registerCertCommands(program);
   registerKeyCommands(program);
   registerSignFileCommands(program);
+  registerAuditCommands(program);
   registerOpensslConfigCommand(program);
   registerP11KitCommands(program);
 }

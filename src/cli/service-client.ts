@@ -22,6 +22,15 @@ export interface ServiceFlags extends CiFlags {
 export class ServiceClientError extends Error {}
 
 export function openServiceClient(flags: ServiceFlags, env: NodeJS.ProcessEnv = process.env): RemoteUpstream {
+  const { base, apiKey, timeoutMs } = resolveService(flags, env);
+  return new RemoteUpstream({ url: base.href, apiKey, timeoutMs, userAgent: 'signbridge-cli' });
+}
+
+/** The service's base URL and the API key, found as for `sign`; both checked, the key not read yet. */
+export function resolveService(
+  flags: ServiceFlags,
+  env: NodeJS.ProcessEnv = process.env,
+): { base: URL; apiKey: ApiKeySource; apiKeyGiven: boolean; timeoutMs: number } {
   const files = loginFilesInUse(env);
   let loginUrl: string | undefined;
   try {
@@ -43,8 +52,8 @@ export function openServiceClient(flags: ServiceFlags, env: NodeJS.ProcessEnv = 
     throw new ServiceClientError((err as Error).message);
   }
   let apiKey: ApiKeySource;
+  const keyFile = flags.apiKeyFile ?? env.SIGNBRIDGE_API_KEY_FILE;
   try {
-    const keyFile = flags.apiKeyFile ?? env.SIGNBRIDGE_API_KEY_FILE;
     if (keyFile) apiKey = apiKeyFromFile(resolve(keyFile));
     else if (env.SIGNBRIDGE_API_KEY) apiKey = apiKeyFromEnv(env.SIGNBRIDGE_API_KEY);
     else apiKey = new LoginSession(files).apiKeySource();
@@ -54,7 +63,8 @@ export function openServiceClient(flags: ServiceFlags, env: NodeJS.ProcessEnv = 
         'or run `signbridge login`',
     );
   }
-  return new RemoteUpstream({ url: base.href, apiKey, timeoutMs: timeoutMs(flags), userAgent: 'signbridge-cli' });
+  // Not given: the login's key, which may not exist (a public log needs none).
+  return { base, apiKey, apiKeyGiven: Boolean(keyFile || env.SIGNBRIDGE_API_KEY), timeoutMs: timeoutMs(flags) };
 }
 
 /**

@@ -224,7 +224,7 @@ describe('installed with dpkg -i, used from the installed paths', () => {
   it('signbridge --help lists the client commands and no service commands', () => {
     const stack = S();
     const out = runOk(SIGNBRIDGE, ['--help'], stack.env, stack.work).stdout;
-    for (const c of ['daemon', 'status', 'login', 'logout', 'module-path', 'cert', 'key', 'sign', 'digest']) {
+    for (const c of ['daemon', 'status', 'login', 'logout', 'module-path', 'cert', 'key', 'sign', 'digest', 'audit']) {
       expect(out).toMatch(new RegExp(`^  ${c}\\b`, 'm'));
     }
     expect(out).toMatch(/^ {2}openssl-config\b/m);

@@ -1,0 +1,172 @@
+// `signbridge audit prove`: that a signature (by its file, its digest or its log index) is in the service's audit
+// log, checked here against the log's key: the checkpoint's signature, the inclusion proof, the entry's bytes, and
+// that the entry is this tenant's record of this artifact. `--out` keeps the proof beside the artifact;
+// `--bundle` checks a kept proof with nothing but the key.
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { type ArtifactExpectation, checkEntryFor } from '../../transparency/verify/artifact-match.js';
+import {
+  BUNDLE_FORMAT,
+  type InclusionBundleJson,
+  parseInclusionBundle,
+  type VerifiedInclusion,
+  verifyInclusionBundle,
+} from '../../transparency/verify/inclusion-bundle.js';
+import { hex8, strictBase64, type VerifierKey } from '../../transparency/verify/note.js';
+import {
+  AuditUsageError,
+  EXIT_NOT_PROVEN,
+  EXIT_VERIFIED,
+  type LogFlags,
+  logKey,
+  logOptions,
+  openLogHttp,
+  pinnedKey,
+  runAudit,
+  say,
+} from './common.js';
+import { type InclusionQuery, LogServiceError } from './log-http.js';
+
+interface ProveFlags extends LogFlags {
+  tenant?: string;
+  signature?: string;
+  digest?: string;
+  index?: string;
+  out?: string;
+  bundle?: string;
+}
+
+export function registerProveCommand(audit: Command): void {
+  logOptions(
+    audit
+      .command('prove')
+      .description(
+        "prove that a signature is in the service's audit log: fetch its entry, inclusion proof and signed checkpoint and verify them here against the log's key",
+      )
+      .option('--tenant <id>', 'the tenant whose signature it is: the entry must be its (required unless --bundle)')
+      .option('--signature <file>', 'the signature file (`signbridge sign` wrote it); looked up by its SHA-256')
+      .option('--digest <base64>', 'the digest that was signed, base64 (as `signbridge digest` prints it)')
+      .option('--index <n>', 'the log index (the Signbridge-Log-Index header of the signing response)')
+      .option('--out <file>', 'save the verified proof (entry, proof, checkpoint) here, to keep with the artifact')
+      .option('--bundle <file>', 'verify a proof saved with --out instead of asking the service (needs --public-key)'),
+  )
+    .addHelpText(
+      'after',
+      '\nExit status: 0 verified, 1 the log does not prove it, 2 it could not be checked (service unreachable or\n' +
+        'refusing, bad arguments). Without --public-key the key comes from the service: pin it.',
+    )
+    .action(async (flags: ProveFlags) => {
+      process.exitCode = await runAudit('prove', () => prove(flags));
+    });
+}
+
+async function prove(flags: ProveFlags): Promise<number> {
+  const expected = expectation(flags);
+  if (flags.bundle !== undefined) {
+    if (flags.publicKey === undefined) {
+      throw new AuditUsageError('--bundle needs --public-key: offline, the log’s key can only come from you');
+    }
+    if (flags.out !== undefined) throw new AuditUsageError('--bundle and --out: the bundle is already saved');
+    const key = pinnedKey(flags.publicKey);
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(flags.bundle, 'utf8'));
+    } catch (err) {
+      if (err instanceof SyntaxError) throw new AuditUsageError(`--bundle ${flags.bundle}: not JSON`);
+      throw err;
+    }
+    const verified = verifyInclusionBundle(parseInclusionBundle(raw), key);
+    checkEntryFor(verified.entry, expected);
+    if (flags.index !== undefined && verified.index !== lookupIndex(flags.index)) {
+      say(`signbridge audit prove: the bundle proves index ${verified.index}, not ${flags.index}`);
+      return EXIT_NOT_PROVEN;
+    }
+    report(verified, `bundle ${flags.bundle}`, key);
+    return EXIT_VERIFIED;
+  }
+  if (flags.tenant === undefined) throw new AuditUsageError('--tenant is required (unless --bundle)');
+  const query = lookup(flags, expected);
+  const log = openLogHttp(flags);
+  const key = await logKey(flags, log);
+  let answer: unknown;
+  try {
+    answer = await log.inclusion(query);
+  } catch (err) {
+    if (err instanceof LogServiceError && err.status === 404) {
+      say(`signbridge audit prove: the service has no log entry for this ${describeQuery(query)} (${err.message})`);
+      return EXIT_NOT_PROVEN;
+    }
+    throw err;
+  }
+  const bundle = parseInclusionBundle(answer);
+  const verified = verifyInclusionBundle(bundle, key);
+  checkEntryFor(verified.entry, expected);
+  if ('index' in query && verified.index !== query.index) {
+    say(`signbridge audit prove: asked for index ${query.index}, the service proved index ${verified.index}`);
+    return EXIT_NOT_PROVEN;
+  }
+  if (flags.out !== undefined) {
+    const saved: InclusionBundleJson = { format: BUNDLE_FORMAT, ...bundle };
+    writeFileSync(flags.out, `${JSON.stringify(saved, null, 2)}\n`, { mode: 0o644 });
+    say(`proof saved to ${flags.out} (check it later with --bundle ${flags.out} --public-key …)`);
+  }
+  report(verified, log.origin, key);
+  return EXIT_VERIFIED;
+}
+
+function expectation(flags: ProveFlags): ArtifactExpectation {
+  const given = [flags.signature, flags.digest, flags.index].filter((v) => v !== undefined).length;
+  if (flags.bundle === undefined && given !== 1) {
+    throw new AuditUsageError('name the signature: one of --signature FILE, --digest BASE64 or --index N');
+  }
+  if (given > 1) throw new AuditUsageError('--signature, --digest and --index: give one');
+  if (flags.digest !== undefined && strictBase64(flags.digest) === undefined) {
+    throw new AuditUsageError(`--digest must be standard base64 (with padding), got ${flags.digest}`);
+  }
+  if (flags.index !== undefined) lookupIndex(flags.index);
+  return {
+    ...(flags.tenant !== undefined && { tenant: flags.tenant }),
+    ...(flags.digest !== undefined && { digest: flags.digest }),
+    ...(flags.signature !== undefined && {
+      signatureSha256: createHash('sha256').update(readFileSync(flags.signature)).digest('hex'),
+    }),
+  };
+}
+
+function lookup(flags: ProveFlags, expected: ArtifactExpectation): InclusionQuery {
+  if (expected.signatureSha256 !== undefined) return { signatureSha256: expected.signatureSha256 };
+  if (expected.digest !== undefined) return { digest: expected.digest };
+  return { index: lookupIndex(flags.index ?? '') };
+}
+
+function lookupIndex(value: string): number {
+  const index = Number(value);
+  if (!/^(?:0|[1-9][0-9]*)$/.test(value) || !Number.isSafeInteger(index)) {
+    throw new AuditUsageError(`--index must be a log index (0, 1, …), got ${value}`);
+  }
+  return index;
+}
+
+function describeQuery(q: InclusionQuery): string {
+  if ('index' in q) return `index ${q.index}`;
+  if ('signatureSha256' in q) return `signature (SHA-256 ${q.signatureSha256})`;
+  return `digest ${q.digest}`;
+}
+
+function report(v: VerifiedInclusion, source: string, key: VerifierKey): void {
+  const e = v.entry;
+  const d = e.details;
+  const about = [
+    typeof d.key_id === 'string' ? `key ${d.key_id}` : undefined,
+    typeof d.algorithm === 'string' ? d.algorithm : undefined,
+    typeof d.hash === 'string' ? `digest ${d.hash}` : undefined,
+  ].filter((x) => x !== undefined);
+  process.stdout.write(
+    `entry:      index ${v.index} (seq ${e.seq}), tenant ${e.tenantId ?? '(none)'}, ${e.action} → ${e.outcome} at ${e.at} by ${e.actor}\n` +
+      (about.length > 0 ? `            ${about.join(', ')}\n` : '') +
+      `checkpoint: ${v.checkpoint.origin}, tree size ${v.checkpoint.size}, root ${v.checkpoint.root.toString('base64')}\n` +
+      `source:     ${source}\n` +
+      `verified:   the entry is in the log; checkpoint signed by ${key.name}+${hex8(key.keyId)}\n`,
+  );
+}

@@ -1,0 +1,44 @@
+// What ties a proved entry to the user's artifact: the entry must be the tenant's, record a signature (outcome
+// "signed"), and name the digest that was signed (details.hash) or the signature's SHA-256
+// (details.signature_sha256). The inclusion proof says the entry is in the log; only these checks say the entry is
+// about this artifact, whatever the service answered to the look-up.
+import type { LogEntry } from './entry.js';
+import { InclusionError } from './inclusion-bundle.js';
+import { strictBase64 } from './note.js';
+
+export interface ArtifactExpectation {
+  tenant?: string;
+  /** The signed digest, base64 (as `sign` sent it). */
+  digest?: string;
+  /** SHA-256 of the signature file's bytes, hex. */
+  signatureSha256?: string;
+}
+
+export function checkEntryFor(entry: LogEntry, expected: ArtifactExpectation): void {
+  if (expected.tenant !== undefined && entry.tenantId !== expected.tenant) {
+    throw new InclusionError(`the entry is tenant ${entry.tenantId ?? '(none)'}'s, not ${expected.tenant}'s`);
+  }
+  if (expected.digest === undefined && expected.signatureSha256 === undefined) return;
+  if (entry.outcome !== 'signed') {
+    throw new InclusionError(`the entry records ${entry.action} → ${entry.outcome}, not a signature`);
+  }
+  if (expected.digest !== undefined) {
+    const want = strictBase64(expected.digest);
+    const got = typeof entry.details.hash === 'string' ? strictBase64(entry.details.hash) : undefined;
+    if (want === undefined) throw new InclusionError('--digest is not standard base64');
+    if (got === undefined || !got.equals(want)) {
+      throw new InclusionError(
+        `the entry's digest (details.hash ${String(entry.details.hash)}) is not ${expected.digest}`,
+      );
+    }
+  }
+  if (expected.signatureSha256 !== undefined) {
+    const got = entry.details.signature_sha256;
+    if (typeof got !== 'string') {
+      throw new InclusionError('the entry does not name a signature (no details.signature_sha256)');
+    }
+    if (got.toLowerCase() !== expected.signatureSha256.toLowerCase()) {
+      throw new InclusionError(`the entry names signature ${got}, not this file's SHA-256 ${expected.signatureSha256}`);
+    }
+  }
+}
