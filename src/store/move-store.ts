@@ -30,6 +30,8 @@ const MOVED_TABLES = [
   'webhook_subscriptions',
   'event_outbox',
   'event_deliveries',
+  // which `signed` entry records a signature, by the SHA-256 of its bytes (the transparency log's lookups)
+  'signature_lookups',
 ] as const;
 
 /**
