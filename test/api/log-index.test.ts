@@ -34,12 +34,15 @@ const sha256 = (b: Buffer) => createHash('sha256').update(b).digest();
 type Variant = 'sqlite' | 'sqlite-writer-thread' | 'postgres';
 const variants: Variant[] = ['sqlite', 'sqlite-writer-thread', ...(testPostgresUrl() ? (['postgres'] as const) : [])];
 
-/** Polls `read` until it answers (a lookup row written ahead rides along with a later commit). */
-async function eventually<T>(read: () => Promise<T | undefined>, ms = 3000): Promise<T | undefined> {
+/**
+ * Polls `read` until it answers `expected` (a lookup row of a record written ahead rides along with a later commit:
+ * until then the lookup answers nothing, or an earlier entry of the same signature bytes).
+ */
+async function eventually<T>(read: () => Promise<T | undefined>, expected: T, ms = 3000): Promise<T | undefined> {
   const until = Date.now() + ms;
   for (;;) {
     const value = await read();
-    if (value !== undefined || Date.now() > until) return value;
+    if (value === expected || Date.now() > until) return value;
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -117,8 +120,7 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
     });
     // ... and the lookup by the signature's bytes finds this entry.
     const signature = Buffer.from(res.body.signature as string, 'base64');
-    const found = await eventually(() => store.auditSeqOfSignature(tenant, sha256(signature)));
-    expect(found).toBe(index + 1);
+    expect(await eventually(() => store.auditSeqOfSignature(tenant, sha256(signature)), index + 1)).toBe(index + 1);
     return index;
   }
 
@@ -208,7 +210,7 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
     const second = Number(b.headers['signbridge-log-index']);
     expect(second).toBeGreaterThan(first);
     const hex = sha256(Buffer.from(b.body.signature as string, 'base64')).toString('hex');
-    expect(await eventually(() => resolveLogIndex(store, 'li-rsa', { signature_sha256: hex }))).toBe(second);
+    expect(await eventually(() => resolveLogIndex(store, 'li-rsa', { signature_sha256: hex }), second)).toBe(second);
     expect(await resolveLogIndex(store, 'li-rsa', { signature_sha256: hex.toUpperCase() })).toBe(second);
     expect(await resolveLogIndex(store, 'li-rsa', { digest: hash })).toBe(second);
     // URL-safe, unpadded: the same digest.
