@@ -574,7 +574,8 @@ export const MIGRATIONS: Record<string, Migration> = {
           INSERT INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id)
             SELECT l.audit_seq, l.tenant_id, decode(l.signature_sha256, 'hex'), l.signature_id
             FROM jsonb_to_recordset(new_lookups) AS l(
-              audit_seq integer, tenant_id text, signature_sha256 text, signature_id text);
+              audit_seq integer, tenant_id text, signature_sha256 text, signature_id text)
+            ON CONFLICT (audit_seq) DO NOTHING;
           IF jsonb_array_length(new_entries) = 0 THEN
             RETURN NULL;
           END IF;

@@ -119,9 +119,18 @@ class SqliteStore extends KyselyStore {
     const lookups = this.takeDeferredLookups();
     const carrying = lookups.length > 0 ? { ...write, lookups: [...(write.lookups ?? []), ...lookups] } : write;
     const written = new Promise<number | undefined>((resolve, reject) => writer.write(carrying, resolve, reject));
-    // The batch failed (another write in it): the rows that rode along wait for the next one.
-    if (lookups.length > 0) written.catch(() => this.deferLookups(lookups));
+    // The batch failed (another write in it): the rows that rode along go again in a commit of their own, where
+    // they cannot fail anyone's signature (inserting one twice is a no-op).
+    if (lookups.length > 0) written.catch(() => this.writeLookupsAlone(lookups));
     return written;
+  }
+
+  private writeLookupsAlone(lookups: LookupRow[]): void {
+    const writer = this.writer;
+    const written = writer
+      ? new Promise<number | undefined>((resolve, reject) => writer.write({ lookups }, resolve, reject))
+      : super.enqueue({ lookups });
+    written.catch(() => undefined);
   }
 
   /**
@@ -215,7 +224,7 @@ const INSERT_EVENT_SQL =
 
 /** A signature's lookup row (migration 0019); sqlite-writer.cjs has the same. */
 const INSERT_LOOKUP_SQL =
-  'INSERT INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id) ' +
+  'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id) ' +
   'VALUES (@audit_seq, @tenant_id, @signature_sha256, @signature_id)';
 
 /**

@@ -44,7 +44,8 @@ function prepare() {
       'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)',
   );
   const insertLookup = db.prepare(
-    'INSERT INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id) ' +
+    // OR IGNORE: a row sent again after a failed batch that carried it (sqlite-store.ts) is there once.
+    'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id) ' +
       'VALUES (@audit_seq, @tenant_id, @signature_sha256, @signature_id)',
   );
   const lookup = (row, seq) =>
