@@ -54,14 +54,16 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
   let signer: string;
   let approver: string;
   let otherSigner: string;
+  let database: string | undefined;
   const apiKey = async (role: Role, tenantId: string | null) =>
     (await createApiKey(store, role, tenantId, `test ${role}`)).token;
 
   beforeAll(async () => {
     const dataDir = makeTempDir();
+    database = variant === 'postgres' ? createTestDatabase('logindex') : undefined;
     store =
-      variant === 'postgres'
-        ? openPostgresStore(createTestDatabase('logindex'))
+      database !== undefined
+        ? openPostgresStore(database)
         : openSqliteStore(join(dataDir, 'signbridge.db'), {
             ...(variant === 'sqlite-writer-thread' && { writerThread: { spinMs: 0 } }),
           });
@@ -148,6 +150,32 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
     );
     expect(new Set(indexes).size).toBe(hashes.length);
   });
+
+  it.skipIf(variant !== 'postgres')(
+    'two instances on one database: each signature points at its own entry',
+    async () => {
+      // A second instance: its own pool and group commits, the same database and token.
+      const second = openPostgresStore(database as string);
+      await second.migrate();
+      const app2 = await buildApp({ store: second, keyStore: keyStores, policy: policy() });
+      await app2.ready();
+      try {
+        const hashes = Array.from({ length: 40 }, (_, i) => hashOf(`two instances ${i}`));
+        const answers = await Promise.all(
+          hashes.map((hash, i) =>
+            callAction(i % 2 ? app2 : app, signer, 'sign', { tenant_id: 'li-ec', algorithm: 'ECDSA_SHA_256', hash }),
+          ),
+        );
+        const indexes = await Promise.all(
+          answers.map((res, i) => checkIndex(res, 'li-ec', hashes[i] as string, 'sign')),
+        );
+        expect(new Set(indexes).size).toBe(hashes.length);
+      } finally {
+        await app2.close();
+        await second.close();
+      }
+    },
+  );
 
   it('an idempotent replay carries the same index', async () => {
     const body = { action: 'sign', tenant_id: 'li-ec', algorithm: 'ECDSA_SHA_256', hash: hashOf('idem') };
