@@ -289,6 +289,7 @@ export class RequestHandler {
         keyId: result.keyId,
         algorithm: result.algorithm,
         requestId: result.requestId,
+        logIndex: result.logIndex,
         pid: peer.pid,
       },
       'signed',

@@ -41,7 +41,14 @@ export interface InProcessUpstreamOptions {
 
 /** Signed (older service) or Signed | Pending (with approvals): read structurally so both work. */
 type ServiceOutcome =
-  | { kind?: 'signed'; signature: Buffer; keyId: string; algorithm: SigningAlgorithm; requestId?: string }
+  | {
+      kind?: 'signed';
+      signature: Buffer;
+      keyId: string;
+      algorithm: SigningAlgorithm;
+      requestId?: string;
+      logIndex?: number;
+    }
   | { kind: 'pending'; requestId: string; status: string; message: string };
 
 export class InProcessUpstream implements Upstream {
@@ -134,6 +141,7 @@ function fromService(out: ServiceOutcome): SignResult {
     keyId: out.keyId,
     algorithm: out.algorithm,
     ...(out.requestId !== undefined && { requestId: out.requestId }),
+    ...(out.logIndex !== undefined && { logIndex: out.logIndex }),
   };
 }
 

@@ -44,6 +44,8 @@ interface HttpOutcome {
   status: number;
   body: Record<string, unknown> | undefined;
   requestId: string | undefined;
+  /** The Signbridge-Log-Index header of an answer that hands out a signature. */
+  logIndex?: number;
 }
 
 export class RemoteUpstream implements Upstream {
@@ -173,6 +175,7 @@ export class RemoteUpstream implements Upstream {
       keyId: b.key_id,
       algorithm: b.signing_algorithm as SigningAlgorithm,
       ...(requestId !== undefined && { requestId }),
+      ...(out.logIndex !== undefined && { logIndex: out.logIndex }),
     };
   }
 
@@ -287,7 +290,7 @@ export class RemoteUpstream implements Upstream {
     idempotencyKey?: string,
   ): Promise<HttpOutcome> {
     const apiKey = this.apiKey(tenantId);
-    let res: { status: number; requestId: string | undefined; text: string };
+    let res: { status: number; requestId: string | undefined; text: string; logIndex?: number };
     try {
       res = await this.post(
         `${this.pathPrefix}v1/${action}`,
@@ -314,7 +317,12 @@ export class RemoteUpstream implements Upstream {
         requestId,
       );
     }
-    return { status: res.status, body: parsed, requestId };
+    return {
+      status: res.status,
+      body: parsed,
+      requestId,
+      ...(res.logIndex !== undefined && { logIndex: res.logIndex }),
+    };
   }
 
   /**
@@ -327,7 +335,7 @@ export class RemoteUpstream implements Upstream {
     apiKey: string,
     body: string,
     idempotencyKey?: string,
-  ): Promise<{ status: number; requestId: string | undefined; text: string }> {
+  ): Promise<{ status: number; requestId: string | undefined; text: string; logIndex?: number }> {
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.opts.timeoutMs);
     try {
@@ -358,7 +366,14 @@ export class RemoteUpstream implements Upstream {
       const id = res.headers['x-request-id'];
       const text =
         chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
-      return { status: res.statusCode, requestId: typeof id === 'string' ? id : undefined, text };
+      // Only logged by the daemon (the module's wire protocol has no field for it).
+      const logIndex = Number(res.headers['signbridge-log-index'] ?? Number.NaN);
+      return {
+        status: res.statusCode,
+        requestId: typeof id === 'string' ? id : undefined,
+        text,
+        ...(Number.isSafeInteger(logIndex) && logIndex >= 0 && { logIndex }),
+      };
     } catch (err) {
       if (deadline.signal.aborted) throw Object.assign(new Error('deadline'), { code: DEADLINE_CODE });
       throw err;

@@ -43,6 +43,8 @@ export type SignResult =
       keyId: string;
       algorithm: SigningAlgorithm;
       requestId?: string;
+      /** The service's Signbridge-Log-Index: where the signature's audit entry is (for the daemon's log only). */
+      logIndex?: number;
     }
   | {
       kind: 'pending';

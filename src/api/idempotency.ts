@@ -11,6 +11,8 @@ import type { Store } from '../store/store.js';
 export interface IdempotentReply {
   status: number;
   body: unknown;
+  /** Signbridge-Log-Index of a signature handed out: kept so that a replay sends it again. */
+  logIndex?: number;
 }
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;

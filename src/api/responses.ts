@@ -4,9 +4,21 @@ import type { TSchema } from '@sinclair/typebox';
 import { ERROR_CODES } from '../errors.js';
 import { ErrorResponse, Ref } from './schemas.js';
 
-export function documented(schema: TSchema, description: string) {
-  return { description, ...Ref(schema) };
+/** `headers`: response headers (name → schema with a description), listed under the response in the document. */
+export function documented(schema: TSchema, description: string, headers?: Record<string, unknown>) {
+  return { description, ...Ref(schema), ...(headers && { headers }) };
 }
+
+/** Signbridge-Log-Index on the answers that hand out a signature (src/api/routes/v1.ts). */
+export const LOG_INDEX_HEADERS = {
+  'Signbridge-Log-Index': {
+    type: 'integer',
+    minimum: 0,
+    description:
+      'index (audit seq - 1) of the `signed` audit entry recording the signature, in the audit log and its ' +
+      'transparency log; absent only for a request approved before the upgrade that added it (docs/api.md)',
+  },
+};
 
 /** An error status, described by the error codes it can carry (src/errors.ts, docs/api.md). */
 export function errorResponse(status: number) {

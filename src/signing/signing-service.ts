@@ -1,7 +1,7 @@
 // The service's domain logic: tenants, key versions and signing. Transport-free, so the HTTP routes and the
 // daemon's in-process mode share it.
 
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import {
@@ -52,6 +52,11 @@ export interface Signed {
   keyId: string;
   algorithm: SigningAlgorithm;
   requestId?: string;
+  /**
+   * The index of the `signed` audit entry that records the signature, in the audit log and its transparency log
+   * (seq - 1): the Signbridge-Log-Index header. Undefined only for a request approved before migration 0019.
+   */
+  logIndex?: number;
 }
 
 export interface Pending {
@@ -260,13 +265,7 @@ export class SigningService {
           message: `request ${requestId} is waiting (${request.status}); it expires at ${request.expiresAt}`,
         };
       case 'approved':
-        return {
-          kind: 'signed',
-          signature: Buffer.from(request.signature ?? '', 'base64'),
-          keyId: request.keyId,
-          algorithm: request.algorithm,
-          requestId,
-        };
+        return this.approvedSignature(request);
       case 'rejected':
         throw new ApiError('request_rejected', `request ${requestId} was rejected${lastReason(request)}`, {
           request_id: requestId,
@@ -442,7 +441,12 @@ export class SigningService {
     await this.store.updatePendingRequest(
       requestId,
       'signing',
-      { status: 'approved', signature: signed.signature.toString('base64'), updatedAt: this.now().toISOString() },
+      {
+        status: 'approved',
+        signature: signed.signature.toString('base64'),
+        updatedAt: this.now().toISOString(),
+        ...(signed.logIndex !== undefined && { signedSeq: signed.logIndex + 1 }),
+      },
       // Told once the signature is made: a failed signature puts the request back, to be approved again.
       [
         await this.events.request('signature.approved', request, {
@@ -458,6 +462,25 @@ export class SigningService {
       status: 'approved',
       message: `request ${requestId} approved and signed`,
       signed: { ...signed, requestId },
+    };
+  }
+
+  /**
+   * An approved request's signature, with the index of its `signed` entry: kept with the request at approval
+   * (migration 0019); for a request approved before, looked up by the signature's SHA-256 (usually absent then).
+   */
+  private async approvedSignature(request: PendingRequestRecord): Promise<Signed> {
+    const signature = Buffer.from(request.signature ?? '', 'base64');
+    const seq =
+      request.signedSeq ??
+      (await this.store.auditSeqOfSignature(request.tenantId, createHash('sha256').update(signature).digest()));
+    return {
+      kind: 'signed',
+      signature,
+      keyId: request.keyId,
+      algorithm: request.algorithm,
+      requestId: request.id,
+      ...(seq !== undefined && { logIndex: seq - 1 }),
     };
   }
 
@@ -771,13 +794,7 @@ export class SigningService {
     }
     if (request.status === 'approved') {
       this.observe('signed', request.algorithm, req.tenantId, seconds());
-      return {
-        kind: 'signed',
-        signature: Buffer.from(request.signature ?? '', 'base64'),
-        keyId: request.keyId,
-        algorithm: request.algorithm,
-        requestId: request.id,
-      };
+      return this.approvedSignature(request);
     }
     const status = request.status === 'signing' ? 'pending_approval' : (request.status as PendingStatus);
     this.observe('pending', request.algorithm, req.tenantId, seconds());
@@ -808,7 +825,8 @@ export class SigningService {
     details: Record<string, unknown>,
     start = performance.now(),
   ): Promise<Signed> {
-    const record = (): { id: string; written: Promise<void> } => {
+    // `signatureSha256`: known when the record follows the signature; its lookup row then goes with the record.
+    const record = (signatureSha256?: Buffer): { id: string; written: Promise<number | undefined> } => {
       const at = this.now();
       const id = timeOrderedId(at.getTime());
       const written = this.store.recordSignature(
@@ -820,6 +838,7 @@ export class SigningService {
           hash: digest.toString('base64'),
           caller: callerId,
           createdAt: at.toISOString(),
+          ...(signatureSha256 && { signatureSha256 }),
         },
         {
           at: at.toISOString(),
@@ -877,14 +896,23 @@ export class SigningService {
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
     }
+    const signatureSha256 = createHash('sha256').update(signature).digest();
+    let seq: number | undefined;
     try {
-      await (ahead ?? record()).written;
+      seq = await (ahead ?? record(signatureSha256)).written;
     } catch (err) {
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
     }
+    // Written ahead, the record could not name the signature: its lookup row rides along with a later group
+    // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
+    if (ahead && seq !== undefined) {
+      this.store
+        .recordSignatureLookup({ auditSeq: seq, tenantId: key.tenantId, signatureId: ahead.id, signatureSha256 })
+        .catch(() => undefined);
+    }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);
-    return { kind: 'signed', signature, keyId: key.id, algorithm };
+    return { kind: 'signed', signature, keyId: key.id, algorithm, ...(seq !== undefined && { logIndex: seq - 1 }) };
   }
 
   /** Imported material with an expiry stops working then, until the same material is imported again (AWS KMS). */

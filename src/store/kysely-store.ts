@@ -1,7 +1,7 @@
 // The Store contract on Kysely. SQL dialects differ only in how the Kysely instance is made
 // (sqlite-store.ts, and postgres-store.ts later), so every query lives here once.
 import { randomInt } from 'node:crypto';
-import { type Kysely, type MigrationProvider, Migrator, PostgresAdapter, type Transaction } from 'kysely';
+import { type Kysely, type MigrationProvider, Migrator, PostgresAdapter, sql, type Transaction } from 'kysely';
 import type { Role } from '../auth/roles.js';
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
@@ -33,6 +33,7 @@ import {
   PENDING_STATUSES,
   type PendingRequestRecord,
   type RequestStatus,
+  type SignatureLookup,
   type SignatureRecord,
   type Store,
   type StoredVulnerability,
@@ -121,6 +122,8 @@ export interface Database
     continuation_key: string | null;
     /** Migration 0016: when approvers were reminded of it (once). */
     reminded_at?: string | null;
+    /** Migration 0019: the seq of the `signed` entry of its signature, once approved. */
+    signed_seq?: number | null;
   };
   policy_exceptions: {
     id: string;
@@ -151,7 +154,23 @@ export interface Database
     caller: string;
     created_at: string;
   };
+  /** Migration 0019: SHA-256 of a signature's raw bytes → its `signed` audit entry. */
+  signature_lookups: { audit_seq: number; tenant_id: string; signature_sha256: Buffer; signature_id: string };
 }
+
+/**
+ * A signature_lookups row as a write carries it (the digest in hex: writes cross to the SQLite writer thread, where
+ * a Buffer would arrive as a plain Uint8Array).
+ */
+export interface LookupRow {
+  audit_seq: number;
+  tenant_id: string;
+  signature_sha256: string;
+  signature_id: string;
+}
+
+/** A lookup row that takes the seq of the audit entry at index `audit` of its batch. */
+export type LookupOnEntry = Omit<LookupRow, 'audit_seq'> & { audit: number };
 
 /** Largest group-commit batch; bounds the statement's size and the number of distinct cached statements. */
 export const WRITE_BATCH_MAX = 64;
@@ -169,7 +188,12 @@ export interface PendingWrite {
   audit?: AuditEntryInput;
   /** Events told of by this write (signature.denied with its audit entry), in the same transaction. */
   events?: OutboxRow[];
-  resolve: () => void;
+  /** The signature's lookup row, on the seq of this write's audit entry (migration 0019). */
+  lookup?: Omit<LookupRow, 'audit_seq'>;
+  /** Lookup rows of signatures whose records were written earlier (ahead of the signature), riding along. */
+  lookups?: LookupRow[];
+  /** Settles with the seq assigned to this write's audit entry (undefined without one). */
+  resolve: (seq: number | undefined) => void;
   reject: (err: unknown) => void;
 }
 
@@ -179,17 +203,53 @@ export interface WriteBatch {
   withdrawals: string[];
   audits: AuditEntryInput[];
   events: OutboxRow[];
+  /** Lookup rows with their seq (written ahead), and rows on the seq of one of `audits`. */
+  lookups: Array<LookupRow | LookupOnEntry>;
 }
 
 export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
-  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [] };
+  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [], lookups: [] };
   for (const w of writes) {
     if (w.events) batch.events.push(...w.events);
     if (w.signature) batch.signatures.push(w.signature);
     if (w.withdraw !== undefined) batch.withdrawals.push(w.withdraw);
-    if (w.audit) batch.audits.push(w.audit);
+    if (w.lookups) batch.lookups.push(...w.lookups);
+    if (w.audit) {
+      if (w.lookup) batch.lookups.push({ ...w.lookup, audit: batch.audits.length });
+      batch.audits.push(w.audit);
+    }
   }
   return batch;
+}
+
+/** The rows of `lookups`, each with its seq: its own, or its entry's (entries get first, first + 1, ...). */
+export function lookupRows(lookups: WriteBatch['lookups'], firstSeq: number | undefined): LookupRow[] {
+  return lookups.map((l) => {
+    if (!('audit' in l)) return l;
+    const { audit, ...row } = l;
+    return { ...row, audit_seq: Number(firstSeq) + audit };
+  });
+}
+
+/**
+ * Settles each write of a committed batch with its audit entry's seq: the batch's entries were chained in the
+ * writes' order from `firstSeq` on.
+ */
+export function settleWithSeqs(
+  writes: ReadonlyArray<{ audit?: unknown; settle: (seq: number | undefined) => void }>,
+  firstSeq: number | undefined,
+): void {
+  let next = Number(firstSeq);
+  for (const w of writes) w.settle(w.audit !== undefined && firstSeq !== undefined ? next++ : undefined);
+}
+
+export function lookupRowOf(l: SignatureLookup): LookupRow {
+  return {
+    audit_seq: l.auditSeq,
+    tenant_id: l.tenantId,
+    signature_sha256: l.signatureSha256.toString('hex'),
+    signature_id: l.signatureId,
+  };
 }
 
 /** Another connection appended to the audit chain between our read of its head and our write. */
@@ -296,6 +356,7 @@ function toPending(row: Database['pending_requests']): PendingRequestRecord {
     expiresAt: row.expires_at,
     updatedAt: row.updated_at,
     continuationKey: row.continuation_key,
+    signedSeq: row.signed_seq == null ? null : Number(row.signed_seq),
   };
 }
 
@@ -725,7 +786,7 @@ export abstract class KyselyStore implements Store {
    * only after the batch is durable; if the batch fails, every write in it fails (nothing is handed out
    * unrecorded). A record and the audit entry that goes with it are written in the same transaction.
    */
-  recordSignature(r: SignatureRecord, audit?: AuditEntryInput): Promise<void> {
+  recordSignature(r: SignatureRecord, audit?: AuditEntryInput): Promise<number | undefined> {
     return this.enqueue({
       signature: {
         id: r.id,
@@ -737,7 +798,41 @@ export abstract class KyselyStore implements Store {
         created_at: r.createdAt,
       },
       ...(audit && { audit }),
+      ...(audit &&
+        r.signatureSha256 && {
+          lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex'), signature_id: r.id },
+        }),
     });
+  }
+
+  recordSignatureLookup(l: SignatureLookup): Promise<void> {
+    return this.enqueue({ lookups: [lookupRowOf(l)] }).then(() => undefined);
+  }
+
+  async auditSeqOfSignature(tenantId: string, signatureSha256: Buffer): Promise<number | undefined> {
+    const row = await this.db
+      .selectFrom('signature_lookups')
+      .select('audit_seq')
+      .where('signature_sha256', '=', signatureSha256)
+      .where('tenant_id', '=', tenantId)
+      .orderBy('audit_seq', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row && Number(row.audit_seq);
+  }
+
+  async auditSeqOfDigest(tenantId: string, digestBase64: string): Promise<number | undefined> {
+    // The expressions are those of migration 0019's partial index audit_log_signed_digest, so the planner uses it.
+    const postgres = this.db.getExecutor().adapter instanceof PostgresAdapter;
+    const field = (name: string) =>
+      postgres ? sql`((a.details)::jsonb ->> ${sql.lit(name)})` : sql`json_extract(a.details, ${sql.lit(`$.${name}`)})`;
+    const { rows } = await sql<{ seq: number }>`
+      SELECT a.seq FROM audit_log a
+       WHERE a.tenant_id = ${tenantId} AND a.outcome = 'signed' AND ${field('hash')} = ${digestBase64}
+         AND (${field('signature_id')} IS NULL
+              OR EXISTS (SELECT 1 FROM signatures s WHERE s.id = ${field('signature_id')}))
+       ORDER BY a.seq DESC LIMIT 1`.execute(this.db);
+    return rows[0] && Number(rows[0].seq);
   }
 
   /** Group commits run on the event loop here (the SQLite store may hand them to a writer thread). */
@@ -745,16 +840,17 @@ export abstract class KyselyStore implements Store {
     return false;
   }
 
-  withdrawSignature(id: string, audit: AuditEntryInput): Promise<void> {
-    return this.enqueue({ withdraw: id, audit });
+  async withdrawSignature(id: string, audit: AuditEntryInput): Promise<void> {
+    await this.enqueue({ withdraw: id, audit });
   }
 
-  appendAudit(entry: AuditEntryInput, events?: readonly EventInput[]): Promise<void> {
+  async appendAudit(entry: AuditEntryInput, events?: readonly EventInput[]): Promise<void> {
     if (events && events.length > 0) {
       this.events.onWritten?.();
-      return this.enqueue({ audit: entry, events: outboxRows(events, entry.at) });
+      await this.enqueue({ audit: entry, events: outboxRows(events, entry.at) });
+      return;
     }
-    return this.enqueue({ audit: entry });
+    await this.enqueue({ audit: entry });
   }
 
   async readAudit(afterSeq: number, limit: number): Promise<AuditEntry[]> {
@@ -790,7 +886,7 @@ export abstract class KyselyStore implements Store {
   protected readonly serialFlushes: boolean = false;
   private flushing = false;
 
-  protected enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<void> {
+  protected enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<number | undefined> {
     return new Promise((resolve, reject) => {
       this.pendingWrites.push({ ...write, resolve, reject });
       if (!this.flushScheduled && !this.flushing) {
@@ -822,8 +918,11 @@ export abstract class KyselyStore implements Store {
     const writes = toWriteBatch(batch);
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.commitWrites(writes);
-        for (const b of batch) b.resolve();
+        const firstSeq = await this.commitWrites(writes);
+        settleWithSeqs(
+          batch.map((b) => ({ audit: b.audit, settle: b.resolve })),
+          firstSeq,
+        );
         return;
       } catch (err) {
         // Another process appended to the chain between our read and our write: read the new head, try again.
@@ -838,7 +937,7 @@ export abstract class KyselyStore implements Store {
    * One group-commit batch in one transaction: the signature records, then the audit entries chained on the log's
    * head. Each store writes it its own way (SQLite with prepared statements, PostgreSQL in one function call).
    */
-  protected abstract commitWrites(writes: WriteBatch): Promise<void>;
+  protected abstract commitWrites(writes: WriteBatch): Promise<number | undefined>;
 
   async createPendingRequest(r: PendingRequestRecord, events?: readonly EventInput[]): Promise<void> {
     try {
@@ -925,7 +1024,9 @@ export abstract class KyselyStore implements Store {
   async updatePendingRequest(
     id: string,
     from: RequestStatus,
-    changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
+    changes: Partial<
+      Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq'>
+    >,
     events?: readonly EventInput[],
   ): Promise<boolean> {
     if (!events || events.length === 0) return this.updatePendingRequestIn(this.db, id, from, changes);
@@ -940,7 +1041,9 @@ export abstract class KyselyStore implements Store {
     db: Kysely<Database>,
     id: string,
     from: RequestStatus,
-    changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
+    changes: Partial<
+      Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq'>
+    >,
   ): Promise<boolean> {
     const result = await db
       .updateTable('pending_requests')
@@ -950,6 +1053,7 @@ export abstract class KyselyStore implements Store {
         ...(changes.decisions !== undefined && { decisions: JSON.stringify(changes.decisions) }),
         ...(changes.signature !== undefined && { signature: changes.signature }),
         ...(changes.updatedAt !== undefined && { updated_at: changes.updatedAt }),
+        ...(changes.signedSeq !== undefined && { signed_seq: changes.signedSeq }),
       })
       .where('id', '=', id)
       .where('status', '=', from)

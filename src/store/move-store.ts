@@ -32,6 +32,8 @@ const MOVED_TABLES = [
   'event_deliveries',
   // time-stamping identities: key references (same data dir or KMS), chains, and the serial blocks handed out
   'tsa_identities',
+  // which `signed` entry records a signature, by the SHA-256 of its bytes (the transparency log's lookups)
+  'signature_lookups',
 ] as const;
 
 /**

@@ -48,7 +48,9 @@ const AUDIT_CHAIN_LOCK = advisoryLockKey('signbridge audit chain');
  * which takes a transaction-scoped advisory lock, reads the chain's head and appends. The lock serialises whole
  * batches, not single entries, so its cost (one lock hand-over and one commit per batch) is shared by every
  * signature in the batch; a crashed instance's lock dies with its connection, and the entries are hashed in the
- * same transaction as their records, so there is never a record without its entry or a gap to fill. One call is
+ * same transaction as their records, so there is never a record without its entry or a gap to fill. Migration 0019's
+ * version of the function also answers the seq of the batch's first entry (the others follow it in order: the lock
+ * is held for the whole batch), which the signing path hands out as Signbridge-Log-Index. One call is
  * one round trip, commit included: under load every round trip also waits for a turn of this process's event
  * loop, so the six that a transaction built statement by statement needs made the batch, not the database, the
  * limit (docs/benchmarks.md).
@@ -118,12 +120,37 @@ END $$`)
     return (rows[0] as { now: Date }).now;
   }
 
-  protected override async commitWrites({ signatures, withdrawals, audits, events }: WriteBatch): Promise<void> {
-    const entries = audits.map((e) => ({ ...auditColumns(e), ...entryHashParts(e) }));
-    const args = [AUDIT_CHAIN_LOCK, JSON.stringify(signatures), withdrawals, JSON.stringify(entries)];
+  protected override async commitWrites({
+    signatures,
+    withdrawals,
+    audits,
+    events,
+    lookups,
+  }: WriteBatch): Promise<number | undefined> {
+    const entries: Array<Record<string, unknown>> = audits.map((e) => ({ ...auditColumns(e), ...entryHashParts(e) }));
+    // A lookup row on an entry of this batch goes with the entry: the function learns its seq with the lock.
+    const withSeq = [];
+    for (const l of lookups) {
+      if (!('audit' in l)) {
+        withSeq.push(l);
+        continue;
+      }
+      const entry = entries[l.audit];
+      if (entry) Object.assign(entry, { lookup_sha256: l.signature_sha256, lookup_signature_id: l.signature_id });
+    }
+    const args = [
+      AUDIT_CHAIN_LOCK,
+      JSON.stringify(signatures),
+      withdrawals,
+      JSON.stringify(entries),
+      JSON.stringify(withSeq),
+    ];
+    const firstSeq = (rows: Array<{ first: number | null }>) => {
+      const first = rows[0]?.first;
+      return first === null || first === undefined ? undefined : Number(first);
+    };
     if (events.length === 0) {
-      await this.pool.query(GROUP_COMMIT_SQL, args);
-      return;
+      return firstSeq((await this.pool.query<{ first: number | null }>(GROUP_COMMIT_SQL, args)).rows);
     }
     // A batch that tells of events (a denial: rare) also writes them, in the same transaction: three round trips
     // instead of one, on the pool's client for the batch (one statement at a time, so PgBouncer's transaction
@@ -131,9 +158,10 @@ END $$`)
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
-      await client.query(GROUP_COMMIT_SQL, args);
+      const { rows } = await client.query<{ first: number | null }>(GROUP_COMMIT_SQL, args);
       await client.query(INSERT_EVENTS_SQL, [JSON.stringify(events)]);
       await client.query('COMMIT');
+      return firstSeq(rows);
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
@@ -148,7 +176,9 @@ const INSERT_EVENTS_SQL =
   'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
   'SELECT e.id, e.tenant_id, e.type, e.timestamp, e.data, e.order_key, e.fanned_out FROM jsonb_to_recordset($1::jsonb) ' +
   'AS e(id text, tenant_id text, type text, timestamp text, data text, order_key text, fanned_out integer)';
-const GROUP_COMMIT_SQL = 'SELECT signbridge_group_commit_v1($1::bigint, $2::jsonb, $3::text[], $4::jsonb)';
+/** Migration 0019's function: v1's work, plus the signatures' lookup rows, and it answers the first entry's seq. */
+const GROUP_COMMIT_SQL =
+  'SELECT signbridge_group_commit_v2($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb) AS first';
 
 /** A pg client that knows when it began to connect, so that connecting and its first round trip share one wait. */
 class TimedClient extends pg.Client {

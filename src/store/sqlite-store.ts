@@ -11,14 +11,18 @@ import {
   CHAIN_RACE_ATTEMPTS,
   type Database,
   KyselyStore,
+  type LookupRow,
+  lookupRowOf,
+  lookupRows,
   type PendingWrite,
+  settleWithSeqs,
   toApiKey,
   toKey,
   WRITE_BATCH_MAX,
   type WriteBatch,
 } from './kysely-store.js';
 import { openSqlite, SQLITE_DRIVER_PATH } from './sqlite-driver.js';
-import type { ApiKeyRecord, KeyRecord } from './store.js';
+import type { ApiKeyRecord, KeyRecord, SignatureLookup } from './store.js';
 
 const STATEMENT_CACHE_SIZE = 256;
 
@@ -55,7 +59,10 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
 class SqliteStore extends KyselyStore {
   private apiKeyById?: BetterSqlite3.Statement<[string], ApiKeyRow>;
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
-  private writeBatch?: (batch: WriteBatch) => void;
+  private writeBatch?: (batch: WriteBatch) => number | undefined;
+  /** Lookup rows waiting for the next write to the writer thread (recordSignatureLookup). */
+  private deferredLookups: LookupRow[] = [];
+  private lookupTimer: NodeJS.Timeout | undefined;
   private cacheEpoch?: BetterSqlite3.Statement<[], number>;
 
   constructor(
@@ -89,6 +96,7 @@ class SqliteStore extends KyselyStore {
   }
 
   override async close(): Promise<void> {
+    await this.flushLookups()?.catch(() => undefined);
     await this.writer?.stop();
     await this.checkpointer?.stop();
     await super.close();
@@ -104,10 +112,55 @@ class SqliteStore extends KyselyStore {
     this.writer = undefined;
   }
 
-  protected override enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<void> {
+  protected override enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<number | undefined> {
     if (!this.writer) return super.enqueue(write);
     const writer = this.writer;
-    return new Promise((resolve, reject) => writer.write(write, resolve, reject));
+    // Lookup rows waiting ride along with this write: no message and no commit of their own under load.
+    const lookups = this.takeDeferredLookups();
+    const carrying = lookups.length > 0 ? { ...write, lookups: [...(write.lookups ?? []), ...lookups] } : write;
+    const written = new Promise<number | undefined>((resolve, reject) => writer.write(carrying, resolve, reject));
+    // The batch failed (another write in it): the rows that rode along go again in a commit of their own, where
+    // they cannot fail anyone's signature (inserting one twice is a no-op).
+    if (lookups.length > 0) written.catch(() => this.writeLookupsAlone(lookups));
+    return written;
+  }
+
+  private writeLookupsAlone(lookups: LookupRow[]): void {
+    const writer = this.writer;
+    const written = writer
+      ? new Promise<number | undefined>((resolve, reject) => writer.write({ lookups }, resolve, reject))
+      : super.enqueue({ lookups });
+    written.catch(() => undefined);
+  }
+
+  /**
+   * With a writer thread, the row waits for the next write (a signature's record under load, milliseconds away);
+   * alone it goes after LOOKUP_DELAY_MS. Without one, the next group commit on the event loop takes it.
+   */
+  override recordSignatureLookup(lookup: SignatureLookup): Promise<void> {
+    if (!this.writer) return super.recordSignatureLookup(lookup);
+    this.deferLookups([lookupRowOf(lookup)]);
+    return Promise.resolve();
+  }
+
+  private deferLookups(rows: LookupRow[]): void {
+    this.deferredLookups.push(...rows);
+    this.lookupTimer ??= setTimeout(() => void this.flushLookups()?.catch(() => undefined), LOOKUP_DELAY_MS);
+    this.lookupTimer.unref();
+  }
+
+  private takeDeferredLookups(): LookupRow[] {
+    if (this.deferredLookups.length === 0) return [];
+    clearTimeout(this.lookupTimer);
+    this.lookupTimer = undefined;
+    return this.deferredLookups.splice(0);
+  }
+
+  /** Writes the lookup rows still waiting, in a commit of their own. */
+  private flushLookups(): Promise<void> | undefined {
+    const lookups = this.takeDeferredLookups();
+    if (lookups.length === 0) return undefined;
+    return (this.writer ? this.enqueue({ lookups }) : super.enqueue({ lookups })).then(() => undefined);
   }
 
   /** Runs a checkpoint pass on the checkpointer thread now (tests); resolves with the thread's counters. */
@@ -130,11 +183,21 @@ class SqliteStore extends KyselyStore {
           'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
       );
       const insertEvent = this.sqlite.prepare<OutboxRow>(INSERT_EVENT_SQL);
-      const batch = this.sqlite.transaction(({ signatures, withdrawals, audits, events }: WriteBatch) => {
+      const insertLookup = this.sqlite.prepare<Database['signature_lookups']>(INSERT_LOOKUP_SQL);
+      const batch = this.sqlite.transaction(({ signatures, withdrawals, audits, events, lookups }: WriteBatch) => {
         for (const row of signatures) insertSignature.run(row);
         for (const id of withdrawals) deleteSignature.run(id);
-        if (audits.length > 0) for (const row of chainAuditRows(head.get(), audits)) insertAudit.run(row);
+        let firstSeq: number | undefined;
+        if (audits.length > 0) {
+          const rows = chainAuditRows(head.get(), audits);
+          firstSeq = rows[0]?.seq;
+          for (const row of rows) insertAudit.run(row);
+        }
+        for (const row of lookupRows(lookups, firstSeq)) {
+          insertLookup.run({ ...row, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
+        }
         for (const row of events) insertEvent.run(row);
+        return firstSeq;
       });
       // IMMEDIATE: take the write lock before reading the chain's head, so another process cannot append between
       // the read and the write (a deferred transaction would fail to upgrade with SQLITE_BUSY instead).
@@ -147,7 +210,7 @@ class SqliteStore extends KyselyStore {
     // blocking the event loop (requests go on; their records join this batch's wait).
     while (gate && !gate.tryEnter()) await this.checkpointer?.reopened();
     try {
-      this.writeBatch(writes);
+      return this.writeBatch(writes);
     } finally {
       gate?.leave();
     }
@@ -158,6 +221,18 @@ class SqliteStore extends KyselyStore {
 const INSERT_EVENT_SQL =
   'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
   'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)';
+
+/** A signature's lookup row (migration 0019); sqlite-writer.cjs has the same. */
+const INSERT_LOOKUP_SQL =
+  'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id) ' +
+  'VALUES (@audit_seq, @tenant_id, @signature_sha256, @signature_id)';
+
+/**
+ * How long a lookup row waits for a write to ride along with before it is written alone. Short: an approval's
+ * collector or a verifier asking right after the signature should find it; long enough that under load every row
+ * rides along.
+ */
+const LOOKUP_DELAY_MS = 20;
 
 const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
 
@@ -363,7 +438,7 @@ const BUSY_TIMEOUT_MS = 5000;
 const WRITER_PATH = packagePath('src', 'store', 'sqlite-writer.cjs');
 const AUDIT_HASH_PATH = packagePath('src', 'store', 'audit-hash.cjs');
 
-type Settle = Pick<PendingWrite, 'resolve' | 'reject'>;
+type Settle = Pick<PendingWrite, 'resolve' | 'reject'> & { audit: boolean };
 
 /** The writer thread of a store with `writerThread` (sqlite-writer.cjs says why). */
 class StoreWriter {
@@ -395,17 +470,25 @@ class StoreWriter {
         gateStates: GATE,
       },
     });
-    this.worker.on('message', (msg: { type: string; ids: number[]; message?: string; code?: string }) => {
-      const failure =
-        msg.type === 'failed' ? Object.assign(new Error(msg.message), { code: msg.code || undefined }) : undefined;
-      for (const id of msg.ids) {
-        const settle = this.waiting.get(id);
-        this.waiting.delete(id);
-        if (failure) settle?.reject(failure);
-        else settle?.resolve();
-      }
-      if (this.waiting.size === 0) this.worker.unref();
-    });
+    this.worker.on(
+      'message',
+      (msg: { type: string; ids: number[]; firstSeq?: number; message?: string; code?: string }) => {
+        const failure =
+          msg.type === 'failed' ? Object.assign(new Error(msg.message), { code: msg.code || undefined }) : undefined;
+        const settled = msg.ids.map((id) => {
+          const settle = this.waiting.get(id);
+          this.waiting.delete(id);
+          return settle;
+        });
+        if (failure) for (const settle of settled) settle?.reject(failure);
+        else
+          settleWithSeqs(
+            settled.map((s) => ({ audit: s?.audit ? true : undefined, settle: (seq) => s?.resolve(seq) })),
+            msg.firstSeq,
+          );
+        if (this.waiting.size === 0) this.worker.unref();
+      },
+    );
     this.worker.on('error', (err) => onError(err.message));
     this.worker.on('exit', () => {
       const lost = new Error('the store writer thread ended before it confirmed these writes');
@@ -420,7 +503,11 @@ class StoreWriter {
     this.worker.unref();
   }
 
-  write(write: Omit<PendingWrite, 'resolve' | 'reject'>, resolve: () => void, reject: (err: unknown) => void): void {
+  write(
+    write: Omit<PendingWrite, 'resolve' | 'reject'>,
+    resolve: (seq: number | undefined) => void,
+    reject: (err: unknown) => void,
+  ): void {
     // A message to an ended thread goes nowhere: the caller would wait for ever.
     if (this.stopped) {
       reject(new Error('the store is closed'));
@@ -429,7 +516,7 @@ class StoreWriter {
     const id = ++this.nextId;
     // Referenced while writes are under way: the process must not end before they are durable.
     if (this.waiting.size === 0) this.worker.ref();
-    this.waiting.set(id, { resolve, reject });
+    this.waiting.set(id, { resolve, reject, audit: write.audit !== undefined });
     this.worker.postMessage({ id, ...write });
   }
 

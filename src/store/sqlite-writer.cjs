@@ -43,17 +43,39 @@ function prepare() {
     'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
       'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)',
   );
+  const insertLookup = db.prepare(
+    // OR IGNORE: a row sent again after a failed batch that carried it (sqlite-store.ts) is there once.
+    'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id) ' +
+      'VALUES (@audit_seq, @tenant_id, @signature_sha256, @signature_id)',
+  );
+  const lookup = (row, seq) =>
+    insertLookup.run({ ...row, audit_seq: seq, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
   // IMMEDIATE: the write lock is taken before the chain's head is read (sqlite-store.ts says why).
+  // Returns the seq of the batch's first audit entry; the others follow in the writes' order.
   return db.transaction((writes) => {
     const audits = [];
     for (const w of writes) {
       if (w.signature) insertSignature.run(w.signature);
       if (w.withdraw !== undefined) deleteSignature.run(w.withdraw);
       if (w.audit) audits.push(w.audit);
+      // Rows of signatures recorded ahead earlier, riding along (sqlite-store.ts: recordSignatureLookup).
+      if (w.lookups) for (const row of w.lookups) lookup(row, row.audit_seq);
     }
-    if (audits.length > 0) for (const row of chainAuditRows(head.get(), audits)) insertAudit.run(row);
+    if (audits.length === 0) {
+      for (const w of writes) if (w.events) for (const row of w.events) insertEvent.run(row);
+      return undefined;
+    }
+    const rows = chainAuditRows(head.get(), audits);
+    for (const row of rows) insertAudit.run(row);
+    let i = 0;
+    for (const w of writes) {
+      if (!w.audit) continue;
+      if (w.lookup) lookup(w.lookup, rows[i].seq);
+      i++;
+    }
     // Events told of by these writes (signature.denied): in the same transaction as their audit entries.
     for (const w of writes) if (w.events) for (const row of w.events) insertEvent.run(row);
+    return rows[0].seq;
   }).immediate;
 }
 
@@ -93,15 +115,16 @@ function commit(writes) {
     try {
       writeBatch ??= prepare();
       enterGate();
+      let firstSeq;
       try {
-        writeBatch(writes);
+        firstSeq = writeBatch(writes);
       } finally {
         if (gate) {
           Atomics.add(gate, WORD_COMMITS, 1);
           Atomics.store(gate, WORD_GATE, OPEN);
         }
       }
-      parentPort.postMessage({ type: 'done', ids });
+      parentPort.postMessage({ type: 'done', ids, firstSeq });
       return;
     } catch (err) {
       const code = String(err?.code ?? '');

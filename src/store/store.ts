@@ -85,6 +85,24 @@ export interface SignatureRecord {
   /** The API key id that asked for the signature. */
   caller: string;
   createdAt: string;
+  /**
+   * SHA-256 of the raw signature bytes, when the signature exists as the record is written (the store then writes
+   * its lookup row in the same transaction, on the seq of the record's audit entry; migration 0019).
+   */
+  signatureSha256?: Buffer;
+}
+
+/**
+ * Finds the `signed` audit entry of a signature by the SHA-256 of its raw bytes (migration 0019). Written after the
+ * key store returned the signature: with the record when the record follows the signature, else in a later group
+ * commit (recordSignatureLookup), so a crash can lose the row of a signature already handed out; the lookup by
+ * digest (auditSeqOfDigest) reads the audit log itself and still finds the entry.
+ */
+export interface SignatureLookup {
+  auditSeq: number;
+  tenantId: string;
+  signatureId: string;
+  signatureSha256: Buffer;
 }
 
 export const PENDING_STATUSES = ['pending_approval', 'pending_security_review'] as const;
@@ -132,6 +150,11 @@ export interface PendingRequestRecord {
    * src/signing/request-continuation.ts); null on requests made before.
    */
   continuationKey: string | null;
+  /**
+   * Once approved: the seq of the `signed` audit entry that records its signature (migration 0019), which a
+   * collecting client gets as Signbridge-Log-Index; null on requests approved before.
+   */
+  signedSeq?: number | null;
 }
 
 export interface ExceptionRecord {
@@ -250,8 +273,23 @@ export interface Store {
    * over proceeds while the event loop works (the signing path then writes ahead of the signature).
    */
   readonly writesOnThread: boolean;
-  /** Records a signature, with the audit entry that goes with it in the same transaction (group-committed). */
-  recordSignature(record: SignatureRecord, audit?: AuditEntryInput): Promise<void>;
+  /**
+   * Records a signature, with the audit entry that goes with it in the same transaction (group-committed).
+   * Resolves to the seq the store assigned to `audit` (undefined without one).
+   */
+  recordSignature(record: SignatureRecord, audit?: AuditEntryInput): Promise<number | undefined>;
+  /**
+   * The lookup row of a signature whose record was written ahead of it. Rides along with a later group commit (no
+   * commit of its own under load); callers do not wait for it. Lost if the process ends before that commit.
+   */
+  recordSignatureLookup(lookup: SignatureLookup): Promise<void>;
+  /** The seq of the tenant's latest `signed` entry for the signature whose raw bytes hash to `signatureSha256`. */
+  auditSeqOfSignature(tenantId: string, signatureSha256: Buffer): Promise<number | undefined>;
+  /**
+   * The seq of the tenant's latest `signed` entry for the digest `digestBase64` (standard base64, as signature
+   * records and audit entries hold it), leaving out signatures withdrawn after a key store failure.
+   */
+  auditSeqOfDigest(tenantId: string, digestBase64: string): Promise<number | undefined>;
   /** Deletes a record written ahead for a signature the key store then failed to make, appending `audit`. */
   withdrawSignature(id: string, audit: AuditEntryInput): Promise<void>;
 
@@ -276,7 +314,9 @@ export interface Store {
   updatePendingRequest(
     id: string,
     from: RequestStatus,
-    changes: Partial<Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt'>>,
+    changes: Partial<
+      Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq'>
+    >,
     events?: readonly EventInput[],
   ): Promise<boolean>;
   /** Waiting requests whose expiry is before `before`, oldest first (the event sweep expires them). */

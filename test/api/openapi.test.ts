@@ -105,4 +105,14 @@ describe('OpenAPI document', () => {
     expect(JSON.stringify(doc)).not.toContain('Default Response');
     expect(doc.paths['/v1/sign'].post.responses['400'].description).toContain('invalid_hash');
   });
+
+  it('documents Signbridge-Log-Index on the answers that hand out a signature, and only there', () => {
+    for (const action of ['sign', 'pkcs11_sign', 'approve_sign']) {
+      const header = doc.paths[`/v1/${action}`].post.responses['200'].headers?.['Signbridge-Log-Index'];
+      expect(header, action).toMatchObject({ schema: { type: 'integer', minimum: 0 } });
+      expect(header.description).toMatch(/seq - 1/);
+    }
+    expect(doc.paths['/v1/sign'].post.responses['202'].headers).toBeUndefined();
+    expect(doc.paths['/v1/get_public_key'].post.responses['200'].headers).toBeUndefined();
+  });
 });

@@ -69,6 +69,8 @@ describe.skipIf(!enabled)('signbridge admin migrate', () => {
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout).toMatch(/tenants 2, keys 2, api_keys \d+/);
     expect(res.stdout).toMatch(/pending_requests 1/);
+    // The transparency log's lookup rows (migration 0019): one per signature handed out.
+    expect(res.stdout).toMatch(/signature_lookups 20\b/);
     const entries = Number(/verified on the target: (\d+) entries/.exec(res.stdout)?.[1]);
     expect(entries).toBeGreaterThanOrEqual(23); // two tenants, 20 signatures, one pending request
     expect(res.stderr).toMatch(/source audit chain verified/);
@@ -96,6 +98,10 @@ describe.skipIf(!enabled)('signbridge admin migrate', () => {
       request_id: pendingId,
     });
     expect(collected.status, JSON.stringify(collected.body)).toBe(200);
+    // The seqs go on after the moved chain: the approval's signed entry comes after the 23 or more moved entries.
+    const index = approved.headers.get('signbridge-log-index');
+    expect(Number(index)).toBeGreaterThanOrEqual(23);
+    expect(collected.headers.get('signbridge-log-index')).toBe(index);
     // The same key in the same token signed it: it verifies with the public key read before the move.
     const signature = Buffer.from(collected.body.signature as string, 'base64');
     expect(verify('sha256', Buffer.from('release'), createPublicKey(publicKeyPem), signature)).toBe(true);

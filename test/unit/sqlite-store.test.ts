@@ -355,7 +355,10 @@ describe('SQLite store', () => {
       expect(walkChain(read)).toEqual({ problems: [], verified: read.length });
       const after = openSqlite(path, { readonly: true });
       try {
-        expect(after.prepare("SELECT count(*) FROM pragma_index_list('audit_log')").pluck().get()).toBe(0);
+        // Only migration 0019's partial index for the lookup by digest (not unique, not on prev_hash).
+        expect(after.prepare('SELECT name, "unique" FROM pragma_index_list(\'audit_log\')').all()).toEqual([
+          { name: 'audit_log_signed_digest', unique: 0 },
+        ]);
       } finally {
         after.close();
       }

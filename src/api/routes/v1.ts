@@ -14,7 +14,7 @@ import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js'
 import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
-import { documented, errorResponse } from '../responses.js';
+import { documented, errorResponse, LOG_INDEX_HEADERS } from '../responses.js';
 import {
   ActionRequests,
   ApprovalResponse,
@@ -62,7 +62,7 @@ const IDEMPOTENT_ACTIONS = new Set<Action>(['sign', 'pkcs11_sign']);
 const SUCCESS_STATUS: Partial<Record<Action, number>> = { create_tenant: 201, create_exception: 201 };
 
 const SIGNING_RESPONSES = {
-  200: documented(SignResponse, 'the signature (SignResponse)'),
+  200: documented(SignResponse, 'the signature (SignResponse)', LOG_INDEX_HEADERS),
   202: documented(ApprovalResponse, 'the request waits for approval or security review (ApprovalResponse)'),
 };
 const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
@@ -77,7 +77,13 @@ const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
   import_key: {
     200: documented(ImportKeyResponse, 'the key material was imported; the key is the tenant current key'),
   },
-  approve_sign: { 200: documented(ApproveSignResponse, 'the decision was recorded; the signature when approved') },
+  approve_sign: {
+    200: documented(
+      ApproveSignResponse,
+      'the decision was recorded; the signature when approved (then with Signbridge-Log-Index)',
+      LOG_INDEX_HEADERS,
+    ),
+  },
   create_exception: { 201: documented(ExceptionRecordSchema, 'the exception was created') },
   list_exceptions: { 200: documented(ExceptionListResponse, 'the exceptions that match, newest first') },
   revoke_exception: { 200: documented(ExceptionRecordSchema, 'the exception, now revoked') },
@@ -211,6 +217,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
             signing_algorithm: result.signed.algorithm,
           }),
         },
+        ...(result.signed?.logIndex !== undefined && { logIndex: result.signed.logIndex }),
       };
     },
     async create_exception(body, request) {
@@ -353,7 +360,11 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
               return isReply(answered) ? answered : { status: SUCCESS_STATUS[action] ?? 200, body: answered };
             })
           : await handlers[action](body, request);
-        if (isReply(result)) return reply.code(result.status).send(result.body);
+        if (isReply(result)) {
+          // Kept with an idempotent answer too: a replay carries the same index.
+          if (result.logIndex !== undefined) reply.header(LOG_INDEX_HEADER, String(result.logIndex));
+          return reply.code(result.status).send(result.body);
+        }
         return reply.code(SUCCESS_STATUS[action] ?? 200).send(result);
       },
     );
@@ -366,19 +377,23 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
   });
 }
 
+/**
+ * The index in the audit log (and its transparency log) of the `signed` entry that records the signature a
+ * response hands out: seq - 1 (docs/api.md, "Signbridge-Log-Index").
+ */
+export const LOG_INDEX_HEADER = 'Signbridge-Log-Index';
+
 interface Reply {
   status: number;
   body: unknown;
+  /** Sent as Signbridge-Log-Index. */
+  logIndex?: number;
 }
 
 function isReply(value: unknown): value is Reply {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    'status' in value &&
-    'body' in value &&
-    Object.keys(value).length === 2
-  );
+  if (typeof value !== 'object' || value === null || !('status' in value) || !('body' in value)) return false;
+  const keys = Object.keys(value).length;
+  return keys === 2 || (keys === 3 && 'logIndex' in value);
 }
 
 /** 200 with the signature, or 202 with the pending request (ApprovalResponse) and where to decide it. */
@@ -396,6 +411,7 @@ function signOutcome(outcome: SignOutcome, publicUrl: string | undefined): Reply
       signing_algorithm: outcome.algorithm,
       ...(outcome.requestId !== undefined && { request_id: outcome.requestId }),
     },
+    ...(outcome.logIndex !== undefined && { logIndex: outcome.logIndex }),
   };
 }
 
