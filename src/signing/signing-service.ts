@@ -846,8 +846,15 @@ export class SigningService {
           actor: callerId,
           action,
           outcome: 'signed',
-          // Which key store signed: the software store, the token and AWS KMS differ in what they guarantee.
-          details: { ...details, key_store: key.keyStore, signature_id: id },
+          // Which key store signed: the software store, the token and AWS KMS differ in what they guarantee. A
+          // record that follows its signature names it (SHA-256 of its bytes), so the transparency log proves which
+          // signature this entry is about (`signbridge audit prove --signature`); one written ahead cannot.
+          details: {
+            ...details,
+            key_store: key.keyStore,
+            signature_id: id,
+            ...(signatureSha256 && { signature_sha256: signatureSha256.toString('hex') }),
+          },
         },
       );
       return { id, written };

@@ -35,7 +35,9 @@ export function checkEntryFor(entry: LogEntry, expected: ArtifactExpectation): v
   if (expected.signatureSha256 !== undefined) {
     const got = entry.details.signature_sha256;
     if (typeof got !== 'string') {
-      throw new InclusionError('the entry does not name a signature (no details.signature_sha256)');
+      throw new InclusionError(
+        'the entry does not name its signature (no details.signature_sha256: it was written before the signature, as the in-process daemon does); prove it with --digest instead',
+      );
     }
     if (got.toLowerCase() !== expected.signatureSha256.toLowerCase()) {
       throw new InclusionError(`the entry names signature ${got}, not this file's SHA-256 ${expected.signatureSha256}`);
