@@ -31,6 +31,14 @@ function hashedFields(seq, e) {
   };
 }
 
+/**
+ * An entry's bytes in the transparency log (src/transparency): the very canonical JSON the chain hashes, UTF-8.
+ * One definition, so a leaf and a chain link always cover the same fields.
+ */
+function leafBytes(seq, e) {
+  return Buffer.from(canonicalJson(hashedFields(seq, e)), 'utf8');
+}
+
 function hashOf(prevHash, fields) {
   return createHash('sha256')
     .update(`${prevHash}\n${canonicalJson(fields)}`)
@@ -81,4 +89,4 @@ function auditColumns(e) {
   return { ...fields, details: JSON.stringify(e.details) };
 }
 
-module.exports = { GENESIS_HASH, canonicalJson, entryHash, entryHashParts, auditColumns, chainAuditRows };
+module.exports = { GENESIS_HASH, canonicalJson, entryHash, leafBytes, entryHashParts, auditColumns, chainAuditRows };
