@@ -4,6 +4,7 @@ import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import type { EventInput } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import type { EventStore, EventsFor } from './event-store.js';
+import type { LogStore } from './log-store.js';
 import type { PeopleStore } from './people-store.js';
 import type { WorkloadStore } from './workload-store.js';
 
@@ -233,6 +234,8 @@ export interface Store {
    * writes them in the transaction of its change (and not at all when the change did not happen).
    */
   readonly events: EventStore;
+  /** The transparency log over the audit entries: tree, tiles, checkpoints, key (docs/transparency.md). */
+  readonly log: LogStore;
 
   createApiKey(record: ApiKeyRecord, events?: readonly EventInput[]): Promise<void>;
   getApiKey(id: string): Promise<ApiKeyRecord | undefined>;
