@@ -10,7 +10,6 @@ import type { ApiKeyRecord, Store } from '../../store/store.js';
 import { LogNotFoundError, type LogService } from '../../transparency/log-service.js';
 import { authenticate } from '../authenticate.js';
 import { documented, errorResponse } from '../responses.js';
-import { Ref } from '../schemas.js';
 
 export interface LogRoutesOptions {
   store: Store;
