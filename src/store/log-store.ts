@@ -190,30 +190,36 @@ export class LogStore extends Reader {
   }
 
   /**
-   * Runs `plan` as the log's only integrator and writes what it returns. 'busy': another instance is integrating
-   * (PostgreSQL). On PostgreSQL the plan runs inside the locked transaction (its reads too); on SQLite it reads
-   * outside, and only the write is a transaction, so the store's writer thread is never held up by the hashing.
+   * Runs `work` as the log's only integrator. 'busy': another instance is integrating (PostgreSQL), unless `wait`
+   * says to wait for it. On PostgreSQL the work runs in one transaction holding the lock (its reads, and its writes
+   * through session.apply, which then commit together); on SQLite it reads outside any transaction and each apply is
+   * a short transaction of its own, so the store's writer thread is never held up by the hashing.
    */
-  async asIntegrator(
-    plan: (reader: LogReader) => Promise<LogWrites | undefined>,
-  ): Promise<'written' | 'busy' | 'idle'> {
+  async asIntegrator<T>(work: (session: LogSession) => Promise<T>, wait = false): Promise<T | 'busy'> {
     if (this.postgres) {
       return this.db.transaction().execute(async (tx) => {
-        const { rows } = await sql<{
-          locked: boolean;
-        }>`SELECT pg_try_advisory_xact_lock(${INTEGRATOR_LOCK}) AS locked`.execute(tx);
-        if (!rows[0]?.locked) return 'busy';
-        const writes = await plan(new Reader(tx));
-        if (!writes) return 'idle';
-        await applyWrites(tx, writes);
-        return 'written';
+        if (wait) {
+          await sql`SELECT pg_advisory_xact_lock(${INTEGRATOR_LOCK})`.execute(tx);
+        } else {
+          const { rows } = await sql<{
+            locked: boolean;
+          }>`SELECT pg_try_advisory_xact_lock(${INTEGRATOR_LOCK}) AS locked`.execute(tx);
+          if (!rows[0]?.locked) return 'busy' as const;
+        }
+        return work(Object.assign(new Reader(tx), { apply: (w: LogWrites) => applyWrites(tx, w) }));
       });
     }
-    const writes = await plan(this);
-    if (!writes) return 'idle';
-    await this.db.transaction().execute((tx) => applyWrites(tx, writes));
-    return 'written';
+    return work(
+      Object.assign(new Reader(this.db), {
+        apply: (w: LogWrites) => this.db.transaction().execute((tx) => applyWrites(tx, w)),
+      }),
+    );
   }
+}
+
+/** An integrator's reads and writes (LogStore.asIntegrator). */
+export interface LogSession extends LogReader {
+  apply(writes: LogWrites): Promise<void>;
 }
 
 async function applyWrites(tx: Transaction<LogTables>, w: LogWrites): Promise<void> {

@@ -30,12 +30,19 @@ export function leafBytesOfRow(row: AuditRow): Buffer {
 }
 
 /**
- * The plan of one integration step: up to `batch` entries appended, or undefined when none are waiting.
- * Throws LogIntegrityError when the entries do not continue the chain the tree was built on.
+ * The plan of one integration step: up to `batch` entries appended, but not past `checkpointEvery` entries after
+ * the latest checkpoint (so that one is published at least every so many entries), or undefined when none are
+ * waiting. Throws LogIntegrityError when the entries do not continue the chain the tree was built on.
  */
-export async function planIntegration(reader: LogReader, batch: number): Promise<LogWrites | undefined> {
+export async function planIntegration(
+  reader: LogReader,
+  batch: number,
+  checkpointEvery: number,
+): Promise<LogWrites | undefined> {
   const from = await reader.state();
-  const rows = await reader.auditRows(from.treeSize, batch);
+  const latest = await reader.latestCheckpoint();
+  const toNextCheckpoint = latest ? latest.treeSize + checkpointEvery - from.treeSize : batch;
+  const rows = await reader.auditRows(from.treeSize, Math.max(1, Math.min(batch, toNextCheckpoint)));
   if (rows.length === 0) return undefined;
   let prev = from.treeSize === 0 ? GENESIS_HASH : from.chainHash;
   const leaves: Buffer[] = [];

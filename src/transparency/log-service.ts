@@ -3,7 +3,7 @@
 // turns (LogStore.asIntegrator), so all of them extend and sign one tree.
 import { randomBytes, verify } from 'node:crypto';
 import type { KeyStores } from '../keys/key-store.js';
-import type { LogKeyRecord, LogReader, LogStore, StoredCheckpoint } from '../store/log-store.js';
+import type { LogKeyRecord, LogReader, LogStore, LogWrites, StoredCheckpoint } from '../store/log-store.js';
 import { LogRaceError } from '../store/log-store.js';
 import { formatCheckpoint, parseCheckpoint } from './checkpoint.js';
 import { LogIntegrityError, leafBytesOfRow, planIntegration } from './log-integrator.js';
@@ -150,12 +150,39 @@ export class LogService {
     await this.running;
   }
 
-  /** One pass: integrate everything waiting (batch by batch), then publish a checkpoint if one is due. */
+  /**
+   * One pass: integrate everything waiting, batch by batch, publishing a checkpoint whenever one is due (at least
+   * every checkpointEveryEntries entries) in the same turn as the integrator; with `force`, one at the end whatever
+   * its age, waiting for another instance's turn if need be.
+   */
   async pass(force = false): Promise<StoredCheckpoint | undefined> {
     await this.ensureKey();
+    const { batchSize = 2048, checkpointEveryEntries } = this.opts.settings;
+    let published: StoredCheckpoint | undefined;
     try {
-      await this.integrateAll();
-      const published = await this.publishIfDue(force);
+      for (;;) {
+        if (this.stopped) return published;
+        let outcome: 'written' | 'idle' | 'busy';
+        try {
+          outcome = await this.opts.store.asIntegrator(async (session) => {
+            const grown = await planIntegration(session, batchSize, checkpointEveryEntries);
+            if (grown) await session.apply(grown);
+            const checkpoint = await this.planCheckpoint(session, force && !grown);
+            if (checkpoint) {
+              await session.apply(checkpoint);
+              published = checkpoint.checkpoint;
+            }
+            return grown ? 'written' : 'idle';
+          }, force);
+        } catch (err) {
+          if (err instanceof LogRaceError) continue; // another integrator moved first: plan again on its result
+          throw err;
+        }
+        // 'busy': another instance is integrating, and publishes what is due.
+        if (outcome !== 'written') break;
+        // Let requests in between two batches: the integrator hashes on the event loop.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
       this.lastProblem = undefined;
       return published;
     } catch (err) {
@@ -178,59 +205,31 @@ export class LogService {
     this.opts.onIntegrityFailure?.(message);
   }
 
-  private async integrateAll(): Promise<void> {
-    const batch = this.opts.settings.batchSize ?? 2048;
-    for (;;) {
-      if (this.stopped) return;
-      let outcome: 'written' | 'busy' | 'idle';
-      try {
-        outcome = await this.opts.store.asIntegrator((reader) => planIntegration(reader, batch));
-      } catch (err) {
-        if (err instanceof LogRaceError) continue;
-        throw err;
-      }
-      if (outcome !== 'written') return;
-      // Let requests in between two batches: the integrator hashes on the event loop.
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-  }
-
-  private async publishIfDue(force: boolean): Promise<StoredCheckpoint | undefined> {
+  /** The checkpoint to publish now, if one is due (or `force`d), signed and checked; undefined otherwise. */
+  private async planCheckpoint(session: LogReader, force: boolean): Promise<LogWrites | undefined> {
     const key = await this.ensureKey();
     const { settings } = this.opts;
-    let published: StoredCheckpoint | undefined;
-    try {
-      await this.opts.store.asIntegrator(async (reader) => {
-        const state = await reader.state();
-        const previous = await reader.latestCheckpoint();
-        const size = state.treeSize;
-        if (previous && previous.treeSize >= size) return undefined;
-        if (!previous && size === 0 && !force) return undefined;
-        const ageS = previous
-          ? (this.now().getTime() - Date.parse(previous.createdAt)) / 1000
-          : Number.POSITIVE_INFINITY;
-        const due =
-          force ||
-          !previous ||
-          size - previous.treeSize >= settings.checkpointEveryEntries ||
-          ageS >= settings.checkpointEverySeconds;
-        if (!due) return undefined;
-        const root = await this.checkedRoot(reader, key, previous, size);
-        const text = formatCheckpoint({ origin: key.name, size, root });
-        const note = formatSignedNote(text, key, await this.sign(key, text));
-        published = { treeSize: size, rootHash: root, note, createdAt: this.now().toISOString() };
-        return {
-          from: state,
-          tiles: [],
-          checkpoint: published,
-          previousCheckpointSize: previous?.treeSize ?? null,
-        };
-      });
-    } catch (err) {
-      if (err instanceof LogRaceError) return undefined; // another instance published: its checkpoint stands
-      throw err;
-    }
-    return published;
+    const state = await session.state();
+    const previous = await session.latestCheckpoint();
+    const size = state.treeSize;
+    if (previous && previous.treeSize >= size) return undefined;
+    if (!previous && size === 0 && !force) return undefined;
+    const ageS = previous ? (this.now().getTime() - Date.parse(previous.createdAt)) / 1000 : Number.POSITIVE_INFINITY;
+    const due =
+      force ||
+      !previous ||
+      size - previous.treeSize >= settings.checkpointEveryEntries ||
+      ageS >= settings.checkpointEverySeconds;
+    if (!due) return undefined;
+    const root = await this.checkedRoot(session, key, previous, size);
+    const text = formatCheckpoint({ origin: key.name, size, root });
+    const note = formatSignedNote(text, key, await this.sign(key, text));
+    return {
+      from: state,
+      tiles: [],
+      checkpoint: { treeSize: size, rootHash: root, note, createdAt: this.now().toISOString() },
+      previousCheckpointSize: previous?.treeSize ?? null,
+    };
   }
 
   /**
