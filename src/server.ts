@@ -204,6 +204,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
     ...(config.oidc && { oauth: { oidc: config.oidc } }),
     workload: config.workload,
     webhooks: config.webhooks,
+    log: config.log,
     eventDelivery: {
       deliver: destinationsFor(store, config),
       settings: {

@@ -11,6 +11,8 @@ import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../aut
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
 import { invalidAllowEntries } from '../net/outbound-request.js';
 import { postgresUrlProblem, redactUrl } from '../store/postgres-store.js';
+import { LOG_DEFAULTS, type LogSettings } from '../transparency/log-service.js';
+import { isValidKeyName } from '../transparency/signed-note.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
   {
@@ -167,6 +169,18 @@ export const ConfigFileSchema = Type.Object(
       ),
     ),
     smtp: Type.Optional(SmtpConfig),
+    /** The transparency log over the audit entries (docs/transparency.md, docs/configuration.md). */
+    log: Type.Optional(
+      Type.Object(
+        {
+          checkpointEveryEntries: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+          checkpointEverySeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+          origin: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+          public: Type.Optional(Type.Boolean()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -200,6 +214,8 @@ export interface ServiceConfig {
   smtp?: SmtpSettings;
   /** Where webhooks may be sent (webhookSetting); the shape src/events/webhook-sender.ts takes. */
   webhooks: WebhookSettings;
+  /** The transparency log (logSetting). */
+  log: LogSettings;
 }
 
 export interface WebhookSettings {
@@ -413,6 +429,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     events: eventSetting(file.events, env),
     ...(file.smtp && { smtp: smtpSetting(file.smtp, env) }),
     webhooks: webhookSetting(file.webhooks, env),
+    log: logSetting(file.log),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -546,6 +563,19 @@ function oidcSetting(file: ConfigFile, env: NodeJS.ProcessEnv): { oidc?: OidcSet
  * workload.* with SIGNBRIDGE_WORKLOAD_ALLOW (comma list) and SIGNBRIDGE_WORKLOAD_CA_FILE over the file. The CA file
  * is read now: a missing or unreadable file stops the start instead of failing every exchange later.
  */
+/** log.* with the defaults of LOG_DEFAULTS; the origin must be a signed-note key name (no spaces, no '+'). */
+function logSetting(file: ConfigFile['log']): LogSettings {
+  if (file?.origin !== undefined && !isValidKeyName(file.origin)) {
+    throw new ConfigError(`log.origin must have no spaces, control characters or '+', got "${file.origin}"`);
+  }
+  return {
+    checkpointEveryEntries: file?.checkpointEveryEntries ?? LOG_DEFAULTS.checkpointEveryEntries,
+    checkpointEverySeconds: file?.checkpointEverySeconds ?? LOG_DEFAULTS.checkpointEverySeconds,
+    public: file?.public ?? LOG_DEFAULTS.public,
+    ...(file?.origin !== undefined && { origin: file.origin }),
+  };
+}
+
 export interface EventSettings {
   pollMs: number;
   idlePollMaxMs: number;
