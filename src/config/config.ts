@@ -177,6 +177,7 @@ export const ConfigFileSchema = Type.Object(
           checkpointEverySeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
           origin: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
           public: Type.Optional(Type.Boolean()),
+          integrateEveryMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
         },
         { additionalProperties: false },
       ),
@@ -572,6 +573,7 @@ function logSetting(file: ConfigFile['log']): LogSettings {
     checkpointEveryEntries: file?.checkpointEveryEntries ?? LOG_DEFAULTS.checkpointEveryEntries,
     checkpointEverySeconds: file?.checkpointEverySeconds ?? LOG_DEFAULTS.checkpointEverySeconds,
     public: file?.public ?? LOG_DEFAULTS.public,
+    intervalMs: file?.integrateEveryMs ?? LOG_DEFAULTS.intervalMs,
     ...(file?.origin !== undefined && { origin: file.origin }),
   };
 }

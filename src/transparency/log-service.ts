@@ -31,11 +31,19 @@ export interface LogSettings {
   public: boolean;
   /** Entries appended per store write (default 2048). */
   batchSize?: number;
-  /** How often the integrator looks for new entries (default 500 ms). */
+  /**
+   * How often the integrator looks for new entries (default 500 ms); 0: this instance does not integrate in the
+   * background and leaves it to another instance (it still serves, and still publishes on demand).
+   */
   intervalMs?: number;
 }
 
-export const LOG_DEFAULTS = { checkpointEveryEntries: 1000, checkpointEverySeconds: 10, public: false } as const;
+export const LOG_DEFAULTS = {
+  checkpointEveryEntries: 1000,
+  checkpointEverySeconds: 10,
+  public: false,
+  intervalMs: 500,
+} as const;
 
 export interface LogServiceOptions {
   store: LogStore;
@@ -130,8 +138,8 @@ export class LogService {
 
   /** Starts the background integrator (idempotent). */
   start(): void {
-    if (this.timer || this.stopped) return;
-    const interval = this.opts.settings.intervalMs ?? 500;
+    const interval = this.opts.settings.intervalMs ?? LOG_DEFAULTS.intervalMs;
+    if (this.timer || this.stopped || interval === 0) return;
     const tick = () => {
       this.running = this.pass()
         .then(() => undefined)

@@ -16,15 +16,22 @@ describe('service configuration', () => {
       checkpointEveryEntries: 1000,
       checkpointEverySeconds: 10,
       public: false,
+      intervalMs: 500,
     });
     expect(
       resolveConfig({
         configFile: file(
-          'log: {checkpointEveryEntries: 5, checkpointEverySeconds: 60, public: true, origin: a.example/log}\n',
+          'log: {checkpointEveryEntries: 5, checkpointEverySeconds: 60, public: true, origin: a.example/log, integrateEveryMs: 0}\n',
         ),
         env: {},
       }).log,
-    ).toEqual({ checkpointEveryEntries: 5, checkpointEverySeconds: 60, public: true, origin: 'a.example/log' });
+    ).toEqual({
+      checkpointEveryEntries: 5,
+      checkpointEverySeconds: 60,
+      public: true,
+      origin: 'a.example/log',
+      intervalMs: 0,
+    });
     expect(() => resolveConfig({ configFile: file('log: {origin: "a b"}\n'), env: {} })).toThrow(/log.origin/);
     expect(() => resolveConfig({ configFile: file('log: {origin: "a+b"}\n'), env: {} })).toThrow(/log.origin/);
     expect(() => resolveConfig({ configFile: file('log: {checkpointEveryEntries: 0}\n'), env: {} })).toThrow(/log/);
