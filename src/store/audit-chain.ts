@@ -22,6 +22,7 @@ interface AuditHash {
   canonicalJson(value: unknown): string;
   entryHash(seq: number, prevHash: string, e: AuditEntryInput): string;
   leafBytes(seq: number, e: AuditEntryInput): Buffer;
+  entryHashOfLeaf(prevHash: string, leafBytes: Buffer): string;
   entryHashParts(e: AuditEntryInput): { before: string; after: string };
   auditColumns(e: AuditEntryInput): Omit<AuditRow, 'seq' | 'prev_hash' | 'hash'>;
   chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditEntryInput[]): AuditRow[];
@@ -36,6 +37,8 @@ export const canonicalJson = auditHash.canonicalJson;
 export const entryHash = auditHash.entryHash;
 /** An entry's leaf bytes in the transparency log: canonicalJson(hashedFields(seq, e)) as UTF-8 (docs/transparency.md). */
 export const leafBytes = auditHash.leafBytes;
+/** entryHash from an entry's leaf bytes (the same hash; one canonical JSON instead of two). */
+export const entryHashOfLeaf = auditHash.entryHashOfLeaf;
 /** An entry's canonical JSON split around its seq (`before + seq + after`), for appenders that learn seq late. */
 export const entryHashParts = auditHash.entryHashParts;
 /** An entry's audit_log columns besides seq and the hashes (details as JSON text). */

@@ -2,6 +2,7 @@
 // (test/helpers/rfc9162-verify.ts), for trees of 1, 2, 3, 2^k and 2^k+1 entries and ranges of sizes; then the same
 // answers from tiles across tile boundaries (255, 256, 257, 65,537 leaves).
 import { describe, expect, it } from 'vitest';
+import { entryHash, entryHashOfLeaf, leafBytes } from '../../src/store/audit-chain.js';
 import {
   consistencyProof,
   EMPTY_ROOT,
@@ -40,6 +41,25 @@ function buildTiles(leaves: Buffer[], batches: number[]): Map<string, Buffer> {
   }
   return tiles;
 }
+
+describe('leaf bytes', () => {
+  it("are the audit chain's canonical JSON of the entry, and give the same chain hash", () => {
+    const e = {
+      at: '2026-11-26T00:00:00.000Z',
+      tenantId: 'acme',
+      actor: 'key_1',
+      action: 'sign',
+      outcome: 'signed',
+      details: { z: 1, a: [{ y: 'é', b: null }] },
+    };
+    const bytes = leafBytes(7, e);
+    expect(bytes.toString()).toBe(
+      '{"action":"sign","actor":"key_1","at":"2026-11-26T00:00:00.000Z","details":{"a":[{"b":null,"y":"é"}],"z":1},' +
+        '"outcome":"signed","seq":7,"tenant_id":"acme"}',
+    );
+    expect(entryHashOfLeaf('ab'.repeat(32), bytes)).toBe(entryHash(7, 'ab'.repeat(32), e));
+  });
+});
 
 describe('RFC 9162 hashing', () => {
   it('hashes leaves and nodes with the 0x00 / 0x01 prefixes; the empty tree is SHA-256("")', () => {
