@@ -18,7 +18,7 @@ import {
   verifierKey,
   verifySignedNote,
 } from './signed-note.js';
-import { TileNodeSource, tilesNeeded } from './tiles.js';
+import { TileNodeSource, tileId, tilesNeeded } from './tiles.js';
 
 export interface LogSettings {
   /** The checkpoints' origin line; default `signbridge/<public URL host>`, else `signbridge/log-<random>`. */
@@ -340,6 +340,15 @@ export class LogService {
       this.reportIntegrity(`audit entry ${index + 1} was changed after it was logged (its leaf hash differs)`);
     }
     return { index, treeSize: checkpoint.treeSize, leafHash: leaf, entry, tenantId: row.tenant_id, proof, checkpoint };
+  }
+
+  /** The first `width` hashes of tile level/index (tlog-tiles); LogNotFoundError when the tree has fewer. */
+  async tile(level: number, index: number, width: number): Promise<Buffer> {
+    const hashes = (await this.opts.store.tiles([{ level, index }])).get(tileId(level, index));
+    if (!hashes || hashes.length < width * 32) {
+      throw new LogNotFoundError(`tile ${level}/${index} does not have ${width} hashes (yet)`);
+    }
+    return hashes.subarray(0, width * 32);
   }
 
   /** The consistency proof between two published (or at least integrated) sizes. */

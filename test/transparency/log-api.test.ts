@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseTilePath } from '../../src/api/routes/log.js';
 import { canonicalJson } from '../../src/store/audit-chain.js';
 import { logGet, parseVkey, publishCheckpoint, type Vkey, verifyCheckpoint } from '../helpers/log-client.js';
 import { refLeaf, refRoot, refVerifyConsistency, refVerifyInclusion } from '../helpers/rfc9162-verify.js';
@@ -144,6 +145,26 @@ describe('transparency log endpoints', () => {
     // Not public by default: a key is needed; a signer may not publish on demand.
     expect((await logGet(svc.app, '/log/checkpoint')).status).toBe(401);
     expect((await publishCheckpoint(svc.app, signerA)).status).toBe(403);
+  });
+
+  it('serves tlog-tiles tiles: the leaf hashes of the latest checkpoint give its root', async () => {
+    const cp = verifyCheckpoint((await logGet(svc.app, '/log/checkpoint', signerA)).text, vkey);
+    expect(cp.size).toBeLessThan(256);
+    const res = await svc.app.inject({
+      method: 'GET',
+      url: `/log/tile/0/000.p/${cp.size}`,
+      headers: { authorization: `Bearer ${signerA}` },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('application/octet-stream');
+    const raw = res.rawPayload;
+    expect(raw.length).toBe(cp.size * 32);
+    const leaves = Array.from({ length: cp.size }, (_, i) => raw.subarray(i * 32, (i + 1) * 32));
+    expect(refRoot(leaves).equals(cp.root)).toBe(true);
+    expect((await logGet(svc.app, '/log/tile/0/000', signerA)).status).toBe(404);
+    expect((await logGet(svc.app, '/log/tile/0/1', signerA)).status).toBe(400);
+    expect(parseTilePath('2/x001/x234/067.p/8')).toEqual({ level: 2, index: 1_234_067, width: 8 });
+    expect(parseTilePath('0/000.p/256')).toBeUndefined();
   });
 
   it('is in the OpenAPI document', async () => {

@@ -175,6 +175,35 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
     },
   );
 
+  typed.get(
+    '/log/tile/*',
+    {
+      schema: {
+        operationId: 'log_tile',
+        summary: 'A tile of the tree (c2sp.org/tlog-tiles): /log/tile/<L>/<N> (full, immutable) or <N>.p/<W> (partial)',
+        tags: ['log'],
+        security,
+        response: {
+          200: {
+            description: 'W (or 256) hashes of 32 bytes, concatenated',
+            content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+          },
+          ...errors(400, 401, 404, 500, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      const path = (request.params as { '*': string })['*'];
+      const tile = parseTilePath(path);
+      if (!tile) throw new ApiError('invalid_request', `not a tile path: ${path} (tile/<L>/<N>[.p/<W>], tlog-tiles)`);
+      const hashes = await log.tile(tile.level, tile.index, tile.width).catch(notFound);
+      return reply
+        .type('application/octet-stream')
+        .header('cache-control', tile.width === 256 ? 'public, max-age=31536000, immutable' : 'max-age=2')
+        .send(hashes);
+    },
+  );
+
   typed.post(
     '/log/checkpoint',
     {
@@ -192,6 +221,22 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
       return reply.type('text/plain; charset=utf-8').send(checkpoint.note);
     },
   );
+}
+
+/**
+ * `<L>/<N>[.p/<W>]` of tlog-tiles: N in groups of three digits, all but the last prefixed with x (x001/x234/067);
+ * W from 1 to 255 for a partial tile. Undefined for anything else.
+ */
+export function parseTilePath(path: string): { level: number; index: number; width: number } | undefined {
+  const m = /^(\d{1,2})\/((?:x\d{3}\/)*\d{3})(?:\.p\/(\d{1,3}))?$/.exec(path);
+  if (!m) return undefined;
+  const level = Number(m[1]);
+  const index = Number((m[2] as string).replace(/x|\//g, ''));
+  const width = m[3] === undefined ? 256 : Number(m[3]);
+  if (level > 63 || !Number.isSafeInteger(index) || width < 1 || width > 256 || (m[3] !== undefined && width === 256)) {
+    return undefined;
+  }
+  return { level, index, width };
 }
 
 /** A tenant's key reads its tenant's entries; an operator key the service's own (no tenant); nobody else any. */
