@@ -34,7 +34,7 @@ import { KeyImportService } from './signing/key-import-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
 import { SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
-import { LogService, type LogSettings } from './transparency/log-service.js';
+import { LogOriginError, LogService, type LogSettings } from './transparency/log-service.js';
 import { consoleRoutes } from './web/console.js';
 
 export interface AppOptions {
@@ -265,8 +265,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     });
     app.decorate('transparencyLog', log);
     // The key is made (or checked against log.origin) before the service answers: a wrong origin stops the start.
+    // A key store that cannot make the key now does not: signing may still work, and every pass tries again.
     app.addHook('onReady', async () => {
-      await log.ensureKey();
+      await log.ensureKey().catch((err) => {
+        if (err instanceof LogOriginError) throw err;
+        app.log.warn(`transparency log: no log key yet (${(err as Error).message}); retrying in the background`);
+      });
       log.start();
     });
     app.addHook('preClose', async () => log.stop());

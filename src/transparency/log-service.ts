@@ -69,6 +69,9 @@ export interface InclusionAnswer {
   checkpoint: StoredCheckpoint;
 }
 
+/** log.origin names another log than the one recorded: a configuration error that stops the start. */
+export class LogOriginError extends Error {}
+
 /** Not in the log (yet), or no checkpoint of that size: the route's 404. */
 export class LogNotFoundError extends Error {}
 
@@ -122,7 +125,7 @@ export class LogService {
       if (record.keyRef !== created.keyRef) await keyStore.destroyKey(created.keyRef).catch(() => undefined);
     }
     if (settings.origin !== undefined && settings.origin !== record.origin) {
-      throw new Error(
+      throw new LogOriginError(
         `log.origin is "${settings.origin}" but this log's checkpoints are signed for "${record.origin}" ` +
           '(the origin names the log and cannot change; remove log.origin or set it to the recorded one)',
       );

@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTilePath } from '../../src/api/routes/log.js';
+import { buildApp } from '../../src/app.js';
 import { canonicalJson } from '../../src/store/audit-chain.js';
 import { logGet, parseVkey, publishCheckpoint, type Vkey, verifyCheckpoint } from '../helpers/log-client.js';
 import { refLeaf, refRoot, refVerifyConsistency, refVerifyInclusion } from '../helpers/rfc9162-verify.js';
@@ -165,6 +166,22 @@ describe('transparency log endpoints', () => {
     expect((await logGet(svc.app, '/log/tile/0/1', signerA)).status).toBe(400);
     expect(parseTilePath('2/x001/x234/067.p/8')).toEqual({ level: 2, index: 1_234_067, width: 8 });
     expect(parseTilePath('0/000.p/256')).toBeUndefined();
+  });
+
+  it('keeps its origin: a configured origin that differs from the recorded one stops the start', async () => {
+    const other = await buildApp({
+      store: svc.store,
+      keyStore: svc.keyStores,
+      log: {
+        checkpointEveryEntries: 10,
+        checkpointEverySeconds: 10,
+        public: false,
+        intervalMs: 0,
+        origin: 'other/log',
+      },
+    });
+    await expect(other.ready()).rejects.toThrow(/log.origin is "other\/log" but this log's checkpoints are signed for/);
+    await other.close().catch(() => undefined);
   });
 
   it('is in the OpenAPI document', async () => {
