@@ -30,7 +30,8 @@ export function leafBytesOfRow(row: AuditRow): Buffer {
 }
 
 /**
- * The plan of one integration step: up to `batch` entries appended, but not past `checkpointEvery` entries after
+ * The plan of one integration step (`full`: it took as many entries as it could, so more may be waiting): up to
+ * `batch` entries appended, but not past `checkpointEvery` entries after
  * the latest checkpoint (so that one is published at least every so many entries), or undefined when none are
  * waiting. Throws LogIntegrityError when the entries do not continue the chain the tree was built on.
  */
@@ -38,11 +39,12 @@ export async function planIntegration(
   reader: LogReader,
   batch: number,
   checkpointEvery: number,
-): Promise<LogWrites | undefined> {
+): Promise<(LogWrites & { full: boolean }) | undefined> {
   const from = await reader.state();
   const latest = await reader.latestCheckpoint();
   const toNextCheckpoint = latest ? latest.treeSize + checkpointEvery - from.treeSize : batch;
-  const rows = await reader.auditRows(from.treeSize, Math.max(1, Math.min(batch, toNextCheckpoint)));
+  const limit = Math.max(1, Math.min(batch, toNextCheckpoint));
+  const rows = await reader.auditRows(from.treeSize, limit);
   if (rows.length === 0) return undefined;
   let prev = from.treeSize === 0 ? GENESIS_HASH : from.chainHash;
   const leaves: Buffer[] = [];
@@ -70,5 +72,5 @@ export async function planIntegration(
   } catch (err) {
     throw new LogIntegrityError(`the stored tiles do not match the tree's size: ${(err as Error).message}`);
   }
-  return { from, to: { treeSize: from.treeSize + rows.length, chainHash: prev }, tiles };
+  return { from, to: { treeSize: from.treeSize + rows.length, chainHash: prev }, tiles, full: rows.length === limit };
 }

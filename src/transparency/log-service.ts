@@ -184,12 +184,16 @@ export class LogService {
           outcome = await this.opts.store.asIntegrator(async (session) => {
             const grown = await planIntegration(session, batchSize, checkpointEveryEntries);
             if (grown) await session.apply(grown);
-            const checkpoint = await this.planCheckpoint(session, force && !grown);
+            const caughtUp = !grown?.full;
+            const checkpoint = await this.planCheckpoint(session, force && caughtUp);
             if (checkpoint) {
               await session.apply(checkpoint);
               published = checkpoint.checkpoint;
             }
-            return grown ? 'written' : 'idle';
+            // A batch that was not full caught up with the log: the rest waits for the next pass, so that under
+            // load the integrator takes batches of an interval's entries instead of chasing the head with tiny
+            // ones (each batch has a fixed cost: its reads and the rewrite of the edge tiles).
+            return caughtUp ? 'idle' : 'written';
           }, force);
         } catch (err) {
           if (err instanceof LogRaceError) continue; // another integrator moved first: plan again on its result
