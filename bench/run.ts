@@ -21,6 +21,7 @@ import { measureMlDsaRuntimes, mlDsaRuntimeSection, writeMlDsaRuntimeSection } f
 import { measurePaths } from './paths.js';
 import { measureSoftwareSigning } from './raw-software.js';
 import { summarise } from './stats.js';
+import { logSection, measureTransparencyLog, writeLogSection } from './transparency.js';
 
 /** A whole number of seconds from the environment, or the default; anything else stops the run with a message. */
 function secondsFromEnv(name: string, fallback: number, min: number): number {
@@ -387,3 +388,8 @@ writeFileSync(docPath, doc);
 writeMlDsaRuntimeSection(mlDsaRuntimeSection(mlDsaRuntimeRows, seconds));
 process.stdout.write(`${measured}\n\n${table}\n\n${goals.join('\n')}\n`);
 log(`wrote ${docPath}`);
+// The transparency log's own section (bench/transparency.ts; BENCH_LOG=0 skips it).
+if (process.env.BENCH_LOG !== '0') {
+  writeLogSection(logSection(await measureTransparencyLog(seconds), seconds));
+  log(`wrote the transparency log section of ${docPath}`);
+}

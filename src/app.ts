@@ -12,6 +12,7 @@ import {
   refuseWhileClosing,
 } from './api/http-strict.js';
 import { healthRoutes } from './api/routes/health.js';
+import { logRoutes } from './api/routes/log.js';
 import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
 import { oauthTokenRoutes } from './api/routes/oauth-token.js';
 import { trialRoutes } from './api/routes/trial.js';
@@ -34,6 +35,7 @@ import { KeyImportService } from './signing/key-import-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
 import { SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
+import { LogOriginError, LogService, type LogSettings } from './transparency/log-service.js';
 import type { ClockTrust } from './tsa/clock-trust.js';
 import { TsaService, type TsaServiceSettings } from './tsa/tsa-service.js';
 import { consoleRoutes } from './web/console.js';
@@ -87,6 +89,11 @@ export interface AppOptions {
    * no allow list (https to public addresses only).
    */
   webhooks?: WebhookSendSettings;
+  /**
+   * The transparency log over the audit entries (docs/transparency.md): its key, integrator and /log endpoints.
+   * Without it there are no /log endpoints and nothing integrates (another instance may).
+   */
+  log?: LogSettings;
   /** The time-stamping authority (docs/tsa.md); absent: no /tsa routes. */
   tsa?: TsaAppOptions;
 }
@@ -102,6 +109,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The event dispatcher, when the app delivers events (AppOptions.eventDelivery). */
     eventDispatcher?: EventDispatcher;
+    /** The transparency log, when the app runs one (AppOptions.log). */
+    transparencyLog?: LogService;
   }
 }
 
@@ -252,6 +261,32 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // Before the store closes (onClose): a pass under way finishes; what it leased and did not send is taken
     // over by another instance, or by this one after a restart, once the leases end.
     app.addHook('preClose', async () => dispatcher.stop());
+  }
+  if (opts.log) {
+    const log = new LogService({
+      store: opts.store.log,
+      keyStores: KeyStores.of(opts.keyStore),
+      settings: opts.log,
+      ...(typeof opts.publicUrl === 'string' && { publicUrl: opts.publicUrl }),
+      now,
+      onIntegrityFailure: (message) => {
+        app.log.error({ transparencyLog: 'refused' }, message);
+        opts.metrics?.logIntegrityFailure();
+      },
+      onError: (message) => app.log.warn(message),
+    });
+    app.decorate('transparencyLog', log);
+    // The key is made (or checked against log.origin) before the service answers: a wrong origin stops the start.
+    // A key store that cannot make the key now does not: signing may still work, and every pass tries again.
+    app.addHook('onReady', async () => {
+      await log.ensureKey().catch((err) => {
+        if (err instanceof LogOriginError) throw err;
+        app.log.warn(`transparency log: no log key yet (${(err as Error).message}); retrying in the background`);
+      });
+      log.start();
+    });
+    app.addHook('preClose', async () => log.stop());
+    await app.register(logRoutes, { store: opts.store, log, now });
   }
   await app.register(v1Routes, { store: opts.store, signing, exceptions, keyImports, now, publicUrl: opts.publicUrl });
   await app.register(oauthRoutes, {

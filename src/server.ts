@@ -223,6 +223,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
         tsaName: config.tsa.tsaName,
       },
     }),
+    log: config.log,
     eventDelivery: {
       deliver: destinationsFor(store, config),
       settings: {

@@ -11,6 +11,8 @@ import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../aut
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
 import { addCidr, invalidAllowEntries } from '../net/outbound-request.js';
 import { postgresUrlProblem, redactUrl } from '../store/postgres-store.js';
+import { LOG_DEFAULTS, type LogSettings } from '../transparency/log-service.js';
+import { isValidKeyName } from '../transparency/signed-note.js';
 import { CLOCK_CHECKS, type ClockCheck, type ClockTrustSettings } from '../tsa/clock-trust.js';
 
 const Pkcs11KeyStoreConfig = Type.Object(
@@ -177,6 +179,19 @@ export const ConfigFileSchema = Type.Object(
       ),
     ),
     smtp: Type.Optional(SmtpConfig),
+    /** The transparency log over the audit entries (docs/transparency.md, docs/configuration.md). */
+    log: Type.Optional(
+      Type.Object(
+        {
+          checkpointEveryEntries: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+          checkpointEverySeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+          origin: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+          public: Type.Optional(Type.Boolean()),
+          integrateEveryMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     /** The time-stamping authority (docs/tsa.md). */
     tsa: Type.Optional(
       Type.Object(
@@ -245,6 +260,8 @@ export interface ServiceConfig {
   smtp?: SmtpSettings;
   /** Where webhooks may be sent (webhookSetting); the shape src/events/webhook-sender.ts takes. */
   webhooks: WebhookSettings;
+  /** The transparency log (logSetting). */
+  log: LogSettings;
   /** The time-stamping authority (tsaSetting). */
   tsa: TsaSettings;
 }
@@ -473,6 +490,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     ...(file.smtp && { smtp: smtpSetting(file.smtp, env) }),
     webhooks: webhookSetting(file.webhooks, env),
     tsa: tsaSetting(file.tsa, env, store.type === 'postgres'),
+    log: logSetting(file.log),
     ...((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) !== undefined && {
       policyFile: resolve((env.SIGNBRIDGE_POLICY_FILE ?? file.policyFile) as string),
     }),
@@ -606,6 +624,20 @@ function oidcSetting(file: ConfigFile, env: NodeJS.ProcessEnv): { oidc?: OidcSet
  * workload.* with SIGNBRIDGE_WORKLOAD_ALLOW (comma list) and SIGNBRIDGE_WORKLOAD_CA_FILE over the file. The CA file
  * is read now: a missing or unreadable file stops the start instead of failing every exchange later.
  */
+/** log.* with the defaults of LOG_DEFAULTS; the origin must be a signed-note key name (no spaces, no '+'). */
+function logSetting(file: ConfigFile['log']): LogSettings {
+  if (file?.origin !== undefined && !isValidKeyName(file.origin)) {
+    throw new ConfigError(`log.origin must have no spaces, control characters or '+', got "${file.origin}"`);
+  }
+  return {
+    checkpointEveryEntries: file?.checkpointEveryEntries ?? LOG_DEFAULTS.checkpointEveryEntries,
+    checkpointEverySeconds: file?.checkpointEverySeconds ?? LOG_DEFAULTS.checkpointEverySeconds,
+    public: file?.public ?? LOG_DEFAULTS.public,
+    intervalMs: file?.integrateEveryMs ?? LOG_DEFAULTS.intervalMs,
+    ...(file?.origin !== undefined && { origin: file.origin }),
+  };
+}
+
 export interface EventSettings {
   pollMs: number;
   idlePollMaxMs: number;

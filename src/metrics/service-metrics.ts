@@ -19,6 +19,7 @@ export class ServiceMetrics {
   private readonly keyStoreErrors: Counter<'fault'>;
   private readonly storeErrors: Counter<'fault'>;
   private readonly deliveryAttempts: Counter<'format' | 'outcome'>;
+  private readonly logIntegrityFailures: Counter;
   /** tenant -> outcome -> algorithm -> counter child. */
   private readonly signatureChildren = new Map<string, Map<string, Map<string, Counter.Internal>>>();
   private readonly signDurationChildren = new Map<string, Histogram.Internal<'outcome'>>();
@@ -109,6 +110,28 @@ export class ServiceMetrics {
         this.set((await sources.store.stats()).pendingApprovals);
       },
     });
+    this.logIntegrityFailures = new Counter({
+      name: 'signbridge_log_integrity_failures_total',
+      help: 'Times the transparency log refused to extend or sign its tree (a rewritten or damaged audit log)',
+      registers,
+    });
+    new Gauge({
+      name: 'signbridge_log_tree_size',
+      help: 'Entries in the transparency log tree (integrated audit entries)',
+      registers,
+      async collect() {
+        this.set((await sources.store.log.state()).treeSize);
+      },
+    });
+    new Gauge({
+      name: 'signbridge_log_checkpoint_age_seconds',
+      help: 'Seconds since the latest checkpoint of the transparency log was signed (absent: none yet)',
+      registers,
+      async collect() {
+        const latest = await sources.store.log.latestCheckpoint();
+        if (latest) this.set((Date.now() - Date.parse(latest.createdAt)) / 1000);
+      },
+    });
     new Gauge({
       name: 'signbridge_audit_chain_length',
       help: 'Entries in the hash-chained audit log',
@@ -117,6 +140,11 @@ export class ServiceMetrics {
         this.set((await sources.store.stats()).auditEntries);
       },
     });
+  }
+
+  /** The transparency log refused to extend or sign its tree. */
+  logIntegrityFailure(): void {
+    this.logIntegrityFailures.inc();
   }
 
   signOutcome(outcome: SignOutcome, algorithm: string, tenantId: string, seconds: number): void {

@@ -21,6 +21,8 @@ interface AuditHash {
   GENESIS_HASH: string;
   canonicalJson(value: unknown): string;
   entryHash(seq: number, prevHash: string, e: AuditEntryInput): string;
+  leafBytes(seq: number, e: AuditEntryInput): Buffer;
+  entryHashOfLeaf(prevHash: string, leafBytes: Buffer): string;
   entryHashParts(e: AuditEntryInput): { before: string; after: string };
   auditColumns(e: AuditEntryInput): Omit<AuditRow, 'seq' | 'prev_hash' | 'hash'>;
   chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditEntryInput[]): AuditRow[];
@@ -33,6 +35,10 @@ export const GENESIS_HASH = auditHash.GENESIS_HASH;
 /** Canonical JSON: object keys sorted at every level, so the hash does not depend on key order. */
 export const canonicalJson = auditHash.canonicalJson;
 export const entryHash = auditHash.entryHash;
+/** An entry's leaf bytes in the transparency log: canonicalJson(hashedFields(seq, e)) as UTF-8 (docs/transparency.md). */
+export const leafBytes = auditHash.leafBytes;
+/** entryHash from an entry's leaf bytes (the same hash; one canonical JSON instead of two). */
+export const entryHashOfLeaf = auditHash.entryHashOfLeaf;
 /** An entry's canonical JSON split around its seq (`before + seq + after`), for appenders that learn seq late. */
 export const entryHashParts = auditHash.entryHashParts;
 /** An entry's audit_log columns besides seq and the hashes (details as JSON text). */

@@ -31,6 +31,22 @@ function hashedFields(seq, e) {
   };
 }
 
+/**
+ * An entry's bytes in the transparency log (src/transparency): the very canonical JSON the chain hashes, UTF-8.
+ * One definition, so a leaf and a chain link always cover the same fields.
+ */
+function leafBytes(seq, e) {
+  return Buffer.from(canonicalJson(hashedFields(seq, e)), 'utf8');
+}
+
+/**
+ * An entry's chain hash from its leaf bytes: the same SHA-256 over `prev_hash \n canonical JSON` as hashOf, for the
+ * transparency log's integrator, which has the bytes already (one canonical JSON per entry instead of two).
+ */
+function entryHashOfLeaf(prevHash, bytes) {
+  return createHash('sha256').update(`${prevHash}\n`).update(bytes).digest('hex');
+}
+
 function hashOf(prevHash, fields) {
   return createHash('sha256')
     .update(`${prevHash}\n${canonicalJson(fields)}`)
@@ -81,4 +97,13 @@ function auditColumns(e) {
   return { ...fields, details: JSON.stringify(e.details) };
 }
 
-module.exports = { GENESIS_HASH, canonicalJson, entryHash, entryHashParts, auditColumns, chainAuditRows };
+module.exports = {
+  GENESIS_HASH,
+  canonicalJson,
+  entryHash,
+  leafBytes,
+  entryHashOfLeaf,
+  entryHashParts,
+  auditColumns,
+  chainAuditRows,
+};

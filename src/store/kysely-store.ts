@@ -18,6 +18,7 @@ import {
   type OutboxRow,
   outboxRows,
 } from './event-store.js';
+import { LogStore, type LogTables } from './log-store.js';
 import { MIGRATIONS } from './migrations.js';
 import { PeopleStore, type PeopleTables } from './people-store.js';
 import {
@@ -48,7 +49,8 @@ export interface Database
   extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>,
     WorkloadTables,
     EventTables,
-    TsaTables {
+    TsaTables,
+    Omit<LogTables, 'audit_log'> {
   tenants: { id: string; current_key_id: string; created_at: string };
   keys: {
     id: string;
@@ -409,6 +411,7 @@ export abstract class KyselyStore implements Store {
   readonly workload: WorkloadStore;
   readonly events: EventStore;
   readonly tsa: TsaStore;
+  readonly log: LogStore;
   /** The signing path's two reads, answered from memory until a change may have happened (access-cache.ts). */
   protected readonly access = new AccessCache(() => this.readCacheEpoch());
 
@@ -424,6 +427,7 @@ export abstract class KyselyStore implements Store {
       db as unknown as Kysely<EventTables>,
       db.getExecutor().adapter instanceof PostgresAdapter,
     );
+    this.log = new LogStore(db as unknown as Kysely<LogTables>, db.getExecutor().adapter instanceof PostgresAdapter);
   }
 
   /** Writes `events` in the transaction `tx` (the change they tell of is in it too). */

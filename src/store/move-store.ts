@@ -34,6 +34,12 @@ const MOVED_TABLES = [
   'tsa_identities',
   // which `signed` entry records a signature, by the SHA-256 of its bytes (the transparency log's lookups)
   'signature_lookups',
+  // the transparency log (migration 0018): its size, tiles, every checkpoint and its key's reference (the key stays
+  // in the key store), so the moved log goes on as the same log, consistent with the checkpoints already published
+  'log_state',
+  'log_tiles',
+  'log_checkpoints',
+  'log_keys',
 ] as const;
 
 /**
@@ -99,6 +105,8 @@ export async function moveStore(
   // One read transaction on the source: a snapshot even while the installation keeps running.
   await source.transaction().execute(async (read) => {
     await target.transaction().execute(async (write) => {
+      // The target's migration made the empty log's state row; the source's replaces it.
+      if (tables.includes('log_state')) await write.deleteFrom('log_state').execute();
       for (const table of MOVED_TABLES) {
         if (!tables.includes(table)) continue;
         let copied = 0;

@@ -1,9 +1,9 @@
 // The PostgreSQL store, for several service instances sharing one database. Every query but one is KyselyStore's;
 // what differs is the group commit, which appends to the audit chain when several processes commit at once (below),
 // and the connection pool.
-import { createHash } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { advisoryLockKey } from './advisory-lock.js';
 import { auditColumns, entryHashParts } from './audit-chain.js';
 import { type Database, KyselyStore, type WriteBatch } from './kysely-store.js';
 
@@ -28,13 +28,7 @@ export interface PostgresStoreOptions {
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
 export const DEFAULT_CONNECTION_WAIT_MS = 5_000;
 
-/**
- * A stable 64-bit advisory-lock key from a name (first 8 bytes of its SHA-256): the same in every instance and every
- * release, unlike hashtext(), an undocumented internal function.
- */
-export function advisoryLockKey(name: string): bigint {
-  return createHash('sha256').update(name).digest().readBigInt64BE(0);
-}
+export { advisoryLockKey };
 
 /** Held while an instance makes its statement timeout the role's default (applyStatementTimeoutDefault). */
 const STATEMENT_TIMEOUT_LOCK = advisoryLockKey('signbridge statement timeout default');

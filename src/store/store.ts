@@ -4,6 +4,7 @@ import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import type { EventInput } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import type { EventStore, EventsFor } from './event-store.js';
+import type { LogStore } from './log-store.js';
 import type { PeopleStore } from './people-store.js';
 import type { TsaStore } from './tsa-store.js';
 import type { WorkloadStore } from './workload-store.js';
@@ -261,6 +262,8 @@ export interface Store {
   readonly events: EventStore;
   /** The time-stamping authority's identities and serial blocks (docs/tsa.md). */
   readonly tsa: TsaStore;
+  /** The transparency log over the audit entries: tree, tiles, checkpoints, key (docs/transparency.md). */
+  readonly log: LogStore;
 
   createApiKey(record: ApiKeyRecord, events?: readonly EventInput[]): Promise<void>;
   getApiKey(id: string): Promise<ApiKeyRecord | undefined>;

@@ -8,7 +8,9 @@ import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { refVerifyConsistency } from '../helpers/rfc9162-verify.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const enabled = testPostgresUrl() !== undefined;
@@ -19,6 +21,8 @@ let approver: string;
 let pendingId: string;
 let publicKeyPem: string;
 let server: ServerProcess | undefined;
+let logBefore: string;
+let vkeyBefore: string;
 const hashOf = (m: string) => createHash('sha256').update(m).digest('base64');
 
 beforeAll(async () => {
@@ -26,7 +30,10 @@ beforeAll(async () => {
   const policy = new RulesPolicyEngine(
     parsePolicyDocument('version: 1\nrules:\n  environments:\n    requireApproval: [production]\n', 'test'),
   );
-  svc = await startTestService({ policy });
+  svc = await startTestService({
+    policy,
+    log: { checkpointEveryEntries: 1000, checkpointEverySeconds: 3600, public: false, intervalMs: 20 },
+  });
   for (const [tenant, spec] of [
     ['mv-ec', 'ECC_NIST_P256'],
     ['mv-pq', 'ML_DSA_65'],
@@ -56,6 +63,8 @@ beforeAll(async () => {
   });
   expect(pending.status).toBe(202);
   pendingId = pending.body.request_id as string;
+  logBefore = (await publishCheckpoint(svc.app, svc.operator)).text;
+  vkeyBefore = (await logGet(svc.app, '/log/public-key', signer)).text;
   target = createTestDatabase('moved');
 });
 afterAll(async () => {
@@ -112,6 +121,24 @@ describe.skipIf(!enabled)('signbridge admin migrate', () => {
     expect(late.status).toBe(401);
     const chain = runCli(['admin', 'audit', 'verify', '--database', target]);
     expect(chain.code, chain.stderr).toBe(0);
+
+    // The transparency log moved too: same key and origin, and the next checkpoint extends the one signed before.
+    const get = async (path: string) =>
+      (await fetch(`${server?.url}${path}`, { headers: { authorization: `Bearer ${signer}` } })).text();
+    expect(await get('/log/public-key')).toBe(vkeyBefore);
+    const vkey = parseVkey(vkeyBefore);
+    const old = verifyCheckpoint(logBefore, vkey);
+    const published = await fetch(`${server.url}/log/checkpoint`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${svc.operator}` },
+    });
+    expect(published.status).toBe(200);
+    const now = verifyCheckpoint(await published.text(), vkey);
+    expect(now.size).toBeGreaterThan(old.size);
+    const proof = JSON.parse(await get(`/log/proof/consistency?from=${old.size}&to=${now.size}`)).proof.map(
+      (h: string) => Buffer.from(h, 'base64'),
+    );
+    expect(refVerifyConsistency(old.size, now.size, old.root, now.root, proof)).toBe(true);
   });
 
   it('refuses a source whose audit chain is broken', () => {

@@ -52,4 +52,14 @@ it('serves Prometheus metrics apart from the API, counting signatures by outcome
   // service_start, create_tenant, three signatures (API keys made offline are audited too).
   expect(sample(samples, 'signbridge_audit_chain_length')?.value).toBeGreaterThanOrEqual(5);
   expect(sample(samples, 'signbridge_pending_approvals')?.value).toBe(0);
+
+  // The transparency log: the integrator takes the entries in within a second or so and checkpoints the first ones.
+  let log = samples;
+  for (let i = 0; i < 50 && (sample(log, 'signbridge_log_tree_size')?.value ?? 0) < 5; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    log = parseExposition(await (await fetch(metricsUrl)).text());
+  }
+  expect(sample(log, 'signbridge_log_tree_size')?.value).toBeGreaterThanOrEqual(5);
+  expect(sample(log, 'signbridge_log_checkpoint_age_seconds')?.value).toBeGreaterThanOrEqual(0);
+  expect(sample(log, 'signbridge_log_integrity_failures_total')?.value).toBe(0);
 });

@@ -5,6 +5,39 @@ import { ConfigError, parseListen, resolveConfig } from '../../src/config/config
 import { makeTempDir } from '../helpers/service.js';
 
 describe('service configuration', () => {
+  it('has a transparency log with defaults; log.* is checked', () => {
+    const dir = makeTempDir();
+    const file = (yaml: string) => {
+      const path = join(dir, `l${Math.random()}.yaml`);
+      writeFileSync(path, `dataDir: ${dir}\n${yaml}`);
+      return path;
+    };
+    expect(resolveConfig({ dataDir: dir, env: {} }).log).toEqual({
+      checkpointEveryEntries: 1000,
+      checkpointEverySeconds: 10,
+      public: false,
+      intervalMs: 500,
+    });
+    expect(
+      resolveConfig({
+        configFile: file(
+          'log: {checkpointEveryEntries: 5, checkpointEverySeconds: 60, public: true, origin: a.example/log, integrateEveryMs: 0}\n',
+        ),
+        env: {},
+      }).log,
+    ).toEqual({
+      checkpointEveryEntries: 5,
+      checkpointEverySeconds: 60,
+      public: true,
+      origin: 'a.example/log',
+      intervalMs: 0,
+    });
+    expect(() => resolveConfig({ configFile: file('log: {origin: "a b"}\n'), env: {} })).toThrow(/log.origin/);
+    expect(() => resolveConfig({ configFile: file('log: {origin: "a+b"}\n'), env: {} })).toThrow(/log.origin/);
+    expect(() => resolveConfig({ configFile: file('log: {checkpointEveryEntries: 0}\n'), env: {} })).toThrow(/log/);
+    expect(() => resolveConfig({ configFile: file('log: {everySeconds: 5}\n'), env: {} })).toThrow(/log/);
+  });
+
   it('runs on the embedded default with only a data dir', () => {
     const config = resolveConfig({ dataDir: '/tmp/sb-x', env: {} });
     expect(config).toMatchObject({

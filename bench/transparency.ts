@@ -1,0 +1,240 @@
+// The transparency log's costs (docs/benchmarks.md, "The transparency log"): integrating 1M audit entries, proof
+// generation and checkpoint signing at 1M entries, on the embedded default (SQLite + SoftHSM); and the signing
+// path's throughput with the integrator running against an instance that leaves integrating to others
+// (log.integrateEveryMs: 0), alternated A/B/A/B so drift on a shared machine hits both alike.
+// Run alone: `npm run bench:log` (BENCH_SECONDS per throughput run, default 8; BENCH_LOG_ENTRIES, default 1048576).
+// `npm run bench` runs it too unless BENCH_LOG=0.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import autocannon from 'autocannon';
+import { KeyStores } from '../src/keys/key-store.js';
+import { Pkcs11KeyStore } from '../src/keys/pkcs11-key-store.js';
+import { embeddedSoftHsmOptions } from '../src/keys/softhsm.js';
+import { packagePath } from '../src/paths.js';
+import { chainAuditRows } from '../src/store/audit-chain.js';
+import { openSqlite } from '../src/store/sqlite-driver.js';
+import { openSqliteStore } from '../src/store/sqlite-store.js';
+import { DEFAULT_BATCH, LogService } from '../src/transparency/log-service.js';
+import { createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
+import { makeTempDir } from '../test/helpers/service.js';
+import { countCpu } from './cpu.js';
+import { summarise } from './stats.js';
+
+const log = (msg: string) => process.stderr.write(`[bench:log] ${msg}\n`);
+const fmt = (n: number | undefined, digits = 0) =>
+  n === undefined || Number.isNaN(n) ? 'n/a' : n.toFixed(digits).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+
+export interface LogBenchResult {
+  entries: number;
+  insertS: number;
+  integrateS: number;
+  integrateUsPerEntry: number;
+  /** CPU time of this process per entry while integrating: unlike the wall time, not inflated by others' load. */
+  integrateCpuUsPerEntry: number;
+  inclusion: { p50Ms: number; p99Ms: number };
+  consistency: { p50Ms: number; p99Ms: number };
+  checkpoint: { p50Ms: number; p99Ms: number };
+  throughput: { withIntegrator: Run[]; without: Run[] };
+}
+
+interface Run {
+  perSecond: number;
+  /** The service process's CPU µs per signature. */
+  serviceUs: number;
+}
+
+/** 1M entries: fill the audit log directly (setup, not measured), then time the integrator, proofs and signing. */
+async function atScale(entries: number): Promise<Omit<LogBenchResult, 'throughput'>> {
+  const dir = makeTempDir('sb-bench-log-');
+  const path = join(dir, 'signbridge.db');
+  const store = openSqliteStore(path);
+  await store.migrate();
+  log(`writing ${fmt(entries)} audit entries (setup)`);
+  const t0 = performance.now();
+  const db = openSqlite(path);
+  const insert = db.prepare(
+    'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
+      'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
+  );
+  let head: { seq: number; hash: string } | undefined;
+  const chunk = 10_000;
+  for (let done = 0; done < entries; done += chunk) {
+    const batch = Array.from({ length: Math.min(chunk, entries - done) }, (_, i) => ({
+      at: new Date(Date.UTC(2026, 10, 1) + (done + i) * 10).toISOString(),
+      tenantId: `t${(done + i) % 7}`,
+      actor: 'key_bench',
+      action: 'sign',
+      outcome: 'signed',
+      details: {
+        algorithm: 'ECDSA_SHA_256',
+        hash: Buffer.alloc(32, (done + i) % 251).toString('base64'),
+        key_store: 'pkcs11',
+        signature_id: `sig_${done + i}`,
+      },
+    }));
+    const rows = chainAuditRows(head, batch);
+    db.transaction(() => {
+      for (const r of rows) insert.run(r);
+    })();
+    const last = rows[rows.length - 1];
+    if (last) head = { seq: last.seq, hash: last.hash };
+  }
+  db.close();
+  const insertS = (performance.now() - t0) / 1000;
+
+  const keyStore = Pkcs11KeyStore.open(embeddedSoftHsmOptions(dir));
+  const service = new LogService({
+    store: store.log,
+    keyStores: new KeyStores([keyStore]),
+    settings: { checkpointEveryEntries: 10_000_000, checkpointEverySeconds: 86_400, public: false, intervalMs: 0 },
+  });
+  try {
+    await service.ensureKey();
+    log(`integrating them (batches of ${DEFAULT_BATCH}, as the service does)`);
+    const t1 = performance.now();
+    const cpu1 = process.cpuUsage();
+    await service.checkpointNow();
+    const integrateS = (performance.now() - t1) / 1000;
+    const cpuUsed = process.cpuUsage(cpu1);
+
+    const timeAsync = async (n: number, op: (i: number) => Promise<unknown>) => {
+      for (let i = 0; i < 5; i++) await op(i); // warm-up
+      const latencies: number[] = [];
+      const start = performance.now();
+      for (let i = 0; i < n; i++) {
+        const t = performance.now();
+        await op(i);
+        latencies.push(performance.now() - t);
+      }
+      const s = summarise(latencies, (performance.now() - start) / 1000);
+      return { p50Ms: s.p50Ms, p99Ms: s.p99Ms };
+    };
+    const random = (max: number) => Math.floor(Math.random() * max);
+    log('inclusion proofs at 1M (random leaves, tiles read from the store)');
+    const inclusion = await timeAsync(1000, () => service.inclusion(random(entries)));
+    log('consistency proofs to 1M (random older sizes)');
+    const consistency = await timeAsync(1000, () => service.consistency(1 + random(entries - 1), entries));
+    log('checkpoint signing at 1M (one new entry each: integrate, root, consistency check, sign, store)');
+    const one = store.appendAudit.bind(store);
+    const checkpoint = await timeAsync(50, async (i) => {
+      await one({
+        at: new Date().toISOString(),
+        tenantId: null,
+        actor: 'bench',
+        action: 'bench',
+        outcome: 'ok',
+        details: { i },
+      });
+      await service.checkpointNow();
+    });
+    return {
+      entries,
+      insertS,
+      integrateS,
+      integrateUsPerEntry: (integrateS * 1e6) / entries,
+      integrateCpuUsPerEntry: (cpuUsed.user + cpuUsed.system) / entries,
+      inclusion,
+      consistency,
+      checkpoint,
+    };
+  } finally {
+    await service.stop();
+    await keyStore.close();
+    await store.close();
+  }
+}
+
+/** P-256 signatures/s at concurrency 32 against a fresh server, with or without its integrator. */
+async function throughput(integrate: boolean, seconds: number): Promise<Run> {
+  const dataDir = makeTempDir('sb-bench-logtp-');
+  const config = join(dataDir, 'config.yaml');
+  // Without: the log is served, but this instance leaves integrating to others (nobody, here).
+  writeFileSync(config, `dataDir: ${dataDir}\nlog:\n  integrateEveryMs: ${integrate ? 500 : 0}\n`);
+  const operator = createApiKeyCli(dataDir, 'operator');
+  const server = await startServerProcess(['--config', config], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+  try {
+    await postAction(server.url, 'create_tenant', operator, { tenant_id: 'bench', key_spec: 'ECC_NIST_P256' });
+    const signer = createApiKeyCli(dataDir, 'signer', 'bench');
+    const request = {
+      url: `${server.url}/v1/sign`,
+      method: 'POST' as const,
+      headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        action: 'sign',
+        tenant_id: 'bench',
+        algorithm: 'ECDSA_SHA_256',
+        hash: Buffer.alloc(32, 7).toString('base64'),
+      }),
+      connections: 32,
+    };
+    await autocannon({ ...request, duration: 3 }); // warm-up (unrecorded)
+    const cpu = countCpu([server.child.pid as number]);
+    const result = await autocannon({ ...request, duration: seconds });
+    return {
+      perSecond: result.requests.total / result.duration,
+      serviceUs: cpu(result.requests.total, result.duration).serviceUs,
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
+export async function measureTransparencyLog(seconds: number): Promise<LogBenchResult> {
+  const entries = Number(process.env.BENCH_LOG_ENTRIES ?? 1_048_576);
+  const scale = await atScale(entries);
+  const withIntegrator: Run[] = [];
+  const without: Run[] = [];
+  for (let round = 0; round < 2; round++) {
+    log(`signing path, P-256, 32 connections, ${seconds} s: without the integrator (round ${round + 1})`);
+    without.push(await throughput(false, seconds));
+    log(`signing path, P-256, 32 connections, ${seconds} s: with the integrator (round ${round + 1})`);
+    withIntegrator.push(await throughput(true, seconds));
+  }
+  return { ...scale, throughput: { withIntegrator, without } };
+}
+
+export function logSection(r: LogBenchResult, seconds: number): string {
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const rate = (runs: Run[]) => mean(runs.map((x) => x.perSecond));
+  const cpuOf = (runs: Run[]) => mean(runs.map((x) => x.serviceUs));
+  const drop = (1 - rate(r.throughput.withIntegrator) / rate(r.throughput.without)) * 100;
+  const cpuMore = (cpuOf(r.throughput.withIntegrator) / cpuOf(r.throughput.without) - 1) * 100;
+  const runs = (xs: Run[]) => xs.map((x) => `${fmt(x.perSecond)}/s (${fmt(x.serviceUs)} µs)`).join(', ');
+  const measured = `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version}.`;
+  return [
+    '<!-- bench:log:start -->',
+    measured,
+    '',
+    `| at ${fmt(r.entries)} entries (SQLite + SoftHSM) | p50 ms | p99 ms |`,
+    '|---|---|---|',
+    `| inclusion proof (tiles read from the store, entry read, leaf checked) | ${fmt(r.inclusion.p50Ms, 2)} | ${fmt(r.inclusion.p99Ms, 2)} |`,
+    `| consistency proof (random older size to ${fmt(r.entries)}) | ${fmt(r.consistency.p50Ms, 2)} | ${fmt(r.consistency.p99Ms, 2)} |`,
+    `| checkpoint (integrate 1 entry, root, consistency check with the last checkpoint, ECDSA sign in SoftHSM, store) | ${fmt(r.checkpoint.p50Ms, 2)} | ${fmt(r.checkpoint.p99Ms, 2)} |`,
+    '',
+    `Integrating ${fmt(r.entries)} entries from scratch: ${fmt(r.integrateS, 1)} s, ${fmt(r.integrateUsPerEntry, 1)} µs per entry of wall time and ${fmt(r.integrateCpuUsPerEntry, 1)} µs of CPU (read, chain check, leaf hash, tiles, in batches of ${fmt(DEFAULT_BATCH)}).`,
+    '',
+    `Signing path (service \`sign\`, P-256, autocannon 32 connections, ${seconds} s per run, runs alternated; the service's CPU µs per signature in brackets): without the integrator ${runs(r.throughput.without)}; with it ${runs(r.throughput.withIntegrator)}: ${drop >= 0 ? `${fmt(drop, 1)}% fewer` : `${fmt(-drop, 1)}% more`} signatures/s and ${fmt(cpuMore, 1)}% more CPU per signature with the integrator (aim: less than 5% fewer).`,
+    '<!-- bench:log:end -->',
+  ].join('\n');
+}
+
+export function writeLogSection(section: string): void {
+  const docPath = packagePath('docs', 'benchmarks.md');
+  let doc = readFileSync(docPath, 'utf8');
+  if (!doc.includes('<!-- bench:log:start -->')) {
+    doc += '\n## The transparency log\n\n<!-- bench:log:start -->\n<!-- bench:log:end -->\n';
+  }
+  doc = doc.replace(/<!-- bench:log:start -->[\s\S]*<!-- bench:log:end -->/, section);
+  writeFileSync(docPath, doc);
+}
+
+// Run directly (npm run bench:log).
+if (process.argv[1]?.endsWith('transparency.js')) {
+  const seconds = Number(process.env.BENCH_SECONDS ?? 8);
+  const result = await measureTransparencyLog(seconds);
+  const section = logSection(result, seconds);
+  writeLogSection(section);
+  process.stdout.write(`${section}\n`);
+}

@@ -1,0 +1,373 @@
+// The transparency log of one service instance (docs/transparency.md): the log key, the background integrator and
+// checkpoint publisher, and the proofs the /log endpoints serve. Every instance runs one; on PostgreSQL they take
+// turns (LogStore.asIntegrator), so all of them extend and sign one tree.
+import { randomBytes, verify } from 'node:crypto';
+import type { KeyStores } from '../keys/key-store.js';
+import type { LogKeyRecord, LogReader, LogStore, LogWrites, StoredCheckpoint } from '../store/log-store.js';
+import { LogRaceError } from '../store/log-store.js';
+import { formatCheckpoint, parseCheckpoint } from './checkpoint.js';
+import { LogIntegrityError, leafBytesOfRow, planIntegration } from './log-integrator.js';
+import type { NodeSource } from './merkle.js';
+import { consistencyProof, EMPTY_ROOT, inclusionProof, leafHash, rootAt, verifyConsistency } from './merkle.js';
+import {
+  formatSignedNote,
+  isValidKeyName,
+  type NoteKey,
+  noteDigest,
+  noteKey,
+  verifierKey,
+  verifySignedNote,
+} from './signed-note.js';
+import { TileNodeSource, tileId, tilesNeeded } from './tiles.js';
+
+export interface LogSettings {
+  /** The checkpoints' origin line; default `signbridge/<public URL host>`, else `signbridge/log-<random>`. */
+  origin?: string;
+  /** Publish once this many entries were added since the last checkpoint. */
+  checkpointEveryEntries: number;
+  /** ... or once the last checkpoint is this old and entries were added since. */
+  checkpointEverySeconds: number;
+  /** Serve /log/* without an API key. */
+  public: boolean;
+  /**
+   * Entries appended per store write (default 512): the integrator hashes on the event loop, so a batch is a pause
+   * of requests (~10-20 ms at 512); requests run between batches.
+   */
+  batchSize?: number;
+  /**
+   * How often the integrator looks for new entries (default 500 ms); 0: this instance does not integrate in the
+   * background and leaves it to another instance (it still serves, and still publishes on demand).
+   */
+  intervalMs?: number;
+}
+
+/** Entries per integration batch (LogSettings.batchSize). */
+export const DEFAULT_BATCH = 512;
+
+export const LOG_DEFAULTS = {
+  checkpointEveryEntries: 1000,
+  checkpointEverySeconds: 10,
+  public: false,
+  intervalMs: 500,
+} as const;
+
+export interface LogServiceOptions {
+  store: LogStore;
+  keyStores: KeyStores;
+  settings: LogSettings;
+  /** The service's public URL: the default origin is named after its host. */
+  publicUrl?: string;
+  now?: () => Date;
+  /** Told of every refusal to extend or sign the log (logged as an error and counted by the caller). */
+  onIntegrityFailure?: (message: string) => void;
+  onError?: (message: string) => void;
+}
+
+/** The serving side of a proof: the tree size it is in, and the checkpoint that commits to that size. */
+export interface InclusionAnswer {
+  index: number;
+  treeSize: number;
+  leafHash: Buffer;
+  /** The leaf's bytes (the entry's canonical JSON) and its tenant, for the route to show or withhold. */
+  entry: Buffer;
+  tenantId: string | null;
+  proof: Buffer[];
+  checkpoint: StoredCheckpoint;
+}
+
+/** log.origin names another log than the one recorded: a configuration error that stops the start. */
+export class LogOriginError extends Error {}
+
+/** Not in the log (yet), or no checkpoint of that size: the route's 404. */
+export class LogNotFoundError extends Error {}
+
+function defaultOrigin(publicUrl: string | undefined): string {
+  if (publicUrl && !publicUrl.includes('{')) {
+    try {
+      const host = new URL(publicUrl).host;
+      if (host && isValidKeyName(`signbridge/${host}`)) return `signbridge/${host}`;
+    } catch {
+      // not a URL: fall through
+    }
+  }
+  return `signbridge/log-${randomBytes(6).toString('hex')}`;
+}
+
+export class LogService {
+  private key?: NoteKey;
+  private record?: LogKeyRecord;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  /** The last refusal reported, so that a problem that persists is logged once, not every pass. */
+  private lastProblem: string | undefined;
+  private readonly now: () => Date;
+
+  constructor(private readonly opts: LogServiceOptions) {
+    this.now = opts.now ?? (() => new Date());
+  }
+
+  get settings(): LogSettings {
+    return this.opts.settings;
+  }
+
+  /** The log key, made in the key store on first start (once across instances). */
+  async ensureKey(): Promise<NoteKey> {
+    if (this.key) return this.key;
+    const { store, keyStores, settings } = this.opts;
+    let record = await store.getKey();
+    if (!record) {
+      const keyStore = keyStores.forNewKey('ECC_NIST_P256');
+      const created = await keyStore.createKey('ECC_NIST_P256', 'signbridge transparency log');
+      record = await store.putKeyIfAbsent({
+        origin: settings.origin ?? defaultOrigin(this.opts.publicUrl),
+        keyStore: keyStore.kind,
+        keyRef: created.keyRef,
+        keySpec: 'ECC_NIST_P256',
+        publicKeyPem: created.publicKeyPem,
+        createdAt: this.now().toISOString(),
+      });
+      // Another instance recorded its key first: ours is not needed.
+      if (record.keyRef !== created.keyRef) await keyStore.destroyKey(created.keyRef).catch(() => undefined);
+    }
+    if (settings.origin !== undefined && settings.origin !== record.origin) {
+      throw new LogOriginError(
+        `log.origin is "${settings.origin}" but this log's checkpoints are signed for "${record.origin}" ` +
+          '(the origin names the log and cannot change; remove log.origin or set it to the recorded one)',
+      );
+    }
+    this.record = record;
+    this.key = noteKey(record.origin, record.publicKeyPem);
+    return this.key;
+  }
+
+  async verifierKey(): Promise<string> {
+    return verifierKey(await this.ensureKey());
+  }
+
+  /** Starts the background integrator (idempotent). */
+  start(): void {
+    const interval = this.opts.settings.intervalMs ?? LOG_DEFAULTS.intervalMs;
+    if (this.timer || this.stopped || interval === 0) return;
+    const tick = () => {
+      this.running = this.pass()
+        .then(() => undefined)
+        .catch((err) => this.opts.onError?.(`transparency log: ${(err as Error).message}`))
+        .finally(() => {
+          this.running = undefined;
+          if (!this.stopped) this.timer = setTimeout(tick, interval).unref();
+        });
+    };
+    this.timer = setTimeout(tick, 0).unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /**
+   * One pass: integrate everything waiting, batch by batch, publishing a checkpoint whenever one is due (at least
+   * every checkpointEveryEntries entries) in the same turn as the integrator; with `force`, one at the end whatever
+   * its age, waiting for another instance's turn if need be.
+   */
+  async pass(force = false): Promise<StoredCheckpoint | undefined> {
+    await this.ensureKey();
+    const { batchSize = DEFAULT_BATCH, checkpointEveryEntries } = this.opts.settings;
+    let published: StoredCheckpoint | undefined;
+    try {
+      for (;;) {
+        if (this.stopped) return published;
+        let outcome: 'written' | 'idle' | 'busy';
+        try {
+          outcome = await this.opts.store.asIntegrator(async (session) => {
+            const grown = await planIntegration(session, batchSize, checkpointEveryEntries);
+            if (grown) await session.apply(grown);
+            const caughtUp = !grown?.full;
+            const checkpoint = await this.planCheckpoint(session, force && caughtUp);
+            if (checkpoint) {
+              await session.apply(checkpoint);
+              published = checkpoint.checkpoint;
+            }
+            // A batch that was not full caught up with the log: the rest waits for the next pass, so that under
+            // load the integrator takes batches of an interval's entries instead of chasing the head with tiny
+            // ones (each batch has a fixed cost: its reads and the rewrite of the edge tiles).
+            return caughtUp ? 'idle' : 'written';
+          }, force);
+        } catch (err) {
+          if (err instanceof LogRaceError) continue; // another integrator moved first: plan again on its result
+          throw err;
+        }
+        // 'busy': another instance is integrating, and publishes what is due.
+        if (outcome !== 'written') break;
+        // Let requests in between two batches: the integrator hashes on the event loop.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      this.lastProblem = undefined;
+      return published;
+    } catch (err) {
+      if (err instanceof LogIntegrityError) this.reportIntegrity(err.message);
+      throw err;
+    }
+  }
+
+  /** Publishes now: everything written so far is integrated and a checkpoint of the new size signed (if it grew). */
+  async checkpointNow(): Promise<StoredCheckpoint> {
+    await this.pass(true);
+    const latest = await this.opts.store.latestCheckpoint();
+    if (!latest) throw new Error('no checkpoint could be published');
+    return latest;
+  }
+
+  private reportIntegrity(message: string): void {
+    if (message === this.lastProblem) return;
+    this.lastProblem = message;
+    this.opts.onIntegrityFailure?.(message);
+  }
+
+  /** The checkpoint to publish now, if one is due (or `force`d), signed and checked; undefined otherwise. */
+  private async planCheckpoint(session: LogReader, force: boolean): Promise<LogWrites | undefined> {
+    const key = await this.ensureKey();
+    const { settings } = this.opts;
+    const state = await session.state();
+    const previous = await session.latestCheckpoint();
+    const size = state.treeSize;
+    if (previous && previous.treeSize >= size) return undefined;
+    if (!previous && size === 0 && !force) return undefined;
+    const ageS = previous ? (this.now().getTime() - Date.parse(previous.createdAt)) / 1000 : Number.POSITIVE_INFINITY;
+    const due =
+      force ||
+      !previous ||
+      size - previous.treeSize >= settings.checkpointEveryEntries ||
+      ageS >= settings.checkpointEverySeconds;
+    if (!due) return undefined;
+    const root = await this.checkedRoot(session, key, previous, size);
+    const text = formatCheckpoint({ origin: key.name, size, root });
+    const note = formatSignedNote(text, key, await this.sign(key, text));
+    return {
+      from: state,
+      tiles: [],
+      checkpoint: { treeSize: size, rootHash: root, note, createdAt: this.now().toISOString() },
+      previousCheckpointSize: previous?.treeSize ?? null,
+    };
+  }
+
+  /**
+   * The root of the tree of `size`, checked to extend the last signed checkpoint: that checkpoint's signature
+   * verifies with the log key, and a consistency proof from its size to `size`, built from the stored tiles,
+   * verifies against its root. Otherwise LogIntegrityError: a fork is never signed.
+   */
+  private async checkedRoot(
+    reader: LogReader,
+    key: NoteKey,
+    previous: StoredCheckpoint | undefined,
+    size: number,
+  ): Promise<Buffer> {
+    const m = previous?.treeSize ?? 0;
+    const tiles = await reader.tiles(
+      tilesNeeded((src) => {
+        rootAt(src, size);
+        consistencyProof(src, m, size);
+      }),
+    );
+    let root: Buffer;
+    let proof: Buffer[];
+    try {
+      const src = new TileNodeSource(tiles);
+      root = size === 0 ? EMPTY_ROOT : rootAt(src, size);
+      proof = consistencyProof(src, m, size);
+    } catch (err) {
+      throw new LogIntegrityError(`the stored tiles cannot give the tree of ${size}: ${(err as Error).message}`);
+    }
+    if (!previous) return root;
+    const text = verifySignedNote(previous.note, key);
+    const body = text && parseCheckpoint(text);
+    if (!body || body.origin !== key.name || body.size !== previous.treeSize || !body.root.equals(previous.rootHash)) {
+      throw new LogIntegrityError(
+        `the stored checkpoint of size ${previous.treeSize} is not one this log signed: refusing to sign another`,
+      );
+    }
+    if (!verifyConsistency(m, size, body.root, root, proof)) {
+      throw new LogIntegrityError(
+        `the tree of ${size} is not consistent with the signed checkpoint of ${m} (the log was rewritten): ` +
+          'refusing to sign it',
+      );
+    }
+    return root;
+  }
+
+  private async sign(key: NoteKey, text: string): Promise<Buffer> {
+    const record = this.record as LogKeyRecord;
+    const signature = await this.opts.keyStores
+      .forKey(record.keyStore)
+      .sign(record.keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', noteDigest(text));
+    // A key store fault must not publish a checkpoint nobody can verify.
+    if (!verify('sha256', Buffer.from(text, 'utf8'), key.publicKey, signature)) {
+      throw new Error('the key store returned a log signature that does not verify');
+    }
+    return signature;
+  }
+
+  async latestCheckpoint(): Promise<StoredCheckpoint | undefined> {
+    return this.opts.store.latestCheckpoint();
+  }
+
+  /** The checkpoint of exactly `size`, or the latest when size is undefined; LogNotFoundError when none. */
+  async checkpoint(size?: number): Promise<StoredCheckpoint> {
+    const found =
+      size === undefined ? await this.opts.store.latestCheckpoint() : await this.opts.store.checkpointAt(size);
+    if (!found) {
+      throw new LogNotFoundError(
+        size === undefined
+          ? 'no checkpoint has been published yet'
+          : `no checkpoint of tree size ${size} was published`,
+      );
+    }
+    return found;
+  }
+
+  private async withTiles<T>(compute: (src: NodeSource) => T): Promise<T> {
+    const tiles = await this.opts.store.tiles(tilesNeeded(compute));
+    return compute(new TileNodeSource(tiles));
+  }
+
+  /**
+   * Leaf `index` (audit seq index + 1) with its proof in the tree of a published checkpoint (default: the
+   * latest). The leaf hash is the tree's; the entry bytes are the row's now: a verifier hashes them itself, so an
+   * entry edited after it was logged shows (and is reported here too).
+   */
+  async inclusion(index: number, treeSize?: number): Promise<InclusionAnswer> {
+    const checkpoint = await this.checkpoint(treeSize);
+    if (index >= checkpoint.treeSize) {
+      throw new LogNotFoundError(`entry ${index} is not in the tree of size ${checkpoint.treeSize} (not yet logged?)`);
+    }
+    const row = await this.opts.store.auditRow(index + 1);
+    if (!row) throw new LogNotFoundError(`audit entry ${index + 1} is gone from the store`);
+    const { leaf, proof } = await this.withTiles((src) => ({
+      leaf: src.node(0, index),
+      proof: inclusionProof(src, index, checkpoint.treeSize),
+    }));
+    const entry = leafBytesOfRow(row);
+    if (!leafHash(entry).equals(leaf)) {
+      this.reportIntegrity(`audit entry ${index + 1} was changed after it was logged (its leaf hash differs)`);
+    }
+    return { index, treeSize: checkpoint.treeSize, leafHash: leaf, entry, tenantId: row.tenant_id, proof, checkpoint };
+  }
+
+  /** The first `width` hashes of tile level/index (tlog-tiles); LogNotFoundError when the tree has fewer. */
+  async tile(level: number, index: number, width: number): Promise<Buffer> {
+    const hashes = (await this.opts.store.tiles([{ level, index }])).get(tileId(level, index));
+    if (!hashes || hashes.length < width * 32) {
+      throw new LogNotFoundError(`tile ${level}/${index} does not have ${width} hashes (yet)`);
+    }
+    return hashes.subarray(0, width * 32);
+  }
+
+  /** The consistency proof between two published (or at least integrated) sizes. */
+  async consistency(from: number, to: number): Promise<Buffer[]> {
+    const state = await this.opts.store.state();
+    if (to > state.treeSize) throw new LogNotFoundError(`the tree has ${state.treeSize} entries, fewer than ${to}`);
+    return this.withTiles((src) => consistencyProof(src, from, to));
+  }
+}

@@ -1,0 +1,108 @@
+// Two service instances on one PostgreSQL database, both running the integrator while both sign: one tree, one key,
+// and every checkpoint (whichever instance signed it) consistent with the one before, verified with node:crypto and
+// the independent RFC 9162 verifier. The instances share one key store (as they share one HSM or KMS in production).
+import { createHash } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { canonicalJson } from '../../src/store/audit-chain.js';
+import type { KyselyStore } from '../../src/store/kysely-store.js';
+import type { LogSettings } from '../../src/transparency/log-service.js';
+import { logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
+import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { refLeaf, refRoot, refVerifyConsistency } from '../helpers/rfc9162-verify.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
+
+const enabled = testPostgresUrl() !== undefined;
+const settings: LogSettings = {
+  checkpointEveryEntries: 7,
+  checkpointEverySeconds: 3600,
+  public: false,
+  intervalMs: 5,
+  batchSize: 16,
+};
+
+let a: TestService;
+let storeB: KyselyStore;
+let b: FastifyInstance;
+
+describe.skipIf(!enabled)('transparency log on PostgreSQL, two instances', () => {
+  beforeAll(async () => {
+    a = await startTestService({ log: settings }, { database: createTestDatabase('log') });
+    storeB = await a.openSameStore();
+    b = await buildApp({ store: storeB, keyStore: a.keyStores, log: settings });
+    await b.ready();
+  });
+  afterAll(async () => {
+    await b?.close();
+    await storeB?.close();
+    await a?.close();
+  });
+
+  it('both instances extend one tree and sign checkpoints consistent with each other', async () => {
+    await callAction(a.app, a.operator, 'create_tenant', { tenant_id: 'pg', key_spec: 'ECC_NIST_P256' });
+    const signer = await a.apiKey('signer', 'pg');
+    const sign = async (app: FastifyInstance, i: number) => {
+      const hash = createHash('sha256').update(`pg ${i}`).digest('base64');
+      const r = await callAction(app, signer, 'sign', { tenant_id: 'pg', algorithm: 'ECDSA_SHA_256', hash });
+      expect(r.status).toBe(200);
+    };
+    // Both instances sign at once, in waves, while both integrators run.
+    for (let wave = 0; wave < 6; wave++) {
+      await Promise.all(Array.from({ length: 20 }, (_, i) => sign(i % 2 ? b : a.app, wave * 100 + i)));
+    }
+    expect((await publishCheckpoint(b, a.operator)).status).toBe(200);
+    expect((await publishCheckpoint(a.app, a.operator)).status).toBe(200);
+
+    const vkeyA = (await logGet(a.app, '/log/public-key', signer)).text;
+    expect((await logGet(b, '/log/public-key', signer)).text).toBe(vkeyA);
+    const vkey = parseVkey(vkeyA);
+    expect((await a.run<{ n: string }>(sql`SELECT count(*) AS n FROM log_keys`))[0]?.n).toBe('1');
+
+    const rows = await a.run<{ tree_size: string; note: string }>(
+      sql`SELECT tree_size, note FROM log_checkpoints ORDER BY tree_size`,
+    );
+    // checkpointEveryEntries 7 over 120+ entries: many checkpoints, made by whichever instance integrated.
+    expect(rows.length).toBeGreaterThan(5);
+    const cps = rows.map((r) => verifyCheckpoint(r.note, vkey));
+    for (const [i, cp] of cps.entries()) {
+      expect(cp.size).toBe(Number(rows[i]?.tree_size));
+      const prev = cps[i - 1];
+      if (!prev) continue;
+      expect(cp.size).toBeGreaterThan(prev.size);
+      // Published at least every checkpointEveryEntries entries.
+      expect(cp.size - prev.size).toBeLessThanOrEqual(settings.checkpointEveryEntries);
+      const from = i % 2 ? a.app : b; // each instance's proofs, against the other's checkpoints too
+      const proof = (await logGet(from, `/log/proof/consistency?from=${prev.size}&to=${cp.size}`, signer))
+        .json()
+        .proof.map((h: string) => Buffer.from(h, 'base64'));
+      expect(refVerifyConsistency(prev.size, cp.size, prev.root, cp.root, proof), `${prev.size} -> ${cp.size}`).toBe(
+        true,
+      );
+    }
+    // The latest commits to exactly the audit rows, in seq order.
+    const latest = cps[cps.length - 1];
+    const entries = await a.store.readAudit(0, 100_000);
+    expect(latest?.size).toBe(entries.length);
+    const leaves = entries.map((e) =>
+      refLeaf(
+        Buffer.from(
+          canonicalJson({
+            seq: e.seq,
+            at: e.at,
+            tenant_id: e.tenantId,
+            actor: e.actor,
+            action: e.action,
+            outcome: e.outcome,
+            details: e.details,
+          }),
+        ),
+      ),
+    );
+    expect(latest?.root.equals(refRoot(leaves))).toBe(true);
+    expect((await logGet(a.app, '/log/checkpoint', signer)).text).toBe(
+      (await logGet(b, '/log/checkpoint', signer)).text,
+    );
+  });
+});
