@@ -1,7 +1,7 @@
 // The PostgreSQL store, for several service instances sharing one database. Every query but one is KyselyStore's;
 // what differs is the group commit, which appends to the audit chain when several processes commit at once (below),
 // and the connection pool.
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresAdapter, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { advisoryLockKey } from './advisory-lock.js';
 import { auditColumns, entryHashParts } from './audit-chain.js';
@@ -35,6 +35,26 @@ const STATEMENT_TIMEOUT_LOCK = advisoryLockKey('signbridge statement timeout def
 
 /** Held for the length of the transaction that appends to the audit chain: one appender at a time, any instance. */
 const AUDIT_CHAIN_LOCK = advisoryLockKey('signbridge audit chain');
+const MIGRATION_LOCK = advisoryLockKey('signbridge migrations');
+
+/**
+ * Kysely's PostgreSQL migration lock is a session advisory lock (pg_advisory_lock), taken and released by two
+ * statements outside the migration's transaction. Through PgBouncer in transaction mode those two can run on
+ * different server connections: the unlock then misses, the lock stays on a pooled server connection for good, and
+ * every later start or admin command waits for it until the statement timeout (seen in CI: "cannot open the store:
+ * canceling statement due to statement timeout"). PostgresStore.migrate takes a transaction-scoped lock instead,
+ * so the Migrator's own lock does nothing here.
+ */
+class TransactionLockPostgresAdapter extends PostgresAdapter {
+  override async acquireMigrationLock(): Promise<void> {}
+  override async releaseMigrationLock(): Promise<void> {}
+}
+
+class TransactionLockPostgresDialect extends PostgresDialect {
+  override createAdapter(): PostgresAdapter {
+    return new TransactionLockPostgresAdapter();
+  }
+}
 
 /**
  * The audit chain under several writers: each group commit (all the signature records and audit entries that
@@ -106,6 +126,39 @@ END $$`)
   protected override async readCacheEpoch(): Promise<number> {
     const { rows } = await this.pool.query<{ n: number }>(CACHE_EPOCH_SQL);
     return Number(rows[0]?.n);
+  }
+
+  /**
+   * Migrates under a transaction-scoped advisory lock that a transaction of its own holds while the Migrator runs
+   * on other connections (its own lock is off: TransactionLockPostgresAdapter says why). Instances starting at once
+   * take turns; a process that dies mid-way drops the lock with its transaction.
+   */
+  override async migrate(): Promise<void> {
+    // A client of its own, not one of the pool's: with poolSize 1 the Migrator would wait for the holder's client.
+    const holder = new pg.Client(this.pool.options);
+    holder.on('error', () => undefined); // a dropped connection fails the query below instead of the process
+    try {
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK.toString()]);
+    } catch (err) {
+      await holder.end().catch(() => undefined);
+      // As KyselyStore.migrate reports a connection that fails: a store fault to wait out, with its cause. pg's own
+      // connect timeout ("timeout expired") is the pool's connection wait by another name.
+      const cause =
+        err instanceof Error && /^timeout expired$/.test(err.message)
+          ? new Error(
+              `${CONNECTION_WAIT_EXCEEDED} ${(this.pool.options.connectionTimeoutMillis ?? 0) / 1000} s ${WHY_NO_SESSION}`,
+            )
+          : err;
+      throw new Error(`cannot open the store: ${String(cause)}`, { cause });
+    }
+    try {
+      await super.migrate();
+      await holder.query('COMMIT');
+    } finally {
+      await holder.end().catch(() => undefined);
+    }
   }
 
   /** The database server's clock (the TSA's `database` clock check compares this host's clock with it). */
@@ -236,7 +289,7 @@ export function openPostgresStore(url: string, options: PostgresStoreOptions = {
   // The next request gets a new connection.
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new TransactionLockPostgresDialect({ pool }) });
   return new PostgresStore(db, `postgresql:${redactUrl(url)}`, pool, statementTimeoutMs);
 }
 

@@ -93,10 +93,15 @@ function defaultOrigin(publicUrl: string | undefined): string {
   return `signbridge/log-${randomBytes(6).toString('hex')}`;
 }
 
+/** The longest wait of an idle integrator between passes (as the event dispatcher's idlePollMaxMs). */
+const IDLE_MAX_MS = 15_000;
+
 export class LogService {
   private key?: NoteKey;
   private record?: LogKeyRecord;
   private timer: NodeJS.Timeout | undefined;
+  /** Whether the current pass integrated anything (the background loop backs off while it does not). */
+  private grew = false;
   private running: Promise<void> | undefined;
   private stopped = false;
   /** The last refusal reported, so that a problem that persists is logged once, not every pass. */
@@ -149,13 +154,19 @@ export class LogService {
   start(): void {
     const interval = this.opts.settings.intervalMs ?? LOG_DEFAULTS.intervalMs;
     if (this.timer || this.stopped || interval === 0) return;
+    // An idle integrator backs off, doubling its wait up to IDLE_MAX_MS: a pass every interval kept a pooled
+    // connection busy for good, and behind PgBouncer in session mode (one server connection per client connection)
+    // the instances then held every server connection and an admin command got none (seen in CI).
+    let wait = interval;
     const tick = () => {
+      this.grew = false;
       this.running = this.pass()
         .then(() => undefined)
         .catch((err) => this.opts.onError?.(`transparency log: ${(err as Error).message}`))
         .finally(() => {
           this.running = undefined;
-          if (!this.stopped) this.timer = setTimeout(tick, interval).unref();
+          wait = this.grew ? interval : Math.min(Math.max(wait * 2, interval), Math.max(interval, IDLE_MAX_MS));
+          if (!this.stopped) this.timer = setTimeout(tick, wait).unref();
         });
     };
     this.timer = setTimeout(tick, 0).unref();
@@ -183,7 +194,10 @@ export class LogService {
         try {
           outcome = await this.opts.store.asIntegrator(async (session) => {
             const grown = await planIntegration(session, batchSize, checkpointEveryEntries);
-            if (grown) await session.apply(grown);
+            if (grown) {
+              await session.apply(grown);
+              this.grew = true;
+            }
             const caughtUp = !grown?.full;
             const checkpoint = await this.planCheckpoint(session, force && caughtUp);
             if (checkpoint) {

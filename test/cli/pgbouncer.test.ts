@@ -16,6 +16,7 @@ import { type ActionResult, postAction, runCli, type ServerProcess, startServerP
 import { type PgBouncer, pgbouncerInstalled, startPgBouncer } from '../helpers/pgbouncer.js';
 import { type PostgresCluster, postgresBinDir, startPostgresCluster } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
+import { waitFor } from '../helpers/wait.js';
 
 const enabled = postgresBinDir() !== undefined && pgbouncerInstalled();
 if (!enabled && process.env.SIGNBRIDGE_REQUIRE_POSTGRES === '1') {
@@ -280,12 +281,14 @@ describe.skipIf(!enabled)('PgBouncer in session mode with fewer server connectio
         expect(res.headers.get('retry-after')).toBe('5');
       }
       expect((await fetch(`${one.url}/readyz`)).status).toBe(503);
-      // The log says why, on the line of each failed request.
-      const logged = one
-        .output()
-        .split('\n')
-        .filter((line) => line.includes('request failed') && line.includes('no database session within 5 s'));
-      expect(logged.length).toBeGreaterThanOrEqual(outcomes.length);
+      // The log says why, on the line of each failed request (log lines come on stdout, a pipe that can still
+      // be delivering them after the answers came).
+      const logged = () =>
+        one
+          .output()
+          .split('\n')
+          .filter((line) => line.includes('request failed') && line.includes('no database session within 5 s')).length;
+      await waitFor('a log line for each failed request', () => logged() >= outcomes.length, 10_000);
     } finally {
       await Promise.all(holders.map((h) => h.end()));
     }
@@ -298,7 +301,13 @@ describe.skipIf(!enabled)('PgBouncer in session mode with fewer server connectio
         res = await sign(instance, 'after the sessions ended');
       }
       expect(res.status, JSON.stringify(res.body)).toBe(200);
-      expect((await fetch(`${instance.url}/readyz`)).status).toBe(200);
+      // Readiness probes the store itself (at most once a second): it turns ready again within the same wait.
+      let ready = (await fetch(`${instance.url}/readyz`)).status;
+      while (ready !== 200 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 250));
+        ready = (await fetch(`${instance.url}/readyz`)).status;
+      }
+      expect(ready).toBe(200);
     }
     const verified = admin(direct, 'audit', 'verify');
     expect(verified.code, verified.stderr).toBe(0);
