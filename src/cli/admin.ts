@@ -58,7 +58,7 @@ function cliAudit(
   return { at: new Date().toISOString(), tenantId, actor: cliActor(), action, outcome, details };
 }
 
-function storeOptions(cmd: Command): Command {
+export function storeOptions(cmd: Command): Command {
   return cmd
     .option('--data-dir <dir>', 'state folder (env SIGNBRIDGE_DATA_DIR)')
     .option('--config <file>', 'configuration file')

@@ -11,6 +11,7 @@ import type { Command } from 'commander';
 import { TENANT_ID_PATTERN } from '../api/schemas.js';
 import { resolveConfig, type ServiceConfig } from '../config/config.js';
 import type { KeySpec } from '../crypto/algorithms.js';
+import { toPem } from '../crypto/spki.js';
 import type { KeyStores } from '../keys/key-store.js';
 import { openKeyStore, openStore } from '../server.js';
 import type { Store } from '../store/store.js';
@@ -18,6 +19,7 @@ import { SERVICE_TSA_SCOPE, type TsaIdentityRecord } from '../store/tsa-store.js
 import type { TsaSigningAlgorithm } from '../tsa/tsa-algorithms.js';
 import { createTsaCertificate, createTsaCsr, tsaCertificateProblems } from '../tsa/tsa-certificate.js';
 import { pemCertificates } from '../tsa/tsa-service.js';
+import { storeOptions as adminStoreOptions } from './admin.js';
 
 /** The key specs a TSA key may have, and the signature each makes (the one that also signs its certificate). */
 const TSA_KEY_SPECS: Record<string, TsaSigningAlgorithm> = {
@@ -38,12 +40,12 @@ interface StoreFlags {
   database?: string;
 }
 
+/** The store flags of `signbridge admin`, and the scope: a tenant's own identity or the service's. */
 function storeOptions(cmd: Command): Command {
-  return cmd
-    .option('--data-dir <dir>', 'state folder (env SIGNBRIDGE_DATA_DIR)')
-    .option('--config <file>', 'configuration file')
-    .option('--database <url>', 'PostgreSQL URL postgres://... (env SIGNBRIDGE_DATABASE_URL)')
-    .option('--tenant <id>', "a tenant's own TSA identity (POST /tsa/<tenant>) instead of the service's");
+  return adminStoreOptions(cmd).option(
+    '--tenant <id>',
+    "a tenant's own TSA identity (POST /tsa/<tenant>) instead of the service's",
+  );
 }
 
 async function withStores<T>(
@@ -80,11 +82,6 @@ function tenantFlag(scope: string): string {
 
 function actor(): string {
   return `cli:${userInfo().username}`;
-}
-
-function pem(label: string, der: Buffer): string {
-  const lines = der.toString('base64').match(/.{1,64}/g) ?? [];
-  return `-----BEGIN ${label}-----\n${lines.join('\n')}\n-----END ${label}-----\n`;
 }
 
 function spkiDer(publicKeyPem: string): Buffer {
@@ -135,8 +132,8 @@ async function init(flags: InitFlags): Promise<string> {
     let chainPem: string | null = null;
     let csrPem: string | null = null;
     try {
-      if (flags.selfSigned) chainPem = pem('CERTIFICATE', await createTsaCertificate(key, { subject, days }));
-      else csrPem = pem('CERTIFICATE REQUEST', await createTsaCsr(key, { subject }));
+      if (flags.selfSigned) chainPem = toPem(await createTsaCertificate(key, { subject, days }), 'CERTIFICATE');
+      else csrPem = toPem(await createTsaCsr(key, { subject }), 'CERTIFICATE REQUEST');
     } catch (err) {
       await keyStore.destroyKey(made.keyRef).catch(() => undefined);
       throw err;
@@ -230,7 +227,7 @@ async function importChain(flags: StoreFlags & { tenant?: string; chain: string 
     if (problems.length > 0) {
       throw new TsaCommandError(`${flags.chain} not installed:\n  ${problems.join('\n  ')}`);
     }
-    const chainPem = chain.map((der) => pem('CERTIFICATE', der)).join('');
+    const chainPem = chain.map((der) => toPem(der, 'CERTIFICATE')).join('');
     const at = new Date().toISOString();
     await store.tsa.setChain(scope, chainPem, at);
     const leaf = new X509Certificate(chain[0] as Buffer);
