@@ -234,29 +234,34 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const now = opts.now ?? (() => new Date());
   // Events tell of changes (docs/events.md); their console links use the public URL.
   const events = new EventBuilder(opts.store, opts.oauth?.publicUrl ?? opts.publicUrl);
-  const signing = new SigningService({
+  const signingSettings = {
     events,
-    store: opts.store,
     keyStore: opts.keyStore,
     policy: opts.policy ?? defaultPolicy(opts.store),
     now,
     ...(opts.approvalLifetimeMs !== undefined && { approvalLifetimeMs: opts.approvalLifetimeMs }),
     ...(opts.approvalRetryWindowMs !== undefined && { approvalRetryWindowMs: opts.approvalRetryWindowMs }),
     ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
-  });
+  };
+  const signing = new SigningService({ ...signingSettings, store: opts.store });
+  // Periodic passes run on the background store (Store.background says why).
+  const background = opts.store.background();
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now, events);
   const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now, events });
   if (opts.eventDelivery) {
     const { deliver, settings, sweeps } = opts.eventDelivery;
+    const sweepSigning =
+      background === opts.store ? signing : new SigningService({ ...signingSettings, store: background });
     const dispatcher = new EventDispatcher(
-      opts.store,
+      background,
       deliver,
       { onError: (message) => app.log.warn(message), ...settings },
       now,
-      eventSweeps(opts.store, signing, events, sweeps, now),
+      eventSweeps(background, sweepSigning, events, sweeps, now),
     );
     app.decorate('eventDispatcher', dispatcher);
     opts.store.events.onWritten = () => dispatcher.nudge();
+    background.events.onWritten = () => dispatcher.nudge();
     app.addHook('onReady', async () => dispatcher.start());
     // Before the store closes (onClose): a pass under way finishes; what it leased and did not send is taken
     // over by another instance, or by this one after a restart, once the leases end.
@@ -264,7 +269,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   }
   if (opts.log) {
     const log = new LogService({
-      store: opts.store.log,
+      store: background.log,
       keyStores: KeyStores.of(opts.keyStore),
       settings: opts.log,
       ...(typeof opts.publicUrl === 'string' && { publicUrl: opts.publicUrl }),

@@ -452,13 +452,29 @@ export abstract class KyselyStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    const { error, results } = await new Migrator({ db: this.db, provider }).migrateToLatest();
+    await this.migrateOn(this.db);
+  }
+
+  /**
+   * Runs the pending migrations on `db`. `inOpenTransaction`: `db` is one connection already inside a transaction
+   * of the caller's (PostgresStore.migrate), so the Migrator must not begin and commit one of its own.
+   */
+  protected async migrateOn(db: Kysely<Database>, inOpenTransaction = false): Promise<void> {
+    const { error, results } = await new Migrator({
+      db,
+      provider,
+      ...(inOpenTransaction && { disableTransactions: true }),
+    }).migrateToLatest();
     if (error) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       // The cause stays attached: a connection that failed before any migration ran is a store fault to wait out.
       const what = failed ? `store migration ${failed} failed` : 'cannot open the store';
       throw new Error(`${what}: ${String(error)}`, { cause: error });
     }
+  }
+
+  background(): Store {
+    return this;
   }
 
   async ping(): Promise<void> {

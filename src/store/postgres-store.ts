@@ -23,7 +23,17 @@ export interface PostgresStoreOptions {
    * one-off command never puts another value on a server connection that PgBouncer shares with the service.
    */
   statementTimeoutMs?: number;
+  /** How long a connection of the pool may stay idle before it closes (default 10 s, pg-pool's). */
+  idleTimeoutMs?: number;
 }
+
+/**
+ * The background store's pool (PostgresStore.background): one connection, closed 2 s after use. The integrator
+ * and the event dispatcher take turns on it statement by statement (the dispatcher holds none while a receiver
+ * answers). Busy, their passes come every 0.5 to 1 s and keep it open; idle, they back off to 15 s and it closes
+ * between passes.
+ */
+const BACKGROUND_POOL = { poolSize: 1, idleTimeoutMs: 2_000 };
 
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
 export const DEFAULT_CONNECTION_WAIT_MS = 5_000;
@@ -78,8 +88,28 @@ export class PostgresStore extends KyselyStore {
     private readonly pool: pg.Pool,
     /** The statement timeout this process sets on its sessions (ms), if it sets one. */
     readonly statementTimeoutMs?: number,
+    private readonly openBackground?: () => PostgresStore,
   ) {
     super(db, description);
+  }
+
+  private backgroundStore?: PostgresStore;
+
+  /**
+   * The same database through a small pool of its own whose connections close soon after use, for the periodic
+   * passes (log integrator, event dispatcher). On the request pool, passes every few seconds kept a connection
+   * from ever idling out; behind PgBouncer in session mode, where each client connection holds a server connection,
+   * two idle instances then held every server connection and an admin command waited in vain (seen in CI).
+   */
+  override background(): PostgresStore {
+    if (!this.openBackground) return this;
+    this.backgroundStore ??= this.openBackground();
+    return this.backgroundStore;
+  }
+
+  override async close(): Promise<void> {
+    await this.backgroundStore?.close();
+    await super.close();
   }
 
   /**
@@ -129,12 +159,13 @@ END $$`)
   }
 
   /**
-   * Migrates under a transaction-scoped advisory lock that a transaction of its own holds while the Migrator runs
-   * on other connections (its own lock is off: TransactionLockPostgresAdapter says why). Instances starting at once
-   * take turns; a process that dies mid-way drops the lock with its transaction.
+   * Migrates in one transaction that first takes a transaction-scoped advisory lock (the Migrator's own session
+   * lock is off: TransactionLockPostgresAdapter says why). Instances starting at once take turns; a process that
+   * dies mid-way drops the lock with its transaction, and its migrations with it.
    */
   override async migrate(): Promise<void> {
-    // A client of its own, not one of the pool's: with poolSize 1 the Migrator would wait for the holder's client.
+    // One connection for the lock and the migrations, opened here (not the pool's) and closed after: a pooler that
+    // has a single server connection for us (PgBouncer's default_pool_size = 1 in session mode) is enough.
     const holder = new pg.Client(this.pool.options);
     holder.on('error', () => undefined); // a dropped connection fails the query below instead of the process
     try {
@@ -154,7 +185,8 @@ END $$`)
       throw new Error(`cannot open the store: ${String(cause)}`, { cause });
     }
     try {
-      await super.migrate();
+      const db = new Kysely<Database>({ dialect: new TransactionLockPostgresDialect({ pool: poolOfOne(holder) }) });
+      await this.migrateOn(db, true); // inside the transaction that holds the lock; a failure rolls it all back
       await holder.query('COMMIT');
     } finally {
       await holder.end().catch(() => undefined);
@@ -263,12 +295,25 @@ async function startSession(client: pg.ClientBase, statementTimeoutMs: number | 
   }
 }
 
+/** A Kysely pool over one open connection, which stays the caller's to end. */
+function poolOfOne(client: pg.Client) {
+  return {
+    connect: async () => Object.assign(client, { release: () => undefined }),
+    end: async () => undefined,
+  };
+}
+
 /** The start of the message of a request that got no session in time (store-errors.ts knows it). */
 const CONNECTION_WAIT_EXCEEDED = 'timeout exceeded when trying to connect: no database session within';
 const WHY_NO_SESSION = '(the server, or a pooler such as PgBouncer, has no free connection)';
 
 /** Opens (does not migrate) a PostgreSQL store; `url` is a postgres:// connection string (sslmode honoured). */
-export function openPostgresStore(url: string, options: PostgresStoreOptions = {}): PostgresStore {
+export function openPostgresStore(
+  url: string,
+  options: PostgresStoreOptions = {},
+  /** This is a background store (PostgresStore.background), which has none of its own. */
+  isBackground = false,
+): PostgresStore {
   const { statementTimeoutMs } = options;
   if (statementTimeoutMs !== undefined && (!Number.isSafeInteger(statementTimeoutMs) || statementTimeoutMs < 0)) {
     throw new Error(`statement timeout must be whole milliseconds, got ${statementTimeoutMs}`);
@@ -278,6 +323,7 @@ export function openPostgresStore(url: string, options: PostgresStoreOptions = {
   const config: pg.PoolConfig & { onConnect: (client: pg.ClientBase) => Promise<void> } = {
     connectionString: url,
     max: options.poolSize ?? 10,
+    idleTimeoutMillis: options.idleTimeoutMs ?? 10_000,
     connectionTimeoutMillis: waitMs,
     application_name: 'signbridge',
     Client: TimedClient as unknown as pg.PoolConfig['Client'],
@@ -290,7 +336,10 @@ export function openPostgresStore(url: string, options: PostgresStoreOptions = {
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new TransactionLockPostgresDialect({ pool }) });
-  return new PostgresStore(db, `postgresql:${redactUrl(url)}`, pool, statementTimeoutMs);
+  const background = isBackground
+    ? undefined
+    : () => openPostgresStore(url, { ...options, ...BACKGROUND_POOL }, true);
+  return new PostgresStore(db, `postgresql:${redactUrl(url)}`, pool, statementTimeoutMs, background);
 }
 
 /** Why `url` cannot be a PostgreSQL connection URL, or undefined when it can (checked before any connection). */

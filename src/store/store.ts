@@ -212,6 +212,12 @@ export interface Store {
   probeWrite(): Promise<void>;
   /** The database server's clock, where there is a server (PostgreSQL); the TSA's `database` clock check. */
   databaseTime?(): Promise<Date>;
+  /**
+   * The store for periodic background passes (log integrator, event dispatcher): on PostgreSQL the same database
+   * through a small pool whose connections close soon after use, so that an idle service holds no connection; on
+   * SQLite this store. Closed with this store.
+   */
+  background(): Store;
   /** Figures read on a metrics scrape: requests waiting for a decision, entries in the audit log. */
   stats(): Promise<{ pendingApprovals: number; auditEntries: number }>;
   close(): Promise<void>;
