@@ -455,15 +455,11 @@ export abstract class KyselyStore implements Store {
     await this.migrateOn(this.db);
   }
 
-  /**
-   * Runs the pending migrations on `db`. `inOpenTransaction`: `db` is one connection already inside a transaction
-   * of the caller's (PostgresStore.migrate), so the Migrator must not begin and commit one of its own.
-   */
-  protected async migrateOn(db: Kysely<Database>, inOpenTransaction = false): Promise<void> {
+  /** Runs the pending migrations on `db` (PostgresStore.migrate passes one connection of its own). */
+  protected async migrateOn(db: Kysely<Database>): Promise<void> {
     const { error, results } = await new Migrator({
       db,
       provider,
-      ...(inOpenTransaction && { disableTransactions: true }),
     }).migrateToLatest();
     if (error) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;

@@ -1,7 +1,7 @@
 // The PostgreSQL store, for several service instances sharing one database. Every query but one is KyselyStore's;
 // what differs is the group commit, which appends to the audit chain when several processes commit at once (below),
 // and the connection pool.
-import { Kysely, PostgresAdapter, PostgresDialect } from 'kysely';
+import { Kysely, PostgresAdapter, PostgresDialect, type PostgresPool, type PostgresPoolClient } from 'kysely';
 import pg from 'pg';
 import { advisoryLockKey } from './advisory-lock.js';
 import { auditColumns, entryHashParts } from './audit-chain.js';
@@ -159,21 +159,19 @@ END $$`)
   }
 
   /**
-   * Migrates in one transaction that first takes a transaction-scoped advisory lock (the Migrator's own session
-   * lock is off: TransactionLockPostgresAdapter says why). Instances starting at once take turns; a process that
-   * dies mid-way drops the lock with its transaction, and its migrations with it.
+   * Migrates on one connection of its own (not the pool's; closed after), in the Migrator's one transaction, which
+   * first takes a transaction-scoped advisory lock (lockingPoolOfOne; the Migrator's own session lock is off:
+   * TransactionLockPostgresAdapter says why). Instances starting at once take turns; a process that dies mid-way
+   * drops the lock with its transaction, and its migrations with it. One connection is enough: a pooler with a
+   * single server connection for us (PgBouncer's default_pool_size = 1 in session mode) can migrate.
    */
   override async migrate(): Promise<void> {
-    // One connection for the lock and the migrations, opened here (not the pool's) and closed after: a pooler that
-    // has a single server connection for us (PgBouncer's default_pool_size = 1 in session mode) is enough.
-    const holder = new pg.Client(this.pool.options);
-    holder.on('error', () => undefined); // a dropped connection fails the query below instead of the process
+    const connection = new pg.Client(this.pool.options);
+    connection.on('error', () => undefined); // a dropped connection fails the query under way instead of the process
     try {
-      await holder.connect();
-      await holder.query('BEGIN');
-      await holder.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK.toString()]);
+      await connection.connect();
     } catch (err) {
-      await holder.end().catch(() => undefined);
+      await connection.end().catch(() => undefined);
       // As KyselyStore.migrate reports a connection that fails: a store fault to wait out, with its cause. pg's own
       // connect timeout ("timeout expired") is the pool's connection wait by another name.
       const cause =
@@ -185,11 +183,11 @@ END $$`)
       throw new Error(`cannot open the store: ${String(cause)}`, { cause });
     }
     try {
-      const db = new Kysely<Database>({ dialect: new TransactionLockPostgresDialect({ pool: poolOfOne(holder) }) });
-      await this.migrateOn(db, true); // inside the transaction that holds the lock; a failure rolls it all back
-      await holder.query('COMMIT');
+      await this.migrateOn(
+        new Kysely<Database>({ dialect: new TransactionLockPostgresDialect({ pool: lockingPoolOfOne(connection) }) }),
+      );
     } finally {
-      await holder.end().catch(() => undefined);
+      await connection.end().catch(() => undefined);
     }
   }
 
@@ -295,12 +293,25 @@ async function startSession(client: pg.ClientBase, statementTimeoutMs: number | 
   }
 }
 
-/** A Kysely pool over one open connection, which stays the caller's to end. */
-function poolOfOne(client: pg.Client) {
-  return {
-    connect: async () => Object.assign(client, { release: () => undefined }),
-    end: async () => undefined,
-  };
+/**
+ * A Kysely pool over one open connection (which stays the caller's to end) on which every transaction begins by
+ * taking the migration lock: the Migrator runs all pending migrations in one transaction, and the lock then lasts
+ * exactly as long as they do. A transaction of our own around the Migrator's would not do: a migration that begins
+ * a transaction of its own (0005 does, for SQLite) would commit ours half-way.
+ */
+function lockingPoolOfOne(client: pg.Client): PostgresPool {
+  // Only the query(sql, parameters) form: the Migrator streams nothing.
+  const connection = {
+    async query(text: string, parameters: readonly unknown[]) {
+      const result = await client.query(text, [...parameters]);
+      if (/^\s*(begin|start transaction)\b/i.test(text)) {
+        await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK.toString()]);
+      }
+      return result;
+    },
+    release: () => undefined,
+  } as unknown as PostgresPoolClient;
+  return { connect: async () => connection, end: async () => undefined };
 }
 
 /** The start of the message of a request that got no session in time (store-errors.ts knows it). */
@@ -336,9 +347,7 @@ export function openPostgresStore(
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new TransactionLockPostgresDialect({ pool }) });
-  const background = isBackground
-    ? undefined
-    : () => openPostgresStore(url, { ...options, ...BACKGROUND_POOL }, true);
+  const background = isBackground ? undefined : () => openPostgresStore(url, { ...options, ...BACKGROUND_POOL }, true);
   return new PostgresStore(db, `postgresql:${redactUrl(url)}`, pool, statementTimeoutMs, background);
 }
 
