@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
+import { selfSignedCa } from '../tools/pki.js';
 
 let dataDir: string;
 let ca: string;
@@ -43,27 +44,7 @@ function issue(csr: string, name: string, extensions: string): string {
 beforeAll(() => {
   dataDir = makeTempDir('signbridge-tsa-cli-');
   ca = mkdtempSync(join(dataDir, 'ca-'));
-  openssl([
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-days',
-    '30',
-    '-subj',
-    '/CN=Example Root CA',
-    '-addext',
-    'basicConstraints=critical,CA:TRUE',
-    '-addext',
-    'keyUsage=critical,keyCertSign,cRLSign',
-    '-keyout',
-    'root.key',
-    '-out',
-    'root.pem',
-  ]);
+  selfSignedCa(ca, 'root', '/CN=Example Root CA');
 });
 afterAll(async () => {
   await server?.stop();

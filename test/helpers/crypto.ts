@@ -49,3 +49,37 @@ export function verifyWithOpenssl(
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * `openssl req -x509` with a new local P-256 key: writes `keyFile` and `certFile` (paths, or names within `cwd`).
+ * `extensions`: -addext values, e.g. `subjectAltName=DNS:localhost`.
+ */
+export function selfSignedP256(
+  keyFile: string,
+  certFile: string,
+  subject: string,
+  options: { days?: number; extensions?: string[]; cwd?: string } = {},
+): void {
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+      '-days',
+      String(options.days ?? 2),
+      '-subj',
+      subject,
+      ...(options.extensions ?? []).flatMap((e) => ['-addext', e]),
+    ],
+    { stdio: 'pipe', ...(options.cwd && { cwd: options.cwd }) },
+  );
+}

@@ -1,7 +1,6 @@
 // Real HTTP and HTTPS servers on 127.0.0.1 (port 0) for the outbound-request and webhook tests: they stand in for
 // a webhook receiver or any other destination the service sends to. The HTTPS server's certificate is self-signed
 // (openssl, into a temp dir) for localhost, hooks.example.com and 127.0.0.1; tests pass it as the extra CA.
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -9,6 +8,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
+import { selfSignedP256 } from './crypto.js';
 
 export interface SelfSigned {
   key: string;
@@ -19,31 +19,12 @@ export interface SelfSigned {
 export function selfSignedCert(): SelfSigned {
   const dir = mkdtempSync(join(tmpdir(), 'sb-outbound-tls-'));
   try {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-        '-days',
-        '2',
-        '-subj',
-        '/CN=signbridge outbound test',
-        '-addext',
+    selfSignedP256(join(dir, 'key.pem'), join(dir, 'cert.pem'), '/CN=signbridge outbound test', {
+      extensions: [
         'subjectAltName=DNS:localhost,DNS:hooks.example.com,IP:127.0.0.1',
-        '-addext',
         'basicConstraints=critical,CA:TRUE',
       ],
-      { stdio: 'pipe' },
-    );
+    });
     return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
   } finally {
     rmSync(dir, { recursive: true, force: true });

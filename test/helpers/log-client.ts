@@ -2,6 +2,9 @@
 // parse the vkey, verify a checkpoint note's ECDSA signature (signed-note type 0x02), parse the checkpoint body.
 import { createHash, createPublicKey, type KeyObject, verify } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
+import { canonicalJson } from '../../src/store/audit-chain.js';
+import type { AuditEntry } from '../../src/store/store.js';
+import { refLeaf } from './rfc9162-verify.js';
 
 export interface Vkey {
   name: string;
@@ -68,4 +71,23 @@ export async function publishCheckpoint(app: FastifyInstance, operator: string) 
     headers: { authorization: `Bearer ${operator}` },
   });
   return { status: res.statusCode, text: res.body };
+}
+
+/** The leaves as the audit log defines them (docs/transparency.md), from the rows, not from the service's tree. */
+export function leavesOfEntries(entries: readonly AuditEntry[]): Buffer[] {
+  return entries.map((e) =>
+    refLeaf(
+      Buffer.from(
+        canonicalJson({
+          seq: e.seq,
+          at: e.at,
+          tenant_id: e.tenantId,
+          actor: e.actor,
+          action: e.action,
+          outcome: e.outcome,
+          details: e.details,
+        }),
+      ),
+    ),
+  );
 }

@@ -3,6 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { selfSignedP256 } from '../helpers/crypto.js';
 import { runSnippetOk } from '../helpers/doc-snippets.js';
 
 export interface TestPki {
@@ -20,23 +21,11 @@ const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'
 
 /** A self-signed CA certificate with a new local P-256 key: writes `<name>.key` and `<name>.pem` into dir. */
 export function selfSignedCa(dir: string, name: string, subject: string): string {
-  ossl(dir, [
-    'req',
-    '-x509',
-    ...EC_KEY,
-    '-keyout',
-    `${name}.key`,
-    '-out',
-    `${name}.pem`,
-    '-days',
-    '3',
-    '-subj',
-    subject,
-    '-addext',
-    'basicConstraints=critical,CA:true',
-    '-addext',
-    'keyUsage=critical,keyCertSign,cRLSign',
-  ]);
+  selfSignedP256(`${name}.key`, `${name}.pem`, subject, {
+    cwd: dir,
+    days: 3,
+    extensions: ['basicConstraints=critical,CA:true', 'keyUsage=critical,keyCertSign,cRLSign'],
+  });
   return join(dir, `${name}.pem`);
 }
 

@@ -58,6 +58,14 @@ beforeAll(async () => {
     { cwd: work, stdio: 'pipe' },
   );
 }, 120_000);
+
+/** jarsigner with the local PKCS#12 signer and the service's TSA; `args` end with the JAR and the alias. */
+const jarsignWithTsa = (args: string[]) =>
+  spawnSync(
+    'jarsigner',
+    ['-keystore', 'signer.p12', '-storetype', 'PKCS12', '-storepass', 'changeit', '-tsa', `${server.url}/tsa`, ...args],
+    { cwd: work, encoding: 'utf8' },
+  );
 afterAll(async () => {
   await server?.stop();
 });
@@ -131,22 +139,7 @@ describe('jarsigner -tsa', () => {
       ],
       { cwd: work },
     );
-    const signed = spawnSync(
-      'jarsigner',
-      [
-        '-keystore',
-        'signer.p12',
-        '-storetype',
-        'PKCS12',
-        '-storepass',
-        'changeit',
-        '-tsa',
-        `${server.url}/tsa`,
-        'app.jar',
-        'signer',
-      ],
-      { cwd: work, encoding: 'utf8' },
-    );
+    const signed = jarsignWithTsa(['app.jar', 'signer']);
     expect(signed.status, signed.stdout + signed.stderr).toBe(0);
     const verified = spawnSync('jarsigner', ['-verify', '-verbose', '-certs', 'app.jar'], {
       cwd: work,
@@ -158,26 +151,7 @@ describe('jarsigner -tsa', () => {
   });
 
   it('a SHA-1 time-stamp request is rejected, and jarsigner says why', () => {
-    const signed = spawnSync(
-      'jarsigner',
-      [
-        '-keystore',
-        'signer.p12',
-        '-storetype',
-        'PKCS12',
-        '-storepass',
-        'changeit',
-        '-tsa',
-        `${server.url}/tsa`,
-        '-tsadigestalg',
-        'SHA-1',
-        '-signedjar',
-        'app-sha1.jar',
-        'app.jar',
-        'signer',
-      ],
-      { cwd: work, encoding: 'utf8' },
-    );
+    const signed = jarsignWithTsa(['-tsadigestalg', 'SHA-1', '-signedjar', 'app-sha1.jar', 'app.jar', 'signer']);
     expect(signed.status).not.toBe(0);
     expect(signed.stdout + signed.stderr).toContain('Unrecognized or unsupported algorithm identifier');
   });

@@ -7,8 +7,14 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTilePath } from '../../src/api/routes/log.js';
 import { buildApp } from '../../src/app.js';
-import { canonicalJson } from '../../src/store/audit-chain.js';
-import { logGet, parseVkey, publishCheckpoint, type Vkey, verifyCheckpoint } from '../helpers/log-client.js';
+import {
+  leavesOfEntries,
+  logGet,
+  parseVkey,
+  publishCheckpoint,
+  type Vkey,
+  verifyCheckpoint,
+} from '../helpers/log-client.js';
 import { refLeaf, refRoot, refVerifyConsistency, refVerifyInclusion } from '../helpers/rfc9162-verify.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
@@ -29,21 +35,7 @@ async function sign(token: string, tenant: string, m: string) {
 
 /** The leaves as the audit log defines them, from the rows (not from the service's tree). */
 async function leavesFromRows() {
-  return (await svc.store.readAudit(0, 100_000)).map((e) =>
-    refLeaf(
-      Buffer.from(
-        canonicalJson({
-          seq: e.seq,
-          at: e.at,
-          tenant_id: e.tenantId,
-          actor: e.actor,
-          action: e.action,
-          outcome: e.outcome,
-          details: e.details,
-        }),
-      ),
-    ),
-  );
+  return leavesOfEntries(await svc.store.readAudit(0, 100_000));
 }
 
 beforeAll(async () => {

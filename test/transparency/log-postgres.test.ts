@@ -6,12 +6,11 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { canonicalJson } from '../../src/store/audit-chain.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import type { LogSettings } from '../../src/transparency/log-service.js';
-import { logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
+import { leavesOfEntries, logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
-import { refLeaf, refRoot, refVerifyConsistency } from '../helpers/rfc9162-verify.js';
+import { refRoot, refVerifyConsistency } from '../helpers/rfc9162-verify.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const enabled = testPostgresUrl() !== undefined;
@@ -85,21 +84,7 @@ describe.skipIf(!enabled)('transparency log on PostgreSQL, two instances', () =>
     const latest = cps[cps.length - 1];
     const entries = await a.store.readAudit(0, 100_000);
     expect(latest?.size).toBe(entries.length);
-    const leaves = entries.map((e) =>
-      refLeaf(
-        Buffer.from(
-          canonicalJson({
-            seq: e.seq,
-            at: e.at,
-            tenant_id: e.tenantId,
-            actor: e.actor,
-            action: e.action,
-            outcome: e.outcome,
-            details: e.details,
-          }),
-        ),
-      ),
-    );
+    const leaves = leavesOfEntries(entries);
     expect(latest?.root.equals(refRoot(leaves))).toBe(true);
     expect((await logGet(a.app, '/log/checkpoint', signer)).text).toBe(
       (await logGet(b, '/log/checkpoint', signer)).text,

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
+import { selfSignedP256 } from '../helpers/crypto.js';
 import { type PostgresCluster, postgresBinDir, startPostgresCluster, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -21,25 +22,7 @@ beforeAll(async () => {
   chmodSync(dir, 0o755); // the server runs as `postgres` and reads the files from here
   cert = join(dir, 'server.crt');
   const key = join(dir, 'server.key');
-  execFileSync('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-    '-days',
-    '1',
-    '-subj',
-    '/CN=localhost',
-    '-addext',
-    'subjectAltName=DNS:localhost',
-  ]);
+  selfSignedP256(key, cert, '/CN=localhost', { days: 1, extensions: ['subjectAltName=DNS:localhost'] });
   chmodSync(key, 0o600); // PostgreSQL refuses a key others can read
   if (process.getuid?.() === 0) {
     const uid = Number(execFileSync('id', ['-u', 'postgres']).toString());
