@@ -22,7 +22,8 @@ interface AuditHash {
   canonicalJson(value: unknown): string;
   entryHash(seq: number, prevHash: string, e: AuditEntryInput): string;
   leafBytes(seq: number, e: AuditEntryInput): Buffer;
-  entryHashOfLeaf(prevHash: string, leafBytes: Buffer): string;
+  leafJson(seq: number, e: AuditEntryInput): string;
+  entryHashOfLeaf(prevHash: string, leafJson: string): string;
   entryHashParts(e: AuditEntryInput): { before: string; after: string };
   auditColumns(e: AuditEntryInput): Omit<AuditRow, 'seq' | 'prev_hash' | 'hash'>;
   chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditEntryInput[]): AuditRow[];
@@ -37,7 +38,9 @@ export const canonicalJson = auditHash.canonicalJson;
 export const entryHash = auditHash.entryHash;
 /** An entry's leaf bytes in the transparency log: canonicalJson(hashedFields(seq, e)) as UTF-8 (docs/transparency.md). */
 export const leafBytes = auditHash.leafBytes;
-/** entryHash from an entry's leaf bytes (the same hash; one canonical JSON instead of two). */
+/** An entry's leaf as text: canonicalJson(hashedFields(seq, e)); leafBytes is its UTF-8. */
+export const leafJson = auditHash.leafJson;
+/** entryHash from an entry's leafJson (the same hash; one canonical JSON instead of two). */
 export const entryHashOfLeaf = auditHash.entryHashOfLeaf;
 /** An entry's canonical JSON split around its seq (`before + seq + after`), for appenders that learn seq late. */
 export const entryHashParts = auditHash.entryHashParts;

@@ -2,20 +2,48 @@
 // becomes on the log's head. Plain CommonJS so that the store's writer thread (sqlite-writer.cjs) chains entries
 // with the very code the stores and `admin audit verify` use (audit-chain.ts gives it its types).
 'use strict';
-const { createHash } = require('node:crypto');
+const crypto = require('node:crypto');
+
+/**
+ * SHA-256 of a string, hex. crypto.hash (Node 20.12+, 21.7+) is the one-shot form, about twice as fast for an
+ * entry's few hundred bytes as createHash, and this runs for every entry appended and integrated.
+ */
+const sha256Hex =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text, 'hex')
+    : (text) => crypto.createHash('sha256').update(text).digest('hex');
 
 const GENESIS_HASH = '0'.repeat(64);
 
-/** Canonical JSON: object keys sorted at every level, so the hash does not depend on key order. */
+/**
+ * Canonical JSON: object keys sorted at every level, so the hash does not depend on key order. Written as loops
+ * over strings: it runs for every entry the chain appends and the log integrates, and the Object.entries / filter /
+ * sort / map / join form spent most of its time allocating arrays. Same output as that form (which
+ * src/transparency/verify/entry.ts keeps, and test/unit/transparency-verify.test.ts compares), including its
+ * quirks: an array item JSON cannot show leaves its slot empty, an object's undefined members are left out.
+ */
 function canonicalJson(value) {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out += ',';
+      const item = canonicalJson(value[i]);
+      if (item !== undefined) out += item;
+    }
+    return `${out}]`;
   }
-  return JSON.stringify(value);
+  // Default sort: UTF-16 code unit order, as a < b compares strings.
+  const keys = Object.keys(value).sort();
+  let out = '{';
+  let first = true;
+  for (const key of keys) {
+    const member = value[key];
+    if (member === undefined) continue;
+    out += `${first ? '' : ','}${JSON.stringify(key)}:${canonicalJson(member)}`;
+    first = false;
+  }
+  return `${out}}`;
 }
 
 /** What an entry's hash covers, besides its predecessor's hash: these fields, as canonical JSON. */
@@ -32,25 +60,28 @@ function hashedFields(seq, e) {
 }
 
 /**
- * An entry's bytes in the transparency log (src/transparency): the very canonical JSON the chain hashes, UTF-8.
- * One definition, so a leaf and a chain link always cover the same fields.
+ * An entry's text in the transparency log (src/transparency): the very canonical JSON the chain hashes; its leaf is
+ * this text in UTF-8. One definition, so a leaf and a chain link always cover the same fields.
  */
+function leafJson(seq, e) {
+  return canonicalJson(hashedFields(seq, e));
+}
+
+/** leafJson as the leaf's bytes. */
 function leafBytes(seq, e) {
-  return Buffer.from(canonicalJson(hashedFields(seq, e)), 'utf8');
+  return Buffer.from(leafJson(seq, e), 'utf8');
 }
 
 /**
- * An entry's chain hash from its leaf bytes: the same SHA-256 over `prev_hash \n canonical JSON` as hashOf, for the
- * transparency log's integrator, which has the bytes already (one canonical JSON per entry instead of two).
+ * An entry's chain hash from its leafJson: the same SHA-256 over `prev_hash \n canonical JSON` as hashOf, for the
+ * transparency log's integrator, which has the text already (one canonical JSON per entry instead of two).
  */
-function entryHashOfLeaf(prevHash, bytes) {
-  return createHash('sha256').update(`${prevHash}\n`).update(bytes).digest('hex');
+function entryHashOfLeaf(prevHash, json) {
+  return sha256Hex(`${prevHash}\n${json}`);
 }
 
 function hashOf(prevHash, fields) {
-  return createHash('sha256')
-    .update(`${prevHash}\n${canonicalJson(fields)}`)
-    .digest('hex');
+  return sha256Hex(`${prevHash}\n${canonicalJson(fields)}`);
 }
 
 function entryHash(seq, prevHash, e) {
@@ -75,7 +106,7 @@ function entryHashParts(e) {
 
 /** An entry's hash from its parts: SHA-256 over `prev_hash \n canonical JSON`, hex. */
 function hashFromParts(prevHash, seq, parts) {
-  return createHash('sha256').update(`${prevHash}\n${parts.before}${seq}${parts.after}`).digest('hex');
+  return sha256Hex(`${prevHash}\n${parts.before}${seq}${parts.after}`);
 }
 
 /** The audit_log rows for `entries`, chained on the log's current head (undefined: the log is empty). */
@@ -102,6 +133,7 @@ module.exports = {
   canonicalJson,
   entryHash,
   leafBytes,
+  leafJson,
   entryHashOfLeaf,
   entryHashParts,
   auditColumns,

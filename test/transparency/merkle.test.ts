@@ -1,8 +1,9 @@
 // The tree and its proofs against an independent RFC 9162 implementation written in the test helper
 // (test/helpers/rfc9162-verify.ts), for trees of 1, 2, 3, 2^k and 2^k+1 entries and ranges of sizes; then the same
 // answers from tiles across tile boundaries (255, 256, 257, 65,537 leaves).
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { entryHash, entryHashOfLeaf, leafBytes } from '../../src/store/audit-chain.js';
+import { entryHash, entryHashOfLeaf, leafBytes, leafJson } from '../../src/store/audit-chain.js';
 import {
   consistencyProof,
   EMPTY_ROOT,
@@ -57,7 +58,14 @@ describe('leaf bytes', () => {
       '{"action":"sign","actor":"key_1","at":"2026-11-26T00:00:00.000Z","details":{"a":[{"b":null,"y":"é"}],"z":1},' +
         '"outcome":"signed","seq":7,"tenant_id":"acme"}',
     );
-    expect(entryHashOfLeaf('ab'.repeat(32), bytes)).toBe(entryHash(7, 'ab'.repeat(32), e));
+    expect(leafJson(7, e)).toBe(bytes.toString('utf8'));
+    expect(entryHashOfLeaf('ab'.repeat(32), leafJson(7, e))).toBe(entryHash(7, 'ab'.repeat(32), e));
+    // The chain hash as the docs define it, computed here: SHA-256 over `prev_hash \n canonical JSON`, hex.
+    expect(entryHash(7, 'ab'.repeat(32), e)).toBe(
+      createHash('sha256')
+        .update(`${'ab'.repeat(32)}\n${bytes.toString('utf8')}`)
+        .digest('hex'),
+    );
   });
 });
 

@@ -310,6 +310,12 @@ describe('leaf entries', () => {
       3,
       null,
       [],
+      // The quirks both must share: items JSON cannot show, key order by UTF-16 code units, escaped keys.
+      [undefined, 1, () => 0, [], {}],
+      // biome-ignore lint/suspicious/noSparseArray: a hole must come out as the item form leaves it
+      [1, , 3],
+      { z: 1, Z: 2, é: 3, '\u{1F600}': 4, '\uFFFF': 5, '"q\n': 6, a: { y: [{ b: undefined, a: 1e21 }] } },
+      { '': 0, nested: { deeper: { list: [null, false, 'ü'] } } },
     ]) {
       expect(canonicalJson(v)).toBe(auditHash.canonicalJson(v));
     }
