@@ -279,6 +279,22 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         opts.metrics?.logIntegrityFailure();
       },
       onError: (message) => app.log.warn(message),
+      // The verifier key is what verifiers pin (docs/transparency.md): the entry says which key the log began with.
+      onKeyCreated: async (record, verifierKey) => {
+        await opts.store.appendAudit({
+          at: now().toISOString(),
+          tenantId: null,
+          actor: 'service',
+          action: 'log_key_create',
+          outcome: 'created',
+          details: {
+            origin: record.origin,
+            key_store: record.keyStore,
+            key_spec: record.keySpec,
+            verifier_key: verifierKey,
+          },
+        });
+      },
     });
     app.decorate('transparencyLog', log);
     // The key is made (or checked against log.origin) before the service answers: a wrong origin stops the start.

@@ -61,6 +61,11 @@ export interface LogServiceOptions {
   /** Told of every refusal to extend or sign the log (logged as an error and counted by the caller). */
   onIntegrityFailure?: (message: string) => void;
   onError?: (message: string) => void;
+  /**
+   * Told once, by the instance whose key became the log's key: the caller records it in the audit log (the log's
+   * own first entries then commit to the key that signs them).
+   */
+  onKeyCreated?: (record: LogKeyRecord, verifierKey: string) => Promise<void>;
 }
 
 /** The serving side of a proof: the tree size it is in, and the checkpoint that commits to that size. */
@@ -134,6 +139,7 @@ export class LogService {
       });
       // Another instance recorded its key first: ours is not needed.
       if (record.keyRef !== created.keyRef) await keyStore.destroyKey(created.keyRef).catch(() => undefined);
+      else await this.opts.onKeyCreated?.(record, verifierKey(noteKey(record.origin, record.publicKeyPem)));
     }
     if (settings.origin !== undefined && settings.origin !== record.origin) {
       throw new LogOriginError(

@@ -76,6 +76,14 @@ describe('transparency log endpoints', () => {
     expect(new Set(sizes).size).toBe(3);
   });
 
+  it('records the log key it began with in the audit log, once', async () => {
+    const made = (await svc.store.readAudit(0, 100_000)).filter((e) => e.action === 'log_key_create');
+    expect(made).toHaveLength(1);
+    expect(made[0]).toMatchObject({ actor: 'service', outcome: 'created', tenantId: null });
+    expect(made[0]?.details).toMatchObject({ origin: vkey.name, key_spec: 'ECC_NIST_P256' });
+    expect(made[0]?.details.verifier_key).toBe((await logGet(svc.app, '/log/public-key', signerA)).text.trim());
+  });
+
   it('serves an inclusion proof for every entry; the entry bytes only to its own tenant', async () => {
     const cp = verifyCheckpoint((await logGet(svc.app, '/log/checkpoint', signerA)).text, vkey);
     const rows = await svc.store.readAudit(0, 100_000);

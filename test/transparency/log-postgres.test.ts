@@ -58,6 +58,9 @@ describe.skipIf(!enabled)('transparency log on PostgreSQL, two instances', () =>
     expect((await logGet(b, '/log/public-key', signer)).text).toBe(vkeyA);
     const vkey = parseVkey(vkeyA);
     expect((await a.run<{ n: string }>(sql`SELECT count(*) AS n FROM log_keys`))[0]?.n).toBe('1');
+    // One instance made the key and recorded it; the other's key was not needed and is not in the record.
+    const made = (await a.store.readAudit(0, 100_000)).filter((e) => e.action === 'log_key_create');
+    expect(made.map((e) => e.details.verifier_key)).toEqual([vkeyA.trim()]);
 
     const rows = await a.run<{ tree_size: string; note: string }>(
       sql`SELECT tree_size, note FROM log_checkpoints ORDER BY tree_size`,
