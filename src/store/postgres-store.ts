@@ -159,35 +159,35 @@ END $$`)
   }
 
   /**
-   * Migrates on one connection of its own (not the pool's; closed after), in the Migrator's one transaction, which
+   * Migrates on one connection, in the Migrator's one transaction, which
    * first takes a transaction-scoped advisory lock (lockingPoolOfOne; the Migrator's own session lock is off:
    * TransactionLockPostgresAdapter says why). Instances starting at once take turns; a process that dies mid-way
    * drops the lock with its transaction, and its migrations with it. One connection is enough: a pooler with a
    * single server connection for us (PgBouncer's default_pool_size = 1 in session mode) can migrate.
    */
   override async migrate(): Promise<void> {
-    const connection = new pg.Client(this.pool.options);
-    connection.on('error', () => undefined); // a dropped connection fails the query under way instead of the process
+    // A connection of the pool, given back afterwards: the work that follows (an admin command's, the service's
+    // first writes) goes on in the same session. A connection of its own, closed after, made an admin command give
+    // up its server connection in PgBouncer's session mode and queue for one again, with the 5 s wait of a request
+    // instead of the start's (seen in CI).
+    let connection: pg.PoolClient;
     try {
-      await connection.connect();
+      connection = await this.pool.connect();
     } catch (err) {
-      await connection.end().catch(() => undefined);
-      // As KyselyStore.migrate reports a connection that fails: a store fault to wait out, with its cause. pg's own
-      // connect timeout ("timeout expired") is the pool's connection wait by another name.
-      const cause =
-        err instanceof Error && /^timeout expired$/.test(err.message)
-          ? new Error(
-              `${CONNECTION_WAIT_EXCEEDED} ${(this.pool.options.connectionTimeoutMillis ?? 0) / 1000} s ${WHY_NO_SESSION}`,
-            )
-          : err;
-      throw new Error(`cannot open the store: ${String(cause)}`, { cause });
+      // As KyselyStore.migrate reports a connection that fails: a store fault to wait out, with its cause.
+      throw new Error(`cannot open the store: ${String(err)}`, { cause: err });
     }
+    let failed = false;
     try {
       await this.migrateOn(
         new Kysely<Database>({ dialect: new TransactionLockPostgresDialect({ pool: lockingPoolOfOne(connection) }) }),
       );
+    } catch (err) {
+      failed = true;
+      throw err;
     } finally {
-      await connection.end().catch(() => undefined);
+      // After a failure the session may be broken (a dropped connection): close it rather than pool it.
+      connection.release(failed);
     }
   }
 
@@ -299,7 +299,7 @@ async function startSession(client: pg.ClientBase, statementTimeoutMs: number | 
  * exactly as long as they do. A transaction of our own around the Migrator's would not do: a migration that begins
  * a transaction of its own (0005 does, for SQLite) would commit ours half-way.
  */
-function lockingPoolOfOne(client: pg.Client): PostgresPool {
+function lockingPoolOfOne(client: pg.ClientBase): PostgresPool {
   // Only the query(sql, parameters) form: the Migrator streams nothing.
   const connection = {
     async query(text: string, parameters: readonly unknown[]) {
