@@ -15,6 +15,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exportJWK, SignJWT, UnsecuredJWT } from 'jose';
+import { selfSignedP256 } from './crypto.js';
 
 export interface CiIssuer {
   /** https://127.0.0.1:<port>: the `iss` of its tokens; discovery at /.well-known/openid-configuration. */
@@ -54,28 +55,9 @@ function newSigningKey(): SigningKey {
 function makeTlsMaterial(dir: string): { caFile: string; key: string; cert: string } {
   const file = (name: string) => join(dir, name);
   const openssl = (args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  openssl([
-    'req',
-    '-x509',
-    '-new',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    file('ca.key'),
-    '-out',
-    file('ca.crt'),
-    '-days',
-    '2',
-    '-subj',
-    '/CN=signbridge test CI issuer CA',
-    '-addext',
-    'basicConstraints=critical,CA:TRUE',
-    '-addext',
-    'keyUsage=critical,keyCertSign,cRLSign',
-  ]);
+  selfSignedP256(file('ca.key'), file('ca.crt'), '/CN=signbridge test CI issuer CA', {
+    extensions: ['basicConstraints=critical,CA:TRUE', 'keyUsage=critical,keyCertSign,cRLSign'],
+  });
   openssl([
     'req',
     '-new',
