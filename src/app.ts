@@ -243,21 +243,23 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ...(opts.approvalRetryWindowMs !== undefined && { approvalRetryWindowMs: opts.approvalRetryWindowMs }),
     ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
   };
-  const signing = new SigningService({ ...signingSettings, store: opts.store });
-  // Periodic passes run on the background store (Store.background says why).
+  // Periodic passes run on the background store (Store.background says why); on PostgreSQL the sweeps' expiries
+  // need a SigningService of their own over it. Made before the request path's: a key store has one outage
+  // listener, and the last SigningService made takes it, which must be the one that counts refused requests.
   const background = opts.store.background();
+  const sweepSigning =
+    background === opts.store ? undefined : new SigningService({ ...signingSettings, store: background });
+  const signing = new SigningService({ ...signingSettings, store: opts.store });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now, events);
   const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now, events });
   if (opts.eventDelivery) {
     const { deliver, settings, sweeps } = opts.eventDelivery;
-    const sweepSigning =
-      background === opts.store ? signing : new SigningService({ ...signingSettings, store: background });
     const dispatcher = new EventDispatcher(
       background,
       deliver,
       { onError: (message) => app.log.warn(message), ...settings },
       now,
-      eventSweeps(background, sweepSigning, events, sweeps, now),
+      eventSweeps(background, sweepSigning ?? signing, events, sweeps, now),
     );
     app.decorate('eventDispatcher', dispatcher);
     opts.store.events.onWritten = () => dispatcher.nudge();
