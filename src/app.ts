@@ -234,7 +234,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const now = opts.now ?? (() => new Date());
   // Events tell of changes (docs/events.md); their console links use the public URL.
   const events = new EventBuilder(opts.store, opts.oauth?.publicUrl ?? opts.publicUrl);
-  const signingSettings = {
+  // Periodic passes (the dispatcher, its sweeps, the log integrator) run on the background store; Store.background
+  // says why.
+  const background = opts.store.background();
+  const signing = new SigningService({
+    store: opts.store,
     events,
     keyStore: opts.keyStore,
     policy: opts.policy ?? defaultPolicy(opts.store),
@@ -242,14 +246,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ...(opts.approvalLifetimeMs !== undefined && { approvalLifetimeMs: opts.approvalLifetimeMs }),
     ...(opts.approvalRetryWindowMs !== undefined && { approvalRetryWindowMs: opts.approvalRetryWindowMs }),
     ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
-  };
-  // Periodic passes run on the background store (Store.background says why); on PostgreSQL the sweeps' expiries
-  // need a SigningService of their own over it. Made before the request path's: a key store has one outage
-  // listener, and the last SigningService made takes it, which must be the one that counts refused requests.
-  const background = opts.store.background();
-  const sweepSigning =
-    background === opts.store ? undefined : new SigningService({ ...signingSettings, store: background });
-  const signing = new SigningService({ ...signingSettings, store: opts.store });
+  });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now, events);
   const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now, events });
   if (opts.eventDelivery) {
@@ -259,7 +256,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       deliver,
       { onError: (message) => app.log.warn(message), ...settings },
       now,
-      eventSweeps(background, sweepSigning ?? signing, events, sweeps, now),
+      eventSweeps(background, events, sweeps, now),
     );
     app.decorate('eventDispatcher', dispatcher);
     opts.store.events.onWritten = () => dispatcher.nudge();

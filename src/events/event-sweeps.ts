@@ -2,7 +2,6 @@
 // expired (signature.expired), approvers' one reminder before a request expires (signature.reminder), and
 // exceptions that expire within a day (exception.expiring). Each is marked in the transaction that writes its
 // event, with a compare-and-set, so of several instances sweeping at once exactly one tells of it.
-import type { SigningService } from '../signing/signing-service.js';
 import type { Store } from '../store/store.js';
 import type { EventBuilder } from './event-builder.js';
 
@@ -17,7 +16,6 @@ export interface SweepSettings {
 
 export function eventSweeps(
   store: Store,
-  signing: SigningService,
   events: EventBuilder,
   settings: SweepSettings = {},
   now: () => Date = () => new Date(),
@@ -29,7 +27,7 @@ export function eventSweeps(
     if (at.getTime() - lastMs < everyMs) return;
     lastMs = at.getTime();
     const iso = at.toISOString();
-    await signing.expireOverdueRequests();
+    await expireOverdueRequests(store, events, iso);
     const remindBeforeMs = settings.remindBeforeMs ?? 3600_000;
     if (remindBeforeMs > 0) {
       const before = new Date(at.getTime() + remindBeforeMs).toISOString();
@@ -43,4 +41,34 @@ export function eventSweeps(
       await store.markExceptionWarned(exception.id, iso, [await events.exception('exception.expiring', exception)]);
     }
   };
+}
+
+/**
+ * Expires waiting requests whose lifetime has passed, so signature.expired is told when it happens, not when somebody
+ * next looks (SigningService expires a request it reads the same way). Runs on the store it is given, the background
+ * one on PostgreSQL; another instance's sweep may win some. Returns how many this pass expired.
+ */
+export async function expireOverdueRequests(
+  store: Store,
+  events: EventBuilder,
+  iso: string,
+  limit = 100,
+): Promise<number> {
+  let expired = 0;
+  for (const request of await store.listWaitingRequestsExpiringBefore(iso, limit)) {
+    const done = await store.updatePendingRequest(request.id, request.status, { status: 'expired', updatedAt: iso }, [
+      await events.request('signature.expired', request, { status: 'expired' }),
+    ]);
+    if (!done) continue;
+    expired++;
+    await store.appendAudit({
+      at: iso,
+      tenantId: request.tenantId,
+      actor: 'service',
+      action: 'approve_sign',
+      outcome: 'expired',
+      details: { request_id: request.id, expires_at: request.expiresAt },
+    });
+  }
+  return expired;
 }

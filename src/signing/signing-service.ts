@@ -509,30 +509,6 @@ export class SigningService {
   }
 
   /**
-   * Expires waiting requests whose lifetime has passed (the event sweep: signature.expired is told when it
-   * happens, not when somebody next looks). Returns how many it expired; another instance's sweep may win some.
-   */
-  async expireOverdueRequests(limit = 100): Promise<number> {
-    const now = this.now().toISOString();
-    let expired = 0;
-    for (const request of await this.store.listWaitingRequestsExpiringBefore(now, limit)) {
-      const done = await this.store.updatePendingRequest(
-        request.id,
-        request.status,
-        { status: 'expired', updatedAt: now },
-        [await this.events.request('signature.expired', request, { status: 'expired' })],
-      );
-      if (!done) continue;
-      expired++;
-      await this.audit(request.tenantId, 'service', 'approve_sign', 'expired', {
-        request_id: request.id,
-        expires_at: request.expiresAt,
-      });
-    }
-    return expired;
-  }
-
-  /**
    * A request left in `signing` by a process that died between claiming it and recording the signature would
    * wait forever. After SIGNING_STUCK_MS it goes back to the stage it was approved from (the signature, if the
    * HSM made one, was never handed out), so it can be approved again or expire.
