@@ -17,6 +17,12 @@ export interface AuditRow {
   hash: string;
 }
 
+/** An entry's canonical JSON split around its seq: `before + seq + after`. */
+export interface EntryHashParts {
+  before: string;
+  after: string;
+}
+
 interface AuditHash {
   GENESIS_HASH: string;
   canonicalJson(value: unknown): string;
@@ -24,8 +30,9 @@ interface AuditHash {
   leafBytes(seq: number, e: AuditEntryInput): Buffer;
   leafJson(seq: number, e: AuditEntryInput): string;
   entryHashOfLeaf(prevHash: string, leafJson: string): string;
-  entryHashParts(e: AuditEntryInput): { before: string; after: string };
-  auditColumns(e: AuditEntryInput): Omit<AuditRow, 'seq' | 'prev_hash' | 'hash'>;
+  entryHashParts(e: AuditEntryInput, detailsJson?: string): EntryHashParts;
+  leafJsonOfRow(row: AuditRow): string;
+  entryTexts(e: AuditEntryInput): { columns: Omit<AuditRow, 'seq' | 'prev_hash' | 'hash'>; parts: EntryHashParts };
   chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditEntryInput[]): AuditRow[];
 }
 
@@ -44,8 +51,13 @@ export const leafJson = auditHash.leafJson;
 export const entryHashOfLeaf = auditHash.entryHashOfLeaf;
 /** An entry's canonical JSON split around its seq (`before + seq + after`), for appenders that learn seq late. */
 export const entryHashParts = auditHash.entryHashParts;
-/** An entry's audit_log columns besides seq and the hashes (details as JSON text). */
-export const auditColumns = auditHash.auditColumns;
+/**
+ * A stored row's leaf JSON by concatenation: right only when its details text is canonical (rows written since
+ * details are stored so); callers check it against the row's chain hash and fall back to leafJson.
+ */
+export const leafJsonOfRow = auditHash.leafJsonOfRow;
+/** An entry's audit_log columns besides seq and the hashes (details as canonical JSON text), and its hash parts. */
+export const entryTexts = auditHash.entryTexts;
 /** The audit_log rows for `entries`, chained on the log's current head (undefined: the log is empty). */
 export const chainAuditRows = auditHash.chainAuditRows;
 

@@ -89,19 +89,45 @@ function entryHash(seq, prevHash, e) {
 }
 
 /**
- * An entry's canonical JSON around its seq: `before + seq + after` is canonicalJson(hashedFields(seq, e)), because
- * seq and tenant_id sort last among the hashed fields. The chain is appended from these parts, here and in
- * PostgreSQL's group-commit function (migration 0013), which learns the seq only once it holds the chain's lock:
- * one definition of what is hashed, tested against canonicalJson.
+ * The canonical JSON of the hashed fields up to seq's value, from the fields' texts: `details` is already canonical
+ * JSON, the other four are strings. The fields sort action, actor, at, details, outcome, seq, tenant_id, so seq and
+ * tenant_id come last. Built by concatenation: the generic canonicalJson over the whole entry cost the chain's
+ * appender and the log's integrator most of their time.
  */
-function entryHashParts(e) {
+function headOfTexts(action, actor, at, detailsJson, outcome) {
+  return `{"action":${JSON.stringify(action)},"actor":${JSON.stringify(actor)},"at":${JSON.stringify(at)},"details":${detailsJson},"outcome":${JSON.stringify(outcome)},"seq":`;
+}
+
+/** What follows seq's value; canonicalJson leaves out a field that is undefined, so this does too. */
+function tailOf(tenantId) {
+  return tenantId === undefined ? '}' : `,"tenant_id":${canonicalJson(tenantId)}}`;
+}
+
+/**
+ * An entry's canonical JSON around its seq: `before + seq + after` is canonicalJson(hashedFields(seq, e)). The chain
+ * is appended from these parts, here and in PostgreSQL's group-commit function (migration 0013), which learns the
+ * seq only once it holds the chain's lock: one definition of what is hashed, tested against canonicalJson.
+ * `detailsJson` is canonicalJson(e.details) when the caller has it already.
+ */
+function entryHashParts(e, detailsJson = canonicalJson(e.details)) {
+  const texts = [e.action, e.actor, e.at, e.outcome];
+  if (detailsJson !== undefined && texts.every((t) => typeof t === 'string')) {
+    return { before: headOfTexts(e.action, e.actor, e.at, detailsJson, e.outcome), after: tailOf(e.tenantId) };
+  }
+  // Anything else (no caller passes it, but canonicalJson defines the hash for every value): the generic form.
   const { seq: _seq, tenant_id, ...rest } = hashedFields(0, e);
   const head = canonicalJson(rest);
-  return {
-    before: `${head.slice(0, -1)}${head === '{}' ? '' : ','}"seq":`,
-    // canonicalJson leaves out a field that is undefined; the split must too.
-    after: tenant_id === undefined ? '}' : `,"tenant_id":${canonicalJson(tenant_id)}}`,
-  };
+  return { before: `${head.slice(0, -1)}${head === '{}' ? '' : ','}"seq":`, after: tailOf(tenant_id) };
+}
+
+/**
+ * The leaf JSON of a stored row, by concatenation (no JSON.parse, no canonicalJson): right when the row's details
+ * text is canonical, as the chain stores it since details went in as canonical JSON. The log's integrator takes it
+ * only when it hashes to the row's chain hash, so it is then exactly the text the chain hashed when the entry was
+ * written; for older rows (details as JSON.stringify left them) it falls back to leafJson over the parsed row.
+ */
+function leafJsonOfRow(row) {
+  return `${headOfTexts(row.action, row.actor, row.at, row.details, row.outcome)}${row.seq}${tailOf(row.tenant_id)}`;
 }
 
 /** An entry's hash from its parts: SHA-256 over `prev_hash \n canonical JSON`, hex. */
@@ -115,17 +141,22 @@ function chainAuditRows(head, entries) {
   let prev = head?.hash ?? GENESIS_HASH;
   return entries.map((e) => {
     seq++;
-    const hash = hashFromParts(prev, seq, entryHashParts(e));
-    const row = { seq, ...auditColumns(e), prev_hash: prev, hash };
+    const { columns, parts } = entryTexts(e);
+    const hash = hashFromParts(prev, seq, parts);
+    const row = { seq, ...columns, prev_hash: prev, hash };
     prev = hash;
     return row;
   });
 }
 
-/** An entry's audit_log columns besides seq and the hashes (details as JSON text). */
-function auditColumns(e) {
+/**
+ * An entry's audit_log columns besides seq and the hashes, and its hash parts. Details are stored as their canonical
+ * JSON, computed once for both (so the integrator can rebuild the leaf from the row's texts: leafJsonOfRow).
+ */
+function entryTexts(e) {
+  const details = canonicalJson(e.details);
   const { seq: _seq, ...fields } = hashedFields(0, e);
-  return { ...fields, details: JSON.stringify(e.details) };
+  return { columns: { ...fields, details }, parts: entryHashParts(e, details) };
 }
 
 module.exports = {
@@ -136,6 +167,7 @@ module.exports = {
   leafJson,
   entryHashOfLeaf,
   entryHashParts,
-  auditColumns,
+  leafJsonOfRow,
+  entryTexts,
   chainAuditRows,
 };

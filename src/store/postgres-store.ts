@@ -4,7 +4,7 @@
 import { Kysely, PostgresAdapter, PostgresDialect, type PostgresPool, type PostgresPoolClient } from 'kysely';
 import pg from 'pg';
 import { advisoryLockKey } from './advisory-lock.js';
-import { auditColumns, entryHashParts } from './audit-chain.js';
+import { entryTexts } from './audit-chain.js';
 import { type Database, KyselyStore, type WriteBatch } from './kysely-store.js';
 
 export interface PostgresStoreOptions {
@@ -204,7 +204,10 @@ END $$`)
     events,
     lookups,
   }: WriteBatch): Promise<number | undefined> {
-    const entries: Array<Record<string, unknown>> = audits.map((e) => ({ ...auditColumns(e), ...entryHashParts(e) }));
+    const entries: Array<Record<string, unknown>> = audits.map((e) => {
+      const { columns, parts } = entryTexts(e);
+      return { ...columns, ...parts };
+    });
     // A lookup row on an entry of this batch goes with the entry: the function learns its seq with the lock.
     const withSeq = [];
     for (const l of lookups) {

@@ -1,10 +1,17 @@
 // Extends the tree with audit entries, in batches, off the signing path: reads entries past the tree's size, checks
 // that they continue the hash chain from the tree's last entry (so a rewritten history is never taken into the
 // tree), hashes them as leaves and writes the tiles that changed with the new size, all in one store write.
-import { type AuditRow, entryHashOfLeaf, GENESIS_HASH, leafBytes, leafJson } from '../store/audit-chain.js';
+import {
+  type AuditRow,
+  entryHashOfLeaf,
+  GENESIS_HASH,
+  leafBytes,
+  leafJson,
+  leafJsonOfRow,
+} from '../store/audit-chain.js';
 import type { LogReader, LogWrites } from '../store/log-store.js';
 import type { AuditEntryInput } from '../store/store.js';
-import { leafHash } from './merkle.js';
+import { leafHashOfText } from './merkle.js';
 import { appendLeaves, edgeTiles } from './tiles.js';
 
 /** The stored log does not hold together: the service refuses to extend or sign it (docs/transparency.md). */
@@ -58,11 +65,16 @@ export async function planIntegration(
         `audit entry ${seq} does not follow entry ${seq - 1} as the log recorded it (history rewritten): not extending the log`,
       );
     }
-    const json = leafJson(seq, entryOfRow(row));
+    // The row's texts put together are the leaf when they hash to the chain's hash (then they are the very text
+    // hashed when the entry was written); rows stored before details were canonical take the parsing way.
+    let json = leafJsonOfRow(row);
     if (entryHashOfLeaf(prev, json) !== row.hash) {
-      throw new LogIntegrityError(`audit entry ${seq} does not match its chain hash (edited): not extending the log`);
+      json = leafJson(seq, entryOfRow(row));
+      if (entryHashOfLeaf(prev, json) !== row.hash) {
+        throw new LogIntegrityError(`audit entry ${seq} does not match its chain hash (edited): not extending the log`);
+      }
     }
-    leaves.push(leafHash(Buffer.from(json, 'utf8')));
+    leaves.push(leafHashOfText(json));
     prev = row.hash;
   }
   const edge = await reader.tiles(edgeTiles(from.treeSize));

@@ -1,6 +1,7 @@
 // RFC 9162 §2.1 Merkle tree hashing and proofs (the same hashing as RFC 6962). The tree is never held whole: proofs
 // and roots are computed from the hashes of complete, aligned subtrees that a NodeSource hands out (tiles.ts reads
 // them from stored tiles), so a proof at 1M entries touches ~20 nodes instead of 2M.
+import * as crypto from 'node:crypto';
 import { createHash } from 'node:crypto';
 
 export const HASH_SIZE = 32;
@@ -13,10 +14,20 @@ export function leafHash(entry: Uint8Array): Buffer {
   return createHash('sha256').update(LEAF_PREFIX).update(entry).digest();
 }
 
-/** SHA-256(0x01 ‖ left ‖ right). */
-export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
-  return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
-}
+/**
+ * leafHash of a text's UTF-8, hashed in one call: U+0000 is the single byte 0x00 in UTF-8, so '\0' + text is the
+ * prefixed leaf. The integrator hashes every entry this way (crypto.hash: Node 20.12+, 21.7+).
+ */
+export const leafHashOfText: (text: string) => Buffer =
+  typeof crypto.hash === 'function' // a namespace import: Node before 20.12 has no crypto.hash to name
+    ? (text) => crypto.hash('sha256', `\0${text}`, 'buffer')
+    : (text) => leafHash(Buffer.from(text, 'utf8'));
+
+/** SHA-256(0x01 ‖ left ‖ right); in one call where Node has crypto.hash (a third less time than three updates). */
+export const nodeHash: (left: Uint8Array, right: Uint8Array) => Buffer =
+  typeof crypto.hash === 'function'
+    ? (left, right) => crypto.hash('sha256', Buffer.concat([NODE_PREFIX, left, right]), 'buffer')
+    : (left, right) => createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
 
 /** The root of the empty tree: SHA-256 of nothing. */
 export const EMPTY_ROOT: Buffer = createHash('sha256').digest();

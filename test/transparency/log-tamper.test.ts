@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { entryHash } from '../../src/store/audit-chain.js';
+import { canonicalJson, entryHash } from '../../src/store/audit-chain.js';
 import { logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
 import { refLeaf, refVerifyInclusion } from '../helpers/rfc9162-verify.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
@@ -117,5 +117,34 @@ describe('a tampered audit log', () => {
     expect((await publishCheckpoint(svc.app, svc.operator)).status).toBe(500);
     expect(await checkpoints()).toEqual(good);
     expect(refusals.join('')).toMatch(/not one this log signed/);
+  });
+});
+
+describe('rows as older versions stored them', () => {
+  it('details in the key order JSON.stringify left them (before they were stored canonical) integrate into the same leaf', async () => {
+    await sign();
+    const [row] = await svc.run<{ seq: number | string; details: string }>(
+      sql`SELECT seq, details FROM audit_log ORDER BY seq DESC LIMIT 1`,
+    );
+    if (!row) throw new Error('no entry');
+    const details = JSON.parse(row.details) as Record<string, unknown>;
+    expect(row.details).toBe(canonicalJson(details)); // as the service stores them now
+    // The same content in another key order: the chain hash (over canonical JSON) still holds, but the row's texts
+    // put together are no longer the leaf, so the integrator takes the parsing way.
+    const older = JSON.stringify(Object.fromEntries(Object.entries(details).reverse()));
+    expect(older).not.toBe(row.details);
+    await svc.run(sql`UPDATE audit_log SET details = ${older} WHERE seq = ${row.seq}`);
+    expect((await publishCheckpoint(svc.app, svc.operator)).status).toBe(200);
+    expect(refusals).toEqual([]);
+
+    const vkey = parseVkey((await logGet(svc.app, '/log/public-key', signer)).text);
+    const body = (await logGet(svc.app, `/log/proof/inclusion?index=${Number(row.seq) - 1}`, signer)).json();
+    const cp = verifyCheckpoint(body.checkpoint, vkey);
+    const leaf = Buffer.from(body.leaf_hash, 'base64');
+    const served = Buffer.from(body.entry, 'base64');
+    expect(refLeaf(served).equals(leaf)).toBe(true);
+    expect(JSON.parse(served.toString()).details).toEqual(details);
+    const proof = body.proof.map((h: string) => Buffer.from(h, 'base64'));
+    expect(refVerifyInclusion(leaf, Number(row.seq) - 1, cp.size, proof, cp.root)).toBe(true);
   });
 });

@@ -5,7 +5,14 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { AccessCache } from '../../src/store/access-cache.js';
-import { canonicalJson, chainAuditRows, entryHash, entryHashParts } from '../../src/store/audit-chain.js';
+import {
+  canonicalJson,
+  chainAuditRows,
+  entryHash,
+  entryHashParts,
+  leafJson,
+  leafJsonOfRow,
+} from '../../src/store/audit-chain.js';
 import type { ApiKeyRecord, AuditEntryInput } from '../../src/store/store.js';
 import { apiKeyRecord } from '../helpers/store-records.js';
 
@@ -186,7 +193,11 @@ describe('audit entry hash parts', () => {
     }
     const rows = chainAuditRows({ seq: 41, hash: 'f'.repeat(64) }, entries);
     rows.forEach((row, i) => {
-      expect(row.hash).toBe(entryHash(row.seq, row.prev_hash, entries[i] as AuditEntryInput));
+      const e = entries[i] as AuditEntryInput;
+      expect(row.hash).toBe(entryHash(row.seq, row.prev_hash, e));
+      // Details are stored as canonical JSON, so the integrator can rebuild the leaf from the row's texts.
+      expect(row.details).toBe(canonicalJson(e.details));
+      expect(leafJsonOfRow(row)).toBe(leafJson(row.seq, e));
     });
   });
 });
