@@ -2,6 +2,7 @@
 // expired (signature.expired), approvers' one reminder before a request expires (signature.reminder), and
 // exceptions that expire within a day (exception.expiring). Each is marked in the transaction that writes its
 // event, with a compare-and-set, so of several instances sweeping at once exactly one tells of it.
+import { expireOverdueRequests } from '../signing/request-expiry.js';
 import type { Store } from '../store/store.js';
 import type { EventBuilder } from './event-builder.js';
 
@@ -41,34 +42,4 @@ export function eventSweeps(
       await store.markExceptionWarned(exception.id, iso, [await events.exception('exception.expiring', exception)]);
     }
   };
-}
-
-/**
- * Expires waiting requests whose lifetime has passed, so signature.expired is told when it happens, not when somebody
- * next looks (SigningService expires a request it reads the same way). Runs on the store it is given, the background
- * one on PostgreSQL; another instance's sweep may win some. Returns how many this pass expired.
- */
-export async function expireOverdueRequests(
-  store: Store,
-  events: EventBuilder,
-  iso: string,
-  limit = 100,
-): Promise<number> {
-  let expired = 0;
-  for (const request of await store.listWaitingRequestsExpiringBefore(iso, limit)) {
-    const done = await store.updatePendingRequest(request.id, request.status, { status: 'expired', updatedAt: iso }, [
-      await events.request('signature.expired', request, { status: 'expired' }),
-    ]);
-    if (!done) continue;
-    expired++;
-    await store.appendAudit({
-      at: iso,
-      tenantId: request.tenantId,
-      actor: 'service',
-      action: 'approve_sign',
-      outcome: 'expired',
-      details: { request_id: request.id, expires_at: request.expiresAt },
-    });
-  }
-  return expired;
 }

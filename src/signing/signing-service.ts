@@ -28,6 +28,7 @@ import {
   WAITING_STATUSES,
 } from '../store/store.js';
 import { continuationIdentity, continuationKey } from './request-continuation.js';
+import { expireRequest } from './request-expiry.js';
 import { countVelocity } from './velocity.js';
 import { workloadAuditDetails } from './workload-context.js';
 
@@ -491,18 +492,7 @@ export class SigningService {
     const recovered = await this.recoverStuckSigning(request);
     if (recovered) return this.pendingRequest(tenantId, requestId);
     if (isPending(request.status) && Date.parse(request.expiresAt) <= this.now().getTime()) {
-      const expired = await this.store.updatePendingRequest(
-        requestId,
-        request.status,
-        { status: 'expired', updatedAt: this.now().toISOString() },
-        [await this.events.request('signature.expired', request, { status: 'expired' })],
-      );
-      if (expired) {
-        await this.audit(tenantId, 'service', 'approve_sign', 'expired', {
-          request_id: requestId,
-          expires_at: request.expiresAt,
-        });
-      }
+      await expireRequest(this.store, this.events, request, this.now().toISOString());
       return { ...request, status: 'expired' };
     }
     return request;

@@ -1,8 +1,8 @@
 // RFC 9162 §2.1 Merkle tree hashing and proofs (the same hashing as RFC 6962). The tree is never held whole: proofs
 // and roots are computed from the hashes of complete, aligned subtrees that a NodeSource hands out (tiles.ts reads
 // them from stored tiles), so a proof at 1M entries touches ~20 nodes instead of 2M.
+// A namespace import: Node before 20.12 has no crypto.hash, which a named import would fail to link.
 import * as crypto from 'node:crypto';
-import { createHash } from 'node:crypto';
 
 export const HASH_SIZE = 32;
 
@@ -11,7 +11,7 @@ const NODE_PREFIX = Buffer.from([0x01]);
 
 /** SHA-256(0x00 ‖ entry): the prefix keeps a leaf from ever passing for an interior node (second preimages). */
 export function leafHash(entry: Uint8Array): Buffer {
-  return createHash('sha256').update(LEAF_PREFIX).update(entry).digest();
+  return crypto.createHash('sha256').update(LEAF_PREFIX).update(entry).digest();
 }
 
 /**
@@ -19,7 +19,7 @@ export function leafHash(entry: Uint8Array): Buffer {
  * prefixed leaf. The integrator hashes every entry this way (crypto.hash: Node 20.12+, 21.7+).
  */
 export const leafHashOfText: (text: string) => Buffer =
-  typeof crypto.hash === 'function' // a namespace import: Node before 20.12 has no crypto.hash to name
+  typeof crypto.hash === 'function'
     ? (text) => crypto.hash('sha256', `\0${text}`, 'buffer')
     : (text) => leafHash(Buffer.from(text, 'utf8'));
 
@@ -27,10 +27,10 @@ export const leafHashOfText: (text: string) => Buffer =
 export const nodeHash: (left: Uint8Array, right: Uint8Array) => Buffer =
   typeof crypto.hash === 'function'
     ? (left, right) => crypto.hash('sha256', Buffer.concat([NODE_PREFIX, left, right]), 'buffer')
-    : (left, right) => createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+    : (left, right) => crypto.createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
 
 /** The root of the empty tree: SHA-256 of nothing. */
-export const EMPTY_ROOT: Buffer = createHash('sha256').digest();
+export const EMPTY_ROOT: Buffer = crypto.createHash('sha256').digest();
 
 /**
  * Hashes of complete subtrees: node(level, index) is the root over leaves [index·2^level, (index+1)·2^level).

@@ -13,8 +13,10 @@ import { ServiceMetrics } from '../../src/metrics/service-metrics.js';
 import { packagePath } from '../../src/paths.js';
 import { allowAll, type PolicyEngine } from '../../src/policy/policy.js';
 import { SigningService } from '../../src/signing/signing-service.js';
+import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { parseExposition, sample } from '../helpers/metrics.js';
+import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { callAction, makeTempDir } from '../helpers/service.js';
 
 const SHIM = packagePath('build', 'native', 'test', 'libsbfault.so');
@@ -261,49 +263,48 @@ it('a store committing on its writer thread (the in-process daemon) withdraws th
   }
 });
 
-// On PostgreSQL the periodic passes (event dispatcher and its sweeps, log integrator) run on a second pool
-// (Store.background). A second SQLite connection to the same file stands in for it here. A key store reports its
-// outages to one listener, the last registered: it must stay with the request path, which answers a refused request
-// only after the outage's start entry is written (before the fix, the sweeps' own SigningService took it).
-it('with event delivery on a store whose periodic passes run apart, a refused request is answered after its outage is written', async () => {
-  fault('');
-  const file = join(dir, 'apart.db');
-  const requests = openSqliteStore(file);
-  await requests.migrate();
-  const passes = openSqliteStore(file);
-  const store = Object.assign(Object.create(requests) as typeof requests, { background: () => passes });
-  const keyStore = Pkcs11KeyStore.open({ ...hsm, signThreads: 0 });
-  const listeners: unknown[] = [];
-  const report = keyStore.reportOutages.bind(keyStore);
-  keyStore.reportOutages = (listener) => {
-    listeners.push(listener);
-    report(listener);
-  };
-  const app = await buildApp({
-    store,
-    keyStore,
-    policy: allowAll,
-    eventDelivery: { deliver: async () => ({ outcome: 'delivered' }), sweeps: { everyMs: 50 } },
-  });
-  try {
-    await app.ready();
-    expect(listeners).toHaveLength(1);
-    const operator = (await createApiKey(store, 'operator', null, 'op')).token;
-    expect(
-      (await callAction(app, operator, 'create_tenant', { tenant_id: 'apart', key_spec: 'ECC_NIST_P256' })).status,
-    ).toBe(201);
-    const signer = (await createApiKey(store, 'signer', 'apart', 'ci')).token;
-    const before = (await store.stats()).auditEntries;
-    fault('-1 0x32 * close');
-    const res = await callAction(app, signer, 'sign', { tenant_id: 'apart', algorithm: 'ECDSA_SHA_256', hash });
-    expect(res.status).toBe(503);
-    const during = await requests.readAudit(before, 10);
-    expect(during.map((e) => `${e.action}/${e.outcome}`)).toEqual(['key_store_outage/started']);
-  } finally {
+// On PostgreSQL the periodic passes (event dispatcher and its sweeps, log integrator) run on a pool of their own
+// (Store.background). A key store reports its outages to one listener, the last registered: it must be the request
+// path's, which answers a refused request only after the outage's start entry is written (before the fix, the
+// sweeps' own SigningService over the background pool took it).
+it.skipIf(!testPostgresUrl())(
+  'on PostgreSQL with event delivery, a refused request is answered after its outage is written',
+  async () => {
     fault('');
-    await app.close();
-    await keyStore.close();
-    await passes.close();
-    await requests.close();
-  }
-});
+    const store = openPostgresStore(createTestDatabase('faults_background'));
+    await store.migrate();
+    expect(store.background()).not.toBe(store);
+    const keyStore = Pkcs11KeyStore.open({ ...hsm, signThreads: 0 });
+    const listeners: unknown[] = [];
+    const report = keyStore.reportOutages.bind(keyStore);
+    keyStore.reportOutages = (listener) => {
+      listeners.push(listener);
+      report(listener);
+    };
+    const app = await buildApp({
+      store,
+      keyStore,
+      policy: allowAll,
+      eventDelivery: { deliver: async () => ({ outcome: 'delivered' }), sweeps: { everyMs: 50 } },
+    });
+    try {
+      await app.ready();
+      expect(listeners).toHaveLength(1);
+      const operator = (await createApiKey(store, 'operator', null, 'op')).token;
+      const created = await callAction(app, operator, 'create_tenant', { tenant_id: 'pg', key_spec: 'ECC_NIST_P256' });
+      expect(created.status).toBe(201);
+      const signer = (await createApiKey(store, 'signer', 'pg', 'ci')).token;
+      const before = (await store.stats()).auditEntries;
+      fault('-1 0x32 * close');
+      const res = await callAction(app, signer, 'sign', { tenant_id: 'pg', algorithm: 'ECDSA_SHA_256', hash });
+      expect(res.status).toBe(503);
+      const during = await store.readAudit(before, 10);
+      expect(during.map((e) => `${e.action}/${e.outcome}`)).toEqual(['key_store_outage/started']);
+    } finally {
+      fault('');
+      await app.close();
+      await keyStore.close();
+      await store.close();
+    }
+  },
+);
