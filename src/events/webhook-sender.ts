@@ -199,8 +199,8 @@ function describe(err: unknown, url: URL, settings: WebhookSendSettings): string
           ? `the address ${err.host} is`
           : `the host ${err.host} resolves to ${err.address},`;
       return (
-        `${origin} is refused: ${where} a loopback, private or other special-use address; webhooks are sent to ` +
-        `such addresses only when ${ALLOW_SETTING} lists the host or its range`
+        `${origin} is refused: ${where} a loopback, private or other special-use address (${err.range}); ` +
+        `webhooks are sent to such addresses only when ${ALLOW_SETTING} lists the host or its range`
       );
     }
     if (err.reason === 'scheme') {

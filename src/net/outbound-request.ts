@@ -5,7 +5,8 @@
 // The rules, one place for every caller:
 // - https only; http only where the caller accepts it and the operator's allow list names the destination;
 // - the host is resolved once and every address is checked against loopback, private, link-local and other
-//   special-use ranges, which are refused unless the allow list names the host or a CIDR holding the address;
+//   special-use ranges (special-addresses.ts), which are refused unless the allow list names the host or a CIDR
+//   holding the address;
 // - the connection goes to a checked address (a custom `lookup`), so a second DNS answer cannot switch it (DNS
 //   rebinding); the Host header and the TLS name stay the URL's host;
 // - no redirects (a 3xx is handed back, never followed: it could lead where the checks would refuse), no proxy
@@ -15,43 +16,7 @@ import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage 
 import { request as httpsRequest } from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
-
-/** Special-use IPv4 ranges a destination may not resolve to unless allowed (SSRF: cloud metadata, internal hosts). */
-const SPECIAL_V4 = [
-  '0.0.0.0/8',
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '127.0.0.0/8',
-  '169.254.0.0/16',
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.0.2.0/24',
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '198.51.100.0/24',
-  '203.0.113.0/24',
-  '224.0.0.0/4',
-  '240.0.0.0/4',
-];
-/**
- * IPv6 special ranges. NAT64 (64:ff9b::/96) and 6to4 (2002::/16) are refused whole: they can wrap any IPv4 address.
- * fc00::/7 holds AWS's IPv6 metadata address fd00:ec2::254. IPv4-mapped addresses (::ffff:0:0/96) are checked as
- * the IPv4 address they carry (unmapped()).
- */
-const SPECIAL_V6 = [
-  '::/128',
-  '::1/128',
-  'fc00::/7',
-  'fe80::/10',
-  'ff00::/8',
-  '64:ff9b::/96',
-  '2002::/16',
-  '2001:db8::/32',
-];
-
-const special = new BlockList();
-for (const range of SPECIAL_V4) addCidr(special, range);
-for (const range of SPECIAL_V6) addCidr(special, range);
+import { specialUseRange } from './special-addresses.js';
 
 /** Adds an IP address or CIDR to `list`; false when `entry` is neither. */
 export function addCidr(list: BlockList, entry: string): boolean {
@@ -84,12 +49,6 @@ export function unmapped(address: string): { address: string; type: 'ipv4' | 'ip
   return { address, type: isIP(address) === 4 ? 'ipv4' : 'ipv6' };
 }
 
-/** Is `address` (an IP literal) loopback, private, link-local or another special-use address? */
-export function isSpecialUse(address: string): boolean {
-  const checked = unmapped(address);
-  return special.check(checked.address, checked.type);
-}
-
 /** Allow-list entries that are not an IP address, a CIDR or a host name: a configuration error to report. */
 export function invalidAllowEntries(allow: readonly string[]): string[] {
   return allow.filter((entry) => !addCidr(new BlockList(), entry) && !/^[A-Za-z0-9.-]{1,253}$/.test(entry));
@@ -114,6 +73,8 @@ export class DestinationRefused extends OutboundError {
     /** The URL's host as written ([::1] with brackets) and, for special-use, the address it resolved to. */
     readonly host?: string,
     readonly address?: string,
+    /** For special-use: which range, e.g. "loopback (127.0.0.0/8)". */
+    readonly range?: string,
   ) {
     super(message);
   }
@@ -281,12 +242,14 @@ export class OutboundPolicy {
     for (const { address } of addresses) {
       const checked = unmapped(address);
       if (listedHost || this.allowRanges.check(checked.address, checked.type)) continue;
-      if (special.check(checked.address, checked.type)) {
+      const range = specialUseRange(address);
+      if (range !== undefined) {
         throw new DestinationRefused(
           'special-use',
-          `the host ${host} resolves to ${address}, a loopback, private or other special-use address`,
+          `the host ${host} resolves to ${address}, a loopback, private or other special-use address: ${range}`,
           host,
           address,
+          range,
         );
       }
     }

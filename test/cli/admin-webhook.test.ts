@@ -57,6 +57,10 @@ describe('admin webhook', () => {
         [['--url', 'https://169.254.169.254/latest/meta-data'], /169\.254\.169\.254/],
         [['--url', 'https://10.1.2.3/hook'], /10\.1\.2\.3/],
         [['--url', 'https://localhost/hook'], /localhost/],
+        // The IPv6 spellings issue 31 found accepted: IPv4-compatible, site-local and Teredo.
+        [['--url', 'https://[::127.0.0.1]/hook'], /\[::7f00:1\] is a loopback.*IPv4-compatible/],
+        [['--url', 'https://[fec0::1]/hook'], /\[fec0::1\] is a loopback.*site-local/],
+        [['--url', 'https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook'], /Teredo \(2001::\/32\)/],
         [['--url', receiver.url], /https/i],
         [['--url', 'https://user:pw@hooks.example.com/x'], /user|password|credential/i],
         [['--url', 'https://hooks.example.com/x', '--event', 'signature.nope'], /unknown event kind signature\.nope/],

@@ -8,12 +8,12 @@ import {
   DestinationRefused,
   DestinationUnreachable,
   invalidAllowEntries,
-  isSpecialUse,
   OutboundPolicy,
   RequestNotSendable,
   type Resolver,
   TlsFailed,
 } from '../../src/net/outbound-request.js';
+import { isSpecialUse } from '../../src/net/special-addresses.js';
 import {
   closedPort,
   endlessBody,
@@ -68,7 +68,7 @@ describe('special-use addresses', () => {
     '::ffff:127.0.0.1',
     '::ffff:7f00:1',
     '::ffff:a9fe:a9fe',
-    '64:ff9b::808:808',
+    '64:ff9b::7f00:1',
     '2002:808:808::1',
     '2001:db8::1',
   ])('%s is special-use', (address) => {
@@ -80,6 +80,8 @@ describe('special-use addresses', () => {
     '93.184.215.14',
     '::ffff:8.8.8.8',
     '::ffff:808:808',
+    // NAT64 of a public address: what DNS64 answers for an IPv4-only host on an IPv6-only network.
+    '64:ff9b::808:808',
     '2606:4700:4700::1111',
   ])('%s is not', (address) => {
     expect(isSpecialUse(address)).toBe(false);

@@ -201,7 +201,8 @@ function issuerError(err: unknown, url: URL): Error {
   if (err instanceof DestinationRefused) {
     if (err.reason === 'special-use') {
       return new IssuerRefused(
-        `the issuer's host ${err.host} resolves to ${err.address}, a loopback, private or other special-use address; ` +
+        `the issuer's host ${err.host} resolves to ${err.address}, a loopback, private or other special-use address ` +
+          `(${err.range}); ` +
           'the service fetches such issuers only when workload.allow (SIGNBRIDGE_WORKLOAD_ALLOW) lists the host or its range',
       );
     }
