@@ -12,6 +12,7 @@ import {
   keyInfo,
   type SigningAlgorithm,
 } from '../crypto/algorithms.js';
+import { SubjectError } from './subject-name.js';
 
 /** A key whose private half lives elsewhere: its spec, its public key, and a way to sign a digest with it. */
 export interface RemoteKey {
@@ -25,58 +26,8 @@ export interface RemoteKey {
   sign(algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer>;
 }
 
-export class SubjectError extends Error {}
-
 /** A key this builder makes no certificate for (ML-DSA, SM2), with the reason and what to do instead. */
 export class UnsupportedKeyError extends Error {}
-
-type JsonName = Array<Record<string, string[]>>;
-
-/**
- * A distinguished name from the command line, in either of the two forms people paste:
- *   OpenSSL's `/C=DE/O=Example/CN=Release signing` (most significant first, as `openssl req -subj`), or
- *   RFC 4514's `CN=Release signing, O=Example, C=DE` (most significant last).
- * `\` escapes a separator inside a value.
- */
-export function parseSubject(text: string): x509.Name {
-  const input = text.trim();
-  if (!input) throw new SubjectError('the subject is empty; give e.g. "/CN=Release signing/O=Example"');
-  const slashForm = input.startsWith('/');
-  const parts = splitUnescaped(slashForm ? input.slice(1) : input, slashForm ? '/' : ',');
-  const rdns: JsonName = parts.map((part) => {
-    const eq = part.indexOf('=');
-    const type = part.slice(0, eq).trim();
-    const value = part
-      .slice(eq + 1)
-      .trim()
-      .replace(/\\(.)/g, '$1');
-    if (eq <= 0 || !value) throw new SubjectError(`"${part}" in the subject is not TYPE=value`);
-    return { [type]: [value] };
-  });
-  if (!slashForm) rdns.reverse();
-  try {
-    return new x509.Name(rdns);
-  } catch (err) {
-    throw new SubjectError(`the subject "${text}" is not a valid name: ${(err as Error).message}`);
-  }
-}
-
-function splitUnescaped(text: string, separator: string): string[] {
-  const out: string[] = [];
-  let current = '';
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i] as string;
-    if (c === '\\' && i + 1 < text.length) {
-      current += c + (text[i + 1] as string);
-      i++;
-    } else if (c === separator) {
-      out.push(current);
-      current = '';
-    } else current += c;
-  }
-  out.push(current);
-  return out.filter((p) => p.trim() !== '');
-}
 
 const WEB_HASH: Record<HashName, string> = { sha256: 'SHA-256', sha384: 'SHA-384', sha512: 'SHA-512' };
 

@@ -6,7 +6,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { defaultSocketPath } from '../../daemon/socket-path.js';
 import { connectDaemon, DaemonKeyError, describeWireError, openDaemonKey } from '../certs/daemon-key.js';
-import { createCsr, createSelfSigned, parseSubject } from '../certs/x509-builder.js';
+import { parseSubject } from '../certs/subject-name.js';
+import { createCsr, createSelfSigned } from '../certs/x509-builder.js';
 import type { HashName } from '../crypto/algorithms.js';
 
 interface CommonFlags {

@@ -205,6 +205,72 @@ describe('bad input changes nothing', () => {
   });
 });
 
+describe('cert csr --subject reads what openssl req -subj reads', () => {
+  // Each subject goes to `signbridge cert csr` (signed through the daemon) and to `openssl req -new -utf8 -subj`
+  // with a local key; the subjects must be the same bytes, so the same lines in `openssl req -text` and RFC 2253.
+  const SUBJECTS = [
+    '/CN=x/emailAddress=a@b.c',
+    '/C=DE/ST=Berlin/L=Berlin/O=Example GmbH/OU=Release/CN=Release signing/emailAddress=release@example.com',
+    '/serialNumber=HRB 12345/street=Main Street 1/postalCode=10115/title=Signer/givenName=Jane/surname=Doe/SN=Roe' +
+      '/initials=JD/generationQualifier=Jr/dnQualifier=q1/pseudonym=rel/name=Release/description=builds',
+    '/businessCategory=Private Organization/jurisdictionC=DE/jurisdictionST=Berlin/jurisdictionL=Berlin' +
+      '/organizationIdentifier=VATDE-123456789/O=Example GmbH/CN=example.com',
+    '/DC=com/domainComponent=example/UID=jdoe/userId=j2/uid=unique/mail=jane@example.com/CN=Jane Doe',
+    '/CN=a\\/b\\+c\\,d/O=Example+OU=Release+CN=multi/L= spaced ',
+    '/2.5.4.3=by number/1.2.840.113549.1.9.1=n@example.com',
+    '/CN=Grüße aus Köln/O=日本',
+  ];
+  const localKey = () => {
+    const key = join(work, 'subject-local.key');
+    if (!existsSync(key))
+      execFileSync('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', key]);
+    return key;
+  };
+  const show = (csr: string, ...args: string[]) =>
+    execFileSync('openssl', ['req', '-in', csr, '-noout', ...args], { encoding: 'utf8' });
+  const subjectLine = (csr: string) => (show(csr, '-text').match(/^\s*Subject:.*$/m) ?? [''])[0].trim();
+
+  it.each(SUBJECTS)('%s', (subject) => {
+    const ours = join(work, 'subject-ours.csr');
+    const theirs = join(work, 'subject-openssl.csr');
+    const made = runCli(['cert', 'csr', '--tenant', P256, '--subject', subject, '--out', ours], env(P256));
+    expect(made.code, made.stderr).toBe(0);
+    execFileSync('openssl', ['req', '-new', '-utf8', '-key', localKey(), '-subj', subject, '-out', theirs], {
+      stdio: 'pipe',
+    });
+    expect(subjectLine(ours)).toBe(subjectLine(theirs));
+    const rfc2253 = ['-subject', '-nameopt', 'RFC2253'];
+    expect(show(ours, ...rfc2253)).toBe(show(theirs, ...rfc2253));
+    // The string types too (IA5String for emailAddress and DC, PrintableString for C and serialNumber, ...): the
+    // request's elements up to the public key are its version and subject.
+    const strings = (csr: string) => {
+      const lines = execFileSync('openssl', ['asn1parse', '-in', csr], { encoding: 'utf8' }).split('\n');
+      const subjectEnd = lines.findIndex((line) => /:id-ecPublicKey/.test(line));
+      return lines.slice(3, subjectEnd - 2).map((line) => line.replace(/^\s*\d+:/, ''));
+    };
+    expect(strings(ours)).toEqual(strings(theirs));
+    if (subject.includes('emailAddress=a@b.c'))
+      expect(strings(ours).join('\n')).toMatch(/:emailAddress\n.*IA5STRING\s+:a@b\.c/);
+  });
+
+  it('refuses an unknown name, a bad value and a dangling escape with a clear message; nothing is written', () => {
+    const out = join(work, 'subject-refused.csr');
+    for (const [subject, message] of [
+      ['/CN=x/favoriteColour=blue', /unknown attribute type "favoriteColour" in the subject.*numeric OID/],
+      ['/C=Germany/CN=x', /C in the subject must be 2 characters long, not 7/],
+      ['/CN=x/emailAddress=jö@example.com', /emailAddress in the subject takes ASCII characters only/],
+      ['/CN=x/serialNumber=a_b', /serialNumber in the subject takes PrintableString/],
+      ['/CN=x/O=', /O in the subject has no value/],
+      ['/CN=x\\', /ends with an escape character/],
+    ] as const) {
+      const r = runCli(['cert', 'csr', '--tenant', P256, '--subject', subject, '--out', out], env(P256));
+      expect(r.code, subject).toBe(1);
+      expect(r.stderr, subject).toMatch(message);
+      expect(existsSync(out)).toBe(false);
+    }
+  });
+});
+
 it('the snippet runner fails on a bad snippet environment (so the doc tests can fail)', () => {
   const r = runSnippet('cert-import', work, { ...env(RSA), SIGNBRIDGE_SOCKET: join(work, 'nope.sock') });
   expect(r.code).not.toBe(0);

@@ -6,13 +6,12 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EC_FIELD_BYTES, ecdsaDerToRaw } from '../../daemon/ecdsa.js';
+import { parseSubject, SubjectError } from '../../src/certs/subject-name.js';
 import {
   certificateAlgorithm,
   createCsr,
   createSelfSigned,
-  parseSubject,
   type RemoteKey,
-  SubjectError,
   UnsupportedKeyError,
 } from '../../src/certs/x509-builder.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
