@@ -66,6 +66,14 @@ describe('parseSubject', () => {
   it('keeps an escaped separator inside a value', () => {
     expect(parseSubject('/CN=a\\/b/O=x, y').toJSON()).toEqual([{ CN: ['a/b'] }, { O: ['x, y'] }]);
   });
+  it('takes another case where it is unambiguous, the older one-letter names, and + in both forms', () => {
+    const der = (text: string) => Buffer.from(parseSubject(text).toArrayBuffer()).toString('hex');
+    expect(der('/cn=x/EMAILADDRESS=a@b.c')).toBe(der('/CN=x/emailAddress=a@b.c'));
+    expect(der('/E=a@b.c/G=Jane/T=Signer')).toBe(der('/emailAddress=a@b.c/givenName=Jane/title=Signer'));
+    expect(der('CN=a\\, b+UID=u, O=x')).toBe(der('/O=x/UID=u+CN=a, b'));
+    expect(() => parseSubject('/Uid=x')).toThrow(/ambiguous.*UID is userId, uid uniqueIdentifier/);
+    expect(() => parseSubject('/sha256=x')).toThrow(/unknown attribute type "sha256"/);
+  });
   it.each(['', '   ', '/CN', '/=x', 'CN='])('refuses %j with a SubjectError', (text) => {
     expect(() => parseSubject(text)).toThrow(SubjectError);
   });
