@@ -177,6 +177,13 @@ build_service() {
   install -m 0755 packaging/service/signbridge.sh "$top/bin/signbridge"
   install -m 0644 packaging/service/signbridge.service "$top/systemd/signbridge.service"
   cp packaging/service/README.md "$top/README.md"
+  # The daemon's peer-credential addon and the PKCS#11 module, as the client packages carry them: `signbridge
+  # daemon` starts from the tarball (a build host may run the whole CLI from it) and `module-path` names the module.
+  install -D -m 0644 "$WORK/native/peercred.node" "$app/native/peercred.node"
+  install -D -m 0755 "$WORK/native/libsignbridge-pkcs11.so" "$app/native/libsignbridge-pkcs11.so"
+  write_layout "$app/dist/src/signbridge-layout.json" \
+    '["../../native/libsignbridge-pkcs11.so"]' '["../../native/peercred.node"]' \
+    'unpack the service tarball again (app/native/ holds it), or use a client package (docs/packages.md)'
   rm -f "$OUT"/signbridge-service-*-linux-x64.tar.gz
   tar -C "$WORK/service" --owner=0 --group=0 -czf "$OUT/$name.tar.gz" "$name"
   log "wrote dist/packages/$name.tar.gz"
@@ -194,8 +201,10 @@ ensure_node24
 if want oci && ! want service && [ ! -f "$OUT/signbridge-service-$VERSION-linux-x64.tar.gz" ]; then
   TARGETS+=(service)
 fi
-if want deb || want npm; then
+if want deb || want npm || want service; then
   build_module
+fi
+if want deb || want npm; then
   bundle_client
 fi
 want deb && build_deb

@@ -10,7 +10,22 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postAction } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
-import { ensurePackage, installedEnv, mb, run, runOk, SYSTEM_PATH, sizeOf, VERSION } from './helpers.js';
+import { tenantFor } from '../module/harness.js';
+import {
+  ensurePackage,
+  type InstalledStack,
+  installedEnv,
+  mb,
+  RSA,
+  run,
+  runOk,
+  SYSTEM_PATH,
+  servedBy,
+  signWithPkcs11Tool,
+  sizeOf,
+  startInstalledStack,
+  VERSION,
+} from './helpers.js';
 
 let top: string;
 let dataDir: string;
@@ -71,6 +86,9 @@ describe('the service tarball', () => {
       'app/softhsm-config/softhsm2.conf.template',
       'app/node_modules/better-sqlite3/package.json',
       'app/node_modules/fastify/package.json',
+      'app/native/peercred.node',
+      'app/native/libsignbridge-pkcs11.so',
+      'app/dist/src/signbridge-layout.json',
       'systemd/signbridge.service',
       'README.md',
     ]) {
@@ -147,5 +165,33 @@ describe('its systemd system unit', () => {
     const r = run('systemd-analyze', ['verify', copy], { ...process.env, PATH: SYSTEM_PATH });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).not.toMatch(/Unknown (key|section)|not executable|Failed to parse/i);
+  });
+});
+
+describe('its daemon (issue 31: `signbridge daemon` from the tarball refused to start without the addon)', () => {
+  // The tarball's launcher runs `signbridge daemon` against a service from the checkout (startInstalledStack);
+  // status, module-path and a pkcs11-tool signature through the tarball's own module show it serves.
+  let stack: InstalledStack | undefined;
+  const S = () => stack as InstalledStack;
+  beforeAll(async () => {
+    stack = await startInstalledStack(launcher());
+  }, 900_000);
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it('starts and serves the socket; status reaches it and lists the tenants', () => {
+    expect(servedBy(S())).toBe(true);
+    const out = runOk(launcher(), ['status'], S().env, S().work).stdout;
+    expect(out).toMatch(/^daemon: +reachable at /m);
+    expect(out).toContain(`(tenant ${tenantFor(RSA)})`);
+  });
+
+  it('module-path names the module in the tarball; pkcs11-tool signs through it and openssl verifies', () => {
+    const module = runOk(launcher(), ['module-path'], S().env).stdout.trim();
+    expect(module).toBe(join(top, 'app', 'native', 'libsignbridge-pkcs11.so'));
+    const r = signWithPkcs11Tool(S(), module);
+    expect(r.verified).toBe(true);
+    expect(r.tampered).toBe(false);
   });
 });
