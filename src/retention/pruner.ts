@@ -44,7 +44,9 @@ export function effectiveWindows(
 ): { eventsMs: number; requestsMs: number; idempotencyMs: number } {
   return {
     eventsMs: Math.max(settings.eventsMs, floors.retryForMs),
-    requestsMs: Math.max(settings.requestsMs, floors.approvalRetryWindowMs),
+    // A retried `sign` with its Idempotency-Key gets the first answer, a 202 with the request_id, for 24 hours; the
+    // client then collects that request: it must still be there.
+    requestsMs: Math.max(settings.requestsMs, floors.approvalRetryWindowMs, floors.idempotencyLifetimeMs),
     idempotencyMs: floors.idempotencyLifetimeMs,
   };
 }

@@ -13,7 +13,8 @@ export interface RetentionSettings {
   /**
    * Signing requests decided for good (approved, rejected, expired, denied) are kept this long after the decision
    * (default 7 days): a client may still collect the answer with `request_id`. Never less than the retry window of
-   * approvals (a retried `sign` gets a decided request's outcome within it).
+   * approvals (a retried `sign` gets a decided request's outcome within it), nor the 24 hours an Idempotency-Key is
+   * remembered (a replayed 202 names the request to collect).
    */
   requestsMs: number;
   /** Rows one DELETE statement removes at most (default 1000). */

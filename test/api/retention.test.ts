@@ -6,8 +6,9 @@
 //   deliveries, the events they belong to and events not fanned out yet stay, and order keys still hold afterwards.
 //   Two instances pruning the same rows at once delete each row once.
 // - Signing requests: a request decided within the retry window of approvals stays (also when the retention setting
-//   is shorter: the window wins), so a retried `sign` still gets its outcome after a prune pass; a waiting request
-//   stays however old it is; a decided one goes after the window. Idempotency records go after their 24 hours.
+//   is shorter: the window wins, and so do the 24 hours an idempotent replay names the request), so a retried `sign`
+//   still gets its outcome after a prune pass; a waiting request stays however old it is; a decided one goes after
+//   the window. Idempotency records go after their 24 hours.
 // - The audit chain still verifies, and inclusion proofs of signatures made before pruning still verify, after it.
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
@@ -245,7 +246,8 @@ describe('pruning signing requests and idempotency records', () => {
     waiting = (await sign('waits')).body.request_id as string;
     const rejected = (await sign('rejected')).body.request_id as string;
     expect((await decide(rejected, 'reject')).status).toBe(200);
-    // 5 minutes on: past the retention setting (1 minute) but inside approvals.retryWindowMinutes (10).
+    // 5 minutes on: past the retention setting (1 minute) but inside approvals.retryWindowMinutes (10) and the
+    // 24 hours an Idempotency-Key replays the 202 that names the request.
     clock += 5 * MINUTE;
     expect((await pruner.runOnce()).requests).toBe(0);
     expect(await requestRows()).toEqual([waiting, rejected].sort());
@@ -260,7 +262,10 @@ describe('pruning signing requests and idempotency records', () => {
   it('deletes decided requests once the window has passed; a waiting one stays however old', async () => {
     const approved = (await sign('approved')).body.request_id as string;
     expect((await decide(approved, 'approve')).status).toBe(200);
+    // Past the retry window, not yet 24 hours: an idempotent replay may still name them.
     clock += 11 * MINUTE;
+    expect((await pruner.runOnce()).requests).toBe(0);
+    clock += IDEMPOTENCY_LIFETIME_MS;
     const counts = await pruner.runOnce();
     expect(counts.requests).toBe(2); // the rejected one and the approved one
     expect(await requestRows()).toEqual([waiting]);
