@@ -335,7 +335,21 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       onError: (message) => app.log.warn(message),
     });
     app.decorate('pruner', pruner);
-    app.addHook('onReady', async () => pruner.start());
+    app.addHook('onReady', async () => {
+      if (!pruner.enabled) return;
+      const { eventsMs, requestsMs, idempotencyMs } = pruner.retention;
+      app.log.info(
+        {
+          retention: {
+            events_hours: eventsMs / 3600_000,
+            requests_hours: requestsMs / 3600_000,
+            idempotency_hours: idempotencyMs / 3600_000,
+          },
+        },
+        'retention: pruning finished rows (never the audit log or the transparency log)',
+      );
+      pruner.start();
+    });
     app.addHook('preClose', async () => pruner.stop());
   }
   await app.register(v1Routes, { store: opts.store, signing, exceptions, keyImports, now, publicUrl: opts.publicUrl });

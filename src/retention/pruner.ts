@@ -73,8 +73,13 @@ export class Pruner {
     return { ...this.windows };
   }
 
+  /** False when retention.enabled is off: start() then does nothing (runOnce still prunes, for tools). */
+  get enabled(): boolean {
+    return this.opts.settings.enabled;
+  }
+
   start(): void {
-    if (!this.opts.settings.enabled || !this.stopped) return;
+    if (!this.enabled || !this.stopped) return;
     this.stopped = false;
     this.schedule();
   }

@@ -24,6 +24,7 @@ import { verifyAuditChain } from '../../src/store/verify-chain.js';
 import { logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
 import { refVerifyInclusion } from '../helpers/rfc9162-verify.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
+import { until } from '../helpers/wait.js';
 
 const HOUR = 3600_000;
 const MINUTE = 60_000;
@@ -214,6 +215,35 @@ describe('pruning the outbox', () => {
     } finally {
       await other.close();
     }
+  });
+});
+
+describe('the pruner on its own timer', () => {
+  it('prunes by itself every interval, tells what it deleted, and stops when asked', async () => {
+    const store = svc.store.events;
+    const at = clock - 48 * HOUR;
+    await store.appendEvents([{ type: 'key.rotated', data: { tenant_id: 'timer', n: 1 } }], iso(at));
+    while ((await store.fanOut(200, iso(at))) > 0) {
+      // fanned out (to no subscription: tenant `timer` has none)
+    }
+    const told: PruneCounts[] = [];
+    const timed = new Pruner(svc.store.background(), {
+      settings: { ...RETENTION_DEFAULTS, intervalMs: 20 },
+      floors: { retryForMs: 24 * HOUR, approvalRetryWindowMs: 10 * MINUTE, idempotencyLifetimeMs: 24 * HOUR },
+      now: () => new Date(clock),
+      onPruned: (counts) => told.push(counts),
+    });
+    const left = async () =>
+      Number(
+        (await svc.run<{ n: number }>(sql`SELECT count(*) AS n FROM event_outbox WHERE tenant_id = 'timer'`))[0]?.n,
+      );
+    timed.start();
+    try {
+      await until('the timer pass', async () => ((await left()) === 0 ? true : undefined));
+    } finally {
+      await timed.stop();
+    }
+    expect(told.reduce((n, c) => n + c.events, 0)).toBeGreaterThanOrEqual(1);
   });
 });
 
