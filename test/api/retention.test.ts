@@ -239,7 +239,7 @@ describe('the pruner on its own timer', () => {
       );
     timed.start();
     try {
-      await until('the timer pass', async () => ((await left()) === 0 ? true : undefined));
+      await until('the timer pass', async () => ((await left()) === 0 ? true : undefined), 30_000);
     } finally {
       await timed.stop();
     }
