@@ -11,6 +11,7 @@ import {
   parseJsonBody,
   refuseWhileClosing,
 } from './api/http-strict.js';
+import { IDEMPOTENCY_LIFETIME_MS } from './api/idempotency.js';
 import { healthRoutes } from './api/routes/health.js';
 import { logRoutes } from './api/routes/log.js';
 import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
@@ -30,10 +31,12 @@ import { type KeyStore, KeyStores } from './keys/key-store.js';
 import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
 import type { PolicyEngine } from './policy/policy.js';
+import { Pruner } from './retention/pruner.js';
+import { RETENTION_DEFAULTS, type RetentionSettings } from './retention/retention-settings.js';
 import { ExceptionService } from './signing/exception-service.js';
 import { KeyImportService } from './signing/key-import-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
-import { SigningService } from './signing/signing-service.js';
+import { DEFAULT_APPROVAL_RETRY_WINDOW_MS, SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
 import { LogOriginError, LogService, type LogSettings } from './transparency/log-service.js';
 import type { ClockTrust } from './tsa/clock-trust.js';
@@ -96,6 +99,11 @@ export interface AppOptions {
   log?: LogSettings;
   /** The time-stamping authority (docs/tsa.md); absent: no /tsa routes. */
   tsa?: TsaAppOptions;
+  /**
+   * Prune what the contract lets go (docs/deployment.md, "Retention"), with these settings over RETENTION_DEFAULTS.
+   * Absent: this app prunes nothing (the server always passes its configuration's).
+   */
+  retention?: Partial<RetentionSettings>;
 }
 
 export interface TsaAppOptions extends TsaServiceSettings {
@@ -111,6 +119,8 @@ declare module 'fastify' {
     eventDispatcher?: EventDispatcher;
     /** The transparency log, when the app runs one (AppOptions.log). */
     transparencyLog?: LogService;
+    /** The pruner, when the app prunes (AppOptions.retention). */
+    pruner?: Pruner;
   }
 }
 
@@ -307,6 +317,40 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     });
     app.addHook('preClose', async () => log.stop());
     await app.register(logRoutes, { store: opts.store, log, now });
+  }
+  if (opts.retention) {
+    const pruner = new Pruner(background, {
+      settings: { ...RETENTION_DEFAULTS, ...opts.retention },
+      floors: {
+        // The dispatcher's own default when none is given (src/events/dispatcher.ts, retryForMs).
+        retryForMs: opts.eventDelivery?.settings?.retryForMs ?? 24 * 3600_000,
+        approvalRetryWindowMs: opts.approvalRetryWindowMs ?? DEFAULT_APPROVAL_RETRY_WINDOW_MS,
+        idempotencyLifetimeMs: IDEMPOTENCY_LIFETIME_MS,
+      },
+      now,
+      onPruned: (counts, ms) => {
+        app.log.info({ pruned: counts, ms: Math.round(ms) }, 'retention: pruned finished rows');
+        opts.metrics?.pruned(counts);
+      },
+      onError: (message) => app.log.warn(message),
+    });
+    app.decorate('pruner', pruner);
+    app.addHook('onReady', async () => {
+      if (!pruner.enabled) return;
+      const { eventsMs, requestsMs, idempotencyMs } = pruner.retention;
+      app.log.info(
+        {
+          retention: {
+            events_hours: eventsMs / 3600_000,
+            requests_hours: requestsMs / 3600_000,
+            idempotency_hours: idempotencyMs / 3600_000,
+          },
+        },
+        'retention: pruning finished rows (never the audit log or the transparency log)',
+      );
+      pruner.start();
+    });
+    app.addHook('preClose', async () => pruner.stop());
   }
   await app.register(v1Routes, { store: opts.store, signing, exceptions, keyImports, now, publicUrl: opts.publicUrl });
   await app.register(oauthRoutes, {

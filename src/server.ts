@@ -238,6 +238,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
       },
       sweeps: { remindBeforeMs: config.events.remindBeforeMs },
     },
+    retention: config.retention,
   });
   for (const one of keyStore.stores) {
     if (one instanceof Pkcs11KeyStore) one.onEvent = (message) => app.log.warn({ keyStore: one.description }, message);

@@ -10,6 +10,7 @@ import YAML from 'yaml';
 import { OidcConfigSchema, type OidcSettings, resolveOidcSettings } from '../auth/oidc/settings.js';
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
 import { addCidr, invalidAllowEntries } from '../net/outbound-request.js';
+import { RETENTION_DEFAULTS, type RetentionSettings } from '../retention/retention-settings.js';
 import { postgresUrlProblem, redactUrl } from '../store/postgres-store.js';
 import { LOG_DEFAULTS, type LogSettings } from '../transparency/log-service.js';
 import { isValidKeyName } from '../transparency/signed-note.js';
@@ -167,6 +168,20 @@ export const ConfigFileSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** Pruning what the contract lets go (docs/deployment.md, "Retention"; retentionSetting). */
+    retention: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean()),
+          eventsHours: Type.Optional(Type.Number({ minimum: 0.001, maximum: 87_600 })),
+          requestsDays: Type.Optional(Type.Number({ minimum: 0.001, maximum: 3650 })),
+          batchRows: Type.Optional(Type.Integer({ minimum: 10, maximum: 10_000 })),
+          batchesPerPass: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+          intervalSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     /** Webhook delivery (docs/configuration.md): where subscribers' URLs may point. */
     webhooks: Type.Optional(
       Type.Object(
@@ -256,6 +271,8 @@ export interface ServiceConfig {
   workload: WorkloadSettings;
   /** Event delivery: how often to look for work, leases, retries, pausing, reminders (eventSetting). */
   events: EventSettings;
+  /** What the pruner deletes and when (retentionSetting). */
+  retention: RetentionSettings;
   /** Outgoing mail (smtpSetting); absent: no smtp section, e-mail subscriptions cannot deliver. */
   smtp?: SmtpSettings;
   /** Where webhooks may be sent (webhookSetting); the shape src/events/webhook-sender.ts takes. */
@@ -487,6 +504,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     ...oidcSetting(file, env),
     workload: workloadSetting(file.workload, env),
     events: eventSetting(file.events, env),
+    retention: retentionSetting(file.retention, env, (file.events?.retryHours ?? 24) * 3600_000),
     ...(file.smtp && { smtp: smtpSetting(file.smtp, env) }),
     webhooks: webhookSetting(file.webhooks, env),
     tsa: tsaSetting(file.tsa, env, store.type === 'postgres'),
@@ -660,6 +678,53 @@ function eventSetting(file: ConfigFile['events'], env: NodeJS.ProcessEnv): Event
     retryForMs: (file?.retryHours ?? 24) * 3600_000,
     pauseAfterFailures: file?.pauseAfterFailures ?? 50,
     remindBeforeMs: (file?.remindBeforeMinutes ?? 60) * 60_000,
+  };
+}
+
+/** A whole number from an environment variable, within bounds; undefined when the variable is unset or empty. */
+function envInteger(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d{1,9}$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+/**
+ * retention.* with SIGNBRIDGE_RETENTION_* over the file (docs/configuration.md). Events are kept at least as long as
+ * deliveries are retried (events.retryHours, which is also the default): a shorter setting is refused rather than
+ * silently raised, so the configuration says what happens. SIGNBRIDGE_RETENTION_ENABLED=false turns pruning off.
+ */
+function retentionSetting(
+  file: ConfigFile['retention'],
+  env: NodeJS.ProcessEnv,
+  retryForMs: number,
+): RetentionSettings {
+  const enabledEnv = env.SIGNBRIDGE_RETENTION_ENABLED;
+  if (enabledEnv !== undefined && enabledEnv !== '' && enabledEnv !== 'true' && enabledEnv !== 'false') {
+    throw new ConfigError(`SIGNBRIDGE_RETENTION_ENABLED must be true or false, got "${enabledEnv}"`);
+  }
+  const eventsHours = envInteger(env, 'SIGNBRIDGE_RETENTION_EVENTS_HOURS', 1, 87_600) ?? file?.eventsHours;
+  const eventsMs =
+    eventsHours === undefined ? Math.max(RETENTION_DEFAULTS.eventsMs, retryForMs) : eventsHours * 3600_000;
+  if (eventsMs < retryForMs) {
+    throw new ConfigError(
+      `retention.eventsHours (${eventsHours}) is shorter than events.retryHours (${retryForMs / 3600_000}): ` +
+        'an event is kept at least as long as its deliveries may be retried',
+    );
+  }
+  const requestsDays = envInteger(env, 'SIGNBRIDGE_RETENTION_REQUESTS_DAYS', 1, 3650) ?? file?.requestsDays;
+  const intervalSeconds = envInteger(env, 'SIGNBRIDGE_RETENTION_INTERVAL_SECONDS', 1, 86_400) ?? file?.intervalSeconds;
+  return {
+    enabled:
+      enabledEnv === 'false' ? false : enabledEnv === 'true' ? true : (file?.enabled ?? RETENTION_DEFAULTS.enabled),
+    eventsMs,
+    requestsMs: requestsDays === undefined ? RETENTION_DEFAULTS.requestsMs : requestsDays * 86_400_000,
+    batchRows:
+      envInteger(env, 'SIGNBRIDGE_RETENTION_BATCH_ROWS', 10, 10_000) ?? file?.batchRows ?? RETENTION_DEFAULTS.batchRows,
+    batchesPerPass: file?.batchesPerPass ?? RETENTION_DEFAULTS.batchesPerPass,
+    intervalMs: intervalSeconds === undefined ? RETENTION_DEFAULTS.intervalMs : intervalSeconds * 1000,
   };
 }
 

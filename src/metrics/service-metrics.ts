@@ -20,6 +20,7 @@ export class ServiceMetrics {
   private readonly storeErrors: Counter<'fault'>;
   private readonly deliveryAttempts: Counter<'format' | 'outcome'>;
   private readonly logIntegrityFailures: Counter;
+  private readonly prunedRows: Counter<'table'>;
   /** tenant -> outcome -> algorithm -> counter child. */
   private readonly signatureChildren = new Map<string, Map<string, Map<string, Counter.Internal>>>();
   private readonly signDurationChildren = new Map<string, Histogram.Internal<'outcome'>>();
@@ -110,6 +111,12 @@ export class ServiceMetrics {
         this.set((await sources.store.stats()).pendingApprovals);
       },
     });
+    this.prunedRows = new Counter({
+      name: 'signbridge_pruned_rows_total',
+      help: 'Rows the pruner deleted (docs/deployment.md, Retention), by table',
+      labelNames: ['table'],
+      registers,
+    });
     this.logIntegrityFailures = new Counter({
       name: 'signbridge_log_integrity_failures_total',
       help: 'Times the transparency log refused to extend or sign its tree (a rewritten or damaged audit log)',
@@ -194,6 +201,14 @@ export class ServiceMetrics {
   /** One delivery attempt's outcome (the event dispatcher's onOutcome). */
   eventDelivery(format: string, outcome: string): void {
     this.deliveryAttempts.labels(format, outcome).inc();
+  }
+
+  /** What one pruning pass deleted (src/retention/pruner.ts). */
+  pruned(counts: { deliveries: number; events: number; requests: number; idempotencyKeys: number }): void {
+    this.prunedRows.labels('event_deliveries').inc(counts.deliveries);
+    this.prunedRows.labels('event_outbox').inc(counts.events);
+    this.prunedRows.labels('pending_requests').inc(counts.requests);
+    this.prunedRows.labels('sign_idempotency').inc(counts.idempotencyKeys);
   }
 
   keyStoreUnavailable(fault: string): void {

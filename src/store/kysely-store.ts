@@ -21,6 +21,7 @@ import {
 import { LogStore, type LogTables } from './log-store.js';
 import { MIGRATIONS } from './migrations.js';
 import { PeopleStore, type PeopleTables } from './people-store.js';
+import { RetentionStore } from './retention-store.js';
 import {
   type ApiKeyRecord,
   type AuditEntry,
@@ -412,6 +413,7 @@ export abstract class KyselyStore implements Store {
   readonly events: EventStore;
   readonly tsa: TsaStore;
   readonly log: LogStore;
+  readonly retention: RetentionStore;
   /** The signing path's two reads, answered from memory until a change may have happened (access-cache.ts). */
   protected readonly access = new AccessCache(() => this.readCacheEpoch());
 
@@ -428,6 +430,10 @@ export abstract class KyselyStore implements Store {
       db.getExecutor().adapter instanceof PostgresAdapter,
     );
     this.log = new LogStore(db as unknown as Kysely<LogTables>, db.getExecutor().adapter instanceof PostgresAdapter);
+    this.retention = new RetentionStore(
+      db as unknown as Kysely<unknown>,
+      db.getExecutor().adapter instanceof PostgresAdapter,
+    );
   }
 
   /** Writes `events` in the transaction `tx` (the change they tell of is in it too). */

@@ -6,6 +6,7 @@ import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from
 import type { EventStore, EventsFor } from './event-store.js';
 import type { LogStore } from './log-store.js';
 import type { PeopleStore } from './people-store.js';
+import type { RetentionStore } from './retention-store.js';
 import type { TsaStore } from './tsa-store.js';
 import type { WorkloadStore } from './workload-store.js';
 
@@ -270,6 +271,8 @@ export interface Store {
   readonly tsa: TsaStore;
   /** The transparency log over the audit entries: tree, tiles, checkpoints, key (docs/transparency.md). */
   readonly log: LogStore;
+  /** Deletes what the contract lets go, in bounded batches (src/retention/pruner.ts; docs/deployment.md). */
+  readonly retention: RetentionStore;
 
   createApiKey(record: ApiKeyRecord, events?: readonly EventInput[]): Promise<void>;
   getApiKey(id: string): Promise<ApiKeyRecord | undefined>;
