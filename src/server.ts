@@ -232,6 +232,8 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
         leaseMs: config.events.leaseMs,
         retryForMs: config.events.retryForMs,
         pauseAfterFailingMs: config.events.pauseAfterFailingMs,
+        concurrency: config.events.concurrency,
+        perSubscription: config.events.concurrencyPerSubscription,
         ...(metrics && {
           onOutcome: (claim, result) => metrics.eventDelivery(claim.subscription.format, result.outcome),
         }),

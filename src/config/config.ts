@@ -164,6 +164,8 @@ export const ConfigFileSchema = Type.Object(
           /** Accepted and ignored since issue 31: a subscription pauses after failing for a time (below). */
           pauseAfterFailures: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
           pauseAfterFailingMinutes: Type.Optional(Type.Number({ minimum: 0.01, maximum: 10_080 })),
+          concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+          concurrencyPerSubscription: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
           remindBeforeMinutes: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_080 })),
         },
         { additionalProperties: false },
@@ -647,6 +649,9 @@ export interface EventSettings {
   retryForMs: number;
   /** A subscription failing this long with no delivery pauses (and is probed until its receiver answers). */
   pauseAfterFailingMs: number;
+  /** Attempts in flight from one instance, in all and per subscription (docs/events.md, "Isolation"). */
+  concurrency: number;
+  concurrencyPerSubscription: number;
   remindBeforeMs: number;
 }
 
@@ -662,6 +667,8 @@ function eventSetting(file: ConfigFile['events'], env: NodeJS.ProcessEnv): Event
     leaseMs: (file?.leaseSeconds ?? 60) * 1000,
     retryForMs: (file?.retryHours ?? 24) * 3600_000,
     pauseAfterFailingMs: (file?.pauseAfterFailingMinutes ?? 60) * 60_000,
+    concurrency: file?.concurrency ?? 256,
+    concurrencyPerSubscription: file?.concurrencyPerSubscription ?? 16,
     remindBeforeMs: (file?.remindBeforeMinutes ?? 60) * 60_000,
   };
 }
