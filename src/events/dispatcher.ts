@@ -210,6 +210,8 @@ export class EventDispatcher {
       if (want) wants.push(want);
     }
     if (wants.length === 0) return [];
+    // Probes first: a probe won (takeProbe) must not go unsent because the others filled the room.
+    wants.sort((a, b) => Number(b.probe ?? false) - Number(a.probe ?? false));
     const claims = await this.store.events.claimDeliveries(this.owner, iso, leaseUntil, wants, room);
     return claims.map((claim) => this.launch(claim));
   }
