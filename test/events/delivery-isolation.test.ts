@@ -98,9 +98,10 @@ describe('a hanging receiver beside a healthy one', () => {
       `all ${N} events at the healthy receiver (got ${healthy.delivered().size})`,
       () => healthy.delivered().size === N,
     );
-    // At that moment the hanging receiver still holds its first attempts, all from live senders: none timed out.
+    // Meanwhile the hanging receiver holds the hanging tenant's first attempts (its subscription's slots), all from
+    // live senders: none timed out, none was tried again.
+    await waitFor('the hanging attempts to reach their receiver', () => hanging.held().length === PER_SUBSCRIPTION);
     const held = hanging.held();
-    expect(held.length).toBe(PER_SUBSCRIPTION);
     expect(held.every((h) => !h.senderGone)).toBe(true);
     expect(hanging.attempts).toHaveLength(PER_SUBSCRIPTION);
     const hangDeliveries = await svc.store.events.listDeliveries(subscriptions.get('hang') as string, N + 1);
