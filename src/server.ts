@@ -231,7 +231,9 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
         idlePollMaxMs: config.events.idlePollMaxMs,
         leaseMs: config.events.leaseMs,
         retryForMs: config.events.retryForMs,
-        pauseAfterFailures: config.events.pauseAfterFailures,
+        pauseAfterFailingMs: config.events.pauseAfterFailingMs,
+        concurrency: config.events.concurrency,
+        perSubscription: config.events.concurrencyPerSubscription,
         ...(metrics && {
           onOutcome: (claim, result) => metrics.eventDelivery(claim.subscription.format, result.outcome),
         }),

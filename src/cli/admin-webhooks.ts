@@ -85,7 +85,8 @@ export function registerWebhookCommands(
       }
       process.stdout.write('ID\tTENANT\tFORMAT\tURL\tEVENTS\tSTATE\tLAST DELIVERED\tLAST ERROR\n');
       for (const s of subscriptions) {
-        const state = s.pausedAt ? `paused since ${s.pausedAt}: ${s.pauseReason}` : 'active';
+        const probe = s.nextProbeAt ? `; probed next at ${s.nextProbeAt}` : '; waits for resume';
+        const state = s.pausedAt ? `paused since ${s.pausedAt}: ${s.pauseReason}${probe}` : 'active';
         process.stdout.write(
           `${s.id}\t${s.tenantId}\t${s.format}\t${displayUrl(s.url)}\t${s.eventKinds?.join(',') ?? 'all'}\t${state}\t${s.lastDeliveredAt ?? '-'}\t${s.lastError ? `${s.lastErrorAt} ${s.lastError}` : '-'}\n`,
         );

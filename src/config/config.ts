@@ -162,7 +162,11 @@ export const ConfigFileSchema = Type.Object(
           idlePollMaxMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 300_000 })),
           leaseSeconds: Type.Optional(Type.Integer({ minimum: 2, maximum: 3600 })),
           retryHours: Type.Optional(Type.Number({ minimum: 0.001, maximum: 168 })),
+          /** Accepted and ignored since issue 31: a subscription pauses after failing for a time (below). */
           pauseAfterFailures: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+          pauseAfterFailingMinutes: Type.Optional(Type.Number({ minimum: 0.01, maximum: 10_080 })),
+          concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
+          concurrencyPerSubscription: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
           remindBeforeMinutes: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_080 })),
         },
         { additionalProperties: false },
@@ -661,7 +665,11 @@ export interface EventSettings {
   idlePollMaxMs: number;
   leaseMs: number;
   retryForMs: number;
-  pauseAfterFailures: number;
+  /** A subscription failing this long with no delivery pauses (and is probed until its receiver answers). */
+  pauseAfterFailingMs: number;
+  /** Attempts in flight from one instance, in all and per subscription (docs/events.md, "Isolation"). */
+  concurrency: number;
+  concurrencyPerSubscription: number;
   remindBeforeMs: number;
 }
 
@@ -676,7 +684,9 @@ function eventSetting(file: ConfigFile['events'], env: NodeJS.ProcessEnv): Event
     idlePollMaxMs: file?.idlePollMaxMs ?? 15_000,
     leaseMs: (file?.leaseSeconds ?? 60) * 1000,
     retryForMs: (file?.retryHours ?? 24) * 3600_000,
-    pauseAfterFailures: file?.pauseAfterFailures ?? 50,
+    pauseAfterFailingMs: (file?.pauseAfterFailingMinutes ?? 60) * 60_000,
+    concurrency: file?.concurrency ?? 256,
+    concurrencyPerSubscription: file?.concurrencyPerSubscription ?? 16,
     remindBeforeMs: (file?.remindBeforeMinutes ?? 60) * 60_000,
   };
 }

@@ -1,13 +1,21 @@
 // Delivers the outbox (docs/events.md, "Delivery"). Every instance runs one; the store's leases make each delivery
 // one sender's at a time, and a dead instance's leases run out for another to take over. A pass: fan new events out
-// to their subscriptions, lease what is due, send it, record each outcome under the lease. Between passes it sleeps
-// pollMs, or less when this process wrote an event (nudge()); an idle dispatcher backs off (below). While a pass's attempts wait for their answers, the
-// pass renews their leases, so only a dead (or stalled) sender's leases end.
+// to their subscriptions, lease what is due for each subscription with room, and start sending it. Attempts are not
+// waited for as a batch: each subscription has its own limit of attempts in flight (and the instance one in all),
+// and each attempt that ends starts another pass, so a receiver that hangs holds only its own subscription's slots
+// while every other subscription's deliveries keep flowing. Between passes it sleeps pollMs, or less when this
+// process wrote an event (nudge()); an idle dispatcher backs off (below). While attempts wait for their answers the
+// dispatcher renews their leases, so only a dead (or stalled) sender's leases end.
 //
 // At least once: a sender that dies after the receiver answered 2xx but before recording it leaves the delivery to
 // be sent again once its lease ends, with the same webhook-id; receivers dedupe by it.
+//
+// Failing and pausing: a subscription whose attempts fail gets one attempt in flight at a time until one succeeds
+// (a struggling receiver is not hammered, and holds one slot). Failing for pauseAfterFailingMs (default 1 h) with no
+// success pauses it; a paused subscription is probed with one delivery at a time on the back-off schedule (a wait
+// as long as it has been failing, up to retryMaxMs), and the first 2xx resumes it with its backlog due at once.
 import { randomBytes } from 'node:crypto';
-import type { DeliveryClaim } from '../store/event-store.js';
+import type { DeliveryClaim, DeliveryWant, SubscriptionRecord } from '../store/event-store.js';
 import type { Store } from '../store/store.js';
 
 /** What happened to one attempt (src/events/webhook-sender.ts and the mailer classify their answers so). */
@@ -36,16 +44,21 @@ export interface DispatcherSettings {
    * shorter than an attempt's time-out.
    */
   leaseMs?: number;
-  /** Deliveries leased and sent at once by this instance (default 16). */
-  batch?: number;
+  /** Attempts in flight at once for one subscription, from this instance (default 16). */
+  perSubscription?: number;
+  /**
+   * Attempts in flight at once from this instance, all subscriptions together (default 256): bounds the sockets
+   * and memory. Each hanging receiver holds at most perSubscription of them (one once its attempts time out).
+   */
+  concurrency?: number;
   /** First retry delay; doubled each attempt (default 5 s). */
   retryBaseMs?: number;
-  /** Longest retry delay (default 1 h). */
+  /** Longest retry delay, and longest wait between a paused subscription's probes (default 1 h). */
   retryMaxMs?: number;
   /** Retries stop this long after the event (default 24 h); the delivery is then failed. */
   retryForMs?: number;
-  /** A subscription whose attempts failed this many times in a row is paused (default 50). */
-  pauseAfterFailures?: number;
+  /** A subscription whose attempts failed for this long with no success in between is paused (default 1 h). */
+  pauseAfterFailingMs?: number;
   /** Longest Retry-After honoured (default 1 h). */
   maxRetryAfterMs?: number;
   /** Called with each problem worth a log line (never with secrets). */
@@ -59,13 +72,21 @@ export class EventDispatcher {
   readonly owner = `${process.pid}-${randomBytes(6).toString('hex')}`;
   private readonly pollMs: number;
   private readonly leaseMs: number;
-  private readonly batch: number;
+  private readonly perSubscription: number;
+  private readonly concurrency: number;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = true;
   private again = false;
   /** The sleep after the next idle pass (pollMs, doubling up to idlePollMaxMs). */
   private idleMs: number;
+  /** The attempts under way, by subscription id; each entry's promise settles once its outcome is recorded. */
+  private readonly inFlight = new Map<string, Map<DeliveryClaim, Promise<void>>>();
+  private inFlightCount = 0;
+  private renewal: NodeJS.Timeout | undefined;
+  private renewing: Promise<void> | undefined;
+  /** Where the next pass starts in the list of subscriptions: each pass one further, so none is always last. */
+  private turn = 0;
 
   constructor(
     private readonly store: Store,
@@ -78,7 +99,8 @@ export class EventDispatcher {
     this.pollMs = settings.pollMs ?? 1000;
     this.idleMs = this.pollMs;
     this.leaseMs = settings.leaseMs ?? 60_000;
-    this.batch = settings.batch ?? 16;
+    this.perSubscription = Math.max(1, settings.perSubscription ?? 16);
+    this.concurrency = Math.max(1, settings.concurrency ?? 256);
   }
 
   start(): void {
@@ -99,16 +121,30 @@ export class EventDispatcher {
     else this.schedule(this.pollMs);
   }
 
-  /** Stops after the pass under way; what it leased and did not finish goes to others when the leases end. */
+  /**
+   * Stops passing, and waits for the attempts under way to be recorded (at most a receiver's time-out); what is
+   * leased and not sent goes to others when the leases end.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
+    await this.settled();
+    await this.renewing;
   }
 
-  /** One pass now (tests, `admin webhook test`); resolves when it is done. */
+  /** One pass now (tests, `admin webhook test`); resolves when the attempts it started are recorded. */
   async runOnce(): Promise<number> {
-    return this.pass();
+    const started = await this.pass();
+    await Promise.all(started);
+    return started.length;
+  }
+
+  /** The attempts under way now, settled (tests). */
+  async settled(): Promise<void> {
+    while (this.inFlightCount > 0) {
+      await Promise.all([...this.inFlight.values()].flatMap((m) => [...m.values()]));
+    }
   }
 
   private schedule(ms: number): void {
@@ -121,10 +157,18 @@ export class EventDispatcher {
     this.timer.unref();
   }
 
+  /** An attempt ended: its slot is free for the next due delivery, now, not after the others of its pass. */
+  private refill(): void {
+    if (this.stopped) return;
+    this.idleMs = this.pollMs;
+    if (this.running) this.again = true;
+    else this.schedule(0);
+  }
+
   private async loop(): Promise<void> {
     let sent = 0;
     try {
-      sent = await this.pass();
+      sent = (await this.pass()).length;
     } catch (err) {
       // The store is down, or a query failed: the next pass tries again (store faults clear by themselves).
       this.settings.onError?.(`event delivery pass failed, retrying in ${this.pollMs} ms: ${(err as Error).message}`);
@@ -141,8 +185,11 @@ export class EventDispatcher {
     this.idleMs = Math.min(this.idleMs * 2, Math.max(this.pollMs, this.settings.idlePollMaxMs ?? 15_000));
   }
 
-  /** Fans out, leases and sends one batch; returns how many deliveries it attempted. */
-  private async pass(): Promise<number> {
+  /**
+   * Fans out, leases what is due for each subscription with room, and starts sending it; returns the attempts it
+   * started (each settles once its outcome is recorded).
+   */
+  private async pass(): Promise<Promise<void>[]> {
     if (this.sweep) {
       await this.sweep().catch((err: Error) => this.settings.onError?.(`event sweep failed: ${err.message}`));
     }
@@ -150,46 +197,91 @@ export class EventDispatcher {
     while ((await this.store.events.fanOut(200, at.toISOString())) === 200) {
       // A backlog: fan it all out before sending, so order keys see every earlier delivery.
     }
-    const claims = await this.store.events.claimDeliveries(
-      this.owner,
-      at.toISOString(),
-      new Date(at.getTime() + this.leaseMs).toISOString(),
-      this.batch,
-    );
-    if (claims.length === 0) return 0;
-    // Without renewal a receiver slower than the lease (a 10 s time-out, a 3 s lease) lets another instance lease
-    // and send the same delivery while this attempt still waits: two 200s for one event from live senders.
-    const sending = new Set(claims);
-    let renewing: Promise<void> | undefined; // one at a time: a tick skips rather than piling up behind a slow database
-    const renewal = setInterval(
+    const room = this.concurrency - this.inFlightCount;
+    if (room <= 0) return [];
+    const iso = at.toISOString();
+    const leaseUntil = new Date(at.getTime() + this.leaseMs).toISOString();
+    const subscriptions = await this.store.events.listSubscriptions();
+    if (subscriptions.length === 0) return [];
+    const start = this.turn++ % subscriptions.length;
+    const wants: DeliveryWant[] = [];
+    for (const subscription of [...subscriptions.slice(start), ...subscriptions.slice(0, start)]) {
+      const want = await this.want(subscription, iso, leaseUntil);
+      if (want) wants.push(want);
+    }
+    if (wants.length === 0) return [];
+    // Probes first: a probe won (takeProbe) must not go unsent because the others filled the room.
+    wants.sort((a, b) => Number(b.probe ?? false) - Number(a.probe ?? false));
+    const claims = await this.store.events.claimDeliveries(this.owner, iso, leaseUntil, wants, room);
+    return claims.map((claim) => this.launch(claim));
+  }
+
+  /** What to ask for `subscription` in this pass, if anything: its free slots, or its probe when it is paused. */
+  private async want(
+    subscription: SubscriptionRecord,
+    now: string,
+    leaseUntil: string,
+  ): Promise<DeliveryWant | undefined> {
+    const busy = this.inFlight.get(subscription.id)?.size ?? 0;
+    if (subscription.pausedAt !== null) {
+      // One probe at a time, across instances: takeProbe is a compare-and-set on the subscription's next probe.
+      if (busy > 0 || !subscription.nextProbeAt || subscription.nextProbeAt > now) return undefined;
+      if (!(await this.store.events.takeProbe(subscription.id, now, leaseUntil))) return undefined;
+      return { subscriptionId: subscription.id, limit: 1, probe: true };
+    }
+    // Failing: one attempt at a time until one succeeds.
+    const limit = (subscription.failingSince ? 1 : this.perSubscription) - busy;
+    return limit > 0 ? { subscriptionId: subscription.id, limit } : undefined;
+  }
+
+  /** Sends one claim in the background; its slot is freed (and refilled) once its outcome is recorded. */
+  private launch(claim: DeliveryClaim): Promise<void> {
+    let mine = this.inFlight.get(claim.subscription.id);
+    if (!mine) {
+      mine = new Map();
+      this.inFlight.set(claim.subscription.id, mine);
+    }
+    const slots = mine;
+    const attempt = this.attempt(claim).finally(() => {
+      slots.delete(claim);
+      if (slots.size === 0) this.inFlight.delete(claim.subscription.id);
+      this.inFlightCount--;
+      if (this.inFlightCount === 0) this.stopRenewing();
+      this.refill();
+    });
+    slots.set(claim, attempt);
+    this.inFlightCount++;
+    this.startRenewing();
+    return attempt;
+  }
+
+  // Without renewal a receiver slower than the lease (a 10 s time-out, a 3 s lease) lets another instance lease
+  // and send the same delivery while this attempt still waits: two 200s for one event from live senders.
+  private startRenewing(): void {
+    if (this.renewal) return;
+    this.renewal = setInterval(
       () => {
-        renewing ??= this.renew(sending).finally(() => {
-          renewing = undefined;
+        // One at a time: a tick skips rather than piling up behind a slow database.
+        this.renewing ??= this.renew().finally(() => {
+          this.renewing = undefined;
         });
       },
       Math.max(1, Math.floor(this.leaseMs / 3)),
     );
-    renewal.unref();
-    try {
-      await Promise.all(
-        claims.map((claim) =>
-          this.attempt(claim).finally(() => {
-            sending.delete(claim);
-          }),
-        ),
-      );
-    } finally {
-      clearInterval(renewal);
-      await renewing;
-    }
-    return claims.length;
+    this.renewal.unref();
+  }
+
+  private stopRenewing(): void {
+    clearInterval(this.renewal);
+    this.renewal = undefined;
   }
 
   /** Extends the leases of the attempts still under way; a failure is logged, and the leases may then end. */
-  private async renew(sending: ReadonlySet<DeliveryClaim>): Promise<void> {
-    if (sending.size === 0) return;
+  private async renew(): Promise<void> {
+    const sending = [...this.inFlight.values()].flatMap((m) => [...m.keys()]);
+    if (sending.length === 0) return;
     try {
-      await this.store.events.renewLeases([...sending], new Date(this.now().getTime() + this.leaseMs).toISOString());
+      await this.store.events.renewLeases(sending, new Date(this.now().getTime() + this.leaseMs).toISOString());
     } catch (err) {
       this.settings.onError?.(`could not renew the leases of deliveries under way: ${(err as Error).message}`);
     }
@@ -222,6 +314,7 @@ export class EventDispatcher {
     const status = result.status ?? null;
     const error = result.error.slice(0, 1000);
     if (result.outcome === 'gone') {
+      // Gone for good (Standard Webhooks: disable the endpoint): paused without probes, until a person resumes it.
       await events.markFailedAttempt(
         claim,
         { status, error, retryAt: null, pauseReason: `the receiver answered ${status ?? 410} Gone: ${error}` },
@@ -231,23 +324,46 @@ export class EventDispatcher {
     }
     const retryAt = result.outcome === 'retry' ? this.retryTime(claim, result.retryAfterMs, at) : null;
     const retryForMs = this.settings.retryForMs ?? 24 * 3600_000;
-    const failures = await events.markFailedAttempt(
+    const failingSince = claim.subscription.failingSince ?? iso;
+    const probeAt = this.probeTime(failingSince, at);
+    const state = await events.markFailedAttempt(
       claim,
       {
         status,
         error,
         retryAt,
+        // A paused subscription's probe failed: the next one on the back-off schedule.
+        ...(claim.subscription.pausedAt !== null && { probeAt }),
         ...(retryAt === null &&
           result.outcome === 'retry' && {
             pauseReason: `deliveries kept failing for ${Math.round(retryForMs / 3600_000)} h: ${error}`,
+            probeAt,
           }),
       },
       iso,
     );
-    const pauseAfter = this.settings.pauseAfterFailures ?? 50;
-    if (failures !== undefined && failures >= pauseAfter) {
-      await events.pauseSubscription(claim.subscription.id, `${failures} attempts in a row failed: ${error}`, iso);
+    if (!state || state.pausedAt !== null) return;
+    const failingMs = at.getTime() - Date.parse(state.failingSince);
+    const pauseAfterMs = this.settings.pauseAfterFailingMs ?? 3600_000;
+    if (failingMs >= pauseAfterMs) {
+      await events.pauseSubscription(
+        claim.subscription.id,
+        `attempts failed for ${describeMs(failingMs)} without a delivery (${state.failuresInARow} in a row): ${error}`,
+        iso,
+        this.probeTime(state.failingSince, at),
+      );
     }
+  }
+
+  /**
+   * When a paused subscription is probed next: after a wait as long as it has been failing, from retryBaseMs up
+   * to retryMaxMs (what the doubling back-off comes to), with the same equal jitter as retries.
+   */
+  private probeTime(failingSince: string, at: Date): string {
+    const base = this.settings.retryBaseMs ?? 5000;
+    const max = this.settings.retryMaxMs ?? 3600_000;
+    const step = Math.min(max, Math.max(base, at.getTime() - Date.parse(failingSince)));
+    return new Date(at.getTime() + step / 2 + Math.random() * (step / 2)).toISOString();
   }
 
   /** Exponential backoff with jitter, or the receiver's Retry-After; null once retries would go past retryForMs. */
@@ -263,4 +379,11 @@ export class EventDispatcher {
     if (next - Date.parse(claim.createdAt) > (this.settings.retryForMs ?? 24 * 3600_000)) return null;
     return new Date(next).toISOString();
   }
+}
+
+/** A duration in words for a pause reason: "1 h", "12 min", "40 s". */
+function describeMs(ms: number): string {
+  if (ms >= 3600_000) return `${Math.round((ms / 3600_000) * 10) / 10} h`;
+  if (ms >= 60_000) return `${Math.round(ms / 60_000)} min`;
+  return `${Math.round(ms / 1000)} s`;
 }

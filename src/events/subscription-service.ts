@@ -54,7 +54,9 @@ export function subscriptionView(s: SubscriptionRecord): Record<string, unknown>
     format: s.format,
     events: s.eventKinds ?? 'all',
     state: s.pausedAt ? 'paused' : 'active',
-    ...(s.pausedAt && { paused_at: s.pausedAt, pause_reason: s.pauseReason }),
+    // next_probe_at: when the dispatcher next tries one delivery, to resume it if the receiver answers; null: it
+    // waits for a person (after 410 Gone).
+    ...(s.pausedAt && { paused_at: s.pausedAt, pause_reason: s.pauseReason, next_probe_at: s.nextProbeAt ?? null }),
     last_delivered_at: s.lastDeliveredAt,
     ...(s.lastError && { last_error: s.lastError, last_error_at: s.lastErrorAt }),
     created_at: s.createdAt,

@@ -6,12 +6,15 @@
 // - fanOut() turns new outbox rows into delivery rows for the subscriptions of the event's tenant that want its
 //   kind, and marks the event fanned out, in one transaction (on PostgreSQL the rows are taken FOR UPDATE SKIP
 //   LOCKED, so two instances never fan out the same event; the primary key would catch it anyway).
-// - claimDeliveries() takes due deliveries in one UPDATE ... RETURNING that sets a lease: an instance sends only
-//   what it leased and renews the lease while it waits for the answer (renewLeases), a dead instance's leases
-//   run out and another takes them over. Every outcome is written with the lease's owner and attempt number in the
+// - claimDeliveries() takes due deliveries of the subscriptions the dispatcher asks for (each with its own limit)
+//   in one UPDATE ... RETURNING that sets a lease, reading each subscription's through an index in order: an
+//   instance sends only what it leased and renews the lease while it waits for the answer (renewLeases), a dead
+//   instance's leases run out and another takes them over. Every outcome is written with the lease's owner and attempt number in the
 //   WHERE clause, so a sender whose lease was taken over changes nothing.
 // - A request's events reach a subscription in order: a delivery is not claimed while an earlier one with the same
 //   order key is still pending for that subscription, or not even fanned out yet.
+// - A subscription failing for too long is paused; a paused one is probed one delivery at a time (takeProbe), and
+//   the probe's success resumes it (markDelivered).
 import { randomBytes } from 'node:crypto';
 import { type ExpressionBuilder, type Generated, type Kysely, type Selectable, sql } from 'kysely';
 import type { EventData, EventInput, EventKind, EventRecord } from '../events/event-kinds.js';
@@ -47,6 +50,10 @@ export interface EventTables {
     last_error_at: string | null;
     last_delivered_at: string | null;
     failures_in_a_row: number;
+    /** The first failed attempt since the last delivered one (null: not failing); the pause counts from it. */
+    failing_since: string | null;
+    /** A paused subscription's next probe (null: not probed; it waits for a person). */
+    next_probe_at: string | null;
   };
   event_deliveries: {
     event_seq: number;
@@ -85,6 +92,10 @@ export interface SubscriptionRecord {
   lastErrorAt: string | null;
   lastDeliveredAt: string | null;
   failuresInARow: number;
+  /** When its attempts started failing, with no delivery since (null or absent: not failing). */
+  failingSince?: string | null;
+  /** Paused: when the dispatcher next sends it one delivery to see whether the receiver is back (null: never). */
+  nextProbeAt?: string | null;
 }
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
@@ -170,6 +181,8 @@ function toSubscription(row: EventTables['webhook_subscriptions']): Subscription
     lastErrorAt: row.last_error_at,
     lastDeliveredAt: row.last_delivered_at,
     failuresInARow: Number(row.failures_in_a_row),
+    failingSince: row.failing_since,
+    nextProbeAt: row.next_probe_at,
   };
 }
 
@@ -230,6 +243,8 @@ export class EventStore {
         last_error_at: null,
         last_delivered_at: null,
         failures_in_a_row: 0,
+        failing_since: null,
+        next_probe_at: null,
       })
       .execute();
   }
@@ -261,7 +276,7 @@ export class EventStore {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('webhook_subscriptions')
-        .set({ paused_at: null, pause_reason: null, failures_in_a_row: 0 })
+        .set({ paused_at: null, pause_reason: null, failures_in_a_row: 0, failing_since: null, next_probe_at: null })
         .where('id', '=', id)
         .executeTakeFirst();
       await tx
@@ -378,44 +393,36 @@ export class EventStore {
   }
 
   /**
-   * Leases up to `limit` due deliveries of subscriptions that are not paused, oldest first, skipping any whose
-   * request has an earlier delivery to the same subscription still pending. One statement: atomic on both stores,
-   * and on PostgreSQL rows another instance is leasing at that moment are skipped, not waited for.
+   * Leases due deliveries of the subscriptions in `wants`, up to each one's limit and `limit` in all, taking the
+   * subscriptions in the order given (the dispatcher rotates it, so none is always last). Within a subscription the
+   * due deliveries are read through event_deliveries_claim in the order they are taken (next attempt, then event),
+   * so a claim reads about as many rows as it leases, whatever the backlog. A delivery whose request has an earlier
+   * delivery to the same subscription still pending (or an earlier event not fanned out yet) is skipped. A paused
+   * subscription's deliveries are taken only for its probe (takeProbe). One statement per 200 subscriptions: atomic
+   * on both stores, and on PostgreSQL rows another instance is leasing at that moment are skipped, not waited for.
+   * A leased row's next attempt is its lease's end: it is not due again unless the lease runs out (or is renewed).
    */
-  async claimDeliveries(owner: string, now: string, leaseUntil: string, limit: number): Promise<DeliveryClaim[]> {
-    const lock = this.postgres ? sql`FOR UPDATE OF d SKIP LOCKED` : sql``;
-    const claimed = await sql<{ event_seq: number; subscription_id: string; attempts: number; created_at: string }>`
-      UPDATE event_deliveries
-      SET lease_owner = ${owner}, lease_until = ${leaseUntil}, attempts = attempts + 1
-      WHERE (event_seq, subscription_id) IN (
-        SELECT d.event_seq, d.subscription_id
-        FROM event_deliveries d
-        JOIN webhook_subscriptions s ON s.id = d.subscription_id
-        WHERE d.status = 'pending'
-          AND d.next_attempt_at <= ${now}
-          AND (d.lease_until IS NULL OR d.lease_until < ${now})
-          AND s.paused_at IS NULL
-          AND NOT EXISTS (
-            SELECT 1 FROM event_deliveries earlier
-            WHERE earlier.subscription_id = d.subscription_id
-              AND earlier.status = 'pending'
-              AND earlier.order_key = d.order_key
-              AND earlier.event_seq < d.event_seq)
-          -- Nor while an earlier event of its order key is not fanned out yet: on PostgreSQL another instance's
-          -- fanOut may hold it (SKIP LOCKED let this one fan out the later event), and its delivery row appears
-          -- only when that transaction commits; until then this sees the event as not fanned out.
-          AND NOT EXISTS (
-            SELECT 1 FROM event_outbox unfanned
-            WHERE unfanned.fanned_out = 0
-              AND unfanned.order_key = d.order_key
-              AND unfanned.seq < d.event_seq)
-        ORDER BY d.event_seq
-        LIMIT ${limit}
-        ${lock})
-      RETURNING event_seq, subscription_id, attempts, created_at`.execute(this.db);
-    if (claimed.rows.length === 0) return [];
-    const seqs = [...new Set(claimed.rows.map((r) => Number(r.event_seq)))];
-    const subIds = [...new Set(claimed.rows.map((r) => r.subscription_id))];
+  async claimDeliveries(
+    owner: string,
+    now: string,
+    leaseUntil: string,
+    wants: readonly DeliveryWant[],
+    limit = Number.POSITIVE_INFINITY,
+  ): Promise<DeliveryClaim[]> {
+    const claimed: ClaimedRow[] = [];
+    for (let i = 0; i < wants.length && claimed.length < limit; i += CLAIM_BRANCHES) {
+      const some = wants.slice(i, i + CLAIM_BRANCHES).filter((w) => w.limit > 0);
+      if (some.length === 0) continue;
+      const room = Math.min(
+        limit - claimed.length,
+        some.reduce((n, w) => n + w.limit, 0),
+      );
+      const result = await this.claimStatement(owner, now, leaseUntil, some, room).execute(this.db);
+      claimed.push(...result.rows);
+    }
+    if (claimed.length === 0) return [];
+    const seqs = [...new Set(claimed.map((r) => Number(r.event_seq)))];
+    const subIds = [...new Set(claimed.map((r) => r.subscription_id))];
     const events = new Map(
       (await this.db.selectFrom('event_outbox').selectAll().where('seq', 'in', seqs).execute()).map((r) => [
         Number(r.seq),
@@ -429,7 +436,7 @@ export class EventStore {
       ]),
     );
     const claims: DeliveryClaim[] = [];
-    for (const r of claimed.rows) {
+    for (const r of claimed) {
       const event = events.get(Number(r.event_seq));
       const subscription = subs.get(r.subscription_id);
       // A subscription removed in between: its deliveries went with it.
@@ -439,36 +446,124 @@ export class EventStore {
     return claims.sort((a, b) => a.event.seq - b.event.seq);
   }
 
+  /** The plan of a claim for `wants` (EXPLAIN QUERY PLAN on SQLite, EXPLAIN on PostgreSQL), one line per step. */
+  async explainClaim(wants: readonly DeliveryWant[], now: string): Promise<string[]> {
+    const statement = this.claimStatement('explain', now, now, wants, 16);
+    if (this.postgres) {
+      const plan = await sql<{ 'QUERY PLAN': string }>`EXPLAIN ${statement}`.execute(this.db);
+      return plan.rows.map((r) => r['QUERY PLAN']);
+    }
+    const plan = await sql<{ detail: string }>`EXPLAIN QUERY PLAN ${statement}`.execute(this.db);
+    return plan.rows.map((r) => r.detail);
+  }
+
+  private claimStatement(
+    owner: string,
+    now: string,
+    leaseUntil: string,
+    wants: readonly DeliveryWant[],
+    limit: number,
+  ) {
+    const lock = this.postgres ? sql`FOR UPDATE OF d SKIP LOCKED` : sql``;
+    const branches = wants.map(
+      (w, i) => sql`SELECT event_seq, subscription_id FROM (
+        SELECT d.event_seq, d.subscription_id
+        FROM event_deliveries d
+        WHERE d.subscription_id = ${w.subscriptionId}
+          AND d.status = 'pending'
+          AND (d.lease_until IS NULL OR d.lease_until < ${now})
+          ${
+            // A probe takes the subscription's next delivery even if that one's own retry is not due yet: the
+            // probe's time is the subscription's back-off (the dispatcher's), not the delivery's.
+            w.probe
+              ? sql``
+              : sql`AND d.next_attempt_at <= ${now}
+                  AND NOT EXISTS (SELECT 1 FROM webhook_subscriptions s
+                    WHERE s.id = ${w.subscriptionId} AND s.paused_at IS NOT NULL)`
+          }
+          AND (d.order_key IS NULL OR (
+            NOT EXISTS (
+              SELECT 1 FROM event_deliveries earlier
+              WHERE earlier.subscription_id = d.subscription_id
+                AND earlier.status = 'pending'
+                AND earlier.order_key = d.order_key
+                AND earlier.event_seq < d.event_seq)
+            -- Nor while an earlier event of its order key is not fanned out yet: on PostgreSQL another instance's
+            -- fanOut may hold it (SKIP LOCKED let this one fan out the later event), and its delivery row appears
+            -- only when that transaction commits; until then this sees the event as not fanned out.
+            AND NOT EXISTS (
+              SELECT 1 FROM event_outbox unfanned
+              WHERE unfanned.fanned_out = 0
+                AND unfanned.order_key = d.order_key
+                AND unfanned.seq < d.event_seq)))
+        ORDER BY d.next_attempt_at, d.event_seq
+        LIMIT ${w.limit}
+        ${lock}) ${sql.raw(`want${i}`)}`,
+    );
+    return sql<ClaimedRow>`
+      UPDATE event_deliveries
+      SET lease_owner = ${owner}, lease_until = ${leaseUntil}, next_attempt_at = ${leaseUntil},
+        attempts = attempts + 1
+      WHERE (event_seq, subscription_id) IN (
+        SELECT event_seq, subscription_id FROM (${sql.join(branches, sql` UNION ALL `)}) wanted LIMIT ${limit})
+      RETURNING event_seq, subscription_id, attempts, created_at`;
+  }
+
+  /**
+   * Wins a paused subscription's probe that is due: its next probe moves to `until` (the probe's lease), so of
+   * several instances one sends it. False when it is not paused, not probed, not due, or another instance won.
+   */
+  async takeProbe(subscriptionId: string, now: string, until: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('webhook_subscriptions')
+      .set({ next_probe_at: until })
+      .where('id', '=', subscriptionId)
+      .where('paused_at', 'is not', null)
+      .where('next_probe_at', 'is not', null)
+      .where('next_probe_at', '<=', now)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
   /**
    * Extends the leases of deliveries whose attempts are still under way (the dispatcher renews them while it waits
    * for an answer), so a lease need only outlast the time between renewals, not the slowest receiver. Only rows
    * still leased under the claim (same owner and attempt, not recorded yet) change. Returns how many did.
    */
   async renewLeases(claims: readonly DeliveryClaim[], leaseUntil: string): Promise<number> {
-    if (claims.length === 0) return 0;
-    const result = await this.db
-      .updateTable('event_deliveries')
-      .set({ lease_until: leaseUntil })
-      .where('status', '=', 'pending')
-      // Recording an outcome clears the lease: a renewal that arrives after it must not set it again.
-      .where('lease_until', 'is not', null)
-      .where((eb) =>
-        eb.or(
-          claims.map((c) =>
-            eb.and([
-              eb('event_seq', '=', c.event.seq),
-              eb('subscription_id', '=', c.subscription.id),
-              eb('lease_owner', '=', c.owner),
-              eb('attempts', '=', c.attempts),
-            ]),
+    let renewed = 0;
+    for (let i = 0; i < claims.length; i += 100) {
+      const result = await this.db
+        .updateTable('event_deliveries')
+        .set({ lease_until: leaseUntil, next_attempt_at: leaseUntil })
+        .where('status', '=', 'pending')
+        // Recording an outcome clears the lease: a renewal that arrives after it must not set it again.
+        .where('lease_until', 'is not', null)
+        .where((eb) =>
+          eb.or(
+            claims
+              .slice(i, i + 100)
+              .map((c) =>
+                eb.and([
+                  eb('event_seq', '=', c.event.seq),
+                  eb('subscription_id', '=', c.subscription.id),
+                  eb('lease_owner', '=', c.owner),
+                  eb('attempts', '=', c.attempts),
+                ]),
+              ),
           ),
-        ),
-      )
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows);
+        )
+        .executeTakeFirst();
+      renewed += Number(result.numUpdatedRows);
+    }
+    return renewed;
   }
 
-  /** The receiver took it. False when the lease had been taken over meanwhile (nothing changed then). */
+  /**
+   * The receiver took it. False when the lease had been taken over meanwhile (nothing changed then). The
+   * subscription is failing no more; one paused for failing (a probe's answer) is resumed, and what it kept is
+   * due at once.
+   */
   async markDelivered(claim: DeliveryClaim, status: number | null, at: string): Promise<boolean> {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx
@@ -479,23 +574,48 @@ export class EventStore {
       if (Number(result.numUpdatedRows) !== 1) return false;
       await tx
         .updateTable('webhook_subscriptions')
-        .set({ last_delivered_at: at, failures_in_a_row: 0 })
+        .set({ last_delivered_at: at, failures_in_a_row: 0, failing_since: null })
         .where('id', '=', claim.subscription.id)
         .execute();
+      const resumed = await tx
+        .updateTable('webhook_subscriptions')
+        .set({ paused_at: null, pause_reason: null, next_probe_at: null })
+        .where('id', '=', claim.subscription.id)
+        .where('paused_at', 'is not', null)
+        // Paused for failing (probed); not after 410 Gone, which waits for a person.
+        .where('next_probe_at', 'is not', null)
+        .executeTakeFirst();
+      if (Number(resumed.numUpdatedRows) === 1) {
+        await tx
+          .updateTable('event_deliveries')
+          .set({ next_attempt_at: at })
+          .where('subscription_id', '=', claim.subscription.id)
+          .where('status', '=', 'pending')
+          .where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<', at)]))
+          .execute();
+      }
       return true;
     });
   }
 
   /**
-   * The attempt failed. `retryAt`: try again then; null: give up on this delivery. `pause`: pause the
-   * subscription too (410 Gone, or failing for too long), with this reason. Returns the subscription's failures
-   * in a row after this one, or undefined when the lease had been taken over (nothing changed then).
+   * The attempt failed. `retryAt`: try again then; null: give up on this delivery. `pauseReason`: pause the
+   * subscription too (410 Gone, or failing for too long), with this reason; `probeAt`: with a pause, its first
+   * probe (absent or null: never probed); on a subscription already paused (its probe failed), the next probe.
+   * Returns the subscription's state after this failure, or undefined when the lease had been taken over (nothing
+   * changed then).
    */
   async markFailedAttempt(
     claim: DeliveryClaim,
-    outcome: { status: number | null; error: string; retryAt: string | null; pauseReason?: string },
+    outcome: {
+      status: number | null;
+      error: string;
+      retryAt: string | null;
+      pauseReason?: string;
+      probeAt?: string | null;
+    },
     at: string,
-  ): Promise<number | undefined> {
+  ): Promise<FailingState | undefined> {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('event_deliveries')
@@ -515,26 +635,74 @@ export class EventStore {
           last_error: outcome.error,
           last_error_at: at,
           failures_in_a_row: eb('failures_in_a_row', '+', 1),
-          ...(outcome.pauseReason !== undefined && { paused_at: at, pause_reason: outcome.pauseReason }),
+          failing_since: eb.fn.coalesce('failing_since', eb.val(at)),
+          ...(outcome.pauseReason !== undefined && {
+            paused_at: at,
+            pause_reason: outcome.pauseReason,
+            next_probe_at: outcome.probeAt ?? null,
+          }),
         }))
         .where('id', '=', claim.subscription.id)
         .execute();
+      if (outcome.pauseReason === undefined && outcome.probeAt) {
+        await tx
+          .updateTable('webhook_subscriptions')
+          .set({ next_probe_at: outcome.probeAt })
+          .where('id', '=', claim.subscription.id)
+          .where('paused_at', 'is not', null)
+          .where('next_probe_at', 'is not', null)
+          .execute();
+      }
       const row = await tx
         .selectFrom('webhook_subscriptions')
-        .select('failures_in_a_row')
+        .select(['failures_in_a_row', 'failing_since', 'paused_at'])
         .where('id', '=', claim.subscription.id)
         .executeTakeFirst();
-      return Number(row?.failures_in_a_row ?? 0);
+      return {
+        failuresInARow: Number(row?.failures_in_a_row ?? 0),
+        failingSince: row?.failing_since ?? at,
+        pausedAt: row?.paused_at ?? null,
+      };
     });
   }
 
-  /** Pauses a subscription (it keeps failing); its deliveries wait until it is resumed. */
-  async pauseSubscription(id: string, reason: string, at: string): Promise<void> {
+  /**
+   * Pauses a subscription (it keeps failing); its deliveries wait until a probe gets through (from `probeAt` on,
+   * when given) or a person resumes it.
+   */
+  async pauseSubscription(id: string, reason: string, at: string, probeAt: string | null = null): Promise<void> {
     await this.db
       .updateTable('webhook_subscriptions')
-      .set({ paused_at: at, pause_reason: reason })
+      .set({ paused_at: at, pause_reason: reason, next_probe_at: probeAt })
       .where('id', '=', id)
       .where('paused_at', 'is', null)
       .execute();
   }
 }
+
+/** What the dispatcher asks a claim for, per subscription: up to `limit` of its due deliveries. */
+export interface DeliveryWant {
+  subscriptionId: string;
+  limit: number;
+  /** A paused subscription's probe (the dispatcher won it with takeProbe): claimed although it is paused. */
+  probe?: boolean;
+}
+
+/** A subscription's failing after a failed attempt (markFailedAttempt). */
+export interface FailingState {
+  failuresInARow: number;
+  /** Its first failure since its last delivery. */
+  failingSince: string;
+  /** Paused (now or before); null: not paused. */
+  pausedAt: string | null;
+}
+
+interface ClaimedRow {
+  event_seq: number;
+  subscription_id: string;
+  attempts: number;
+  created_at: string;
+}
+
+/** Subscriptions per claim statement: SQLite allows at most 500 terms in one compound SELECT. */
+const CLAIM_BRANCHES = 200;

@@ -44,7 +44,7 @@ beforeAll(async () => {
         retryBaseMs: RETRY_BASE_MS,
         retryMaxMs: 2000,
         leaseMs: 10_000,
-        pauseAfterFailures: 1000,
+        pauseAfterFailingMs: 3600_000,
         onOutcome: (claim, result) => metrics?.eventDelivery(claim.subscription.format, result.outcome),
       },
       sweeps: { everyMs: 50 },

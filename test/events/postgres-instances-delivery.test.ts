@@ -9,9 +9,10 @@
 // - Subscriptions made with the real CLI (`signbridge admin webhook add --database`), as an operator makes them; the
 //   secret it prints goes to the receiver, which checks every request with the Standard Webhooks reference library.
 // - Two tenants, so two order keys (`tenant:T`): one delivery of each in flight at a time. The receiver holds every
-//   request unanswered (a receiver slow at the moment an instance dies). A dispatcher's pass waits for what it sent,
-//   so once one instance holds the first tenant's delivery, the second tenant's is necessarily leased by the other:
-//   each instance has a request in flight, told apart by the lease owner in event_deliveries (`<pid>-...`).
+//   request unanswered (a receiver slow at the moment an instance dies). Each instance sends one delivery at a time
+//   (events.concurrency: 1), so once one instance holds the first tenant's delivery, the second tenant's is
+//   necessarily leased by the other: each instance has a request in flight, told apart by the lease owner in
+//   event_deliveries (`<pid>-...`).
 // - Meanwhile 28 more rotations through both APIs: events written and pending, not yet sent.
 // - kill -9 of A: its requests are answered only after its sockets closed (the receiver counts an answer only when
 //   it reached a live socket), like answers lost with a crashed sender. B's request is answered 200.
@@ -104,7 +105,7 @@ beforeAll(async () => {
   database = createTestDatabase('events_kill');
   db = new pg.Client({ connectionString: database });
   await db.connect();
-  writeFileSync(config, 'events:\n  leaseSeconds: 3\n  pollMs: 50\n  idlePollMaxMs: 500\n');
+  writeFileSync(config, 'events:\n  leaseSeconds: 3\n  pollMs: 50\n  idlePollMaxMs: 500\n  concurrency: 1\n');
   await receiver.start();
   [a, b] = await Promise.all([startInstance(), startInstance()]);
 });
@@ -156,7 +157,8 @@ describe.skipIf(!enabled)(
       const [killed, survivor] = [a, b];
       receiver.hold();
       // One delivery in flight per order key: the first tenant's goes to whichever instance passes first, and
-      // that instance's pass waits on it, so the second tenant's can only be leased by the other instance.
+      // that instance has no room for another (concurrency 1), so the second tenant's can only be leased by the
+      // other instance.
       await rotate(a, first);
       await waitFor(`the receiver to hold ${first}'s first delivery\n${logs()}`, () => receiver.held().length === 1);
       await rotate(b, second);

@@ -109,6 +109,8 @@ const pending = (id: string, tenantId: string): PendingRequestRecord => ({
 });
 
 const iso = (ms: number) => new Date(ms).toISOString();
+/** What a dispatcher asks of subscription s1: up to 10 of its due deliveries. */
+const S1 = [{ subscriptionId: 's1', limit: 10 }];
 
 describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
   it.skipIf(!enabled)('writes an event with its change, and none when the change does not happen', async () => {
@@ -176,15 +178,15 @@ describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
       const t0 = Date.now();
       await a.events.fanOut(10, iso(t0));
       const [first, second] = await Promise.all([
-        a.events.claimDeliveries('A', iso(t0), iso(t0 + 60_000), 10),
-        b.events.claimDeliveries('B', iso(t0), iso(t0 + 60_000), 10),
+        a.events.claimDeliveries('A', iso(t0), iso(t0 + 60_000), S1),
+        b.events.claimDeliveries('B', iso(t0), iso(t0 + 60_000), S1),
       ]);
       expect(first.length + second.length).toBe(1);
       const claim = [...first, ...second][0];
       if (!claim) throw new Error('no claim');
       // While the lease holds nobody else gets it; after it ends (A died) B takes it over.
-      expect(await b.events.claimDeliveries('B', iso(t0 + 1000), iso(t0 + 61_000), 10)).toEqual([]);
-      const takeover = await b.events.claimDeliveries('B2', iso(t0 + 61_000), iso(t0 + 121_000), 10);
+      expect(await b.events.claimDeliveries('B', iso(t0 + 1000), iso(t0 + 61_000), S1)).toEqual([]);
+      const takeover = await b.events.claimDeliveries('B2', iso(t0 + 61_000), iso(t0 + 121_000), S1);
       expect(takeover.map((c) => [c.event.id, c.attempts])).toEqual([[claim.event.id, 2]]);
       // The first sender's outcome, recorded late, changes nothing; the new owner's counts.
       expect(await a.events.markDelivered(claim, 200, iso(t0 + 62_000))).toBe(false);
@@ -210,7 +212,7 @@ describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
     await a.events.appendEvents([event('signature.approved', 't1', 'request:r1')], iso(t0));
     await a.events.fanOut(10, iso(t0));
     // r1's approval waits for r1's pending; r2 goes alongside.
-    const firstRound = await a.events.claimDeliveries('A', iso(t0), iso(t0 + 60_000), 10);
+    const firstRound = await a.events.claimDeliveries('A', iso(t0), iso(t0 + 60_000), S1);
     expect(firstRound.map((c) => [c.event.type, c.event.orderKey])).toEqual([
       ['signature.pending', 'request:r1'],
       ['signature.pending', 'request:r2'],
@@ -220,21 +222,21 @@ describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
     // r1's pending fails and is to be retried later: the approval still waits behind it.
     await a.events.markFailedAttempt(r1, { status: 503, error: 'down', retryAt: iso(t0 + 5000) }, iso(t0 + 10));
     await a.events.markDelivered(r2, 200, iso(t0 + 10));
-    expect(await a.events.claimDeliveries('A', iso(t0 + 20), iso(t0 + 60_000), 10)).toEqual([]);
+    expect(await a.events.claimDeliveries('A', iso(t0 + 20), iso(t0 + 60_000), S1)).toEqual([]);
     // Paused: nothing is claimed even when due.
     await a.events.pauseSubscription('s1', 'kept failing', iso(t0 + 30));
-    expect(await a.events.claimDeliveries('A', iso(t0 + 6000), iso(t0 + 66_000), 10)).toEqual([]);
+    expect(await a.events.claimDeliveries('A', iso(t0 + 6000), iso(t0 + 66_000), S1)).toEqual([]);
     const paused = await a.events.getSubscription('s1');
     // (r2's success since ended the run of failures; the last error stays on show.)
     expect(paused).toMatchObject({ pauseReason: 'kept failing', lastError: 'down', failuresInARow: 0 });
     // Resumed: what it had to send is due at once, in order.
     expect(await a.events.resumeSubscription('s1', iso(t0 + 40))).toBe(true);
-    const resumed = await a.events.claimDeliveries('A', iso(t0 + 40), iso(t0 + 60_000), 10);
+    const resumed = await a.events.claimDeliveries('A', iso(t0 + 40), iso(t0 + 60_000), S1);
     expect(resumed.map((c) => c.event.type)).toEqual(['signature.pending']);
     const [again] = resumed;
     if (!again) throw new Error('no claim');
     await a.events.markDelivered(again, 200, iso(t0 + 50));
-    const last = await a.events.claimDeliveries('A', iso(t0 + 60), iso(t0 + 60_000), 10);
+    const last = await a.events.claimDeliveries('A', iso(t0 + 60), iso(t0 + 60_000), S1);
     expect(last.map((c) => c.event.type)).toEqual(['signature.approved']);
   });
 
@@ -298,14 +300,14 @@ describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
       await instanceA.query('UPDATE event_outbox SET fanned_out = 1 WHERE seq = (SELECT min(seq) FROM event_outbox)');
       // Instance B fans out the second (skipping the locked first) and must not send it before the first.
       expect(await b.events.fanOut(10, iso(t0))).toBe(1);
-      expect(await b.events.claimDeliveries('B', iso(t0), iso(t0 + 60_000), 10)).toEqual([]);
+      expect(await b.events.claimDeliveries('B', iso(t0), iso(t0 + 60_000), S1)).toEqual([]);
       // A dies before committing: its fan-out is rolled back, B fans the first event out and sends it first.
       await instanceA.query('ROLLBACK');
       expect(await b.events.fanOut(10, iso(t0))).toBe(1);
-      const first = await b.events.claimDeliveries('B', iso(t0), iso(t0 + 60_000), 10);
+      const first = await b.events.claimDeliveries('B', iso(t0), iso(t0 + 60_000), S1);
       expect(first.map((c) => c.event.data.n)).toEqual([1]);
       await b.events.markDelivered(first[0] as (typeof first)[number], 200, iso(t0 + 10));
-      const second = await b.events.claimDeliveries('B', iso(t0 + 20), iso(t0 + 60_000), 10);
+      const second = await b.events.claimDeliveries('B', iso(t0 + 20), iso(t0 + 60_000), S1);
       expect(second.map((c) => c.event.data.n)).toEqual([2]);
     },
   );

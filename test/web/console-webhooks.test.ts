@@ -64,7 +64,7 @@ beforeAll(async () => {
           retryBaseMs: 200,
           retryMaxMs: 2000,
           leaseMs: 10_000,
-          pauseAfterFailures: 1000,
+          pauseAfterFailingMs: 3600_000,
         },
       },
     },
