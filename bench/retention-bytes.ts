@@ -132,7 +132,7 @@ async function runOn(kind: 'sqlite' | 'postgres', database?: string): Promise<St
     keyStore: keyStores,
     now,
     log: { checkpointEveryEntries: 1_000_000, checkpointEverySeconds: 3600, public: false, intervalMs: 50 },
-    eventDelivery: { deliver: destinations(store, { webhooks }), settings: { pollMs: 20, batch: 64 } },
+    eventDelivery: { deliver: destinations(store, { webhooks }), settings: { pollMs: 20, perSubscription: 64 } },
     // The pruner's own timer stays out of the way: the bench runs its passes.
     retention: { intervalMs: 24 * HOUR },
   });

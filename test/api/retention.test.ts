@@ -59,6 +59,11 @@ beforeAll(async () => {
 afterAll(async () => svc?.close());
 
 const iso = (ms: number) => new Date(ms).toISOString();
+/** What the dispatcher asks of the store: each of the test's two subscriptions, any number of its deliveries. */
+const BOTH_SUBSCRIPTIONS = [
+  { subscriptionId: 's1', limit: 1000 },
+  { subscriptionId: 's2', limit: 1000 },
+];
 
 describe('pruning the outbox', () => {
   const event = (tenant: string, n: number, orderKey?: string): EventInput => ({
@@ -127,7 +132,7 @@ describe('pruning the outbox', () => {
     }
     await store.appendEvents([event('ob', 4)], iso(old));
     for (const at of [old + MINUTE, old + 2 * MINUTE]) {
-      for (const claim of await store.claimDeliveries('test', iso(at), iso(at + MINUTE / 2), 1000)) {
+      for (const claim of await store.claimDeliveries('test', iso(at), iso(at + MINUTE / 2), BOTH_SUBSCRIPTIONS)) {
         const n = nOf(claim);
         if (n === 3 && claim.subscription.id === 's2') {
           await store.markFailedAttempt(claim, { status: 500, error: 'down', retryAt: iso(now + HOUR) }, iso(at));
@@ -139,7 +144,7 @@ describe('pruning the outbox', () => {
         }
       }
     }
-    for (const claim of await store.claimDeliveries('test', iso(now - HOUR), iso(now), 1000)) {
+    for (const claim of await store.claimDeliveries('test', iso(now - HOUR), iso(now), BOTH_SUBSCRIPTIONS)) {
       await store.markDelivered(claim, 200, iso(now - HOUR));
     }
     const before = await deliveries();
@@ -173,10 +178,10 @@ describe('pruning the outbox', () => {
   it('leaves order keys working: the pending delivery behind another still waits for it, then goes too', async () => {
     const store = svc.store.events;
     // Retry time of 3's delivery has come; 6 has the same order key and waits behind it.
-    const first = await store.claimDeliveries('test', iso(now + 2 * HOUR), iso(now + 3 * HOUR), 1000);
+    const first = await store.claimDeliveries('test', iso(now + 2 * HOUR), iso(now + 3 * HOUR), BOTH_SUBSCRIPTIONS);
     expect(first.map((c) => `${nOf(c)}/${c.subscription.id}`)).toEqual(['3/s2']);
     await store.markDelivered(first[0] as DeliveryClaim, 200, iso(now + 2 * HOUR));
-    const second = await store.claimDeliveries('test', iso(now + 2 * HOUR), iso(now + 3 * HOUR), 1000);
+    const second = await store.claimDeliveries('test', iso(now + 2 * HOUR), iso(now + 3 * HOUR), BOTH_SUBSCRIPTIONS);
     expect(second.map((c) => `${nOf(c)}/${c.subscription.id}`)).toEqual(['6/s2']);
     await store.markDelivered(second[0] as DeliveryClaim, 200, iso(now + 2 * HOUR));
     clock = now + 2 * HOUR;
@@ -195,7 +200,7 @@ describe('pruning the outbox', () => {
       // fanned out
     }
     for (;;) {
-      const claims = await store.claimDeliveries('test', iso(at), iso(at + MINUTE), 1000);
+      const claims = await store.claimDeliveries('test', iso(at), iso(at + MINUTE), BOTH_SUBSCRIPTIONS);
       if (claims.length === 0) break;
       for (const claim of claims) await store.markDelivered(claim, 200, iso(at));
     }
