@@ -248,10 +248,34 @@ describe('every refusal names the check that failed (RFC 6749 §5.2 invalid_gran
     expect(refused.at(-1)?.details).toMatchObject({ issuer: issuer.url, reason: 'token already used' });
   });
 
-  it('a token without jti is used once too (its hash is the replay key)', async () => {
+  it('a token without jti is used once too (its signed claims are the replay key)', async () => {
     const token = await mint({ jti: undefined });
     expect((await exchange(svc.app, token)).status).toBe(200);
     expectRefused(await exchange(svc.app, token), /token already used/);
+  });
+
+  it('issue 31: a jti-less token re-spelled in its signature’s last character is refused, and never a second key', async () => {
+    // An RS256 token of an issuer that sets no jti (Kubernetes, generic issuers), exchanged once. A second later
+    // than the test before's: a token of the same claims (the same iat) would be that one.
+    advance(1000);
+    const token = await mint({ jti: undefined });
+    expect((await exchange(svc.app, token)).status).toBe(200);
+    const issuedBefore = (await exchangeAudit()).filter((e) => e.outcome === 'issued').length;
+
+    const variants = sameBytesSpellings(token);
+    // 256 signature bytes in 342 characters leave 4 unused bits: 15 other spellings of the same bytes.
+    expect(variants).toHaveLength(15);
+    for (const variant of variants) {
+      const [, , signature] = variant.split('.') as [string, string, string];
+      expect(Buffer.from(signature, 'base64url')).toEqual(Buffer.from(token.split('.')[2] as string, 'base64url'));
+      const answer = await exchange(svc.app, variant);
+      expectRefused(answer, /not a valid signed JWT \(its signature sets unused bits in its last character/);
+      expect(answer.body.access_token).toBeUndefined();
+    }
+    // Padding is another spelling of the same bytes, in any segment.
+    const [header, payload, signature] = token.split('.') as [string, string, string];
+    expectRefused(await exchange(svc.app, `${header}.${payload}.${signature}==`), /its signature has characters/);
+    expect((await exchangeAudit()).filter((e) => e.outcome === 'issued')).toHaveLength(issuedBefore);
   });
 
   it('an issuer the tenant does not trust is refused before anything is fetched', async () => {
@@ -564,6 +588,21 @@ describe.skipIf(!testPostgresUrl())('PostgreSQL: one use per token across two in
     }
   });
 });
+
+/**
+ * Every other text of `token` whose signature decodes to the same bytes: its last character with each other value
+ * of the bits base64url leaves unused (RFC 4648 §3.5), which decoders ignore.
+ */
+function sameBytesSpellings(token: string): string[] {
+  const [header, payload, signature] = token.split('.') as [string, string, string];
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  const bytes = Buffer.from(signature, 'base64url');
+  const head = signature.slice(0, -1);
+  return [...alphabet]
+    .map((last) => `${head}${last}`)
+    .filter((spelling) => spelling !== signature && Buffer.from(spelling, 'base64url').equals(bytes))
+    .map((spelling) => `${header}.${payload}.${spelling}`);
+}
 
 /** The audit entries of exchanges, oldest first. */
 async function exchangeAudit(store: KyselyStore = svc.store) {

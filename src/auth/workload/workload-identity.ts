@@ -68,7 +68,7 @@ export interface WorkloadIdentity {
   kind: IssuerKind;
   /** The trust rule that admitted the token. */
   ruleId: string;
-  /** The token's `jti` (or `sha256:` of the token when it has none): the one use of that token. */
+  /** The token's `jti` (or `claims:` + SHA-256 of its signed claims when it has none): the one use of that token. */
   tokenId: string;
   facts: WorkloadFacts;
   /** A link to the run, when the issuer is one whose run pages are known. */
