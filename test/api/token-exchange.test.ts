@@ -12,6 +12,8 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { type NewTrustRule, validateTrustRule } from '../../src/auth/workload/trust-rule.js';
+import { parsePolicyDocument } from '../../src/policy/policy-file.js';
+import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
 import { digestOf, verifyWithNode } from '../helpers/crypto.js';
@@ -342,6 +344,125 @@ describe('claims that miss a rule: each pattern edge through a real rule', () =>
   it('audits the refusal of a signed token with the per-rule reasons', async () => {
     const refused = (await exchangeAudit()).filter((e) => e.outcome === 'refused' && e.tenantId === 'edges');
     expect(JSON.stringify(refused.at(-1)?.details)).toMatch(/rule tr_[0-9a-f]{16}: /);
+  });
+});
+
+describe('issue 31: a token that lives longer than the rule allows', () => {
+  const TEN_YEARS_S = 3650 * 86_400;
+  beforeAll(async () => {
+    const made = await callAction(svc.app, svc.operator, 'create_tenant', {
+      tenant_id: 'decade',
+      key_spec: 'ECC_NIST_P256',
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+  });
+
+  it('a ten-year token is refused under the default bound (a day); a rule with a larger bound admits it', async () => {
+    const ruleId = await addRule(svc.store, { tenantId: 'decade', conditions: { repository_id: '100200300' } });
+    const decade = await mint({}, { expiresInS: TEN_YEARS_S });
+    expectRefused(
+      await exchange(svc.app, decade, 'decade'),
+      new RegExp(
+        `no trust rule of tenant decade admits the token: rule ${ruleId}: the token lives 315360000 s \\(exp - iat\\), longer than the rule's max token lifetime of 86400 s \\(1d\\)`,
+      ),
+    );
+    const refused = (await exchangeAudit()).filter((e) => e.outcome === 'refused' && e.tenantId === 'decade');
+    expect(refused.at(-1)?.details.reason).toMatch(/max token lifetime/);
+    // A day exactly is within the bound.
+    expect((await exchange(svc.app, await mint({}, { expiresInS: 86_400 }), 'decade')).status).toBe(200);
+
+    await addRule(svc.store, {
+      tenantId: 'decade',
+      conditions: { repository_id: '100200300' },
+      maxTokenLifetimeS: TEN_YEARS_S,
+    });
+    const answer = await exchange(svc.app, decade, 'decade');
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  });
+});
+
+describe('issue 31: velocity per identity counts one workload across its tags', () => {
+  let release: TestService;
+  const DOCS_RELEASE_TENANT = 'acme-release';
+
+  /** The `--claim`s of the GitHub Actions release rule in docs/ci.md ("GitHub Actions: sign a JAR ..."). */
+  function docsReleaseRuleClaims(): Record<string, string> {
+    const doc = readFileSync(new URL('../../docs/ci.md', import.meta.url), 'utf8');
+    const section = doc.slice(doc.indexOf('### GitHub Actions: sign a JAR'));
+    const command = /```sh\n(signbridge admin trust add --tenant acme-release[\s\S]*?)```/.exec(section)?.[1] ?? '';
+    const claims = [...command.matchAll(/--claim '?([^=\s]+)=([^'\s]+)'?/g)].map((m) => [m[1], m[2]]);
+    expect(claims.length, 'the release rule of docs/ci.md').toBeGreaterThan(2);
+    return Object.fromEntries(claims);
+  }
+
+  beforeAll(async () => {
+    release = await startTestService({
+      ...workloadOptions(),
+      policy: new RulesPolicyEngine(
+        parsePolicyDocument(
+          `version: 1\ntenants:\n  ${DOCS_RELEASE_TENANT}:\n    velocity: { perIdentity: { max: 3, windowSeconds: 3600 } }\n`,
+          'issue-31',
+        ),
+      ),
+    });
+    const made = await callAction(release.app, release.operator, 'create_tenant', {
+      tenant_id: DOCS_RELEASE_TENANT,
+      key_spec: 'ECC_NIST_P256',
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    await addRule(release.store, { tenantId: DOCS_RELEASE_TENANT, conditions: docsReleaseRuleClaims() });
+  }, 120_000);
+  afterAll(async () => release?.close());
+
+  /** The token of the release workflow's run for tag `tag` of acme/app (each tag its own run and sub). */
+  const tagToken = (tag: string, runId: string, workflow = 'release.yml') => {
+    const ref = `refs/tags/${tag}`;
+    const workflowRef = `acme/app/.github/workflows/${workflow}@${ref}`;
+    return mint({
+      sub: `repo:acme/app:ref:${ref}`,
+      ref,
+      ref_type: 'tag',
+      workflow_ref: workflowRef,
+      job_workflow_ref: workflowRef,
+      run_id: runId,
+    });
+  };
+
+  const signOnce = (key: string, message: string) =>
+    callAction(release.app, key, 'pkcs11_sign', {
+      tenant_id: DOCS_RELEASE_TENANT,
+      hash: digestOf('ECDSA_SHA_256', Buffer.from(message)).toString('base64'),
+    });
+
+  it('3 per hour with tags v1.0.0, v1.0.1, v1.0.2 of one repository and workflow: 3 signatures, the 4th is 429', async () => {
+    const statuses: number[] = [];
+    let limited: Awaited<ReturnType<typeof signOnce>> | undefined;
+    for (const [index, tag] of ['v1.0.0', 'v1.0.1', 'v1.0.2'].entries()) {
+      const answer = await exchange(release.app, await tagToken(tag, `77000${index}`), DOCS_RELEASE_TENANT);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      for (let i = 0; i < 3; i++) {
+        const signed = await signOnce(answer.body.access_token as string, `${tag} artifact ${i}`);
+        statuses.push(signed.status);
+        if (signed.status === 429) limited ??= signed;
+      }
+    }
+    // Before, each tag's sub was a new identity: 9 signatures.
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429, 429, 429, 429]);
+    expect(limited?.body.error).toBe('rate_limited');
+    expect(limited?.body.reason).toContain('velocity.perIdentity');
+    expect(Number(limited?.headers['retry-after'])).toBeGreaterThan(0);
+    const entry = (await release.store.readAudit(0, 100_000))
+      .filter((e) => e.tenantId === DOCS_RELEASE_TENANT && e.outcome === 'rate_limited')
+      .at(0);
+    expect(entry?.details).toMatchObject({
+      limit: 'perIdentity',
+      counted: `${issuer.url} repository_id="100200300" job_workflow_ref="acme/app/.github/workflows/release.yml"`,
+    });
+
+    // Another workflow of the repository is another workload, with its own allowance.
+    const nightly = await exchange(release.app, await tagToken('v1.0.2', '7700099', 'nightly.yml'), DOCS_RELEASE_TENANT);
+    expect(nightly.status, JSON.stringify(nightly.body)).toBe(200);
+    expect((await signOnce(nightly.body.access_token as string, 'nightly')).status).toBe(200);
   });
 });
 

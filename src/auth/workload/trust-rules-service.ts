@@ -64,6 +64,8 @@ function auditDetails(rule: TrustRule, via: TrustRuleChanger['via']): Record<str
     conditions: rule.conditions,
     role: rule.role,
     key_minutes: rule.keyMinutes,
+    max_token_lifetime_s: rule.maxTokenLifetimeS,
+    identity_claims: rule.identityClaims,
     via,
   };
 }
