@@ -460,7 +460,11 @@ describe('issue 31: velocity per identity counts one workload across its tags', 
     });
 
     // Another workflow of the repository is another workload, with its own allowance.
-    const nightly = await exchange(release.app, await tagToken('v1.0.2', '7700099', 'nightly.yml'), DOCS_RELEASE_TENANT);
+    const nightly = await exchange(
+      release.app,
+      await tagToken('v1.0.2', '7700099', 'nightly.yml'),
+      DOCS_RELEASE_TENANT,
+    );
     expect(nightly.status, JSON.stringify(nightly.body)).toBe(200);
     expect((await signOnce(nightly.body.access_token as string, 'nightly')).status).toBe(200);
   });

@@ -251,8 +251,14 @@ describe('admin trust', () => {
       [[...base, ...pin, '--max-token-lifetime', '0'], /max token lifetime must be from 1m to 3650d/],
       [[...base, ...pin, '--max-token-lifetime', '30s'], /max token lifetime must be from 1m to 3650d/],
       [[...base, ...pin, '--max-token-lifetime', '3651d'], /max token lifetime must be from 1m to 3650d/],
-      [[...base, ...pin, '--max-token-lifetime', '-5h'], /max token lifetime must be a whole number with an optional unit/],
-      [[...base, ...pin, '--max-token-lifetime', '1.5h'], /max token lifetime must be a whole number with an optional unit/],
+      [
+        [...base, ...pin, '--max-token-lifetime', '-5h'],
+        /max token lifetime must be a whole number with an optional unit/,
+      ],
+      [
+        [...base, ...pin, '--max-token-lifetime', '1.5h'],
+        /max token lifetime must be a whole number with an optional unit/,
+      ],
       [[...base, ...pin, '--max-token-lifetime', '24 hours'], /max token lifetime must be a whole number/],
       [[...base, ...pin, '--identity-claim', 'jti'], /identity claim jti differs from token to token/],
       [[...base, ...pin, '--identity-claim', 'a b'], /identity claim "a b" is not a valid name/],

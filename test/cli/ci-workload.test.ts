@@ -411,7 +411,16 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
         const named = newJob(`job-${name}`);
         const env = { ...named.env, ...(value !== undefined && { SIGNBRIDGE_GITLAB_TOKEN: value }) };
         const refused = runInJob(
-          ['login', '--ci', '--service-url', server.url, '--tenant', TENANT, '--id-token-env', 'SIGNBRIDGE_GITLAB_TOKEN'],
+          [
+            'login',
+            '--ci',
+            '--service-url',
+            server.url,
+            '--tenant',
+            TENANT,
+            '--id-token-env',
+            'SIGNBRIDGE_GITLAB_TOKEN',
+          ],
           env,
         );
         expect(await refused.done).toBe(1);

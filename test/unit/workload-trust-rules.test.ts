@@ -9,12 +9,8 @@ import {
   TrustRuleInvalid,
   validateTrustRule,
 } from '../../src/auth/workload/trust-rule.js';
-import {
-  factsFromClaims,
-  issuerKind,
-  runUrlOf,
-  stableIdentityOf,
-} from '../../src/auth/workload/workload-identity.js';
+import { trustRuleWarnings } from '../../src/auth/workload/trust-rules-service.js';
+import { factsFromClaims, issuerKind, runUrlOf, stableIdentityOf } from '../../src/auth/workload/workload-identity.js';
 
 const GITHUB = 'https://token.actions.githubusercontent.com';
 
@@ -236,6 +232,19 @@ describe('issue 31: a workload’s stable identity (what velocity.perIdentity co
     expect(matchTrustRules([rule({ identityClaims: ['environment'] })], claims)).toEqual({
       refusals: ["rule tr_1: the token has no environment, one of the rule's identity claims"],
     });
+  });
+
+  it('warns (without refusing) about identity claims that change per run or ref', () => {
+    const warned = trustRuleWarnings({
+      issuer: GITHUB,
+      conditions: { repository_id: '1' },
+      identityClaims: ['repository_id', 'sub', 'run_id'],
+    });
+    expect(warned).toEqual([expect.stringMatching(/identity claims sub, run_id change from run to run or ref to ref/)]);
+    // A Kubernetes service account's sub names no ref.
+    const k8s = { issuer: 'https://k8s.example.com', conditions: { sub: 'system:serviceaccount:a:b' } };
+    expect(trustRuleWarnings({ ...k8s, identityClaims: ['sub'] })).toEqual([]);
+    expect(trustRuleWarnings({ ...k8s, identityClaims: ['ref'] })).toHaveLength(1);
   });
 
   it('lifetimes as typed: whole numbers with s, m, h or d; the rule keeps 1m to 3650d', () => {

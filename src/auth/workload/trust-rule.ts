@@ -94,7 +94,11 @@ export function parseTokenLifetime(text: string): number {
 
 /** A lifetime in seconds as a person reads it: the largest unit that divides it. */
 export function lifetimeText(seconds: number): string {
-  for (const [unit, size] of [['d', 86_400], ['h', 3600], ['m', 60]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400],
+    ['h', 3600],
+    ['m', 60],
+  ] as const) {
     if (seconds % size === 0) return `${seconds / size}${unit}`;
   }
   return `${seconds}s`;
@@ -138,7 +142,8 @@ export function validateTrustRule(rule: NewTrustRule): Omit<TrustRule, 'id' | 'c
       throw new TrustRuleInvalid(`identity claims: 1 to ${MAX_IDENTITY_CLAIMS} claim names (or none for the default)`);
     }
     for (const name of identityClaims) {
-      if (!CLAIM_NAME.test(name)) throw new TrustRuleInvalid(`identity claim ${JSON.stringify(name)} is not a valid name`);
+      if (!CLAIM_NAME.test(name))
+        throw new TrustRuleInvalid(`identity claim ${JSON.stringify(name)} is not a valid name`);
       if (EXCHANGE_CLAIMS.includes(name)) {
         throw new TrustRuleInvalid(
           `identity claim ${name} differs from token to token or is the issuer's own; it cannot name a workload`,
