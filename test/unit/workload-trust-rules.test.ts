@@ -205,6 +205,10 @@ describe('issue 31: a workload’s stable identity (what velocity.perIdentity co
     expect(
       stableIdentityOf('kubernetes', { 'kubernetes.io': { namespace: 'builds' } }, ['/kubernetes.io/namespace']),
     ).toBe('/kubernetes.io/namespace="builds"');
+    // A long one (it is part of a counter's key) is kept as its digest: distinct values stay distinct.
+    const long = (c: string) => stableIdentityOf('oidc', { team: c.repeat(600) }, ['team']);
+    expect(long('a')).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(long('b')).not.toBe(long('a'));
   });
 
   it('a rule admits a token only within its max token lifetime and with every identity claim it names', () => {

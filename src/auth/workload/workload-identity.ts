@@ -1,6 +1,7 @@
 // What the service verified about a CI job, carried by the short-lived key its token was exchanged for, and turned
 // into policy inputs on every signature (docs/ci.md, "Facts the policy decides on"). Each CI system names the same
 // facts differently; this file is the one place that knows how.
+import { createHash } from 'node:crypto';
 import { claimText, readClaim } from './claim-pattern.js';
 
 /** The policy inputs a workload identity fixes. A request body may repeat them, never contradict them. */
@@ -191,6 +192,9 @@ const DEFAULT_IDENTITY_CLAIMS: Record<IssuerKind, ReadonlyArray<readonly string[
   oidc: [['sub']],
 };
 
+/** The longest stable identity kept as text (GitHub's repository id and workflow path are well under it). */
+const MAX_STABLE_IDENTITY_LENGTH = 512;
+
 /** Claims whose value ends in `@<ref>`: the ref goes, the workflow file stays. */
 const WORKFLOW_CLAIMS = new Set(['job_workflow_ref', 'workflow_ref', 'ci_config_ref_uri']);
 
@@ -205,19 +209,23 @@ export function stableIdentityOf(
   identityClaims: readonly string[] | null,
 ): string {
   const parts: string[] = [];
-  const add = (name: string, value: string) => parts.push(`${name}=${JSON.stringify(value.slice(0, MAX_FACT_LENGTH))}`);
+  const add = (name: string, value: string) => parts.push(`${name}=${JSON.stringify(value)}`);
   if (identityClaims) {
     for (const name of identityClaims) add(name, claimText(readClaim(claims, name)) ?? '');
-    return parts.join(' ');
+  } else {
+    for (const alternatives of DEFAULT_IDENTITY_CLAIMS[kind]) {
+      const name = alternatives.find((n) => text(claims, n) !== undefined);
+      if (name === undefined) continue;
+      const value = text(claims, name) as string;
+      add(name, WORKFLOW_CLAIMS.has(name) ? value.replace(/@[^@]*$/, '') : value);
+    }
+    if (parts.length === 0) add('sub', text(claims, 'sub') ?? '');
   }
-  for (const alternatives of DEFAULT_IDENTITY_CLAIMS[kind]) {
-    const name = alternatives.find((n) => text(claims, n) !== undefined);
-    if (name === undefined) continue;
-    const value = text(claims, name) as string;
-    add(name, WORKFLOW_CLAIMS.has(name) ? value.replace(/@[^@]*$/, '') : value);
-  }
-  if (parts.length === 0) add('sub', text(claims, 'sub') ?? '');
-  return parts.join(' ');
+  const identity = parts.join(' ');
+  // It becomes part of a counter's key (an indexed column): a long one is kept as its digest, still one per value.
+  return identity.length <= MAX_STABLE_IDENTITY_LENGTH
+    ? identity
+    : `sha256:${createHash('sha256').update(identity).digest('hex')}`;
 }
 
 /** The identity the policy's `identity_id` input shows for a workload: issuer and subject. */
