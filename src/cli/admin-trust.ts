@@ -2,7 +2,14 @@
 // rules"), through the same service module as the console, so both check, save and audit a rule alike.
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
-import { DEFAULT_KEY_MINUTES, MAX_KEY_MINUTES, type TrustRule } from '../auth/workload/trust-rule.js';
+import {
+  DEFAULT_KEY_MINUTES,
+  DEFAULT_MAX_TOKEN_LIFETIME_S,
+  lifetimeText,
+  MAX_KEY_MINUTES,
+  parseTokenLifetime,
+  type TrustRule,
+} from '../auth/workload/trust-rule.js';
 import { addTrustRule, listTrustRules, removeTrustRule } from '../auth/workload/trust-rules-service.js';
 import type { Store } from '../store/store.js';
 
@@ -57,6 +64,8 @@ function ruleJson(rule: TrustRule): Record<string, unknown> {
     conditions: rule.conditions,
     role: rule.role,
     key_minutes: rule.keyMinutes,
+    max_token_lifetime_s: rule.maxTokenLifetimeS,
+    identity_claims: rule.identityClaims,
     created_at: rule.createdAt,
     created_by: rule.createdBy,
   };
@@ -88,6 +97,16 @@ export function registerTrustCommands(
       '--key-minutes <n>',
       `lifetime of the keys the exchange mints, 1-${MAX_KEY_MINUTES} (default ${DEFAULT_KEY_MINUTES})`,
     )
+    .option(
+      '--max-token-lifetime <duration>',
+      `the longest life (exp - iat) of a token the rule admits: 90m, 24h, 30d, ... 1m to 3650d (default ${lifetimeText(DEFAULT_MAX_TOKEN_LIFETIME_S)})`,
+    )
+    .option(
+      '--identity-claim <name>',
+      "repeatable: the claims whose values are the workload's stable identity, which velocity.perIdentity counts (default: repository and workflow, without the ref)",
+      collect,
+      [],
+    )
     .action(
       async (
         opts: StoreFlags & {
@@ -97,10 +116,14 @@ export function registerTrustCommands(
           claim: string[];
           role: string;
           keyMinutes?: string;
+          maxTokenLifetime?: string;
+          identityClaim: string[];
         },
       ) => {
         const conditions = parseClaims(opts.claim);
         const keyMinutes = parseKeyMinutes(opts.keyMinutes);
+        const maxTokenLifetimeS =
+          opts.maxTokenLifetime === undefined ? undefined : parseTokenLifetime(opts.maxTokenLifetime);
         const { rule, warnings } = await withStore(opts, (store) =>
           addTrustRule(
             store,
@@ -111,12 +134,14 @@ export function registerTrustCommands(
               conditions,
               role: opts.role,
               ...(keyMinutes !== undefined && { keyMinutes }),
+              ...(maxTokenLifetimeS !== undefined && { maxTokenLifetimeS }),
+              ...(opts.identityClaim.length > 0 && { identityClaims: opts.identityClaim }),
             },
             by(),
           ),
         );
         process.stderr.write(
-          `added trust rule ${rule.id} to ${rule.tenantId}: ID tokens of ${rule.issuer} for audience ${rule.audience ?? "the service's public URL"} with ${conditionsText(rule.conditions)} become ${rule.role} keys for ${rule.keyMinutes} minutes\n`,
+          `added trust rule ${rule.id} to ${rule.tenantId}: ID tokens of ${rule.issuer} for audience ${rule.audience ?? "the service's public URL"} with ${conditionsText(rule.conditions)} become ${rule.role} keys for ${rule.keyMinutes} minutes; tokens living longer than ${lifetimeText(rule.maxTokenLifetimeS)} are refused; velocity counts per ${rule.identityClaims ? rule.identityClaims.join(' + ') : 'the default identity (repository and workflow; sub for other issuers)'}\n`,
         );
         for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
         process.stdout.write(`${rule.id}\n`);
@@ -140,10 +165,12 @@ export function registerTrustCommands(
         process.stderr.write(`${opts.tenant} has no trust rules\n`);
         return;
       }
-      process.stdout.write('ID\tISSUER\tAUDIENCE\tROLE\tKEY MINUTES\tCONDITIONS\tCREATED\tBY\n');
+      process.stdout.write(
+        'ID\tISSUER\tAUDIENCE\tROLE\tKEY MINUTES\tCONDITIONS\tMAX TOKEN LIFETIME\tIDENTITY\tCREATED\tBY\n',
+      );
       for (const r of rules) {
         process.stdout.write(
-          `${r.id}\t${r.issuer}\t${r.audience ?? '(public URL)'}\t${r.role}\t${r.keyMinutes}\t${conditionsText(r.conditions)}\t${r.createdAt}\t${r.createdBy}\n`,
+          `${r.id}\t${r.issuer}\t${r.audience ?? '(public URL)'}\t${r.role}\t${r.keyMinutes}\t${conditionsText(r.conditions)}\t${lifetimeText(r.maxTokenLifetimeS)}\t${r.identityClaims?.join(',') ?? '(default)'}\t${r.createdAt}\t${r.createdBy}\n`,
         );
       }
     });

@@ -33,8 +33,14 @@ function countersOf(
   const { tenantId, workload } = caller;
   const counters: Array<{ scope: VelocityScope; limit: VelocityLimit; subject: string; key: string }> = [];
   if (limits.perIdentity) {
-    // The workload identity counts across its keys (each run of a job gets new ones); any other caller by its key.
-    const subject = workload ? workloadIdentityId(workload) : `api_key:${caller.callerId}`;
+    // The workload's stable identity counts across its keys, runs and refs (each run of a job gets new keys, and
+    // GitHub's sub changes with every tag); a key minted before stable identities by issuer and subject; any other
+    // caller by its key.
+    const subject = workload
+      ? workload.stableIdentity
+        ? `${workload.issuer} ${workload.stableIdentity}`
+        : workloadIdentityId(workload)
+      : `api_key:${caller.callerId}`;
     counters.push({
       scope: 'perIdentity',
       limit: limits.perIdentity,
@@ -44,7 +50,8 @@ function countersOf(
   }
   const runId = workload?.facts.runId;
   if (limits.perRun && workload && runId !== undefined) {
-    // All attempts of a run count together: a retried job does not get a fresh allowance.
+    // All attempts of a run count together: a retried job does not get a fresh allowance. Each new run gets its own,
+    // by design (perIdentity is what bounds a workload across runs).
     const subject = `${workload.issuer} ${workload.facts.project ?? workload.subject} run ${runId}`;
     counters.push({ scope: 'perRun', limit: limits.perRun, subject, key: `velocity run ${tenantId} ${subject}` });
   }

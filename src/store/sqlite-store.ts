@@ -30,11 +30,27 @@ const STATEMENT_CACHE_SIZE = 256;
  * Kysely prepares every query anew; on the signing path that was the largest single cost. The store's queries are
  * a small fixed set, so their prepared statements are kept (better-sqlite3 statements are reusable).
  */
+/**
+ * Kysely's `rollback` after a failed transaction, skipped when SQLite has ended the transaction itself: on
+ * SQLITE_FULL, SQLITE_IOERR and a few others SQLite rolls back on its own, and a second rollback would throw
+ * "cannot rollback - no transaction is active" in place of the error that says what happened (SQLITE_FULL: a 503
+ * with Retry-After, not a 500).
+ */
+function rollbackUnlessEnded(db: BetterSqlite3.Database): SqliteStatement {
+  return {
+    reader: false,
+    all: () => [],
+    run: () => (db.inTransaction ? db.prepare('rollback').run() : { changes: 0, lastInsertRowid: 0 }),
+    iterate: () => [][Symbol.iterator](),
+  } as unknown as SqliteStatement;
+}
+
 function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
   const cache = new Map<string, SqliteStatement>();
   return {
     close: () => db.close(),
     prepare(sql: string): SqliteStatement {
+      if (sql === 'rollback') return rollbackUnlessEnded(db);
       let stmt = cache.get(sql);
       if (!stmt) {
         stmt = db.prepare(sql) as unknown as SqliteStatement;

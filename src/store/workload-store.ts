@@ -16,6 +16,10 @@ export interface WorkloadTables {
     conditions: string;
     role: string;
     key_minutes: number;
+    /** Migration 0020: the longest exp - iat a token may have (default a day). */
+    max_token_lifetime_s: number;
+    /** Migration 0020: JSON array of the claims that make the stable identity; null: the issuer kind's default. */
+    identity_claims: string | null;
     created_at: string;
     created_by: string;
   };
@@ -38,6 +42,8 @@ function toRule(row: WorkloadTables['workload_trust_rules']): TrustRule {
     conditions: JSON.parse(row.conditions) as Record<string, string>,
     role: row.role as WorkloadRole,
     keyMinutes: Number(row.key_minutes),
+    maxTokenLifetimeS: Number(row.max_token_lifetime_s),
+    identityClaims: row.identity_claims === null ? null : (JSON.parse(row.identity_claims) as string[]),
     createdAt: row.created_at,
     createdBy: row.created_by,
   };
@@ -65,6 +71,8 @@ export class WorkloadStore {
         conditions: JSON.stringify(rule.conditions),
         role: rule.role,
         key_minutes: rule.keyMinutes,
+        max_token_lifetime_s: rule.maxTokenLifetimeS,
+        identity_claims: rule.identityClaims === null ? null : JSON.stringify(rule.identityClaims),
         created_at: rule.createdAt,
         created_by: rule.createdBy,
       })

@@ -2,7 +2,15 @@
 // list, add and remove them through the same service module as `signbridge admin trust`, so a rule is checked,
 // saved and audited alike. A refused rule is shown on the page again with the reason and what was typed.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DEFAULT_KEY_MINUTES, MAX_KEY_MINUTES, type TrustRule, TrustRuleInvalid } from '../auth/workload/trust-rule.js';
+import {
+  DEFAULT_KEY_MINUTES,
+  DEFAULT_MAX_TOKEN_LIFETIME_S,
+  lifetimeText,
+  MAX_KEY_MINUTES,
+  parseTokenLifetime,
+  type TrustRule,
+  TrustRuleInvalid,
+} from '../auth/workload/trust-rule.js';
 import {
   addTrustRule,
   listTrustRules,
@@ -22,6 +30,10 @@ interface RuleForm {
   audience: string;
   conditions: string;
   keyMinutes: string;
+  /** As typed: `24h`, `90m`, ... */
+  maxTokenLifetime: string;
+  /** Claim names separated by spaces or commas; empty: the issuer's default identity. */
+  identityClaims: string;
   role: string;
 }
 
@@ -30,6 +42,8 @@ const EMPTY_FORM: RuleForm = {
   audience: '',
   conditions: '',
   keyMinutes: String(DEFAULT_KEY_MINUTES),
+  maxTokenLifetime: lifetimeText(DEFAULT_MAX_TOKEN_LIFETIME_S),
+  identityClaims: '',
   role: 'signer',
 };
 
@@ -55,7 +69,7 @@ function ruleRow(rule: TrustRule, tenant: string, csrf: string): Html {
   const warnings = trustRuleWarnings(rule).map((w) => html`<li>${w}</li>`);
   return html`<tr><td><code>${rule.id}</code></td><td><code>${rule.issuer}</code></td>
 <td>${rule.audience ?? "the service's public URL"}</td><td><ul>${conditions}</ul></td><td>${rule.role}</td>
-<td>${rule.keyMinutes} min</td><td>${time(rule.createdAt)}<br>${rule.createdBy}</td>
+<td>${rule.keyMinutes} min<br>tokens living up to ${lifetimeText(rule.maxTokenLifetimeS)}<br>velocity per ${rule.identityClaims ? rule.identityClaims.join(' + ') : 'the default identity'}</td><td>${time(rule.createdAt)}<br>${rule.createdBy}</td>
 <td>${warnings.length > 0 ? html`<ul>${warnings}</ul>` : 'none'}</td>
 <td><form method="post" action="/console/tenants/${tenant}/trust/remove" class="inline">${csrfInput(csrf)}
 <input type="hidden" name="rule_id" value="${rule.id}"><button type="submit" aria-label="Remove trust rule ${rule.id}">Remove</button></form></td></tr>`;
@@ -110,6 +124,10 @@ ${csrfInput(csrf)}
 <textarea id="trust-conditions" name="conditions" rows="5" cols="60" required>${form.conditions}</textarea>
 <label for="trust-minutes">Key lifetime in minutes (1 to ${MAX_KEY_MINUTES})</label>
 <input id="trust-minutes" name="key_minutes" type="number" min="1" max="${MAX_KEY_MINUTES}" required value="${form.keyMinutes}">
+<label for="trust-token-lifetime">Max token lifetime, exp - iat (such as 24h, 90m, 30d; 1m to 3650d)</label>
+<input id="trust-token-lifetime" name="max_token_lifetime" maxlength="16" size="10" required value="${form.maxTokenLifetime}">
+<label for="trust-identity">Velocity identity claims, separated by spaces (empty: the repository and workflow, or sub)</label>
+<input id="trust-identity" name="identity_claims" maxlength="1200" size="60" value="${form.identityClaims}">
 <input type="hidden" name="role" value="${form.role}">
 <p>Keys from the exchange get the signer role (approving and administering stay with people).</p>
 <div><button type="submit">Add the rule</button></div>
@@ -134,11 +152,15 @@ ${csrfInput(csrf)}
       audience: (body.audience ?? '').trim(),
       conditions: body.conditions ?? '',
       keyMinutes: (body.key_minutes ?? '').trim(),
+      // A post without the field (an older form) keeps the default.
+      maxTokenLifetime: (body.max_token_lifetime ?? lifetimeText(DEFAULT_MAX_TOKEN_LIFETIME_S)).trim(),
+      identityClaims: (body.identity_claims ?? '').trim(),
       role: body.role ?? 'signer',
     };
     try {
       if (!/^\d{1,6}$/.test(form.keyMinutes))
         throw new TrustRuleInvalid('the key lifetime must be a whole number of minutes');
+      const identityClaims = form.identityClaims.split(/[\s,]+/).filter((name) => name !== '');
       await addTrustRule(
         ctx.store,
         {
@@ -148,6 +170,8 @@ ${csrfInput(csrf)}
           conditions: parseConditionLines(form.conditions),
           role: form.role,
           keyMinutes: Number(form.keyMinutes),
+          maxTokenLifetimeS: parseTokenLifetime(form.maxTokenLifetime),
+          ...(identityClaims.length > 0 && { identityClaims }),
         },
         { actor: actor(request), via: 'console', now: ctx.now(), events: ctx.events },
       );

@@ -12,6 +12,8 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { type NewTrustRule, validateTrustRule } from '../../src/auth/workload/trust-rule.js';
+import { parsePolicyDocument } from '../../src/policy/policy-file.js';
+import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
 import { digestOf, verifyWithNode } from '../helpers/crypto.js';
@@ -248,10 +250,34 @@ describe('every refusal names the check that failed (RFC 6749 §5.2 invalid_gran
     expect(refused.at(-1)?.details).toMatchObject({ issuer: issuer.url, reason: 'token already used' });
   });
 
-  it('a token without jti is used once too (its hash is the replay key)', async () => {
+  it('a token without jti is used once too (its signed claims are the replay key)', async () => {
     const token = await mint({ jti: undefined });
     expect((await exchange(svc.app, token)).status).toBe(200);
     expectRefused(await exchange(svc.app, token), /token already used/);
+  });
+
+  it('issue 31: a jti-less token re-spelled in its signature’s last character is refused, and never a second key', async () => {
+    // An RS256 token of an issuer that sets no jti (Kubernetes, generic issuers), exchanged once. A second later
+    // than the test before's: a token of the same claims (the same iat) would be that one.
+    advance(1000);
+    const token = await mint({ jti: undefined });
+    expect((await exchange(svc.app, token)).status).toBe(200);
+    const issuedBefore = (await exchangeAudit()).filter((e) => e.outcome === 'issued').length;
+
+    const variants = sameBytesSpellings(token);
+    // 256 signature bytes in 342 characters leave 4 unused bits: 15 other spellings of the same bytes.
+    expect(variants).toHaveLength(15);
+    for (const variant of variants) {
+      const [, , signature] = variant.split('.') as [string, string, string];
+      expect(Buffer.from(signature, 'base64url')).toEqual(Buffer.from(token.split('.')[2] as string, 'base64url'));
+      const answer = await exchange(svc.app, variant);
+      expectRefused(answer, /not a valid signed JWT \(its signature sets unused bits in its last character/);
+      expect(answer.body.access_token).toBeUndefined();
+    }
+    // Padding is another spelling of the same bytes, in any segment.
+    const [header, payload, signature] = token.split('.') as [string, string, string];
+    expectRefused(await exchange(svc.app, `${header}.${payload}.${signature}==`), /its signature has characters/);
+    expect((await exchangeAudit()).filter((e) => e.outcome === 'issued')).toHaveLength(issuedBefore);
   });
 
   it('an issuer the tenant does not trust is refused before anything is fetched', async () => {
@@ -318,6 +344,129 @@ describe('claims that miss a rule: each pattern edge through a real rule', () =>
   it('audits the refusal of a signed token with the per-rule reasons', async () => {
     const refused = (await exchangeAudit()).filter((e) => e.outcome === 'refused' && e.tenantId === 'edges');
     expect(JSON.stringify(refused.at(-1)?.details)).toMatch(/rule tr_[0-9a-f]{16}: /);
+  });
+});
+
+describe('issue 31: a token that lives longer than the rule allows', () => {
+  const TEN_YEARS_S = 3650 * 86_400;
+  beforeAll(async () => {
+    const made = await callAction(svc.app, svc.operator, 'create_tenant', {
+      tenant_id: 'decade',
+      key_spec: 'ECC_NIST_P256',
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+  });
+
+  it('a ten-year token is refused under the default bound (a day); a rule with a larger bound admits it', async () => {
+    const ruleId = await addRule(svc.store, { tenantId: 'decade', conditions: { repository_id: '100200300' } });
+    const decade = await mint({}, { expiresInS: TEN_YEARS_S });
+    expectRefused(
+      await exchange(svc.app, decade, 'decade'),
+      new RegExp(
+        `no trust rule of tenant decade admits the token: rule ${ruleId}: the token lives 315360000 s \\(exp - iat\\), longer than the rule's max token lifetime of 86400 s \\(1d\\)`,
+      ),
+    );
+    const refused = (await exchangeAudit()).filter((e) => e.outcome === 'refused' && e.tenantId === 'decade');
+    expect(refused.at(-1)?.details.reason).toMatch(/max token lifetime/);
+    // A day exactly is within the bound.
+    expect((await exchange(svc.app, await mint({}, { expiresInS: 86_400 }), 'decade')).status).toBe(200);
+
+    await addRule(svc.store, {
+      tenantId: 'decade',
+      conditions: { repository_id: '100200300' },
+      maxTokenLifetimeS: TEN_YEARS_S,
+    });
+    const answer = await exchange(svc.app, decade, 'decade');
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  });
+});
+
+describe('issue 31: velocity per identity counts one workload across its tags', () => {
+  let release: TestService;
+  const DOCS_RELEASE_TENANT = 'acme-release';
+
+  /** The `--claim`s of the GitHub Actions release rule in docs/ci.md ("GitHub Actions: sign a JAR ..."). */
+  function docsReleaseRuleClaims(): Record<string, string> {
+    const doc = readFileSync(new URL('../../docs/ci.md', import.meta.url), 'utf8');
+    const section = doc.slice(doc.indexOf('### GitHub Actions: sign a JAR'));
+    const command = /```sh\n(signbridge admin trust add --tenant acme-release[\s\S]*?)```/.exec(section)?.[1] ?? '';
+    const claims = [...command.matchAll(/--claim '?([^=\s]+)=([^'\s]+)'?/g)].map((m) => [m[1], m[2]]);
+    expect(claims.length, 'the release rule of docs/ci.md').toBeGreaterThan(2);
+    return Object.fromEntries(claims);
+  }
+
+  beforeAll(async () => {
+    release = await startTestService({
+      ...workloadOptions(),
+      policy: new RulesPolicyEngine(
+        parsePolicyDocument(
+          `version: 1\ntenants:\n  ${DOCS_RELEASE_TENANT}:\n    velocity: { perIdentity: { max: 3, windowSeconds: 3600 } }\n`,
+          'issue-31',
+        ),
+      ),
+    });
+    const made = await callAction(release.app, release.operator, 'create_tenant', {
+      tenant_id: DOCS_RELEASE_TENANT,
+      key_spec: 'ECC_NIST_P256',
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    await addRule(release.store, { tenantId: DOCS_RELEASE_TENANT, conditions: docsReleaseRuleClaims() });
+  }, 120_000);
+  afterAll(async () => release?.close());
+
+  /** The token of the release workflow's run for tag `tag` of acme/app (each tag its own run and sub). */
+  const tagToken = (tag: string, runId: string, workflow = 'release.yml') => {
+    const ref = `refs/tags/${tag}`;
+    const workflowRef = `acme/app/.github/workflows/${workflow}@${ref}`;
+    return mint({
+      sub: `repo:acme/app:ref:${ref}`,
+      ref,
+      ref_type: 'tag',
+      workflow_ref: workflowRef,
+      job_workflow_ref: workflowRef,
+      run_id: runId,
+    });
+  };
+
+  const signOnce = (key: string, message: string) =>
+    callAction(release.app, key, 'pkcs11_sign', {
+      tenant_id: DOCS_RELEASE_TENANT,
+      hash: digestOf('ECDSA_SHA_256', Buffer.from(message)).toString('base64'),
+    });
+
+  it('3 per hour with tags v1.0.0, v1.0.1, v1.0.2 of one repository and workflow: 3 signatures, the 4th is 429', async () => {
+    const statuses: number[] = [];
+    let limited: Awaited<ReturnType<typeof signOnce>> | undefined;
+    for (const [index, tag] of ['v1.0.0', 'v1.0.1', 'v1.0.2'].entries()) {
+      const answer = await exchange(release.app, await tagToken(tag, `77000${index}`), DOCS_RELEASE_TENANT);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      for (let i = 0; i < 3; i++) {
+        const signed = await signOnce(answer.body.access_token as string, `${tag} artifact ${i}`);
+        statuses.push(signed.status);
+        if (signed.status === 429) limited ??= signed;
+      }
+    }
+    // Before, each tag's sub was a new identity: 9 signatures.
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429, 429, 429, 429]);
+    expect(limited?.body.error).toBe('rate_limited');
+    expect(limited?.body.reason).toContain('velocity.perIdentity');
+    expect(Number(limited?.headers['retry-after'])).toBeGreaterThan(0);
+    const entry = (await release.store.readAudit(0, 100_000))
+      .filter((e) => e.tenantId === DOCS_RELEASE_TENANT && e.outcome === 'rate_limited')
+      .at(0);
+    expect(entry?.details).toMatchObject({
+      limit: 'perIdentity',
+      counted: `${issuer.url} repository_id="100200300" job_workflow_ref="acme/app/.github/workflows/release.yml"`,
+    });
+
+    // Another workflow of the repository is another workload, with its own allowance.
+    const nightly = await exchange(
+      release.app,
+      await tagToken('v1.0.2', '7700099', 'nightly.yml'),
+      DOCS_RELEASE_TENANT,
+    );
+    expect(nightly.status, JSON.stringify(nightly.body)).toBe(200);
+    expect((await signOnce(nightly.body.access_token as string, 'nightly')).status).toBe(200);
   });
 });
 
@@ -564,6 +713,21 @@ describe.skipIf(!testPostgresUrl())('PostgreSQL: one use per token across two in
     }
   });
 });
+
+/**
+ * Every other text of `token` whose signature decodes to the same bytes: its last character with each other value
+ * of the bits base64url leaves unused (RFC 4648 §3.5), which decoders ignore.
+ */
+function sameBytesSpellings(token: string): string[] {
+  const [header, payload, signature] = token.split('.') as [string, string, string];
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  const bytes = Buffer.from(signature, 'base64url');
+  const head = signature.slice(0, -1);
+  return [...alphabet]
+    .map((last) => `${head}${last}`)
+    .filter((spelling) => spelling !== signature && Buffer.from(spelling, 'base64url').equals(bytes))
+    .map((spelling) => `${header}.${payload}.${spelling}`);
+}
 
 /** The audit entries of exchanges, oldest first. */
 async function exchangeAudit(store: KyselyStore = svc.store) {

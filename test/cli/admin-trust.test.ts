@@ -88,6 +88,10 @@ describe('admin trust', () => {
         'event_name=push',
         '--key-minutes',
         '10',
+        '--max-token-lifetime',
+        '2h',
+        '--identity-claim',
+        'repository_id',
       );
       expect(added.code, added.stderr).toBe(0);
       const id = added.stdout.trim();
@@ -107,8 +111,11 @@ describe('admin trust', () => {
         conditions: { repository_id: '123456', repository: 'acme/app', ref: 'refs/tags/v*', event_name: 'push' },
         role: 'signer',
         key_minutes: 10,
+        max_token_lifetime_s: 7200,
+        identity_claims: ['repository_id'],
       });
       expect(rule?.created_by).toMatch(/^cli:/);
+      expect(added.stderr).toContain('tokens living longer than 2h are refused; velocity counts per repository_id');
       const table = await trust('list', '--tenant', 'acme');
       expect(table.stdout).toMatch(
         new RegExp(
@@ -141,6 +148,8 @@ describe('admin trust', () => {
           conditions: rule?.conditions,
           role: 'signer',
           key_minutes: 10,
+          max_token_lifetime_s: 7200,
+          identity_claims: ['repository_id'],
           via: 'cli',
         });
       }
@@ -238,6 +247,22 @@ describe('admin trust', () => {
       [['--tenant', 'nope', '--issuer', GITHUB, ...pin], /no tenant nope/],
       [['--tenant', 'acme', '--issuer', 'http://issuer.example', ...pin], /issuer must be an https URL/],
       [[...base, ...pin, '--claim', 'iss=https://evil.example'], /claim iss is checked by the exchange itself/],
+      // Issue 31: the bound on a token's life (exp - iat), and the claims of the stable identity.
+      [[...base, ...pin, '--max-token-lifetime', '0'], /max token lifetime must be from 1m to 3650d/],
+      [[...base, ...pin, '--max-token-lifetime', '30s'], /max token lifetime must be from 1m to 3650d/],
+      [[...base, ...pin, '--max-token-lifetime', '3651d'], /max token lifetime must be from 1m to 3650d/],
+      [
+        [...base, ...pin, '--max-token-lifetime', '-5h'],
+        /max token lifetime must be a whole number with an optional unit/,
+      ],
+      [
+        [...base, ...pin, '--max-token-lifetime', '1.5h'],
+        /max token lifetime must be a whole number with an optional unit/,
+      ],
+      [[...base, ...pin, '--max-token-lifetime', '24 hours'], /max token lifetime must be a whole number/],
+      [[...base, ...pin, '--identity-claim', 'jti'], /identity claim jti differs from token to token/],
+      [[...base, ...pin, '--identity-claim', 'a b'], /identity claim "a b" is not a valid name/],
+      [[...base, ...pin, '--identity-claim', 'repository_id', '--identity-claim', 'repository_id'], /named twice/],
     ] as const) {
       const res = await trust('add', ...args);
       expect(res.code, args.join(' ')).toBe(1);
@@ -284,6 +309,9 @@ describe('admin trust', () => {
       expect(admits(github, { ...release, repository_id: '1234567' })).toBe(false);
       expect(admits(github, { ...release, runner_environment: 'self-hosted' })).toBe(false);
       expect(admits(github, { ...release, environment: undefined })).toBe(false);
+
+      // Without --max-token-lifetime or --identity-claim: a day, and the issuer's default identity.
+      expect(github[0]).toMatchObject({ maxTokenLifetimeS: 86_400, identityClaims: null });
 
       const gitlab = await saved('trust-gitlab');
       expect(gitlab[0]?.keyMinutes).toBe(10);

@@ -391,6 +391,47 @@ describe('signbridge daemon --ci in a GitHub Actions job', () => {
   );
 
   it(
+    'issue 31, one rule for empty token variables: an empty SIGNBRIDGE_ID_TOKEN counts as unset; a variable named with --id-token-env must hold the token',
+    async () => {
+      // The default variable passed on empty (a reusable workflow's unset input): GitHub's token request is used.
+      const job = newJob('job-empty-default');
+      const login = runInJob(['login', '--ci', '--service-url', server.url, '--tenant', TENANT], {
+        ...job.env,
+        SIGNBRIDGE_ID_TOKEN: '',
+      });
+      expect(await login.done, login.stderr()).toBe(0);
+      expect(statSync(join(job.home, 'runner-temp', 'signbridge', 'login.json')).isFile()).toBe(true);
+
+      // A variable the job names is the source: empty or unset, the command stops and says which, with GitHub's
+      // variables right there, and writes nothing.
+      for (const [name, value, said] of [
+        ['empty-named', '', 'set but empty'],
+        ['unset-named', undefined, 'not set'],
+      ] as const) {
+        const named = newJob(`job-${name}`);
+        const env = { ...named.env, ...(value !== undefined && { SIGNBRIDGE_GITLAB_TOKEN: value }) };
+        const refused = runInJob(
+          [
+            'login',
+            '--ci',
+            '--service-url',
+            server.url,
+            '--tenant',
+            TENANT,
+            '--id-token-env',
+            'SIGNBRIDGE_GITLAB_TOKEN',
+          ],
+          env,
+        );
+        expect(await refused.done).toBe(1);
+        expect(refused.stderr()).toContain(`--id-token-env SIGNBRIDGE_GITLAB_TOKEN: the variable is ${said}`);
+        expect(() => statSync(join(named.home, 'runner-temp', 'signbridge', 'login.json'))).toThrow();
+      }
+    },
+    DEADLINE_MS,
+  );
+
+  it(
     'says where it looked when the job has no ID token (no id-token: write permission)',
     async () => {
       const job = newJob('job-no-token');

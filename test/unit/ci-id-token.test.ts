@@ -79,10 +79,22 @@ describe('GitLab variable and token file', () => {
     expect(await source.get()).toBe(token);
   });
 
-  it('reads SIGNBRIDGE_ID_TOKEN by default; a named variable that is empty is an error', async () => {
+  it('reads SIGNBRIDGE_ID_TOKEN by default; a named variable that is empty or unset is an error, never a fallback', async () => {
     expect(await findIdTokenSource({ audience: 'a', env: { SIGNBRIDGE_ID_TOKEN: 'tok' } }).get()).toBe('tok');
     expect(() => findIdTokenSource({ audience: 'a', idTokenEnv: 'MY_TOKEN', env: { MY_TOKEN: ' ' } })).toThrow(
       /--id-token-env MY_TOKEN: the variable is set but empty/,
+    );
+    // Named, it is the source: GitHub's variables beside it are not used instead.
+    expect(() => findIdTokenSource({ audience: 'a', idTokenEnv: 'MY_TOKEN', env: githubEnv() })).toThrow(
+      /--id-token-env MY_TOKEN: the variable is not set/,
+    );
+  });
+
+  it('an empty SIGNBRIDGE_ID_TOKEN counts as unset: GitHub’s token request is used, or the message says it was empty', async () => {
+    const source = findIdTokenSource({ audience: 'a', env: { ...githubEnv(), SIGNBRIDGE_ID_TOKEN: '' } });
+    expect(source.description).toBe('GitHub Actions (ACTIONS_ID_TOKEN_REQUEST_URL)');
+    expect(() => findIdTokenSource({ audience: 'a', env: { SIGNBRIDGE_ID_TOKEN: ' ' } })).toThrow(
+      /no CI ID token found: looked for the variable SIGNBRIDGE_ID_TOKEN, set but empty/,
     );
   });
 

@@ -21,6 +21,8 @@ const rule = (id: string, tenantId: string, createdAt: string): TrustRule => ({
   conditions: { repository_id: '42', ref: 'refs/tags/v*' },
   role: 'signer',
   keyMinutes: 15,
+  maxTokenLifetimeS: 86_400,
+  identityClaims: null,
   createdAt,
   createdBy: 'test',
 });

@@ -4,11 +4,13 @@ import { describe, expect, it } from 'vitest';
 import { claimMatches, matchesPattern, patternProblem } from '../../src/auth/workload/claim-pattern.js';
 import {
   matchTrustRules,
+  parseTokenLifetime,
   type TrustRule,
   TrustRuleInvalid,
   validateTrustRule,
 } from '../../src/auth/workload/trust-rule.js';
-import { factsFromClaims, issuerKind, runUrlOf } from '../../src/auth/workload/workload-identity.js';
+import { trustRuleWarnings } from '../../src/auth/workload/trust-rules-service.js';
+import { factsFromClaims, issuerKind, runUrlOf, stableIdentityOf } from '../../src/auth/workload/workload-identity.js';
 
 const GITHUB = 'https://token.actions.githubusercontent.com';
 
@@ -99,6 +101,8 @@ describe('trust rules', () => {
     conditions,
     role: 'signer',
     keyMinutes: 15,
+    maxTokenLifetimeS: 86_400,
+    identityClaims: null,
     createdAt,
     createdBy: 'test',
   });
@@ -153,5 +157,114 @@ describe('workload facts', () => {
     expect(runUrlOf('gitlab', 'https://gitlab.example.com', facts)).toBe(
       'https://gitlab.example.com/grp/app/-/pipelines/7',
     );
+  });
+});
+
+describe('issue 31: a workload’s stable identity (what velocity.perIdentity counts)', () => {
+  const githubTag = (tag: string) => ({
+    sub: `repo:acme/app:ref:refs/tags/${tag}`,
+    repository: 'acme/app',
+    repository_id: '100200300',
+    ref: `refs/tags/${tag}`,
+    run_id: String(tag.length * 1000),
+    job_workflow_ref: `acme/app/.github/workflows/release.yml@refs/tags/${tag}`,
+    workflow_ref: `acme/app/.github/workflows/release.yml@refs/tags/${tag}`,
+  });
+
+  it('GitHub: the repository id and the workflow file, the same for every tag and run', () => {
+    const ids = ['v1.0.0', 'v1.0.1', 'v1.0.2'].map((tag) => stableIdentityOf('github', githubTag(tag), null));
+    expect(new Set(ids).size).toBe(1);
+    expect(ids[0]).toBe('repository_id="100200300" job_workflow_ref="acme/app/.github/workflows/release.yml"');
+    // Another workflow of the repository, or another repository, is another workload.
+    const nightly = { ...githubTag('v1'), job_workflow_ref: 'acme/app/.github/workflows/nightly.yml@refs/heads/main' };
+    expect(stableIdentityOf('github', nightly, null)).not.toBe(ids[0]);
+    expect(stableIdentityOf('github', { ...githubTag('v1'), repository_id: '7' }, null)).not.toBe(ids[0]);
+  });
+
+  it('GitLab: the project id and the pipeline definition without its ref; Kubernetes and others: sub', () => {
+    const gitlab = (ref: string) => ({
+      project_id: 4242,
+      project_path: 'acme/app',
+      pipeline_id: '55',
+      ref,
+      ci_config_ref_uri: `gitlab.example.com/acme/app//.gitlab-ci.yml@refs/tags/${ref}`,
+    });
+    expect(stableIdentityOf('gitlab', gitlab('v1'), null)).toBe(
+      'project_id="4242" ci_config_ref_uri="gitlab.example.com/acme/app//.gitlab-ci.yml"',
+    );
+    expect(stableIdentityOf('gitlab', gitlab('v2'), null)).toBe(stableIdentityOf('gitlab', gitlab('v1'), null));
+    expect(stableIdentityOf('kubernetes', { sub: 'system:serviceaccount:builds:signer' }, null)).toBe(
+      'sub="system:serviceaccount:builds:signer"',
+    );
+    expect(stableIdentityOf('oidc', { sub: 'job-7' }, null)).toBe('sub="job-7"');
+  });
+
+  it('a rule’s identity claims replace the default; values are quoted so none passes for two', () => {
+    expect(stableIdentityOf('github', githubTag('v1'), ['repository_id'])).toBe('repository_id="100200300"');
+    expect(stableIdentityOf('oidc', { team: 'a" b="c' }, ['team'])).toBe('team="a\\" b=\\"c"');
+    expect(
+      stableIdentityOf('kubernetes', { 'kubernetes.io': { namespace: 'builds' } }, ['/kubernetes.io/namespace']),
+    ).toBe('/kubernetes.io/namespace="builds"');
+    // A long one (it is part of a counter's key) is kept as its digest: distinct values stay distinct.
+    const long = (c: string) => stableIdentityOf('oidc', { team: c.repeat(600) }, ['team']);
+    expect(long('a')).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(long('b')).not.toBe(long('a'));
+  });
+
+  it('a rule admits a token only within its max token lifetime and with every identity claim it names', () => {
+    const rule = (over: Partial<TrustRule>): TrustRule => ({
+      id: 'tr_1',
+      tenantId: 't1',
+      issuer: GITHUB,
+      audience: null,
+      conditions: { repository_id: '100200300' },
+      role: 'signer',
+      keyMinutes: 15,
+      maxTokenLifetimeS: 86_400,
+      identityClaims: null,
+      createdAt: '2026-01-01T00:00:00Z',
+      createdBy: 'test',
+      ...over,
+    });
+    const claims = { ...githubTag('v1'), iat: 1000, exp: 1000 + 86_400 };
+    expect('rule' in matchTrustRules([rule({})], claims)).toBe(true);
+    expect(matchTrustRules([rule({})], { ...claims, exp: claims.exp + 1 })).toEqual({
+      refusals: [
+        "rule tr_1: the token lives 86401 s (exp - iat), longer than the rule's max token lifetime of 86400 s (1d)",
+      ],
+    });
+    expect(matchTrustRules([rule({ identityClaims: ['environment'] })], claims)).toEqual({
+      refusals: ["rule tr_1: the token has no environment, one of the rule's identity claims"],
+    });
+  });
+
+  it('warns (without refusing) about identity claims that change per run or ref', () => {
+    const warned = trustRuleWarnings({
+      issuer: GITHUB,
+      conditions: { repository_id: '1' },
+      identityClaims: ['repository_id', 'sub', 'run_id'],
+    });
+    expect(warned).toEqual([expect.stringMatching(/identity claims sub, run_id change from run to run or ref to ref/)]);
+    // A Kubernetes service account's sub names no ref.
+    const k8s = { issuer: 'https://k8s.example.com', conditions: { sub: 'system:serviceaccount:a:b' } };
+    expect(trustRuleWarnings({ ...k8s, identityClaims: ['sub'] })).toEqual([]);
+    expect(trustRuleWarnings({ ...k8s, identityClaims: ['ref'] })).toHaveLength(1);
+  });
+
+  it('lifetimes as typed: whole numbers with s, m, h or d; the rule keeps 1m to 3650d', () => {
+    expect(parseTokenLifetime('24h')).toBe(86_400);
+    expect(parseTokenLifetime('90m')).toBe(5400);
+    expect(parseTokenLifetime('3650d')).toBe(315_360_000);
+    expect(parseTokenLifetime('600')).toBe(600);
+    for (const bad of ['', '1.5h', '-1h', '24 hours', '1w', 'h']) {
+      expect(() => parseTokenLifetime(bad), bad).toThrow(/whole number with an optional unit/);
+    }
+    const base = { tenantId: 't1', issuer: GITHUB, conditions: { repository_id: '1' } };
+    expect(validateTrustRule(base).maxTokenLifetimeS).toBe(86_400);
+    for (const seconds of [0, 59, 315_360_001, 1.5]) {
+      expect(() => validateTrustRule({ ...base, maxTokenLifetimeS: seconds })).toThrow(/from 1m to 3650d/);
+    }
+    expect(() => validateTrustRule({ ...base, identityClaims: [] })).toThrow(/1 to 8 claim names/);
+    expect(() => validateTrustRule({ ...base, identityClaims: ['iat'] })).toThrow(/differs from token to token/);
   });
 });

@@ -78,6 +78,10 @@ describe('trust rules in the console', () => {
       .getByLabel(/^Conditions/)
       .fill('repository_id=123456\nrepository=acme/app\nref=refs/tags/v*\n\nworkflow=<b>release</b>');
     await page.getByLabel(/^Key lifetime/).fill('20');
+    // Issue 31: the bound on a token's life, and the claims velocity.perIdentity counts by.
+    expect(await page.getByLabel(/^Max token lifetime/).inputValue()).toBe('1d');
+    await page.getByLabel(/^Max token lifetime/).fill('2h');
+    await page.getByLabel(/^Velocity identity claims/).fill('repository_id');
     await page.getByRole('button', { name: 'Add the rule' }).click();
     expect(new URL(page.url()).pathname).toBe('/console/tenants/acme/trust'); // POST-redirect-GET
     expect(await page.getByRole('status').textContent()).toContain('trust rule was added');
@@ -96,8 +100,11 @@ describe('trust rules in the console', () => {
       },
       role: 'signer',
       keyMinutes: 20,
+      maxTokenLifetimeS: 7200,
+      identityClaims: ['repository_id'],
       createdBy: `person:${carol?.id}`,
     });
+    expect(await page.locator('tbody').textContent()).toContain('tokens living up to 2hvelocity per repository_id');
     const table = (await page.locator('table').textContent()) as string;
     expect(table).toContain(rule?.id);
     expect(table).toContain('<b>release</b>'); // shown as text
@@ -139,6 +146,15 @@ describe('trust rules in the console', () => {
     for (const [extra, reason] of [
       [{ key_minutes: '90', role: 'signer' }, 'key minutes must be a whole number from 1 to 60'],
       [{ key_minutes: '15', role: 'admin' }, 'role admin cannot come from a workload identity'],
+      [{ key_minutes: '15', role: 'signer', max_token_lifetime: '0' }, 'max token lifetime must be from 1m to 3650d'],
+      [
+        { key_minutes: '15', role: 'signer', max_token_lifetime: '10 years' },
+        'max token lifetime must be a whole number with an optional unit',
+      ],
+      [
+        { key_minutes: '15', role: 'signer', identity_claims: 'repository_id jti' },
+        'identity claim jti differs from token to token',
+      ],
     ] as const) {
       const res = await page.context().request.post(`${base}/console/tenants/acme/trust`, {
         form: { csrf_token: csrf, issuer: GITHUB, conditions: 'repository_id=1', ...extra },

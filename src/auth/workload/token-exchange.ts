@@ -10,7 +10,7 @@ import { createWorkloadApiKey } from '../api-keys.js';
 import { type IssuerKeys, IssuerRefused, IssuerUnreachable, NoMatchingKey } from './issuer-keys.js';
 import { TokenRefused, verifyWorkloadToken } from './token-verifier.js';
 import { matchTrustRules, type TrustRule } from './trust-rule.js';
-import { factsFromClaims, issuerKind, runUrlOf, type WorkloadIdentity } from './workload-identity.js';
+import { factsFromClaims, issuerKind, runUrlOf, stableIdentityOf, type WorkloadIdentity } from './workload-identity.js';
 
 /** Seconds a client waits before retrying when the issuer or the store cannot be reached. */
 export const EXCHANGE_RETRY_AFTER_S = 30;
@@ -131,6 +131,7 @@ export class TokenExchange {
       ruleId: rule.id,
       tokenId,
       facts,
+      stableIdentity: stableIdentityOf(kind, claims, rule.identityClaims),
       ...(runUrl && { runUrl }),
     };
     const expiresAt = new Date(at.getTime() + rule.keyMinutes * 60_000);

@@ -1,9 +1,11 @@
 // Verification of a CI workload's ID token with jose: signature against the issuer's keys (issuer-keys.ts), an
 // allow-list of asymmetric algorithms, exact iss, aud, exp/nbf/iat with a leeway, a maximum token age, iat and sub
-// required. Each failure becomes a reason that names the check, never the token. docs/ci.md, "The exchange".
+// required, the token's text canonical base64url (jws-encoding.ts). Each failure becomes a reason that names the
+// check, never the token. docs/ci.md, "The exchange".
 import { createHash } from 'node:crypto';
 import { errors, type JWTPayload, jwtVerify } from 'jose';
 import type { KeyForHeader } from './issuer-keys.js';
+import { compactJwsProblem } from './jws-encoding.js';
 
 /** Asymmetric algorithms only: never `none`, never HS* (a MAC keyed with the public key is the classic forgery). */
 export const WORKLOAD_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA'];
@@ -30,13 +32,32 @@ export interface VerifyOptions {
 
 export interface VerifiedToken {
   claims: JWTPayload & Record<string, unknown>;
-  /** The replay key: `jti`, or `sha256:<hex of the token>` when the issuer gives none. */
+  /** The replay key (replayKeyOf): `jti`, or `claims:<sha256 of the signed claims>` when the issuer gives none. */
   tokenId: string;
   /** When the token stops being valid (exp + leeway): until then its one use is remembered. */
   usableUntil: Date;
 }
 
+/** The longest `jti` taken as the replay key; a longer one is hashed with the rest of the claims. */
+const MAX_JTI_LENGTH = 256;
+
+/**
+ * The key of a token's one use, from what was verified: the issuer's `jti` when it sets one, else the SHA-256 of
+ * the claims' bytes as the issuer signed them (iss, sub, iat, exp and every other claim). Not the token's text, nor
+ * its signature: a text has other spellings of the same bytes (refused anyway, jws-encoding.ts), and an ECDSA
+ * signature (r, s) has a twin (r, n - s) that verifies as well, so neither names one token. Two tokens of the same
+ * claims are one token here: only the issuer can make them, and it sets another `iat` for the next one.
+ */
+export function replayKeyOf(signedPayload: Uint8Array, claims: JWTPayload): string {
+  if (typeof claims.jti === 'string' && claims.jti.length > 0 && claims.jti.length <= MAX_JTI_LENGTH) return claims.jti;
+  return `claims:${createHash('sha256').update(signedPayload).digest('hex')}`;
+}
+
 export async function verifyWorkloadToken(token: string, opts: VerifyOptions): Promise<VerifiedToken> {
+  const spelling = compactJwsProblem(token);
+  if (spelling) {
+    throw new TokenRefused(`the token is not a valid signed JWT (${spelling}; RFC 7515 §2 allows one spelling)`, false);
+  }
   let payload: JWTPayload;
   try {
     ({ payload } = await jwtVerify(token, opts.key, {
@@ -51,13 +72,11 @@ export async function verifyWorkloadToken(token: string, opts: VerifyOptions): P
   } catch (err) {
     throw refusal(err, opts);
   }
-  const tokenId =
-    typeof payload.jti === 'string' && payload.jti.length > 0 && payload.jti.length <= 256
-      ? payload.jti
-      : `sha256:${createHash('sha256').update(token).digest('hex')}`;
+  // Verified, so the text has three canonical segments: the payload's bytes are the ones the signature covers.
+  const signedPayload = Buffer.from(token.split('.')[1] as string, 'base64url');
   return {
     claims: payload as VerifiedToken['claims'],
-    tokenId,
+    tokenId: replayKeyOf(signedPayload, payload),
     usableUntil: new Date(((payload.exp as number) + opts.clockToleranceS) * 1000),
   };
 }

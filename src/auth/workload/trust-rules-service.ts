@@ -20,6 +20,20 @@ export interface TrustRuleChanger {
 
 const GITHUB_ISSUER_HOST = 'token.actions.githubusercontent.com';
 
+/** GitHub's and GitLab's claims that carry the run, the commit or the ref: no stable identity. */
+const PER_RUN_CLAIMS = [
+  'ref',
+  'sha',
+  'run_id',
+  'run_number',
+  'run_attempt',
+  'pipeline_id',
+  'job_id',
+  'job_workflow_ref',
+  'workflow_ref',
+  'ci_config_ref_uri',
+];
+
 /**
  * GitHub Actions' issuer: github.com's (also with an enterprise slug as path) or a GitHub Enterprise Server's
  * (`https://HOST/_services/token`).
@@ -35,10 +49,22 @@ export function isGithubIssuer(issuer: string): boolean {
 
 /**
  * What a valid rule may still get wrong, said to the person saving it (they are warnings, not refusals: the
- * rule can be right for them). GitHub only: the two pitfalls are of GitHub's claims (docs/ci.md).
+ * rule can be right for them). Identity claims that change per run or ref (any issuer); the two pitfalls of
+ * GitHub's claims for GitHub rules (docs/ci.md).
  */
-export function trustRuleWarnings(rule: Pick<TrustRule, 'issuer' | 'conditions'>): string[] {
-  if (!isGithubIssuer(rule.issuer)) return [];
+export function trustRuleWarnings(
+  rule: Pick<TrustRule, 'issuer' | 'conditions'> & Partial<Pick<TrustRule, 'identityClaims'>>,
+): string[] {
+  const perRef = (rule.identityClaims ?? []).filter(
+    (name) => PER_RUN_CLAIMS.includes(name) || (name === 'sub' && isGithubIssuer(rule.issuer)),
+  );
+  const identityWarnings =
+    perRef.length > 0
+      ? [
+          `the rule's identity claims ${perRef.join(', ')} change from run to run or ref to ref: velocity.perIdentity would count each run or tag apart; name claims that stay, such as repository_id`,
+        ]
+      : [];
+  if (!isGithubIssuer(rule.issuer)) return identityWarnings;
   const pinned = new Set(Object.keys(rule.conditions));
   const warnings: string[] = [];
   const byName = ['sub', 'repository'].filter((name) => pinned.has(name));
@@ -52,7 +78,7 @@ export function trustRuleWarnings(rule: Pick<TrustRule, 'issuer' | 'conditions'>
       'the rule pins ref without event_name or environment: a pull_request_target run carries the base branch as ref while it runs code of the pull request; add --claim event_name=push (or the event you sign on) or --claim environment=<a protected environment>',
     );
   }
-  return warnings;
+  return [...warnings, ...identityWarnings];
 }
 
 /** The rule as the audit log records it (snake_case like the other details). */
@@ -64,6 +90,8 @@ function auditDetails(rule: TrustRule, via: TrustRuleChanger['via']): Record<str
     conditions: rule.conditions,
     role: rule.role,
     key_minutes: rule.keyMinutes,
+    max_token_lifetime_s: rule.maxTokenLifetimeS,
+    identity_claims: rule.identityClaims,
     via,
   };
 }

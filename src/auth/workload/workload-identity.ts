@@ -1,7 +1,8 @@
 // What the service verified about a CI job, carried by the short-lived key its token was exchanged for, and turned
 // into policy inputs on every signature (docs/ci.md, "Facts the policy decides on"). Each CI system names the same
 // facts differently; this file is the one place that knows how.
-import { claimText } from './claim-pattern.js';
+import { createHash } from 'node:crypto';
+import { claimText, readClaim } from './claim-pattern.js';
 
 /** The policy inputs a workload identity fixes. A request body may repeat them, never contradict them. */
 export interface WorkloadFacts {
@@ -68,9 +69,14 @@ export interface WorkloadIdentity {
   kind: IssuerKind;
   /** The trust rule that admitted the token. */
   ruleId: string;
-  /** The token's `jti` (or `sha256:` of the token when it has none): the one use of that token. */
+  /** The token's `jti` (or `claims:` + SHA-256 of its signed claims when it has none): the one use of that token. */
   tokenId: string;
   facts: WorkloadFacts;
+  /**
+   * What stays the same from run to run and tag to tag of one workload (stableIdentityOf): what velocity.perIdentity
+   * counts. Absent on keys minted before it existed; they count by issuer and subject.
+   */
+  stableIdentity?: string;
   /** A link to the run, when the issuer is one whose run pages are known. */
   runUrl?: string;
 }
@@ -168,6 +174,58 @@ export function runUrlOf(kind: IssuerKind, issuer: string, facts: WorkloadFacts)
   }
   if (kind === 'gitlab') return `${issuer.replace(/\/+$/, '')}/${project}/-/pipelines/${runId}`;
   return undefined;
+}
+
+/**
+ * The claims that name one workload across its runs and refs, per issuer kind, when its trust rule names none: the
+ * repository (project) by its id and the workflow file without its `@ref`. Not GitHub's `sub`, which carries the ref
+ * or environment: with it each tag would be a new identity with a fresh allowance. Each entry is a claim, or
+ * alternatives in order; `@ref` is cut from the workflow claims. Kubernetes and other issuers: `sub`.
+ */
+const DEFAULT_IDENTITY_CLAIMS: Record<IssuerKind, ReadonlyArray<readonly string[]>> = {
+  github: [
+    ['repository_id', 'repository'],
+    ['job_workflow_ref', 'workflow_ref'],
+  ],
+  gitlab: [['project_id', 'project_path'], ['ci_config_ref_uri']],
+  kubernetes: [['sub']],
+  oidc: [['sub']],
+};
+
+/** The longest stable identity kept as text (GitHub's repository id and workflow path are well under it). */
+const MAX_STABLE_IDENTITY_LENGTH = 512;
+
+/** Claims whose value ends in `@<ref>`: the ref goes, the workflow file stays. */
+const WORKFLOW_CLAIMS = new Set(['job_workflow_ref', 'workflow_ref', 'ci_config_ref_uri']);
+
+/**
+ * The workload's stable identity: `name=value` of the claims the trust rule names (`identityClaims`, values as
+ * they are), or of the issuer kind's defaults (DEFAULT_IDENTITY_CLAIMS), values JSON-quoted so that no value can
+ * pass for two. Falls back to `sub` when a token has none of the defaults.
+ */
+export function stableIdentityOf(
+  kind: IssuerKind,
+  claims: Record<string, unknown>,
+  identityClaims: readonly string[] | null,
+): string {
+  const parts: string[] = [];
+  const add = (name: string, value: string) => parts.push(`${name}=${JSON.stringify(value)}`);
+  if (identityClaims) {
+    for (const name of identityClaims) add(name, claimText(readClaim(claims, name)) ?? '');
+  } else {
+    for (const alternatives of DEFAULT_IDENTITY_CLAIMS[kind]) {
+      const name = alternatives.find((n) => text(claims, n) !== undefined);
+      if (name === undefined) continue;
+      const value = text(claims, name) as string;
+      add(name, WORKFLOW_CLAIMS.has(name) ? value.replace(/@[^@]*$/, '') : value);
+    }
+    if (parts.length === 0) add('sub', text(claims, 'sub') ?? '');
+  }
+  const identity = parts.join(' ');
+  // It becomes part of a counter's key (an indexed column): a long one is kept as its digest, still one per value.
+  return identity.length <= MAX_STABLE_IDENTITY_LENGTH
+    ? identity
+    : `sha256:${createHash('sha256').update(identity).digest('hex')}`;
 }
 
 /** The identity the policy's `identity_id` input shows for a workload: issuer and subject. */

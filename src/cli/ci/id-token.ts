@@ -34,6 +34,11 @@ const MAX_TOKEN_ANSWER_BYTES = 64 * 1024;
 /**
  * The job's token source: an explicit --id-token-file first, then the variable --id-token-env names (GitLab), then
  * GitHub Actions' two variables. Throws IdTokenError naming every place looked at when there is none.
+ *
+ * One rule for empty values (docs/ci.md, "Where the token comes from"): a source the job names (--id-token-file,
+ * --id-token-env) must hold a token, or the command stops saying so; it never falls back to another source, which
+ * would hide the mistake. The default variable SIGNBRIDGE_ID_TOKEN is not named: empty counts as unset (like an
+ * empty SIGNBRIDGE_API_KEY), so a workflow that passes it on empty still gets GitHub's token.
  */
 export function findIdTokenSource(opts: IdTokenOptions): IdTokenSource {
   const env = opts.env ?? process.env;
@@ -43,16 +48,21 @@ export function findIdTokenSource(opts: IdTokenOptions): IdTokenSource {
   if (fromVariable) {
     return { description: `variable ${variable}`, get: async () => fromVariable };
   }
-  if (opts.idTokenEnv && env[opts.idTokenEnv] !== undefined) {
-    throw new IdTokenError(`--id-token-env ${opts.idTokenEnv}: the variable is set but empty`);
+  if (opts.idTokenEnv) {
+    throw new IdTokenError(
+      `--id-token-env ${opts.idTokenEnv}: the variable is ${env[opts.idTokenEnv] === undefined ? 'not set' : 'set but empty'} ` +
+        '(GitLab CI: an `id_tokens:` entry of that name fills it; without --id-token-env, signbridge reads ' +
+        `${DEFAULT_ID_TOKEN_ENV} or GitHub Actions' token request)`,
+    );
   }
   const requestUrl = env.ACTIONS_ID_TOKEN_REQUEST_URL;
   const requestToken = env.ACTIONS_ID_TOKEN_REQUEST_TOKEN;
   if (requestUrl && requestToken) {
     return githubActions(requestUrl, requestToken, opts.audience, opts.dispatcher, opts.timeoutMs ?? 30_000);
   }
+  const emptyDefault = env[variable] !== undefined ? ', set but empty' : '';
   throw new IdTokenError(
-    `no CI ID token found: looked for the variable ${variable} (GitLab CI: an \`id_tokens:\` entry of that name; ` +
+    `no CI ID token found: looked for the variable ${variable}${emptyDefault} (GitLab CI: an \`id_tokens:\` entry of that name; ` +
       'name another one with --id-token-env NAME), for ACTIONS_ID_TOKEN_REQUEST_URL and ' +
       'ACTIONS_ID_TOKEN_REQUEST_TOKEN (GitHub Actions: the job needs `permissions: id-token: write`; a pull ' +
       'request from a fork never gets them), and no --id-token-file was given (Kubernetes: a projected ' +
