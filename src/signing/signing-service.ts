@@ -295,6 +295,8 @@ export class SigningService {
     reason?: string,
   ): Promise<ApprovalResult> {
     const request = await this.pendingRequest(tenantId, requestId);
+    const repeated = await this.repeatedDecision(request, caller, decision);
+    if (repeated) return repeated;
     const stage = request.status;
     if (stage !== 'pending_approval' && stage !== 'pending_security_review') {
       throw new ApiError(
@@ -464,6 +466,65 @@ export class SigningService {
       message: `request ${requestId} approved and signed`,
       signed: { ...signed, requestId },
     };
+  }
+
+  /**
+   * A decision the caller already made on this request, sent again (a client that lost the answer, e.g. to a crash
+   * of the instance after the decision committed, retries): the same verdict from the same decider (the same API
+   * key, or the same person with any of their keys or the console) gets that decision's answer again, and nothing
+   * is decided, audited or told of a second time. Undefined when this is not a repeat: the opposite verdict, or
+   * another decider, is decided (or refused) like any other call. docs/api.md, "Retries of approve_sign".
+   */
+  private async repeatedDecision(
+    request: PendingRequestRecord,
+    caller: Caller,
+    decision: 'approve' | 'reject',
+  ): Promise<ApprovalResult | undefined> {
+    const index = request.decisions.findLastIndex(
+      (d) => d.by === caller.id || (caller.personId != null && d.by_person === caller.personId),
+    );
+    const earlier = request.decisions[index];
+    if (!earlier || earlier.decision !== decision) return undefined;
+    const requestId = request.id;
+    if (decision === 'reject') return { requestId, status: 'rejected', message: `request ${requestId} rejected` };
+    // A stage approval moved the request on to the next stage: the answer named that stage. The next decision's
+    // stage is it; without one the request either still waits there or ended there (expired). Stages are distinct,
+    // so the next one is the other pending status.
+    const later = request.decisions[index + 1];
+    const stageAnswer = (next: PendingStatus): ApprovalResult => ({
+      requestId,
+      status: next,
+      message: `stage ${earlier.stage} approved; request ${requestId} now waits for ${next}`,
+    });
+    if (later) return stageAnswer(later.stage);
+    switch (request.status) {
+      case 'approved':
+        return {
+          requestId,
+          status: 'approved',
+          message: `request ${requestId} approved and signed`,
+          signed: await this.approvedSignature(request),
+        };
+      case 'signing':
+        // The first attempt is still signing, or its process died doing so (the request then returns to its stage
+        // after SIGNING_STUCK_MS, and a retry approves it afresh).
+        throw new ApiError(
+          'request_not_pending',
+          `your approval of request ${requestId} is being signed; retry for its answer`,
+          {},
+          1,
+        );
+      case 'denied':
+        throw new ApiError(
+          'policy_denied',
+          `request ${requestId} was denied by the policy when re-checked at your approval (the audit log names the rule)`,
+        );
+      case 'pending_approval':
+      case 'pending_security_review':
+        return stageAnswer(request.status);
+      default:
+        return stageAnswer(PENDING_STATUSES.find((s) => s !== earlier.stage) ?? 'pending_approval');
+    }
   }
 
   /**
