@@ -4,11 +4,14 @@
 // - none: no subscription (the signing path asks its cache and writes no event);
 // - other: a subscription to signature.pending only (the same, with a subscription to look at);
 // - signed: a subscription to signature.signed, delivered to a receiver on 127.0.0.1 that answers 204: each
-//   signature writes its event in its group commit, and the dispatcher fans it out and sends it.
+//   signature writes its event in its group commit, and the dispatcher fans it out and sends it;
+// - paused: the same subscription, but the receiver answers its first delivery 410 Gone, which pauses it: each
+//   signature writes its event and the dispatcher fans it out, and nothing is sent (the cost of the write alone,
+//   with a receiver that went away).
 // Per round: signatures/s while signing, and the service's CPU per signature counted until the receiver has every
 // event of the round (so delivery is in the cost). Rounds alternate so that drift on a shared machine spreads over
 // every mode; the medians are printed as a Markdown table. BENCH_SECONDS (default 6) per round, BENCH_ROUNDS (3),
-// BENCH_MODES (none,other,signed; an older build without the events takes BENCH_MODES=none for the "before").
+// BENCH_MODES (none,other,signed,paused; an older build without the events takes BENCH_MODES=none for the "before").
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
@@ -17,18 +20,21 @@ import { makeTempDir } from '../test/helpers/service.js';
 import { until } from '../test/helpers/wait.js';
 import { countCpu } from './cpu.js';
 
-type Mode = 'none' | 'other' | 'signed';
+type Mode = 'none' | 'other' | 'signed' | 'paused';
 const seconds = Number(process.env.BENCH_SECONDS ?? 6);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const modes = (process.env.BENCH_MODES ?? 'none,other,signed').split(',') as Mode[];
 const log = (msg: string) => process.stderr.write(`[bench:events] ${msg}\n`);
 
 let received = 0;
+/** Answer the next delivery 410 Gone (the paused mode). */
+let gone = false;
 const receiver = createServer((req, res) => {
   req.resume();
   req.on('end', () => {
     received++;
-    res.writeHead(204).end();
+    res.writeHead(gone ? 410 : 204).end();
+    gone = false;
   });
 });
 await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
@@ -42,7 +48,12 @@ const admin = (...args: string[]) => {
   if (res.code !== 0) throw new Error(`admin ${args.join(' ')}: ${res.stderr}`);
   return res.stdout.trim();
 };
-const results: Record<Mode, { perSecond: number; serviceUs: number }[]> = { none: [], other: [], signed: [] };
+const results: Record<Mode, { perSecond: number; serviceUs: number }[]> = {
+  none: [],
+  other: [],
+  signed: [],
+  paused: [],
+};
 try {
   const operator = createApiKeyCli(dataDir, 'operator');
   const made = await postAction(server.url, 'create_tenant', operator, { tenant_id: 'bev', key_spec: 'ECC_NIST_P256' });
@@ -79,8 +90,9 @@ try {
               '--url',
               receiverUrl,
               '--event',
-              mode === 'signed' ? 'signature.signed' : 'signature.pending',
+              mode === 'other' ? 'signature.pending' : 'signature.signed',
             ).split('\n')[0];
+      gone = mode === 'paused';
       const before = received;
       const cpu = countCpu([server.child.pid as number]);
       const result = await load(seconds);
