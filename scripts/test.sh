@@ -28,7 +28,7 @@ if [ "$#" -eq 0 ]; then
   echo "[test] vitest on Node 24: test/api, the admin commands and event delivery on PostgreSQL (SIGNBRIDGE_TEST_STORE=postgres)" >&2
   on_node24 env SIGNBRIDGE_TEST_STORE=postgres node_modules/.bin/vitest run test/api \
     test/cli/admin-people.test.ts test/cli/admin-trust.test.ts test/cli/admin-webhook.test.ts \
-    test/events/delivery.test.ts test/events/approver-mail.test.ts
+    test/events/delivery.test.ts test/events/approver-mail.test.ts test/events/signed-events.test.ts
   # The packages (docs/packages.md), built and then installed on this machine and signed through: a step of its own,
   # since the .deb registers the module with p11-kit for the whole machine (vitest.config.ts keeps test/packages out
   # of the runs above).

@@ -130,6 +130,8 @@ export class EventBuilder {
       decision?: DecisionFacts;
       /** signature.denied on re-check: the rule that refused it now. */
       denial?: { rule: string; reason: string; vulnId?: string; fixVersion?: string };
+      /** signature.signed: the signature record's id. */
+      signatureId?: string;
     } = {},
   ): Promise<EventInput> {
     const signature: Json = {
@@ -143,8 +145,13 @@ export class EventBuilder {
       requester: await this.actor(r.requester),
     };
     let data: Json;
-    if (type === 'signature.signed') data = { ...signature, request_id: r.id };
-    else if (type === 'signature.denied') {
+    if (type === 'signature.signed') {
+      data = {
+        ...signature,
+        ...(change.signatureId !== undefined && { signature_id: change.signatureId }),
+        request_id: r.id,
+      };
+    } else if (type === 'signature.denied') {
       data = {
         ...signature,
         request_id: r.id,
@@ -169,6 +176,39 @@ export class EventBuilder {
       }
     }
     return { type, data: this.linked(data, `/requests#req-${r.id}`), orderKey: `request:${r.id}` };
+  }
+
+  /**
+   * signature.signed for a signature the policy allowed at once: no request, so no request_id and no order key (a
+   * tenant's signatures are not ordered among themselves; one order key would send them one at a time). Made
+   * before the signature, with the lookups it needs; the function adds the signature record's id, which is known
+   * only when the store writes the record (in the same transaction as the event).
+   */
+  async signedAtOnce(s: {
+    tenantId: string;
+    keyId: string;
+    algorithm: string;
+    digest: string;
+    rule: string;
+    reason: string;
+    inputs: Json;
+    requester: string;
+    personId?: string | null;
+  }): Promise<(signatureId: string) => EventInput> {
+    const data = this.linked(
+      {
+        tenant_id: s.tenantId,
+        key_id: s.keyId,
+        algorithm: s.algorithm,
+        digest: s.digest,
+        rule: s.rule,
+        reason: s.reason,
+        inputs: eventInputs(s.inputs),
+        requester: await this.actor(s.requester, s.personId),
+      },
+      `/tenants/${encodeURIComponent(s.tenantId)}/audit`,
+    );
+    return (signatureId) => ({ type: 'signature.signed', data: { ...data, signature_id: signatureId } });
   }
 
   /** A signature the policy refused when it was asked for (no request to decide). */

@@ -211,13 +211,25 @@ const schemas = {
     ...decisionFields,
     status: Type.Literal('rejected'),
   }),
-  'signature.signed': closed('A signature was made, at once or after its approval.', {
-    ...signatureFields,
-    signature_id: Type.Optional(Text('the signature record')),
-    request_id: Type.Optional(
-      Type.String({ format: 'uuid', description: 'the signing request, when it passed approval first' }),
-    ),
-  }),
+  'signature.signed': closed(
+    'A signature was made: at once (sign, pkcs11_sign, by any key) or after its approval; one event per signature. ' +
+      'Written only while a subscription of the tenant wants this kind.',
+    {
+      ...signatureFields,
+      signature_id: Type.Optional(
+        Text(
+          "the signature record (the `signed` audit entry's details.signature_id); absent only in events written " +
+            'before signbridge told of signatures made at once',
+        ),
+      ),
+      request_id: Type.Optional(
+        Type.String({
+          format: 'uuid',
+          description: 'the signing request, when it passed approval first; absent for a signature made at once',
+        }),
+      ),
+    },
+  ),
   'signature.denied': closed(
     'The policy refused a signature: when it was asked for, or when an approval re-checked it (then with request_id).',
     {
@@ -414,17 +426,18 @@ export const EVENT_DATA_EXAMPLES: { [K in EventKind]: EventDataFor<K> } = {
     decision_reason: 'not on the change calendar',
     status: 'rejected',
   },
+  // Made at once: no request_id (one after an approval carries the request's, with its rule and reason).
   'signature.signed': {
     tenant_id: 'acme',
+    console_url: `${CONSOLE}/tenants/acme/audit`,
     key_id: held.key_id,
     algorithm: 'ECDSA_SHA_256',
     digest: DIGEST,
-    rule: 'release-needs-approval',
-    reason: 'production releases need an approver',
+    rule: 'default-allow',
+    reason: 'no rule objected',
     inputs: ciInputs,
     requester: ciJob,
     signature_id: '019ac0f2-6b1e-7c3d-9a4b-5c6d7e8f9a0b',
-    request_id: REQUEST_ID,
   },
   'signature.denied': {
     tenant_id: 'acme',

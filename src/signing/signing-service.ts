@@ -53,6 +53,8 @@ export interface Signed {
   keyId: string;
   algorithm: SigningAlgorithm;
   requestId?: string;
+  /** The signature record's id (signatures.id, the `signed` entry's details.signature_id). */
+  signatureId?: string;
   /**
    * The index of the `signed` audit entry that records the signature, in the audit log and its transparency log
    * (seq - 1): the Signbridge-Log-Index header. Undefined only for a request approved before migration 0019.
@@ -295,6 +297,8 @@ export class SigningService {
     reason?: string,
   ): Promise<ApprovalResult> {
     const request = await this.pendingRequest(tenantId, requestId);
+    const repeated = await this.repeatedDecision(request, caller, decision);
+    if (repeated) return repeated;
     const stage = request.status;
     if (stage !== 'pending_approval' && stage !== 'pending_security_review') {
       throw new ApiError(
@@ -455,7 +459,7 @@ export class SigningService {
           status: 'approved',
           nextStages: [],
         }),
-        await this.events.request('signature.signed', request),
+        await this.events.request('signature.signed', request, { signatureId: signed.signatureId }),
       ],
     );
     return {
@@ -464,6 +468,65 @@ export class SigningService {
       message: `request ${requestId} approved and signed`,
       signed: { ...signed, requestId },
     };
+  }
+
+  /**
+   * A decision the caller already made on this request, sent again (a client that lost the answer, e.g. to a crash
+   * of the instance after the decision committed, retries): the same verdict from the same decider (the same API
+   * key, or the same person with any of their keys or the console) gets that decision's answer again, and nothing
+   * is decided, audited or told of a second time. Undefined when this is not a repeat: the opposite verdict, or
+   * another decider, is decided (or refused) like any other call. docs/api.md, "Retries of approve_sign".
+   */
+  private async repeatedDecision(
+    request: PendingRequestRecord,
+    caller: Caller,
+    decision: 'approve' | 'reject',
+  ): Promise<ApprovalResult | undefined> {
+    const index = request.decisions.findLastIndex(
+      (d) => d.by === caller.id || (caller.personId != null && d.by_person === caller.personId),
+    );
+    const earlier = request.decisions[index];
+    if (!earlier || earlier.decision !== decision) return undefined;
+    const requestId = request.id;
+    if (decision === 'reject') return { requestId, status: 'rejected', message: `request ${requestId} rejected` };
+    // A stage approval moved the request on to the next stage: the answer named that stage. The next decision's
+    // stage is it; without one the request either still waits there or ended there (expired). Stages are distinct,
+    // so the next one is the other pending status.
+    const later = request.decisions[index + 1];
+    const stageAnswer = (next: PendingStatus): ApprovalResult => ({
+      requestId,
+      status: next,
+      message: `stage ${earlier.stage} approved; request ${requestId} now waits for ${next}`,
+    });
+    if (later) return stageAnswer(later.stage);
+    switch (request.status) {
+      case 'approved':
+        return {
+          requestId,
+          status: 'approved',
+          message: `request ${requestId} approved and signed`,
+          signed: await this.approvedSignature(request),
+        };
+      case 'signing':
+        // The first attempt is still signing, or its process died doing so (the request then returns to its stage
+        // after SIGNING_STUCK_MS, and a retry approves it afresh).
+        throw new ApiError(
+          'request_not_pending',
+          `your approval of request ${requestId} is being signed; retry for its answer`,
+          {},
+          1,
+        );
+      case 'denied':
+        throw new ApiError(
+          'policy_denied',
+          `request ${requestId} was denied by the policy when re-checked at your approval (the audit log names the rule)`,
+        );
+      case 'pending_approval':
+      case 'pending_security_review':
+        return stageAnswer(request.status);
+      default:
+        return stageAnswer(PENDING_STATUSES.find((s) => s !== earlier.stage) ?? 'pending_approval');
+    }
   }
 
   /**
@@ -573,6 +636,10 @@ export class SigningService {
   private async decideAndSign(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<SignOutcome> {
     this.requireUsable(key);
     const start = performance.now();
+    // Asked now, in the turn the key was read in: the cache's epoch check (one round trip on PostgreSQL) is then
+    // the one that turn made already. Awaited only if the policy allows; a failure then fails the request.
+    const told = this.store.wantsEvent(req.tenantId, 'signature.signed');
+    told.catch(() => undefined);
     const workload = req.workload ? { workload: workloadAuditDetails(req.workload) } : {};
     await this.enforceVelocity(key, algorithm, req, workload);
     const decision = await this.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
@@ -611,7 +678,21 @@ export class SigningService {
       throw denial(decision);
     }
     if (decision.outcome !== 'allow') return this.holdForDecision(key, algorithm, req, decision, about, start);
-    return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about, start);
+    // signature.signed for every signature made at once, where a subscription of the tenant wants it (docs/events.md).
+    const signedEvent = (await told)
+      ? await this.events.signedAtOnce({
+          tenantId: req.tenantId,
+          keyId: key.id,
+          algorithm,
+          digest: req.digest.toString('base64'),
+          rule: decision.rule,
+          reason: decision.reason,
+          inputs: req.context as Record<string, unknown>,
+          requester: req.callerId,
+          personId: req.personId ?? null,
+        })
+      : undefined;
+    return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about, start, signedEvent);
   }
 
   /**
@@ -781,6 +862,10 @@ export class SigningService {
    * record is withdrawn and a `sign_failed` entry naming it follows in the log. A store that commits on the event
    * loop gets them right after the signature: there the commit could not overlap an inline signature anyway, and
    * writing ahead cost 10-20% of the throughput under load (docs/benchmarks.md).
+   *
+   * `signedEvent` makes the signature's signature.signed event (a signature made at once, for a tenant with a
+   * subscription that wants it); it is written in the record's transaction, which then always follows the signature:
+   * an event written ahead could be fanned out and delivered before a key store failure withdrew its signature.
    */
   private async signNow(
     key: KeyRecord,
@@ -790,6 +875,7 @@ export class SigningService {
     action: string,
     details: Record<string, unknown>,
     start = performance.now(),
+    signedEvent?: (signatureId: string) => EventInput,
   ): Promise<Signed> {
     // `signatureSha256`: known when the record follows the signature; its lookup row then goes with the record.
     const record = (signatureSha256?: Buffer): { id: string; written: Promise<number | undefined> } => {
@@ -822,12 +908,15 @@ export class SigningService {
             ...(signatureSha256 && { signature_sha256: signatureSha256.toString('hex') }),
           },
         },
+        signedEvent && [signedEvent(id)],
       );
       return { id, written };
     };
     // Not ahead while the key store is known to be away: the record would only be withdrawn again.
     const ahead =
-      this.store.writesOnThread && this.keyStores.outageOf(key.keyStore) === undefined ? record() : undefined;
+      this.store.writesOnThread && signedEvent === undefined && this.keyStores.outageOf(key.keyStore) === undefined
+        ? record()
+        : undefined;
     // The commit may fail while a signing thread still works; it is awaited below, but a rejection with no
     // handler meanwhile would end the process (Node's default for unhandled rejections).
     ahead?.written.catch(() => undefined);
@@ -870,9 +959,10 @@ export class SigningService {
       throw err;
     }
     const signatureSha256 = createHash('sha256').update(signature).digest();
+    const made = ahead ?? record(signatureSha256);
     let seq: number | undefined;
     try {
-      seq = await (ahead ?? record(signatureSha256)).written;
+      seq = await made.written;
     } catch (err) {
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
@@ -885,7 +975,14 @@ export class SigningService {
         .catch(() => undefined);
     }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);
-    return { kind: 'signed', signature, keyId: key.id, algorithm, ...(seq !== undefined && { logIndex: seq - 1 }) };
+    return {
+      kind: 'signed',
+      signature,
+      keyId: key.id,
+      algorithm,
+      signatureId: made.id,
+      ...(seq !== undefined && { logIndex: seq - 1 }),
+    };
   }
 
   /** Imported material with an expiry stops working then, until the same material is imported again (AWS KMS). */

@@ -1,8 +1,9 @@
-// The signing path's two reads, cached exactly: the caller's API key and the tenant's current key. Every signature
-// makes both, and they change rarely, so the store answers them from memory and goes to the database only when a
-// change may have happened.
+// The signing path's reads, cached exactly: the caller's API key, the tenant's current key, and which event kinds
+// the tenant's subscriptions want (so a signature writes its signature.signed event only where one can be
+// delivered). Every signature makes them, and they change rarely, so the store answers them from memory and goes to
+// the database only when a change may have happened.
 //
-// "Exactly" means not time-based. Every write to tenants, keys and API keys raises the cache epoch in its own
+// "Exactly" means not time-based. Every write to tenants, keys, API keys and subscriptions raises the cache epoch in its own
 // transaction (migration 0006), from whatever process made it: `signbridge admin api-key revoke`, an in-process
 // daemon, another service instance on the same PostgreSQL. The epoch is read once per event-loop turn, and a
 // change empties the cache. So a key revoked anywhere is refused from the first request that arrives after the
@@ -14,6 +15,7 @@
 //
 // This process's own writes empty the cache too, and a read that began before a write or an epoch change is not
 // kept (the generation below), so nothing read from before a change outlives it.
+import type { SubscribedKinds } from './event-store.js';
 import type { ApiKeyRecord, KeyRecord } from './store.js';
 
 /** Entries kept per map; past it the oldest goes (a Map keeps insertion order). */
@@ -26,6 +28,7 @@ export class AccessCache {
   readonly stats = { hits: 0, misses: 0 };
   private readonly apiKeys = new Map<string, ApiKeyRecord>();
   private readonly currentKeys = new Map<string, KeyRecord>();
+  private readonly subscribedKinds = new Map<string, SubscribedKinds>();
   /** Raised by every forget(): a read that started before it is not remembered. */
   private generation = 0;
   private seenEpoch: number | undefined;
@@ -48,13 +51,19 @@ export class AccessCache {
     return this.lookUp(this.currentKeys, tenantId, read);
   }
 
+  /** The event kinds a tenant's subscriptions want (an empty answer for a tenant without any is kept too). */
+  eventKinds(tenantId: string, read: (id: string) => Maybe<SubscribedKinds>): Promise<SubscribedKinds | undefined> {
+    return this.lookUp(this.subscribedKinds, tenantId, read);
+  }
+
   forget(): void {
     this.generation++;
     this.apiKeys.clear();
     this.currentKeys.clear();
+    this.subscribedKinds.clear();
   }
 
-  /** Runs a write to tenants, keys or API keys: nothing cached before it, or read while it ran, survives it. */
+  /** Runs a write to tenants, keys, API keys or subscriptions: nothing cached before it, or read while it ran, survives it. */
   async changing<T>(write: () => Promise<T>): Promise<T> {
     this.forget();
     try {

@@ -116,6 +116,16 @@ export interface DeliveryRecord {
   deliveredAt: string | null;
 }
 
+/**
+ * The event kinds a tenant's subscriptions want, paused ones included (they keep what they are sent): `all` when
+ * one of them names none; `none` without any subscription. The signing path asks it, through the store's exact
+ * cache (access-cache.ts), before it writes a signature.signed event nobody could receive.
+ */
+export interface SubscribedKinds {
+  all: boolean;
+  kinds: ReadonlySet<EventKind>;
+}
+
 /** A delivery this instance leased: send it, then record the outcome with the same claim. */
 export interface DeliveryClaim {
   event: EventRecord;
@@ -151,6 +161,14 @@ export function outboxRows(events: readonly EventInput[], at: string): OutboxRow
 export async function insertEvents(tx: Kysely<EventTables>, events: readonly EventInput[] | undefined, at: string) {
   if (!events || events.length === 0) return;
   await tx.insertInto('event_outbox').values(outboxRows(events, at)).execute();
+}
+
+/**
+ * Who subscribes to what is part of the signing path's cache (access-cache.ts): a subscription made or removed
+ * raises the cache epoch in its transaction, so every instance sees it from its first request after the commit.
+ */
+async function raiseCacheEpoch(tx: Kysely<EventTables>): Promise<void> {
+  await sql`UPDATE cache_epoch SET n = n + 1 WHERE id = 1`.execute(tx);
 }
 
 function toEvent(row: Selectable<EventTables['event_outbox']>): EventRecord {
@@ -207,7 +225,28 @@ export class EventStore {
   constructor(
     private readonly db: Kysely<EventTables>,
     private readonly postgres: boolean,
+    /**
+     * Runs a change to the subscriptions so that no cached answer of subscribedKinds survives it (the store's
+     * access cache); the change raises the cache epoch too, for every other process and instance.
+     */
+    private readonly changingSubscriptions: <T>(write: () => Promise<T>) => Promise<T> = (write) => write(),
   ) {}
+
+  /** What the tenant's subscriptions want, read from the database (the store caches it: wantsEvent). */
+  async subscribedKinds(tenantId: string): Promise<SubscribedKinds> {
+    const rows = await this.db
+      .selectFrom('webhook_subscriptions')
+      .select('event_kinds')
+      .where('tenant_id', '=', tenantId)
+      .execute();
+    const kinds = new Set<EventKind>();
+    let all = false;
+    for (const row of rows) {
+      if (row.event_kinds === null) all = true;
+      else for (const kind of JSON.parse(row.event_kinds) as EventKind[]) kinds.add(kind);
+    }
+    return { all, kinds };
+  }
 
   /** Events written outside any other change (none today; tests and tools). */
   async appendEvents(events: readonly EventInput[], at: string): Promise<void> {
@@ -226,7 +265,12 @@ export class EventStore {
   }
 
   async addSubscription(s: SubscriptionRecord): Promise<void> {
-    await this.db
+    await this.changingSubscriptions(() => this.db.transaction().execute((tx) => this.insertSubscription(tx, s)));
+  }
+
+  private async insertSubscription(tx: Kysely<EventTables>, s: SubscriptionRecord): Promise<void> {
+    await raiseCacheEpoch(tx);
+    await tx
       .insertInto('webhook_subscriptions')
       .values({
         id: s.id,
@@ -264,7 +308,12 @@ export class EventStore {
 
   /** Removes the subscription and what it had still to send. False when there was none. */
   async removeSubscription(id: string): Promise<boolean> {
+    return this.changingSubscriptions(() => this.removeSubscriptionOnce(id));
+  }
+
+  private removeSubscriptionOnce(id: string): Promise<boolean> {
     return this.db.transaction().execute(async (tx) => {
+      await raiseCacheEpoch(tx);
       await tx.deleteFrom('event_deliveries').where('subscription_id', '=', id).execute();
       const result = await tx.deleteFrom('webhook_subscriptions').where('id', '=', id).executeTakeFirst();
       return Number(result.numDeletedRows) === 1;

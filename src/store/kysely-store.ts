@@ -5,7 +5,7 @@ import { type Kysely, type MigrationProvider, Migrator, PostgresAdapter, sql, ty
 import type { Role } from '../auth/roles.js';
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
-import type { EventInput } from '../events/event-kinds.js';
+import type { EventInput, EventKind } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import { AccessCache } from './access-cache.js';
 import type { AuditRow } from './audit-chain.js';
@@ -428,6 +428,7 @@ export abstract class KyselyStore implements Store {
     this.events = new EventStore(
       db as unknown as Kysely<EventTables>,
       db.getExecutor().adapter instanceof PostgresAdapter,
+      (write) => this.access.changing(write),
     );
     this.log = new LogStore(db as unknown as Kysely<LogTables>, db.getExecutor().adapter instanceof PostgresAdapter);
     this.retention = new RetentionStore(
@@ -808,8 +809,15 @@ export abstract class KyselyStore implements Store {
    * only after the batch is durable; if the batch fails, every write in it fails (nothing is handed out
    * unrecorded). A record and the audit entry that goes with it are written in the same transaction.
    */
-  recordSignature(r: SignatureRecord, audit?: AuditEntryInput): Promise<number | undefined> {
+  recordSignature(
+    r: SignatureRecord,
+    audit?: AuditEntryInput,
+    events?: readonly EventInput[],
+  ): Promise<number | undefined> {
+    const told = events && events.length > 0 ? outboxRows(events, r.createdAt) : undefined;
+    if (told) this.events.onWritten?.();
     return this.enqueue({
+      ...(told && { events: told }),
       signature: {
         id: r.id,
         tenant_id: r.tenantId,
@@ -825,6 +833,11 @@ export abstract class KyselyStore implements Store {
           lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex'), signature_id: r.id },
         }),
     });
+  }
+
+  async wantsEvent(tenantId: string, kind: EventKind): Promise<boolean> {
+    const wanted = await this.access.eventKinds(tenantId, (id) => this.events.subscribedKinds(id));
+    return wanted !== undefined && (wanted.all || wanted.kinds.has(kind));
   }
 
   recordSignatureLookup(l: SignatureLookup): Promise<void> {

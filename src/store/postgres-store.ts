@@ -232,33 +232,21 @@ END $$`)
     if (events.length === 0) {
       return firstSeq((await this.pool.query<{ first: number | null }>(GROUP_COMMIT_SQL, args)).rows);
     }
-    // A batch that tells of events (a denial: rare) also writes them, in the same transaction: three round trips
-    // instead of one, on the pool's client for the batch (one statement at a time, so PgBouncer's transaction
-    // pooling keeps the client on one server connection until COMMIT).
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const { rows } = await client.query<{ first: number | null }>(GROUP_COMMIT_SQL, args);
-      await client.query(INSERT_EVENTS_SQL, [JSON.stringify(events)]);
-      await client.query('COMMIT');
-      return firstSeq(rows);
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    // A batch that tells of events (signature.signed, a denial) writes them in the same call: still one round trip.
+    return firstSeq(
+      (await this.pool.query<{ first: number | null }>(GROUP_COMMIT_WITH_EVENTS_SQL, [...args, JSON.stringify(events)]))
+        .rows,
+    );
   }
 }
 
 const CACHE_EPOCH_SQL = 'SELECT n FROM cache_epoch WHERE id = 1';
-const INSERT_EVENTS_SQL =
-  'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
-  'SELECT e.id, e.tenant_id, e.type, e.timestamp, e.data, e.order_key, e.fanned_out FROM jsonb_to_recordset($1::jsonb) ' +
-  'AS e(id text, tenant_id text, type text, timestamp text, data text, order_key text, fanned_out integer)';
 /** Migration 0019's function: v1's work, plus the signatures' lookup rows, and it answers the first entry's seq. */
 const GROUP_COMMIT_SQL =
   'SELECT signbridge_group_commit_v2($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb) AS first';
+/** Migration 0022's function: v2, plus the outbox rows of the batch's events. */
+const GROUP_COMMIT_WITH_EVENTS_SQL =
+  'SELECT signbridge_group_commit_v3($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb, $6::jsonb) AS first';
 
 /** A pg client that knows when it began to connect, so that connecting and its first round trip share one wait. */
 class TimedClient extends pg.Client {

@@ -1,7 +1,7 @@
 import type { Role } from '../auth/roles.js';
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
-import type { EventInput } from '../events/event-kinds.js';
+import type { EventInput, EventKind } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import type { EventStore, EventsFor } from './event-store.js';
 import type { LogStore } from './log-store.js';
@@ -286,10 +286,19 @@ export interface Store {
    */
   readonly writesOnThread: boolean;
   /**
-   * Records a signature, with the audit entry that goes with it in the same transaction (group-committed).
-   * Resolves to the seq the store assigned to `audit` (undefined without one).
+   * Records a signature, with the audit entry and the events (signature.signed) that go with it in the same
+   * transaction (group-committed). Resolves to the seq the store assigned to `audit` (undefined without one).
    */
-  recordSignature(record: SignatureRecord, audit?: AuditEntryInput): Promise<number | undefined>;
+  recordSignature(
+    record: SignatureRecord,
+    audit?: AuditEntryInput,
+    events?: readonly EventInput[],
+  ): Promise<number | undefined>;
+  /**
+   * Whether a subscription of the tenant (paused or not) wants events of this kind: answered from the store's exact
+   * cache (access-cache.ts), so a subscription made anywhere counts from the first request after it committed.
+   */
+  wantsEvent(tenantId: string, kind: EventKind): Promise<boolean>;
   /**
    * The lookup row of a signature whose record was written ahead of it. Rides along with a later group commit (no
    * commit of its own under load); callers do not wait for it. Lost if the process ends before that commit.

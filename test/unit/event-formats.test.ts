@@ -140,7 +140,7 @@ describe('the summary', () => {
     'signature.reminder': 'Reminder: signature still waiting for approval in tenant acme: rule release-needs-approval',
     'signature.approved': 'Signature approved in tenant acme: rule release-needs-approval',
     'signature.rejected': 'Signature rejected in tenant acme: rule release-needs-approval',
-    'signature.signed': 'Signature made in tenant acme: rule release-needs-approval',
+    'signature.signed': 'Signature made in tenant acme',
     'signature.denied': 'Signature denied in tenant acme: rule sbom-no-critical',
     'signature.expired': 'Signature request expired without a decision in tenant acme: rule release-needs-approval',
     'exception.created': 'Policy exception for GHSA-xxxx-2026-0001 created in tenant acme',
@@ -167,6 +167,15 @@ describe('the summary', () => {
     }
     if (typeof data.console_url === 'string') expect(summary.link?.url).toBe(data.console_url);
     else expect(summary.link).toBeUndefined();
+  });
+
+  it('titles a signature made after an approval with its rule, one made at once without', () => {
+    const atOnce = EVENT_DATA_EXAMPLES['signature.signed'];
+    const approved = { ...atOnce, rule: 'release-needs-approval', request_id: '3f0c7a52-5d1e-4c1b-9a57-2f8e6b0d9c41' };
+    expect(summarizeEvent(eventOf('signature.signed', approved)).title).toBe(
+      'Signature made after approval in tenant acme: rule release-needs-approval',
+    );
+    expect(summarizeEvent(eventOf('signature.signed')).title).toBe('Signature made in tenant acme');
   });
 
   it('says who asked, what, with which key, the rule and the expiry of a held signature', () => {

@@ -166,7 +166,10 @@ function title(kind: EventKind, d: Data): string {
     case 'signature.rejected':
       return `Signature rejected${inTenant}${rule}`;
     case 'signature.signed':
-      return `Signature made${inTenant}${rule}`;
+      // The rule only says something for a signature that waited for a decision; one made at once passed them all.
+      return d.request_id === undefined
+        ? `Signature made${inTenant}`
+        : `Signature made after approval${inTenant}${rule}`;
     case 'signature.denied':
       return `Signature denied${inTenant}${rule}`;
     case 'signature.expired':
