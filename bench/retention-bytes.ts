@@ -6,10 +6,7 @@
 // PostgreSQL (a private cluster, when installed): pg_total_relation_size (heap, indexes, TOAST) of each table.
 // Run alone: `npm run bench:retention` (BENCH_RETENTION_SIGNATURES, default 20000; BENCH_RETENTION_POSTGRES=0 skips
 // PostgreSQL). It prints markdown tables, then the measurements as one JSON line.
-//
-// If the build emits no event for a signature made at once (issue 31 adds one), the bench writes one
-// `signature.signed` per signature itself, shaped as the event of an approved request, and says so: the rows then
-// weigh what such an event weighs.
+// Each signature's own signature.signed event is in the figures; the bench fails if any is missing.
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -19,7 +16,6 @@ import { sql } from 'kysely';
 import { buildApp } from '../src/app.js';
 import { createApiKey } from '../src/auth/api-keys.js';
 import { destinations } from '../src/events/destinations.js';
-import { EventBuilder } from '../src/events/event-builder.js';
 import { addSubscription } from '../src/events/subscription-service.js';
 import { checkSubscriptionUrl } from '../src/events/webhook-sender.js';
 import { KeyStores } from '../src/keys/key-store.js';
@@ -31,7 +27,6 @@ import { RETENTION_DEFAULTS } from '../src/retention/retention-settings.js';
 import type { KyselyStore } from '../src/store/kysely-store.js';
 import { openPostgresStore } from '../src/store/postgres-store.js';
 import { openSqliteStore } from '../src/store/sqlite-store.js';
-import type { PendingRequestRecord } from '../src/store/store.js';
 import { postgresBinDir, startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
 
@@ -66,7 +61,6 @@ interface StoreRun {
   store: 'sqlite' | 'postgres';
   signatures: number;
   eventsPerSignature: number;
-  emulatedEvents: boolean;
   before: Measure;
   after: Measure;
   pruned: { deliveries: number; events: number; requests: number; idempotencyKeys: number };
@@ -161,7 +155,6 @@ async function runOn(kind: 'sqlite' | 'postgres', database?: string): Promise<St
     log(`${kind}: signing ${SIGNATURES} (ECDSA P-256, an Idempotency-Key each, ${CONCURRENCY} at a time)`);
     const started = Date.now();
     let next = 0;
-    const signed: Array<{ hash: string; keyId: string; at: string }> = [];
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
         while (next < SIGNATURES) {
@@ -174,26 +167,14 @@ async function runOn(kind: 'sqlite' | 'postgres', database?: string): Promise<St
             payload: { action: 'sign', tenant_id: 'bench', algorithm: 'ECDSA_SHA_256', hash },
           });
           if (res.statusCode !== 200) throw new Error(`sign: ${res.statusCode} ${res.body}`);
-          signed.push({ hash, keyId: res.json().key_id, at: now().toISOString() });
         }
       }),
     );
     log(`${kind}: signed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     const signedEvents = await countRows(store, 'event_outbox', sql`type = 'signature.signed'`);
-    const emulatedEvents = signedEvents < SIGNATURES / 2;
-    if (emulatedEvents) {
-      log(`${kind}: this build wrote ${signedEvents} signature.signed events: writing one per signature`);
-      const builder = new EventBuilder(store, undefined);
-      for (let i = 0; i < signed.length; i += 500) {
-        const batch = await Promise.all(
-          signed.slice(i, i + 500).map(async (s) => {
-            const event = await builder.request('signature.signed', requestShape(s, signer));
-            delete (event.data as unknown as Record<string, unknown>).request_id;
-            return event;
-          }),
-        );
-        await store.events.appendEvents(batch, now().toISOString());
-      }
+    // Every signature made at once tells of itself (signature.signed): the rows measured are the service's own.
+    if (signedEvents !== SIGNATURES) {
+      throw new Error(`${kind}: ${signedEvents} signature.signed events for ${SIGNATURES} signatures`);
     }
     const events = (await countRows(store, 'event_outbox')) - eventsAtStart;
     await waitUntil('every event delivered', async () => {
@@ -219,7 +200,6 @@ async function runOn(kind: 'sqlite' | 'postgres', database?: string): Promise<St
       store: kind,
       signatures: SIGNATURES,
       eventsPerSignature: events / SIGNATURES,
-      emulatedEvents,
       before,
       after,
       pruned,
@@ -233,29 +213,6 @@ async function runOn(kind: 'sqlite' | 'postgres', database?: string): Promise<St
   }
 }
 
-/** A request record with what an immediate signature's event would carry (the emulation above). */
-function requestShape(s: { hash: string; keyId: string; at: string }, requester: string): PendingRequestRecord {
-  return {
-    id: randomUUID(),
-    tenantId: 'bench',
-    keyId: s.keyId,
-    algorithm: 'ECDSA_SHA_256',
-    hash: s.hash,
-    inputs: '{}',
-    requester: requester.split('.')[0] ?? requester,
-    rule: 'default',
-    reason: 'allowed',
-    status: 'approved',
-    nextStages: [],
-    decisions: [],
-    signature: null,
-    createdAt: s.at,
-    expiresAt: s.at,
-    updatedAt: s.at,
-    continuationKey: null,
-  };
-}
-
 async function countRows(store: KyselyStore, table: string, where = sql`1 = 1`): Promise<number> {
   const db = (store as unknown as { db: import('kysely').Kysely<unknown> }).db;
   const row = (await sql<{ n: number }>`SELECT count(*) AS n FROM ${sql.table(table)} WHERE ${where}`.execute(db))
@@ -266,7 +223,7 @@ async function countRows(store: KyselyStore, table: string, where = sql`1 = 1`):
 function report(run: StoreRun): string {
   const per = (bytes: number | undefined) => (bytes === undefined ? 'n/a' : (bytes / run.signatures).toFixed(0));
   const lines = [
-    `### ${run.store === 'sqlite' ? 'SQLite' : 'PostgreSQL'} (${run.signatures} signatures, ${run.eventsPerSignature.toFixed(2)} events per signature${run.emulatedEvents ? ', signature.signed written by the bench' : ''})`,
+    `### ${run.store === 'sqlite' ? 'SQLite' : 'PostgreSQL'} (${run.signatures} signatures, ${run.eventsPerSignature.toFixed(2)} events per signature)`,
     '',
     '| table (with its indexes) | B/signature before pruning | after | kept |',
     '|---|---:|---:|---|',
