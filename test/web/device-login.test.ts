@@ -247,7 +247,7 @@ describe('signbridge login, the daemon, the module and an approval in the consol
       );
       const about = chatMessages().filter((m) => m.includes(requestId));
       expect(about).toHaveLength(2);
-      expect(about[1]).toContain('Signature made in tenant acme');
+      expect(about[1]).toContain('Signature made after approval in tenant acme');
     },
   );
 });
