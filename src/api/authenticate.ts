@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { checkApiKey, rolesOf } from '../auth/api-keys.js';
-import { ACTION_ROLES, type Action } from '../auth/roles.js';
 import { ApiError } from '../errors.js';
+import { ACTION_ROLES, type Action } from '../store/records/roles.js';
 import type { ApiKeyRecord, Store } from '../store/store.js';
 
 declare module 'fastify' {

@@ -2,9 +2,9 @@
 // fields) and the OpenAPI document. Field names are the contract's (../shared/SIGNING-API.md section 2);
 // fields signbridge adds are marked "signbridge:" in their description and listed in docs/api.md.
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
-import { ACTIONS, type Action } from '../auth/roles.js';
 import { KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
 import { KEY_STORE_KINDS } from '../keys/key-store.js';
+import { ACTIONS, type Action } from '../store/records/roles.js';
 
 const StringEnum = <T extends readonly string[]>(values: T, options: { description?: string; default?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });

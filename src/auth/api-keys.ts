@@ -4,8 +4,8 @@
 
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { EventBuilder } from '../events/event-builder.js';
+import type { Role } from '../store/records/roles.js';
 import type { ApiKeyRecord, Store } from '../store/store.js';
-import type { Role } from './roles.js';
 import type { WorkloadIdentity } from './workload/workload-identity.js';
 
 const TOKEN_PATTERN = /^sbk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;

@@ -4,7 +4,6 @@ import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import type { ServiceConfig } from '../config/config.js';
 import { destinationsFor, testEvent } from '../events/destinations.js';
-import { EVENT_KINDS } from '../events/event-kinds.js';
 import {
   addSubscription,
   displayUrl,
@@ -14,6 +13,7 @@ import {
   subscriptionView,
 } from '../events/subscription-service.js';
 import { checkSubscriptionUrl } from '../events/webhook-sender.js';
+import { EVENT_KINDS } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
 
 type StoreFlags = { dataDir?: string; config?: string; database?: string };

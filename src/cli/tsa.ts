@@ -13,7 +13,7 @@ import { resolveConfig, type ServiceConfig } from '../config/config.js';
 import type { KeySpec } from '../crypto/algorithms.js';
 import { toPem } from '../crypto/spki.js';
 import type { KeyStores } from '../keys/key-store.js';
-import { openKeyStore, openStore } from '../server.js';
+import { openKeyStore, openStore } from '../open-stores.js';
 import type { Store } from '../store/store.js';
 import { SERVICE_TSA_SCOPE, type TsaIdentityRecord } from '../store/tsa-store.js';
 import type { TsaSigningAlgorithm } from '../tsa/tsa-algorithms.js';

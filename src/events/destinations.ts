@@ -7,9 +7,9 @@
 // verified; with none, to the subscription's address. Every other event goes to the subscription's address.
 import type { ServiceConfig } from '../config/config.js';
 import type { DeliveryClaim, SubscriptionRecord } from '../store/event-store.js';
+import type { EventRecord } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
 import type { Deliver, DeliveryResult } from './dispatcher.js';
-import type { EventRecord } from './event-kinds.js';
 import { mailMessage } from './formats/mail-message.js';
 import { slackMessage } from './formats/slack.js';
 import { standardWebhookRequest } from './formats/standard-webhooks.js';

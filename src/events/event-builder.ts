@@ -3,8 +3,8 @@
 // before the store method that makes the change, which writes the events in its transaction. The lookups here
 // (who an API key is) are reads; the change itself happens once.
 import { parseSbom } from '../policy/sbom/parse-sbom.js';
+import type { EventActor, EventData, EventInput } from '../store/records/event-kinds.js';
 import type { ApiKeyRecord, ExceptionRecord, KeyRecord, PendingRequestRecord, Store } from '../store/store.js';
-import type { EventActor, EventData, EventInput } from './event-kinds.js';
 
 type Json = Record<string, unknown>;
 

@@ -4,9 +4,9 @@
 // properties): they list every field sent today; a later version may add optional fields, never remove or retype one.
 import { FormatRegistry, type Static, type TLiteral, type TSchema, type TUnion, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { ROLES } from '../auth/roles.js';
 import { KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
-import { EVENT_KINDS, type EventKind } from './event-kinds.js';
+import { EVENT_KINDS, type EventKind } from '../store/records/event-kinds.js';
+import { ROLES } from '../store/records/roles.js';
 
 // TypeBox's Value.Check refuses a format it has no checker for; these are the formats used below.
 const FORMATS: Record<string, (value: string) => boolean> = {

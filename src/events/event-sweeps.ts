@@ -2,9 +2,10 @@
 // expired (signature.expired), approvers' one reminder before a request expires (signature.reminder), and
 // exceptions that expire within a day (exception.expiring). Each is marked in the transaction that writes its
 // event, with a compare-and-set, so of several instances sweeping at once exactly one tells of it.
-import { expireOverdueRequests } from '../signing/request-expiry.js';
+
 import type { Store } from '../store/store.js';
 import type { EventBuilder } from './event-builder.js';
+import { expireOverdueRequests } from './request-expiry.js';
 
 export interface SweepSettings {
   /** Remind approvers this long before a waiting request expires (default 1 h; 0: no reminders). */

@@ -3,8 +3,8 @@
 // same rules apply again at every send: src/events/webhook-sender.ts).
 import { randomBytes } from 'node:crypto';
 import { SUBSCRIPTION_FORMATS, type SubscriptionFormat, type SubscriptionRecord } from '../store/event-store.js';
+import { EVENT_KINDS, type EventKind, isEventKind } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
-import { EVENT_KINDS, type EventKind, isEventKind } from './event-kinds.js';
 import { newWebhookSecret } from './formats/standard-webhooks.js';
 
 /** Bad input: nothing was saved; the message says what to change. */

@@ -13,9 +13,10 @@ import {
 } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
 import { EventBuilder } from '../events/event-builder.js';
-import type { EventInput } from '../events/event-kinds.js';
+import { expireRequest } from '../events/request-expiry.js';
 import { type KeyStore, type KeyStoreOutage, KeyStores, outageOf } from '../keys/key-store.js';
 import type { ActiveException, PolicyDecision, PolicyEngine, PolicyInput } from '../policy/policy.js';
+import type { EventInput } from '../store/records/event-kinds.js';
 import {
   type AuditEntryInput,
   ConflictError,
@@ -28,7 +29,6 @@ import {
   WAITING_STATUSES,
 } from '../store/store.js';
 import { continuationIdentity, continuationKey } from './request-continuation.js';
-import { expireRequest } from './request-expiry.js';
 import { countVelocity } from './velocity.js';
 import { workloadAuditDetails } from './workload-context.js';
 

@@ -17,7 +17,7 @@
 //   the probe's success resumes it (markDelivered).
 import { randomBytes } from 'node:crypto';
 import { type ExpressionBuilder, type Generated, type Kysely, type Selectable, sql } from 'kysely';
-import type { EventData, EventInput, EventKind, EventRecord } from '../events/event-kinds.js';
+import type { EventData, EventInput, EventKind, EventRecord } from './records/event-kinds.js';
 
 export const SUBSCRIPTION_FORMATS = ['standard', 'slack', 'teams', 'email'] as const;
 export type SubscriptionFormat = (typeof SUBSCRIPTION_FORMATS)[number];

@@ -2,10 +2,7 @@
 // (sqlite-store.ts, and postgres-store.ts later), so every query lives here once.
 import { randomInt } from 'node:crypto';
 import { type Kysely, type MigrationProvider, Migrator, PostgresAdapter, sql, type Transaction } from 'kysely';
-import type { Role } from '../auth/roles.js';
-import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
-import type { EventInput, EventKind } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import { AccessCache } from './access-cache.js';
 import type { AuditRow } from './audit-chain.js';
@@ -21,6 +18,9 @@ import {
 import { LogStore, type LogTables } from './log-store.js';
 import { MIGRATIONS } from './migrations.js';
 import { PeopleStore, type PeopleTables } from './people-store.js';
+import type { EventInput, EventKind } from './records/event-kinds.js';
+import type { Role } from './records/roles.js';
+import type { WorkloadIdentity } from './records/workload-identity.js';
 import { RetentionStore } from './retention-store.js';
 import {
   type ApiKeyRecord,

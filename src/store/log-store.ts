@@ -9,10 +9,10 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { KeySpec } from '../crypto/algorithms.js';
 import type { KeyStoreKind } from '../keys/key-store.js';
-import type { Tile, TileKey } from '../transparency/tiles.js';
-import { tileId } from '../transparency/tiles.js';
 import { advisoryLockKey } from './advisory-lock.js';
 import type { AuditRow } from './audit-chain.js';
+import type { Tile, TileKey } from './records/tiles.js';
+import { tileId } from './records/tiles.js';
 
 export interface LogTables {
   audit_log: AuditRow;

@@ -4,7 +4,7 @@
 // (disabling a person, removing a membership) raise the cache epoch in their transaction (migration 0006).
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
-import type { Role } from '../auth/roles.js';
+import type { Role } from './records/roles.js';
 import { ConflictError } from './store.js';
 
 export interface PeopleTables {

@@ -1,11 +1,11 @@
-import type { Role } from '../auth/roles.js';
-import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
-import type { EventInput, EventKind } from '../events/event-kinds.js';
 import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import type { EventStore, EventsFor } from './event-store.js';
 import type { LogStore } from './log-store.js';
 import type { PeopleStore } from './people-store.js';
+import type { EventInput, EventKind } from './records/event-kinds.js';
+import type { Role } from './records/roles.js';
+import type { WorkloadIdentity } from './records/workload-identity.js';
 import type { RetentionStore } from './retention-store.js';
 import type { TsaStore } from './tsa-store.js';
 import type { WorkloadStore } from './workload-store.js';

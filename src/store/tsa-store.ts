@@ -10,7 +10,7 @@
 import type { Kysely } from 'kysely';
 import type { KeySpec } from '../crypto/algorithms.js';
 import type { KeyStoreKind } from '../keys/key-store.js';
-import type { TsaSigningAlgorithm } from '../tsa/tsa-algorithms.js';
+import type { TsaSigningAlgorithm } from './records/tsa-algorithms.js';
 
 export interface TsaTables {
   tsa_identities: {

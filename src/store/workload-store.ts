@@ -2,9 +2,9 @@
 // `jti` is good for one exchange, on every instance). Plain Kysely, so SQLite and PostgreSQL share it like the rest
 // of KyselyStore. The keys an exchange mints are ordinary api_keys rows with a `workload` column (migration 0015).
 import type { Kysely } from 'kysely';
-import type { TrustRule, WorkloadRole } from '../auth/workload/trust-rule.js';
-import type { EventInput } from '../events/event-kinds.js';
 import { type EventsFor, type EventTables, eventsOf, insertEvents } from './event-store.js';
+import type { EventInput } from './records/event-kinds.js';
+import type { TrustRule, WorkloadRole } from './records/trust-rule.js';
 
 export interface WorkloadTables {
   workload_trust_rules: {

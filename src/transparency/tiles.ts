@@ -2,22 +2,13 @@
 // hashes of tree level 8·L, those of nodes N·256 .. N·256+255. A full tile (256 hashes, 8 KiB) never changes; the
 // right-edge tile of each level grows until it is full. Any node of the tree is computed from at most 128 hashes
 // of one tile, and a proof at 1M entries needs a handful of tiles.
+import { type Tile, type TileKey, tileId } from '../store/records/tiles.js';
 import { HASH_SIZE, type NodeSource, nodeHash } from './merkle.js';
+
+export { type Tile, type TileKey, tileId };
 
 export const TILE_HEIGHT = 8;
 export const TILE_WIDTH = 2 ** TILE_HEIGHT;
-
-export interface TileKey {
-  level: number;
-  index: number;
-}
-
-export interface Tile extends TileKey {
-  /** Concatenated 32-byte hashes, 1 to 256 of them. */
-  hashes: Buffer;
-}
-
-export const tileId = (level: number, index: number): string => `${level}/${index}`;
 
 /** Hashes at tree level 8·level in a tree of `size` leaves (complete nodes only). */
 export function nodesAtTileLevel(size: number, level: number): number {

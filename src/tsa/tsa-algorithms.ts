@@ -9,7 +9,10 @@
 // no ESS package, so SigningCertificateV2 (RFC 5035/5816) is declared in ess-signing-certificate.ts.
 import { createHash, createPublicKey, verify as verifySignature } from 'node:crypto';
 import { AlgorithmIdentifier } from '@peculiar/asn1-x509';
-import { DIGEST_LENGTH, type HashName, type SigningAlgorithm } from '../crypto/algorithms.js';
+import { DIGEST_LENGTH, type HashName } from '../crypto/algorithms.js';
+import { TSA_SIGNING_ALGORITHMS, type TsaSigningAlgorithm } from '../store/records/tsa-algorithms.js';
+
+export { TSA_SIGNING_ALGORITHMS, type TsaSigningAlgorithm };
 
 /** The digest algorithms a query's imprint may use (RFC 3161 leaves the choice to the TSA; SHA-1 is refused). */
 export const IMPRINT_HASHES: Readonly<Record<string, HashName>> = {
@@ -23,17 +26,6 @@ export const HASH_OID: Readonly<Record<HashName, string>> = {
   sha384: '2.16.840.1.101.3.4.2.2',
   sha512: '2.16.840.1.101.3.4.2.3',
 };
-
-/** The signatures a TSA key makes here: PKCS#1 v1.5 for RSA, ECDSA for EC, each with a SHA-2 digest. */
-export const TSA_SIGNING_ALGORITHMS = [
-  'RSASSA_PKCS1_V1_5_SHA_256',
-  'RSASSA_PKCS1_V1_5_SHA_384',
-  'RSASSA_PKCS1_V1_5_SHA_512',
-  'ECDSA_SHA_256',
-  'ECDSA_SHA_384',
-  'ECDSA_SHA_512',
-] as const satisfies readonly SigningAlgorithm[];
-export type TsaSigningAlgorithm = (typeof TSA_SIGNING_ALGORITHMS)[number];
 
 /**
  * Signs a digest with the TSA key: KeyStore.sign's contract (src/keys/key-store.ts), so a key store plugs in as

@@ -3,8 +3,8 @@
 // to MAX_CI_DAYS) only a tenant admin's: long-lived keys are an explicit admin choice (docs/oauth.md).
 import type { FastifyInstance } from 'fastify';
 import { createPersonApiKey, rolesOf } from '../auth/api-keys.js';
-import { isRole } from '../auth/roles.js';
 import { ApiError } from '../errors.js';
+import { isRole } from '../store/records/roles.js';
 import type { ConsoleContext } from './console.js';
 import { csrfInput, html, time } from './layout.js';
 

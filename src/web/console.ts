@@ -6,7 +6,6 @@
 // the answer itself rather than kept anywhere for a redirect to show.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { PAGE_HEADERS } from '../api/routes/oauth.js';
 import {
   type ActiveSession,
   BrowserSessions,
@@ -14,16 +13,16 @@ import {
   csrfValid,
   type SessionSettings,
 } from '../auth/oidc/sessions.js';
-import type { Role } from '../auth/roles.js';
 import { isApiError } from '../errors.js';
 import type { EventBuilder } from '../events/event-builder.js';
 import type { WebhookSendSettings } from '../events/webhook-sender.js';
 import type { ExceptionService } from '../signing/exception-service.js';
 import type { SigningService } from '../signing/signing-service.js';
 import { GLOBAL_TENANT, type PersonRecord } from '../store/people-store.js';
+import type { Role } from '../store/records/roles.js';
 import type { Store } from '../store/store.js';
 import { apiKeyRoutes } from './api-key-pages.js';
-import { consolePage, type Frame, type Html, html, problemPage } from './layout.js';
+import { consolePage, type Frame, type Html, html, PAGE_HEADERS, problemPage } from './layout.js';
 import { requestRoutes } from './request-pages.js';
 import { tenantRoutes } from './tenant-pages.js';
 import { trustRoutes } from './trust-pages.js';

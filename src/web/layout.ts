@@ -4,6 +4,16 @@
 import { escapeHtml } from '../auth/oidc/pages.js';
 import { CSRF_FIELD } from '../auth/oidc/sessions.js';
 
+/** HTML pages: no caching, no framing (clickjacking a Confirm button), no scripts, no referrer (URLs carry codes). */
+export const PAGE_HEADERS = {
+  'cache-control': 'no-store',
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+};
+
 export { escapeHtml };
 
 /** Already-escaped markup, so a plain string is never inserted unescaped by mistake. */

@@ -2,10 +2,10 @@
 // The decision goes through SigningService.decide, the same path as approve_sign: its role check per stage, its
 // four-eyes rule (the person who asked never decides, with any key or from the console), its policy re-check.
 import type { FastifyInstance } from 'fastify';
-import type { Role } from '../auth/roles.js';
 import { ApiError } from '../errors.js';
 import { parseSbom } from '../policy/sbom/parse-sbom.js';
 import type { PolicyContext } from '../signing/signing-service.js';
+import type { Role } from '../store/records/roles.js';
 import type { ApiKeyRecord, PendingRequestRecord } from '../store/store.js';
 import type { ConsoleContext } from './console.js';
 import { canSeeExceptions, noMembership } from './console.js';

@@ -2,9 +2,9 @@
 // security reviewers read them, as list_exceptions allows) and its recent audit entries. The same store calls as
 // `signbridge admin member` and the exception actions, so removing a role revokes the person's keys with it.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isRole, ROLES, type Role } from '../auth/roles.js';
 import { ApiError } from '../errors.js';
 import { normaliseEmail } from '../store/people-store.js';
+import { isRole, ROLES, type Role } from '../store/records/roles.js';
 import { ConflictError } from '../store/store.js';
 import { type ConsoleContext, canSeeAudit, canSeeExceptions, personLabel } from './console.js';
 import { csrfInput, type Html, html, time } from './layout.js';

@@ -5,7 +5,6 @@
 // nothing saved. A standard-format subscription's secret is shown once, in the answer to the form, and never again.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import { EVENT_KINDS } from '../events/event-kinds.js';
 import {
   addSubscription,
   displayUrl,
@@ -16,6 +15,7 @@ import {
 } from '../events/subscription-service.js';
 import { checkSubscriptionUrl } from '../events/webhook-sender.js';
 import { type DeliveryRecord, SUBSCRIPTION_FORMATS, type SubscriptionRecord } from '../store/event-store.js';
+import { EVENT_KINDS } from '../store/records/event-kinds.js';
 import type { ConsoleContext } from './console.js';
 import { csrfInput, type Html, html, time } from './layout.js';
 

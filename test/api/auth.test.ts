@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDACT_PATHS } from '../../src/app.js';
-import { ACTION_ROLES, ACTIONS, ROLES } from '../../src/auth/roles.js';
+import { ACTION_ROLES, ACTIONS, ROLES } from '../../src/store/records/roles.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const logLines: string[] = [];

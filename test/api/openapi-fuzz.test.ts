@@ -5,10 +5,10 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv } from 'ajv';
 import formats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ACTION_ROLES, type Action } from '../../src/auth/roles.js';
 import { defaultAlgorithm, inputLength, type KeySpec, keyInfo } from '../../src/crypto/algorithms.js';
 import { ERROR_CODES } from '../../src/errors.js';
 import { CI_FACT_FIELDS } from '../../src/signing/workload-context.js';
+import { ACTION_ROLES, type Action } from '../../src/store/records/roles.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: OpenAPI schemas are untyped JSON

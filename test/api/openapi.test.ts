@@ -2,7 +2,7 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
-import { ACTIONS } from '../../src/auth/roles.js';
+import { ACTIONS } from '../../src/store/records/roles.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;

@@ -4,7 +4,6 @@
 // the files differ from this; UPDATE_EVENTS_DOC=1 makes it write them instead (then `npx biome format --write
 // docs/event-schemas.json`: the test compares that file as JSON, biome checks its layout).
 import type { TSchema } from '@sinclair/typebox';
-import { EVENT_KINDS, type EventRecord } from '../../src/events/event-kinds.js';
 import {
   EVENT_DATA_EXAMPLES,
   EVENT_DATA_SCHEMAS,
@@ -17,6 +16,7 @@ import { slackMessage } from '../../src/events/formats/slack.js';
 import { standardWebhookRequest } from '../../src/events/formats/standard-webhooks.js';
 import { teamsMessage } from '../../src/events/formats/teams.js';
 import { packagePath } from '../../src/paths.js';
+import { EVENT_KINDS, type EventRecord } from '../../src/store/records/event-kinds.js';
 
 export const EVENTS_DOC = packagePath('docs', 'events.md');
 export const EVENT_SCHEMAS_FILE = packagePath('docs', 'event-schemas.json');

@@ -3,7 +3,7 @@
 // invitation becomes a membership at their first sign-in with that verified email).
 import type { AppOptions } from '../../src/app.js';
 import type { OidcSettings } from '../../src/auth/oidc/settings.js';
-import type { Role } from '../../src/auth/roles.js';
+import type { Role } from '../../src/store/records/roles.js';
 import { callAction, startTestService, type TestService } from './service.js';
 import { listenTestIdp, TEST_CLIENT, type TestAccount, type TestIdp } from './test-idp.js';
 

@@ -6,13 +6,13 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely, RawBuilder } from 'kysely';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
-import type { Role } from '../../src/auth/roles.js';
 import { KeyStores } from '../../src/keys/key-store.js';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { SoftwareKeyStore } from '../../src/keys/software-key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
+import type { Role } from '../../src/store/records/roles.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { createTestDatabase } from './postgres.js';
 

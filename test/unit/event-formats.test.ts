@@ -7,7 +7,6 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
-import { EVENT_KINDS, type EventKind, type EventRecord, envelope } from '../../src/events/event-kinds.js';
 import { EVENT_DATA_EXAMPLES } from '../../src/events/event-schemas.js';
 import { mailMessage } from '../../src/events/formats/mail-message.js';
 import { escapeSlack, slackMessage } from '../../src/events/formats/slack.js';
@@ -19,6 +18,7 @@ import {
 } from '../../src/events/formats/standard-webhooks.js';
 import { summarizeEvent, summaryText } from '../../src/events/formats/summary.js';
 import { teamsMessage } from '../../src/events/formats/teams.js';
+import { EVENT_KINDS, type EventKind, type EventRecord, envelope } from '../../src/store/records/event-kinds.js';
 import { docSnippet } from '../helpers/doc-snippets.js';
 import { EVENTS_DOC } from '../helpers/events-doc.js';
 

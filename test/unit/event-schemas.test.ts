@@ -3,13 +3,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Value } from '@sinclair/typebox/value';
 import { describe, expect, it } from 'vitest';
-import { EVENT_KINDS, type EventData } from '../../src/events/event-kinds.js';
 import {
   EVENT_DATA_EXAMPLES,
   EVENT_DATA_SCHEMAS,
   EVENT_ENVELOPE_SCHEMA,
   eventDataProblem,
 } from '../../src/events/event-schemas.js';
+import { EVENT_KINDS, type EventData } from '../../src/store/records/event-kinds.js';
 import {
   EVENT_SCHEMAS_FILE,
   EVENTS_DOC,

@@ -21,10 +21,11 @@ import {
   serializeCookie,
 } from '../../auth/oidc/sessions.js';
 import type { OidcSettings } from '../../auth/oidc/settings.js';
-import type { Role } from '../../auth/roles.js';
 import { ApiError, isApiError } from '../../errors.js';
 import { GLOBAL_TENANT, type PersonRecord } from '../../store/people-store.js';
+import type { Role } from '../../store/records/roles.js';
 import type { Store } from '../../store/store.js';
+import { PAGE_HEADERS } from '../../web/layout.js';
 import { authenticate } from '../authenticate.js';
 import {
   DevicePollQuery,
@@ -54,16 +55,6 @@ export interface OAuthOptions {
 const NOT_CONFIGURED =
   'sign-in through an identity provider is not configured on this service: set SIGNBRIDGE_OIDC_ISSUER, ' +
   'SIGNBRIDGE_OIDC_CLIENT_ID, SIGNBRIDGE_OIDC_CLIENT_SECRET and SIGNBRIDGE_PUBLIC_URL (docs/oauth.md)';
-
-/** HTML pages: no caching, no framing (clickjacking a Confirm button), no scripts, no referrer (URLs carry codes). */
-export const PAGE_HEADERS = {
-  'cache-control': 'no-store',
-  'content-security-policy':
-    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'no-referrer',
-  'x-content-type-options': 'nosniff',
-};
 
 /** Endpoints that need only an API key, not an IdP. */
 const KEY_ONLY = new Set(['/oauth/revoke', '/oauth/whoami']);

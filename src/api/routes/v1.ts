@@ -1,7 +1,6 @@
 // POST /v1/<action>: one route per action of the contract, each with its own schema.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ACTION_ROLES, ACTIONS, type Action } from '../../auth/roles.js';
 import { algorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../crypto/algorithms.js';
 import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
@@ -10,6 +9,7 @@ import type { ExceptionService, ExceptionStatus } from '../../signing/exception-
 import type { KeyImportService } from '../../signing/key-import-service.js';
 import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import { checkStatedFacts, workloadInputs } from '../../signing/workload-context.js';
+import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
 import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js';
 import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';

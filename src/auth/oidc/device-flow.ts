@@ -5,9 +5,9 @@
 import { randomInt } from 'node:crypto';
 import { ApiError } from '../../errors.js';
 import type { DeviceCodeRecord } from '../../store/people-store.js';
+import type { Role } from '../../store/records/roles.js';
 import type { AuditEntryInput, Store } from '../../store/store.js';
 import { createPersonApiKey } from '../api-keys.js';
-import type { Role } from '../roles.js';
 import { randomToken, sha256Hex } from './relying-party.js';
 
 export const USER_CODE_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';

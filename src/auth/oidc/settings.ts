@@ -1,7 +1,7 @@
 // The OpenID Connect settings of the service as a relying party of the organisation's IdP (docs/oauth.md).
 // From the config file's `oidc` section and SIGNBRIDGE_OIDC_* variables; the environment wins.
 import { type Static, Type } from '@sinclair/typebox';
-import { isRole, type Role } from '../roles.js';
+import { isRole, type Role } from '../../store/records/roles.js';
 
 const AutoJoinRule = Type.Object(
   {

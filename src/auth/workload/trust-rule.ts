@@ -1,12 +1,12 @@
 // A tenant's trust in a CI issuer: which tokens of that issuer may become a short-lived signer key of the tenant
 // (docs/ci.md, "Trust rules"). A rule is a set of claim conditions that must all hold; it is checked when it is
 // saved, so a rule that would admit every repository of an issuer never exists.
-import type { Role } from '../roles.js';
+import { type TrustRule, WORKLOAD_ROLES, type WorkloadRole } from '../../store/records/trust-rule.js';
 import { claimMatches, claimText, patternProblem, readClaim } from './claim-pattern.js';
 
+export { type TrustRule, WORKLOAD_ROLES, type WorkloadRole };
+
 /** The only role a workload may get: people approve, review and administer; a job signs. */
-export const WORKLOAD_ROLES = ['signer'] as const satisfies readonly Role[];
-export type WorkloadRole = (typeof WORKLOAD_ROLES)[number];
 
 export const DEFAULT_KEY_MINUTES = 15;
 export const MAX_KEY_MINUTES = 60;
@@ -39,30 +39,6 @@ export const SUBJECT_CLAIMS = [
   'project_id',
   '/kubernetes.io/serviceaccount/uid',
 ] as const;
-
-export interface TrustRule {
-  /** `tr_` + 16 hex. */
-  id: string;
-  tenantId: string;
-  /** Exactly the `iss` of the tokens (no trailing-slash folding: issuers differ on it and so do their tokens). */
-  issuer: string;
-  /** The `aud` the token must carry; null: the service's public URL. */
-  audience: string | null;
-  /** Claim name (or JSON pointer) → exact value or pattern (claim-pattern.ts). */
-  conditions: Record<string, string>;
-  role: WorkloadRole;
-  /** Lifetime of the key an exchange mints (1-60, default 15). */
-  keyMinutes: number;
-  /** The longest exp - iat of a token the rule admits, in seconds (default a day). */
-  maxTokenLifetimeS: number;
-  /**
-   * The claims whose values make the workload's stable identity, which velocity.perIdentity counts
-   * (workload-identity.ts, stableIdentityOf); null: the issuer kind's default (repository and workflow, not ref).
-   */
-  identityClaims: string[] | null;
-  createdAt: string;
-  createdBy: string;
-}
 
 export type NewTrustRule = Omit<
   TrustRule,

@@ -1,6 +1,6 @@
 // An event as an e-mail: the summary's title as the subject, a plain-text part and an HTML part that say the same.
 // Every value is escaped in the HTML; the link is the console URL only (no other URL from the event is a link).
-import type { EventRecord } from '../event-kinds.js';
+import type { EventRecord } from '../../store/records/event-kinds.js';
 import { type EventSummary, oneLine, summarizeEvent, summaryText } from './summary.js';
 
 export interface MailContent {

@@ -1,6 +1,6 @@
 // An event for a Slack incoming webhook (and the services that accept its format): `text` is what notifications
 // and clients without blocks show; `blocks` the message. Everything in it comes from the summary (summary.ts).
-import type { EventRecord } from '../event-kinds.js';
+import type { EventRecord } from '../../store/records/event-kinds.js';
 import { type EventSummary, summarizeEvent, summaryText } from './summary.js';
 
 export interface SlackMessage {

@@ -1,7 +1,7 @@
 // The generic webhook: the event envelope as JSON, signed as Standard Webhooks 1.0 says (docs/events.md), so that a
 // receiver can verify it with any of that specification's libraries. Symmetric (v1, HMAC-SHA256) signatures only.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { type EventRecord, envelope } from '../event-kinds.js';
+import { type EventRecord, envelope } from '../../store/records/event-kinds.js';
 
 const SECRET_PREFIX = 'whsec_';
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;

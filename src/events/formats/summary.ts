@@ -1,7 +1,7 @@
 // What a person reads about an event: one title line, a few labelled facts and the console link. Slack, Teams and
 // e-mail all render this one summary, so the three say the same. It reads only the fields named in
 // event-schemas.ts (nothing else from data reaches a person), and returns plain text: each format escapes it.
-import type { EventKind, EventRecord } from '../event-kinds.js';
+import type { EventKind, EventRecord } from '../../store/records/event-kinds.js';
 
 export interface SummaryFact {
   label: string;

@@ -3,7 +3,7 @@
 // Text goes into RichTextBlock/TextRun elements, which Adaptive Cards never read as Markdown: a requester's label
 // such as "[click](https://evil.example)" shows as those characters, not as a link (TextBlock and FactSet would
 // render it).
-import type { EventRecord } from '../event-kinds.js';
+import type { EventRecord } from '../../store/records/event-kinds.js';
 import { type EventSummary, summarizeEvent } from './summary.js';
 
 export interface TeamsMessage {
