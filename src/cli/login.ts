@@ -18,7 +18,8 @@ import { loginWithCiToken } from './ci/ci-login.js';
 import { addCiOptions, type CiFlags, ciEnabled } from './ci/ci-options.js';
 import { type DeviceGrant, type DeviceStart, LoginError, runDeviceFlow } from './login/device-flow.js';
 import { openBrowser } from './login/open-browser.js';
-import { WaitingLine } from './login/progress.js';
+import { fmt, WaitingLine } from './login/progress.js';
+
 import { serviceBaseUrl } from './login/service-http.js';
 import { revokeKey } from './login/session-api.js';
 
@@ -201,14 +202,6 @@ export function expiryText(expiresAt: string | null, now = Date.now()): string {
   if (!expiresAt) return 'does not expire';
   const left = Math.round((Date.parse(expiresAt) - now) / 1000);
   return left <= 0 ? `expired at ${expiresAt}` : `expires at ${expiresAt} (in ${fmt(left)})`;
-}
-
-/** 42 s, 9 min, 11 h 59 min. */
-export function fmt(seconds: number): string {
-  if (seconds < 60) return `${Math.max(0, Math.round(seconds * 10) / 10)} s`;
-  const minutes = Math.round(seconds / 60);
-  if (minutes < 60) return `${minutes} min`;
-  return `${Math.floor(minutes / 60)} h${minutes % 60 ? ` ${minutes % 60} min` : ''}`;
 }
 
 function safeUser(): string {

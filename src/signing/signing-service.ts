@@ -15,7 +15,7 @@ import { ApiError } from '../errors.js';
 import { EventBuilder } from '../events/event-builder.js';
 import { expireRequest } from '../events/request-expiry.js';
 import { type KeyStore, type KeyStoreOutage, KeyStores, outageOf } from '../keys/key-store.js';
-import type { ActiveException, PolicyDecision, PolicyEngine, PolicyInput } from '../policy/policy.js';
+import type { ActiveException, PolicyDecision, PolicyEngine } from '../policy/policy.js';
 import type { EventInput } from '../store/records/event-kinds.js';
 import {
   type AuditEntryInput,
@@ -28,11 +28,12 @@ import {
   type TenantRecord,
   WAITING_STATUSES,
 } from '../store/store.js';
+import type { PolicyContext } from './policy-context.js';
 import { continuationIdentity, continuationKey } from './request-continuation.js';
 import { countVelocity } from './velocity.js';
 import { workloadAuditDetails } from './workload-context.js';
 
-export type PolicyContext = Omit<PolicyInput, 'tenantId' | 'keyId' | 'keySpec' | 'algorithm' | 'callerId'>;
+export type { PolicyContext };
 
 export interface SignRequest {
   /** The API action, for the audit log (default sign). */

@@ -8,7 +8,7 @@ import {
   workloadIdentityId,
 } from '../auth/workload/workload-identity.js';
 import { ApiError } from '../errors.js';
-import type { PolicyContext } from './signing-service.js';
+import type { PolicyContext } from './policy-context.js';
 
 /** The CI fact fields of a request body (all facts but project and environment, which any key may state). */
 export const CI_FACT_FIELDS = Object.values(FACT_FIELDS).filter((f) => f !== 'project' && f !== 'environment');

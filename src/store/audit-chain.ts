@@ -2,7 +2,7 @@
 // removing or reordering entries breaks the chain at that point. Shared by the stores and `admin audit verify`.
 import { createRequire } from 'node:module';
 import { packagePath } from '../paths.js';
-import type { AuditEntry, AuditEntryInput } from './store.js';
+import type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
 
 /** An audit_log row as stored (details as JSON text). */
 export interface AuditRow {

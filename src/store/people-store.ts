@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import type { Role } from './records/roles.js';
-import { ConflictError } from './store.js';
+import { ConflictError } from './store-errors.js';
 
 export interface PeopleTables {
   people: {

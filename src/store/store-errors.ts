@@ -76,3 +76,6 @@ export function permanentConnectionProblem(err: unknown): string | undefined {
   }
   return "a protocol error at connection: check that the URL points at PostgreSQL or PgBouncer and the pooler's configuration";
 }
+
+/** A store write that conflicts with what is there (each Store method says when it throws it). */
+export class ConflictError extends Error {}

@@ -3,12 +3,16 @@ import type { KeyOrigin, KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from
 import type { EventStore, EventsFor } from './event-store.js';
 import type { LogStore } from './log-store.js';
 import type { PeopleStore } from './people-store.js';
+import type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
 import type { EventInput, EventKind } from './records/event-kinds.js';
 import type { Role } from './records/roles.js';
 import type { WorkloadIdentity } from './records/workload-identity.js';
 import type { RetentionStore } from './retention-store.js';
 import type { TsaStore } from './tsa-store.js';
 import type { WorkloadStore } from './workload-store.js';
+
+export type { AuditEntry, AuditEntryInput };
+export { ConflictError } from './store-errors.js';
 
 export interface TenantRecord {
   id: string;
@@ -173,33 +177,12 @@ export interface ExceptionRecord {
   revokedBy: string | null;
 }
 
-/** What a caller asks to append to the audit log; the store assigns seq and the hash chain. */
-export interface AuditEntryInput {
-  at: string;
-  tenantId: string | null;
-  /** API key id, or "cli:<user>" for offline administration, or "service". */
-  actor: string;
-  /** e.g. sign, pkcs11_sign, approve_sign, create_tenant, api_key_create, policy_loaded */
-  action: string;
-  /** e.g. signed, pending_approval, denied, approved, rejected, expired, created, revoked */
-  outcome: string;
-  details: Record<string, unknown>;
-}
-
-export interface AuditEntry extends AuditEntryInput {
-  seq: number;
-  prevHash: string;
-  hash: string;
-}
-
 /** An OSV record as stored: the document itself stays JSON; policy code parses and indexes it. */
 export interface StoredVulnerability {
   id: string;
   modified: string;
   record: string;
 }
-
-export class ConflictError extends Error {}
 
 /**
  * Durable state. Implementations: SQLite (embedded default) and, later, PostgreSQL. Every method is one atomic

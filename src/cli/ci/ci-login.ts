@@ -2,8 +2,8 @@
 // `signbridge sign` find it (daemon/login-files.ts ciLoginFiles: the job's runtime folder, 0700, the key 0600),
 // with the login metadata beside it. Prints where it is and when it expires, never the key or the token.
 import { ciLoginFiles, writeLogin } from '../../../daemon/login-files.js';
+import { fmt } from '../login/progress.js';
 import { serviceBaseUrl } from '../login/service-http.js';
-import { fmt } from '../login.js';
 import { type CiFlags, idTokenSourceFor } from './ci-options.js';
 import { exchangeIdToken } from './exchange.js';
 

@@ -35,3 +35,11 @@ export class WaitingLine {
     this.drawn = false;
   }
 }
+
+/** 42 s, 9 min, 11 h 59 min. */
+export function fmt(seconds: number): string {
+  if (seconds < 60) return `${Math.max(0, Math.round(seconds * 10) / 10)} s`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min`;
+  return `${Math.floor(minutes / 60)} h${minutes % 60 ? ` ${minutes % 60} min` : ''}`;
+}
