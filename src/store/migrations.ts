@@ -431,7 +431,7 @@ export const MIGRATIONS: Record<string, Migration> = {
         .on('workload_token_uses')
         .column('expires_at')
         .execute();
-      // JSON (src/auth/workload/workload-identity.ts, WorkloadIdentity); null for every other key.
+      // JSON (src/store/records/workload-identity.ts, WorkloadIdentity); null for every other key.
       await db.schema.alterTable('api_keys').addColumn('workload', 'text').execute();
     },
   },
