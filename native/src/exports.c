@@ -1,5 +1,5 @@
 /* The exported surface: C_GetFunctionList, C_GetInterfaceList and C_GetInterface (exports.map hides the rest).
- * Each entry of the function lists is one line into module.c, as in SoftHSM's main.cpp. */
+ * Each entry of the function lists is one line into module*.c (module.h), as in SoftHSM's main.cpp. */
 #include <string.h>
 
 #include "module.h"

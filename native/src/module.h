@@ -1,5 +1,5 @@
-/* The PKCS#11 functions this module implements; exports.c puts them into the function lists. Each takes the
- * global lock, works on the state, and leaves through one exit. */
+/* The PKCS#11 functions this module implements (module.c and module_*.c, by function group); exports.c puts them
+ * into the function lists. Each takes the global lock, works on the state, and leaves through one exit. */
 #ifndef SBP11_MODULE_H
 #define SBP11_MODULE_H
 
