@@ -15,6 +15,7 @@ import type { EventInput } from '../src/store/records/event-kinds.js';
 import { openSqliteStore } from '../src/store/sqlite-store.js';
 import type { Store } from '../src/store/store.js';
 import { startPostgresCluster } from '../test/helpers/postgres.js';
+import { subscriptionRecord } from '../test/helpers/subscription-record.js';
 import { summarise } from './stats.js';
 
 const TENANTS = ['t1', 't2', 't3', 't4'];
@@ -47,22 +48,9 @@ async function fill(store: Store, total: number, have: number, at: string): Prom
 async function measure(name: string, store: Store, backlogs: number[], claims: number): Promise<ClaimRow[]> {
   await store.migrate();
   for (const tenant of TENANTS) {
-    await store.events.addSubscription({
-      id: `wh_${tenant}`,
-      tenantId: tenant,
-      url: `https://hooks.example/${tenant}`,
-      format: 'standard',
-      eventKinds: null,
-      secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-      createdAt: new Date().toISOString(),
-      createdBy: 'bench',
-      pausedAt: null,
-      pauseReason: null,
-      lastError: null,
-      lastErrorAt: null,
-      lastDeliveredAt: null,
-      failuresInARow: 0,
-    });
+    await store.events.addSubscription(
+      subscriptionRecord({ id: `wh_${tenant}`, tenantId: tenant, createdBy: 'bench' }),
+    );
   }
   const rows: ClaimRow[] = [];
   const t0 = Date.now();

@@ -77,6 +77,19 @@ export interface DecisionFacts {
   reason?: string;
 }
 
+/** A signing request the policy decided when it was asked (made at once, or denied): what its event tells. */
+export interface PolicyDecided {
+  tenantId: string;
+  keyId: string;
+  algorithm: string;
+  digest: string;
+  rule: string;
+  reason: string;
+  inputs: Json;
+  requester: string;
+  personId?: string | null;
+}
+
 export class EventBuilder {
   constructor(
     private readonly store: Store,
@@ -184,17 +197,7 @@ export class EventBuilder {
    * before the signature, with the lookups it needs; the function adds the signature record's id, which is known
    * only when the store writes the record (in the same transaction as the event).
    */
-  async signedAtOnce(s: {
-    tenantId: string;
-    keyId: string;
-    algorithm: string;
-    digest: string;
-    rule: string;
-    reason: string;
-    inputs: Json;
-    requester: string;
-    personId?: string | null;
-  }): Promise<(signatureId: string) => EventInput> {
+  async signedAtOnce(s: PolicyDecided): Promise<(signatureId: string) => EventInput> {
     const data = this.linked(
       {
         tenant_id: s.tenantId,
@@ -212,18 +215,7 @@ export class EventBuilder {
   }
 
   /** A signature the policy refused when it was asked for (no request to decide). */
-  async denied(d: {
-    tenantId: string;
-    keyId: string;
-    algorithm: string;
-    digest: string;
-    rule: string;
-    reason: string;
-    inputs: Json;
-    requester: string;
-    vulnId?: string;
-    fixVersion?: string;
-  }): Promise<EventInput> {
+  async denied(d: PolicyDecided & { vulnId?: string; fixVersion?: string }): Promise<EventInput> {
     const data: Json = {
       tenant_id: d.tenantId,
       key_id: d.keyId,

@@ -12,7 +12,7 @@ import {
   type SigningAlgorithm,
 } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
-import { EventBuilder } from '../events/event-builder.js';
+import { EventBuilder, type PolicyDecided } from '../events/event-builder.js';
 import { expireRequest } from '../events/request-expiry.js';
 import { type KeyStore, type KeyStoreOutage, KeyStores, outageOf } from '../keys/key-store.js';
 import type { ActiveException, PolicyDecision, PolicyEngine } from '../policy/policy.js';
@@ -654,16 +654,19 @@ export class SigningService {
       ...(req.personId && { person: req.personId }),
       ...workload,
     };
+    const decided: PolicyDecided = {
+      tenantId: req.tenantId,
+      keyId: key.id,
+      algorithm,
+      digest: req.digest.toString('base64'),
+      rule: decision.rule,
+      reason: decision.reason,
+      inputs: req.context as Record<string, unknown>,
+      requester: req.callerId,
+    };
     if (decision.outcome === 'deny') {
       const denied = await this.events.denied({
-        tenantId: req.tenantId,
-        keyId: key.id,
-        algorithm,
-        digest: req.digest.toString('base64'),
-        rule: decision.rule,
-        reason: decision.reason,
-        inputs: req.context as Record<string, unknown>,
-        requester: req.callerId,
+        ...decided,
         ...(decision.vulnId !== undefined && { vulnId: decision.vulnId }),
         ...(decision.fixVersion !== undefined && { fixVersion: decision.fixVersion }),
       });
@@ -681,17 +684,7 @@ export class SigningService {
     if (decision.outcome !== 'allow') return this.holdForDecision(key, algorithm, req, decision, about, start);
     // signature.signed for every signature made at once, where a subscription of the tenant wants it (docs/events.md).
     const signedEvent = (await told)
-      ? await this.events.signedAtOnce({
-          tenantId: req.tenantId,
-          keyId: key.id,
-          algorithm,
-          digest: req.digest.toString('base64'),
-          rule: decision.rule,
-          reason: decision.reason,
-          inputs: req.context as Record<string, unknown>,
-          requester: req.callerId,
-          personId: req.personId ?? null,
-        })
+      ? await this.events.signedAtOnce({ ...decided, personId: req.personId ?? null })
       : undefined;
     return this.signNow(key, algorithm, req.digest, req.callerId, req.action ?? 'sign', about, start, signedEvent);
   }

@@ -24,6 +24,7 @@ import { verifyAuditChain } from '../../src/store/verify-chain.js';
 import { logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
 import { refVerifyInclusion } from '../helpers/rfc9162-verify.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
+import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { until } from '../helpers/wait.js';
 
 const HOUR = 3600_000;
@@ -71,22 +72,8 @@ describe('pruning the outbox', () => {
     data: { tenant_id: tenant, n },
     ...(orderKey !== undefined && { orderKey }),
   });
-  const subscription = (id: string): SubscriptionRecord => ({
-    id,
-    tenantId: 'ob',
-    url: `https://hooks.example/${id}`,
-    format: 'standard',
-    eventKinds: null,
-    secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-    createdAt: iso(clock),
-    createdBy: 'test',
-    pausedAt: null,
-    pauseReason: null,
-    lastError: null,
-    lastErrorAt: null,
-    lastDeliveredAt: null,
-    failuresInARow: 0,
-  });
+  const subscription = (id: string): SubscriptionRecord =>
+    subscriptionRecord({ id, tenantId: 'ob', createdAt: iso(clock) });
   /** Events of tenant `ob` (and of `nobody`, which has no subscription) by their data's n. */
   const events = async () =>
     (

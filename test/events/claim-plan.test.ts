@@ -15,6 +15,7 @@ import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { subscriptionRecord } from '../helpers/subscription-record.js';
 
 const BACKLOG = 20_000;
 const TENANTS = ['t0', 't1', 't2', 't3'];
@@ -38,22 +39,9 @@ async function withBacklog(open: () => Promise<Store>): Promise<Store> {
   stores.push(store);
   await store.migrate();
   for (const tenant of TENANTS) {
-    await store.events.addSubscription({
-      id: `wh_${tenant}`,
-      tenantId: tenant,
-      url: `https://hooks.example/${tenant}`,
-      format: 'standard',
-      eventKinds: null,
-      secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-      createdAt: '2026-11-01T00:00:00.000Z',
-      createdBy: 'test',
-      pausedAt: null,
-      pauseReason: null,
-      lastError: null,
-      lastErrorAt: null,
-      lastDeliveredAt: null,
-      failuresInARow: 0,
-    });
+    await store.events.addSubscription(
+      subscriptionRecord({ id: `wh_${tenant}`, tenantId: tenant, createdAt: '2026-11-01T00:00:00.000Z' }),
+    );
   }
   const db = (store as unknown as { db: Kysely<unknown> }).db;
   // Written in bulk (the same rows fanOut writes), so the backlog takes a moment rather than minutes.

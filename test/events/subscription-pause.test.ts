@@ -17,6 +17,7 @@ import type { EventInput } from '../../src/store/records/event-kinds.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
@@ -52,22 +53,9 @@ async function setUp(open: () => Promise<Store>) {
   receivers.push(receiver);
   await receiver.start();
   receiver.secret = SECRET;
-  await store.events.addSubscription({
-    id: 'wh_pause',
-    tenantId: 't1',
-    url: receiver.url,
-    format: 'standard',
-    eventKinds: null,
-    secret: SECRET,
-    createdAt: new Date().toISOString(),
-    createdBy: 'test',
-    pausedAt: null,
-    pauseReason: null,
-    lastError: null,
-    lastErrorAt: null,
-    lastDeliveredAt: null,
-    failuresInARow: 0,
-  });
+  await store.events.addSubscription(
+    subscriptionRecord({ id: 'wh_pause', tenantId: 't1', url: receiver.url, secret: SECRET }),
+  );
   let clock = Date.parse('2026-11-01T00:00:00Z');
   const dispatcher = new EventDispatcher(
     store,

@@ -14,6 +14,7 @@ import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { ConflictError, type PendingRequestRecord, type Store } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { keyRecord } from '../helpers/store-records.js';
+import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { until, waitFor } from '../helpers/wait.js';
 
 const dirs: string[] = [];
@@ -71,22 +72,8 @@ const event = (type: EventInput['type'], tenantId: string, orderKey?: string, n 
   ...(orderKey !== undefined && { orderKey }),
 });
 
-const subscription = (id: string, tenantId: string, kinds: SubscriptionRecord['eventKinds']): SubscriptionRecord => ({
-  id,
-  tenantId,
-  url: `https://hooks.example/${id}`,
-  format: 'standard',
-  eventKinds: kinds,
-  secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-  createdAt: new Date().toISOString(),
-  createdBy: 'test',
-  pausedAt: null,
-  pauseReason: null,
-  lastError: null,
-  lastErrorAt: null,
-  lastDeliveredAt: null,
-  failuresInARow: 0,
-});
+const subscription = (id: string, tenantId: string, kinds: SubscriptionRecord['eventKinds']): SubscriptionRecord =>
+  subscriptionRecord({ id, tenantId, eventKinds: kinds });
 
 const pending = (id: string, tenantId: string): PendingRequestRecord => ({
   id,

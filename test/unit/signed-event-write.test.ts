@@ -17,6 +17,7 @@ import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
 import { makeTempDir } from '../helpers/service.js';
+import { subscriptionRecord } from '../helpers/subscription-record.js';
 
 const REFUSED = createHash('sha256').update('the token fails this one').digest();
 let close: (() => Promise<void>) | undefined;
@@ -58,22 +59,15 @@ describe.each(['event loop', 'writer thread'] as const)('signature.signed writte
       policy: new RulesPolicyEngine(parsePolicyDocument('version: 1\n', 'allow-all')),
     });
     await signing.createTenant('we', 'ECC_NIST_P256', 'test');
-    await store.events.addSubscription({
-      id: 'wh_00000000000000aa',
-      tenantId: 'we',
-      url: 'https://hooks.example.test/signed',
-      format: 'standard',
-      eventKinds: ['signature.signed'],
-      secret: null,
-      createdAt: new Date().toISOString(),
-      createdBy: 'test',
-      pausedAt: null,
-      pauseReason: null,
-      lastError: null,
-      lastErrorAt: null,
-      lastDeliveredAt: null,
-      failuresInARow: 0,
-    });
+    await store.events.addSubscription(
+      subscriptionRecord({
+        id: 'wh_00000000000000aa',
+        tenantId: 'we',
+        url: 'https://hooks.example.test/signed',
+        eventKinds: ['signature.signed'],
+        secret: null,
+      }),
+    );
     const sign = (digest: Buffer) =>
       signing.sign({ tenantId: 'we', callerId: 'k1', digest, algorithm: 'ECDSA_SHA_256', context: {} });
     const digests = Array.from({ length: 10 }, (_, i) => createHash('sha256').update(`artifact ${i}`).digest());
