@@ -190,9 +190,12 @@ describe('SQLite store', () => {
   it('keeps the WAL short under sustained commits: the checkpointer catches up with them held', async () => {
     const restartFrames = 256;
     // The WAL grows by at most the commits allowed between two passes (100, at a few frames each), and by what a
-    // catch-up pass that met another process's checkpoint could not restart. Measured: 6-9 MB, also with four CPU
-    // hogs beside the test. The limit is 32 MB.
-    const limit = 32 * restartFrames * 4096;
+    // catch-up pass that met another process's checkpoint could not restart. Measured: 6-9 MB on a quiet machine
+    // and with four CPU hogs beside the test, 36 MB once in a full CI run, where the neighbour's checkpoints (below)
+    // locked out several catch-up passes in a row: how often they meet is a matter of scheduling. The property is
+    // that the WAL starts over instead of growing with every commit (330-345 MB unheld), so the limit is 64 MB:
+    // twice the worst seen, five times below the unheld growth.
+    const limit = 64 * restartFrames * 4096;
     // A fixed amount of work, never a time window: the same commits, back to back as under load, on both stores.
     // Unheld, the WAL grew to 330-345 MB on a quiet machine, but to 41 MB on one loaded by other test files: a
     // writer slowed down lets even an unheld checkpointer catch up at times, and the WAL starts over. So the
