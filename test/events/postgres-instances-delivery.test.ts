@@ -20,15 +20,12 @@
 //   signature valid, each tenant's key.rotated events in rotation order.
 // - A restarted on the same data dir and database comes up and delivers (alongside B, then alone after B stops).
 // Nothing waits on the clock: every wait is for a condition, with a generous deadline for reporting a hang.
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postAction, runCliAsync, type ServerProcess, startServerProcess } from '../helpers/cli.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/service.js';
+import { postAction, type ServerProcess } from '../helpers/cli.js';
+import { InstancesOnPostgres } from '../helpers/instances-on-postgres.js';
+import { testPostgresUrl } from '../helpers/postgres.js';
 import { until, waitFor } from '../helpers/wait.js';
-import { type Attempt, WebhookReceiver } from '../helpers/webhook-receiver.js';
+import type { Attempt } from '../helpers/webhook-receiver.js';
 
 const enabled = testPostgresUrl() !== undefined;
 const TENANTS = ['evk1', 'evk2'] as const;
@@ -36,11 +33,8 @@ const TENANTS = ['evk1', 'evk2'] as const;
 const MORE_ROTATIONS = 14;
 const ENV = { SIGNBRIDGE_WEBHOOK_ALLOW: '127.0.0.1', SIGNBRIDGE_EVENTS_POLL_MS: '50' };
 
-let database: string;
-let db: pg.Client;
-const dataDir = makeTempDir();
-const config = join(dataDir, 'config.yaml');
-const receiver = new WebhookReceiver();
+const instances = new InstancesOnPostgres(ENV);
+const { receiver } = instances;
 let a: ServerProcess | undefined;
 let b: ServerProcess | undefined;
 let restarted: ServerProcess | undefined;
@@ -49,10 +43,7 @@ const admins = new Map<string, string>();
 /** Each tenant's rotations, in the order they happened: the key ids their key.rotated events carry. */
 const rotations = new Map<string, string[]>(TENANTS.map((t) => [t, []]));
 
-const startInstance = () =>
-  startServerProcess(['--config', config, '--data-dir', dataDir, '--database', database], ENV);
-/** The real CLI as an operator runs it on the database (not holding this process's loop: the receiver is here). */
-const admin = (...args: string[]) => runCliAsync(['admin', ...args, '--database', database], ENV);
+const admin = (...args: string[]) => instances.admin(...args);
 
 /** What the instances logged, for a failure's message. */
 function logs(): string {
@@ -90,11 +81,10 @@ interface DeliveryRow {
 
 /** The deliveries the service made for the subscriptions, oldest event first. */
 async function deliveries(): Promise<DeliveryRow[]> {
-  const { rows } = await db.query<DeliveryRow>(
+  return instances.query<DeliveryRow>(
     `SELECT e.id AS event_id, e.type, e.tenant_id, d.status, d.attempts, d.lease_owner
        FROM event_deliveries d JOIN event_outbox e ON e.seq = d.event_seq ORDER BY d.event_seq`,
   );
-  return rows;
 }
 
 /** The process a lease owner names (EventDispatcher.owner is `<pid>-<random>`). */
@@ -102,18 +92,16 @@ const ownedBy = (row: DeliveryRow, instance: ServerProcess) => row.lease_owner?.
 
 beforeAll(async () => {
   if (!enabled) return;
-  database = createTestDatabase('events_kill');
-  db = new pg.Client({ connectionString: database });
-  await db.connect();
-  writeFileSync(config, 'events:\n  leaseSeconds: 3\n  pollMs: 50\n  idlePollMaxMs: 500\n  concurrency: 1\n');
-  await receiver.start();
-  [a, b] = await Promise.all([startInstance(), startInstance()]);
+  [a, b] = await instances.open(
+    'events_kill',
+    'events:\n  leaseSeconds: 3\n  pollMs: 50\n  idlePollMaxMs: 500\n  concurrency: 1\n',
+    2,
+  );
 });
 afterAll(async () => {
   receiver.release();
   await Promise.all([a?.stop('SIGKILL'), b?.stop(), restarted?.stop()]);
-  await receiver.stop();
-  await db?.end();
+  await instances.close();
 });
 
 describe.skipIf(!enabled)(
@@ -138,8 +126,10 @@ describe.skipIf(!enabled)(
       // What happened before the subscriptions (tenant.created, api_key.created) is fanned out to nobody first, so
       // what the receiver gets is exactly what follows.
       await until('the events so far fanned out', async () => {
-        const { rows } = await db.query('SELECT count(*)::int AS n FROM event_outbox WHERE fanned_out = 0');
-        return rows[0].n === 0 ? true : undefined;
+        const rows = await instances.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM event_outbox WHERE fanned_out = 0',
+        );
+        return rows[0]?.n === 0 ? true : undefined;
       });
       for (const tenant of TENANTS) {
         const added = await admin('webhook', 'add', '--tenant', tenant, '--url', receiver.urlFor(tenant));
@@ -224,7 +214,7 @@ describe.skipIf(!enabled)(
 
     it('delivers normally from the killed instance started again, alongside B and then alone', async () => {
       if (!b) throw new Error('instance B not running');
-      restarted = await startInstance();
+      restarted = await instances.start();
       const [first, second] = TENANTS;
       await rotate(restarted, first);
       await waitFor(`the rotation through the restarted instance\n${logs()}`, everyRotationDelivered);

@@ -7,48 +7,33 @@
 // (checked with the Standard Webhooks reference library) and schema-valid. After `admin webhook remove` neither
 // instance writes one again. Every wait is for a condition, with a deadline only for reporting a hang.
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventDataProblem } from '../../src/events/event-schemas.js';
-import { postAction, runCliAsync, type ServerProcess, startServerProcess } from '../helpers/cli.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/service.js';
+import { postAction, type ServerProcess } from '../helpers/cli.js';
+import { InstancesOnPostgres } from '../helpers/instances-on-postgres.js';
+import { testPostgresUrl } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
-import { WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const enabled = testPostgresUrl() !== undefined;
 const ENV = { SIGNBRIDGE_WEBHOOK_ALLOW: '127.0.0.1', SIGNBRIDGE_EVENTS_POLL_MS: '50' };
 /** Signatures per instance in each phase. */
 const EACH = 5;
 
-let database: string;
-let db: pg.Client;
-const dataDir = makeTempDir();
-const config = join(dataDir, 'config.yaml');
-const receiver = new WebhookReceiver();
+const instances = new InstancesOnPostgres(ENV);
+const { receiver } = instances;
 let a: ServerProcess | undefined;
 let b: ServerProcess | undefined;
 let signer: string;
 
-const startInstance = () =>
-  startServerProcess(['--config', config, '--data-dir', dataDir, '--database', database], ENV);
-const admin = (...args: string[]) => runCliAsync(['admin', ...args, '--database', database], ENV);
+const admin = (...args: string[]) => instances.admin(...args);
 
 beforeAll(async () => {
   if (!enabled) return;
-  database = createTestDatabase('signed_events');
-  db = new pg.Client({ connectionString: database });
-  await db.connect();
-  writeFileSync(config, 'events:\n  pollMs: 50\n  idlePollMaxMs: 500\n');
-  await receiver.start();
-  [a, b] = await Promise.all([startInstance(), startInstance()]);
+  [a, b] = await instances.open('signed_events', 'events:\n  pollMs: 50\n  idlePollMaxMs: 500\n', 2);
 });
 afterAll(async () => {
   await Promise.all([a?.stop(), b?.stop()]);
-  await receiver.stop();
-  await db?.end();
+  await instances.close();
 });
 
 let n = 0;
@@ -73,7 +58,7 @@ async function signOnBoth(): Promise<string[]> {
 }
 
 async function signedEventsWritten(): Promise<string[]> {
-  const { rows } = await db.query<{ data: string }>(
+  const rows = await instances.query<{ data: string }>(
     "SELECT data FROM event_outbox WHERE type = 'signature.signed' AND tenant_id = 'pse' ORDER BY seq",
   );
   return rows.map((r) => (JSON.parse(r.data) as { digest: string }).digest);
