@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { createPersonApiKey, rolesOf } from '../auth/api-keys.js';
 import { ApiError } from '../errors.js';
 import { isRole } from '../store/records/roles.js';
-import type { ConsoleContext } from './console.js';
+import type { ConsoleContext } from './console-context.js';
 import { csrfInput, html, time } from './layout.js';
 
 /** The lifetimes offered, in hours. */

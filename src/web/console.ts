@@ -6,66 +6,25 @@
 // the answer itself rather than kept anywhere for a redirect to show.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import {
-  type ActiveSession,
-  BrowserSessions,
-  CSRF_FIELD,
-  csrfValid,
-  type SessionSettings,
-} from '../auth/oidc/sessions.js';
+import { BrowserSessions, CSRF_FIELD, csrfValid } from '../auth/oidc/sessions.js';
 import { isApiError } from '../errors.js';
-import type { EventBuilder } from '../events/event-builder.js';
-import type { WebhookSendSettings } from '../events/webhook-sender.js';
-import type { ExceptionService } from '../signing/exception-service.js';
-import type { SigningService } from '../signing/signing-service.js';
-import { GLOBAL_TENANT, type PersonRecord } from '../store/people-store.js';
+import { GLOBAL_TENANT } from '../store/people-store.js';
 import type { Role } from '../store/records/roles.js';
-import type { Store } from '../store/store.js';
 import { apiKeyRoutes } from './api-key-pages.js';
-import { consolePage, type Frame, type Html, html, PAGE_HEADERS, problemPage } from './layout.js';
+import {
+  type ConsoleContext,
+  type ConsoleOptions,
+  canSeeAudit,
+  canSeeExceptions,
+  noMembership,
+  personLabel,
+  type Visitor,
+} from './console-context.js';
+import { consolePage, type Frame, html, PAGE_HEADERS, problemPage } from './layout.js';
 import { requestRoutes } from './request-pages.js';
 import { tenantRoutes } from './tenant-pages.js';
 import { trustRoutes } from './trust-pages.js';
 import { webhookRoutes } from './webhook-pages.js';
-
-export interface ConsoleOptions {
-  store: Store;
-  signing: SigningService;
-  exceptions: ExceptionService;
-  /** Makes the events of the changes made here (api_key.*, trust.changed). */
-  events: EventBuilder;
-  now: () => Date;
-  /** Absent: no IdP, so nobody can sign in; the console says so. */
-  signInConfigured: boolean;
-  publicUrl?: string | (() => string);
-  sessions?: SessionSettings;
-  /** Lifetime of device-flow keys; console keys longer than this are an admin's explicit choice. */
-  personKeyMs: number;
-  /** Where webhooks may be sent (config webhooks.*): a new subscription's URL is checked against it. */
-  webhooks: WebhookSendSettings;
-}
-
-/** What every console page handler gets: the signed-in person and their roles per tenant. */
-export interface Visitor extends ActiveSession {
-  label: string;
-  roles: Map<string, Role[]>;
-}
-
-export interface ConsoleContext extends ConsoleOptions {
-  visitor(request: FastifyRequest): Visitor;
-  /** Sends a console page (no-store, CSP without scripts, no framing). */
-  send(reply: FastifyReply, status: number, title: string, body: Html, request: FastifyRequest): FastifyReply;
-  /** Sends the error page for an ApiError (its status), rethrowing anything else. */
-  fail(reply: FastifyReply, err: unknown, request: FastifyRequest): FastifyReply;
-  /** The visitor's roles in `tenantId`, or a 404 page when they have none there (tenants of others stay unseen). */
-  rolesIn(request: FastifyRequest, reply: FastifyReply, tenantId: string): Role[] | undefined;
-  /** Redirect after a POST, with a notice code for the next page. */
-  done(reply: FastifyReply, path: string, notice: string): FastifyReply;
-}
-
-export function personLabel(p: PersonRecord): string {
-  return p.email ? `${p.email}${p.emailVerified ? '' : ' (unverified)'}` : p.subject;
-}
 
 export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions): Promise<void> {
   const publicUrl = typeof opts.publicUrl === 'function' ? opts.publicUrl : () => (opts.publicUrl as string) ?? '';
@@ -193,16 +152,6 @@ ${canSeeAudit(roles) ? html` | <a href="/console/tenants/${tenant}/audit">audit 
     ),
   );
 }
-
-export function noMembership(v: Visitor): Html {
-  return html`<p role="status">You are signed in as ${v.label}, but you have no role in any tenant, so there is nothing
-you can see or do here. Ask an administrator of your tenant to add you (<code>signbridge admin member add</code> or
-the members page of this console).</p>`;
-}
-
-export const canSeeExceptions = (roles: readonly Role[]) =>
-  roles.some((r) => r === 'admin' || r === 'approver' || r === 'security_reviewer');
-export const canSeeAudit = canSeeExceptions;
 
 /** The outcomes a redirect may announce (fixed texts: nothing from the query string is shown). */
 const NOTICES: Record<string, string> = {

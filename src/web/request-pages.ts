@@ -7,8 +7,8 @@ import { parseSbom } from '../policy/sbom/parse-sbom.js';
 import type { PolicyContext } from '../signing/signing-service.js';
 import type { Role } from '../store/records/roles.js';
 import type { ApiKeyRecord, PendingRequestRecord } from '../store/store.js';
-import type { ConsoleContext } from './console.js';
-import { canSeeExceptions, noMembership } from './console.js';
+import type { ConsoleContext } from './console-context.js';
+import { canSeeExceptions, noMembership } from './console-context.js';
 import { csrfInput, type Html, html, humanDuration, time } from './layout.js';
 
 const MAX_REASON = 500;

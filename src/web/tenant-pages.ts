@@ -6,7 +6,7 @@ import { ApiError } from '../errors.js';
 import { normaliseEmail } from '../store/people-store.js';
 import { isRole, ROLES, type Role } from '../store/records/roles.js';
 import { ConflictError } from '../store/store.js';
-import { type ConsoleContext, canSeeAudit, canSeeExceptions, personLabel } from './console.js';
+import { type ConsoleContext, canSeeAudit, canSeeExceptions, personLabel } from './console-context.js';
 import { csrfInput, type Html, html, time } from './layout.js';
 
 const TENANT_ROLES = ROLES.filter((r) => r !== 'operator');

@@ -19,7 +19,7 @@ import {
   trustRuleWarnings,
 } from '../auth/workload/trust-rules-service.js';
 import { ApiError } from '../errors.js';
-import type { ConsoleContext } from './console.js';
+import type { ConsoleContext } from './console-context.js';
 import { csrfInput, type Html, html, time } from './layout.js';
 
 type Params = { tenant: string };

@@ -16,7 +16,7 @@ import {
 import { checkSubscriptionUrl } from '../events/webhook-sender.js';
 import { type DeliveryRecord, SUBSCRIPTION_FORMATS, type SubscriptionRecord } from '../store/event-store.js';
 import { EVENT_KINDS } from '../store/records/event-kinds.js';
-import type { ConsoleContext } from './console.js';
+import type { ConsoleContext } from './console-context.js';
 import { csrfInput, type Html, html, time } from './layout.js';
 
 type Params = { tenant: string };
