@@ -108,15 +108,27 @@ export class WorkloadStore {
   /**
    * Records the one exchange of a token. False when the token was exchanged before (on any instance): one
    * statement, so two instances racing with the same token cannot both win. Rows of expired tokens go first.
+   * `formerTokenId`: the key an earlier version recorded for the same token; found, the token was used. (Nothing
+   * records such keys any more, so looking before inserting races with nobody.)
    */
   async useToken(use: {
     issuer: string;
     tokenId: string;
+    formerTokenId?: string | undefined;
     tenantId: string;
     usedAt: string;
     expiresAt: string;
   }): Promise<boolean> {
     await this.db.deleteFrom('workload_token_uses').where('expires_at', '<', use.usedAt).execute();
+    if (use.formerTokenId) {
+      const former = await this.db
+        .selectFrom('workload_token_uses')
+        .select('token_id')
+        .where('issuer', '=', use.issuer)
+        .where('token_id', '=', use.formerTokenId)
+        .executeTakeFirst();
+      if (former) return false;
+    }
     const inserted = await this.db
       .insertInto('workload_token_uses')
       .values({

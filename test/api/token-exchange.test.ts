@@ -3,7 +3,7 @@
 // refusal of issue 22's list with the check it names, the issuer going down and coming back, outbound checks, and
 // one use per token across two instances on PostgreSQL. The service's clock is virtual (real time plus an offset
 // the tests move) and tokens are minted at that time, so nothing depends on how fast the machine is.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import formats from 'ajv-formats';
@@ -254,6 +254,26 @@ describe('every refusal names the check that failed (RFC 6749 §5.2 invalid_gran
     const token = await mint({ jti: undefined });
     expect((await exchange(svc.app, token)).status).toBe(200);
     expectRefused(await exchange(svc.app, token), /token already used/);
+  });
+
+  it('a jti-less token exchanged by the version before the upgrade stays used (its replay key was the token text’s hash)', async () => {
+    // Until 2026-11-28 a token without jti was recorded as `sha256:<hex of its text>`, and is now recorded by its
+    // signed claims. A token a job exchanged on the old version moments before the upgrade has only the old key on
+    // record: here that row is written as the old version's exchange wrote it, and the new version refuses the token.
+    advance(1000);
+    const token = await mint({ jti: undefined });
+    const usedAt = now();
+    await svc.store.workload.useToken({
+      issuer: issuer.url,
+      tokenId: `sha256:${createHash('sha256').update(token).digest('hex')}`,
+      tenantId: 'ci',
+      usedAt: usedAt.toISOString(),
+      expiresAt: new Date(usedAt.getTime() + 3_600_000).toISOString(),
+    });
+    expectRefused(await exchange(svc.app, token), /token already used/);
+    // A token of the next second has no row of either kind, and is exchanged.
+    advance(1000);
+    expect((await exchange(svc.app, await mint({ jti: undefined }))).status).toBe(200);
   });
 
   it('issue 31: a jti-less token re-spelled in its signature’s last character is refused, and never a second key', async () => {

@@ -107,7 +107,7 @@ export class TokenExchange {
       }
       throw err;
     }
-    const { claims, tokenId, usableUntil } = verified;
+    const { claims, tokenId, formerTokenId, usableUntil } = verified;
     const subject = claims.sub as string;
 
     // Only the rules whose audience the token carries: one issuer's rules may name different audiences.
@@ -138,7 +138,14 @@ export class TokenExchange {
     // The key is made before the token is marked used, and handed out only after: a store fault on the way leaves
     // at most a key nobody holds, never a used-up token without a key (the job retries with the same token).
     const key = await createWorkloadApiKey(store, { tenantId, role: rule.role, expiresAt, identity }, at);
-    const use = { issuer, tokenId, tenantId, usedAt: at.toISOString(), expiresAt: usableUntil.toISOString() };
+    const use = {
+      issuer,
+      tokenId,
+      formerTokenId,
+      tenantId,
+      usedAt: at.toISOString(),
+      expiresAt: usableUntil.toISOString(),
+    };
     const withdraw = async (releaseUse: boolean) => {
       await store.revokeApiKey(key.record.id, at.toISOString()).catch(() => undefined);
       if (releaseUse) await store.workload.releaseToken(use).catch(() => undefined);

@@ -34,6 +34,12 @@ export interface VerifiedToken {
   claims: JWTPayload & Record<string, unknown>;
   /** The replay key (replayKeyOf): `jti`, or `claims:<sha256 of the signed claims>` when the issuer gives none. */
   tokenId: string;
+  /**
+   * For a token without `jti`: the replay key that versions before 2026-11-28 recorded for it (`sha256:<hex of
+   * the token's text>`). A token exchanged by such a version moments before an upgrade has only that key on
+   * record, and must still count as used until it expires.
+   */
+  formerTokenId?: string;
   /** When the token stops being valid (exp + leeway): until then its one use is remembered. */
   usableUntil: Date;
 }
@@ -74,9 +80,13 @@ export async function verifyWorkloadToken(token: string, opts: VerifyOptions): P
   }
   // Verified, so the text has three canonical segments: the payload's bytes are the ones the signature covers.
   const signedPayload = Buffer.from(token.split('.')[1] as string, 'base64url');
+  const tokenId = replayKeyOf(signedPayload, payload);
   return {
     claims: payload as VerifiedToken['claims'],
-    tokenId: replayKeyOf(signedPayload, payload),
+    tokenId,
+    ...(tokenId.startsWith('claims:') && {
+      formerTokenId: `sha256:${createHash('sha256').update(token).digest('hex')}`,
+    }),
     usableUntil: new Date(((payload.exp as number) + opts.clockToleranceS) * 1000),
   };
 }
