@@ -305,6 +305,8 @@ export class EventBuilder {
       role: string;
       conditions: Record<string, string>;
       keyMinutes: number;
+      maxTokenLifetimeS: number;
+      identityClaims: string[] | null;
     },
     by: string,
   ): Promise<EventInput> {
@@ -313,7 +315,14 @@ export class EventBuilder {
       change,
       rule_id: rule.id,
       issuer: rule.issuer,
-      rule: { audience: rule.audience, conditions: rule.conditions, role: rule.role, key_minutes: rule.keyMinutes },
+      rule: {
+        audience: rule.audience,
+        conditions: rule.conditions,
+        role: rule.role,
+        key_minutes: rule.keyMinutes,
+        max_token_lifetime_s: rule.maxTokenLifetimeS,
+        identity_claims: rule.identityClaims,
+      },
       changed_by: await this.actor(by),
     };
     return {

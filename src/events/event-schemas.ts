@@ -282,6 +282,14 @@ const schemas = {
         }),
         role: literals(['signer'] as const, 'the role of the keys it mints'),
         key_minutes: Type.Integer({ minimum: 1, description: 'lifetime of the keys it mints' }),
+        max_token_lifetime_s: Type.Integer({
+          minimum: 60,
+          description: 'the longest `exp - iat` a token it admits may have, in seconds',
+        }),
+        identity_claims: Nullable(
+          Type.Array(Type.String(), { minItems: 1 }),
+          "the claims whose values name one workload for velocity limits; null: the issuer's default",
+        ),
       },
       { additionalProperties: false, description: 'the rule as it was added, or as it was before its removal' },
     ),
@@ -474,6 +482,8 @@ export const EVENT_DATA_EXAMPLES: { [K in EventKind]: EventDataFor<K> } = {
       conditions: { repository_id: '123456789', repository_owner_id: '987654', environment: 'production' },
       role: 'signer',
       key_minutes: 15,
+      max_token_lifetime_s: 86_400,
+      identity_claims: null,
     },
     changed_by: alice,
   },

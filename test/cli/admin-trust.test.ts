@@ -5,6 +5,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { matchTrustRules } from '../../src/auth/workload/trust-rule.js';
+import { eventDataProblem } from '../../src/events/event-schemas.js';
 import { packagePath } from '../../src/paths.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
@@ -151,6 +152,23 @@ describe('admin trust', () => {
           max_token_lifetime_s: 7200,
           identity_claims: ['repository_id'],
           via: 'cli',
+        });
+      }
+      // The trust.changed events (to subscribers) carry the whole rule, its token bounds included, and match
+      // their published schema.
+      const events = (await withStore((s) => s.events.readEvents(0, 1000))).filter(
+        (e) => e.type === 'trust.changed' && e.data.rule_id === id,
+      );
+      expect(events.map((e) => e.data.change)).toEqual(['added', 'removed']);
+      for (const event of events) {
+        expect(eventDataProblem('trust.changed', event.data)).toBeUndefined();
+        expect(event.data.rule).toEqual({
+          audience: 'https://signbridge.example',
+          conditions: rule?.conditions,
+          role: 'signer',
+          key_minutes: 10,
+          max_token_lifetime_s: 7200,
+          identity_claims: ['repository_id'],
         });
       }
       // The chain still verifies after the CLI's entries.
