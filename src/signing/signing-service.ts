@@ -13,7 +13,6 @@ import {
 } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
 import { EventBuilder, type PolicyDecided } from '../events/event-builder.js';
-import { expireRequest } from '../events/request-expiry.js';
 import { type KeyStore, type KeyStoreOutage, KeyStores, outageOf } from '../keys/key-store.js';
 import type { ActiveException, PolicyDecision, PolicyEngine } from '../policy/policy.js';
 import type { EventInput } from '../store/records/event-kinds.js';
@@ -30,6 +29,7 @@ import {
 } from '../store/store.js';
 import type { PolicyContext } from './policy-context.js';
 import { continuationIdentity, continuationKey } from './request-continuation.js';
+import { expireRequest } from './request-expiry.js';
 import { countVelocity } from './velocity.js';
 import { workloadAuditDetails } from './workload-context.js';
 
