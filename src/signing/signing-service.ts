@@ -1,14 +1,15 @@
 // The service's domain logic: tenants, key versions and signing. Transport-free, so the HTTP routes and the
 // daemon's in-process mode share it. It wires the parts and calls down to them: tenant-keys.ts (tenants and key
 // versions), signer.ts (decide and sign), held-requests.ts (requests held for a decision: hold, continue, collect,
-// expire) and approvals.ts (their decisions); policy-check.ts and signature-recorder.ts serve the last three.
+// expire) and approvals.ts (their decisions); policy-check.ts and signature-recorder.ts serve the signer and the
+// approvals.
 
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import { EventBuilder } from '../events/event-builder.js';
 import { type KeyStore, KeyStores } from '../keys/key-store.js';
 import type { PolicyEngine } from '../policy/policy.js';
 import type { KeyRecord, Store, TenantRecord } from '../store/store.js';
-import { type ApprovalResult, Approvals, type Caller } from './approvals.js';
+import { type ApprovalResult, Approvals } from './approvals.js';
 import { DEFAULT_APPROVAL_RETRY_WINDOW_MS, HeldRequests } from './held-requests.js';
 import { PolicyCheck } from './policy-check.js';
 import type { PolicyContext } from './policy-context.js';
@@ -19,7 +20,7 @@ import { Signer } from './signer.js';
 import { TenantKeys } from './tenant-keys.js';
 
 export type { ApprovalResult, Caller } from './approvals.js';
-export { DEFAULT_APPROVAL_RETRY_WINDOW_MS, SIGNING_STUCK_MS } from './held-requests.js';
+export { DEFAULT_APPROVAL_RETRY_WINDOW_MS } from './held-requests.js';
 export type { Pending, Signed, SignOutcome, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
 export type { PolicyContext };
 
@@ -84,7 +85,7 @@ export class SigningService {
     return this.keys.rotateKey(tenantId, actor, keySpec);
   }
 
-  /** The tenant's current key, or the version named by `keyId`. */
+  /** The tenant's current key, or the version named by `keyId` (tenant-keys.ts). */
   getKey(tenantId: string, keyId?: string): Promise<KeyRecord> {
     return this.keys.getKey(tenantId, keyId);
   }
@@ -93,12 +94,12 @@ export class SigningService {
     return this.keys.listKeys(tenantId);
   }
 
-  /** `sign`: the caller names the algorithm (KMS names); it must fit the key and the digest. */
+  /** `sign` (signer.ts). */
   sign(req: SignRequest & { algorithm: SigningAlgorithm }): Promise<SignOutcome> {
     return this.signer.sign(req);
   }
 
-  /** `pkcs11_sign`: the algorithm follows from the key spec, the digest length and `pss`. */
+  /** `pkcs11_sign` (signer.ts). */
   pkcs11Sign(req: SignRequest & { keySpec?: KeySpec; pss: boolean }): Promise<SignOutcome> {
     return this.signer.pkcs11Sign(req);
   }
@@ -109,13 +110,7 @@ export class SigningService {
   }
 
   /** approve_sign, and the console's Approve and Reject (approvals.ts). */
-  decide(
-    tenantId: string,
-    requestId: string,
-    caller: Caller,
-    decision: 'approve' | 'reject',
-    reason?: string,
-  ): Promise<ApprovalResult> {
-    return this.approvals.decide(tenantId, requestId, caller, decision, reason);
+  decide(...args: Parameters<Approvals['decide']>): Promise<ApprovalResult> {
+    return this.approvals.decide(...args);
   }
 }
