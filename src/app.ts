@@ -36,6 +36,7 @@ import { RETENTION_DEFAULTS, type RetentionSettings } from './retention/retentio
 import { ExceptionService } from './signing/exception-service.js';
 import { KeyImportService } from './signing/key-import-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
+import { expireOverdueRequests } from './signing/request-expiry.js';
 import { DEFAULT_APPROVAL_RETRY_WINDOW_MS, SigningService } from './signing/signing-service.js';
 import type { Store } from './store/store.js';
 import { LogOriginError, LogService, type LogSettings } from './transparency/log-service.js';
@@ -266,7 +267,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       deliver,
       { onError: (message) => app.log.warn(message), ...settings },
       now,
-      eventSweeps(background, events, sweeps, now),
+      eventSweeps(background, events, (iso) => expireOverdueRequests(background, events, iso), sweeps, now),
     );
     app.decorate('eventDispatcher', dispatcher);
     opts.store.events.onWritten = () => dispatcher.nudge();

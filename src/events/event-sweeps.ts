@@ -5,7 +5,6 @@
 
 import type { Store } from '../store/store.js';
 import type { EventBuilder } from './event-builder.js';
-import { expireOverdueRequests } from './request-expiry.js';
 
 export interface SweepSettings {
   /** Remind approvers this long before a waiting request expires (default 1 h; 0: no reminders). */
@@ -16,9 +15,16 @@ export interface SweepSettings {
   everyMs?: number;
 }
 
+/**
+ * Expires the waiting requests whose lifetime ended before `iso` (src/signing/request-expiry.ts, on this sweep's
+ * store): the signing layer's rule, handed down by app.ts since events sit below signing.
+ */
+export type ExpireOverdueRequests = (iso: string) => Promise<number>;
+
 export function eventSweeps(
   store: Store,
   events: EventBuilder,
+  expireOverdueRequests: ExpireOverdueRequests,
   settings: SweepSettings = {},
   now: () => Date = () => new Date(),
 ): () => Promise<void> {
@@ -29,7 +35,7 @@ export function eventSweeps(
     if (at.getTime() - lastMs < everyMs) return;
     lastMs = at.getTime();
     const iso = at.toISOString();
-    await expireOverdueRequests(store, events, iso);
+    await expireOverdueRequests(iso);
     const remindBeforeMs = settings.remindBeforeMs ?? 3600_000;
     if (remindBeforeMs > 0) {
       const before = new Date(at.getTime() + remindBeforeMs).toISOString();

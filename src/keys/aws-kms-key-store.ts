@@ -103,7 +103,8 @@ export class AwsKmsKeyStore implements KeyStore {
   /**
    * CreateKey (SIGN_VERIFY, tagged with tenant and key id), then the tenant's alias moved to it. The keyRef is
    * the key's ARN, never the alias, so older key versions keep signing after a rotation moved the alias. The
-   * tenant is the label's part before the last '/' (labels are `<tenant>/<keyId>`, SigningService.newKey).
+   * tenant is the label's part before the last '/' (labels are `<tenant>/<keyId>`, TenantKeys.newKey in
+   * src/signing/tenant-keys.ts).
    */
   async createKey(spec: KeySpec, label: string): Promise<CreatedKey> {
     const metadata = await this.newKmsKey(spec, label, 'AWS_KMS');
@@ -361,7 +362,7 @@ export class AwsKmsKeyStore implements KeyStore {
   }
 }
 
-/** Labels are `<tenant>/<keyId>` (SigningService.newKey); tenant ids never hold '/'. */
+/** Labels are `<tenant>/<keyId>` (TenantKeys.newKey in src/signing/tenant-keys.ts); tenant ids never hold '/'. */
 export function tenantOfLabel(label: string): string {
   const slash = label.lastIndexOf('/');
   if (slash <= 0) throw new Error(`key label "${label}" is not <tenant>/<key id>`);

@@ -1,6 +1,6 @@
 // Signature record ids: UUIDv7, so records append to the id index in time order.
 import { describe, expect, it } from 'vitest';
-import { timeOrderedId } from '../../src/signing/signing-service.js';
+import { timeOrderedId } from '../../src/signing/time-ordered-id.js';
 
 const V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

@@ -1,10 +1,11 @@
 // A waiting request's expiry, one definition for both ways it happens: when somebody reads the request after its
-// lifetime (SigningService) and when the event sweep finds it first (events/event-sweeps.ts), so signature.expired
-// is told when it happens. The compare-and-set on the request's status lets exactly one of several readers,
-// sweeps or instances expire it, and only that one writes the event and the audit entry.
+// lifetime (SigningService) and when the event sweep finds it first (events/event-sweeps.ts, handed
+// expireOverdueRequests by app.ts), so signature.expired is told when it happens. The compare-and-set on the
+// request's status lets exactly one of several readers, sweeps or instances expire it, and only that one writes the
+// event and the audit entry.
 
+import type { EventBuilder } from '../events/event-builder.js';
 import type { PendingRequestRecord, Store } from '../store/store.js';
-import type { EventBuilder } from './event-builder.js';
 
 /** Expires `request` if it is still in the status it was read in; false when someone else decided it meanwhile. */
 export async function expireRequest(

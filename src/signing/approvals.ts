@@ -1,0 +1,315 @@
+// Decisions on held signing requests (approve_sign, and the console's Approve and Reject): the role each stage
+// wants, the four-eyes rule, the policy checked again, then the next stage or the signature; a decision sent again
+// gets its first answer.
+
+import { ApiError } from '../errors.js';
+import type { EventBuilder } from '../events/event-builder.js';
+import { PENDING_STATUSES, type PendingRequestRecord, type PendingStatus, type Store } from '../store/store.js';
+import type { HeldRequests } from './held-requests.js';
+import { denial, type PolicyCheck } from './policy-check.js';
+import type { PolicyContext } from './policy-context.js';
+import type { Audit } from './service-audit.js';
+import type { Signed } from './sign-outcome.js';
+import type { SignatureRecorder } from './signature-recorder.js';
+import type { TenantKeys } from './tenant-keys.js';
+import { workloadAuditDetails } from './workload-context.js';
+
+export interface ApprovalResult {
+  requestId: string;
+  status: 'approved' | 'rejected' | PendingStatus;
+  message: string;
+  signed?: Signed;
+}
+
+/** Who calls: enough of an API key record for the approval rules. */
+export interface Caller {
+  id: string;
+  role: string;
+  /** All roles of the key (a person's key may carry several); `role` alone when absent. */
+  roles?: readonly string[];
+  /** The person behind the key, when it is a person's key. */
+  personId?: string | null;
+}
+
+export interface ApprovalsDeps {
+  store: Store;
+  events: EventBuilder;
+  now: () => Date;
+  audit: Audit;
+  keys: TenantKeys;
+  policy: PolicyCheck;
+  recorder: SignatureRecorder;
+  held: HeldRequests;
+}
+
+export class Approvals {
+  private readonly store: Store;
+  private readonly events: EventBuilder;
+  private readonly now: () => Date;
+  private readonly audit: Audit;
+  private readonly keys: TenantKeys;
+  private readonly policy: PolicyCheck;
+  private readonly recorder: SignatureRecorder;
+  private readonly held: HeldRequests;
+
+  constructor(deps: ApprovalsDeps) {
+    this.store = deps.store;
+    this.events = deps.events;
+    this.now = deps.now;
+    this.audit = deps.audit;
+    this.keys = deps.keys;
+    this.policy = deps.policy;
+    this.recorder = deps.recorder;
+    this.held = deps.held;
+  }
+
+  /**
+   * approve_sign. The stage decides the role (approver / security_reviewer); the requester never approves
+   * their own request; the policy is evaluated again (a component that became vulnerable still denies); the
+   * signature uses the key version recorded in the request. A compare-and-set on the status makes two racing
+   * approvals produce one signature.
+   */
+  async decide(
+    tenantId: string,
+    requestId: string,
+    caller: Caller,
+    decision: 'approve' | 'reject',
+    reason?: string,
+  ): Promise<ApprovalResult> {
+    const request = await this.held.pendingRequest(tenantId, requestId);
+    const repeated = await this.repeatedDecision(request, caller, decision);
+    if (repeated) return repeated;
+    const stage = request.status;
+    if (stage !== 'pending_approval' && stage !== 'pending_security_review') {
+      throw new ApiError(
+        'request_not_pending',
+        `request ${requestId} is ${stage === 'signing' ? 'being signed' : stage}`,
+      );
+    }
+    const needed = stage === 'pending_approval' ? 'approver' : 'security_reviewer';
+    if (!(caller.roles ?? [caller.role]).includes(needed)) {
+      throw new ApiError('forbidden', `request ${requestId} is ${stage}: only a ${needed} may decide it`);
+    }
+    if (caller.id === request.requester) {
+      throw new ApiError('self_approval', `the requester of ${requestId} may not decide it`);
+    }
+    // Four eyes between people: another key of the requesting person is still the same person.
+    const requesterKey = await this.store.getApiKey(request.requester);
+    const requesterPerson = requesterKey?.personId ?? null;
+    if (caller.personId && caller.personId === requesterPerson) {
+      throw new ApiError(
+        'self_approval',
+        `the person who requested ${requestId} may not decide it, with any of their keys`,
+      );
+    }
+    const at = this.now().toISOString();
+    const decisions = [
+      ...request.decisions,
+      {
+        stage,
+        by: caller.id,
+        at,
+        decision,
+        ...(caller.personId && { by_person: caller.personId }),
+        ...(reason !== undefined && { reason }),
+      },
+    ];
+    const about = {
+      request_id: requestId,
+      stage,
+      requester: request.requester,
+      hash: request.hash,
+      reason,
+      ...(requesterPerson && { requester_person: requesterPerson }),
+      ...(caller.personId && { person: caller.personId }),
+      // Who asked, when a CI job did: the approval's entries name the run like the request's own entry.
+      ...(requesterKey?.workload && { workload: workloadAuditDetails(requesterKey.workload) }),
+    };
+    const decided = {
+      stage,
+      by: caller.id,
+      byPerson: caller.personId ?? null,
+      ...(reason !== undefined && { reason }),
+    };
+    if (decision === 'reject') {
+      const rejected = await this.events.request('signature.rejected', request, {
+        decision: decided,
+        status: 'rejected',
+      });
+      if (
+        !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
+          rejected,
+        ]))
+      ) {
+        throw this.lostRace(requestId);
+      }
+      await this.audit(tenantId, caller.id, 'approve_sign', 'rejected', about);
+      return { requestId, status: 'rejected', message: `request ${requestId} rejected` };
+    }
+
+    const context = JSON.parse(request.inputs) as PolicyContext;
+    const key = await this.store.getKey(tenantId, request.keyId);
+    if (!key) throw new ApiError('key_not_found', `key ${request.keyId} of request ${requestId} no longer exists`);
+    this.keys.requireUsable(key);
+    const recheck = await this.policy.evaluate(key, request.algorithm, request.requester, tenantId, context);
+    if (recheck.outcome === 'deny') {
+      await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
+        await this.events.request('signature.denied', request, {
+          denial: {
+            rule: recheck.rule,
+            reason: recheck.reason,
+            ...(recheck.vulnId !== undefined && { vulnId: recheck.vulnId }),
+            ...(recheck.fixVersion !== undefined && { fixVersion: recheck.fixVersion }),
+          },
+        }),
+      ]);
+      await this.audit(tenantId, caller.id, 'approve_sign', 'denied', {
+        ...about,
+        rule: recheck.rule,
+        reason: recheck.reason,
+        inputs_digest: recheck.inputsDigest,
+      });
+      throw denial(recheck);
+    }
+    const [next, ...rest] = request.nextStages;
+    if (next !== undefined) {
+      // This stage is passed; the next one's deciders are told like the first one's were.
+      const moved = { ...request, status: next, nextStages: rest, decisions };
+      if (
+        !(await this.store.updatePendingRequest(
+          requestId,
+          stage,
+          { status: next, nextStages: rest, decisions, updatedAt: at },
+          [
+            await this.events.request('signature.approved', request, {
+              decision: decided,
+              status: next,
+              nextStages: rest,
+            }),
+            await this.events.request('signature.pending', moved),
+          ],
+        ))
+      ) {
+        throw this.lostRace(requestId);
+      }
+      await this.audit(tenantId, caller.id, 'approve_sign', 'stage_approved', { ...about, next_stage: next });
+      return {
+        requestId,
+        status: next,
+        message: `stage ${stage} approved; request ${requestId} now waits for ${next}`,
+      };
+    }
+    if (!(await this.store.updatePendingRequest(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
+      throw this.lostRace(requestId);
+    }
+    let signed: Signed;
+    try {
+      signed = await this.recorder.signNow(
+        key,
+        request.algorithm,
+        Buffer.from(request.hash, 'base64'),
+        caller.id,
+        'approve_sign',
+        {
+          ...about,
+          key_id: key.id,
+          algorithm: request.algorithm,
+          outcome_of: 'approved',
+          inputs_digest: recheck.inputsDigest,
+        },
+      );
+    } catch (err) {
+      // Not signed: put the request back so it can be approved again.
+      await this.store.updatePendingRequest(requestId, 'signing', { status: stage, decisions: request.decisions });
+      throw err;
+    }
+    await this.store.updatePendingRequest(
+      requestId,
+      'signing',
+      {
+        status: 'approved',
+        signature: signed.signature.toString('base64'),
+        updatedAt: this.now().toISOString(),
+        ...(signed.logIndex !== undefined && { signedSeq: signed.logIndex + 1 }),
+      },
+      // Told once the signature is made: a failed signature puts the request back, to be approved again.
+      [
+        await this.events.request('signature.approved', request, {
+          decision: decided,
+          status: 'approved',
+          nextStages: [],
+        }),
+        await this.events.request('signature.signed', request, { signatureId: signed.signatureId }),
+      ],
+    );
+    return {
+      requestId,
+      status: 'approved',
+      message: `request ${requestId} approved and signed`,
+      signed: { ...signed, requestId },
+    };
+  }
+
+  /**
+   * A decision the caller already made on this request, sent again (a client that lost the answer, e.g. to a crash
+   * of the instance after the decision committed, retries): the same verdict from the same decider (the same API
+   * key, or the same person with any of their keys or the console) gets that decision's answer again, and nothing
+   * is decided, audited or told of a second time. Undefined when this is not a repeat: the opposite verdict, or
+   * another decider, is decided (or refused) like any other call. docs/api.md, "Retries of approve_sign".
+   */
+  private async repeatedDecision(
+    request: PendingRequestRecord,
+    caller: Caller,
+    decision: 'approve' | 'reject',
+  ): Promise<ApprovalResult | undefined> {
+    const index = request.decisions.findLastIndex(
+      (d) => d.by === caller.id || (caller.personId != null && d.by_person === caller.personId),
+    );
+    const earlier = request.decisions[index];
+    if (!earlier || earlier.decision !== decision) return undefined;
+    const requestId = request.id;
+    if (decision === 'reject') return { requestId, status: 'rejected', message: `request ${requestId} rejected` };
+    // A stage approval moved the request on to the next stage: the answer named that stage. The next decision's
+    // stage is it; without one the request either still waits there or ended there (expired). Stages are distinct,
+    // so the next one is the other pending status.
+    const later = request.decisions[index + 1];
+    const stageAnswer = (next: PendingStatus): ApprovalResult => ({
+      requestId,
+      status: next,
+      message: `stage ${earlier.stage} approved; request ${requestId} now waits for ${next}`,
+    });
+    if (later) return stageAnswer(later.stage);
+    switch (request.status) {
+      case 'approved':
+        return {
+          requestId,
+          status: 'approved',
+          message: `request ${requestId} approved and signed`,
+          signed: await this.held.approvedSignature(request),
+        };
+      case 'signing':
+        // The first attempt is still signing, or its process died doing so (the request then returns to its stage
+        // after SIGNING_STUCK_MS, and a retry approves it afresh).
+        throw new ApiError(
+          'request_not_pending',
+          `your approval of request ${requestId} is being signed; retry for its answer`,
+          {},
+          1,
+        );
+      case 'denied':
+        throw new ApiError(
+          'policy_denied',
+          `request ${requestId} was denied by the policy when re-checked at your approval (the audit log names the rule)`,
+        );
+      case 'pending_approval':
+      case 'pending_security_review':
+        return stageAnswer(request.status);
+      default:
+        return stageAnswer(PENDING_STATUSES.find((s) => s !== earlier.stage) ?? 'pending_approval');
+    }
+  }
+
+  private lostRace(requestId: string): ApiError {
+    return new ApiError('request_not_pending', `request ${requestId} was decided by someone else meanwhile`);
+  }
+}

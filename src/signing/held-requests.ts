@@ -1,0 +1,303 @@
+// Signing requests held for a person's decision: opened when the policy wants one, continued by the client's
+// retries, collected by the requester; read up to date (expired once their lifetime passed, back from an abandoned
+// `signing`). The decisions themselves: approvals.ts.
+
+import { createHash, randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { SigningAlgorithm } from '../crypto/algorithms.js';
+import { ApiError } from '../errors.js';
+import type { EventBuilder } from '../events/event-builder.js';
+import type { PolicyDecision } from '../policy/policy.js';
+import {
+  ConflictError,
+  type KeyRecord,
+  PENDING_STATUSES,
+  type PendingRequestRecord,
+  type PendingStatus,
+  type Store,
+  WAITING_STATUSES,
+} from '../store/store.js';
+import { digestNote } from './policy-check.js';
+import { continuationIdentity, continuationKey } from './request-continuation.js';
+import { expireRequest } from './request-expiry.js';
+import type { Audit } from './service-audit.js';
+import type { Signed, SignOutcome, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
+import type { TenantKeys } from './tenant-keys.js';
+import { workloadAuditDetails } from './workload-context.js';
+
+/** How long a request may sit in `signing` before it counts as abandoned by a crashed process. */
+export const SIGNING_STUCK_MS = 2 * 60 * 1000;
+
+/** approvalRetryWindowMs's default: a client's retry after a rejection gets the rejection again for 10 minutes. */
+export const DEFAULT_APPROVAL_RETRY_WINDOW_MS = 10 * 60 * 1000;
+
+/** Attempts to open a request when concurrent identical requests keep racing for it (each loser continues). */
+const OPEN_REQUEST_ATTEMPTS = 3;
+
+export interface HeldRequestsDeps {
+  store: Store;
+  events: EventBuilder;
+  now: () => Date;
+  observe: SignOutcomeObserver;
+  audit: Audit;
+  keys: TenantKeys;
+  /** How long a pending request waits for its decisions. */
+  approvalLifetimeMs: number;
+  /** How long after a request was rejected or approved a retry of it gets that outcome again (0: never). */
+  approvalRetryWindowMs: number;
+}
+
+export class HeldRequests {
+  private readonly store: Store;
+  private readonly events: EventBuilder;
+  private readonly now: () => Date;
+  private readonly observe: SignOutcomeObserver;
+  private readonly audit: Audit;
+  private readonly keys: TenantKeys;
+  private readonly approvalLifetimeMs: number;
+  private readonly approvalRetryWindowMs: number;
+
+  constructor(deps: HeldRequestsDeps) {
+    this.store = deps.store;
+    this.events = deps.events;
+    this.now = deps.now;
+    this.observe = deps.observe;
+    this.audit = deps.audit;
+    this.keys = deps.keys;
+    this.approvalLifetimeMs = deps.approvalLifetimeMs;
+    this.approvalRetryWindowMs = deps.approvalRetryWindowMs;
+  }
+
+  /**
+   * The policy wants a person's decision. A retry (same continuation key: caller, tenant, key, algorithm, digest,
+   * inputs) continues the request still waiting for it, or gets the outcome of one decided within the retry
+   * window; otherwise a new request opens. The store's partial unique index lets only one of two concurrent
+   * identical requests open it; the other finds it on its next attempt and continues it.
+   */
+  async holdForDecision(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    req: SignRequest,
+    decision: Extract<PolicyDecision, { outcome: PendingStatus }>,
+    about: Record<string, unknown>,
+    start: number,
+  ): Promise<SignOutcome> {
+    const action = req.action ?? 'sign';
+    const matching = continuationKey({
+      identity: continuationIdentity(req),
+      tenantId: req.tenantId,
+      keyId: key.id,
+      algorithm,
+      digest: req.digest,
+      context: req.context,
+    });
+    for (let attempt = 1; ; attempt++) {
+      const earlier = await this.continuableRequest(req.tenantId, matching);
+      if (earlier) return this.continueRequest(earlier, req, action, about, start);
+      const now = this.now();
+      const status = decision.outcome;
+      const stages = decision.stages ?? [status];
+      const requestId = randomUUID();
+      const record: PendingRequestRecord = {
+        id: requestId,
+        tenantId: req.tenantId,
+        keyId: key.id,
+        algorithm,
+        hash: req.digest.toString('base64'),
+        inputs: JSON.stringify(req.context),
+        requester: req.callerId,
+        rule: decision.rule,
+        reason: decision.reason,
+        status,
+        nextStages: stages.filter((s) => s !== status),
+        decisions: [],
+        signature: null,
+        createdAt: now.toISOString(),
+        expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
+        updatedAt: now.toISOString(),
+        continuationKey: matching,
+      };
+      try {
+        await this.store.createPendingRequest(record, [await this.events.request('signature.pending', record)]);
+      } catch (err) {
+        // A concurrent identical request opened it first: the next attempt finds and continues it.
+        if (err instanceof ConflictError && attempt < OPEN_REQUEST_ATTEMPTS) continue;
+        throw err;
+      }
+      await this.audit(req.tenantId, req.callerId, action, status, { ...about, request_id: requestId });
+      this.observe('pending', algorithm, req.tenantId, (performance.now() - start) / 1000);
+      return {
+        kind: 'pending',
+        requestId,
+        status,
+        message: `${decision.rule}: ${decision.reason}${digestNote(decision)}; collect the signature with request_id ${requestId}`,
+      };
+    }
+  }
+
+  /**
+   * The request a retry continues: the one still waiting (brought up to date: expired once its lifetime passed,
+   * back from an abandoned `signing`), or one rejected or approved within the retry window. An expired or denied
+   * request continues nothing: the retry opens a new one.
+   */
+  private async continuableRequest(tenantId: string, matching: string): Promise<PendingRequestRecord | undefined> {
+    const decidedSince =
+      this.approvalRetryWindowMs > 0 ? new Date(this.now().getTime() - this.approvalRetryWindowMs).toISOString() : null;
+    const found = await this.store.findContinuableRequest(tenantId, matching, decidedSince);
+    if (!found) return undefined;
+    const request = isWaiting(found.status) ? await this.pendingRequest(tenantId, found.id) : found;
+    if (isWaiting(request.status)) return request;
+    // Decided between the two reads: its outcome counts only within the window (and never when there is none).
+    const recent = decidedSince !== null && request.updatedAt >= decidedSince;
+    return (request.status === 'rejected' || request.status === 'approved') && recent ? request : undefined;
+  }
+
+  /** A retry continues `request`: one small `continued` audit entry, then the request's own answer. */
+  private async continueRequest(
+    request: PendingRequestRecord,
+    req: SignRequest,
+    action: string,
+    about: Record<string, unknown>,
+    start: number,
+  ): Promise<SignOutcome> {
+    await this.audit(req.tenantId, req.callerId, action, 'continued', {
+      request_id: request.id,
+      request_status: request.status,
+      key_id: about.key_id,
+      algorithm: about.algorithm,
+      hash: about.hash,
+      inputs_digest: about.inputs_digest,
+      ...(req.personId && { person: req.personId }),
+      ...(req.workload && { workload: workloadAuditDetails(req.workload) }),
+    });
+    const seconds = () => (performance.now() - start) / 1000;
+    if (request.status === 'rejected') {
+      this.observe('denied', request.algorithm, req.tenantId, seconds());
+      throw new ApiError(
+        'request_rejected',
+        `request ${request.id} for this hash was rejected at ${request.updatedAt}${lastReason(request)}; a retry ` +
+          `within ${this.approvalRetryWindowMs / 60_000} min of the rejection gets this answer (approvals.retryWindowMinutes)`,
+        { request_id: request.id },
+      );
+    }
+    if (request.status === 'approved') {
+      this.observe('signed', request.algorithm, req.tenantId, seconds());
+      return this.approvedSignature(request);
+    }
+    const status = request.status === 'signing' ? 'pending_approval' : (request.status as PendingStatus);
+    this.observe('pending', request.algorithm, req.tenantId, seconds());
+    return {
+      kind: 'pending',
+      requestId: request.id,
+      status,
+      message:
+        `this hash already waits as request ${request.id} (${request.status}, since ${request.createdAt}; it ` +
+        `expires at ${request.expiresAt}); collect the signature with request_id ${request.id}`,
+    };
+  }
+
+  /**
+   * The requester (any signer of the tenant) collects the outcome of a pending request: 202 while it waits,
+   * the signature once approved, 403 once rejected, expired or denied at approval time.
+   */
+  async collect(tenantId: string, requestId: string, digest: Buffer): Promise<SignOutcome> {
+    const request = await this.pendingRequest(tenantId, requestId);
+    if (!Buffer.from(request.hash, 'base64').equals(digest)) {
+      throw new ApiError('hash_mismatch', `hash differs from the hash of request ${requestId}`);
+    }
+    switch (request.status) {
+      case 'pending_approval':
+      case 'pending_security_review':
+      case 'signing':
+        return {
+          kind: 'pending',
+          requestId,
+          status: request.status === 'signing' ? 'pending_approval' : request.status,
+          message: `request ${requestId} is waiting (${request.status}); it expires at ${request.expiresAt}`,
+        };
+      case 'approved':
+        return this.approvedSignature(request);
+      case 'rejected':
+        throw new ApiError('request_rejected', `request ${requestId} was rejected${lastReason(request)}`, {
+          request_id: requestId,
+        });
+      case 'expired':
+        throw new ApiError('request_expired', `request ${requestId} expired at ${request.expiresAt}`);
+      case 'denied':
+        throw new ApiError(
+          'policy_denied',
+          `request ${requestId} was denied when re-checked at approval: ${request.reason}`,
+        );
+    }
+  }
+
+  /**
+   * An approved request's signature, with the index of its `signed` entry: kept with the request at approval
+   * (migration 0019); for a request approved before, looked up by the signature's SHA-256 (usually absent then).
+   */
+  async approvedSignature(request: PendingRequestRecord): Promise<Signed> {
+    const signature = Buffer.from(request.signature ?? '', 'base64');
+    const seq =
+      request.signedSeq ??
+      (await this.store.auditSeqOfSignature(request.tenantId, createHash('sha256').update(signature).digest()));
+    return {
+      kind: 'signed',
+      signature,
+      keyId: request.keyId,
+      algorithm: request.algorithm,
+      requestId: request.id,
+      ...(seq !== undefined && { logIndex: seq - 1 }),
+    };
+  }
+
+  async pendingRequest(tenantId: string, requestId: string): Promise<PendingRequestRecord> {
+    await this.keys.requireTenant(tenantId);
+    const request = await this.store.getPendingRequest(tenantId, requestId);
+    if (!request) throw new ApiError('request_not_found', `tenant ${tenantId} has no signing request ${requestId}`);
+    const recovered = await this.recoverStuckSigning(request);
+    if (recovered) return this.pendingRequest(tenantId, requestId);
+    if (isPending(request.status) && Date.parse(request.expiresAt) <= this.now().getTime()) {
+      await expireRequest(this.store, this.events, request, this.now().toISOString());
+      return { ...request, status: 'expired' };
+    }
+    return request;
+  }
+
+  /**
+   * A request left in `signing` by a process that died between claiming it and recording the signature would
+   * wait forever. After SIGNING_STUCK_MS it goes back to the stage it was approved from (the signature, if the
+   * HSM made one, was never handed out), so it can be approved again or expire.
+   */
+  private async recoverStuckSigning(request: PendingRequestRecord): Promise<boolean> {
+    if (request.status !== 'signing') return false;
+    if (this.now().getTime() - Date.parse(request.updatedAt) < SIGNING_STUCK_MS) return false;
+    const last = request.decisions.at(-1);
+    if (!last) return false;
+    const back = await this.store.updatePendingRequest(request.id, 'signing', {
+      status: last.stage,
+      decisions: request.decisions.slice(0, -1),
+      updatedAt: this.now().toISOString(),
+    });
+    if (back) {
+      await this.audit(request.tenantId, 'service', 'approve_sign', 'signing_abandoned', {
+        request_id: request.id,
+        back_to: last.stage,
+        approved_by: last.by,
+      });
+    }
+    return true;
+  }
+}
+
+function isPending(status: string): status is PendingStatus {
+  return (PENDING_STATUSES as readonly string[]).includes(status);
+}
+
+function isWaiting(status: string): boolean {
+  return (WAITING_STATUSES as readonly string[]).includes(status);
+}
+
+function lastReason(request: PendingRequestRecord): string {
+  const last = request.decisions.at(-1);
+  return last?.reason ? `: ${last.reason}` : '';
+}

@@ -1,0 +1,52 @@
+// What a signing request carries and what it gets: a signature, or a request held for a person's decision; and the
+// observer /metrics is told each outcome through.
+
+import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
+import type { SigningAlgorithm } from '../crypto/algorithms.js';
+import type { PendingStatus } from '../store/store.js';
+import type { PolicyContext } from './policy-context.js';
+
+export interface SignRequest {
+  /** The API action, for the audit log (default sign). */
+  action?: 'sign' | 'pkcs11_sign';
+  tenantId: string;
+  callerId: string;
+  /** The person behind the caller's key, recorded in the audit entry. */
+  personId?: string | null;
+  /** The CI workload identity of the caller's key (a key from the token exchange); its facts are in `context`. */
+  workload?: WorkloadIdentity | null;
+  digest: Buffer;
+  context: PolicyContext;
+}
+
+export interface Signed {
+  kind: 'signed';
+  signature: Buffer;
+  keyId: string;
+  algorithm: SigningAlgorithm;
+  requestId?: string;
+  /** The signature record's id (signatures.id, the `signed` entry's details.signature_id). */
+  signatureId?: string;
+  /**
+   * The index of the `signed` audit entry that records the signature, in the audit log and its transparency log
+   * (seq - 1): the Signbridge-Log-Index header. Undefined only for a request approved before migration 0019.
+   */
+  logIndex?: number;
+}
+
+export interface Pending {
+  kind: 'pending';
+  requestId: string;
+  status: PendingStatus;
+  message: string;
+}
+
+export type SignOutcome = Signed | Pending;
+
+/** `seconds`: from the start of the policy decision (or of the signature, on approval) to the outcome. */
+export type SignOutcomeObserver = (
+  outcome: 'signed' | 'denied' | 'pending' | 'failed',
+  algorithm: SigningAlgorithm,
+  tenantId: string,
+  seconds: number,
+) => void;

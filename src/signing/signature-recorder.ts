@@ -1,0 +1,188 @@
+// A signature made by the key version's key store and recorded, with its audit entry, before it is handed out; and
+// the key stores' outages in the audit log.
+
+import { createHash } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { SigningAlgorithm } from '../crypto/algorithms.js';
+import { type KeyStoreOutage, type KeyStores, outageOf } from '../keys/key-store.js';
+import type { EventInput } from '../store/records/event-kinds.js';
+import type { AuditEntryInput, KeyRecord, Store } from '../store/store.js';
+import type { Audit } from './service-audit.js';
+import type { Signed, SignOutcomeObserver } from './sign-outcome.js';
+import { timeOrderedId } from './time-ordered-id.js';
+
+export interface SignatureRecorderDeps {
+  store: Store;
+  keyStores: KeyStores;
+  now: () => Date;
+  observe: SignOutcomeObserver;
+  audit: Audit;
+}
+
+export class SignatureRecorder {
+  private readonly store: Store;
+  private readonly keyStores: KeyStores;
+  private readonly now: () => Date;
+  private readonly observe: SignOutcomeObserver;
+  private readonly audit: Audit;
+  /** The commit of each outage's start entry: a request refused in the outage is answered after it. */
+  private readonly outageStarts = new WeakMap<KeyStoreOutage, Promise<void>>();
+
+  constructor(deps: SignatureRecorderDeps) {
+    this.store = deps.store;
+    this.keyStores = deps.keyStores;
+    this.now = deps.now;
+    this.observe = deps.observe;
+    this.audit = deps.audit;
+    for (const keyStore of this.keyStores.stores) keyStore.reportOutages?.((outage) => this.auditOutage(outage));
+  }
+
+  /**
+   * A key store outage's start, and its end with the count of signing requests refused meanwhile (each one counted
+   * there has no sign_failed entry of its own; docs/policy.md). Best effort: if the store cannot write either, the
+   * end entry still names the start, and the service's log has both.
+   */
+  private auditOutage(outage: KeyStoreOutage): void {
+    const endedAt = outage.endedAt;
+    const details = {
+      key_store: outage.keyStore,
+      fault: outage.fault,
+      started_at: outage.startedAt.toISOString(),
+      ...(endedAt && { ended_at: endedAt.toISOString(), refused: outage.refused }),
+    };
+    const written = this.audit(null, 'service', 'key_store_outage', endedAt ? 'ended' : 'started', details).catch(
+      () => undefined,
+    );
+    if (!endedAt) this.outageStarts.set(outage, written);
+  }
+
+  /**
+   * Signs, and records the signature and its `signed` audit entry (one transaction) before handing it out: a
+   * signature the store could not record is never handed out. A store that commits on a thread of its own gets
+   * both ahead of the signature, so the commit runs while the key store signs; if the key store then fails, the
+   * record is withdrawn and a `sign_failed` entry naming it follows in the log. A store that commits on the event
+   * loop gets them right after the signature: there the commit could not overlap an inline signature anyway, and
+   * writing ahead cost 10-20% of the throughput under load (docs/benchmarks.md).
+   *
+   * `signedEvent` makes the signature's signature.signed event (a signature made at once, for a tenant with a
+   * subscription that wants it); it is written in the record's transaction, which then always follows the signature:
+   * an event written ahead could be fanned out and delivered before a key store failure withdrew its signature.
+   */
+  async signNow(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    callerId: string,
+    action: string,
+    details: Record<string, unknown>,
+    start = performance.now(),
+    signedEvent?: (signatureId: string) => EventInput,
+  ): Promise<Signed> {
+    // `signatureSha256`: known when the record follows the signature; its lookup row then goes with the record.
+    const record = (signatureSha256?: Buffer): { id: string; written: Promise<number | undefined> } => {
+      const at = this.now();
+      const id = timeOrderedId(at.getTime());
+      const written = this.store.recordSignature(
+        {
+          id,
+          tenantId: key.tenantId,
+          keyId: key.id,
+          algorithm,
+          hash: digest.toString('base64'),
+          caller: callerId,
+          createdAt: at.toISOString(),
+          ...(signatureSha256 && { signatureSha256 }),
+        },
+        {
+          at: at.toISOString(),
+          tenantId: key.tenantId,
+          actor: callerId,
+          action,
+          outcome: 'signed',
+          // Which key store signed: the software store, the token and AWS KMS differ in what they guarantee. A
+          // record that follows its signature names it (SHA-256 of its bytes), so the transparency log proves which
+          // signature this entry is about (`signbridge audit prove --signature`); one written ahead cannot.
+          details: {
+            ...details,
+            key_store: key.keyStore,
+            signature_id: id,
+            ...(signatureSha256 && { signature_sha256: signatureSha256.toString('hex') }),
+          },
+        },
+        signedEvent && [signedEvent(id)],
+      );
+      return { id, written };
+    };
+    // Not ahead while the key store is known to be away: the record would only be withdrawn again.
+    const ahead =
+      this.store.writesOnThread && signedEvent === undefined && this.keyStores.outageOf(key.keyStore) === undefined
+        ? record()
+        : undefined;
+    // The commit may fail while a signing thread still works; it is awaited below, but a rejection with no
+    // handler meanwhile would end the process (Node's default for unhandled rejections).
+    ahead?.written.catch(() => undefined);
+    let signature: Buffer;
+    try {
+      signature = await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest);
+    } catch (err) {
+      const failed = (signatureId?: string): AuditEntryInput => ({
+        at: this.now().toISOString(),
+        tenantId: key.tenantId,
+        actor: callerId,
+        action,
+        outcome: 'sign_failed',
+        details: {
+          ...(signatureId !== undefined && { signature_id: signatureId }),
+          key_id: key.id,
+          key_store: key.keyStore,
+          algorithm,
+          hash: digest.toString('base64'),
+          error: err instanceof Error ? err.message : String(err),
+        },
+      });
+      // After the record's own commit (failed or not), so the withdrawal follows it in the log. Every allowed
+      // request the key store failed is recorded once, whichever way the store commits: a sign_failed entry, or,
+      // refused during a key store outage that has not ended yet, a count in that outage's end entry.
+      const recorded =
+        ahead !== undefined &&
+        (await ahead.written.then(
+          () => true,
+          () => false,
+        ));
+      const outage = outageOf(err);
+      const audited = recorded
+        ? this.store.withdrawSignature(ahead.id, failed(ahead.id))
+        : outage?.countRefusal()
+          ? this.outageStarts.get(outage)
+          : this.store.appendAudit(failed());
+      await audited?.catch(() => undefined); // the key store's error is the one to report
+      this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
+      throw err;
+    }
+    const signatureSha256 = createHash('sha256').update(signature).digest();
+    const made = ahead ?? record(signatureSha256);
+    let seq: number | undefined;
+    try {
+      seq = await made.written;
+    } catch (err) {
+      this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
+      throw err;
+    }
+    // Written ahead, the record could not name the signature: its lookup row rides along with a later group
+    // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
+    if (ahead && seq !== undefined) {
+      this.store
+        .recordSignatureLookup({ auditSeq: seq, tenantId: key.tenantId, signatureId: ahead.id, signatureSha256 })
+        .catch(() => undefined);
+    }
+    this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);
+    return {
+      kind: 'signed',
+      signature,
+      keyId: key.id,
+      algorithm,
+      signatureId: made.id,
+      ...(seq !== undefined && { logIndex: seq - 1 }),
+    };
+  }
+}
