@@ -3,7 +3,7 @@
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
 import { ConfigError } from '../config-error.js';
 import { parseListen } from '../net/listen-address.js';
@@ -44,16 +44,8 @@ export const SERVER_DEFAULTS = {
   requestTimeoutSeconds: 60,
 };
 
-interface ServerConfigFile {
-  dataDir?: string;
-  listen?: string;
-  logLevel?: string;
-  trustProxy?: boolean | string | string[];
-  bodyLimitBytes?: number;
-  requestTimeoutSeconds?: number;
-  publicUrl?: string;
-  busyPollMs?: number;
-}
+/** The config file's keys above, as the file gives them. */
+type ServerConfigFile = Static<ReturnType<typeof Type.Object<typeof ServerConfigProperties>>>;
 
 /**
  * --data-dir over SIGNBRIDGE_DATA_DIR over the file's dataDir. With PostgreSQL the data dir holds only the embedded
