@@ -22,7 +22,7 @@ import { v1Routes } from './api/routes/v1.js';
 import { NAMED_SCHEMAS } from './api/schemas.js';
 import { type IssuerKeySettings, IssuerKeys } from './auth/workload/issuer-keys.js';
 import { TokenExchange } from './auth/workload/token-exchange.js';
-import type { WorkloadSettings } from './config/config.js';
+import type { WorkloadSettings } from './auth/workload/workload-settings.js';
 import { type Deliver, type DispatcherSettings, EventDispatcher } from './events/dispatcher.js';
 import { EventBuilder } from './events/event-builder.js';
 import { eventSweeps, type SweepSettings } from './events/event-sweeps.js';

@@ -3,10 +3,11 @@
 
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Pkcs11Setting, ServiceConfig } from './config/config.js';
+import type { ServiceConfig } from './config/config.js';
 import { ensurePrivateDir } from './fs-private.js';
 import { AwsKmsKeyStore } from './keys/aws-kms-key-store.js';
 import { type KeyStore, KeyStores } from './keys/key-store.js';
+import type { Pkcs11Setting } from './keys/key-store-settings.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
 import { SoftwareKeyStore } from './keys/software-key-store.js';

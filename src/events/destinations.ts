@@ -5,7 +5,6 @@
 // Mail recipients: a signature waiting for a decision (signature.pending, signature.reminder) goes to the people
 // who can decide it, the tenant's approvers (or security reviewers for that stage) with an e-mail address the IdP
 // verified; with none, to the subscription's address. Every other event goes to the subscription's address.
-import type { ServiceConfig } from '../config/config.js';
 import type { DeliveryClaim, SubscriptionRecord } from '../store/event-store.js';
 import type { EventRecord } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
@@ -15,7 +14,9 @@ import { slackMessage } from './formats/slack.js';
 import { standardWebhookRequest } from './formats/standard-webhooks.js';
 import { teamsMessage } from './formats/teams.js';
 import { createMailer, type Mailer } from './mailer.js';
+import type { SmtpSettings } from './smtp-settings.js';
 import { sendWebhook, type WebhookSendSettings } from './webhook-sender.js';
+import type { WebhookSettings } from './webhook-settings.js';
 
 /** Who decides a request in `status`: the role a mail about it goes to. */
 function decidingRole(status: unknown): 'approver' | 'security_reviewer' {
@@ -47,7 +48,7 @@ export interface DestinationSettings {
 }
 
 /** The dispatcher's Deliver for this service's configuration. */
-export function destinationsFor(store: Store, config: Pick<ServiceConfig, 'webhooks' | 'smtp'>): Deliver {
+export function destinationsFor(store: Store, config: { webhooks: WebhookSettings; smtp?: SmtpSettings }): Deliver {
   return destinations(store, {
     webhooks: config.webhooks,
     ...(config.smtp && { mailer: createMailer(config.smtp) }),

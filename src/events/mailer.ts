@@ -3,7 +3,7 @@
 // webhook delivery: delivered, retry later, or failed for good. The password never reaches a log or an error.
 import { rootCertificates } from 'node:tls';
 import nodemailer from 'nodemailer';
-import type { SmtpSettings } from '../config/config.js';
+import type { SmtpSettings } from './smtp-settings.js';
 
 export interface MailToSend {
   to: string[];

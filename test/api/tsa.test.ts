@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type TsaAppOptions } from '../../src/app.js';
-import { DEFAULT_TSA_POLICY } from '../../src/config/config.js';
 import { ClockTrust } from '../../src/tsa/clock-trust.js';
+import { DEFAULT_TSA_POLICY } from '../../src/tsa/tsa-settings.js';
 import { runCli } from '../helpers/cli.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 

@@ -8,10 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { resolveConfig, type SmtpSettings } from '../../src/config/config.js';
+import { resolveConfig } from '../../src/config/config.js';
 import { EVENT_DATA_EXAMPLES } from '../../src/events/event-schemas.js';
 import { mailMessage } from '../../src/events/formats/mail-message.js';
 import { Mailer } from '../../src/events/mailer.js';
+import type { SmtpSettings } from '../../src/events/smtp-settings.js';
 import type { EventRecord } from '../../src/store/records/event-kinds.js';
 import { selfSignedCert } from '../helpers/local-servers.js';
 

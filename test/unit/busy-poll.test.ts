@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DaemonConfigError, resolveDaemonConfig } from '../../daemon/config.js';
 import { BusyPoll, busyPollSetting, DEFAULT_BUSY_POLL_MS, MAX_BUSY_POLL_MS } from '../../src/busy-poll.js';
-import { ConfigError, resolveConfig } from '../../src/config/config.js';
+import { resolveConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/config-error.js';
 import { makeTempDir } from '../helpers/service.js';
 
 /**

@@ -1,7 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseListen, resolveConfig } from '../../src/config/config.js';
+import { resolveConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/config-error.js';
+import { parseListen } from '../../src/net/listen-address.js';
 import { makeTempDir } from '../helpers/service.js';
 
 describe('service configuration', () => {

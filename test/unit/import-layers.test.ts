@@ -13,7 +13,15 @@ const root = join(import.meta.dirname, '..', '..');
 const LAYERS: { name: string; paths: string[] }[] = [
   {
     name: 'base',
-    paths: ['src/errors.ts', 'src/paths.ts', 'src/fs-private.ts', 'src/busy-poll.ts', 'src/crypto/', 'src/net/'],
+    paths: [
+      'src/errors.ts',
+      'src/config-error.ts',
+      'src/paths.ts',
+      'src/fs-private.ts',
+      'src/busy-poll.ts',
+      'src/crypto/',
+      'src/net/',
+    ],
   },
   { name: 'wire', paths: ['daemon/protocol/', 'daemon/client.ts'] },
   { name: 'keys', paths: ['src/keys/'] },
@@ -23,7 +31,6 @@ const LAYERS: { name: string; paths: string[] }[] = [
     paths: [
       'src/auth/',
       'src/certs/',
-      'src/config/',
       'src/events/',
       'src/metrics/',
       'src/policy/',
@@ -33,6 +40,7 @@ const LAYERS: { name: string; paths: string[] }[] = [
       'src/tsa/',
     ],
   },
+  { name: 'config', paths: ['src/config/'] },
   { name: 'signing', paths: ['src/signing/'] },
   { name: 'web', paths: ['src/web/'] },
   { name: 'api', paths: ['src/api/'] },

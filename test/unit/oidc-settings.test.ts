@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { matchAutoJoin } from '../../src/auth/oidc/auto-join.js';
 import { formatUserCode, newUserCode, normaliseUserCode } from '../../src/auth/oidc/device-flow.js';
 import { cookieName, serializeCookie } from '../../src/auth/oidc/sessions.js';
-import { ConfigError, resolveConfig } from '../../src/config/config.js';
+import { resolveConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/config-error.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const ENV = {

@@ -3,7 +3,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, resolveConfig } from '../../src/config/config.js';
+import { resolveConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/config-error.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const HOUR = 3600_000;

@@ -3,6 +3,13 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { isRole, type Role } from '../../store/records/roles.js';
 
+/** The environment variables the OIDC settings read. */
+export const OIDC_ENV = [
+  'SIGNBRIDGE_OIDC_ISSUER',
+  'SIGNBRIDGE_OIDC_CLIENT_ID',
+  'SIGNBRIDGE_OIDC_CLIENT_SECRET',
+] as const;
+
 const AutoJoinRule = Type.Object(
   {
     /** A verified email in this domain (e.g. example.com) joins `tenant` with `role`. */
