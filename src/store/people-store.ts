@@ -1,13 +1,22 @@
-// People (identities from the organisation's IdP), their memberships in tenants, and the short-lived state of the
-// OAuth flows: sign-in attempts, browser sessions, device codes (docs/oauth.md). Every query here is plain Kysely,
-// so SQLite and PostgreSQL share it like the rest of KyselyStore. Writes that change who may use an API key
-// (disabling a person, removing a membership) raise the cache epoch in their transaction (migration 0006).
+// People (identities from the organisation's IdP) and their memberships in tenants (docs/oauth.md). The short-lived
+// state of the OAuth flows (sign-in attempts, browser sessions, device codes) is sign-in-flow-store.ts's; PeopleStore
+// hands out its methods too, as `store.people`. Every query here is plain Kysely, so SQLite and PostgreSQL share it
+// like the rest of KyselyStore. Writes that change who may use an API key (disabling a person, removing a membership)
+// raise the cache epoch in their transaction (migration 0006).
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import type { Role } from './records/roles.js';
+import { SignInFlowStore, type SignInFlowTables } from './sign-in-flow-store.js';
 import { ConflictError } from './store-errors.js';
 
-export interface PeopleTables {
+export type {
+  BrowserSessionRecord,
+  DeviceCodeRecord,
+  DeviceCodeStatus,
+  OAuthAttempt,
+} from './sign-in-flow-store.js';
+
+export interface PeopleTables extends SignInFlowTables {
   people: {
     id: string;
     issuer: string;
@@ -27,31 +36,6 @@ export interface PeopleTables {
     email: string | null;
     created_at: string;
     created_by: string;
-  };
-  oauth_attempts: { state_hash: string; nonce: string; code_verifier: string; return_to: string; expires_at: string };
-  browser_sessions: {
-    id_hash: string;
-    person_id: string;
-    csrf_token: string;
-    created_at: string;
-    last_seen_at: string;
-    expires_at: string;
-  };
-  device_codes: {
-    code_hash: string;
-    user_code: string;
-    tenant_id: string | null;
-    client_name: string | null;
-    user_agent: string | null;
-    address: string;
-    status: string;
-    person_id: string | null;
-    granted_tenant_id: string | null;
-    granted_roles: string | null;
-    interval_s: number;
-    last_poll_at: string | null;
-    created_at: string;
-    expires_at: string;
   };
   // The API-key columns this file reads and revokes (the table itself belongs to KyselyStore).
   api_keys: {
@@ -100,42 +84,6 @@ export interface SignInClaims {
   name: string | null;
 }
 
-export interface BrowserSessionRecord {
-  idHash: string;
-  personId: string;
-  csrfToken: string;
-  createdAt: string;
-  lastSeenAt: string;
-  expiresAt: string;
-}
-
-export type DeviceCodeStatus = 'pending' | 'approved' | 'denied' | 'consumed';
-
-export interface DeviceCodeRecord {
-  codeHash: string;
-  userCode: string;
-  tenantId: string | null;
-  clientName: string | null;
-  userAgent: string | null;
-  address: string;
-  status: DeviceCodeStatus;
-  personId: string | null;
-  grantedTenantId: string | null;
-  grantedRoles: Role[] | null;
-  intervalS: number;
-  lastPollAt: string | null;
-  createdAt: string;
-  expiresAt: string;
-}
-
-export interface OAuthAttempt {
-  stateHash: string;
-  nonce: string;
-  codeVerifier: string;
-  returnTo: string;
-  expiresAt: string;
-}
-
 function toPerson(row: PeopleTables['people']): PersonRecord {
   return {
     id: row.id,
@@ -162,25 +110,6 @@ function toMembership(row: PeopleTables['memberships']): MembershipRecord {
   };
 }
 
-function toDeviceCode(row: PeopleTables['device_codes']): DeviceCodeRecord {
-  return {
-    codeHash: row.code_hash,
-    userCode: row.user_code,
-    tenantId: row.tenant_id,
-    clientName: row.client_name,
-    userAgent: row.user_agent,
-    address: row.address,
-    status: row.status as DeviceCodeStatus,
-    personId: row.person_id,
-    grantedTenantId: row.granted_tenant_id,
-    grantedRoles: row.granted_roles === null ? null : (JSON.parse(row.granted_roles) as Role[]),
-    intervalS: Number(row.interval_s),
-    lastPollAt: row.last_poll_at,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-  };
-}
-
 async function raiseCacheEpoch(tx: Transaction<PeopleTables>): Promise<void> {
   await tx
     .updateTable('cache_epoch')
@@ -196,10 +125,14 @@ export function normaliseEmail(email: string): string {
 
 export class PeopleStore {
   /** `changed` runs after a write that may change whether an API key works (a cache in front must forget). */
+  private readonly signInFlows: SignInFlowStore;
+
   constructor(
     private readonly db: Kysely<PeopleTables>,
     private readonly changed: () => void = () => undefined,
-  ) {}
+  ) {
+    this.signInFlows = new SignInFlowStore(db as unknown as Kysely<SignInFlowTables>);
+  }
 
   /**
    * A sign-in: finds or creates the person (issuer, subject), refreshes the display data, and in the same
@@ -402,155 +335,52 @@ export class PeopleStore {
     return result;
   }
 
-  async createAttempt(a: OAuthAttempt): Promise<void> {
-    await this.db
-      .insertInto('oauth_attempts')
-      .values({
-        state_hash: a.stateHash,
-        nonce: a.nonce,
-        code_verifier: a.codeVerifier,
-        return_to: a.returnTo,
-        expires_at: a.expiresAt,
-      })
-      .execute();
+  // The OAuth flows' state (sign-in-flow-store.ts).
+  createAttempt(...args: Parameters<SignInFlowStore['createAttempt']>) {
+    return this.signInFlows.createAttempt(...args);
   }
 
-  /** Takes (reads and deletes) a sign-in attempt: each state is good for one callback. Expired ones are purged. */
-  async takeAttempt(stateHash: string, now: string): Promise<OAuthAttempt | undefined> {
-    return this.db.transaction().execute(async (tx) => {
-      await tx.deleteFrom('oauth_attempts').where('expires_at', '<=', now).execute();
-      const row = await tx
-        .selectFrom('oauth_attempts')
-        .selectAll()
-        .where('state_hash', '=', stateHash)
-        .executeTakeFirst();
-      if (!row) return undefined;
-      await tx.deleteFrom('oauth_attempts').where('state_hash', '=', stateHash).execute();
-      return {
-        stateHash: row.state_hash,
-        nonce: row.nonce,
-        codeVerifier: row.code_verifier,
-        returnTo: row.return_to,
-        expiresAt: row.expires_at,
-      };
-    });
+  takeAttempt(...args: Parameters<SignInFlowStore['takeAttempt']>) {
+    return this.signInFlows.takeAttempt(...args);
   }
 
-  async createSession(s: BrowserSessionRecord): Promise<void> {
-    await this.db
-      .insertInto('browser_sessions')
-      .values({
-        id_hash: s.idHash,
-        person_id: s.personId,
-        csrf_token: s.csrfToken,
-        created_at: s.createdAt,
-        last_seen_at: s.lastSeenAt,
-        expires_at: s.expiresAt,
-      })
-      .execute();
+  createSession(...args: Parameters<SignInFlowStore['createSession']>) {
+    return this.signInFlows.createSession(...args);
   }
 
-  async getSession(idHash: string): Promise<BrowserSessionRecord | undefined> {
-    const row = await this.db
-      .selectFrom('browser_sessions')
-      .selectAll()
-      .where('id_hash', '=', idHash)
-      .executeTakeFirst();
-    return (
-      row && {
-        idHash: row.id_hash,
-        personId: row.person_id,
-        csrfToken: row.csrf_token,
-        createdAt: row.created_at,
-        lastSeenAt: row.last_seen_at,
-        expiresAt: row.expires_at,
-      }
-    );
+  getSession(...args: Parameters<SignInFlowStore['getSession']>) {
+    return this.signInFlows.getSession(...args);
   }
 
-  async touchSession(idHash: string, at: string): Promise<void> {
-    await this.db.updateTable('browser_sessions').set({ last_seen_at: at }).where('id_hash', '=', idHash).execute();
+  touchSession(...args: Parameters<SignInFlowStore['touchSession']>) {
+    return this.signInFlows.touchSession(...args);
   }
 
-  async deleteSession(idHash: string): Promise<void> {
-    await this.db.deleteFrom('browser_sessions').where('id_hash', '=', idHash).execute();
+  deleteSession(...args: Parameters<SignInFlowStore['deleteSession']>) {
+    return this.signInFlows.deleteSession(...args);
   }
 
-  async createDeviceCode(d: DeviceCodeRecord): Promise<void> {
-    await this.db
-      .insertInto('device_codes')
-      .values({
-        code_hash: d.codeHash,
-        user_code: d.userCode,
-        tenant_id: d.tenantId,
-        client_name: d.clientName,
-        user_agent: d.userAgent,
-        address: d.address,
-        status: d.status,
-        person_id: d.personId,
-        granted_tenant_id: d.grantedTenantId,
-        granted_roles: d.grantedRoles === null ? null : JSON.stringify(d.grantedRoles),
-        interval_s: d.intervalS,
-        last_poll_at: d.lastPollAt,
-        created_at: d.createdAt,
-        expires_at: d.expiresAt,
-      })
-      .execute();
+  createDeviceCode(...args: Parameters<SignInFlowStore['createDeviceCode']>) {
+    return this.signInFlows.createDeviceCode(...args);
   }
 
-  async getDeviceCode(codeHash: string): Promise<DeviceCodeRecord | undefined> {
-    const row = await this.db
-      .selectFrom('device_codes')
-      .selectAll()
-      .where('code_hash', '=', codeHash)
-      .executeTakeFirst();
-    return row && toDeviceCode(row);
+  getDeviceCode(...args: Parameters<SignInFlowStore['getDeviceCode']>) {
+    return this.signInFlows.getDeviceCode(...args);
   }
 
-  async getDeviceCodeByUserCode(userCode: string): Promise<DeviceCodeRecord | undefined> {
-    const row = await this.db
-      .selectFrom('device_codes')
-      .selectAll()
-      .where('user_code', '=', userCode)
-      .executeTakeFirst();
-    return row && toDeviceCode(row);
+  getDeviceCodeByUserCode(...args: Parameters<SignInFlowStore['getDeviceCodeByUserCode']>) {
+    return this.signInFlows.getDeviceCodeByUserCode(...args);
   }
 
-  /** Compare-and-set on the status: of two racing decisions (or polls) exactly one wins. */
-  async updateDeviceCode(
-    codeHash: string,
-    from: DeviceCodeStatus,
-    changes: Partial<Pick<DeviceCodeRecord, 'status' | 'personId' | 'grantedTenantId' | 'grantedRoles'>>,
-  ): Promise<boolean> {
-    const result = await this.db
-      .updateTable('device_codes')
-      .set({
-        ...(changes.status !== undefined && { status: changes.status }),
-        ...(changes.personId !== undefined && { person_id: changes.personId }),
-        ...(changes.grantedTenantId !== undefined && { granted_tenant_id: changes.grantedTenantId }),
-        ...(changes.grantedRoles !== undefined && {
-          granted_roles: changes.grantedRoles === null ? null : JSON.stringify(changes.grantedRoles),
-        }),
-      })
-      .where('code_hash', '=', codeHash)
-      .where('status', '=', from)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) === 1;
+  updateDeviceCode(...args: Parameters<SignInFlowStore['updateDeviceCode']>) {
+    return this.signInFlows.updateDeviceCode(...args);
   }
 
-  /** Records a poll and the (possibly grown) interval. */
-  async recordPoll(codeHash: string, at: string, intervalS: number): Promise<void> {
-    await this.db
-      .updateTable('device_codes')
-      .set({ last_poll_at: at, interval_s: intervalS })
-      .where('code_hash', '=', codeHash)
-      .execute();
+  recordPoll(...args: Parameters<SignInFlowStore['recordPoll']>) {
+    return this.signInFlows.recordPoll(...args);
   }
 
-  /** Drops device codes and sessions past their expiry (called now and then by the OAuth routes). */
-  async purgeExpired(now: string): Promise<void> {
-    await this.db.deleteFrom('device_codes').where('expires_at', '<=', now).execute();
-    await this.db.deleteFrom('browser_sessions').where('expires_at', '<=', now).execute();
-    await this.db.deleteFrom('oauth_attempts').where('expires_at', '<=', now).execute();
+  purgeExpired(...args: Parameters<SignInFlowStore['purgeExpired']>) {
+    return this.signInFlows.purgeExpired(...args);
   }
 }
