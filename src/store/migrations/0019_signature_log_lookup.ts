@@ -6,7 +6,7 @@ import { binaryType } from './column-types.js';
 // same issue; migrations run in name order, so the gap is harmless.
 // - signature_lookups: one row per signature handed out, keyed by its entry's seq (rows land at the end of the
 //   table); written after the key store returned the signature, so a crash can lose the row of a signature
-//   whose record was written ahead of it (src/signing/signing-service.ts). The lookup by digest does not need
+//   whose record was written ahead of it (src/signing/signature-recorder.ts). The lookup by digest does not need
 //   it. SHA-256 is not unique per row: RSA PKCS#1 v1.5 signs the same digest to the same bytes.
 // - audit_log_signed_digest: the lookup by digest reads the `signed` entries themselves (details.hash), through
 //   a partial index on the expression auditSeqOfDigest queries (kysely-store.ts).
