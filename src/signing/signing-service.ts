@@ -176,12 +176,12 @@ export class SigningService {
     actor: string,
   ): Promise<{ tenant: TenantRecord; key: KeyRecord }> {
     this.requireSupported(keySpec);
-    if (await this.store.getTenant(tenantId)) {
+    if (await this.store.tenants.get(tenantId)) {
       throw new ApiError('tenant_exists', `tenant ${tenantId} already exists`);
     }
     const key = await this.newKey(tenantId, keySpec, 1);
     try {
-      const tenant = await this.store.createTenant(tenantId, key, [
+      const tenant = await this.store.tenants.create(tenantId, key, [
         await this.events.tenantCreated(tenantId, key, actor),
       ]);
       await this.audit(tenantId, actor, 'create_tenant', 'created', { key_id: key.id, key_spec: keySpec });
@@ -202,7 +202,9 @@ export class SigningService {
     let key: KeyRecord;
     try {
       const by = await this.events.actor(actor);
-      key = await this.store.rotateKey(tenantId, made, (k) => [this.events.keyEvent('key.rotated', k, by, current.id)]);
+      key = await this.store.tenants.rotateKey(tenantId, made, (k) => [
+        this.events.keyEvent('key.rotated', k, by, current.id),
+      ]);
     } catch (err) {
       await this.destroy(made);
       throw err;
@@ -212,21 +214,21 @@ export class SigningService {
       key_spec: key.keySpec,
       version: key.version,
     });
-    return { key, keys: await this.store.listKeys(tenantId) };
+    return { key, keys: await this.store.tenants.listKeys(tenantId) };
   }
 
   /** The tenant's current key, or the version named by `keyId`. */
   async getKey(tenantId: string, keyId?: string): Promise<KeyRecord> {
     if (keyId === undefined) return this.currentKey(tenantId);
     await this.requireTenant(tenantId);
-    const key = await this.store.getKey(tenantId, keyId);
+    const key = await this.store.tenants.getKey(tenantId, keyId);
     if (!key) throw new ApiError('key_not_found', `tenant ${tenantId} has no key ${keyId}`);
     return key;
   }
 
   async listKeys(tenantId: string): Promise<KeyRecord[]> {
     await this.requireTenant(tenantId);
-    return this.store.listKeys(tenantId);
+    return this.store.tenants.listKeys(tenantId);
   }
 
   /** `sign`: the caller names the algorithm (KMS names); it must fit the key and the digest. */
@@ -315,7 +317,7 @@ export class SigningService {
       throw new ApiError('self_approval', `the requester of ${requestId} may not decide it`);
     }
     // Four eyes between people: another key of the requesting person is still the same person.
-    const requesterKey = await this.store.getApiKey(request.requester);
+    const requesterKey = await this.store.apiKeys.get(request.requester);
     const requesterPerson = requesterKey?.personId ?? null;
     if (caller.personId && caller.personId === requesterPerson) {
       throw new ApiError(
@@ -358,7 +360,7 @@ export class SigningService {
         status: 'rejected',
       });
       if (
-        !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
+        !(await this.store.requests.update(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
           rejected,
         ]))
       ) {
@@ -369,12 +371,12 @@ export class SigningService {
     }
 
     const context = JSON.parse(request.inputs) as PolicyContext;
-    const key = await this.store.getKey(tenantId, request.keyId);
+    const key = await this.store.tenants.getKey(tenantId, request.keyId);
     if (!key) throw new ApiError('key_not_found', `key ${request.keyId} of request ${requestId} no longer exists`);
     this.requireUsable(key);
     const recheck = await this.evaluate(key, request.algorithm, request.requester, tenantId, context);
     if (recheck.outcome === 'deny') {
-      await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
+      await this.store.requests.update(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
         await this.events.request('signature.denied', request, {
           denial: {
             rule: recheck.rule,
@@ -397,7 +399,7 @@ export class SigningService {
       // This stage is passed; the next one's deciders are told like the first one's were.
       const moved = { ...request, status: next, nextStages: rest, decisions };
       if (
-        !(await this.store.updatePendingRequest(
+        !(await this.store.requests.update(
           requestId,
           stage,
           { status: next, nextStages: rest, decisions, updatedAt: at },
@@ -420,7 +422,7 @@ export class SigningService {
         message: `stage ${stage} approved; request ${requestId} now waits for ${next}`,
       };
     }
-    if (!(await this.store.updatePendingRequest(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
+    if (!(await this.store.requests.update(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
       throw this.lostRace(requestId);
     }
     let signed: Signed;
@@ -441,10 +443,10 @@ export class SigningService {
       );
     } catch (err) {
       // Not signed: put the request back so it can be approved again.
-      await this.store.updatePendingRequest(requestId, 'signing', { status: stage, decisions: request.decisions });
+      await this.store.requests.update(requestId, 'signing', { status: stage, decisions: request.decisions });
       throw err;
     }
-    await this.store.updatePendingRequest(
+    await this.store.requests.update(
       requestId,
       'signing',
       {
@@ -538,7 +540,7 @@ export class SigningService {
     const signature = Buffer.from(request.signature ?? '', 'base64');
     const seq =
       request.signedSeq ??
-      (await this.store.auditSeqOfSignature(request.tenantId, createHash('sha256').update(signature).digest()));
+      (await this.store.audit.seqOfSignature(request.tenantId, createHash('sha256').update(signature).digest()));
     return {
       kind: 'signed',
       signature,
@@ -551,7 +553,7 @@ export class SigningService {
 
   private async pendingRequest(tenantId: string, requestId: string): Promise<PendingRequestRecord> {
     await this.requireTenant(tenantId);
-    const request = await this.store.getPendingRequest(tenantId, requestId);
+    const request = await this.store.requests.get(tenantId, requestId);
     if (!request) throw new ApiError('request_not_found', `tenant ${tenantId} has no signing request ${requestId}`);
     const recovered = await this.recoverStuckSigning(request);
     if (recovered) return this.pendingRequest(tenantId, requestId);
@@ -572,7 +574,7 @@ export class SigningService {
     if (this.now().getTime() - Date.parse(request.updatedAt) < SIGNING_STUCK_MS) return false;
     const last = request.decisions.at(-1);
     if (!last) return false;
-    const back = await this.store.updatePendingRequest(request.id, 'signing', {
+    const back = await this.store.requests.update(request.id, 'signing', {
       status: last.stage,
       decisions: request.decisions.slice(0, -1),
       updatedAt: this.now().toISOString(),
@@ -596,7 +598,7 @@ export class SigningService {
     details: Record<string, unknown>,
     events?: readonly EventInput[],
   ): Promise<void> {
-    return this.store.appendAudit({ at: this.now().toISOString(), tenantId, actor, action, outcome, details }, events);
+    return this.store.audit.append({ at: this.now().toISOString(), tenantId, actor, action, outcome, details }, events);
   }
 
   private lostRace(requestId: string): ApiError {
@@ -624,7 +626,7 @@ export class SigningService {
 
   private async activeExceptions(tenantId: string): Promise<ActiveException[]> {
     const now = this.now().getTime();
-    return (await this.store.listExceptions(tenantId))
+    return (await this.store.exceptions.list(tenantId))
       .filter((e) => e.revokedAt === null && Date.parse(e.expiresAt) > now)
       .map((e) => ({
         id: e.id,
@@ -771,7 +773,7 @@ export class SigningService {
         continuationKey: matching,
       };
       try {
-        await this.store.createPendingRequest(record, [await this.events.request('signature.pending', record)]);
+        await this.store.requests.create(record, [await this.events.request('signature.pending', record)]);
       } catch (err) {
         // A concurrent identical request opened it first: the next attempt finds and continues it.
         if (err instanceof ConflictError && attempt < OPEN_REQUEST_ATTEMPTS) continue;
@@ -796,7 +798,7 @@ export class SigningService {
   private async continuableRequest(tenantId: string, matching: string): Promise<PendingRequestRecord | undefined> {
     const decidedSince =
       this.approvalRetryWindowMs > 0 ? new Date(this.now().getTime() - this.approvalRetryWindowMs).toISOString() : null;
-    const found = await this.store.findContinuableRequest(tenantId, matching, decidedSince);
+    const found = await this.store.requests.findContinuable(tenantId, matching, decidedSince);
     if (!found) return undefined;
     const request = isWaiting(found.status) ? await this.pendingRequest(tenantId, found.id) : found;
     if (isWaiting(request.status)) return request;
@@ -875,7 +877,7 @@ export class SigningService {
     const record = (signatureSha256?: Buffer): { id: string; written: Promise<number | undefined> } => {
       const at = this.now();
       const id = timeOrderedId(at.getTime());
-      const written = this.store.recordSignature(
+      const written = this.store.signatures.record(
         {
           id,
           tenantId: key.tenantId,
@@ -908,7 +910,9 @@ export class SigningService {
     };
     // Not ahead while the key store is known to be away: the record would only be withdrawn again.
     const ahead =
-      this.store.writesOnThread && signedEvent === undefined && this.keyStores.outageOf(key.keyStore) === undefined
+      this.store.signatures.writesOnThread &&
+      signedEvent === undefined &&
+      this.keyStores.outageOf(key.keyStore) === undefined
         ? record()
         : undefined;
     // The commit may fail while a signing thread still works; it is awaited below, but a rejection with no
@@ -944,10 +948,10 @@ export class SigningService {
         ));
       const outage = outageOf(err);
       const audited = recorded
-        ? this.store.withdrawSignature(ahead.id, failed(ahead.id))
+        ? this.store.signatures.withdraw(ahead.id, failed(ahead.id))
         : outage?.countRefusal()
           ? this.outageStarts.get(outage)
-          : this.store.appendAudit(failed());
+          : this.store.audit.append(failed());
       await audited?.catch(() => undefined); // the key store's error is the one to report
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
@@ -964,8 +968,8 @@ export class SigningService {
     // Written ahead, the record could not name the signature: its lookup row rides along with a later group
     // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
     if (ahead && seq !== undefined) {
-      this.store
-        .recordSignatureLookup({ auditSeq: seq, tenantId: key.tenantId, signatureId: ahead.id, signatureSha256 })
+      this.store.signatures
+        .recordLookup({ auditSeq: seq, tenantId: key.tenantId, signatureId: ahead.id, signatureSha256 })
         .catch(() => undefined);
     }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);
@@ -1002,13 +1006,13 @@ export class SigningService {
   }
 
   private async requireTenant(tenantId: string): Promise<TenantRecord> {
-    const tenant = await this.store.getTenant(tenantId);
+    const tenant = await this.store.tenants.get(tenantId);
     if (!tenant) throw new ApiError('tenant_not_found', `tenant ${tenantId} does not exist`);
     return tenant;
   }
 
   private async currentKey(tenantId: string): Promise<KeyRecord> {
-    const key = await this.store.getCurrentKey(tenantId);
+    const key = await this.store.tenants.currentKey(tenantId);
     if (!key) throw new ApiError('tenant_not_found', `tenant ${tenantId} does not exist`);
     return key;
   }

@@ -3,26 +3,26 @@ import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
 import { packagePath } from '../paths.js';
+import { API_KEY_WITH_OWNER, type ApiKeyRow, toApiKey } from './api-key-store.js';
 import { chainAuditRows } from './audit-chain.js';
 import type { OutboxRow } from './event-store.js';
 import {
-  API_KEY_WITH_OWNER,
-  type ApiKeyRow,
   CHAIN_RACE_ATTEMPTS,
-  type Database,
-  KyselyStore,
   type LookupRow,
-  lookupRowOf,
   lookupRows,
   type PendingWrite,
   settleWithSeqs,
-  toApiKey,
-  toKey,
   WRITE_BATCH_MAX,
+  type Write,
   type WriteBatch,
-} from './kysely-store.js';
+} from './group-commit.js';
+import { KyselyStore } from './kysely-store.js';
+import type { ApiKeyRecord } from './records/api-key.js';
+import type { KeyRecord } from './records/tenant-key.js';
+import { lookupRowOf, type SignatureLookup } from './signature-store.js';
 import { openSqlite, SQLITE_DRIVER_PATH } from './sqlite-driver.js';
-import type { ApiKeyRecord, KeyRecord, SignatureLookup } from './store.js';
+import type { Database } from './tables.js';
+import { toKey } from './tenant-store.js';
 
 const STATEMENT_CACHE_SIZE = 256;
 
@@ -119,7 +119,7 @@ class SqliteStore extends KyselyStore {
   }
 
   /** True while a writer thread commits this store's signature records and audit entries. */
-  override get writesOnThread(): boolean {
+  protected override get commitsOnThread(): boolean {
     return this.writer !== undefined;
   }
 
@@ -128,7 +128,7 @@ class SqliteStore extends KyselyStore {
     this.writer = undefined;
   }
 
-  protected override enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<number | undefined> {
+  protected override enqueue(write: Write): Promise<number | undefined> {
     if (!this.writer) return super.enqueue(write);
     const writer = this.writer;
     // Lookup rows waiting ride along with this write: no message and no commit of their own under load.
@@ -153,8 +153,8 @@ class SqliteStore extends KyselyStore {
    * With a writer thread, the row waits for the next write (a signature's record under load, milliseconds away);
    * alone it goes after LOOKUP_DELAY_MS. Without one, the next group commit on the event loop takes it.
    */
-  override recordSignatureLookup(lookup: SignatureLookup): Promise<void> {
-    if (!this.writer) return super.recordSignatureLookup(lookup);
+  protected override writeSignatureLookup(lookup: SignatureLookup): Promise<void> {
+    if (!this.writer) return super.writeSignatureLookup(lookup);
     this.deferLookups([lookupRowOf(lookup)]);
     return Promise.resolve();
   }
