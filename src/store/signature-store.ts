@@ -29,8 +29,8 @@ export interface SignatureRecord {
 /**
  * Finds the `signed` audit entry of a signature by the SHA-256 of its raw bytes (migration 0019). Written after the
  * key store returned the signature: with the record when the record follows the signature, else in a later group
- * commit (recordSignatureLookup), so a crash can lose the row of a signature already handed out; the lookup by
- * digest (auditSeqOfDigest) reads the audit log itself and still finds the entry.
+ * commit (recordLookup), so a crash can lose the row of a signature already handed out; the lookup by
+ * digest (audit.seqOfDigest) reads the audit log itself and still finds the entry.
  */
 export interface SignatureLookup {
   auditSeq: number;
