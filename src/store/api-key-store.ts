@@ -1,11 +1,10 @@
 // API keys: the admins' keys, people's keys and the keys a workload token exchange mints. Every write raises the
 // cache epoch in its transaction: the signing path reads the caller's key through the access cache.
-import type { Kysely } from 'kysely';
 import type { ApiKeyRecord } from './records/api-key.js';
 import type { EventInput } from './records/event-kinds.js';
 import type { Role } from './records/roles.js';
 import type { WorkloadIdentity } from './records/workload-identity.js';
-import { raiseCacheEpoch, type StoreContext } from './store-context.js';
+import { raiseCacheEpoch, type StoreContext, StorePart } from './store-context.js';
 import type { Database } from './tables.js';
 
 /** An api_keys row, with its owner's disabled_at when the key belongs to a person (API_KEY_WITH_OWNER). */
@@ -34,15 +33,13 @@ export const API_KEY_WITH_OWNER =
   'SELECT api_keys.*, people.disabled_at AS person_disabled_at FROM api_keys ' +
   'LEFT JOIN people ON people.id = api_keys.person_id WHERE api_keys.id = ?';
 
-export class ApiKeyStore {
-  private readonly db: Kysely<Database>;
-
+export class ApiKeyStore extends StorePart {
   constructor(
-    private readonly ctx: StoreContext,
+    ctx: StoreContext,
     /** The read behind get's cache: readApiKeyRow, or the SQLite store's prepared statement. */
     private readonly readApiKey: (id: string) => ApiKeyRecord | undefined | Promise<ApiKeyRecord | undefined>,
   ) {
-    this.db = ctx.db;
+    super(ctx);
   }
 
   async create(r: ApiKeyRecord, events?: readonly EventInput[]): Promise<void> {

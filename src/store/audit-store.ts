@@ -1,11 +1,11 @@
 // The hash-chained audit log: appended through the group commit (group-commit.ts), read in order or a tenant's
 // latest, and the lookups from a signature or a digest to its `signed` entry (the transparency log's index).
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import { outboxRows } from './event-store.js';
 import type { Write } from './group-commit.js';
 import type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
 import type { EventInput } from './records/event-kinds.js';
-import type { StoreContext } from './store-context.js';
+import { type StoreContext, StorePart } from './store-context.js';
 import type { Database } from './tables.js';
 
 function toAuditEntry(r: Database['audit_log']): AuditEntry {
@@ -22,15 +22,13 @@ function toAuditEntry(r: Database['audit_log']): AuditEntry {
   };
 }
 
-export class AuditStore {
-  private readonly db: Kysely<Database>;
-
+export class AuditStore extends StorePart {
   constructor(
-    private readonly ctx: StoreContext,
+    ctx: StoreContext,
     /** Hands a write to the group commit (or the SQLite store's writer thread). */
     private readonly enqueue: (write: Write) => Promise<number | undefined>,
   ) {
-    this.db = ctx.db;
+    super(ctx);
   }
 
   /**

@@ -2,7 +2,7 @@
 // warns of their expiry.
 import type { Kysely } from 'kysely';
 import type { EventInput } from './records/event-kinds.js';
-import type { StoreContext } from './store-context.js';
+import { StorePart } from './store-context.js';
 import type { Database } from './tables.js';
 
 export interface ExceptionRecord {
@@ -35,13 +35,7 @@ function toException(row: Database['policy_exceptions']): ExceptionRecord {
   };
 }
 
-export class ExceptionStore {
-  private readonly db: Kysely<Database>;
-
-  constructor(private readonly ctx: StoreContext) {
-    this.db = ctx.db;
-  }
-
+export class ExceptionStore extends StorePart {
   async create(r: ExceptionRecord, events?: readonly EventInput[]): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
       await this.insert(tx, r);

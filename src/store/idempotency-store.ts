@@ -1,7 +1,5 @@
 // Idempotency keys of signing requests (migration 0012): a retry with the same key gets the first answer again.
-import type { Kysely } from 'kysely';
-import type { StoreContext } from './store-context.js';
-import type { Database } from './tables.js';
+import { StorePart } from './store-context.js';
 
 export interface IdempotencyClaim {
   callerId: string;
@@ -21,13 +19,7 @@ export type IdempotencyState =
   | { state: 'in_progress' }
   | { state: 'mismatch' };
 
-export class IdempotencyStore {
-  private readonly db: Kysely<Database>;
-
-  constructor(ctx: StoreContext) {
-    this.db = ctx.db;
-  }
-
+export class IdempotencyStore extends StorePart {
   /**
    * Claims an idempotency key for a caller (migration 0012). `claimed`: go ahead, then complete or release it.
    * `done`: the first answer, to send again. `in_progress`: someone else is working on it (not older than

@@ -1,11 +1,10 @@
 // Keys awaiting imported material (BYOK, migration 0011): from get_import_params until import_key adds the key
 // version (tenant-store.ts), and the sweep that removes wrapping keys whose parameters ended.
-import type { Kysely } from 'kysely';
 import type { KeySpec } from '../crypto/algorithms.js';
 import type { KeyStoreKind, WrappingAlgorithm, WrappingKeySpec } from '../keys/key-store.js';
 import { type EventsFor, eventsOf } from './event-store.js';
 import type { KeyImportRecord, KeyRecord } from './records/tenant-key.js';
-import { isUniqueViolation, raiseCacheEpoch, type StoreContext } from './store-context.js';
+import { isUniqueViolation, raiseCacheEpoch, StorePart } from './store-context.js';
 import { ConflictError } from './store-errors.js';
 import type { Database } from './tables.js';
 import { addKeyVersion, toKey } from './tenant-store.js';
@@ -25,13 +24,7 @@ function toKeyImport(row: Database['key_imports']): KeyImportRecord {
   };
 }
 
-export class KeyImportStore {
-  private readonly db: Kysely<Database>;
-
-  constructor(private readonly ctx: StoreContext) {
-    this.db = ctx.db;
-  }
-
+export class KeyImportStore extends StorePart {
   /** Key import (migration 0011): inserts, or replaces the parameters of, the key awaiting material `record.id`. */
   async put(r: KeyImportRecord): Promise<void> {
     const row: Database['key_imports'] = {

@@ -1,41 +1,36 @@
 // Requests counted per client in a window: the trial's per-address limit, the device flow's start limit and the
 // signing velocity limits all count here, each under keys of its own.
-import type { Kysely } from 'kysely';
-import type { StoreContext } from './store-context.js';
-import type { Database } from './tables.js';
+import { StorePart } from './store-context.js';
 
-/** The longest window a request counter may have (trial.windowSeconds is capped to it): older rows are swept. */
-export const TRIAL_WINDOW_MAX_MS = 7 * 24 * 3600 * 1000;
+/**
+ * The longest window a counter may have (trial.windowSeconds and the policy's velocity windows are capped to it):
+ * older rows are swept.
+ */
+export const COUNT_WINDOW_MAX_MS = 7 * 24 * 3600 * 1000;
 
-export interface TrialCount {
+export interface RequestCount {
   count: number;
   windowStartMs: number;
 }
 
-export class RequestCountStore {
-  private readonly db: Kysely<Database>;
-
-  constructor(ctx: StoreContext) {
-    this.db = ctx.db;
-  }
-
+export class RequestCountStore extends StorePart {
   /**
    * Counts one request of `client`, atomically, in a window of `windowMs` that starts at the client's first
    * request (a window that has ended starts again at `nowMs`). Returns the count including this request and when
    * the window started. Windows that ended are deleted.
    */
-  async count(client: string, nowMs: number, windowMs: number): Promise<TrialCount> {
+  async count(client: string, nowMs: number, windowMs: number): Promise<RequestCount> {
     const ended = nowMs - windowMs;
     return this.db.transaction().execute(async (tx) => {
       // This client's window, if it has ended; other limiters keep theirs (their windows differ: the device-flow
       // start limit's is a minute, the trial's an hour). Rows no limiter can still need go too (windows are at
-      // most TRIAL_WINDOW_MAX_MS).
+      // most COUNT_WINDOW_MAX_MS).
       await tx
         .deleteFrom('trial_counters')
         .where((eb) =>
           eb.or([
             eb.and([eb('client', '=', client), eb('window_start', '<=', ended)]),
-            eb('window_start', '<=', nowMs - TRIAL_WINDOW_MAX_MS),
+            eb('window_start', '<=', nowMs - COUNT_WINDOW_MAX_MS),
           ]),
         )
         .execute();
@@ -54,7 +49,7 @@ export class RequestCountStore {
     });
   }
 
-  /** The count count kept for `client` in the window that is open at `nowMs` (0 if none), unchanged. */
+  /** The count `count` kept for `client` in the window that is open at `nowMs` (0 if none), unchanged. */
   async read(client: string, nowMs: number, windowMs: number): Promise<number> {
     const row = await this.db
       .selectFrom('trial_counters')

@@ -1,13 +1,11 @@
 // Signature records: written through the group commit with their audit entry (group-commit.ts), withdrawn when
 // the key store then failed, and the lookup rows from a signature's bytes to its audit entry (migration 0019).
-import type { Kysely } from 'kysely';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { outboxRows } from './event-store.js';
 import type { LookupRow, Write } from './group-commit.js';
 import type { AuditEntryInput } from './records/audit-entry.js';
 import type { EventInput } from './records/event-kinds.js';
-import type { StoreContext } from './store-context.js';
-import type { Database } from './tables.js';
+import { type StoreContext, StorePart } from './store-context.js';
 
 export interface SignatureRecord {
   id: string;
@@ -58,14 +56,12 @@ export interface SignatureWrites {
   onThread(): boolean;
 }
 
-export class SignatureStore {
-  private readonly db: Kysely<Database>;
-
+export class SignatureStore extends StorePart {
   constructor(
-    private readonly ctx: StoreContext,
+    ctx: StoreContext,
     private readonly writes: SignatureWrites,
   ) {
-    this.db = ctx.db;
+    super(ctx);
   }
 
   /**

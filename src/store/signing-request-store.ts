@@ -3,7 +3,7 @@
 import type { Kysely } from 'kysely';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import type { EventInput } from './records/event-kinds.js';
-import { isUniqueViolation, type StoreContext } from './store-context.js';
+import { isUniqueViolation, StorePart } from './store-context.js';
 import { ConflictError } from './store-errors.js';
 import type { Database } from './tables.js';
 
@@ -82,13 +82,7 @@ function toPending(row: Database['pending_requests']): PendingRequestRecord {
   };
 }
 
-export class SigningRequestStore {
-  private readonly db: Kysely<Database>;
-
-  constructor(private readonly ctx: StoreContext) {
-    this.db = ctx.db;
-  }
-
+export class SigningRequestStore extends StorePart {
   /** ConflictError when a request with the same continuation key is still waiting (WAITING_STATUSES). */
   async create(r: PendingRequestRecord, events?: readonly EventInput[]): Promise<void> {
     try {

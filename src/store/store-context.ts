@@ -24,6 +24,15 @@ export class StoreContext {
   }
 }
 
+/** A part of the store (tenant-store.ts, api-key-store.ts, ...): its queries run on the context's Kysely instance. */
+export abstract class StorePart {
+  protected readonly db: Kysely<Database>;
+
+  constructor(protected readonly ctx: StoreContext) {
+    this.db = ctx.db;
+  }
+}
+
 /** Every write to tenants, keys or API keys raises the cache epoch in its transaction (migration 0006 says why). */
 export async function raiseCacheEpoch(tx: Transaction<Database>): Promise<void> {
   await tx

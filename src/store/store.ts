@@ -24,7 +24,7 @@ export type { IdempotencyClaim, IdempotencyState } from './idempotency-store.js'
 export type { ApiKeyRecord } from './records/api-key.js';
 export type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
 export type { KeyImportRecord, KeyRecord, TenantRecord } from './records/tenant-key.js';
-export type { TrialCount } from './request-count-store.js';
+export type { RequestCount } from './request-count-store.js';
 export type { SignatureLookup, SignatureRecord } from './signature-store.js';
 export {
   PENDING_STATUSES,

@@ -1,12 +1,12 @@
 // Tenants and their key versions. Every write here raises the cache epoch in its transaction: the signing path
 // reads the current key through the access cache (access-cache.ts).
-import type { Kysely, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type { KeySpec } from '../crypto/algorithms.js';
 import type { KeyOrigin, KeyStoreKind } from '../keys/key-store.js';
 import { type EventsFor, eventsOf } from './event-store.js';
 import type { EventInput } from './records/event-kinds.js';
 import type { KeyRecord, TenantRecord } from './records/tenant-key.js';
-import { isUniqueViolation, raiseCacheEpoch, type StoreContext } from './store-context.js';
+import { isUniqueViolation, raiseCacheEpoch, type StoreContext, StorePart } from './store-context.js';
 import { ConflictError } from './store-errors.js';
 import type { Database } from './tables.js';
 
@@ -61,15 +61,13 @@ export async function addKeyVersion(
   return record;
 }
 
-export class TenantStore {
-  private readonly db: Kysely<Database>;
-
+export class TenantStore extends StorePart {
   constructor(
-    private readonly ctx: StoreContext,
+    ctx: StoreContext,
     /** The read behind currentKey's cache: readCurrentKeyRow, or the SQLite store's prepared statement. */
     private readonly readCurrentKey: (tenantId: string) => KeyRecord | undefined | Promise<KeyRecord | undefined>,
   ) {
-    this.db = ctx.db;
+    super(ctx);
   }
 
   /** Throws ConflictError if the tenant exists. */
