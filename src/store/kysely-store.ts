@@ -140,10 +140,6 @@ export abstract class KyselyStore implements Store {
     await this.db.selectFrom('tenants').select('id').limit(1).execute();
   }
 
-  /**
-   * Commits a row of a few pages and deletes it again (two write transactions). A rolled-back write proves
-   * nothing: a full disk shows only when pages are allocated and the commit reaches the file.
-   */
   async stats(): Promise<{ pendingApprovals: number; auditEntries: number }> {
     const pending = await this.db
       .selectFrom('pending_requests')
@@ -155,6 +151,10 @@ export abstract class KyselyStore implements Store {
     return { pendingApprovals: Number(pending?.n ?? 0), auditEntries: head?.seq ?? 0 };
   }
 
+  /**
+   * Commits a row of a few pages and deletes it again (two write transactions). A rolled-back write proves
+   * nothing: a full disk shows only when pages are allocated and the commit reaches the file.
+   */
   async probeWrite(): Promise<void> {
     // A row of its own: another process on the same data dir (an in-process daemon) may probe at the same moment.
     const id = randomInt(1, 2 ** 31 - 1); // an integer column: 32 bits on PostgreSQL
