@@ -1,5 +1,6 @@
-// Requests counted per client in a window: the trial's per-address limit, the device flow's start limit and the
-// signing velocity limits all count here, each under keys of its own.
+// Requests counted per client in a window: the trial's and the TSA's per-address limits, the device flow's start
+// and wrong-code limits, and the policy's signing velocity all count here, each under keys of its own (the table
+// is still called trial_counters, after its first user).
 import { StorePart } from './store-context.js';
 
 /**

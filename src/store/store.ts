@@ -72,7 +72,7 @@ export interface Store {
   readonly audit: AuditStore;
   /** Signature records, group-committed with their audit entries. */
   readonly signatures: SignatureStore;
-  /** Requests counted per client in a window: the trial's limit, the device flow's start limit, signing velocity. */
+  /** Requests counted per client in a window: trial, TSA and device-flow limits, signing velocity. */
   readonly requestCounts: RequestCountStore;
   /** Idempotency keys of signing requests (migration 0012). */
   readonly idempotency: IdempotencyStore;
