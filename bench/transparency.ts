@@ -118,7 +118,7 @@ async function atScale(entries: number): Promise<Omit<LogBenchResult, 'throughpu
     log('consistency proofs to 1M (random older sizes)');
     const consistency = await timeAsync(1000, () => service.consistency(1 + random(entries - 1), entries));
     log('checkpoint signing at 1M (one new entry each: integrate, root, consistency check, sign, store)');
-    const one = store.appendAudit.bind(store);
+    const one = store.audit.append.bind(store.audit);
     const checkpoint = await timeAsync(50, async (i) => {
       await one({
         at: new Date().toISOString(),

@@ -291,7 +291,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       onError: (message) => app.log.warn(message),
       // The verifier key is what verifiers pin (docs/transparency.md): the entry says which key the log began with.
       onKeyCreated: async (record, verifierKey) => {
-        await opts.store.appendAudit({
+        await opts.store.audit.append({
           at: now().toISOString(),
           tenantId: null,
           actor: 'service',

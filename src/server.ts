@@ -112,7 +112,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
   // The policy in force is part of the record: every start logs the digest of the policy document it loaded.
   const policy = policySource(config);
   app.log.info({ policy: policy.name, policy_sha256: policy.sha256 }, `policy in force: ${policy.name}`);
-  await store.appendAudit({
+  await store.audit.append({
     at: new Date().toISOString(),
     tenantId: null,
     actor: 'service',

@@ -124,7 +124,7 @@ export class InProcessUpstream implements Upstream {
 
   /** True while the store commits signature records and audit entries on its writer thread. */
   get writesOnThread(): boolean {
-    return this.store.writesOnThread;
+    return this.store.signatures.writesOnThread;
   }
 
   async close(): Promise<void> {

@@ -48,7 +48,7 @@ export async function answerOnce(
   const fingerprint = createHash('sha256')
     .update(JSON.stringify([request.action, request.body]))
     .digest('hex');
-  const claim = await store.claimIdempotencyKey({
+  const claim = await store.idempotency.claim({
     callerId,
     key,
     fingerprint,
@@ -70,13 +70,13 @@ export async function answerOnce(
   try {
     reply = await answer();
   } catch (err) {
-    await store.releaseIdempotencyKey(callerId, key).catch(() => undefined);
+    await store.idempotency.release(callerId, key).catch(() => undefined);
     throw err;
   }
   // The answer exists (a signature is already recorded): hand it out even if remembering it fails. A retry then
   // finds the key in progress (409) until it goes stale, rather than losing this answer now.
-  await store
-    .completeIdempotencyKey(callerId, key, JSON.stringify(reply), new Date().toISOString())
+  await store.idempotency
+    .complete(callerId, key, JSON.stringify(reply), new Date().toISOString())
     .catch(() => undefined);
   return reply;
 }

@@ -49,7 +49,10 @@ export async function createApiKey(
     createdAt: now.toISOString(),
     revokedAt: null,
   };
-  await store.createApiKey(record, announce && [await announce.events.apiKey('api_key.created', record, announce.by)]);
+  await store.apiKeys.create(
+    record,
+    announce && [await announce.events.apiKey('api_key.created', record, announce.by)],
+  );
   return { token: `sbk_${id}_${secret}`, record };
 }
 
@@ -87,7 +90,10 @@ export async function createPersonApiKey(
     expiresAt: opts.expiresAt.toISOString(),
     createdVia: opts.createdVia,
   };
-  await store.createApiKey(record, announce && [await announce.events.apiKey('api_key.created', record, announce.by)]);
+  await store.apiKeys.create(
+    record,
+    announce && [await announce.events.apiKey('api_key.created', record, announce.by)],
+  );
   return { token: `sbk_${id}_${secret}`, record };
 }
 
@@ -128,7 +134,7 @@ export async function createWorkloadApiKey(
     createdVia: 'workload',
     workload: identity,
   };
-  await store.createApiKey(record);
+  await store.apiKeys.create(record);
   return { token: `sbk_${id}_${secret}`, record };
 }
 
@@ -148,7 +154,7 @@ export async function checkApiKey(store: Store, token: string, now = new Date())
   const match = TOKEN_PATTERN.exec(token);
   if (!match) return invalid;
   const [, id, secret] = match as unknown as [string, string, string];
-  const record = await store.getApiKey(id);
+  const record = await store.apiKeys.get(id);
   const expected = record ? Buffer.from(record.secretHash, 'hex') : DUMMY_HASH;
   const presented = hashSecret(secret);
   const equal = expected.length === presented.length && timingSafeEqual(expected, presented);

@@ -108,7 +108,7 @@ export function registerPeopleCommands(
       const tenantId = tenantOf(role, opts.tenant);
       const message = await withStore(opts, async (store) => {
         const person = await findPerson(store, opts);
-        if (tenantId !== GLOBAL_TENANT && !(await store.getTenant(tenantId))) {
+        if (tenantId !== GLOBAL_TENANT && !(await store.tenants.get(tenantId))) {
           throw new PeopleUsageError(`no tenant ${tenantId}`);
         }
         try {
@@ -124,7 +124,7 @@ export function registerPeopleCommands(
           if (err instanceof ConflictError) throw new PeopleUsageError(err.message);
           throw err;
         }
-        await store.appendAudit(
+        await store.audit.append(
           cliAudit(tenantId === GLOBAL_TENANT ? null : tenantId, 'member_add', 'created', {
             role,
             ...(person ? { person: person.id } : { invited_email: opts.email }),
@@ -174,7 +174,7 @@ export function registerPeopleCommands(
             : { removed: 0, keysRevoked: [] };
         const removed = byPerson.removed + byEmail.removed;
         if (removed > 0) {
-          await store.appendAudit(
+          await store.audit.append(
             cliAudit(tenantId === GLOBAL_TENANT ? null : tenantId, 'member_remove', 'removed', {
               role,
               ...(person ? { person: person.id } : { invited_email: opts.email }),
@@ -218,7 +218,7 @@ export function registerPeopleCommands(
           const found = await findPerson(store, opts);
           if (!found) throw new PeopleUsageError(`nobody with email ${opts.email} has signed in`);
           await store.people.setDisabled(found.id, disable ? new Date().toISOString() : null);
-          await store.appendAudit(
+          await store.audit.append(
             cliAudit(null, disable ? 'person_disable' : 'person_enable', disable ? 'disabled' : 'enabled', {
               person: found.id,
             }),
@@ -263,7 +263,7 @@ export async function createKeyForPerson(
     },
     now,
   );
-  await store.appendAudit(
+  await store.audit.append(
     audit(tenantId, 'api_key_create', 'created', {
       api_key_id: made.record.id,
       role: opts.role,

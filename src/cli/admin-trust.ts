@@ -154,7 +154,7 @@ export function registerTrustCommands(
     .option('--json', 'one JSON array instead of the table')
     .action(async (opts: StoreFlags & { tenant: string; json?: boolean }) => {
       const rules = await withStore(opts, async (store) => {
-        if (!(await store.getTenant(opts.tenant))) throw new TrustUsageError(`no tenant ${opts.tenant}`);
+        if (!(await store.tenants.get(opts.tenant))) throw new TrustUsageError(`no tenant ${opts.tenant}`);
         return listTrustRules(store, opts.tenant);
       });
       if (opts.json) {

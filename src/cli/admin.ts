@@ -114,7 +114,7 @@ export function registerAdminCommands(program: Command): void {
           events: new EventBuilder(store, undefined),
           by: cliActor(),
         });
-        await store.appendAudit(
+        await store.audit.append(
           cliAudit(opts.tenant ?? null, 'api_key_create', 'created', {
             api_key_id: made.record.id,
             role: made.record.role,
@@ -134,7 +134,7 @@ export function registerAdminCommands(program: Command): void {
     .action(async (opts: StoreFlags) => {
       const keys = await withStore(opts, async (store) => {
         const people = new Map((await store.people.listPeople()).map((p) => [p.id, p]));
-        return (await store.listApiKeys()).map((k) => ({ k, owner: k.personId ? people.get(k.personId) : undefined }));
+        return (await store.apiKeys.list()).map((k) => ({ k, owner: k.personId ? people.get(k.personId) : undefined }));
       });
       const now = Date.now();
       for (const { k, owner } of keys) {
@@ -155,16 +155,16 @@ export function registerAdminCommands(program: Command): void {
     .argument('<id>', 'the key id (the 16 hex characters after "sbk_")')
     .action(async (id: string, opts: StoreFlags) => {
       const revoked = await withStore(opts, async (store) => {
-        const record = await store.getApiKey(id);
+        const record = await store.apiKeys.get(id);
         const at = new Date().toISOString();
         const events = new EventBuilder(store, undefined);
-        const done = await store.revokeApiKey(
+        const done = await store.apiKeys.revoke(
           id,
           at,
           record && [await events.apiKey('api_key.revoked', { ...record, revokedAt: at }, cliActor())],
         );
         if (done)
-          await store.appendAudit(cliAudit(record?.tenantId ?? null, 'api_key_revoke', 'revoked', { api_key_id: id }));
+          await store.audit.append(cliAudit(record?.tenantId ?? null, 'api_key_revoke', 'revoked', { api_key_id: id }));
         return done;
       });
       if (!revoked) throw new UsageError(`no active API key with id ${id}`);
@@ -182,11 +182,11 @@ export function registerAdminCommands(program: Command): void {
       const records = await loadOsvPath(path);
       const at = new Date().toISOString();
       const changed = await withStore(opts, async (store) => {
-        const n = await store.putVulnerabilities(
+        const n = await store.vulnerabilities.put(
           records.map((r) => ({ id: r.id, modified: r.modified, record: JSON.stringify(r) })),
           at,
         );
-        await store.appendAudit(
+        await store.audit.append(
           cliAudit(null, 'vulndb_import', 'imported', { path, records: records.length, changed: n }),
         );
         return n;
@@ -221,7 +221,7 @@ export function registerAdminCommands(program: Command): void {
         let after = 0;
         let n = 0;
         for (;;) {
-          const page = await store.readAudit(after, 1000);
+          const page = await store.audit.read(after, 1000);
           if (page.length === 0) break;
           for (const e of page) {
             out.write(

@@ -156,7 +156,7 @@ async function init(flags: InitFlags): Promise<string> {
       await keyStore.destroyKey(made.keyRef).catch(() => undefined);
       throw new TsaCommandError(`${describe(scope)} was made by someone else meanwhile; nothing changed`);
     }
-    await store.appendAudit({
+    await store.audit.append({
       at,
       tenantId: scope === SERVICE_TSA_SCOPE ? null : scope,
       actor: actor(),
@@ -231,7 +231,7 @@ async function importChain(flags: StoreFlags & { tenant?: string; chain: string 
     const at = new Date().toISOString();
     await store.tsa.setChain(scope, chainPem, at);
     const leaf = new X509Certificate(chain[0] as Buffer);
-    await store.appendAudit({
+    await store.audit.append({
       at,
       tenantId: scope === SERVICE_TSA_SCOPE ? null : scope,
       actor: actor(),

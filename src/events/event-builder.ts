@@ -110,7 +110,7 @@ export class EventBuilder {
    */
   async actor(apiKeyId: string, personId?: string | null): Promise<EventActor> {
     if (apiKeyId.startsWith('person:')) return { api_key_id: apiKeyId, person: await this.person(apiKeyId.slice(7)) };
-    const key = apiKeyId.includes(':') ? undefined : await this.store.getApiKey(apiKeyId);
+    const key = apiKeyId.includes(':') ? undefined : await this.store.apiKeys.get(apiKeyId);
     const actor: EventActor = { api_key_id: apiKeyId };
     const owner = personId ?? key?.personId ?? null;
     if (owner) actor.person = await this.person(owner);

@@ -39,14 +39,14 @@ export function eventSweeps(
     const remindBeforeMs = settings.remindBeforeMs ?? 3600_000;
     if (remindBeforeMs > 0) {
       const before = new Date(at.getTime() + remindBeforeMs).toISOString();
-      for (const request of await store.listRequestsToRemind(before, 100)) {
+      for (const request of await store.requests.listToRemind(before, 100)) {
         if (request.expiresAt <= iso) continue; // expired: told as such, not reminded of
-        await store.markReminded(request.id, iso, [await events.request('signature.reminder', request)]);
+        await store.requests.markReminded(request.id, iso, [await events.request('signature.reminder', request)]);
       }
     }
     const warnBefore = new Date(at.getTime() + (settings.exceptionWarnMs ?? 24 * 3600_000)).toISOString();
-    for (const exception of await store.listExceptionsToWarn(iso, warnBefore, 100)) {
-      await store.markExceptionWarned(exception.id, iso, [await events.exception('exception.expiring', exception)]);
+    for (const exception of await store.exceptions.listToWarn(iso, warnBefore, 100)) {
+      await store.exceptions.markWarned(exception.id, iso, [await events.exception('exception.expiring', exception)]);
     }
   };
 }

@@ -70,7 +70,7 @@ export async function addSubscription(
   by: SubscriptionChanger,
   checkUrl: UrlCheck,
 ): Promise<{ subscription: SubscriptionRecord; secret: string | null }> {
-  if (!(await store.getTenant(input.tenantId))) throw new SubscriptionInvalid(`no tenant ${input.tenantId}`);
+  if (!(await store.tenants.get(input.tenantId))) throw new SubscriptionInvalid(`no tenant ${input.tenantId}`);
   if (!(SUBSCRIPTION_FORMATS as readonly string[]).includes(input.format)) {
     throw new SubscriptionInvalid(`the format must be one of ${SUBSCRIPTION_FORMATS.join(', ')}, not ${input.format}`);
   }
@@ -110,7 +110,7 @@ export async function addSubscription(
     failuresInARow: 0,
   };
   await store.events.addSubscription(subscription);
-  await store.appendAudit({
+  await store.audit.append({
     at,
     tenantId: subscription.tenantId,
     actor: by.actor,
@@ -137,7 +137,7 @@ export async function removeSubscription(
 ): Promise<SubscriptionRecord> {
   const found = await existing(store, id, by.tenantId);
   if (!(await store.events.removeSubscription(id))) throw new SubscriptionNotFound(`no subscription ${id}`);
-  await store.appendAudit({
+  await store.audit.append({
     at: (by.now ?? new Date()).toISOString(),
     tenantId: found.tenantId,
     actor: by.actor,
@@ -157,7 +157,7 @@ export async function resumeSubscription(
   const found = await existing(store, id, by.tenantId);
   const at = (by.now ?? new Date()).toISOString();
   await store.events.resumeSubscription(id, at);
-  await store.appendAudit({
+  await store.audit.append({
     at,
     tenantId: found.tenantId,
     actor: by.actor,

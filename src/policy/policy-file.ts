@@ -19,7 +19,7 @@ const AllowDeny = Type.Object(
 /** The snake_case names of the verified CI facts a `workload.require` may name. */
 export const REQUIRABLE_FACTS: readonly string[] = Object.values(FACT_FIELDS);
 
-/** The longest velocity window: the store's counters keep no window longer (TRIAL_WINDOW_MAX_MS). */
+/** The longest velocity window: the store's counters keep no window longer (COUNT_WINDOW_MAX_MS). */
 export const MAX_VELOCITY_WINDOW_SECONDS = 7 * 24 * 3600;
 
 const VelocityLimit = Type.Object(

@@ -94,7 +94,7 @@ export class Approvals {
       throw new ApiError('self_approval', `the requester of ${requestId} may not decide it`);
     }
     // Four eyes between people: another key of the requesting person is still the same person.
-    const requesterKey = await this.store.getApiKey(request.requester);
+    const requesterKey = await this.store.apiKeys.get(request.requester);
     const requesterPerson = requesterKey?.personId ?? null;
     if (caller.personId && caller.personId === requesterPerson) {
       throw new ApiError(
@@ -137,7 +137,7 @@ export class Approvals {
         status: 'rejected',
       });
       if (
-        !(await this.store.updatePendingRequest(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
+        !(await this.store.requests.update(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
           rejected,
         ]))
       ) {
@@ -148,12 +148,12 @@ export class Approvals {
     }
 
     const context = JSON.parse(request.inputs) as PolicyContext;
-    const key = await this.store.getKey(tenantId, request.keyId);
+    const key = await this.store.tenants.getKey(tenantId, request.keyId);
     if (!key) throw new ApiError('key_not_found', `key ${request.keyId} of request ${requestId} no longer exists`);
     this.keys.requireUsable(key);
     const recheck = await this.policy.evaluate(key, request.algorithm, request.requester, tenantId, context);
     if (recheck.outcome === 'deny') {
-      await this.store.updatePendingRequest(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
+      await this.store.requests.update(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
         await this.events.request('signature.denied', request, {
           denial: {
             rule: recheck.rule,
@@ -176,7 +176,7 @@ export class Approvals {
       // This stage is passed; the next one's deciders are told like the first one's were.
       const moved = { ...request, status: next, nextStages: rest, decisions };
       if (
-        !(await this.store.updatePendingRequest(
+        !(await this.store.requests.update(
           requestId,
           stage,
           { status: next, nextStages: rest, decisions, updatedAt: at },
@@ -199,7 +199,7 @@ export class Approvals {
         message: `stage ${stage} approved; request ${requestId} now waits for ${next}`,
       };
     }
-    if (!(await this.store.updatePendingRequest(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
+    if (!(await this.store.requests.update(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
       throw this.lostRace(requestId);
     }
     let signed: Signed;
@@ -220,10 +220,10 @@ export class Approvals {
       );
     } catch (err) {
       // Not signed: put the request back so it can be approved again.
-      await this.store.updatePendingRequest(requestId, 'signing', { status: stage, decisions: request.decisions });
+      await this.store.requests.update(requestId, 'signing', { status: stage, decisions: request.decisions });
       throw err;
     }
-    await this.store.updatePendingRequest(
+    await this.store.requests.update(
       requestId,
       'signing',
       {

@@ -52,7 +52,7 @@ export class ExceptionService {
       revokedAt: null,
       revokedBy: null,
     };
-    await this.store.createException(record, [await this.events.exception('exception.created', record)]);
+    await this.store.exceptions.create(record, [await this.events.exception('exception.created', record)]);
     await this.audit(tenantId, createdBy, 'create_exception', 'created', {
       exception_id: record.id,
       vuln_id: record.vulnId,
@@ -66,7 +66,7 @@ export class ExceptionService {
 
   async list(tenantId: string, filter: { status?: ExceptionStatus; vulnId?: string } = {}): Promise<ExceptionRecord[]> {
     await this.requireTenant(tenantId);
-    return (await this.store.listExceptions(tenantId)).filter(
+    return (await this.store.exceptions.list(tenantId)).filter(
       (e) =>
         (filter.status === undefined || this.status(e) === filter.status) &&
         (filter.vulnId === undefined || e.vulnId === filter.vulnId),
@@ -75,24 +75,24 @@ export class ExceptionService {
 
   async revoke(tenantId: string, id: string, by: string): Promise<ExceptionRecord> {
     await this.requireTenant(tenantId);
-    const existing = await this.store.getException(tenantId, id);
+    const existing = await this.store.exceptions.get(tenantId, id);
     if (!existing) throw new ApiError('exception_not_found', `tenant ${tenantId} has no exception ${id}`);
     const at = this.now().toISOString();
     const revokedEvent =
       existing && (await this.events.exception('exception.revoked', { ...existing, revokedAt: at, revokedBy: by }));
-    if (!(await this.store.revokeException(tenantId, id, at, by, revokedEvent && [revokedEvent]))) {
+    if (!(await this.store.exceptions.revoke(tenantId, id, at, by, revokedEvent && [revokedEvent]))) {
       throw new ApiError('exception_not_active', `exception ${id} is already revoked`);
     }
     await this.audit(tenantId, by, 'revoke_exception', 'revoked', { exception_id: id, vuln_id: existing.vulnId });
-    return (await this.store.getException(tenantId, id)) as ExceptionRecord;
+    return (await this.store.exceptions.get(tenantId, id)) as ExceptionRecord;
   }
 
   private audit(tenantId: string, actor: string, action: string, outcome: string, details: Record<string, unknown>) {
-    return this.store.appendAudit({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
+    return this.store.audit.append({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
   }
 
   private async requireTenant(tenantId: string): Promise<void> {
-    if (!(await this.store.getTenant(tenantId)))
+    if (!(await this.store.tenants.get(tenantId)))
       throw new ApiError('tenant_not_found', `tenant ${tenantId} does not exist`);
   }
 }

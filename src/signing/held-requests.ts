@@ -118,7 +118,7 @@ export class HeldRequests {
         continuationKey: matching,
       };
       try {
-        await this.store.createPendingRequest(record, [await this.events.request('signature.pending', record)]);
+        await this.store.requests.create(record, [await this.events.request('signature.pending', record)]);
       } catch (err) {
         // A concurrent identical request opened it first: the next attempt finds and continues it.
         if (err instanceof ConflictError && attempt < OPEN_REQUEST_ATTEMPTS) continue;
@@ -143,7 +143,7 @@ export class HeldRequests {
   private async continuableRequest(tenantId: string, matching: string): Promise<PendingRequestRecord | undefined> {
     const decidedSince =
       this.approvalRetryWindowMs > 0 ? new Date(this.now().getTime() - this.approvalRetryWindowMs).toISOString() : null;
-    const found = await this.store.findContinuableRequest(tenantId, matching, decidedSince);
+    const found = await this.store.requests.findContinuable(tenantId, matching, decidedSince);
     if (!found) return undefined;
     const request = isWaiting(found.status) ? await this.pendingRequest(tenantId, found.id) : found;
     if (isWaiting(request.status)) return request;
@@ -239,7 +239,7 @@ export class HeldRequests {
     const signature = Buffer.from(request.signature ?? '', 'base64');
     const seq =
       request.signedSeq ??
-      (await this.store.auditSeqOfSignature(request.tenantId, createHash('sha256').update(signature).digest()));
+      (await this.store.audit.seqOfSignature(request.tenantId, createHash('sha256').update(signature).digest()));
     return {
       kind: 'signed',
       signature,
@@ -252,7 +252,7 @@ export class HeldRequests {
 
   async pendingRequest(tenantId: string, requestId: string): Promise<PendingRequestRecord> {
     await this.keys.requireTenant(tenantId);
-    const request = await this.store.getPendingRequest(tenantId, requestId);
+    const request = await this.store.requests.get(tenantId, requestId);
     if (!request) throw new ApiError('request_not_found', `tenant ${tenantId} has no signing request ${requestId}`);
     const recovered = await this.recoverStuckSigning(request);
     if (recovered) return this.pendingRequest(tenantId, requestId);
@@ -273,7 +273,7 @@ export class HeldRequests {
     if (this.now().getTime() - Date.parse(request.updatedAt) < SIGNING_STUCK_MS) return false;
     const last = request.decisions.at(-1);
     if (!last) return false;
-    const back = await this.store.updatePendingRequest(request.id, 'signing', {
+    const back = await this.store.requests.update(request.id, 'signing', {
       status: last.stage,
       decisions: request.decisions.slice(0, -1),
       updatedAt: this.now().toISOString(),

@@ -91,8 +91,8 @@ export class KeyImportService {
     let keyRef: string | null = null;
     let previous: KeyImportRecord | undefined;
     if (req.kmsKeyId !== undefined) {
-      const existing = await this.store.getKey(req.tenantId, req.kmsKeyId);
-      previous = await this.store.getKeyImport(req.tenantId, req.kmsKeyId);
+      const existing = await this.store.tenants.getKey(req.tenantId, req.kmsKeyId);
+      previous = await this.store.keyImports.get(req.tenantId, req.kmsKeyId);
       if (existing && existing.origin !== 'imported') {
         throw new ApiError(
           'invalid_request',
@@ -165,7 +165,7 @@ export class KeyImportService {
       validTo: params.validTo.toISOString(),
     };
     try {
-      await this.store.putKeyImport(record);
+      await this.store.keyImports.put(record);
     } catch (err) {
       if (wrappingKeyRef) await this.dropWrappingKey(wrappingKeyRef);
       throw err;
@@ -186,8 +186,8 @@ export class KeyImportService {
   async importKey(req: ImportKeyRequest): Promise<ImportedKey> {
     const materialExpiresAt = this.materialExpiry(req);
     await this.requireTenant(req.tenantId);
-    const pending = await this.store.getKeyImport(req.tenantId, req.kmsKeyId);
-    const existing = await this.store.getKey(req.tenantId, req.kmsKeyId);
+    const pending = await this.store.keyImports.get(req.tenantId, req.kmsKeyId);
+    const existing = await this.store.tenants.getKey(req.tenantId, req.kmsKeyId);
     if (!pending && !existing) throw new ApiError('key_not_found', `tenant ${req.tenantId} has no key ${req.kmsKeyId}`);
     if (existing && existing.origin !== 'imported') {
       throw new ApiError(
@@ -236,7 +236,7 @@ export class KeyImportService {
     }
     let key: KeyRecord;
     const by = await this.events.actor(req.actor);
-    const previous = (await this.store.getCurrentKey(req.tenantId))?.id;
+    const previous = (await this.store.tenants.currentKey(req.tenantId))?.id;
     const imported = (k: KeyRecord) => [this.events.keyEvent('key.imported', k, by, previous ?? k.id)];
     try {
       if (existing) {
@@ -247,7 +247,7 @@ export class KeyImportService {
           );
         }
         // Same material: the key version keeps its reference (the copy just made is removed below).
-        key = await this.store.reimportKey(
+        key = await this.store.keyImports.reimport(
           req.tenantId,
           existing.id,
           existing.keyRef,
@@ -255,7 +255,7 @@ export class KeyImportService {
           imported,
         );
       } else {
-        key = await this.store.completeKeyImport(
+        key = await this.store.keyImports.complete(
           req.tenantId,
           {
             id: req.kmsKeyId,
@@ -301,13 +301,13 @@ export class KeyImportService {
    */
   async sweep(): Promise<number> {
     if (!this.keyStores.stores.some((s) => s.kind === 'pkcs11')) return 0;
-    const expired = await this.store.listExpiredKeyImports(this.now().toISOString());
+    const expired = await this.store.keyImports.listExpired(this.now().toISOString());
     let swept = 0;
     for (const record of expired) {
       if (!record.wrappingKeyRef) continue;
       try {
         await new Pkcs11Importer(this.token()).destroyWrappingKey(record.wrappingKeyRef);
-        await this.store.clearWrappingKey(record.id, record.wrappingKeyRef);
+        await this.store.keyImports.clearWrappingKey(record.id, record.wrappingKeyRef);
         swept++;
       } catch {
         // the token is away: the next sweep tries again
@@ -391,7 +391,7 @@ export class KeyImportService {
   }
 
   private async requireTenant(tenantId: string): Promise<void> {
-    if (!(await this.store.getTenant(tenantId))) {
+    if (!(await this.store.tenants.get(tenantId))) {
       throw new ApiError(
         'tenant_not_found',
         `tenant ${tenantId} does not exist; create it first (create_tenant), then import a key into it`,
@@ -400,7 +400,7 @@ export class KeyImportService {
   }
 
   private audit(tenantId: string, actor: string, action: string, outcome: string, details: Record<string, unknown>) {
-    return this.store.appendAudit({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
+    return this.store.audit.append({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
   }
 }
 

@@ -52,7 +52,7 @@ export class PolicyCheck {
 
   private async activeExceptions(tenantId: string): Promise<ActiveException[]> {
     const now = this.now().getTime();
-    return (await this.store.listExceptions(tenantId))
+    return (await this.store.exceptions.list(tenantId))
       .filter((e) => e.revokedAt === null && Date.parse(e.expiresAt) > now)
       .map((e) => ({
         id: e.id,

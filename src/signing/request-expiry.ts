@@ -14,11 +14,11 @@ export async function expireRequest(
   request: PendingRequestRecord,
   iso: string,
 ): Promise<boolean> {
-  const expired = await store.updatePendingRequest(request.id, request.status, { status: 'expired', updatedAt: iso }, [
+  const expired = await store.requests.update(request.id, request.status, { status: 'expired', updatedAt: iso }, [
     await events.request('signature.expired', request, { status: 'expired' }),
   ]);
   if (expired) {
-    await store.appendAudit({
+    await store.audit.append({
       at: iso,
       tenantId: request.tenantId,
       actor: 'service',
@@ -41,7 +41,7 @@ export async function expireOverdueRequests(
   limit = 100,
 ): Promise<number> {
   let expired = 0;
-  for (const request of await store.listWaitingRequestsExpiringBefore(iso, limit)) {
+  for (const request of await store.requests.listWaitingExpiringBefore(iso, limit)) {
     if (await expireRequest(store, events, request, iso)) expired++;
   }
   return expired;

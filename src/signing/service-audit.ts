@@ -15,5 +15,5 @@ export type Audit = (
 /** Appends to the audit log; a failed write fails the caller's request. */
 export function auditTo(store: Store, now: () => Date): Audit {
   return (tenantId, actor, action, outcome, details, events) =>
-    store.appendAudit({ at: now().toISOString(), tenantId, actor, action, outcome, details }, events);
+    store.audit.append({ at: now().toISOString(), tenantId, actor, action, outcome, details }, events);
 }

@@ -82,7 +82,7 @@ export class SignatureRecorder {
     const record = (signatureSha256?: Buffer): { id: string; written: Promise<number | undefined> } => {
       const at = this.now();
       const id = timeOrderedId(at.getTime());
-      const written = this.store.recordSignature(
+      const written = this.store.signatures.record(
         {
           id,
           tenantId: key.tenantId,
@@ -115,7 +115,9 @@ export class SignatureRecorder {
     };
     // Not ahead while the key store is known to be away: the record would only be withdrawn again.
     const ahead =
-      this.store.writesOnThread && signedEvent === undefined && this.keyStores.outageOf(key.keyStore) === undefined
+      this.store.signatures.writesOnThread &&
+      signedEvent === undefined &&
+      this.keyStores.outageOf(key.keyStore) === undefined
         ? record()
         : undefined;
     // The commit may fail while a signing thread still works; it is awaited below, but a rejection with no
@@ -151,10 +153,10 @@ export class SignatureRecorder {
         ));
       const outage = outageOf(err);
       const audited = recorded
-        ? this.store.withdrawSignature(ahead.id, failed(ahead.id))
+        ? this.store.signatures.withdraw(ahead.id, failed(ahead.id))
         : outage?.countRefusal()
           ? this.outageStarts.get(outage)
-          : this.store.appendAudit(failed());
+          : this.store.audit.append(failed());
       await audited?.catch(() => undefined); // the key store's error is the one to report
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
@@ -171,8 +173,8 @@ export class SignatureRecorder {
     // Written ahead, the record could not name the signature: its lookup row rides along with a later group
     // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
     if (ahead && seq !== undefined) {
-      this.store
-        .recordSignatureLookup({ auditSeq: seq, tenantId: key.tenantId, signatureId: ahead.id, signatureSha256 })
+      this.store.signatures
+        .recordLookup({ auditSeq: seq, tenantId: key.tenantId, signatureId: ahead.id, signatureSha256 })
         .catch(() => undefined);
     }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);

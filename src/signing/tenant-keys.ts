@@ -38,12 +38,12 @@ export class TenantKeys {
     actor: string,
   ): Promise<{ tenant: TenantRecord; key: KeyRecord }> {
     this.requireSupported(keySpec);
-    if (await this.store.getTenant(tenantId)) {
+    if (await this.store.tenants.get(tenantId)) {
       throw new ApiError('tenant_exists', `tenant ${tenantId} already exists`);
     }
     const key = await this.newKey(tenantId, keySpec, 1);
     try {
-      const tenant = await this.store.createTenant(tenantId, key, [
+      const tenant = await this.store.tenants.create(tenantId, key, [
         await this.events.tenantCreated(tenantId, key, actor),
       ]);
       await this.audit(tenantId, actor, 'create_tenant', 'created', { key_id: key.id, key_spec: keySpec });
@@ -64,7 +64,9 @@ export class TenantKeys {
     let key: KeyRecord;
     try {
       const by = await this.events.actor(actor);
-      key = await this.store.rotateKey(tenantId, made, (k) => [this.events.keyEvent('key.rotated', k, by, current.id)]);
+      key = await this.store.tenants.rotateKey(tenantId, made, (k) => [
+        this.events.keyEvent('key.rotated', k, by, current.id),
+      ]);
     } catch (err) {
       await this.destroy(made);
       throw err;
@@ -74,21 +76,21 @@ export class TenantKeys {
       key_spec: key.keySpec,
       version: key.version,
     });
-    return { key, keys: await this.store.listKeys(tenantId) };
+    return { key, keys: await this.store.tenants.listKeys(tenantId) };
   }
 
   /** The tenant's current key, or the version named by `keyId`. */
   async getKey(tenantId: string, keyId?: string): Promise<KeyRecord> {
     if (keyId === undefined) return this.currentKey(tenantId);
     await this.requireTenant(tenantId);
-    const key = await this.store.getKey(tenantId, keyId);
+    const key = await this.store.tenants.getKey(tenantId, keyId);
     if (!key) throw new ApiError('key_not_found', `tenant ${tenantId} has no key ${keyId}`);
     return key;
   }
 
   async listKeys(tenantId: string): Promise<KeyRecord[]> {
     await this.requireTenant(tenantId);
-    return this.store.listKeys(tenantId);
+    return this.store.tenants.listKeys(tenantId);
   }
 
   /** Imported material with an expiry stops working then, until the same material is imported again (AWS KMS). */
@@ -102,13 +104,13 @@ export class TenantKeys {
   }
 
   async requireTenant(tenantId: string): Promise<TenantRecord> {
-    const tenant = await this.store.getTenant(tenantId);
+    const tenant = await this.store.tenants.get(tenantId);
     if (!tenant) throw new ApiError('tenant_not_found', `tenant ${tenantId} does not exist`);
     return tenant;
   }
 
   async currentKey(tenantId: string): Promise<KeyRecord> {
-    const key = await this.store.getCurrentKey(tenantId);
+    const key = await this.store.tenants.currentKey(tenantId);
     if (!key) throw new ApiError('tenant_not_found', `tenant ${tenantId} does not exist`);
     return key;
   }

@@ -80,7 +80,7 @@ export async function countVelocity(
   if (!limits) return undefined;
   for (const { scope, limit, subject, key } of countersOf(limits, caller)) {
     const windowMs = limit.windowSeconds * 1000;
-    const { count, windowStartMs } = await store.countTrialRequest(key, nowMs, windowMs);
+    const { count, windowStartMs } = await store.requestCounts.count(key, nowMs, windowMs);
     if (count <= limit.max) continue;
     return {
       limit: scope,

@@ -5,7 +5,9 @@ import { Kysely, PostgresAdapter, PostgresDialect, type PostgresPool, type Postg
 import pg from 'pg';
 import { advisoryLockKey } from './advisory-lock.js';
 import { entryTexts } from './audit-chain.js';
-import { type Database, KyselyStore, type WriteBatch } from './kysely-store.js';
+import type { WriteBatch } from './group-commit.js';
+import { KyselyStore } from './kysely-store.js';
+import type { Database } from './tables.js';
 
 export interface PostgresStoreOptions {
   /** Connections kept by this process (default 10): enough for group commits plus reads, well under max_connections. */
@@ -80,8 +82,6 @@ class TransactionLockPostgresDialect extends PostgresDialect {
  * limit (docs/benchmarks.md).
  */
 export class PostgresStore extends KyselyStore {
-  protected override readonly serialFlushes = true;
-
   constructor(
     db: Kysely<Database>,
     description: string,
@@ -90,7 +90,8 @@ export class PostgresStore extends KyselyStore {
     readonly statementTimeoutMs?: number,
     private readonly openBackground?: () => PostgresStore,
   ) {
-    super(db, description);
+    // One group commit in flight at a time (group-commit.ts says why).
+    super(db, description, { serialFlushes: true });
   }
 
   private backgroundStore?: PostgresStore;

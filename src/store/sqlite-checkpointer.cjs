@@ -11,7 +11,7 @@
 // queues its writes while this thread holds it, and never blocks its event loop on it). That pass copies only the
 // few frames written during the first, and starts the WAL over (TRUNCATE).
 //
-// Passes run on the interval timer and also when a committer asks for one (sqlite-store.ts: CommitGate): on a
+// Passes run on the interval timer and also when a committer asks for one (sqlite-threads.ts: CommitGate): on a
 // loaded machine this thread's timer fired late while the service committed on.
 // Plain CommonJS so it runs the same from the TypeScript sources (tests) and from dist/.
 'use strict';
@@ -19,7 +19,7 @@ const { performance } = require('node:perf_hooks');
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.betterSqlite3Path);
 
-// Commit gate states and shared words, as sqlite-store.ts defines them (CommitGate).
+// Commit gate states and shared words, as sqlite-threads.ts defines them (CommitGate).
 const { OPEN, COMMITTING, CHECKPOINTING, WORD_GATE, WORD_COMMITS, WORD_WAKE } = workerData.gateStates ?? {};
 /** How long to try for the gate before leaving it to the next pass (the service holds it only for one commit). */
 const GATE_WAIT_MS = 100;

@@ -1,28 +1,20 @@
 import { closeSync, openSync } from 'node:fs';
-import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
-import { packagePath } from '../paths.js';
+import { API_KEY_WITH_OWNER, type ApiKeyRow, toApiKey } from './api-key-store.js';
 import { chainAuditRows } from './audit-chain.js';
+import { Checkpointer, type CheckpointerStats, RESTART_FRAMES } from './checkpointer-thread.js';
 import type { OutboxRow } from './event-store.js';
-import {
-  API_KEY_WITH_OWNER,
-  type ApiKeyRow,
-  CHAIN_RACE_ATTEMPTS,
-  type Database,
-  KyselyStore,
-  type LookupRow,
-  lookupRowOf,
-  lookupRows,
-  type PendingWrite,
-  settleWithSeqs,
-  toApiKey,
-  toKey,
-  WRITE_BATCH_MAX,
-  type WriteBatch,
-} from './kysely-store.js';
-import { openSqlite, SQLITE_DRIVER_PATH } from './sqlite-driver.js';
-import type { ApiKeyRecord, KeyRecord, SignatureLookup } from './store.js';
+import { type LookupRow, lookupRows, type Write, type WriteBatch } from './group-commit.js';
+import { KyselyStore } from './kysely-store.js';
+import type { ApiKeyRecord } from './records/api-key.js';
+import type { KeyRecord } from './records/tenant-key.js';
+import { lookupRowOf, type SignatureLookup } from './signature-store.js';
+import { openSqlite } from './sqlite-driver.js';
+import { BUSY_TIMEOUT_MS, COMMITS_PER_PASS } from './sqlite-threads.js';
+import type { Database } from './tables.js';
+import { toKey } from './tenant-store.js';
+import { StoreWriter } from './writer-thread.js';
 
 const STATEMENT_CACHE_SIZE = 256;
 
@@ -66,7 +58,7 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
  * The signing path's statements, prepared once: the two reads every signature makes (the caller's API key, the
  * tenant's current key), the cache epoch and the group commit of signature records and audit entries. Kysely's
  * query building and its promise chain cost more than SQLite's own work here (the commit went from about 0.45 ms
- * to under 0.1 ms a signature). Same SQL as KyselyStore's; every other query stays there. The reads are answered
+ * to under 0.1 ms a signature). Same SQL as the parts' (tenant-store.ts, api-key-store.ts); every other query stays there. The reads are answered
  * synchronously, so a cached read (access-cache.ts) checks the epoch without waiting.
  *
  * With `writerThread`, signature records and audit entries are committed on a thread of their own
@@ -76,7 +68,7 @@ class SqliteStore extends KyselyStore {
   private apiKeyById?: BetterSqlite3.Statement<[string], ApiKeyRow>;
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
   private writeBatch?: (batch: WriteBatch) => number | undefined;
-  /** Lookup rows waiting for the next write to the writer thread (recordSignatureLookup). */
+  /** Lookup rows waiting for the next write to the writer thread (writeSignatureLookup). */
   private deferredLookups: LookupRow[] = [];
   private lookupTimer: NodeJS.Timeout | undefined;
   private cacheEpoch?: BetterSqlite3.Statement<[], number>;
@@ -119,7 +111,7 @@ class SqliteStore extends KyselyStore {
   }
 
   /** True while a writer thread commits this store's signature records and audit entries. */
-  override get writesOnThread(): boolean {
+  protected override get commitsOnThread(): boolean {
     return this.writer !== undefined;
   }
 
@@ -128,7 +120,7 @@ class SqliteStore extends KyselyStore {
     this.writer = undefined;
   }
 
-  protected override enqueue(write: Omit<PendingWrite, 'resolve' | 'reject'>): Promise<number | undefined> {
+  protected override enqueue(write: Write): Promise<number | undefined> {
     if (!this.writer) return super.enqueue(write);
     const writer = this.writer;
     // Lookup rows waiting ride along with this write: no message and no commit of their own under load.
@@ -153,8 +145,8 @@ class SqliteStore extends KyselyStore {
    * With a writer thread, the row waits for the next write (a signature's record under load, milliseconds away);
    * alone it goes after LOOKUP_DELAY_MS. Without one, the next group commit on the event loop takes it.
    */
-  override recordSignatureLookup(lookup: SignatureLookup): Promise<void> {
-    if (!this.writer) return super.recordSignatureLookup(lookup);
+  protected override writeSignatureLookup(lookup: SignatureLookup): Promise<void> {
+    if (!this.writer) return super.writeSignatureLookup(lookup);
     this.deferLookups([lookupRowOf(lookup)]);
     return Promise.resolve();
   }
@@ -249,316 +241,6 @@ const INSERT_LOOKUP_SQL =
  * rides along.
  */
 const LOOKUP_DELAY_MS = 20;
-
-const CHECKPOINTER_PATH = packagePath('src', 'store', 'sqlite-checkpointer.cjs');
-
-/** What the checkpointer thread has done: passes, passes with the commits held (and for how long in all), lockouts. */
-export interface CheckpointerStats {
-  passes: number;
-  gatedPasses: number;
-  gateMs: number;
-  /** Passes that found another connection's checkpoint under way (and were tried again a few ms later). */
-  lockedOut: number;
-}
-
-/** Atomics.waitAsync (ES2024; in every supported Node, but not in the ES2023 library this project compiles with). */
-const waitAsync = (
-  Atomics as unknown as {
-    waitAsync(
-      array: Int32Array,
-      index: number,
-      value: number,
-      timeoutMs: number,
-    ): { async: boolean; value: Promise<string> | string };
-  }
-).waitAsync;
-
-/**
- * Commit gate states and the shared words' places; the checkpointer and writer threads get them through their
- * workerData.
- */
-const GATE = {
-  OPEN: 0,
-  COMMITTING: 1,
-  CHECKPOINTING: 2,
-  /** Word 0: the gate. Word 1: commits since the checkpointer's last pass. Word 2: pass requests. Word 3: 1 once
-   * the checkpointer is gone (no commit waits for it then). Word 4: commits allowed between two passes. */
-  WORD_GATE: 0,
-  WORD_COMMITS: 1,
-  WORD_WAKE: 2,
-  WORD_GONE: 3,
-  WORD_COMMITS_PER_PASS: 4,
-} as const;
-
-/** Commits that may land between two checkpoint passes by default (CommitGate says why). */
-const COMMITS_PER_PASS = 100;
-
-/**
- * Words shared with the checkpointer thread. The gate: this thread commits only while it holds it, the
- * checkpointer holds it for its short catch-up pass. A commit is synchronous, so the thread that reads OPEN and
- * sets COMMITTING keeps it until leave(), with no await in between.
- *
- * The commit count: the gate alone bounds the WAL only if the checkpointer thread runs when its timer says. On a
- * loaded machine the thread went unscheduled while the event loop committed on, and the WAL grew to 91 MB between
- * two passes. So a committer asks for a pass once half of `commitsPerPass` commits landed since the last one, and
- * waits for it once all of them did: the WAL grows by at most that many commits between passes, however the
- * threads are scheduled.
- * Every pass resets the count, whatever it achieved, so a checkpoint that cannot finish (a reader holding an old
- * snapshot, another process's checkpoint) slows commits down but never stops them.
- */
-class CommitGate {
-  readonly word = new Int32Array(new SharedArrayBuffer(5 * 4));
-
-  constructor(commitsPerPass: number) {
-    Atomics.store(this.word, GATE.WORD_COMMITS_PER_PASS, commitsPerPass);
-  }
-
-  tryEnter(): boolean {
-    return Atomics.compareExchange(this.word, GATE.WORD_GATE, GATE.OPEN, GATE.COMMITTING) === GATE.OPEN;
-  }
-
-  /** Opens the gate: after this thread's commit, or when the checkpointer is gone (nothing may stay shut). */
-  leave(): void {
-    Atomics.add(this.word, GATE.WORD_COMMITS, 1);
-    Atomics.store(this.word, GATE.WORD_GATE, GATE.OPEN);
-  }
-
-  /** True if the next commit must wait for a checkpoint pass; asks the checkpointer for one ahead of that. */
-  mustWaitForPass(): boolean {
-    if (Atomics.load(this.word, GATE.WORD_GONE) === 1) return false;
-    const limit = Atomics.load(this.word, GATE.WORD_COMMITS_PER_PASS);
-    const commits = Atomics.load(this.word, GATE.WORD_COMMITS);
-    if (commits < limit / 2) return false;
-    Atomics.add(this.word, GATE.WORD_WAKE, 1);
-    Atomics.notify(this.word, GATE.WORD_WAKE);
-    return commits >= limit;
-  }
-
-  /** The checkpointer is gone: open the gate and let every waiting commit go. */
-  release(): void {
-    Atomics.store(this.word, GATE.WORD_GONE, 1);
-    Atomics.store(this.word, GATE.WORD_GATE, GATE.OPEN);
-    Atomics.store(this.word, GATE.WORD_COMMITS, 0);
-    Atomics.notify(this.word, GATE.WORD_COMMITS);
-  }
-}
-
-/** WAL length (in frames, 4 KiB pages) past which the checkpointer catches up with the commits held. */
-const RESTART_FRAMES = 1000;
-
-/** The checkpointer thread of a long-running store (sqlite-checkpointer.cjs says why). */
-class Checkpointer {
-  readonly gate: CommitGate;
-  private readonly worker: Worker;
-  private waiting: Array<(stats: CheckpointerStats | undefined) => void> = [];
-  private gateWaiters: Array<() => void> = [];
-  private stopped = false;
-
-  /**
-   * `onDeath` runs if the thread fails to start or ends before stop(): the caller turns SQLite's automatic
-   * checkpoint back on, so the WAL never grows without bound.
-   */
-  constructor(
-    path: string,
-    intervalMs: number,
-    restartFrames: number,
-    commitsPerPass: number,
-    onError: (message: string) => void,
-    onDeath: () => void,
-    workerFile = CHECKPOINTER_PATH,
-  ) {
-    this.gate = new CommitGate(commitsPerPass);
-    this.worker = new Worker(workerFile, {
-      workerData: {
-        path,
-        intervalMs,
-        restartFrames,
-        busyTimeoutMs: BUSY_TIMEOUT_MS,
-        betterSqlite3Path: SQLITE_DRIVER_PATH,
-        gate: this.gate.word.buffer,
-        gateStates: GATE,
-      },
-    });
-    this.worker.on('message', (msg: { type: string; message?: string; stats?: CheckpointerStats }) => {
-      if (msg.type === 'error' && msg.message) onError(msg.message);
-      if (msg.type === 'open') this.wakeGateWaiters();
-      if (msg.type === 'done') for (const resolve of this.waiting.splice(0)) resolve(msg.stats);
-    });
-    this.worker.on('error', (err) => onError(err.message));
-    this.worker.on('exit', () => {
-      this.gate.release();
-      this.wakeGateWaiters();
-      for (const resolve of this.waiting.splice(0)) resolve(undefined);
-      if (!this.stopped) {
-        this.stopped = true;
-        onError('the checkpointer thread ended; SQLite checkpoints inside commits again');
-        onDeath();
-      }
-    });
-    this.worker.unref();
-  }
-
-  /**
-   * Resolves once the checkpointer has let go of the commit gate. Called right after tryEnter() failed, in the
-   * same synchronous run: the thread posts 'open' only after it let go, so that message is still to come.
-   */
-  reopened(): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    // Referenced while a commit waits: a process with nothing else to do must not end before its records are written.
-    if (this.gateWaiters.length === 0) this.worker.ref();
-    return new Promise((resolve) => this.gateWaiters.push(resolve));
-  }
-
-  /** Resolves once the checkpointer has made a pass since mustWaitForPass() said to wait (or is gone). */
-  async passed(): Promise<void> {
-    const word = this.gate.word;
-    // Referenced while a commit waits, as in reopened().
-    this.worker.ref();
-    try {
-      // The time-out only asks again: a pass that began before the request may not have seen it.
-      while (this.gate.mustWaitForPass()) {
-        const waited = waitAsync(word, GATE.WORD_COMMITS, Atomics.load(word, GATE.WORD_COMMITS), 1000);
-        if (waited.async) await waited.value;
-      }
-    } finally {
-      if (this.gateWaiters.length === 0 && !this.stopped) this.worker.unref();
-    }
-  }
-
-  now(): Promise<CheckpointerStats | undefined> {
-    if (this.stopped) return Promise.resolve(undefined);
-    return new Promise((resolve) => {
-      this.waiting.push(resolve);
-      this.worker.postMessage('now');
-    });
-  }
-
-  async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
-    for (const resolve of this.waiting.splice(0)) resolve(undefined);
-    await stopThread(this.worker, 2000);
-    this.gate.release();
-    this.wakeGateWaiters();
-  }
-
-  private wakeGateWaiters(): void {
-    if (this.gateWaiters.length === 0) return;
-    if (!this.stopped) this.worker.unref();
-    for (const resolve of this.gateWaiters.splice(0)) resolve();
-  }
-}
-
-const BUSY_TIMEOUT_MS = 5000;
-
-const WRITER_PATH = packagePath('src', 'store', 'sqlite-writer.cjs');
-const AUDIT_HASH_PATH = packagePath('src', 'store', 'audit-hash.cjs');
-
-type Settle = Pick<PendingWrite, 'resolve' | 'reject'> & { audit: boolean };
-
-/** The writer thread of a store with `writerThread` (sqlite-writer.cjs says why). */
-class StoreWriter {
-  private readonly worker: Worker;
-  private readonly waiting = new Map<number, Settle>();
-  private nextId = 0;
-  private stopped = false;
-
-  /** `onDeath` runs if the thread fails to start or ends before stop(); the writes it held have failed by then. */
-  constructor(
-    path: string,
-    spinMs: number,
-    gate: CommitGate | undefined,
-    onError: (message: string) => void,
-    onDeath: () => void,
-    workerFile = WRITER_PATH,
-  ) {
-    this.worker = new Worker(workerFile, {
-      workerData: {
-        path,
-        spinMs,
-        busyTimeoutMs: BUSY_TIMEOUT_MS,
-        batchMax: WRITE_BATCH_MAX,
-        chainRaceAttempts: CHAIN_RACE_ATTEMPTS,
-        noAutoCheckpoint: gate !== undefined,
-        betterSqlite3Path: SQLITE_DRIVER_PATH,
-        auditHashPath: AUDIT_HASH_PATH,
-        gate: gate?.word.buffer,
-        gateStates: GATE,
-      },
-    });
-    this.worker.on(
-      'message',
-      (msg: { type: string; ids: number[]; firstSeq?: number; message?: string; code?: string }) => {
-        const failure =
-          msg.type === 'failed' ? Object.assign(new Error(msg.message), { code: msg.code || undefined }) : undefined;
-        const settled = msg.ids.map((id) => {
-          const settle = this.waiting.get(id);
-          this.waiting.delete(id);
-          return settle;
-        });
-        if (failure) for (const settle of settled) settle?.reject(failure);
-        else
-          settleWithSeqs(
-            settled.map((s) => ({ audit: s?.audit ? true : undefined, settle: (seq) => s?.resolve(seq) })),
-            msg.firstSeq,
-          );
-        if (this.waiting.size === 0) this.worker.unref();
-      },
-    );
-    this.worker.on('error', (err) => onError(err.message));
-    this.worker.on('exit', () => {
-      const lost = new Error('the store writer thread ended before it confirmed these writes');
-      for (const settle of this.waiting.values()) settle.reject(lost);
-      this.waiting.clear();
-      if (!this.stopped) {
-        this.stopped = true;
-        onError('the store writer thread ended; the event loop commits again');
-        onDeath();
-      }
-    });
-    this.worker.unref();
-  }
-
-  write(
-    write: Omit<PendingWrite, 'resolve' | 'reject'>,
-    resolve: (seq: number | undefined) => void,
-    reject: (err: unknown) => void,
-  ): void {
-    // A message to an ended thread goes nowhere: the caller would wait for ever.
-    if (this.stopped) {
-      reject(new Error('the store is closed'));
-      return;
-    }
-    const id = ++this.nextId;
-    // Referenced while writes are under way: the process must not end before they are durable.
-    if (this.waiting.size === 0) this.worker.ref();
-    this.waiting.set(id, { resolve, reject, audit: write.audit !== undefined });
-    this.worker.postMessage({ id, ...write });
-  }
-
-  /** Lets the thread commit what it was given, then ends it. */
-  async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
-    await stopThread(this.worker, 10_000);
-  }
-}
-
-/** Asks a store thread to stop, waits for it up to `graceMs`, then ends it. */
-async function stopThread(worker: Worker, graceMs: number): Promise<void> {
-  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-  // Referenced while it stops: an unreferenced thread and timer let a process with nothing else to do end
-  // in the middle of this wait, with exit code 0, before its caller could report an error.
-  worker.ref();
-  worker.postMessage('stop');
-  let timer: NodeJS.Timeout | undefined;
-  const gaveUp = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, graceMs);
-  });
-  await Promise.race([exited, gaveUp]);
-  clearTimeout(timer);
-  await worker.terminate();
-}
 
 export interface SqliteStoreOptions {
   /**

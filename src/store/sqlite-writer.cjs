@@ -17,7 +17,7 @@ const { chainAuditRows } = require(workerData.auditHashPath);
 
 const { path, busyTimeoutMs, spinMs, batchMax, chainRaceAttempts, gateStates } = workerData;
 const { OPEN, COMMITTING, WORD_GATE, WORD_COMMITS, WORD_WAKE, WORD_GONE, WORD_COMMITS_PER_PASS } = gateStates;
-/** The commit gate shared with the checkpointer thread (sqlite-store.ts: CommitGate); absent without one. */
+/** The commit gate shared with the checkpointer thread (sqlite-threads.ts: CommitGate); absent without one. */
 const gate = workerData.gate ? new Int32Array(workerData.gate) : undefined;
 
 const db = new Database(path, { fileMustExist: true });
@@ -58,7 +58,7 @@ function prepare() {
       if (w.signature) insertSignature.run(w.signature);
       if (w.withdraw !== undefined) deleteSignature.run(w.withdraw);
       if (w.audit) audits.push(w.audit);
-      // Rows of signatures recorded ahead earlier, riding along (sqlite-store.ts: recordSignatureLookup).
+      // Rows of signatures recorded ahead earlier, riding along (sqlite-store.ts: writeSignatureLookup).
       if (w.lookups) for (const row of w.lookups) lookup(row, row.audit_seq);
     }
     if (audits.length === 0) {
@@ -143,7 +143,7 @@ function commit(writes) {
 /**
  * Asks for a checkpoint pass once half of the commits allowed between two passes landed, waits (this thread may
  * block) for it once all of them did, and waits while the checkpointer holds the gate for its short catch-up pass
- * (sqlite-store.ts: CommitGate).
+ * (sqlite-threads.ts: CommitGate).
  */
 function enterGate() {
   if (!gate) return;

@@ -15,7 +15,7 @@ export async function verifyAuditChain(store: Store): Promise<ChainReport> {
   let after = 0;
   let head = '';
   for (;;) {
-    const page = await store.readAudit(after, 1000);
+    const page = await store.audit.read(after, 1000);
     if (page.length === 0) break;
     for (const entry of page) {
       const problem = verifier.check(entry);

@@ -23,7 +23,7 @@ const DIGEST_LENGTHS = [32, 48, 64];
  * Another tenant's signature or digest is not found (undefined), so a lookup says nothing about other tenants.
  */
 export async function resolveLogIndex(
-  store: Pick<Store, 'auditSeqOfSignature' | 'auditSeqOfDigest'>,
+  store: Pick<Store, 'audit'>,
   tenantId: string,
   query: LogEntryQuery,
 ): Promise<number | undefined> {
@@ -49,11 +49,11 @@ export async function resolveLogIndex(
         'signature_sha256 must be the SHA-256 of the raw signature bytes: 64 hexadecimal characters',
       );
     }
-    return indexOf(await store.auditSeqOfSignature(tenantId, Buffer.from(hex, 'hex')));
+    return indexOf(await store.audit.seqOfSignature(tenantId, Buffer.from(hex, 'hex')));
   }
   const digest = digestOf(query.digest);
   // Signature records and audit entries hold the digest in standard base64, padded.
-  return indexOf(await store.auditSeqOfDigest(tenantId, digest.toString('base64')));
+  return indexOf(await store.audit.seqOfDigest(tenantId, digest.toString('base64')));
 }
 
 function digestOf(value: unknown): Buffer {

@@ -127,7 +127,7 @@ export class TsaService {
       identity.signer,
     );
     // Committed before the token leaves: a token the log does not know of never exists outside.
-    await this.store.appendAudit(
+    await this.store.audit.append(
       this.auditEntry(scope, parsed.request, parsed.policy, serialNumber, genTime, requester),
     );
     return { reply, granted: true };
@@ -173,8 +173,8 @@ export class TsaService {
     if (Math.abs(step) >= CLOCK_STEP_MS) {
       // Audited (CA/B BRs §6.8), and checked again at once: a step can mean the time source changed.
       void this.clock.refresh();
-      await this.store
-        .appendAudit({
+      await this.store.audit
+        .append({
           at: now.toISOString(),
           tenantId: scope === '' ? null : scope,
           actor: 'service',

@@ -22,7 +22,7 @@ export async function apiKeyRoutes(app: FastifyInstance, ctx: ConsoleContext): P
   app.get('/keys', { schema: { hide: true } }, async (request, reply) => {
     const v = ctx.visitor(request);
     const now = ctx.now().getTime();
-    const keys = (await ctx.store.listApiKeys()).filter((k) => k.personId === v.person.id).reverse();
+    const keys = (await ctx.store.apiKeys.list()).filter((k) => k.personId === v.person.id).reverse();
     const rows = keys.map((k) => {
       const state = k.revokedAt ? 'revoked' : k.expiresAt && Date.parse(k.expiresAt) <= now ? 'expired' : 'active';
       return html`<tr><td><code>${k.id}</code></td><td>${k.label}</td><td>${k.tenantId ?? '(all tenants)'}</td>
@@ -101,7 +101,7 @@ ${mint}`,
         now,
         { events: ctx.events, by: `person:${v.person.id}` },
       );
-      await ctx.store.appendAudit({
+      await ctx.store.audit.append({
         at: now.toISOString(),
         tenantId,
         actor: `person:${v.person.id}`,
@@ -134,15 +134,15 @@ ${mint}`,
   app.post('/keys/revoke', { schema: { hide: true } }, async (request, reply) => {
     const v = ctx.visitor(request);
     const id = (request.body as Record<string, string | undefined>).key_id ?? '';
-    const key = await ctx.store.getApiKey(id);
+    const key = await ctx.store.apiKeys.get(id);
     // Someone else's key looks like no key at all.
     if (!key || key.personId !== v.person.id) {
       return ctx.fail(reply, new ApiError('not_found', `you have no API key ${id}`), request);
     }
     const at = ctx.now().toISOString();
     const revokedEvent = await ctx.events.apiKey('api_key.revoked', { ...key, revokedAt: at }, `person:${v.person.id}`);
-    if (await ctx.store.revokeApiKey(id, at, [revokedEvent])) {
-      await ctx.store.appendAudit({
+    if (await ctx.store.apiKeys.revoke(id, at, [revokedEvent])) {
+      await ctx.store.audit.append({
         at,
         tenantId: key.tenantId,
         actor: `person:${v.person.id}`,

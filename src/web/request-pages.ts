@@ -25,7 +25,7 @@ export async function requestRoutes(app: FastifyInstance, ctx: ConsoleContext): 
 <p>Pending requests are shown to approvers, security reviewers and admins of ${tenant}; you are ${roles.join(', ')}.</p></section>`);
         continue;
       }
-      const pending = await ctx.store.listPendingRequests(tenant);
+      const pending = await ctx.store.requests.listPending(tenant);
       const items: Html[] = [];
       for (const r of pending) items.push(await requestView(ctx, r, roles, v.session.csrfToken));
       sections.push(html`<section aria-labelledby="tenant-${tenant}">
@@ -76,7 +76,7 @@ async function requestView(
   csrf: string,
 ): Promise<Html> {
   const inputs = JSON.parse(r.inputs) as PolicyContext;
-  const requesterKey = await ctx.store.getApiKey(r.requester);
+  const requesterKey = await ctx.store.apiKeys.get(r.requester);
   const requesterPerson = requesterKey?.personId ? await ctx.store.people.getPerson(requesterKey.personId) : undefined;
   const requester = requesterPerson?.email
     ? `${requesterPerson.email} (key ${r.requester})`

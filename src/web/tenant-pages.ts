@@ -100,7 +100,7 @@ ${csrfInput(csrf)}
         if (err instanceof ConflictError) throw new ApiError('invalid_request', err.message);
         throw err;
       }
-      await ctx.store.appendAudit({
+      await ctx.store.audit.append({
         at: ctx.now().toISOString(),
         tenantId: ok.tenant,
         actor: actor(request),
@@ -131,7 +131,7 @@ ${csrfInput(csrf)}
       m.personId ? { personId: m.personId } : { email: m.email as string },
       at,
     );
-    await ctx.store.appendAudit({
+    await ctx.store.audit.append({
       at,
       tenantId: ok.tenant,
       actor: actor(request),
@@ -235,7 +235,7 @@ ${create}`,
   app.get('/tenants/:tenant/audit', { schema: { hide: true } }, async (request, reply) => {
     const ok = need(request, reply, canSeeAudit, 'The audit log');
     if (!ok) return reply;
-    const entries = await ctx.store.recentAudit(ok.tenant, AUDIT_ROWS);
+    const entries = await ctx.store.audit.recent(ok.tenant, AUDIT_ROWS);
     const rows = entries.map(
       (
         e,

@@ -68,7 +68,7 @@ describe('re-check at approval', () => {
     });
     expect(collected.status).toBe(403);
     expect(collected.body.error).toBe('policy_denied');
-    expect((await svc.store.listSignatures('rc', 100)).some((s) => s.hash === hash('revoked meanwhile'))).toBe(false);
+    expect((await svc.store.signatures.list('rc', 100)).some((s) => s.hash === hash('revoked meanwhile'))).toBe(false);
   });
 
   it('denies when the exception expired while the request waited', async () => {

@@ -72,7 +72,7 @@ async function requestsFor(message: string): Promise<Array<{ id: string; status:
 
 /** The audit entries that name a request, as outcome strings in log order. */
 async function auditOutcomes(requestId: string): Promise<string[]> {
-  const entries = await svc.store.readAudit(0, 100_000);
+  const entries = await svc.store.audit.read(0, 100_000);
   return entries.filter((e) => e.details.request_id === requestId).map((e) => `${e.action}:${e.outcome}`);
 }
 
@@ -198,16 +198,16 @@ describe('the race between two identical requests', () => {
       updatedAt: at,
       continuationKey: 'same-key',
     });
-    await svc.store.createPendingRequest(record(randomUUID()));
-    await expect(svc.store.createPendingRequest(record(randomUUID()))).rejects.toBeInstanceOf(ConflictError);
-    const waiting = await svc.store.findContinuableRequest('rt', 'same-key', null);
+    await svc.store.requests.create(record(randomUUID()));
+    await expect(svc.store.requests.create(record(randomUUID()))).rejects.toBeInstanceOf(ConflictError);
+    const waiting = await svc.store.requests.findContinuable('rt', 'same-key', null);
     expect(waiting?.status).toBe('pending_approval');
     // Another tenant's request with the same key is not found from this tenant.
-    expect(await svc.store.findContinuableRequest('other', 'same-key', null)).toBeUndefined();
-    await svc.store.updatePendingRequest(waiting?.id as string, 'pending_approval', { status: 'rejected' });
-    expect(await svc.store.findContinuableRequest('rt', 'same-key', null)).toBeUndefined();
-    expect((await svc.store.findContinuableRequest('rt', 'same-key', at))?.status).toBe('rejected');
-    await svc.store.createPendingRequest(record(randomUUID()));
+    expect(await svc.store.requests.findContinuable('other', 'same-key', null)).toBeUndefined();
+    await svc.store.requests.update(waiting?.id as string, 'pending_approval', { status: 'rejected' });
+    expect(await svc.store.requests.findContinuable('rt', 'same-key', null)).toBeUndefined();
+    expect((await svc.store.requests.findContinuable('rt', 'same-key', at))?.status).toBe('rejected');
+    await svc.store.requests.create(record(randomUUID()));
   });
 
   it('continues the winner when both looked before either opened the request', async () => {
@@ -218,18 +218,25 @@ describe('the race between two identical requests', () => {
     const bothLooked = new Promise<void>((resolve) => {
       releaseBoth = resolve;
     });
-    const store = new Proxy(svc.store, {
+    const requests = new Proxy(svc.store.requests, {
       get(target, prop, receiver) {
-        if (prop !== 'findContinuableRequest') {
+        if (prop !== 'findContinuable') {
           const value = Reflect.get(target, prop, receiver);
           return typeof value === 'function' ? value.bind(target) : value;
         }
-        return async (...args: Parameters<typeof target.findContinuableRequest>) => {
-          const found = await target.findContinuableRequest(...args);
+        return async (...args: Parameters<typeof target.findContinuable>) => {
+          const found = await target.findContinuable(...args);
           if (++arrived === 2) releaseBoth();
           if (arrived <= 2) await bothLooked;
           return found;
         };
+      },
+    });
+    const store = new Proxy(svc.store, {
+      get(target, prop, receiver) {
+        if (prop === 'requests') return requests;
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
       },
     });
     const signing = new SigningService({ store, keyStore: svc.keyStores, policy, now: () => new Date(clock) });

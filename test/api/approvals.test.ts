@@ -92,7 +92,7 @@ describe('approval workflow', () => {
     expect(again.status).toBe(409);
     expect(again.body.error).toBe('request_not_pending');
     expect(
-      (await svc.store.listSignatures('ap', 100)).filter((s) => s.hash === digestOf('release 1.0').toString('base64')),
+      (await svc.store.signatures.list('ap', 100)).filter((s) => s.hash === digestOf('release 1.0').toString('base64')),
     ).toHaveLength(1);
   });
 
@@ -131,7 +131,7 @@ describe('approval workflow', () => {
     // An approver key that also asks for a signature cannot exist (one role per key), so the rule is checked
     // at the service layer directly: same caller id as the requester.
     const { body } = await request('same identity');
-    const record = await svc.store.getPendingRequest('ap', body.request_id as string);
+    const record = await svc.store.requests.get('ap', body.request_id as string);
     const { SigningService } = await import('../../src/signing/signing-service.js');
     const signing = new SigningService({
       store: svc.store,
@@ -176,7 +176,7 @@ describe('approval workflow', () => {
     const results = await Promise.all([approve(approver, body.request_id), approve(approver2, body.request_id)]);
     expect(results.map((r) => r.status).sort()).toEqual([200, 409]);
     const hash = digestOf('race').toString('base64');
-    expect((await svc.store.listSignatures('ap', 1000)).filter((s) => s.hash === hash)).toHaveLength(1);
+    expect((await svc.store.signatures.list('ap', 1000)).filter((s) => s.hash === hash)).toHaveLength(1);
   });
 
   it('require_tee outside an attested environment needs a security review, then the approval stage', async () => {
@@ -210,10 +210,10 @@ describe('approval workflow', () => {
   it('recovers a request left in signing by a crashed process: it can be approved again', async () => {
     const { body } = await request('crashed mid-signature');
     const id = body.request_id as string;
-    const record = await svc.store.getPendingRequest('ap', id);
+    const record = await svc.store.requests.get('ap', id);
     // What a process that died after claiming the request leaves behind.
     expect(
-      await svc.store.updatePendingRequest(id, 'pending_approval', {
+      await svc.store.requests.update(id, 'pending_approval', {
         status: 'signing',
         decisions: [
           ...(record?.decisions ?? []),

@@ -54,14 +54,14 @@ const decide = (token: string, requestId: string, extra: Record<string, unknown>
 
 /** What the request left behind: its approve_sign audit entries, its events, the signatures of its digest. */
 async function traces(requestId: string, message: string) {
-  const audit = (await svc.store.readAudit(0, 1_000_000)).filter(
+  const audit = (await svc.store.audit.read(0, 1_000_000)).filter(
     (e) => e.action === 'approve_sign' && (e.details as Record<string, unknown>).request_id === requestId,
   );
   const events = await svc.run<{ type: string }>(
     sql`SELECT type FROM event_outbox WHERE data LIKE ${`%"request_id":"${requestId}"%`} ORDER BY seq`,
   );
   const hash = digestOf(message).toString('base64');
-  const signatures = (await svc.store.listSignatures('ar', 100_000)).filter((s) => s.hash === hash);
+  const signatures = (await svc.store.signatures.list('ar', 100_000)).filter((s) => s.hash === hash);
   return { audit: audit.map((e) => e.outcome), events: events.map((e) => e.type), signatures: signatures.length };
 }
 

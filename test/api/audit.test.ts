@@ -60,7 +60,7 @@ beforeAll(async () => {
   expect((await sign('vuln but excepted', { sbom: 'lodash' })).status).toBe(200);
   await callAction(svc.app, admin, 'revoke_exception', { tenant_id: 'au', exception_id: exc.body.exception_id });
   await callAction(svc.app, admin, 'rotate_key', { tenant_id: 'au' });
-  all = await svc.store.readAudit(0, 1000);
+  all = await svc.store.audit.read(0, 1000);
 });
 afterAll(async () => svc?.close());
 
@@ -160,7 +160,7 @@ describe('audit log', () => {
 
   it('fails the request, and hands out no signature and no record, when the audit write fails', async () => {
     const signer = await svc.apiKey('signer', 'au');
-    const before = (await svc.store.listSignatures('au', 1000)).length;
+    const before = (await svc.store.signatures.list('au', 1000)).length;
     // A real failure of the audit insert (as a full disk would fail it), made by the database itself.
     if (svc.database) {
       await svc.run(
@@ -183,7 +183,7 @@ describe('audit log', () => {
       expect(res.status).toBe(500);
       expect(res.body.signature).toBeUndefined();
       // The record shared the entry's transaction: it is gone with it.
-      expect((await svc.store.listSignatures('au', 1000)).length).toBe(before);
+      expect((await svc.store.signatures.list('au', 1000)).length).toBe(before);
     } finally {
       await svc.run(svc.database ? sql`DROP TRIGGER audit_fails ON audit_log` : sql`DROP TRIGGER audit_fails`);
     }

@@ -55,7 +55,7 @@ describe('authentication', () => {
       expect(res.json(), name).toEqual({ error: 'unauthorized', reason: expect.any(String) });
     }
     expect((await callAction(svc.app, signer, 'sign', { tenant_id: 'alpha', ...ecSign })).status).toBe(200);
-    expect(await svc.store.revokeApiKey(id as string, new Date().toISOString())).toBe(true);
+    expect(await svc.store.apiKeys.revoke(id as string, new Date().toISOString())).toBe(true);
     const revoked = await callAction(svc.app, signer, 'sign', { tenant_id: 'alpha', ...ecSign });
     expect(revoked.status).toBe(401);
     expect(revoked.body.reason).toContain('revoked');
@@ -64,7 +64,7 @@ describe('authentication', () => {
   it('stores only a hash of the secret', async () => {
     const token = await svc.apiKey('signer', 'alpha');
     const id = token.slice(4, 20);
-    const record = await svc.store.getApiKey(id);
+    const record = await svc.store.apiKeys.get(id);
     expect(record?.secretHash).toMatch(/^[0-9a-f]{64}$/);
     expect(JSON.stringify(record)).not.toContain(token.slice(21));
   });
@@ -113,7 +113,7 @@ describe('authorisation: roles and tenants', () => {
       expect(res.body.error).toBe('forbidden');
       expect(res.body.reason).toContain(role);
     }
-    expect(await svc.store.getTenant('gamma')).toBeUndefined();
+    expect(await svc.store.tenants.get('gamma')).toBeUndefined();
   });
 
   it('an operator key can create tenants but cannot sign or read a tenant key', async () => {
@@ -126,7 +126,7 @@ describe('authorisation: roles and tenants', () => {
   it('a tenant key used on another tenant gets 403 and nothing is signed', async () => {
     const signerA = await svc.apiKey('signer', 'alpha');
     const adminA = await svc.apiKey('admin', 'alpha');
-    const before = await svc.store.listSignatures('beta', 100);
+    const before = await svc.store.signatures.list('beta', 100);
     for (const [token, action] of [
       [signerA, 'sign'],
       [signerA, 'pkcs11_sign'],
@@ -137,8 +137,8 @@ describe('authorisation: roles and tenants', () => {
       expect(res.status, action).toBe(403);
       expect(res.body.reason).toContain('another tenant');
     }
-    expect(await svc.store.listSignatures('beta', 100)).toEqual(before);
-    expect(await svc.store.listKeys('beta')).toHaveLength(1);
+    expect(await svc.store.signatures.list('beta', 100)).toEqual(before);
+    expect(await svc.store.tenants.listKeys('beta')).toHaveLength(1);
   });
 
   it('each role reaches the actions it is allowed (no 401/403)', async () => {

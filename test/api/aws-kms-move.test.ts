@@ -78,7 +78,7 @@ describe('moving from the embedded default to AWS KMS', () => {
         ).toBe(201);
         pems.set(tenant, await signAndVerify(server, tenant, spec));
       }
-      expect((await store.listKeys('before-ec')).map((k) => k.keyStore)).toEqual(['pkcs11']);
+      expect((await store.tenants.listKeys('before-ec')).map((k) => k.keyStore)).toEqual(['pkcs11']);
       expect(double.keys.size).toBe(0);
     } finally {
       await server.close();
@@ -102,11 +102,11 @@ describe('moving from the embedded default to AWS KMS', () => {
       });
       expect(created.status).toBe(201);
       await signAndVerify(server, 'after', 'RSA_2048');
-      expect((await store.listKeys('after')).map((k) => k.keyStore)).toEqual(['aws-kms']);
+      expect((await store.tenants.listKeys('after')).map((k) => k.keyStore)).toEqual(['aws-kms']);
       // A rotation of an old tenant makes its new key in KMS; the old version stays readable.
       const admin = (await createApiKey(store, 'admin', 'before-ec', 'admin')).token;
       expect((await callAction(server.app, admin, 'rotate_key', { tenant_id: 'before-ec' })).status).toBe(200);
-      const keys = await store.listKeys('before-ec');
+      const keys = await store.tenants.listKeys('before-ec');
       expect(keys.map((k) => k.keyStore)).toEqual(['pkcs11', 'aws-kms']);
       pems.set('before-ec', await signAndVerify(server, 'before-ec', 'ECC_NIST_P256'));
       const old = await callAction(server.app, admin, 'get_public_key', {

@@ -102,7 +102,7 @@ describe.each(KEY_SPECS.map((s) => [s]))('%s in KMS', (spec) => {
         expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
       }
     }
-    const keys = await store.listKeys(tenant);
+    const keys = await store.tenants.listKeys(tenant);
     expect(keys.map((k) => k.keyStore)).toEqual(['aws-kms', 'aws-kms']);
     const [first, second] = keys as [(typeof keys)[0], (typeof keys)[0]];
     // The keyRef is the key's ARN, and the tenant's alias points at the newest key.
@@ -130,7 +130,7 @@ it('SM2 where KMS does not offer it (outside the China Regions) is 400 unsupport
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ error: 'unsupported_key_spec' });
     expect(String(res.body.reason)).toMatch(/SM2/);
-    expect(await store.getTenant('kms-sm2-elsewhere')).toBeUndefined();
+    expect(await store.tenants.get('kms-sm2-elsewhere')).toBeUndefined();
   } finally {
     await other.close();
     await kmsElsewhere.close();
@@ -161,7 +161,7 @@ describe('when KMS will not sign', () => {
   });
 
   it('a disabled key is 409 key_not_usable saying so; enabled again, it signs', async () => {
-    const [key] = await store.listKeys(tenant);
+    const [key] = await store.tenants.listKeys(tenant);
     double.key(key?.keyRef as string).state = 'Disabled';
     const res = await sign();
     expect(res.status).toBe(409);

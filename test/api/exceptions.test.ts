@@ -51,11 +51,11 @@ describe('policy exceptions', () => {
     ['no reason', { vuln_id: 'X', expires_at: at(day) }, /reason is required/],
     ['a malformed date', { vuln_id: 'X', reason: 'r', expires_at: 'next week' }, /expires_at must match format/],
   ])('refuses %s with a 400 naming the field', async (_n, body, pattern) => {
-    const before = (await svc.store.listExceptions('ex')).length;
+    const before = (await svc.store.exceptions.list('ex')).length;
     const res = await callAction(svc.app, admin, 'create_exception', { tenant_id: 'ex', ...body });
     expect(res.status).toBe(400);
     expect(res.body.reason).toMatch(pattern);
-    expect((await svc.store.listExceptions('ex')).length).toBe(before);
+    expect((await svc.store.exceptions.list('ex')).length).toBe(before);
   });
 
   it('lists with status and vuln filters; expiry and revocation change the status', async () => {

@@ -37,7 +37,7 @@ async function sign(key: string | undefined, body: Record<string, unknown>, toke
   });
   return { status: res.statusCode, body: res.json() as Record<string, unknown>, headers: res.headers };
 }
-const signed = async () => (await svc.store.listSignatures('idem', 10_000)).length;
+const signed = async () => (await svc.store.signatures.list('idem', 10_000)).length;
 
 describe('Idempotency-Key', () => {
   it('answers a retried sign with the first signature, and records one signature', async () => {
@@ -62,7 +62,7 @@ describe('Idempotency-Key', () => {
     const again = await sign('release-1', body);
     expect(again.status).toBe(202);
     expect(again.body.request_id).toBe(first.body.request_id);
-    expect(await svc.store.listPendingRequests('idem')).toHaveLength(1);
+    expect(await svc.store.requests.listPending('idem')).toHaveLength(1);
   });
 
   it('works for pkcs11_sign too', async () => {
@@ -118,16 +118,16 @@ describe('Idempotency-Key', () => {
     const at = new Date('2026-01-01T00:00:00Z');
     const claim = { callerId: 'c', key: 'k', fingerprint: 'f', at: at.toISOString() };
     const old = { staleBefore: '2025-12-31T23:58:00.000Z', expiredBefore: '2025-12-31T00:00:00.000Z' };
-    expect(await svc.store.claimIdempotencyKey({ ...claim, ...old })).toEqual({ state: 'claimed' });
-    expect(await svc.store.claimIdempotencyKey({ ...claim, ...old })).toEqual({ state: 'in_progress' });
+    expect(await svc.store.idempotency.claim({ ...claim, ...old })).toEqual({ state: 'claimed' });
+    expect(await svc.store.idempotency.claim({ ...claim, ...old })).toEqual({ state: 'in_progress' });
     const later = {
       at: '2026-01-01T00:03:00.000Z',
       staleBefore: '2026-01-01T00:01:00.000Z',
       expiredBefore: old.expiredBefore,
     };
-    expect(await svc.store.claimIdempotencyKey({ ...claim, ...later })).toEqual({ state: 'claimed' });
-    await svc.store.completeIdempotencyKey('c', 'k', '{"status":200,"body":{}}', later.at);
-    expect(await svc.store.claimIdempotencyKey({ ...claim, ...later })).toEqual({
+    expect(await svc.store.idempotency.claim({ ...claim, ...later })).toEqual({ state: 'claimed' });
+    await svc.store.idempotency.complete('c', 'k', '{"status":200,"body":{}}', later.at);
+    expect(await svc.store.idempotency.claim({ ...claim, ...later })).toEqual({
       state: 'done',
       reply: '{"status":200,"body":{}}',
     });

@@ -138,7 +138,7 @@ describe('key import on a key store that imports by itself', () => {
     expect(received?.keyRef).toBe(keyRef);
     expect(received?.encryptedKeyMaterial.equals(blob)).toBe(true);
     expect(received?.expiration).toEqual({ model: 'KEY_MATERIAL_EXPIRES', validTo: new Date(validTo * 1000) });
-    const key = await svc.store.getKey('kms', p.body.kms_key_id as string);
+    const key = await svc.store.tenants.getKey('kms', p.body.kms_key_id as string);
     expect(key).toMatchObject({ keyRef, keyStore: 'aws-kms', origin: 'imported', publicKeyPem: m.publicKeyPem });
   });
 });

@@ -61,14 +61,14 @@ function send(t: { id: string; admin: string }, issued: Issued, blob: Buffer, ex
 
 /** Still awaiting material: the row and its wrapping key are there, and the tenant's current key did not change. */
 async function stillAwaiting(t: { id: string }, issued: Issued, currentBefore: string) {
-  const row = await svc.store.getKeyImport(t.id, issued.kmsKeyId);
+  const row = await svc.store.keyImports.get(t.id, issued.kmsKeyId);
   expect(row?.wrappingKeyRef).toMatch(/^pkcs11:id=/);
-  expect(await svc.store.getKey(t.id, issued.kmsKeyId)).toBeUndefined();
-  expect((await svc.store.getCurrentKey(t.id))?.id).toBe(currentBefore);
+  expect(await svc.store.tenants.getKey(t.id, issued.kmsKeyId)).toBeUndefined();
+  expect((await svc.store.tenants.currentKey(t.id))?.id).toBe(currentBefore);
 }
 
 async function currentKeyId(t: { id: string }): Promise<string> {
-  return (await svc.store.getCurrentKey(t.id))?.id as string;
+  return (await svc.store.tenants.currentKey(t.id))?.id as string;
 }
 
 describe('get_import_params refuses what AWS KMS refuses, and makes nothing', () => {
@@ -79,12 +79,12 @@ describe('get_import_params refuses what AWS KMS refuses, and makes nothing', ()
     ['ECC_NIST_P521', 'RSAES_OAEP_SHA_1', 'RSA_2048', /RSA_2048/],
   ] as const)('%s with %s under %s', async (spec, alg, wks, reason) => {
     const t = await tenant();
-    const before = (await svc.store.listExpiredKeyImports('9999')).length;
+    const before = (await svc.store.keyImports.listExpired('9999')).length;
     const res = await importParams(svc.app, t.admin, t.id, spec, alg, wks);
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('wrapping_algorithm_not_allowed');
     expect(res.body.reason).toMatch(reason);
-    expect((await svc.store.listExpiredKeyImports('9999')).length).toBe(before);
+    expect((await svc.store.keyImports.listExpired('9999')).length).toBe(before);
   });
 
   it.each(['RSAES_PKCS1_V1_5', 'SM2PKE'])('does not accept %s', async (alg) => {
@@ -205,9 +205,9 @@ describe('import_key refusals change nothing', () => {
     const res = await send(t, issued, blob);
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('expired_import_token');
-    const row = await svc.store.getKeyImport(t.id, issued.kmsKeyId);
+    const row = await svc.store.keyImports.get(t.id, issued.kmsKeyId);
     expect(row?.wrappingKeyRef).toBeNull();
-    expect((await svc.store.getCurrentKey(t.id))?.id).toBe(before);
+    expect((await svc.store.tenants.currentKey(t.id))?.id).toBe(before);
     const renewed = await issue(t, 'ECC_NIST_P384', 'RSAES_OAEP_SHA_256', 'RSA_3072', { kms_key_id: issued.kmsKeyId });
     const ok = await send(t, renewed, wrapKeyMaterial(renewed.publicKey, 'RSAES_OAEP_SHA_256', m.pkcs8));
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
@@ -230,7 +230,7 @@ describe('import_key refusals change nothing', () => {
       expect(res.body.error).toBe('invalid_request');
       expect(res.body.reason).toMatch(/valid_to/);
     }
-    expect(await svc.store.getKey(t.id, issued.kmsKeyId)).toBeUndefined();
+    expect(await svc.store.tenants.getKey(t.id, issued.kmsKeyId)).toBeUndefined();
   });
 });
 
@@ -265,7 +265,7 @@ describe('reimport and expiry', () => {
     const refused = await send(t, again, wrapKeyMaterial(again.publicKey, alg, other.pkcs8));
     expect(refused.status, JSON.stringify(refused.body)).toBe(400);
     expect(refused.body.error).toBe('incorrect_key_material');
-    expect((await svc.store.getKey(t.id, issued.kmsKeyId))?.materialExpiresAt).not.toBeNull();
+    expect((await svc.store.tenants.getKey(t.id, issued.kmsKeyId))?.materialExpiresAt).not.toBeNull();
 
     // The same material, now without expiry: usable again, same key version.
     const same = await issue(t, spec, alg, 'RSA_2048', { kms_key_id: issued.kmsKeyId });
@@ -276,7 +276,7 @@ describe('reimport and expiry', () => {
     const signed = await signWithTenant(svc.app, t.signer, t.id, spec, m.publicKeyPem);
     expect(signed.status, JSON.stringify(signed.body)).toBe(200);
     expect(verifiesWithOriginal(spec, m.publicKeyPem, signed.signature)).toBe(true);
-    expect(await svc.store.listKeys(t.id)).toHaveLength(2);
+    expect(await svc.store.tenants.listKeys(t.id)).toHaveLength(2);
   });
 
   it('a generated key takes no material', async () => {

@@ -99,7 +99,7 @@ describe('import end to end, every wrapping algorithm and wrapping key spec', ()
     expect(signed.status, JSON.stringify(signed.body)).toBe(200);
     expect(verifiesWithOriginal(spec, m.publicKeyPem, signed.signature)).toBe(true);
 
-    const [key] = (await svc.store.listKeys(t.id)).filter((k) => k.id === p.body.kms_key_id);
+    const [key] = (await svc.store.tenants.listKeys(t.id)).filter((k) => k.id === p.body.kms_key_id);
     expect(key?.origin).toBe('imported');
     expect(key?.keyStore).toBe(spec.startsWith('ML_DSA') || spec === 'SM2' ? 'software' : 'pkcs11');
   });
@@ -135,7 +135,7 @@ describe('the imported private key in the token', () => {
     const m = material('RSA_2048');
     const { params: p, imported } = await exchange(t, m, 'RSA_AES_KEY_WRAP_SHA_1', 'RSA_2048');
     expect(imported.status).toBe(200);
-    const key = await svc.store.getKey(t.id, p.body.kms_key_id as string);
+    const key = await svc.store.tenants.getKey(t.id, p.body.kms_key_id as string);
     const id = Buffer.from((key?.keyRef ?? '').replace('pkcs11:id=', ''), 'hex');
     const attrs = await svc.keyStore.inSession((session) => {
       const lib = session.lib;
@@ -154,14 +154,14 @@ describe('the imported private key in the token', () => {
       );
     });
     expect(attrs).toEqual([[pkcs11js.CKO_PRIVATE_KEY, 1, 1, 0]]);
-    const row = await svc.store.getKeyImport(t.id, p.body.kms_key_id as string);
+    const row = await svc.store.keyImports.get(t.id, p.body.kms_key_id as string);
     expect(row).toBeUndefined();
     const wrappingLeft = await svc.keyStore.inSession(
       (session) => session.find({ label: `signbridge-wrapping/${p.body.kms_key_id}` }).length,
     );
     expect(wrappingLeft).toBe(0);
     // Both steps are in the audit log, naming the key and how it came.
-    const audit = (await svc.store.recentAudit(t.id, 10)).map((e) => [e.action, e.outcome, e.details.key_id]);
+    const audit = (await svc.store.audit.recent(t.id, 10)).map((e) => [e.action, e.outcome, e.details.key_id]);
     expect(audit).toContainEqual(['get_import_params', 'issued', p.body.kms_key_id]);
     expect(audit).toContainEqual(['import_key', 'imported', p.body.kms_key_id]);
   });

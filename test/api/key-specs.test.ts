@@ -56,7 +56,7 @@ describe.each(KEY_SPECS.map((s) => [s]))('%s', (spec) => {
       if (SIGNATURE_BYTES[spec]) expect(signature.length).toBe(SIGNATURE_BYTES[spec]);
       expect(verifyIndependently(spec, pem, signature), `round ${round}`).toBe(true);
       // The audit entry of that signature names the key store that made it.
-      const entry = (await svc.store.readAudit(0, 100_000)).findLast(
+      const entry = (await svc.store.audit.read(0, 100_000)).findLast(
         (e) => e.tenantId === tenant && e.outcome === 'signed',
       );
       expect(entry?.details).toMatchObject({ key_id: pub.body.key_id, key_store: storeOf(spec), algorithm });
@@ -67,7 +67,7 @@ describe.each(KEY_SPECS.map((s) => [s]))('%s', (spec) => {
         expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
       }
     }
-    const keys = await svc.store.listKeys(tenant);
+    const keys = await svc.store.tenants.listKeys(tenant);
     expect(keys).toHaveLength(2);
     expect(keys.map((k) => k.keyStore)).toEqual([storeOf(spec), storeOf(spec)]);
   });

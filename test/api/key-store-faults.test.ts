@@ -125,7 +125,7 @@ describe.each([
     expect(res.headers['retry-after']).toBe('5');
     let refused = 1;
     // The outage's start is in the log; the refused request is counted in it, not written on its own.
-    const during = await store.readAudit(auditBefore, 100);
+    const during = await store.audit.read(auditBefore, 100);
     expect(during.map((e) => `${e.action}/${e.outcome}`)).toEqual(['key_store_outage/started']);
     expect(during[0]).toMatchObject({ tenantId: null, actor: 'service' });
     expect(during[0]?.details).toMatchObject({ fault: 'CKR_DEVICE_REMOVED', key_store: keyStore.description });
@@ -149,7 +149,7 @@ describe.each([
     expect(verifies(back.body.signature)).toBe(true);
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
     // Its end, with every request refused meanwhile counted; no sign_failed entry for any of them.
-    const entries = await store.readAudit(auditBefore, 100);
+    const entries = await store.audit.read(auditBefore, 100);
     expect(entries.map((e) => `${e.action}/${e.outcome}`)).toEqual([
       'key_store_outage/started',
       'key_store_outage/ended',
@@ -248,14 +248,14 @@ it('a store committing on its writer thread (the in-process daemon) withdraws th
     fault('-1 0x30 * close');
     await expect(signing.pkcs11Sign(request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
     // The record written ahead, the outage that began, and the withdrawal (which records this refusal itself).
-    const [ahead, outage, failed, ...more] = await threaded.readAudit(before, 10);
+    const [ahead, outage, failed, ...more] = await threaded.audit.read(before, 10);
     expect(more).toEqual([]);
     expect(outage).toMatchObject({ action: 'key_store_outage', outcome: 'started' });
     expect(ahead).toMatchObject({ action: 'pkcs11_sign', outcome: 'signed' });
     expect(failed).toMatchObject({ action: 'pkcs11_sign', outcome: 'sign_failed', tenantId: 'daemon', actor: 'ci' });
     expect(failed?.details.signature_id).toBe(ahead?.details.signature_id);
     expect(String(failed?.details.error)).toMatch(/CKR_DEVICE_ERROR/);
-    expect(await threaded.listSignatures('daemon', 10)).toEqual([]);
+    expect(await threaded.signatures.list('daemon', 10)).toEqual([]);
   } finally {
     fault('');
     await keyStore.close();
@@ -298,7 +298,7 @@ it.skipIf(!testPostgresUrl())(
       fault('-1 0x32 * close');
       const res = await callAction(app, signer, 'sign', { tenant_id: 'pg', algorithm: 'ECDSA_SHA_256', hash });
       expect(res.status).toBe(503);
-      const during = await store.readAudit(before, 10);
+      const during = await store.audit.read(before, 10);
       expect(during.map((e) => `${e.action}/${e.outcome}`)).toEqual(['key_store_outage/started']);
     } finally {
       fault('');

@@ -68,7 +68,7 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
             ...(variant === 'sqlite-writer-thread' && { writerThread: { spinMs: 0 } }),
           });
     await store.migrate();
-    expect(store.writesOnThread).toBe(variant === 'sqlite-writer-thread');
+    expect(store.signatures.writesOnThread).toBe(variant === 'sqlite-writer-thread');
     const keyStore = Pkcs11KeyStore.open(embeddedSoftHsmOptions(dataDir));
     keyStores = new KeyStores([keyStore, new SoftwareKeyStore(keyStore, keyStore.description)]);
     app = await buildApp({ store, keyStore: keyStores, policy: policy() });
@@ -94,7 +94,7 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
 
   /** The audit entry at `index` (seq index + 1). */
   async function entryAt(index: number): Promise<AuditEntry> {
-    const [entry] = await store.readAudit(index, 1);
+    const [entry] = await store.audit.read(index, 1);
     expect(entry?.seq).toBe(index + 1);
     return entry as AuditEntry;
   }
@@ -114,7 +114,7 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
     expect(entry).toMatchObject({ tenantId: tenant, action, outcome: 'signed' });
     expect(entry.details.hash).toBe(Buffer.from(hash, 'base64').toString('base64'));
     // The signature record the entry names is this signature's (same digest and key).
-    const records = await store.listSignatures(tenant, 1000);
+    const records = await store.signatures.list(tenant, 1000);
     const record = records.find((r) => r.id === entry.details.signature_id);
     expect(record, `signature record ${entry.details.signature_id}`).toMatchObject({
       hash: entry.details.hash,
@@ -122,7 +122,7 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
     });
     // ... and the lookup by the signature's bytes finds this entry.
     const signature = Buffer.from(res.body.signature as string, 'base64');
-    expect(await eventually(() => store.auditSeqOfSignature(tenant, sha256(signature)), index + 1)).toBe(index + 1);
+    expect(await eventually(() => store.audit.seqOfSignature(tenant, sha256(signature)), index + 1)).toBe(index + 1);
     return index;
   }
 
@@ -282,11 +282,11 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
       caller: 'test',
       createdAt: at,
     };
-    const seq = await store.recordSignature(record, entry('signed', { hash: digest, signature_id: record.id }));
+    const seq = await store.signatures.record(record, entry('signed', { hash: digest, signature_id: record.id }));
     expect(typeof seq).toBe('number');
-    expect(await store.auditSeqOfDigest('li-ec', digest)).toBe(seq);
-    await store.withdrawSignature(record.id, entry('sign_failed', { hash: digest, signature_id: record.id }));
-    expect(await store.auditSeqOfDigest('li-ec', digest)).toBeUndefined();
+    expect(await store.audit.seqOfDigest('li-ec', digest)).toBe(seq);
+    await store.signatures.withdraw(record.id, entry('sign_failed', { hash: digest, signature_id: record.id }));
+    expect(await store.audit.seqOfDigest('li-ec', digest)).toBeUndefined();
   });
 
   it('rejects malformed queries with 400 invalid_request', async () => {

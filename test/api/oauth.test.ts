@@ -490,7 +490,7 @@ describe('device flow failure paths', () => {
     expect(denied.html).toContain('Denied');
     expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'access_denied' } });
     const [alice] = await svc.store.people.findByEmail('alice@example.com');
-    const last = (await svc.store.readAudit(0, 100_000)).filter((e) => e.action === 'device_sign_in').at(-1);
+    const last = (await svc.store.audit.read(0, 100_000)).filter((e) => e.action === 'device_sign_in').at(-1);
     expect(last).toMatchObject({ actor: `person:${alice?.id}`, outcome: 'denied', tenantId: 'acme' });
     expect(last?.details).toMatchObject({ client_name: 'build-07', address: '127.0.0.1' });
   });
@@ -515,7 +515,7 @@ describe('device flow failure paths', () => {
 
   it("opening a colleague's code without a membership changes nothing; the colleague still signs the device in", async () => {
     const started = await startDevice();
-    const auditBefore = (await svc.store.readAudit(0, 100_000)).length;
+    const auditBefore = (await svc.store.audit.read(0, 100_000)).length;
     const { page } = await openAndSignIn(started.verification_uri_complete, 'bob');
     expect(page.status).toBe(403);
     expect(page.html).toContain('no role in acme');
@@ -523,7 +523,7 @@ describe('device flow failure paths', () => {
     const { page: again } = await openAndSignIn(started.verification_uri_complete, 'bob');
     expect(again.status).toBe(403);
     expect(await poll(started.device_code)).toMatchObject({ status: 400, body: { error: 'authorization_pending' } });
-    const entries = (await svc.store.readAudit(0, 100_000)).slice(auditBefore);
+    const entries = (await svc.store.audit.read(0, 100_000)).slice(auditBefore);
     expect(entries.filter((e) => e.action === 'device_sign_in')).toEqual([]);
     skew = 6_000; // past the poll interval
     try {
@@ -591,10 +591,10 @@ describe('person keys', () => {
     expect(ok.status).toBe(200);
     const [alice] = await svc.store.people.findByEmail('alice@example.com');
     const [carolP] = await svc.store.people.findByEmail('carol@example.com');
-    const audit = await svc.store.readAudit(0, 10_000);
+    const audit = await svc.store.audit.read(0, 10_000);
     const approval = audit.filter((e) => e.action === 'approve_sign').at(-1);
     expect(approval?.details).toMatchObject({ person: carolP?.id, requester_person: alice?.id });
-    const request = await svc.store.getPendingRequest('acme', pending.body.request_id as string);
+    const request = await svc.store.requests.get('acme', pending.body.request_id as string);
     expect(request?.decisions[0]?.by_person).toBe(carolP?.id);
   });
 

@@ -65,7 +65,7 @@ describe('policy seam', () => {
       vulnId: 'GHSA-xxxx',
       fixVersion: '4.17.21',
     };
-    const before = await svc.store.listSignatures('p', 100);
+    const before = await svc.store.signatures.list('p', 100);
     const res = await callAction(svc.app, signer, 'sign', { tenant_id: 'p', hash });
     expect(res.status).toBe(403);
     expect(res.body).toEqual({
@@ -74,12 +74,12 @@ describe('policy seam', () => {
       vuln_id: 'GHSA-xxxx',
       fix_version: '4.17.21',
     });
-    expect(await svc.store.listSignatures('p', 100)).toEqual(before);
+    expect(await svc.store.signatures.list('p', 100)).toEqual(before);
   });
 
   it('turns a pending decision into a stored request (202) and signs nothing yet', async () => {
     next = { outcome: 'pending_approval', rule: 'prod-approval', reason: 'production needs approval' };
-    const before = await svc.store.listSignatures('p', 100);
+    const before = await svc.store.signatures.list('p', 100);
     const res = await callAction(svc.app, signer, 'sign', { tenant_id: 'p', hash });
     expect(res.status).toBe(202);
     expect(res.body).toEqual({
@@ -87,13 +87,13 @@ describe('policy seam', () => {
       request_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
       status: 'pending_approval',
     });
-    expect(await svc.store.getPendingRequest('p', res.body.request_id as string)).toMatchObject({
+    expect(await svc.store.requests.get('p', res.body.request_id as string)).toMatchObject({
       status: 'pending_approval',
       hash,
       rule: 'prod-approval',
       requester: signer.slice(4, 20),
     });
-    expect(await svc.store.listSignatures('p', 100)).toEqual(before);
+    expect(await svc.store.signatures.list('p', 100)).toEqual(before);
     next = { outcome: 'allow', rule: 'test', reason: 'allowed' };
   });
 });

@@ -79,9 +79,9 @@ describe.skipIf(!enabled)('PostgreSQL down and up again under load', () => {
       (await svc.app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200 ? true : undefined,
     );
     // Every signature handed out has its record and its entry, and the chain is whole.
-    const records = await svc.store.listSignatures('pgf', 100_000);
+    const records = await svc.store.signatures.list('pgf', 100_000);
     expect(records.length).toBe(handedOut.length + 1);
-    const entries = await svc.store.readAudit(0, 100_000);
+    const entries = await svc.store.audit.read(0, 100_000);
     const verifier = new ChainVerifier();
     expect(entries.map((e) => verifier.check(e)).filter(Boolean)).toEqual([]);
     expect(entries.filter((e) => e.outcome === 'signed')).toHaveLength(records.length);

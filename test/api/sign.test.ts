@@ -97,12 +97,12 @@ describe('sign: the hash field', () => {
     ['padding in the middle', 'AA==AAAA', 'invalid_request', 'hash'],
     ['an empty string', '', 'invalid_request', 'hash'],
   ])('rejects %s with a 400 naming the field', async (_name, hash, code, fragment) => {
-    const before = (await svc.store.listSignatures(tenantOf('RSA_2048'), 1000)).length;
+    const before = (await svc.store.signatures.list(tenantOf('RSA_2048'), 1000)).length;
     const res = await sign('RSA_2048', { hash });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe(code);
     expect(res.body.reason).toContain(fragment);
-    expect((await svc.store.listSignatures(tenantOf('RSA_2048'), 1000)).length).toBe(before);
+    expect((await svc.store.signatures.list(tenantOf('RSA_2048'), 1000)).length).toBe(before);
   });
 
   it('rejects a hash sent as a number (no type coercion)', async () => {
@@ -150,7 +150,7 @@ describe('pkcs11_sign: algorithm chosen from key spec, digest length and pss_pad
     expect(verifyWithNode(expected, publicKeys.get(spec) as string, message, sig)).toBe(true);
     expect(verifyWithOpenssl(expected, publicKeys.get(spec) as string, message, sig)).toBe('Verified OK');
     // The audit record names the digest really signed, not the curve's hash.
-    const audit = await svc.store.readAudit(0, 100_000);
+    const audit = await svc.store.audit.read(0, 100_000);
     const entry = audit.findLast((e) => e.tenantId === tenantOf(spec) && e.outcome === 'signed');
     expect(entry?.details).toMatchObject({ algorithm: expected });
   });
@@ -191,7 +191,7 @@ describe('records and concurrency', () => {
     const digest = digestOf('ECDSA_SHA_256', Buffer.from('recorded'));
     const res = await sign('ECC_NIST_P256', { algorithm: 'ECDSA_SHA_256', hash: digest.toString('base64url') });
     expect(res.status).toBe(200);
-    const [latest] = await svc.store.listSignatures(tenantOf('ECC_NIST_P256'), 1);
+    const [latest] = await svc.store.signatures.list(tenantOf('ECC_NIST_P256'), 1);
     expect(latest).toMatchObject({
       tenantId: tenantOf('ECC_NIST_P256'),
       keyId: res.body.key_id,
@@ -205,7 +205,7 @@ describe('records and concurrency', () => {
   });
 
   it('signs 64 concurrent requests (more than the session pool) correctly and records each one', async () => {
-    const before = (await svc.store.listSignatures(tenantOf('ECC_NIST_P256'), 10_000)).length;
+    const before = (await svc.store.signatures.list(tenantOf('ECC_NIST_P256'), 10_000)).length;
     const results = await Promise.all(
       Array.from({ length: 64 }, async (_, i) => {
         const message = Buffer.from(`concurrent ${i}`);
@@ -221,7 +221,7 @@ describe('records and concurrency', () => {
     );
     expect(results.filter(Boolean).length).toBe(64);
     // Recorded in group-committed batches: every one of them must be there.
-    const after = await svc.store.listSignatures(tenantOf('ECC_NIST_P256'), 10_000);
+    const after = await svc.store.signatures.list(tenantOf('ECC_NIST_P256'), 10_000);
     expect(after.length).toBe(before + 64);
     // In id order the records are in time order too.
     const byId = after.slice(0, 64).sort((x, y) => (x.id < y.id ? -1 : 1));

@@ -154,7 +154,7 @@ describe('a signing thread that dies', () => {
     expect(failed.status).toBe(503);
     expect(failed.body).toMatchObject({ error: 'key_store_unavailable' });
     expect(failed.headers['retry-after']).toBe('5');
-    const entry = (await svc.store.readAudit(0, 100_000)).findLast((e) => e.tenantId === tenant);
+    const entry = (await svc.store.audit.read(0, 100_000)).findLast((e) => e.tenantId === tenant);
     expect(entry).toMatchObject({ action: 'sign', outcome: 'sign_failed' });
     expect(entry?.details).toMatchObject({ key_store: 'software', algorithm: 'ML_DSA_SHAKE_256', hash });
 

@@ -92,7 +92,7 @@ it('serves the counters on a metrics listener of its own, without an API key', a
     const samples = parseExposition(await res.text());
     expect(sample(samples, 'signbridge_store_errors_total', { fault: 'SQLITE_FULL' })?.value).toBeGreaterThanOrEqual(4);
     const signed = sample(samples, 'signbridge_signatures_total', { outcome: 'signed', tenant: 'full' })?.value;
-    expect(signed).toBe((await store.listSignatures('full', 100_000)).length);
+    expect(signed).toBe((await store.signatures.list('full', 100_000)).length);
     expect(sample(samples, 'signbridge_pending_approvals')?.value).toBe(0);
     expect(sample(samples, 'signbridge_audit_chain_length')?.value).toBe((await store.stats()).auditEntries);
     expect(sample(samples, 'signbridge_process_cpu_seconds_total')).toBeDefined();

@@ -20,7 +20,7 @@ beforeAll(async () => {
 });
 afterAll(async () => svc?.close());
 
-const signatures = async () => (await svc.store.listSignatures('rsa', 1000)).length;
+const signatures = async () => (await svc.store.signatures.list('rsa', 1000)).length;
 
 describe('a field the action does not use', () => {
   it.each([

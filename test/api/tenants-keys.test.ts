@@ -46,7 +46,7 @@ describe('create_tenant', () => {
     const res = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'u-ed', key_spec: 'ED25519' });
     expect(res.status).toBe(400);
     expect(res.body.error).toMatch(/invalid_request|unsupported_key_spec/);
-    expect(await svc.store.getTenant('u-ed')).toBeUndefined();
+    expect(await svc.store.tenants.get('u-ed')).toBeUndefined();
   });
 
   it('answers 409 tenant_exists for an existing tenant and keeps its key', async () => {
@@ -58,7 +58,7 @@ describe('create_tenant', () => {
     const again = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'dup', key_spec: 'RSA_2048' });
     expect(again.status).toBe(409);
     expect(again.body.error).toBe('tenant_exists');
-    expect((await svc.store.getTenant('dup'))?.currentKeyId).toBe(first.body.key);
+    expect((await svc.store.tenants.get('dup'))?.currentKeyId).toBe(first.body.key);
   });
 
   it('lets exactly one of two racing creations win, with one key version', async () => {
@@ -67,7 +67,7 @@ describe('create_tenant', () => {
       callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 'race', key_spec: 'ECC_NIST_P256' }),
     ]);
     expect([a.status, b.status].sort()).toEqual([201, 409]);
-    expect(await svc.store.listKeys('race')).toHaveLength(1);
+    expect(await svc.store.tenants.listKeys('race')).toHaveLength(1);
   });
 
   it('requires key_spec and a valid tenant id', async () => {

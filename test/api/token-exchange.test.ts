@@ -471,7 +471,7 @@ describe('issue 31: velocity per identity counts one workload across its tags', 
     expect(limited?.body.error).toBe('rate_limited');
     expect(limited?.body.reason).toContain('velocity.perIdentity');
     expect(Number(limited?.headers['retry-after'])).toBeGreaterThan(0);
-    const entry = (await release.store.readAudit(0, 100_000))
+    const entry = (await release.store.audit.read(0, 100_000))
       .filter((e) => e.tenantId === DOCS_RELEASE_TENANT && e.outcome === 'rate_limited')
       .at(0);
     expect(entry?.details).toMatchObject({
@@ -751,7 +751,7 @@ function sameBytesSpellings(token: string): string[] {
 
 /** The audit entries of exchanges, oldest first. */
 async function exchangeAudit(store: KyselyStore = svc.store) {
-  return (await store.readAudit(0, 100_000)).filter((e) => e.action === 'workload_exchange');
+  return (await store.audit.read(0, 100_000)).filter((e) => e.action === 'workload_exchange');
 }
 
 async function fetchGithubToken(audience: string): Promise<string> {

@@ -100,10 +100,10 @@ describe('request envelope', () => {
   });
 
   it('changes nothing when a request is refused', async () => {
-    const before = await svc.store.listSignatures('v', 1000);
+    const before = await svc.store.signatures.list('v', 1000);
     await raw('{"action":"sign","tenant_id":"v","hash":');
     await callAction(svc.app, signer, 'sign', { tenant_id: 'v', hash, version: 'v9' });
-    expect(await svc.store.listSignatures('v', 1000)).toEqual(before);
+    expect(await svc.store.signatures.list('v', 1000)).toEqual(before);
   });
 });
 

@@ -136,7 +136,7 @@ function verifies(tenantId: string, message: string, signature: unknown): boolea
 }
 
 async function auditEntries(tenantId: string) {
-  return (await svc.store.readAudit(0, 1_000_000)).filter((e) => e.tenantId === tenantId);
+  return (await svc.store.audit.read(0, 1_000_000)).filter((e) => e.tenantId === tenantId);
 }
 
 describe('a request body and the verified facts', () => {

@@ -43,7 +43,7 @@ beforeAll(async () => {
   dataDir = makeTempDir();
   // A tenant row is all these commands need (no signing here): its key record points at nothing.
   await withStore((store) =>
-    store.createTenant('acme', {
+    store.tenants.create('acme', {
       id: 'key-1',
       tenantId: 'acme',
       version: 1,

@@ -61,7 +61,7 @@ beforeAll(async () => {
   dataDir = makeTempDir();
   // A tenant row is all these commands need (no signing here): its key record points at nothing.
   await withStore((store) =>
-    store.createTenant('acme', { ...keyRecord('key-1', 'acme'), keyRef: 'none', publicKeyPem: '' }),
+    store.tenants.create('acme', { ...keyRecord('key-1', 'acme'), keyRef: 'none', publicKeyPem: '' }),
   );
 });
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));

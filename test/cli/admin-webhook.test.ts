@@ -37,7 +37,7 @@ beforeAll(async () => {
   dataDir = makeTempDir();
   await receiver.start();
   await withStore((store) =>
-    store.createTenant('acme', { ...keyRecord('key-1', 'acme'), keyRef: 'none', publicKeyPem: '' }),
+    store.tenants.create('acme', { ...keyRecord('key-1', 'acme'), keyRef: 'none', publicKeyPem: '' }),
   );
 });
 afterAll(async () => {

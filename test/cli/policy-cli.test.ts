@@ -62,7 +62,7 @@ describe('a server with a policy file', () => {
     expect(pending.status).toBe('pending_approval');
     // approvals.lifetimeHours from the policy file sets the request's lifetime.
     const store = openSqliteStore(join(dataDir, 'signbridge.db'));
-    const record = await store.getPendingRequest('ops', pending.request_id);
+    const record = await store.requests.get('ops', pending.request_id);
     await store.close();
     expect(Date.parse(record?.expiresAt as string) - Date.parse(record?.createdAt as string)).toBe(2 * 3_600_000);
   });

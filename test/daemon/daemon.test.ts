@@ -435,7 +435,7 @@ describe('credentials and reachability', () => {
     const { key } = await listed(client, 't-revoked');
     const token = signers.get('t-revoked') as string;
     const id = /^sbk_([0-9a-f]{16})_/.exec(token)?.[1] as string;
-    expect(await svc.store.revokeApiKey(id, new Date().toISOString())).toBe(true);
+    expect(await svc.store.apiKeys.revoke(id, new Date().toISOString())).toBe(true);
     const res = await client.request({
       type: 'SIGN',
       tenant: 't-revoked',
@@ -459,7 +459,7 @@ describe('credentials and reachability', () => {
       keys.set(tenant, await svc.apiKey('signer', tenant));
     }
     const revoked = /^sbk_([0-9a-f]{16})_/.exec(keys.get('iso-revoked') as string)?.[1] as string;
-    expect(await svc.store.revokeApiKey(revoked, new Date().toISOString())).toBe(true);
+    expect(await svc.store.apiKeys.revoke(revoked, new Date().toISOString())).toBe(true);
     // A new daemon (nothing cached), as a new build host process would meet it.
     const fresh = await startTestDaemon(
       remoteConfig(

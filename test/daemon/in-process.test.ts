@@ -171,8 +171,8 @@ describe('in-process upstream', () => {
     // Read back on a connection of its own, as `signbridge admin audit` would.
     const store = openSqliteStore(join(dataDir, 'signbridge.db'));
     try {
-      const records = await store.listSignatures('local-p521', 1000);
-      const signed = (await store.readAudit(0, 1000)).filter(
+      const records = await store.signatures.list('local-p521', 1000);
+      const signed = (await store.audit.read(0, 1000)).filter(
         (e) => e.tenantId === 'local-p521' && e.outcome === 'signed',
       );
       expect(records.length).toBeGreaterThanOrEqual(19);

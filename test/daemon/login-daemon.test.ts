@@ -95,7 +95,7 @@ describe('the daemon follows `signbridge login`', () => {
 
     // The key is revoked at the service: the daemon says to sign in again.
     const id = /^sbk_([0-9a-f]{16})_/.exec(keys.acme1 as string)?.[1] as string;
-    expect(await svc.store.revokeApiKey(id, new Date().toISOString())).toBe(true);
+    expect(await svc.store.apiKeys.revoke(id, new Date().toISOString())).toBe(true);
     s = await status();
     expect(s.code).toBe(1);
     expect(s.stdout).toMatch(/UNAUTHENTICATED: unauthorized: .*; run `signbridge login` to sign in again/);

@@ -288,7 +288,7 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     expect(created.status).toBe(201);
     const revoked = await svc.apiKey('signer', 'e2e-revoked');
     const id16 = /^sbk_([0-9a-f]{16})_/.exec(revoked)?.[1] as string;
-    expect(await svc.store.revokeApiKey(id16, new Date().toISOString())).toBe(true);
+    expect(await svc.store.apiKeys.revoke(id16, new Date().toISOString())).toBe(true);
     const own = await startTestDaemon(
       remoteConfig(url, [
         { tenantId: 'e2e-p256', label: 'e2e-p256 token', apiKey: await svc.apiKey('signer', 'e2e-p256') },

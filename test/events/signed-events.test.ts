@@ -188,7 +188,7 @@ describe('signature.signed for every signature', () => {
     expect(delivered).toHaveLength(made.length);
     expect(new Set(delivered.map((a) => dataOf(a).digest)).size).toBe(made.length);
 
-    const records = await svc.store.listSignatures('sg', 100_000);
+    const records = await svc.store.signatures.list('sg', 100_000);
     for (const m of made) {
       const attempt = delivered.find((a) => dataOf(a).digest === m.digest) as Attempt;
       const data = dataOf(attempt);

@@ -6,11 +6,12 @@
 import { Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import type { Database, KyselyStore } from '../../src/store/kysely-store.js';
+import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import type { Database } from '../../src/store/tables.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 

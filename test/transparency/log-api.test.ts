@@ -35,7 +35,7 @@ async function sign(token: string, tenant: string, m: string) {
 
 /** The leaves as the audit log defines them, from the rows (not from the service's tree). */
 async function leavesFromRows() {
-  return leavesOfEntries(await svc.store.readAudit(0, 100_000));
+  return leavesOfEntries(await svc.store.audit.read(0, 100_000));
 }
 
 beforeAll(async () => {
@@ -77,7 +77,7 @@ describe('transparency log endpoints', () => {
   });
 
   it('records the log key it began with in the audit log, once', async () => {
-    const made = (await svc.store.readAudit(0, 100_000)).filter((e) => e.action === 'log_key_create');
+    const made = (await svc.store.audit.read(0, 100_000)).filter((e) => e.action === 'log_key_create');
     expect(made).toHaveLength(1);
     expect(made[0]).toMatchObject({ actor: 'service', outcome: 'created', tenantId: null });
     expect(made[0]?.details).toMatchObject({ origin: vkey.name, key_spec: 'ECC_NIST_P256' });
@@ -86,7 +86,7 @@ describe('transparency log endpoints', () => {
 
   it('serves an inclusion proof for every entry; the entry bytes only to its own tenant', async () => {
     const cp = verifyCheckpoint((await logGet(svc.app, '/log/checkpoint', signerA)).text, vkey);
-    const rows = await svc.store.readAudit(0, 100_000);
+    const rows = await svc.store.audit.read(0, 100_000);
     for (let index = 0; index < cp.size; index++) {
       const r = await logGet(svc.app, `/log/proof/inclusion?index=${index}`, signerA);
       expect(r.status).toBe(200);

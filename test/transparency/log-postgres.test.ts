@@ -60,7 +60,7 @@ describe.skipIf(!enabled)('transparency log on PostgreSQL, two instances', () =>
     const vkey = parseVkey(vkeyA);
     expect((await a.run<{ n: string }>(sql`SELECT count(*) AS n FROM log_keys`))[0]?.n).toBe('1');
     // One instance made the key and recorded it; the other's key was not needed and is not in the record.
-    const made = (await a.store.readAudit(0, 100_000)).filter((e) => e.action === 'log_key_create');
+    const made = (await a.store.audit.read(0, 100_000)).filter((e) => e.action === 'log_key_create');
     expect(made.map((e) => e.details.verifier_key)).toEqual([vkeyA.trim()]);
 
     const rows = await a.run<{ tree_size: string; note: string }>(
@@ -86,7 +86,7 @@ describe.skipIf(!enabled)('transparency log on PostgreSQL, two instances', () =>
     }
     // The latest commits to exactly the audit rows, in seq order.
     const latest = cps[cps.length - 1];
-    const entries = await a.store.readAudit(0, 100_000);
+    const entries = await a.store.audit.read(0, 100_000);
     expect(latest?.size).toBe(entries.length);
     const leaves = leavesOfEntries(entries);
     expect(latest?.root.equals(refRoot(leaves))).toBe(true);

@@ -67,7 +67,7 @@ describe('a tampered audit log', () => {
 
   it('a logged history rewritten with its chain recomputed: refused; the edited entry fails a verifier', async () => {
     const good = { size: await state(), checkpoints: await checkpoints() };
-    const rows = await svc.store.readAudit(0, 1000);
+    const rows = await svc.store.audit.read(0, 1000);
     const target = rows[2];
     if (!target) throw new Error('no entry 3');
     // Rewrite entry 3 and re-chain everything after it, as an attacker with database access could.

@@ -102,25 +102,25 @@ const S1 = [{ subscriptionId: 's1', limit: 10 }];
 describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
   it.skipIf(!enabled)('writes an event with its change, and none when the change does not happen', async () => {
     const [a] = await open();
-    await a.createTenant('t1', keyRecord('k1', 't1'), [event('tenant.created', 't1')]);
+    await a.tenants.create('t1', keyRecord('k1', 't1'), [event('tenant.created', 't1')]);
     // A second create of the same tenant fails: its event is rolled back with it.
     await expect(
-      a.createTenant('t1', keyRecord('k2', 't1'), [event('tenant.created', 't1', undefined, 2)]),
+      a.tenants.create('t1', keyRecord('k2', 't1'), [event('tenant.created', 't1', undefined, 2)]),
     ).rejects.toThrow(ConflictError);
-    await a.createPendingRequest(pending('r1', 't1'), [event('signature.pending', 't1', 'request:r1')]);
+    await a.requests.create(pending('r1', 't1'), [event('signature.pending', 't1', 'request:r1')]);
     // A compare-and-set that loses (the request is no longer pending_approval) writes no event.
     expect(
-      await a.updatePendingRequest('r1', 'pending_security_review', { status: 'rejected' }, [
+      await a.requests.update('r1', 'pending_security_review', { status: 'rejected' }, [
         event('signature.rejected', 't1', 'request:r1'),
       ]),
     ).toBe(false);
     expect(
-      await a.updatePendingRequest('r1', 'pending_approval', { status: 'rejected' }, [
+      await a.requests.update('r1', 'pending_approval', { status: 'rejected' }, [
         event('signature.rejected', 't1', 'request:r1', 1),
       ]),
     ).toBe(true);
     // A denial's event rides with its audit entry in the group commit.
-    await a.appendAudit(
+    await a.audit.append(
       { at: new Date().toISOString(), tenantId: 't1', actor: 'ak', action: 'sign', outcome: 'denied', details: {} },
       [event('signature.denied', 't1')],
     );

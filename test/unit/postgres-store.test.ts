@@ -48,35 +48,35 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
   });
 
   it('creates tenants atomically and refuses duplicates from another instance with ConflictError', async () => {
-    await a.createTenant('t1', key('k1', 't1'));
-    await expect(b.createTenant('t1', key('k2', 't1'))).rejects.toBeInstanceOf(ConflictError);
-    expect(await b.getKey('t1', 'k2')).toBeUndefined();
-    expect((await b.getCurrentKey('t1'))?.id).toBe('k1');
+    await a.tenants.create('t1', key('k1', 't1'));
+    await expect(b.tenants.create('t1', key('k2', 't1'))).rejects.toBeInstanceOf(ConflictError);
+    expect(await b.tenants.getKey('t1', 'k2')).toBeUndefined();
+    expect((await b.tenants.currentKey('t1'))?.id).toBe('k1');
   });
 
   it('rotates on one instance and the other sees the new current key', async () => {
     const { version: _v, ...next } = key('k3', 't1');
-    expect((await a.rotateKey('t1', next)).version).toBe(2);
-    expect((await b.getCurrentKey('t1'))?.id).toBe('k3');
-    expect((await b.listKeys('t1')).map((k) => [k.id, k.keyStore, k.origin])).toEqual([
+    expect((await a.tenants.rotateKey('t1', next)).version).toBe(2);
+    expect((await b.tenants.currentKey('t1'))?.id).toBe('k3');
+    expect((await b.tenants.listKeys('t1')).map((k) => [k.id, k.keyStore, k.origin])).toEqual([
       ['k1', 'pkcs11', 'generated'],
       ['k3', 'pkcs11', 'generated'],
     ]);
   });
 
   it('group-commits concurrent signature records with their audit entries, all of them', async () => {
-    await Promise.all(Array.from({ length: 150 }, (_, i) => a.recordSignature(sig(`s${i}`), entry('a', i))));
-    expect(await b.listSignatures('t1', 1000)).toHaveLength(150);
+    await Promise.all(Array.from({ length: 150 }, (_, i) => a.signatures.record(sig(`s${i}`), entry('a', i))));
+    expect(await b.signatures.list('t1', 1000)).toHaveLength(150);
   });
 
   it('fails every record of a batch that cannot be written, and writes none of them nor their entries', async () => {
     const before = (await a.stats()).auditEntries;
     const results = await Promise.allSettled([
-      a.recordSignature(sig('dup', 't2'), entry('dup', 1)),
-      a.recordSignature(sig('dup', 't2'), entry('dup', 2)),
+      a.signatures.record(sig('dup', 't2'), entry('dup', 1)),
+      a.signatures.record(sig('dup', 't2'), entry('dup', 2)),
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
-    expect(await a.listSignatures('t2', 10)).toEqual([]);
+    expect(await a.signatures.list('t2', 10)).toEqual([]);
     expect((await a.stats()).auditEntries).toBe(before);
   });
 
@@ -84,26 +84,26 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
     const before = (await a.stats()).auditEntries;
     await Promise.all(
       Array.from({ length: 300 }, (_, i) => [
-        a.recordSignature(sig(`ra${i}`, 't3'), entry('a', i)),
-        b.recordSignature(sig(`rb${i}`, 't3'), entry('b', i)),
+        a.signatures.record(sig(`ra${i}`, 't3'), entry('a', i)),
+        b.signatures.record(sig(`rb${i}`, 't3'), entry('b', i)),
       ]).flat(),
     );
-    const all = await a.readAudit(0, 100_000);
+    const all = await a.audit.read(0, 100_000);
     expect(all.length).toBe(before + 600);
     expect(all.map((e) => e.seq)).toEqual(all.map((_, i) => i + 1));
     expect(walkChain(all)).toEqual({ problems: [], verified: all.length });
-    expect(await b.listSignatures('t3', 1000)).toHaveLength(600);
+    expect(await b.signatures.list('t3', 1000)).toHaveLength(600);
   });
 
   it('hashes in the database exactly as the application does, whatever the entry holds', async () => {
-    const [head] = (await a.readAudit(0, 100_000)).slice(-1);
+    const [head] = (await a.audit.read(0, 100_000)).slice(-1);
     const tricky: AuditEntryInput[] = [
       { ...entry('ключ 🔑 "quoted" \\ back', 1), tenantId: 'tenant "x"' },
       { ...entry('a', 2), details: { seq: -1, tenant_id: 'not this one', nested: { z: [1, 'two', null] }, nl: '\n' } },
       { ...entry('b', 3), tenantId: null, details: {} },
     ];
-    for (const e of tricky) await a.appendAudit(e);
-    const written = (await b.readAudit(head?.seq ?? 0, 10)).slice(0, 3);
+    for (const e of tricky) await a.audit.append(e);
+    const written = (await b.audit.read(head?.seq ?? 0, 10)).slice(0, 3);
     // The rows the JavaScript chain would have written on the same head: same seqs, same hashes.
     const expected = chainAuditRows(head && { seq: head.seq, hash: head.hash }, tricky);
     expect(written.map((w) => [w.seq, w.prevHash, w.hash])).toEqual(expected.map((r) => [r.seq, r.prev_hash, r.hash]));
@@ -113,24 +113,24 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
   });
 
   it('answers API keys and current keys from memory, and sees another instance’s change from its next turn', async () => {
-    await a.createApiKey(apiKeyRecord('cached', { tenantId: 't1', role: 'signer' }));
-    await b.getApiKey('cached');
-    await b.getCurrentKey('t1');
+    await a.apiKeys.create(apiKeyRecord('cached', { tenantId: 't1', role: 'signer' }));
+    await b.apiKeys.get('cached');
+    await b.tenants.currentKey('t1');
     await setImmediate();
     const before = { ...b.cacheStats };
-    expect((await b.getApiKey('cached'))?.revokedAt).toBeNull();
-    expect((await b.getCurrentKey('t1'))?.id).toBe('k3');
+    expect((await b.apiKeys.get('cached'))?.revokedAt).toBeNull();
+    expect((await b.tenants.currentKey('t1'))?.id).toBe('k3');
     expect(b.cacheStats).toEqual({ hits: before.hits + 2, misses: before.misses });
     // Revoked and rotated through the other instance: refused and current from b's very next lookup.
-    expect(await a.revokeApiKey('cached', new Date().toISOString())).toBe(true);
+    expect(await a.apiKeys.revoke('cached', new Date().toISOString())).toBe(true);
     const { version: _v, ...next } = key('k4', 't1');
-    await a.rotateKey('t1', next);
-    expect((await b.getApiKey('cached'))?.revokedAt).not.toBeNull();
-    expect((await b.getCurrentKey('t1'))?.id).toBe('k4');
+    await a.tenants.rotateKey('t1', next);
+    expect((await b.apiKeys.get('cached'))?.revokedAt).not.toBeNull();
+    expect((await b.tenants.currentKey('t1'))?.id).toBe('k4');
   });
 
   it('refuses a second successor of an entry (a fork) at the database', async () => {
-    const all = await a.readAudit(0, 20);
+    const all = await a.audit.read(0, 20);
     const [row] = chainAuditRows({ seq: 10, hash: (all[9] as AuditEntry).hash }, [entry('fork', 0)]);
     await expect(
       sql`INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash)
@@ -163,32 +163,32 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
       updatedAt: now,
       continuationKey: null,
     };
-    await a.createPendingRequest(request);
+    await a.requests.create(request);
     const claims = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        (i % 2 ? a : b).updatePendingRequest(request.id, 'pending_approval', { status: 'signing', updatedAt: now }),
+        (i % 2 ? a : b).requests.update(request.id, 'pending_approval', { status: 'signing', updatedAt: now }),
       ),
     );
     expect(claims.filter(Boolean)).toHaveLength(1);
-    expect((await b.getPendingRequest('t1', request.id))?.status).toBe('signing');
+    expect((await b.requests.get('t1', request.id))?.status).toBe('signing');
   });
 
   it('counts trial requests of one address across instances exactly', async () => {
     const now = Date.now();
     const counts = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).countTrialRequest('203.0.113.9', now, 3600_000)),
+      Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).requestCounts.count('203.0.113.9', now, 3600_000)),
     );
     expect(counts.map((c) => c.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
   });
 
   it('proves it can write (the /readyz probe) and revokes an API key once across instances', async () => {
     await a.probeWrite();
-    await a.createApiKey(apiKeyRecord('a1'));
+    await a.apiKeys.create(apiKeyRecord('a1'));
     const [first, second] = await Promise.all([
-      a.revokeApiKey('a1', new Date().toISOString()),
-      b.revokeApiKey('a1', new Date().toISOString()),
+      a.apiKeys.revoke('a1', new Date().toISOString()),
+      b.apiKeys.revoke('a1', new Date().toISOString()),
     ]);
     expect([first, second].filter(Boolean)).toHaveLength(1);
-    expect((await b.getApiKey('a1'))?.revokedAt).not.toBeNull();
+    expect((await b.apiKeys.get('a1'))?.revokedAt).not.toBeNull();
   });
 });

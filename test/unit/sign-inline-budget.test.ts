@@ -54,15 +54,15 @@ async function signingSetup(onThread: boolean, inlineBelowMs?: number) {
   });
   const store = openSqliteStore(join(dir, 'store.db'), onThread ? { writerThread: { spinMs: 0.2 } } : {});
   await store.migrate();
-  expect(store.writesOnThread).toBe(onThread);
+  expect(store.signatures.writesOnThread).toBe(onThread);
   const signing = new SigningService({ store, keyStore, policy: allowAll });
   await signing.createTenant('wa', 'ECC_NIST_P256', 'test');
   const digest = createHash('sha256').update('write-ahead').digest();
   const request = { action: 'pkcs11_sign' as const, tenantId: 'wa', callerId: 'ci', digest, context: {}, pss: false };
   // A signature that is made: its `signed` entry names its record.
   await signing.pkcs11Sign(request);
-  const [record] = await store.listSignatures('wa', 10);
-  const signedEntry = (await store.readAudit(0, 100)).at(-1);
+  const [record] = await store.signatures.list('wa', 10);
+  const signedEntry = (await store.audit.read(0, 100)).at(-1);
   expect(signedEntry).toMatchObject({ action: 'pkcs11_sign', outcome: 'signed' });
   expect(signedEntry?.details.signature_id).toBe(record?.id);
   return {
@@ -85,14 +85,14 @@ it('a store committing on its writer thread gets the record ahead; a key-store f
   try {
     await t.keyStore.close(); // every signature from now on fails in the key store
     await expect(t.signing.pkcs11Sign(t.request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
-    const [ahead, failed, ...more] = await t.store.readAudit(t.lastSeq, 100);
+    const [ahead, failed, ...more] = await t.store.audit.read(t.lastSeq, 100);
     expect(more).toEqual([]);
     expect(ahead).toMatchObject({ action: 'pkcs11_sign', outcome: 'signed', actor: 'ci' });
     expect(failed).toMatchObject({ action: 'pkcs11_sign', outcome: 'sign_failed', actor: 'ci' });
     expect(failed?.details.signature_id).toBe(ahead?.details.signature_id);
     expect(failed?.details.error).toMatch(/shutting down/);
     // Only the signature that was made keeps its record.
-    expect((await t.store.listSignatures('wa', 10)).map((r) => r.id)).toEqual([t.recordId]);
+    expect((await t.store.signatures.list('wa', 10)).map((r) => r.id)).toEqual([t.recordId]);
   } finally {
     await t.close();
   }
@@ -103,12 +103,12 @@ it('a store committing on the event loop gets the record after the signature: a 
   try {
     await t.keyStore.close();
     await expect(t.signing.pkcs11Sign(t.request)).rejects.toMatchObject({ code: 'key_store_unavailable' });
-    const [failed, ...more] = await t.store.readAudit(t.lastSeq, 100);
+    const [failed, ...more] = await t.store.audit.read(t.lastSeq, 100);
     expect(more).toEqual([]);
     expect(failed).toMatchObject({ action: 'pkcs11_sign', outcome: 'sign_failed', actor: 'ci' });
     expect(failed?.details.signature_id).toBeUndefined();
     expect(failed?.details.error).toMatch(/shutting down/);
-    expect((await t.store.listSignatures('wa', 10)).map((r) => r.id)).toEqual([t.recordId]);
+    expect((await t.store.signatures.list('wa', 10)).map((r) => r.id)).toEqual([t.recordId]);
   } finally {
     await t.close();
   }
@@ -135,7 +135,7 @@ it('a commit written ahead that fails while the signature is on a signing thread
       process.off('unhandledRejection', onUnhandled);
     }
     db.exec('DROP TRIGGER audit_fails');
-    expect((await t.store.listSignatures('slow', 10)).length).toBe(0);
+    expect((await t.store.signatures.list('slow', 10)).length).toBe(0);
   } finally {
     db.close();
     await t.close();

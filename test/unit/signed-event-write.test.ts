@@ -34,7 +34,7 @@ describe.each(['event loop', 'writer thread'] as const)('signature.signed writte
       ...(variant === 'writer thread' && { writerThread: { spinMs: 0 } }),
     });
     await store.migrate();
-    expect(store.writesOnThread).toBe(variant === 'writer thread');
+    expect(store.signatures.writesOnThread).toBe(variant === 'writer thread');
     const token = Pkcs11KeyStore.open(embeddedSoftHsmOptions(dataDir));
     close = async () => {
       await token.close();
@@ -81,7 +81,7 @@ describe.each(['event loop', 'writer thread'] as const)('signature.signed writte
     expect(refused?.message).toContain('CKR_DEVICE_ERROR');
 
     const events = (await store.events.readEvents(0, 1000)).filter((e) => e.type === 'signature.signed');
-    const records = await store.listSignatures('we', 1000);
+    const records = await store.signatures.list('we', 1000);
     expect(records.map((r) => r.id).sort()).toEqual(made.map((m) => (m.kind === 'signed' ? m.signatureId : '')).sort());
     expect(events.map((e) => e.data.signature_id).sort()).toEqual(records.map((r) => r.id).sort());
     for (const event of events) {
@@ -91,7 +91,7 @@ describe.each(['event loop', 'writer thread'] as const)('signature.signed writte
       expect(event.orderKey).toBeNull();
     }
     expect(events.some((e) => e.data.digest === REFUSED.toString('base64'))).toBe(false);
-    const audit = (await store.readAudit(0, 1000)).filter((e) => e.action === 'sign');
+    const audit = (await store.audit.read(0, 1000)).filter((e) => e.action === 'sign');
     expect(audit.filter((e) => e.outcome === 'signed')).toHaveLength(10);
     expect(audit.filter((e) => e.outcome === 'sign_failed')).toHaveLength(1);
   });

@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
-import type { Database } from '../../src/store/kysely-store.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { openSqlite } from '../../src/store/sqlite-driver.js';
 import { openSqliteStore, type SqliteKyselyStore } from '../../src/store/sqlite-store.js';
 import { type AuditEntry, type AuditEntryInput, ConflictError } from '../../src/store/store.js';
+import type { Database } from '../../src/store/tables.js';
 import { makeTempDir } from '../helpers/service.js';
 import { apiKeyRecord, auditEntry, keyRecord, signatureRecord } from '../helpers/store-records.js';
 import { waitFor } from '../helpers/wait.js';
@@ -46,7 +46,7 @@ function rowsInMainFile(path: string, tenantId: string): number {
 async function recordBatches(store: SqliteKyselyStore, tenantId: string, prefix: string, batches: number) {
   for (let batch = 0; batch < batches; batch++) {
     await Promise.all(
-      Array.from({ length: 10 }, (_, i) => store.recordSignature(sig(`${prefix}${batch}-${i}`, tenantId))),
+      Array.from({ length: 10 }, (_, i) => store.signatures.record(sig(`${prefix}${batch}-${i}`, tenantId))),
     );
   }
 }
@@ -67,35 +67,35 @@ const apiKey = apiKeyRecord;
 
 describe('SQLite store', () => {
   it('creates tenants atomically and refuses duplicates with ConflictError', async () => {
-    await store.createTenant('t1', key('k1', 't1'));
-    await expect(store.createTenant('t1', key('k2', 't1'))).rejects.toBeInstanceOf(ConflictError);
-    expect(await store.getKey('t1', 'k2')).toBeUndefined();
-    expect((await store.getCurrentKey('t1'))?.id).toBe('k1');
-    expect(await store.getCurrentKey('nobody')).toBeUndefined();
+    await store.tenants.create('t1', key('k1', 't1'));
+    await expect(store.tenants.create('t1', key('k2', 't1'))).rejects.toBeInstanceOf(ConflictError);
+    expect(await store.tenants.getKey('t1', 'k2')).toBeUndefined();
+    expect((await store.tenants.currentKey('t1'))?.id).toBe('k1');
+    expect(await store.tenants.currentKey('nobody')).toBeUndefined();
   });
 
   it('rotates: numbers versions and moves the current key', async () => {
     const { version: _v, ...next } = key('k3', 't1');
-    const rotated = await store.rotateKey('t1', next);
+    const rotated = await store.tenants.rotateKey('t1', next);
     expect(rotated.version).toBe(2);
-    expect((await store.getCurrentKey('t1'))?.id).toBe('k3');
-    expect((await store.listKeys('t1')).map((k) => k.id)).toEqual(['k1', 'k3']);
+    expect((await store.tenants.currentKey('t1'))?.id).toBe('k3');
+    expect((await store.tenants.listKeys('t1')).map((k) => k.id)).toEqual(['k1', 'k3']);
   });
 
   it('group-commits concurrent signature records, all of them', async () => {
-    await Promise.all(Array.from({ length: 150 }, (_, i) => store.recordSignature(sig(`s${i}`))));
-    expect(await store.listSignatures('t1', 1000)).toHaveLength(150);
+    await Promise.all(Array.from({ length: 150 }, (_, i) => store.signatures.record(sig(`s${i}`))));
+    expect(await store.signatures.list('t1', 1000)).toHaveLength(150);
   });
 
   it('fails every record of a batch that cannot be written, and writes none of them', async () => {
     const results = await Promise.allSettled([
-      store.recordSignature(sig('dup', 't2')),
-      store.recordSignature(sig('dup', 't2')),
+      store.signatures.record(sig('dup', 't2')),
+      store.signatures.record(sig('dup', 't2')),
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
-    expect(await store.listSignatures('t2', 10)).toEqual([]);
-    await store.recordSignature(sig('after', 't2'));
-    expect(await store.listSignatures('t2', 10)).toHaveLength(1);
+    expect(await store.signatures.list('t2', 10)).toEqual([]);
+    await store.signatures.record(sig('after', 't2'));
+    expect(await store.signatures.list('t2', 10)).toHaveLength(1);
   });
 
   it('caches API keys and current keys, and sees writes of this connection and of other processes at once', async () => {
@@ -104,33 +104,33 @@ describe('SQLite store', () => {
     await mine.migrate();
     const other = openSqliteStore(path); // another process: `signbridge admin`, a second service
     try {
-      await mine.createTenant('tc', key('kc1', 'tc'));
-      await mine.createApiKey(apiKey('ak1'));
-      expect((await mine.getApiKey('ak1'))?.revokedAt).toBeNull();
-      expect((await mine.getCurrentKey('tc'))?.id).toBe('kc1');
+      await mine.tenants.create('tc', key('kc1', 'tc'));
+      await mine.apiKeys.create(apiKey('ak1'));
+      expect((await mine.apiKeys.get('ak1'))?.revokedAt).toBeNull();
+      expect((await mine.tenants.currentKey('tc'))?.id).toBe('kc1');
       await turn();
       const before = { ...mine.cacheStats };
-      expect((await mine.getApiKey('ak1'))?.revokedAt).toBeNull();
-      expect((await mine.getCurrentKey('tc'))?.id).toBe('kc1');
+      expect((await mine.apiKeys.get('ak1'))?.revokedAt).toBeNull();
+      expect((await mine.tenants.currentKey('tc'))?.id).toBe('kc1');
       expect(mine.cacheStats.hits - before.hits).toBe(2);
 
       // Revoked and rotated by the other connection: the next turn reads the new rows.
-      expect(await other.revokeApiKey('ak1', new Date().toISOString())).toBe(true);
+      expect(await other.apiKeys.revoke('ak1', new Date().toISOString())).toBe(true);
       const { version: _v, ...next } = key('kc2', 'tc');
-      await other.rotateKey('tc', next);
+      await other.tenants.rotateKey('tc', next);
       await turn();
-      expect((await mine.getApiKey('ak1'))?.revokedAt).not.toBeNull();
-      expect((await mine.getCurrentKey('tc'))?.id).toBe('kc2');
+      expect((await mine.apiKeys.get('ak1'))?.revokedAt).not.toBeNull();
+      expect((await mine.tenants.currentKey('tc'))?.id).toBe('kc2');
 
       // This connection's own rotation is seen at once, in the same turn.
       const { version: _w, ...third } = key('kc3', 'tc');
-      await mine.rotateKey('tc', third);
-      expect((await mine.getCurrentKey('tc'))?.id).toBe('kc3');
+      await mine.tenants.rotateKey('tc', third);
+      expect((await mine.tenants.currentKey('tc'))?.id).toBe('kc3');
       // Unknown ids are never kept: a key created later by another process is found.
-      expect(await mine.getApiKey('ak2')).toBeUndefined();
-      await other.createApiKey(apiKey('ak2'));
+      expect(await mine.apiKeys.get('ak2')).toBeUndefined();
+      await other.apiKeys.create(apiKey('ak2'));
       await turn();
-      expect((await mine.getApiKey('ak2'))?.id).toBe('ak2');
+      expect((await mine.apiKeys.get('ak2'))?.id).toBe('ak2');
     } finally {
       await other.close();
       await mine.close();
@@ -144,21 +144,21 @@ describe('SQLite store', () => {
     const background = openSqliteStore(path, { backgroundCheckpoints: { intervalMs: 60_000, commitsPerPass: 1000 } });
     await background.migrate();
     try {
-      await background.createTenant('tw', key('kw1', 'tw'));
+      await background.tenants.create('tw', key('kw1', 'tw'));
       await recordBatches(background, 'tw', 'w', 400);
       // 400 commits take the WAL past SQLite's automatic checkpoint (1000 pages), yet no commit checkpointed:
       // the database file alone still lacks the rows.
       expect(statSync(`${path}-wal`).size).toBeGreaterThan(1000 * 4096);
       expect(rowsInMainFile(path, 'tw')).toBe(0);
       await turn();
-      await background.getCurrentKey('tw');
+      await background.tenants.currentKey('tw');
       await turn();
       const hits = background.cacheStats.hits;
       await background.checkpointNow();
       expect(rowsInMainFile(path, 'tw')).toBe(4000);
       // A checkpoint is not a commit: the cache stays valid.
       await turn();
-      await background.getCurrentKey('tw');
+      await background.tenants.currentKey('tw');
       expect(background.cacheStats.hits).toBe(hits + 1);
     } finally {
       await background.close();
@@ -171,7 +171,7 @@ describe('SQLite store', () => {
     const store = openSqliteStore(path, { backgroundCheckpoints: { intervalMs: 20 } });
     await store.migrate();
     try {
-      await store.createTenant('tr', key('kr1', 'tr'));
+      await store.tenants.create('tr', key('kr1', 'tr'));
       await recordBatches(store, 'tr', 'r', 50);
       await store.checkpointNow();
       expect(rowsInMainFile(path, 'tr')).toBe(500);
@@ -204,15 +204,15 @@ describe('SQLite store', () => {
     const BATCHES = 6_000;
     // Returns how many batches were committed and the WAL file's largest size.
     const sustain = async (store: SqliteKyselyStore, path: string) => {
-      await store.createTenant('ts', key('ks1', 'ts'));
+      await store.tenants.create('ts', key('ks1', 'ts'));
       let batches = 0;
       let maxWal = 0;
       while (batches < BATCHES) {
         await Promise.all(
           Array.from({ length: 10 }, (_, i) =>
             Promise.all([
-              store.recordSignature(sig(`u${batches}-${i}-${'x'.repeat(200)}`, 'ts')),
-              store.appendAudit({
+              store.signatures.record(sig(`u${batches}-${i}-${'x'.repeat(200)}`, 'ts')),
+              store.audit.append({
                 at: new Date().toISOString(),
                 tenantId: 'ts',
                 actor: 'test',
@@ -272,7 +272,7 @@ describe('SQLite store', () => {
       } finally {
         db.close();
       }
-      const entries = await store.readAudit(0, 1_000_000);
+      const entries = await store.audit.read(0, 1_000_000);
       expect(walkChain(entries)).toEqual({ problems: [], verified: entries.length });
     } finally {
       await neighbour.close();
@@ -287,7 +287,7 @@ describe('SQLite store', () => {
       backgroundCheckpoints: { intervalMs: 3_600_000, restartFrames: 16, commitsPerPass: 20 },
     });
     await store.migrate();
-    await store.createTenant('tp', key('kp1', 'tp'));
+    await store.tenants.create('tp', key('kp1', 'tp'));
     // A reader in another connection holds its snapshot: no checkpoint can copy past it or restart the WAL.
     const reader = openSqlite(path, { readonly: true });
     reader.exec('BEGIN');
@@ -321,7 +321,7 @@ describe('SQLite store', () => {
       await waitFor('the checkpointer thread to end', () => errors.some((e) => /ended/.test(e)));
       expect(errors.join('\n')).toMatch(/checkpointer could not start/);
       expect(errors.join('\n')).toMatch(/SQLite checkpoints inside commits again/);
-      await store.createTenant('tf', key('kf1', 'tf'));
+      await store.tenants.create('tf', key('kf1', 'tf'));
       await recordBatches(store, 'tf', 'f', 400);
       // SQLite's automatic checkpoint ran inside a commit: the database file alone holds rows.
       expect(rowsInMainFile(path, 'tf')).toBeGreaterThan(0);
@@ -353,7 +353,7 @@ describe('SQLite store', () => {
     const store = openSqliteStore(path);
     try {
       await store.migrate();
-      const read = await store.readAudit(0, 1000);
+      const read = await store.audit.read(0, 1000);
       expect(read.map((e) => e.details)).toEqual(entries.map((e) => e.details));
       expect(walkChain(read)).toEqual({ problems: [], verified: read.length });
       const after = openSqlite(path, { readonly: true });
@@ -366,8 +366,8 @@ describe('SQLite store', () => {
         after.close();
       }
       // New entries chain on where the old ones ended.
-      await store.appendAudit({ ...entries[0], details: { next: true } } as AuditEntryInput);
-      const all = await store.readAudit(0, 1000);
+      await store.audit.append({ ...entries[0], details: { next: true } } as AuditEntryInput);
+      const all = await store.audit.read(0, 1000);
       expect(walkChain(all)).toEqual({ problems: [], verified: all.length });
       expect(all.at(-1)?.seq).toBe(51);
     } finally {
@@ -390,9 +390,9 @@ describe('SQLite store', () => {
         details: { i },
       });
       await Promise.all(
-        Array.from({ length: 100 }, (_, i) => [a.appendAudit(entry('a', i)), b.appendAudit(entry('b', i))]).flat(),
+        Array.from({ length: 100 }, (_, i) => [a.audit.append(entry('a', i)), b.audit.append(entry('b', i))]).flat(),
       );
-      const all = await a.readAudit(0, 1000);
+      const all = await a.audit.read(0, 1000);
       expect(all.length).toBe(200);
       expect(walkChain(all)).toEqual({ problems: [], verified: all.length });
       // A second successor of an existing entry cannot be written.
@@ -422,17 +422,17 @@ describe('SQLite store', () => {
     await mine.migrate();
     const other = openSqliteStore(path);
     try {
-      await mine.createTenant('te', key('ke1', 'te'));
-      await mine.createApiKey(apiKey('ake'));
-      await mine.getApiKey('ake');
-      await mine.getCurrentKey('te');
+      await mine.tenants.create('te', key('ke1', 'te'));
+      await mine.apiKeys.create(apiKey('ake'));
+      await mine.apiKeys.get('ake');
+      await mine.tenants.currentKey('te');
       // Another connection commits signatures and audit entries (a writer thread, an in-process daemon): SQLite's
       // data_version changes, the cached rows do not.
-      await other.recordSignature(sig('epoch-1', 'te'), audit('other', 1));
+      await other.signatures.record(sig('epoch-1', 'te'), audit('other', 1));
       await turn();
       const before = { ...mine.cacheStats };
-      expect((await mine.getApiKey('ake'))?.id).toBe('ake');
-      expect((await mine.getCurrentKey('te'))?.id).toBe('ke1');
+      expect((await mine.apiKeys.get('ake'))?.id).toBe('ake');
+      expect((await mine.tenants.currentKey('te'))?.id).toBe('ke1');
       expect(mine.cacheStats).toEqual({ hits: before.hits + 2, misses: before.misses });
     } finally {
       await other.close();
@@ -449,17 +449,17 @@ describe('SQLite store', () => {
     await onThread.migrate();
     const neighbour = openSqliteStore(path);
     try {
-      expect(onThread.writesOnThread).toBe(true);
+      expect(onThread.signatures.writesOnThread).toBe(true);
       await Promise.all(
         Array.from({ length: 150 }, (_, i) => [
-          onThread.recordSignature(sig(`w${i}`, 'tw'), audit('thread', i)),
-          neighbour.appendAudit(audit('neighbour', i)),
+          onThread.signatures.record(sig(`w${i}`, 'tw'), audit('thread', i)),
+          neighbour.audit.append(audit('neighbour', i)),
         ]).flat(),
       );
-      const entries = await onThread.readAudit(0, 1000);
+      const entries = await onThread.audit.read(0, 1000);
       expect(entries.length).toBe(300);
       expect(walkChain(entries)).toEqual({ problems: [], verified: 300 });
-      expect((await onThread.listSignatures('tw', 1000)).length).toBe(150);
+      expect((await onThread.signatures.list('tw', 1000)).length).toBe(150);
       // Each record and its entry share a transaction: the thread's entries are in the order they were given.
       const mineInOrder = entries.filter((e) => e.actor === 'thread').map((e) => e.details.i);
       expect(mineInOrder).toEqual(Array.from({ length: 150 }, (_, i) => i));
@@ -474,14 +474,14 @@ describe('SQLite store', () => {
     const onThread = openSqliteStore(path, { writerThread: { spinMs: 0 } });
     await onThread.migrate();
     try {
-      await onThread.recordSignature(sig('dup', 'tx'), audit('x', 0));
-      await expect(onThread.recordSignature(sig('dup', 'tx'), audit('x', 1))).rejects.toMatchObject({
+      await onThread.signatures.record(sig('dup', 'tx'), audit('x', 0));
+      await expect(onThread.signatures.record(sig('dup', 'tx'), audit('x', 1))).rejects.toMatchObject({
         code: 'SQLITE_CONSTRAINT_PRIMARYKEY',
       });
-      await onThread.recordSignature(sig('after', 'tx'), audit('x', 2));
-      expect((await onThread.listSignatures('tx', 10)).map((r) => r.id).sort()).toEqual(['after', 'dup']);
+      await onThread.signatures.record(sig('after', 'tx'), audit('x', 2));
+      expect((await onThread.signatures.list('tx', 10)).map((r) => r.id).sort()).toEqual(['after', 'dup']);
       // The failed write's entry went with it.
-      expect((await onThread.readAudit(0, 10)).map((e) => e.details.i)).toEqual([0, 2]);
+      expect((await onThread.audit.read(0, 10)).map((e) => e.details.i)).toEqual([0, 2]);
     } finally {
       await onThread.close();
     }
@@ -497,11 +497,11 @@ describe('SQLite store', () => {
     });
     await store.migrate();
     try {
-      await expect(store.recordSignature(sig('lost', 'td'), audit('d', 0))).rejects.toThrow(/writer thread ended/);
-      expect(store.writesOnThread).toBe(false);
+      await expect(store.signatures.record(sig('lost', 'td'), audit('d', 0))).rejects.toThrow(/writer thread ended/);
+      expect(store.signatures.writesOnThread).toBe(false);
       expect(errors.join('\n')).toMatch(/the event loop commits again/);
-      await store.recordSignature(sig('kept', 'td'), audit('d', 1));
-      expect((await store.listSignatures('td', 10)).map((r) => r.id)).toEqual(['kept']);
+      await store.signatures.record(sig('kept', 'td'), audit('d', 1));
+      expect((await store.signatures.list('td', 10)).map((r) => r.id)).toEqual(['kept']);
     } finally {
       await store.close();
     }
@@ -511,15 +511,15 @@ describe('SQLite store', () => {
     const path = join(makeTempDir(), 'writer-close.db');
     const store = openSqliteStore(path, { writerThread: { spinMs: 0 } });
     await store.migrate();
-    const writes = Array.from({ length: 50 }, (_, i) => store.recordSignature(sig(`c${i}`, 'tc'), audit('c', i)));
+    const writes = Array.from({ length: 50 }, (_, i) => store.signatures.record(sig(`c${i}`, 'tc'), audit('c', i)));
     await store.close();
     await expect(Promise.all(writes)).resolves.toHaveLength(50);
     // A write after close() fails at once instead of waiting for a thread that is gone.
-    await expect(store.recordSignature(sig('late', 'tc'), audit('c', 50))).rejects.toThrow(/store is closed/);
+    await expect(store.signatures.record(sig('late', 'tc'), audit('c', 50))).rejects.toThrow(/store is closed/);
     const reopened = openSqliteStore(path);
     try {
-      expect((await reopened.listSignatures('tc', 100)).length).toBe(50);
-      expect(walkChain(await reopened.readAudit(0, 100))).toEqual({ problems: [], verified: 50 });
+      expect((await reopened.signatures.list('tc', 100)).length).toBe(50);
+      expect(walkChain(await reopened.audit.read(0, 100))).toEqual({ problems: [], verified: 50 });
     } finally {
       await reopened.close();
     }
@@ -528,21 +528,21 @@ describe('SQLite store', () => {
   it("keeps one limiter's request counts when another limiter with a shorter window counts (no reset by a sweep)", async () => {
     const t0 = Date.parse('2026-06-01T00:00:00Z');
     const hour = 3600_000;
-    expect((await store.countTrialRequest('198.51.100.1', t0, hour)).count).toBe(1);
-    expect((await store.countTrialRequest('198.51.100.1', t0 + 1000, hour)).count).toBe(2);
+    expect((await store.requestCounts.count('198.51.100.1', t0, hour)).count).toBe(1);
+    expect((await store.requestCounts.count('198.51.100.1', t0 + 1000, hour)).count).toBe(2);
     // Two minutes later a one-minute limiter (the device-flow start) counts another key: it must not sweep the first.
-    await store.countTrialRequest('device-start 198.51.100.1', t0 + 120_000, 60_000);
-    expect(await store.readTrialCount('198.51.100.1', t0 + 120_000, hour)).toBe(2);
-    expect((await store.countTrialRequest('198.51.100.1', t0 + 121_000, hour)).count).toBe(3);
+    await store.requestCounts.count('device-start 198.51.100.1', t0 + 120_000, 60_000);
+    expect(await store.requestCounts.read('198.51.100.1', t0 + 120_000, hour)).toBe(2);
+    expect((await store.requestCounts.count('198.51.100.1', t0 + 121_000, hour)).count).toBe(3);
     // Its own window ends after the hour; a week later every stale row is gone.
-    expect((await store.countTrialRequest('198.51.100.1', t0 + hour + 1, hour)).count).toBe(1);
-    expect(await store.readTrialCount('device-start 198.51.100.1', t0 + 8 * 24 * hour, 60_000)).toBe(0);
+    expect((await store.requestCounts.count('198.51.100.1', t0 + hour + 1, hour)).count).toBe(1);
+    expect(await store.requestCounts.read('device-start 198.51.100.1', t0 + 8 * 24 * hour, 60_000)).toBe(0);
   });
 
   it('revokes an API key once', async () => {
-    await store.createApiKey(apiKeyRecord('a1'));
-    expect(await store.revokeApiKey('a1', new Date().toISOString())).toBe(true);
-    expect(await store.revokeApiKey('a1', new Date().toISOString())).toBe(false);
-    expect((await store.getApiKey('a1'))?.revokedAt).not.toBeNull();
+    await store.apiKeys.create(apiKeyRecord('a1'));
+    expect(await store.apiKeys.revoke('a1', new Date().toISOString())).toBe(true);
+    expect(await store.apiKeys.revoke('a1', new Date().toISOString())).toBe(false);
+    expect((await store.apiKeys.get('a1'))?.revokedAt).not.toBeNull();
   });
 });

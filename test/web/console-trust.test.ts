@@ -62,7 +62,7 @@ async function signedIn(login: keyof typeof ACCOUNTS, path = '/console'): Promis
 }
 
 const trustAudit = async (tenant = 'acme') =>
-  (await svc.store.recentAudit(tenant, 100)).filter((e) => e.action === 'trust_rule');
+  (await svc.store.audit.recent(tenant, 100)).filter((e) => e.action === 'trust_rule');
 
 describe('trust rules in the console', () => {
   it('an admin finds the page from the overview, adds a rule (escaped, audited as the person) and removes it', async () => {

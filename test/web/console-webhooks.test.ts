@@ -114,7 +114,7 @@ async function signedIn(login: keyof typeof ACCOUNTS, path = '/console'): Promis
 
 const PAGE = '/console/tenants/acme/webhooks';
 const subscriptionAudit = async (tenant = 'acme') =>
-  (await svc.store.recentAudit(tenant, 200)).filter((e) => e.action === 'webhook_subscription');
+  (await svc.store.audit.recent(tenant, 200)).filter((e) => e.action === 'webhook_subscription');
 const personId = async (email: string) => (await svc.store.people.findByEmail(email))[0]?.id;
 const allowedUrl = async (url: string) => {
   const checked = await checkSubscriptionUrl(url, webhooks);
@@ -264,7 +264,7 @@ describe('event subscriptions in the console', () => {
     expect(await page.locator(`#sub-${id}`).count()).toBe(1);
     expect(await page.content()).not.toContain(secret);
     expect(await page.content()).not.toContain('whsec_');
-    expect(JSON.stringify(await svc.store.recentAudit('acme', 200))).not.toContain(secret);
+    expect(JSON.stringify(await svc.store.audit.recent('acme', 200))).not.toContain(secret);
   });
 
   it('a paused subscription shows since when, why and its last error; Resume makes it active, is audited and sends what waited', async () => {

@@ -121,7 +121,7 @@ describe('the web console in a browser', () => {
     await article.getByRole('button', { name: `Reject ${requestId}` }).click();
     expect(await page.locator('h1').textContent()).toBe('Refused');
     expect(await page.locator('main').textContent()).toContain('a rejection needs a reason');
-    expect((await svc.store.getPendingRequest('acme', requestId))?.status).toBe('pending_approval');
+    expect((await svc.store.requests.get('acme', requestId))?.status).toBe('pending_approval');
 
     await page.goto(`${base}/console/requests`);
     await page
@@ -130,7 +130,7 @@ describe('the web console in a browser', () => {
       .click();
     expect(new URL(page.url()).pathname).toBe('/console/requests'); // POST-redirect-GET
     expect(await page.getByRole('status').textContent()).toMatch(/^Approved/);
-    const record = await svc.store.getPendingRequest('acme', requestId);
+    const record = await svc.store.requests.get('acme', requestId);
     expect(record?.status).toBe('approved');
     expect(record?.decisions[0]?.by_person).toBeTruthy();
     // The signer collects the signature with the request id, as after approve_sign.
@@ -177,11 +177,11 @@ describe('the web console in a browser', () => {
     await page.getByLabel('Tenant and role').selectOption('acme signer');
     await page.getByLabel('Expires after').selectOption({ label: '30 days' });
     await page.getByLabel('Label').fill('ci');
-    const before = (await svc.store.listApiKeys()).length;
+    const before = (await svc.store.apiKeys.list()).length;
     await page.getByRole('button', { name: 'Make the key' }).click();
     expect(await page.locator('h1').textContent()).toBe('Not allowed');
     expect(await page.locator('main').textContent()).toContain('are made by an admin of acme');
-    expect((await svc.store.listApiKeys()).length).toBe(before);
+    expect((await svc.store.apiKeys.list()).length).toBe(before);
     // A signer does not see what others asked to sign.
     await page.goto(`${base}/console/requests`);
     expect(await page.locator('main').textContent()).toContain('shown to approvers, security reviewers and admins');
@@ -215,11 +215,11 @@ describe('the web console in a browser', () => {
     await page.getByLabel('Expires after (days)').fill('14');
     await page.getByRole('button', { name: 'Create' }).click();
     expect(await page.getByRole('status').textContent()).toContain('exception was created');
-    const [exception] = await svc.store.listExceptions('acme');
+    const [exception] = await svc.store.exceptions.list('acme');
     expect(exception?.vulnId).toBe('GHSA-aaaa-bbbb-cccc');
     await screenshot(page, 'exceptions');
     await page.getByRole('button', { name: `Revoke exception ${exception?.id}` }).click();
-    expect((await svc.store.getException('acme', exception?.id as string))?.revokedAt).not.toBe(null);
+    expect((await svc.store.exceptions.get('acme', exception?.id as string))?.revokedAt).not.toBe(null);
 
     await page.goto(`${base}/console/tenants/acme/audit`);
     const log = (await page.locator('table').textContent()) as string;

@@ -98,7 +98,7 @@ afterAll(async () => {
 async function pendingRequestId(tool: { ended?: unknown }): Promise<string> {
   for (let i = 0; i < 900; i++) {
     if (tool.ended) throw new Error(`pkcs11-tool ended before a request was held: ${String(tool.ended)}`);
-    const [pending] = await svc.store.listPendingRequests('acme');
+    const [pending] = await svc.store.requests.listPending('acme');
     if (pending) return pending.id;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -198,9 +198,9 @@ describe('signbridge login, the daemon, the module and an approval in the consol
         },
       );
       const requestId = await pendingRequestId(tool);
-      const held = await svc.store.getPendingRequest('acme', requestId);
+      const held = await svc.store.requests.get('acme', requestId);
       const alicePerson = (await svc.store.people.findByEmail('alice@example.com'))[0];
-      expect((await svc.store.getApiKey(held?.requester as string))?.personId).toBe(alicePerson?.id);
+      expect((await svc.store.apiKeys.get(held?.requester as string))?.personId).toBe(alicePerson?.id);
 
       // Alice holds the approver role, but she asked: the console refuses her (four eyes between people).
       await alice.goto(`${base}/console/requests`);
@@ -209,7 +209,7 @@ describe('signbridge login, the daemon, the module and an approval in the consol
       await mine.getByRole('button', { name: `Approve ${requestId}` }).click();
       expect(await alice.locator('h1').textContent()).toBe('Not allowed');
       expect(await alice.locator('main').textContent()).toContain('self_approval');
-      expect((await svc.store.getPendingRequest('acme', requestId))?.status).toBe('pending_approval');
+      expect((await svc.store.requests.get('acme', requestId))?.status).toBe('pending_approval');
 
       // The approvers' chat got one message about it, with the console link; Carol follows it.
       await waitFor('the chat message about the held request', () => chatMessages().some((m) => m.includes(requestId)));
@@ -234,7 +234,7 @@ describe('signbridge login, the daemon, the module and an approval in the consol
       ]);
       expect(verified.stdout.trim()).toBe('Verified OK');
 
-      const decided = await svc.store.getPendingRequest('acme', requestId);
+      const decided = await svc.store.requests.get('acme', requestId);
       const carolPerson = (await svc.store.people.findByEmail('carol@example.com'))[0];
       expect(decided?.status).toBe('approved');
       expect(decided?.decisions).toMatchObject([

@@ -135,7 +135,7 @@ export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOpt
       // restarts), like the device flow's start.
       onRequest: async (request, reply) => {
         const nowMs = opts.now().getTime();
-        const { count, windowStartMs } = await opts.store.countTrialRequest(
+        const { count, windowStartMs } = await opts.store.requestCounts.count(
           `token-exchange ${request.ip}`,
           nowMs,
           limit.windowMs,

@@ -102,11 +102,11 @@ class EntryLimiter {
   ) {}
 
   async blocked(address: string, now: number): Promise<boolean> {
-    return (await this.store.readTrialCount(`wrong-code ${address}`, now, this.limit.windowMs)) >= this.limit.max;
+    return (await this.store.requestCounts.read(`wrong-code ${address}`, now, this.limit.windowMs)) >= this.limit.max;
   }
 
   async failed(address: string, now: number): Promise<void> {
-    await this.store.countTrialRequest(`wrong-code ${address}`, now, this.limit.windowMs);
+    await this.store.requestCounts.count(`wrong-code ${address}`, now, this.limit.windowMs);
   }
 }
 
@@ -212,7 +212,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
         return html(reply, 403, messagePage('Account disabled', 'Your account is disabled on this service.'));
       }
       await sessions.open(request, reply, person.id);
-      await store.appendAudit({
+      await store.audit.append({
         at: now().toISOString(),
         tenantId: null,
         actor: `person:${person.id}`,
@@ -266,7 +266,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       // in the store (shared by every instance, kept across restarts), under their own key.
       onRequest: async (request, reply) => {
         const nowMs = opts.now().getTime();
-        const { count, windowStartMs } = await opts.store.countTrialRequest(
+        const { count, windowStartMs } = await opts.store.requestCounts.count(
           `device-start ${request.ip}`,
           nowMs,
           startLimit.windowMs,
@@ -489,8 +489,8 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       },
       async (request) => {
         const caller = request.caller as NonNullable<typeof request.caller>;
-        await store.revokeApiKey(caller.id, now().toISOString());
-        await store.appendAudit({
+        await store.apiKeys.revoke(caller.id, now().toISOString());
+        await store.audit.append({
           at: now().toISOString(),
           tenantId: caller.tenantId,
           actor: caller.id,

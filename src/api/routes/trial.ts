@@ -23,7 +23,7 @@ function trialLimit(opts: TrialOptions) {
   const window = opts.windowMs % 3_600_000 === 0 ? `${opts.windowMs / 3_600_000} h` : `${opts.windowMs / 1000} s`;
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const nowMs = opts.now().getTime();
-    const { count, windowStartMs } = await opts.store.countTrialRequest(request.ip, nowMs, opts.windowMs);
+    const { count, windowStartMs } = await opts.store.requestCounts.count(request.ip, nowMs, opts.windowMs);
     const resetS = Math.max(1, Math.ceil((windowStartMs + opts.windowMs - nowMs) / 1000));
     reply.header('x-ratelimit-limit', opts.max);
     reply.header('x-ratelimit-remaining', Math.max(0, opts.max - count));

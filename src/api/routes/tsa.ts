@@ -50,7 +50,7 @@ function rateLimit(store: Store, limit: TsaRouteOptions['limit'], now: () => Dat
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const nowMs = now().getTime();
     // Their own counter name, so time-stamping and the trial endpoint do not share an address's budget.
-    const { count, windowStartMs } = await store.countTrialRequest(`tsa:${request.ip}`, nowMs, limit.windowMs);
+    const { count, windowStartMs } = await store.requestCounts.count(`tsa:${request.ip}`, nowMs, limit.windowMs);
     if (count > limit.max) {
       const resetS = Math.max(1, Math.ceil((windowStartMs + limit.windowMs - nowMs) / 1000));
       reply.header('retry-after', resetS);

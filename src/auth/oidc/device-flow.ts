@@ -108,13 +108,13 @@ export class DeviceFlow {
       grantedTenantId: tenantId,
       grantedRoles: roles,
     });
-    if (done) await this.store.appendAudit(this.decisionAudit(record, personId, 'approved', tenantId, roles));
+    if (done) await this.store.audit.append(this.decisionAudit(record, personId, 'approved', tenantId, roles));
     return done;
   }
 
   async deny(record: DeviceCodeRecord, personId: string): Promise<boolean> {
     const done = await this.store.people.updateDeviceCode(record.codeHash, 'pending', { status: 'denied', personId });
-    if (done) await this.store.appendAudit(this.decisionAudit(record, personId, 'denied', record.tenantId, []));
+    if (done) await this.store.audit.append(this.decisionAudit(record, personId, 'denied', record.tenantId, []));
     return done;
   }
 
@@ -205,7 +205,7 @@ export class DeviceFlow {
       },
       at,
     );
-    await this.store.appendAudit(keyAudit(at, tenantId, personId, made.record.id, roles, expiresAt, record.address));
+    await this.store.audit.append(keyAudit(at, tenantId, personId, made.record.id, roles, expiresAt, record.address));
     return {
       apiKey: made.token,
       tenantId,

@@ -71,7 +71,7 @@ export class TokenExchange {
       throw new ExchangeError('invalid_request', 400, 'subject_token is not a JWT');
     }
     if (typeof issuer !== 'string' || issuer.length === 0) throw grantError('the token has no iss claim');
-    if (!(await store.getTenant(tenantId))) throw grantError(`tenant ${tenantId} does not exist`);
+    if (!(await store.tenants.get(tenantId))) throw grantError(`tenant ${tenantId} does not exist`);
     const rules = await store.workload.listTrustRules(tenantId, issuer);
     if (rules.length === 0) {
       throw grantError(`tenant ${tenantId} does not trust the issuer ${JSON.stringify(issuer).slice(0, 300)}`);
@@ -147,7 +147,7 @@ export class TokenExchange {
       expiresAt: usableUntil.toISOString(),
     };
     const withdraw = async (releaseUse: boolean) => {
-      await store.revokeApiKey(key.record.id, at.toISOString()).catch(() => undefined);
+      await store.apiKeys.revoke(key.record.id, at.toISOString()).catch(() => undefined);
       if (releaseUse) await store.workload.releaseToken(use).catch(() => undefined);
     };
     // One use per token, in the store: every instance refuses the second.
@@ -164,7 +164,7 @@ export class TokenExchange {
       throw grantError('token already used (each ID token is exchanged once; ask the CI for a new one)');
     }
     try {
-      await store.appendAudit({
+      await store.audit.append({
         at: at.toISOString(),
         tenantId,
         actor: `workload:${issuer}#${subject}`,
@@ -192,7 +192,7 @@ export class TokenExchange {
 
   /** Refusals of tokens the issuer signed (forgeries are noise an attacker could fill the log with). */
   private async auditRefusal(tenantId: string, issuer: string, subject: string | undefined, reason: string) {
-    await this.settings.store.appendAudit({
+    await this.settings.store.audit.append({
       at: this.settings.now().toISOString(),
       tenantId,
       actor: `workload:${issuer}#${subject ?? '?'}`,

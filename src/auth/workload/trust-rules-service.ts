@@ -106,12 +106,12 @@ export async function addTrustRule(
   by: TrustRuleChanger,
 ): Promise<{ rule: TrustRule; warnings: string[] }> {
   const valid = validateTrustRule(input);
-  if (!(await store.getTenant(valid.tenantId))) throw new TrustRuleInvalid(`no tenant ${valid.tenantId}`);
+  if (!(await store.tenants.get(valid.tenantId))) throw new TrustRuleInvalid(`no tenant ${valid.tenantId}`);
   const at = (by.now ?? new Date()).toISOString();
   const rule: TrustRule = { id: `tr_${randomBytes(8).toString('hex')}`, ...valid, createdAt: at, createdBy: by.actor };
   const events = by.events ?? new EventBuilder(store, undefined);
   await store.workload.addTrustRule(rule, [await events.trustChanged('added', rule, by.actor)]);
-  await store.appendAudit({
+  await store.audit.append({
     at,
     tenantId: rule.tenantId,
     actor: by.actor,
@@ -146,7 +146,7 @@ export async function removeTrustRule(
   const removed = await store.workload.removeTrustRule(id, [removedEvent]);
   // Removed meanwhile by someone else: their removal is the one audited.
   if (!removed) throw notFound();
-  await store.appendAudit({
+  await store.audit.append({
     at: (by.now ?? new Date()).toISOString(),
     tenantId: removed.tenantId,
     actor: by.actor,

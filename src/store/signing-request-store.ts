@@ -1,0 +1,260 @@
+// Signing requests that wait for a decision (the approval workflow): opened, continued by a retry, decided
+// compare-and-set, reminded of, and listed for the expiry sweep.
+import type { Kysely } from 'kysely';
+import type { SigningAlgorithm } from '../crypto/algorithms.js';
+import type { EventInput } from './records/event-kinds.js';
+import { isUniqueViolation, StorePart } from './store-context.js';
+import { ConflictError } from './store-errors.js';
+import type { Database } from './tables.js';
+
+export const PENDING_STATUSES = ['pending_approval', 'pending_security_review'] as const;
+export type PendingStatus = (typeof PENDING_STATUSES)[number];
+export type RequestStatus = PendingStatus | 'signing' | 'approved' | 'rejected' | 'expired' | 'denied';
+/**
+ * Not decided yet: at most one such request per continuation key (migration 0014's partial unique index, which
+ * names these statuses itself: a new waiting status needs a migration that rebuilds the index).
+ */
+export const WAITING_STATUSES = [...PENDING_STATUSES, 'signing'] as const;
+
+/** A signing request that waits for a decision (approval workflow). */
+export interface PendingRequestRecord {
+  id: string;
+  tenantId: string;
+  /** The key version current when the request was made; approval signs with exactly this one. */
+  keyId: string;
+  algorithm: SigningAlgorithm;
+  /** Standard base64 digest. */
+  hash: string;
+  /** The policy inputs of the request, JSON (PolicyContext). */
+  inputs: string;
+  requester: string;
+  rule: string;
+  reason: string;
+  status: RequestStatus;
+  /** Stages still to pass after the current one, in order (e.g. security review, then approval). */
+  nextStages: PendingStatus[];
+  /** Who decided each passed stage. */
+  decisions: Array<{
+    stage: PendingStatus;
+    by: string;
+    /** The person behind the deciding key, when it is a person's key. */
+    by_person?: string;
+    at: string;
+    decision: 'approve' | 'reject';
+    reason?: string;
+  }>;
+  signature: string | null;
+  createdAt: string;
+  expiresAt: string;
+  updatedAt: string;
+  /**
+   * What a retry must match to continue this request instead of opening another (migration 0014;
+   * src/signing/request-continuation.ts); null on requests made before.
+   */
+  continuationKey: string | null;
+  /**
+   * Once approved: the seq of the `signed` audit entry that records its signature (migration 0019), which a
+   * collecting client gets as Signbridge-Log-Index; null on requests approved before.
+   */
+  signedSeq?: number | null;
+}
+
+function toPending(row: Database['pending_requests']): PendingRequestRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    keyId: row.key_id,
+    algorithm: row.algorithm as SigningAlgorithm,
+    hash: row.hash,
+    inputs: row.inputs,
+    requester: row.requester,
+    rule: row.rule,
+    reason: row.reason,
+    status: row.status as RequestStatus,
+    nextStages: JSON.parse(row.next_stages),
+    decisions: JSON.parse(row.decisions),
+    signature: row.signature,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    updatedAt: row.updated_at,
+    continuationKey: row.continuation_key,
+    signedSeq: row.signed_seq == null ? null : Number(row.signed_seq),
+  };
+}
+
+export class SigningRequestStore extends StorePart {
+  /** ConflictError when a request with the same continuation key is still waiting (WAITING_STATUSES). */
+  async create(r: PendingRequestRecord, events?: readonly EventInput[]): Promise<void> {
+    try {
+      await this.db.transaction().execute(async (tx) => {
+        await this.insert(tx, r);
+        await this.ctx.writeEvents(tx, events);
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`a request with continuation key ${r.continuationKey} waits`);
+      throw err;
+    }
+  }
+
+  /**
+   * The tenant's newest request with this continuation key that still waits, or was rejected or approved at or
+   * after `decidedSince` (null: waiting ones only). What a retry continues.
+   */
+  async findContinuable(
+    tenantId: string,
+    continuationKey: string,
+    decidedSince: string | null,
+  ): Promise<PendingRequestRecord | undefined> {
+    const row = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('continuation_key', '=', continuationKey)
+      .where('tenant_id', '=', tenantId)
+      .where((eb) =>
+        decidedSince === null
+          ? eb('status', 'in', WAITING_STATUSES)
+          : eb.or([
+              eb('status', 'in', WAITING_STATUSES),
+              eb.and([eb('status', 'in', ['rejected', 'approved']), eb('updated_at', '>=', decidedSince)]),
+            ]),
+      )
+      .orderBy('created_at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row && toPending(row);
+  }
+
+  private async insert(tx: Kysely<Database>, r: PendingRequestRecord): Promise<void> {
+    await tx
+      .insertInto('pending_requests')
+      .values({
+        id: r.id,
+        tenant_id: r.tenantId,
+        key_id: r.keyId,
+        algorithm: r.algorithm,
+        hash: r.hash,
+        inputs: r.inputs,
+        requester: r.requester,
+        rule: r.rule,
+        reason: r.reason,
+        status: r.status,
+        next_stages: JSON.stringify(r.nextStages),
+        decisions: JSON.stringify(r.decisions),
+        signature: r.signature,
+        created_at: r.createdAt,
+        expires_at: r.expiresAt,
+        updated_at: r.updatedAt,
+        continuation_key: r.continuationKey,
+      })
+      .execute();
+  }
+
+  /** The tenant's requests still waiting for a decision (pending statuses), oldest first (the web console). */
+  async listPending(tenantId: string): Promise<PendingRequestRecord[]> {
+    const rows = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('status', 'in', PENDING_STATUSES)
+      .orderBy('created_at')
+      .execute();
+    return rows.map(toPending);
+  }
+
+  async get(tenantId: string, id: string): Promise<PendingRequestRecord | undefined> {
+    const row = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toPending(row);
+  }
+
+  /**
+   * Compare-and-set: applies `changes` only if the request's status is still `from`. Returns whether it did;
+   * of two racing approvals exactly one wins.
+   */
+  async update(
+    id: string,
+    from: RequestStatus,
+    changes: Partial<
+      Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq'>
+    >,
+    events?: readonly EventInput[],
+  ): Promise<boolean> {
+    if (!events || events.length === 0) return this.updateIn(this.db, id, from, changes);
+    return this.db.transaction().execute(async (tx) => {
+      const updated = await this.updateIn(tx, id, from, changes);
+      if (updated) await this.ctx.writeEvents(tx, events);
+      return updated;
+    });
+  }
+
+  private async updateIn(
+    db: Kysely<Database>,
+    id: string,
+    from: RequestStatus,
+    changes: Partial<
+      Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq'>
+    >,
+  ): Promise<boolean> {
+    const result = await db
+      .updateTable('pending_requests')
+      .set({
+        ...(changes.status !== undefined && { status: changes.status }),
+        ...(changes.nextStages !== undefined && { next_stages: JSON.stringify(changes.nextStages) }),
+        ...(changes.decisions !== undefined && { decisions: JSON.stringify(changes.decisions) }),
+        ...(changes.signature !== undefined && { signature: changes.signature }),
+        ...(changes.updatedAt !== undefined && { updated_at: changes.updatedAt }),
+        ...(changes.signedSeq !== undefined && { signed_seq: changes.signedSeq }),
+      })
+      .where('id', '=', id)
+      .where('status', '=', from)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
+  /** Waiting requests whose expiry is before `before`, oldest first (the event sweep expires them). */
+  async listWaitingExpiringBefore(before: string, limit: number): Promise<PendingRequestRecord[]> {
+    const rows = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('status', 'in', PENDING_STATUSES)
+      .where('expires_at', '<', before)
+      .orderBy('expires_at')
+      .limit(limit)
+      .execute();
+    return rows.map(toPending);
+  }
+
+  /** Waiting requests not yet reminded of whose expiry is before `before`. */
+  async listToRemind(before: string, limit: number): Promise<PendingRequestRecord[]> {
+    const rows = await this.db
+      .selectFrom('pending_requests')
+      .selectAll()
+      .where('status', 'in', PENDING_STATUSES)
+      .where('reminded_at', 'is', null)
+      .where('expires_at', '<', before)
+      .orderBy('expires_at')
+      .limit(limit)
+      .execute();
+    return rows.map(toPending);
+  }
+
+  /** Marks the request reminded of, once, writing `events` with the mark; false when it was already. */
+  async markReminded(id: string, at: string, events: readonly EventInput[]): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('pending_requests')
+        .set({ reminded_at: at })
+        .where('id', '=', id)
+        .where('reminded_at', 'is', null)
+        .where('status', 'in', PENDING_STATUSES)
+        .executeTakeFirst();
+      const marked = Number(result.numUpdatedRows) === 1;
+      if (marked) await this.ctx.writeEvents(tx, events);
+      return marked;
+    });
+  }
+}
