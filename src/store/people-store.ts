@@ -37,7 +37,7 @@ export interface PeopleTables extends SignInFlowTables {
     created_at: string;
     created_by: string;
   };
-  // The API-key columns this file reads and revokes (the table itself belongs to KyselyStore).
+  // The API-key columns this file reads and revokes (the table itself belongs to api-key-store.ts).
   api_keys: {
     id: string;
     tenant_id: string | null;

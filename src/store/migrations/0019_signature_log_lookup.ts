@@ -9,7 +9,7 @@ import { binaryType } from './column-types.js';
 //   whose record was written ahead of it (src/signing/signature-recorder.ts). The lookup by digest does not need
 //   it. SHA-256 is not unique per row: RSA PKCS#1 v1.5 signs the same digest to the same bytes.
 // - audit_log_signed_digest: the lookup by digest reads the `signed` entries themselves (details.hash), through
-//   a partial index on the expression auditSeqOfDigest queries (kysely-store.ts).
+//   a partial index on the expression audit.seqOfDigest queries (audit-store.ts).
 // - pending_requests.signed_seq: the seq of an approved request's `signed` entry, for whoever collects it.
 // - PostgreSQL: signbridge_group_commit_v2, v1 plus the lookup rows, answering the batch's first seq.
 export const migration0019SignatureLogLookup: Migration = {
