@@ -1,0 +1,64 @@
+// The key store's open sessions on its token, handed out one operation at a time.
+import type * as graphene from 'graphene-pk11';
+
+/**
+ * A fixed set of open sessions handed out one operation at a time (a PKCS#11 session runs one operation). After
+ * the token lost its sessions, `replace` swaps in new ones; an old one still in use is closed when it comes back.
+ */
+export class SessionPool {
+  private idle: graphene.Session[];
+  private current: Set<graphene.Session>;
+  /** Sessions of before a C_Finalize that were in use then: dropped when they come back, never closed. */
+  private forgotten = new Set<graphene.Session>();
+  private readonly waiters: Array<(s: graphene.Session) => void> = [];
+
+  constructor(sessions: graphene.Session[]) {
+    this.idle = [...sessions];
+    this.current = new Set(sessions);
+  }
+
+  /**
+   * Hands out `sessions` from now on; returns the idle old ones for the caller to close. `forgetOld`: the old ones
+   * ended with C_Finalize (their handle numbers may be new sessions' now), so none is ever closed when it comes back.
+   */
+  replace(sessions: graphene.Session[], forgetOld = false): graphene.Session[] {
+    const old = this.idle;
+    this.idle = [];
+    if (forgetOld) this.forgotten = new Set([...this.forgotten, ...this.current]);
+    this.current = new Set(sessions);
+    for (const s of sessions) this.release(s);
+    return old;
+  }
+
+  /** An idle session now, or undefined when all are in use. Give it back with `release`. */
+  take(): graphene.Session | undefined {
+    return this.idle.pop();
+  }
+
+  release(session: graphene.Session): void {
+    if (!this.current.has(session)) {
+      if (!this.forgotten.delete(session)) closeQuietly(session);
+      return;
+    }
+    const next = this.waiters.shift();
+    if (next) next(session);
+    else this.idle.push(session);
+  }
+
+  async use<T>(fn: (session: graphene.Session) => Promise<T>): Promise<T> {
+    const session = this.idle.pop() ?? (await new Promise<graphene.Session>((resolve) => this.waiters.push(resolve)));
+    try {
+      return await fn(session);
+    } finally {
+      this.release(session);
+    }
+  }
+}
+
+export function closeQuietly(session: graphene.Session): void {
+  try {
+    session.close();
+  } catch {
+    // already closed by the token; nothing to release
+  }
+}
