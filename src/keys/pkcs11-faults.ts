@@ -1,7 +1,7 @@
 // Which PKCS#11 answers mean the token lost the state the key store keeps for it (sessions, the login, object
 // handles): an HSM that restarted, was unplugged, logged the service out or could not read its storage for a while.
 // After one of these the key store opens its sessions again, logs in again and finds its keys again
-// (pkcs11-key-store.ts); any other error is about the request and is reported as it is.
+// (pkcs11/recovery.ts); any other error is about the request and is reported as it is.
 import { type KeyStoreOutage, KeyStoreUnavailableError } from './key-store.js';
 
 const TOKEN_FAULTS = new Set([
