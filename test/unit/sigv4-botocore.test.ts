@@ -96,7 +96,12 @@ const SCENARIOS = [
   { name: 'clock 6 minutes ahead of the service', op: 'list_keys', ...good, path: '/skew-behind' },
   { name: 'tampered body', op: 'sign', ...good, tamper: 'body' },
   { name: 'tampered signed header', op: 'list_keys', ...good, tamper: 'signed_header' },
-  { name: 'header added after signing, listed in SignedHeaders', op: 'list_keys', ...good, tamper: 'added_signed_header' },
+  {
+    name: 'header added after signing, listed in SignedHeaders',
+    op: 'list_keys',
+    ...good,
+    tamper: 'added_signed_header',
+  },
   { name: 'security token not signed', op: 'list_keys', ...temporary, tamper: 'unsigned_token' },
   { name: 'scope for another service', op: 'list_keys', ...good, tamper: 'other_service' },
   { name: 'no signature at all', op: 'list_keys', ...good, unsigned: true },
@@ -140,7 +145,11 @@ describe.skipIf(missing)(`SigV4 with boto3 and the AWS CLI ${missing ?? ''}`, ()
       /^Signature not yet current: \d{8}T\d{6}Z is still later than \d{8}T\d{6}Z \(\d{8}T\d{6}Z \+ 5 min\.\)$/,
     ],
     ['security token not signed', 'IncompleteSignatureException', /'X-Amz-Security-Token' must be a 'SignedHeader'/],
-    ['scope for another service', 'IncompleteSignatureException', /^Credential should be scoped to correct service: 'kms'\.$/],
+    [
+      'scope for another service',
+      'IncompleteSignatureException',
+      /^Credential should be scoped to correct service: 'kms'\.$/,
+    ],
     ['no signature at all', 'MissingAuthenticationTokenException', /^Missing Authentication Token$/],
   ])('%s: boto3 raises ClientError %s', (name, code, message) => {
     const outcome = outcomes[name]!;

@@ -42,8 +42,17 @@ const CASES: Case[] = [
     ],
   },
   { name: 'a query already in the URL', method: 'GET', url: 'https://kms.example.test/?z=1&y=%2F&x=&w=a%20b' },
-  { name: 'a path with spaces and unicode (sent encoded, signed encoded again)', method: 'GET', url: 'https://kms.example.test/a%20b/caf%C3%A9/%E2%82%AC' },
-  { name: 'a path with dot segments and empty segments', method: 'POST', url: 'https://kms.example.test/a/./b/../c//d/', body: '{}' },
+  {
+    name: 'a path with spaces and unicode (sent encoded, signed encoded again)',
+    method: 'GET',
+    url: 'https://kms.example.test/a%20b/caf%C3%A9/%E2%82%AC',
+  },
+  {
+    name: 'a path with dot segments and empty segments',
+    method: 'POST',
+    url: 'https://kms.example.test/a/./b/../c//d/',
+    body: '{}',
+  },
   { name: 'a path with reserved characters', method: 'GET', url: "https://kms.example.test/~user/x%2Fy/!$&'()*+,;=:@" },
   { name: 'the root path', method: 'POST', url: 'https://kms.example.test', body: '{"Limit": 5}' },
   {
@@ -94,14 +103,26 @@ describe.skipIf(missing)(`SigV4 canonical request against botocore's ${missing ?
       expect(ours, testCase.name).toBe(answer.canonical);
 
       const signedAt = String(answer.headers['x-amz-date']);
-      const when = Date.UTC(+signedAt.slice(0, 4), +signedAt.slice(4, 6) - 1, +signedAt.slice(6, 8), +signedAt.slice(9, 11), +signedAt.slice(11, 13), +signedAt.slice(13, 15));
+      const when = Date.UTC(
+        +signedAt.slice(0, 4),
+        +signedAt.slice(4, 6) - 1,
+        +signedAt.slice(6, 8),
+        +signedAt.slice(9, 11),
+        +signedAt.slice(11, 13),
+        +signedAt.slice(13, 15),
+      );
       const verifier = new SigV4Verifier({
         service: 'kms',
         now: () => when,
         secretFor: async (id) =>
           id === 'AKIDEXAMPLE' ? { secret: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', principal: null } : undefined,
       });
-      const result = await verifier.verify({ method: testCase.method, url: target, headers: answer.headers, body: testCase.body });
+      const result = await verifier.verify({
+        method: testCase.method,
+        url: target,
+        headers: answer.headers,
+        body: testCase.body,
+      });
       expect(result.ok ? 'verified' : result.refusal.message, testCase.name).toBe('verified');
     }
   });
@@ -109,7 +130,16 @@ describe.skipIf(missing)(`SigV4 canonical request against botocore's ${missing ?
   it('encodes a raw unicode path as botocore does', async () => {
     const [answer] = await runBotocore<{ canonical: string }[]>({
       mode: 'canonical',
-      cases: [{ method: 'GET', url: 'https://kms.example.test/café/ü x', access_key: 'A', secret_key: 's', service: 'kms', region: 'r' }],
+      cases: [
+        {
+          method: 'GET',
+          url: 'https://kms.example.test/café/ü x',
+          access_key: 'A',
+          secret_key: 's',
+          service: 'kms',
+          region: 'r',
+        },
+      ],
     });
     expect(canonicalPath('/café/ü x')).toBe(answer!.canonical.split('\n')[1]);
   });
