@@ -2,10 +2,10 @@
 // a scope date not the request's, `host` unsigned, a payload hash header that lies), the Date header in place of
 // X-Amz-Date, STS's names for the same refusals, and a rotated secret: each starts from a request botocore signed.
 
-import { createHash } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { HeaderValues } from '../../src/auth/sigv4/canonical-request.js';
-import { deriveSigningKey } from '../../src/auth/sigv4/signing-key.js';
+import { deriveSigningKey, PreparedHmac } from '../../src/auth/sigv4/signing-key.js';
 import { type SigV4Request, SigV4Verifier } from '../../src/auth/sigv4/verify-request.js';
 import { botocoreMissing, runBotocore } from '../helpers/botocore.js';
 
@@ -154,4 +154,14 @@ describe.skipIf(missing)(`SigV4 refusals no SDK sends by itself ${missing ?? ''}
     const result = await kms.verifier.verify(request);
     expect(result.ok ? 'verified' : result.refusal.type).toBe('InvalidSignatureException');
   });
+});
+
+it('PreparedHmac is HMAC-SHA256 (node:crypto) for keys and messages of every length up to a block', () => {
+  for (const keyLength of [0, 1, 31, 32, 33, 63, 64]) {
+    const key = randomBytes(keyLength);
+    const prepared = new PreparedHmac(key);
+    for (const message of ['', 'a', 'é'.repeat(100), randomBytes(300).toString('base64')]) {
+      expect(prepared.digest(message).toString('hex')).toBe(createHmac('sha256', key).update(message).digest('hex'));
+    }
+  }
 });

@@ -1,11 +1,11 @@
-// Checks an incoming request's AWS Signature Version 4 (`Authorization: AWS4-HMAC-SHA256 Credential=..., 
+// Checks an incoming request's AWS Signature Version 4 (`Authorization: AWS4-HMAC-SHA256 Credential=...,
 // SignedHeaders=..., Signature=...`) exactly as AWS does for its JSON and query services: the credential scope
 // (`<key id>/<YYYYMMDD>/<region>/<service>/aws4_request`, the service the expected one, any region, the date that of
 // X-Amz-Date), `host` and any X-Amz-Security-Token among the signed headers, a five-minute clock window, the canonical
 // request rebuilt from what arrived (canonical-request.ts), and the signature compared in constant time. Where the
 // secret comes from is the caller's (`secretFor`): this file holds no store. docs/kms-api.md, "Request signatures".
 
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { canonicalRequest, type HeaderValues } from './canonical-request.js';
 import {
   MISMATCH_MESSAGE,
@@ -75,14 +75,20 @@ function quoted(text: string): string {
 }
 
 function isoBasic(time: number): string {
-  return new Date(time).toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  return new Date(time)
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
 }
 
 function parseIsoBasic(text: string): number | undefined {
   const m = ISO_BASIC.exec(text);
   if (!m) return undefined;
-  const time = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!);
-  return isoBasic(time) === text ? time : undefined;
+  const [month, day, hour, minute, second] = [+m[2]!, +m[3]!, +m[4]!, +m[5]!, +m[6]!];
+  if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59) return undefined;
+  const time = Date.UTC(+m[1]!, month - 1, day, hour, minute, second);
+  // Date.UTC rolls 20260230 over into March: such a date is refused, not moved.
+  return new Date(time).getUTCDate() === day ? time : undefined;
 }
 
 interface AuthorizationParts {
@@ -163,7 +169,11 @@ export class SigV4Verifier<P> {
       );
     }
     if (service !== this.service) {
-      return this.refuse('incomplete', `Credential should be scoped to correct service: '${this.service}'.`, accessKeyId);
+      return this.refuse(
+        'incomplete',
+        `Credential should be scoped to correct service: '${this.service}'.`,
+        accessKeyId,
+      );
     }
     if (!REGION.test(region)) {
       return this.refuse('incomplete', 'Credential should be scoped to a valid region.', accessKeyId);
@@ -259,8 +269,7 @@ export class SigV4Verifier<P> {
     });
     const credentialScope = `${scopeDate}/${region}/${service}/aws4_request`;
     const stringToSign = `${SIGV4_ALGORITHM}\n${timestamp}\n${credentialScope}\n${createHash('sha256').update(canonical, 'utf8').digest('hex')}`;
-    const signingKey = this.signingKeys.get(accessKeyId, known.secret, scopeDate, region, service);
-    const expected = createHmac('sha256', signingKey).update(stringToSign, 'utf8').digest();
+    const expected = this.signingKeys.get(accessKeyId, known.secret, scopeDate, region, service).digest(stringToSign);
     const given = HEX_SIGNATURE.test(parts.signature!) ? Buffer.from(parts.signature!, 'hex') : undefined;
     if (given === undefined || !timingSafeEqual(expected, given)) {
       return this.refuse('mismatch', MISMATCH_MESSAGE, accessKeyId);
