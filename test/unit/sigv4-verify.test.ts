@@ -93,9 +93,11 @@ describe.skipIf(missing)(`SigV4 refusals no SDK sends by itself ${missing ?? ''}
     expect(await refusal({ authorization: auth.replace('SignedHeaders=host;', 'SignedHeaders=') })).toBe(
       "IncompleteSignatureException 400: 'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.",
     );
-    expect(await refusal({ 'x-amz-date': ['2026-11-28T13:44:11Z'] })).toMatch(
-      /^IncompleteSignatureException 400: Date must be in ISO-8601 'basic format'/,
-    );
+    for (const badDate of ['2026-11-28T13:44:11Z', '20260230T000000Z', '20261128T240000Z']) {
+      expect(await refusal({ 'x-amz-date': [badDate] }), badDate).toMatch(
+        /^IncompleteSignatureException 400: Date must be in ISO-8601 'basic format'/,
+      );
+    }
     const date = String(request.headers['x-amz-date']);
     const scopeDate = date.slice(0, 8);
     expect(await refusal({ authorization: auth.replace(`/${scopeDate}/`, '/20200101/') })).toBe(
