@@ -1,0 +1,66 @@
+// Why a request's signature was refused, and how AWS names that answer. The JSON protocol services (KMS) and the
+// query protocol services (STS) name the same refusals differently; the names, statuses and message shapes below
+// are those the real services answer (they are not in the service models: botocore has no shape for them), and
+// the SDKs turn the name into the error code a caller branches on (ClientError's Error.Code in botocore).
+// Messages never carry a secret, a signature or a canonical request.
+
+export type SigV4RefusalReason =
+  /** No Authorization header and no X-Amz-Algorithm query parameter. */
+  | 'missing'
+  /** The Authorization header or the credential scope is malformed, or a required part is missing or unsigned. */
+  | 'incomplete'
+  /** The access key id is unknown, revoked or expired. */
+  | 'unknown_key'
+  /** The signature does not match (wrong secret, body or signed header changed). */
+  | 'mismatch'
+  /** X-Amz-Date (or Date) is more than five minutes before or after the service's clock. */
+  | 'expired';
+
+/** The services whose SigV4 refusals are answered in their own dialect. */
+export type SigV4Service = 'kms' | 'sts';
+
+const AWS_NAMES: Record<SigV4Service, Record<SigV4RefusalReason, { type: string; status: number }>> = {
+  kms: {
+    missing: { type: 'MissingAuthenticationTokenException', status: 400 },
+    incomplete: { type: 'IncompleteSignatureException', status: 400 },
+    unknown_key: { type: 'UnrecognizedClientException', status: 400 },
+    mismatch: { type: 'InvalidSignatureException', status: 400 },
+    expired: { type: 'InvalidSignatureException', status: 400 },
+  },
+  sts: {
+    missing: { type: 'MissingAuthenticationToken', status: 403 },
+    incomplete: { type: 'IncompleteSignature', status: 400 },
+    unknown_key: { type: 'InvalidClientTokenId', status: 403 },
+    mismatch: { type: 'SignatureDoesNotMatch', status: 403 },
+    expired: { type: 'SignatureDoesNotMatch', status: 403 },
+  },
+};
+
+export const MISSING_TOKEN_MESSAGE: Record<SigV4Service, string> = {
+  kms: 'Missing Authentication Token',
+  sts: 'Request is missing Authentication Token',
+};
+
+export const MISMATCH_MESSAGE =
+  'The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key ' +
+  'and signing method. Consult the service documentation for details.';
+
+export const UNKNOWN_KEY_MESSAGE = 'The security token included in the request is invalid.';
+
+export class SigV4Refusal {
+  /** AWS's error name for this service (`__type` in JSON 1.1, `Code` in the query protocol's XML). */
+  readonly type: string;
+  readonly status: number;
+
+  constructor(
+    readonly reason: SigV4RefusalReason,
+    readonly message: string,
+    service: SigV4Service,
+    /** The access key id the request named, when it got that far (for the audit entry; not secret). */
+    readonly accessKeyId?: string,
+  ) {
+    const name = AWS_NAMES[service][reason];
+    this.type = name.type;
+    this.status = name.status;
+  }
+}
