@@ -11,6 +11,7 @@ import {
   type TrustRule,
 } from '../auth/workload/trust-rule.js';
 import { addTrustRule, listTrustRules, removeTrustRule } from '../auth/workload/trust-rules-service.js';
+import { trustRuleTermsJson } from '../store/records/trust-rule.js';
 import type { Store } from '../store/store.js';
 
 export class TrustUsageError extends Error {}
@@ -60,12 +61,7 @@ function ruleJson(rule: TrustRule): Record<string, unknown> {
     id: rule.id,
     tenant_id: rule.tenantId,
     issuer: rule.issuer,
-    audience: rule.audience,
-    conditions: rule.conditions,
-    role: rule.role,
-    key_minutes: rule.keyMinutes,
-    max_token_lifetime_s: rule.maxTokenLifetimeS,
-    identity_claims: rule.identityClaims,
+    ...trustRuleTermsJson(rule),
     created_at: rule.createdAt,
     created_by: rule.createdBy,
   };

@@ -4,6 +4,7 @@
 // (who an API key is) are reads; the change itself happens once.
 import { parseSbom } from '../policy/sbom/parse-sbom.js';
 import type { EventActor, EventData, EventInput } from '../store/records/event-kinds.js';
+import { type TrustRule, type TrustRuleTerms, trustRuleTermsJson } from '../store/records/trust-rule.js';
 import type { ApiKeyRecord, ExceptionRecord, KeyRecord, PendingRequestRecord, Store } from '../store/store.js';
 
 type Json = Record<string, unknown>;
@@ -297,17 +298,7 @@ export class EventBuilder {
 
   async trustChanged(
     change: 'added' | 'removed',
-    rule: {
-      id: string;
-      tenantId: string;
-      issuer: string;
-      audience: string | null;
-      role: string;
-      conditions: Record<string, string>;
-      keyMinutes: number;
-      maxTokenLifetimeS: number;
-      identityClaims: string[] | null;
-    },
+    rule: TrustRuleTerms & Pick<TrustRule, 'id' | 'tenantId' | 'issuer'>,
     by: string,
   ): Promise<EventInput> {
     const data: Json = {
@@ -315,14 +306,7 @@ export class EventBuilder {
       change,
       rule_id: rule.id,
       issuer: rule.issuer,
-      rule: {
-        audience: rule.audience,
-        conditions: rule.conditions,
-        role: rule.role,
-        key_minutes: rule.keyMinutes,
-        max_token_lifetime_s: rule.maxTokenLifetimeS,
-        identity_claims: rule.identityClaims,
-      },
+      rule: trustRuleTermsJson(rule),
       changed_by: await this.actor(by),
     };
     return {

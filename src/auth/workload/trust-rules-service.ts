@@ -3,6 +3,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { EventBuilder } from '../../events/event-builder.js';
+import { trustRuleTermsJson } from '../../store/records/trust-rule.js';
 import type { Store } from '../../store/store.js';
 import { type NewTrustRule, type TrustRule, TrustRuleInvalid, validateTrustRule } from './trust-rule.js';
 
@@ -86,12 +87,7 @@ function auditDetails(rule: TrustRule, via: TrustRuleChanger['via']): Record<str
   return {
     rule_id: rule.id,
     issuer: rule.issuer,
-    audience: rule.audience,
-    conditions: rule.conditions,
-    role: rule.role,
-    key_minutes: rule.keyMinutes,
-    max_token_lifetime_s: rule.maxTokenLifetimeS,
-    identity_claims: rule.identityClaims,
+    ...trustRuleTermsJson(rule),
     via,
   };
 }

@@ -28,3 +28,24 @@ export interface TrustRule {
   createdAt: string;
   createdBy: string;
 }
+
+/** What a rule admits and grants. */
+export type TrustRuleTerms = Pick<
+  TrustRule,
+  'audience' | 'conditions' | 'role' | 'keyMinutes' | 'maxTokenLifetimeS' | 'identityClaims'
+>;
+
+/**
+ * A rule's terms in the snake_case of the service's JSON, one spelling for everywhere a rule is shown: its audit
+ * entries, its trust.changed events and `admin trust list --json`.
+ */
+export function trustRuleTermsJson(rule: TrustRuleTerms) {
+  return {
+    audience: rule.audience,
+    conditions: rule.conditions,
+    role: rule.role,
+    key_minutes: rule.keyMinutes,
+    max_token_lifetime_s: rule.maxTokenLifetimeS,
+    identity_claims: rule.identityClaims,
+  };
+}
