@@ -3,61 +3,15 @@
 import type { Kysely } from 'kysely';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import type { EventInput } from './records/event-kinds.js';
+import {
+  PENDING_STATUSES,
+  type PendingRequestRecord,
+  type RequestStatus,
+  WAITING_STATUSES,
+} from './records/signing-request.js';
 import { isUniqueViolation, StorePart } from './store-context.js';
 import { ConflictError } from './store-errors.js';
 import type { Database } from './tables.js';
-
-export const PENDING_STATUSES = ['pending_approval', 'pending_security_review'] as const;
-export type PendingStatus = (typeof PENDING_STATUSES)[number];
-export type RequestStatus = PendingStatus | 'signing' | 'approved' | 'rejected' | 'expired' | 'denied';
-/**
- * Not decided yet: at most one such request per continuation key (migration 0014's partial unique index, which
- * names these statuses itself: a new waiting status needs a migration that rebuilds the index).
- */
-export const WAITING_STATUSES = [...PENDING_STATUSES, 'signing'] as const;
-
-/** A signing request that waits for a decision (approval workflow). */
-export interface PendingRequestRecord {
-  id: string;
-  tenantId: string;
-  /** The key version current when the request was made; approval signs with exactly this one. */
-  keyId: string;
-  algorithm: SigningAlgorithm;
-  /** Standard base64 digest. */
-  hash: string;
-  /** The policy inputs of the request, JSON (PolicyContext). */
-  inputs: string;
-  requester: string;
-  rule: string;
-  reason: string;
-  status: RequestStatus;
-  /** Stages still to pass after the current one, in order (e.g. security review, then approval). */
-  nextStages: PendingStatus[];
-  /** Who decided each passed stage. */
-  decisions: Array<{
-    stage: PendingStatus;
-    by: string;
-    /** The person behind the deciding key, when it is a person's key. */
-    by_person?: string;
-    at: string;
-    decision: 'approve' | 'reject';
-    reason?: string;
-  }>;
-  signature: string | null;
-  createdAt: string;
-  expiresAt: string;
-  updatedAt: string;
-  /**
-   * What a retry must match to continue this request instead of opening another (migration 0014;
-   * src/signing/request-continuation.ts); null on requests made before.
-   */
-  continuationKey: string | null;
-  /**
-   * Once approved: the seq of the `signed` audit entry that records its signature (migration 0019), which a
-   * collecting client gets as Signbridge-Log-Index; null on requests approved before.
-   */
-  signedSeq?: number | null;
-}
 
 function toPending(row: Database['pending_requests']): PendingRequestRecord {
   return {

@@ -23,16 +23,16 @@ export type { ExceptionRecord } from './exception-store.js';
 export type { IdempotencyClaim, IdempotencyState } from './idempotency-store.js';
 export type { ApiKeyRecord } from './records/api-key.js';
 export type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
-export type { KeyImportRecord, KeyRecord, TenantRecord } from './records/tenant-key.js';
-export type { RequestCount } from './request-count-store.js';
-export type { SignatureLookup, SignatureRecord } from './signature-store.js';
 export {
   PENDING_STATUSES,
   type PendingRequestRecord,
   type PendingStatus,
   type RequestStatus,
   WAITING_STATUSES,
-} from './signing-request-store.js';
+} from './records/signing-request.js';
+export type { KeyImportRecord, KeyRecord, TenantRecord } from './records/tenant-key.js';
+export type { RequestCount } from './request-count-store.js';
+export type { SignatureLookup, SignatureRecord } from './signature-store.js';
 export { ConflictError } from './store-errors.js';
 export type { StoredVulnerability } from './vulnerability-store.js';
 
