@@ -11,7 +11,7 @@ import type { WorkloadIdentity } from './workload/workload-identity.js';
 const TOKEN_PATTERN = /^sbk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 const DUMMY_HASH = Buffer.alloc(32);
 
-function hashSecret(secret: string): Buffer {
+export function hashSecret(secret: string): Buffer {
   return createHash('sha256').update(secret).digest();
 }
 
@@ -30,6 +30,37 @@ export interface NewApiKey {
   record: ApiKeyRecord;
 }
 
+/** A new key's id and secret: the id finds the record, only the secret's SHA-256 is stored. */
+export interface KeyMaterial {
+  id: string;
+  secretHash: string;
+}
+
+function bearerMaterial(): KeyMaterial & { token: string } {
+  const id = randomBytes(8).toString('hex');
+  const secret = randomBytes(32).toString('base64url');
+  return { id, secretHash: hashSecret(secret).toString('hex'), token: `sbk_${id}_${secret}` };
+}
+
+/** The record of an admin-made key (no person, no expiry): the Bearer kind here, the AWS kind in aws-credentials/. */
+export function adminKeyRecord(
+  material: KeyMaterial,
+  role: Role,
+  tenantId: string | null,
+  label: string,
+  now: Date,
+): ApiKeyRecord {
+  return {
+    id: material.id,
+    secretHash: material.secretHash,
+    tenantId,
+    role,
+    label,
+    createdAt: now.toISOString(),
+    revokedAt: null,
+  };
+}
+
 export async function createApiKey(
   store: Store,
   role: Role,
@@ -38,22 +69,18 @@ export async function createApiKey(
   now = new Date(),
   announce?: Announce,
 ): Promise<NewApiKey> {
-  const id = randomBytes(8).toString('hex');
-  const secret = randomBytes(32).toString('base64url');
-  const record: ApiKeyRecord = {
-    id,
-    secretHash: hashSecret(secret).toString('hex'),
-    tenantId,
-    role,
-    label,
-    createdAt: now.toISOString(),
-    revokedAt: null,
-  };
+  const material = bearerMaterial();
+  const record = adminKeyRecord(material, role, tenantId, label, now);
+  await storeAnnounced(store, record, announce);
+  return { token: material.token, record };
+}
+
+/** Stores a new key, with its api_key.created event when it is announced. */
+export async function storeAnnounced(store: Store, record: ApiKeyRecord, announce?: Announce): Promise<void> {
   await store.apiKeys.create(
     record,
     announce && [await announce.events.apiKey('api_key.created', record, announce.by)],
   );
-  return { token: `sbk_${id}_${secret}`, record };
 }
 
 export interface PersonKeyOptions {
@@ -75,11 +102,10 @@ export async function createPersonApiKey(
 ): Promise<NewApiKey> {
   const [first] = opts.roles;
   if (first === undefined) throw new Error('a person key needs at least one role');
-  const id = randomBytes(8).toString('hex');
-  const secret = randomBytes(32).toString('base64url');
+  const material = bearerMaterial();
   const record: ApiKeyRecord = {
-    id,
-    secretHash: hashSecret(secret).toString('hex'),
+    id: material.id,
+    secretHash: material.secretHash,
     tenantId: opts.tenantId,
     role: first,
     label: opts.label,
@@ -90,11 +116,8 @@ export async function createPersonApiKey(
     expiresAt: opts.expiresAt.toISOString(),
     createdVia: opts.createdVia,
   };
-  await store.apiKeys.create(
-    record,
-    announce && [await announce.events.apiKey('api_key.created', record, announce.by)],
-  );
-  return { token: `sbk_${id}_${secret}`, record };
+  await storeAnnounced(store, record, announce);
+  return { token: material.token, record };
 }
 
 export interface WorkloadKeyOptions {
@@ -113,12 +136,18 @@ export async function createWorkloadApiKey(
   opts: WorkloadKeyOptions,
   now = new Date(),
 ): Promise<NewApiKey> {
-  const id = randomBytes(8).toString('hex');
-  const secret = randomBytes(32).toString('base64url');
+  const material = bearerMaterial();
+  const record = workloadKeyRecord(material, opts, now);
+  await store.apiKeys.create(record);
+  return { token: material.token, record };
+}
+
+/** The record of a key minted for a CI job: the Bearer kind here, STS's temporary credentials in aws-credentials/. */
+export function workloadKeyRecord(material: KeyMaterial, opts: WorkloadKeyOptions, now: Date): ApiKeyRecord {
   const { identity } = opts;
-  const record: ApiKeyRecord = {
-    id,
-    secretHash: hashSecret(secret).toString('hex'),
+  return {
+    id: material.id,
+    secretHash: material.secretHash,
     tenantId: opts.tenantId,
     role: opts.role,
     label:
@@ -134,8 +163,6 @@ export async function createWorkloadApiKey(
     createdVia: 'workload',
     workload: identity,
   };
-  await store.apiKeys.create(record);
-  return { token: `sbk_${id}_${secret}`, record };
 }
 
 /** Every role a key carries (keys from before migration 0009 have exactly `role`). */
@@ -158,7 +185,9 @@ export async function checkApiKey(store: Store, token: string, now = new Date())
   const expected = record ? Buffer.from(record.secretHash, 'hex') : DUMMY_HASH;
   const presented = hashSecret(secret);
   const equal = expected.length === presented.length && timingSafeEqual(expected, presented);
-  if (!record || !equal || record.revokedAt !== null) return invalid;
+  // An AWS-format key (sealedSecret) signs requests with SigV4 only (aws-credentials/): its session token or secret
+  // is never a Bearer key, even where the hash would match.
+  if (!record || !equal || record.revokedAt !== null || record.sealedSecret) return invalid;
   // Only a holder of the right secret learns these (they say what to do next).
   if (record.expiresAt && Date.parse(record.expiresAt) <= now.getTime()) {
     return { problem: `API key expired at ${record.expiresAt}; sign in again (signbridge login)` };

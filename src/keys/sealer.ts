@@ -11,3 +11,8 @@ export interface Sealer {
   /** The outage the sealer is in now (the token is away), if it can tell. */
   readonly outage?: KeyStoreOutage | undefined;
 }
+
+/** The first of the key stores that can seal (a PKCS#11 token); undefined when none can (AWS KMS alone). */
+export function sealerAmong(stores: readonly object[]): Sealer | undefined {
+  return stores.find((s): s is Sealer => typeof (s as Partial<Sealer>).seal === 'function') as Sealer | undefined;
+}

@@ -25,6 +25,7 @@ export function toApiKey(row: ApiKeyRow): ApiKeyRecord {
     createdVia: row.created_via ?? null,
     personDisabledAt: row.person_disabled_at ?? null,
     workload: row.workload ? (JSON.parse(row.workload) as WorkloadIdentity) : null,
+    sealedSecret: row.sealed_secret ?? null,
   };
 }
 
@@ -63,6 +64,7 @@ export class ApiKeyStore extends StorePart {
           expires_at: r.expiresAt ?? null,
           created_via: r.createdVia ?? null,
           workload: r.workload ? JSON.stringify(r.workload) : null,
+          sealed_secret: r.sealedSecret ?? null,
         })
         .execute();
       await raiseCacheEpoch(tx);

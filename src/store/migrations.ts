@@ -25,6 +25,7 @@ import { migration0020WorkloadTokenRules } from './migrations/0020_workload_toke
 import { migration0021DeliveryDispatch } from './migrations/0021_delivery_dispatch.js';
 import { migration0022SigningEvents } from './migrations/0022_signing_events.js';
 import { migration0023Pruning } from './migrations/0023_pruning.js';
+import { migration0024AwsCredentials } from './migrations/0024_aws_credentials.js';
 
 /** Kysely runs them in the order of their names. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -51,4 +52,5 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0021_delivery_dispatch': migration0021DeliveryDispatch,
   '0022_signing_events': migration0022SigningEvents,
   '0023_pruning': migration0023Pruning,
+  '0024_aws_credentials': migration0024AwsCredentials,
 };

@@ -64,6 +64,8 @@ export interface Database
     created_via: string | null;
     /** Migration 0015: a key minted by the workload token exchange carries the verified identity (JSON). */
     workload: string | null;
+    /** Migration 0024: an AWS-format key's sealed secret access key (base64). */
+    sealed_secret: string | null;
   };
   pending_requests: {
     id: string;

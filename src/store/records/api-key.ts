@@ -24,4 +24,9 @@ export interface ApiKeyRecord {
   personDisabledAt?: string | null;
   /** A key minted by the workload token exchange (createdVia `workload`): what the service verified about the job. */
   workload?: WorkloadIdentity | null;
+  /**
+   * An AWS-format key (migration 0024): its secret access key, sealed by the key store's sealer (base64), because
+   * SigV4 needs the secret itself to check a signature. Never in clear at rest, never logged. null for other keys.
+   */
+  sealedSecret?: string | null;
 }
