@@ -12,6 +12,7 @@ import {
   refuseWhileClosing,
 } from './api/http-strict.js';
 import { IDEMPOTENCY_LIFETIME_MS } from './api/idempotency.js';
+import { registerKmsApis } from './api/kms-apis.js';
 import { healthRoutes } from './api/routes/health.js';
 import { logRoutes } from './api/routes/log.js';
 import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
@@ -28,6 +29,7 @@ import { EventBuilder } from './events/event-builder.js';
 import { eventSweeps, type SweepSettings } from './events/event-sweeps.js';
 import type { WebhookSendSettings } from './events/webhook-sender.js';
 import { type KeyStore, KeyStores } from './keys/key-store.js';
+import { type KmsApiSettings, kmsApiSetting } from './kms-api/kms-api-settings.js';
 import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
 import type { PolicyEngine } from './policy/policy.js';
@@ -69,6 +71,8 @@ export interface AppOptions {
   /** Proxy addresses/CIDRs whose X-Forwarded-For is believed (config.ts: never every hop). */
   trustProxy?: readonly string[];
   trial?: { enabled: boolean; max: number; windowMs: number };
+  /** The drop-in AWS KMS, STS and Vault transit endpoints (docs/kms-api.md); default: on, 30 s held wait. */
+  kmsApi?: KmsApiSettings;
   /** Production server URL template for the OpenAPI document; `{region}` is a server variable. */
   publicUrl?: string;
   localUrl?: string;
@@ -371,22 +375,32 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     },
     now,
   );
+  const exchange = new TokenExchange({
+    store: opts.store,
+    keys: issuerKeys,
+    now,
+    // The OpenAPI server template ({region}) is no audience; only a concrete URL is.
+    publicUrl: () => {
+      const url = typeof publicUrlSetting === 'function' ? publicUrlSetting() : publicUrlSetting;
+      return url && !url.includes('{') ? url : undefined;
+    },
+    maxTokenAgeS: workload.maxTokenAgeSeconds ?? 3600,
+    clockToleranceS: workload.clockToleranceSeconds ?? 60,
+  });
   await app.register(oauthTokenRoutes, {
     store: opts.store,
     now,
     ...(workload.exchangeLimit && { limit: workload.exchangeLimit }),
-    exchange: new TokenExchange({
-      store: opts.store,
-      keys: issuerKeys,
-      now,
-      // The OpenAPI server template ({region}) is no audience; only a concrete URL is.
-      publicUrl: () => {
-        const url = typeof publicUrlSetting === 'function' ? publicUrlSetting() : publicUrlSetting;
-        return url && !url.includes('{') ? url : undefined;
-      },
-      maxTokenAgeS: workload.maxTokenAgeSeconds ?? 3600,
-      clockToleranceS: workload.clockToleranceSeconds ?? 60,
-    }),
+    exchange,
+  });
+  await registerKmsApis(app, {
+    store: opts.store,
+    keyStore: opts.keyStore,
+    signing,
+    settings: opts.kmsApi ?? kmsApiSetting(undefined),
+    exchange,
+    now,
+    publicUrl: opts.publicUrl,
   });
   // The web console for people (src/web/), behind the same browser session as the sign-in pages.
   await app.register(consoleRoutes, {

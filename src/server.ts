@@ -40,6 +40,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
       serializers: { req: serializeRequest },
     },
     trial: config.trial,
+    kmsApi: config.kmsApi,
     trustProxy: config.trustProxy,
     bodyLimit: config.bodyLimit,
     requestTimeoutMs: config.requestTimeoutMs,

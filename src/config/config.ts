@@ -37,6 +37,7 @@ import {
   keyStoreError,
   keyStoreSetting,
 } from '../keys/key-store-settings.js';
+import { KmsApiConfigSchema, type KmsApiSettings, kmsApiSetting } from '../kms-api/kms-api-settings.js';
 import { METRICS_ENV, MetricsConfigSchema, metricsSetting } from '../metrics/metrics-settings.js';
 import { POLICY_ENV, PolicyFileConfigSchema, policyFileSetting } from '../policy/policy-file-setting.js';
 import {
@@ -90,6 +91,8 @@ export const ConfigFileSchema = Type.Object(
     store: Type.Optional(StoreConfigSchema),
     keyStore: Type.Optional(KeyStoreConfigSchema),
     trial: Type.Optional(TrialConfigSchema),
+    /** The drop-in AWS KMS, STS and Vault transit endpoints (docs/kms-api.md). */
+    kmsApi: Type.Optional(KmsApiConfigSchema),
     trustProxy: Server.trustProxy,
     bodyLimitBytes: Server.bodyLimitBytes,
     requestTimeoutSeconds: Server.requestTimeoutSeconds,
@@ -120,6 +123,8 @@ export interface ServiceConfig {
   store: StoreConfig;
   keyStore: KeyStoreSetting;
   trial: TrialSettings;
+  /** The drop-in AWS KMS, STS and Vault transit endpoints (kmsApiSetting). */
+  kmsApi: KmsApiSettings;
   /** Proxies whose X-Forwarded-For is believed; empty: the peer address is the client. */
   trustProxy: string[];
   bodyLimit: number;
@@ -200,6 +205,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     store,
     keyStore,
     trial: trialSetting(file.trial),
+    kmsApi: kmsApiSetting(file.kmsApi),
     ...server,
     ...metricsSetting(env, file.metrics),
     ...oidcSetting(file, env),

@@ -31,6 +31,7 @@ const LAYERS: { name: string; paths: string[] }[] = [
     paths: [
       'src/auth/',
       'src/certs/',
+      'src/kms-api/',
       'src/events/',
       'src/metrics/',
       'src/policy/',

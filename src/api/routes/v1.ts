@@ -8,7 +8,6 @@ import type { ExpirationModel, WrappingAlgorithm, WrappingKeySpec } from '../../
 import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
 import type { KeyImportService } from '../../signing/key-import-service.js';
 import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
-import { checkStatedFacts, workloadInputs } from '../../signing/workload-context.js';
 import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
 import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js';
 import { consolePageFor } from '../../web/request-pages.js';
@@ -28,6 +27,7 @@ import {
   RotateKeyResponse,
   SignResponse,
 } from '../schemas.js';
+import { signingContext } from '../signing-inputs.js';
 
 export interface V1Options {
   store: Store;
@@ -99,54 +99,6 @@ function errorResponses(action: Action): Record<number, unknown> {
   if (IDEMPOTENT_ACTIONS.has(action)) statuses.push(422);
   if (NOT_YET[action]) statuses.push(501);
   return Object.fromEntries(statuses.map((status) => [status, errorResponse(status)]));
-}
-
-/**
- * For a person's key the identity inputs come from the server: the person's id, and `active` (a disabled person's
- * keys do not authenticate at all). A body that says otherwise is refused rather than silently overridden. Admin
- * keys keep the body's values (docs/api.md, "Identity inputs").
- */
-function identityInputs(body: Record<string, unknown>, caller: ApiKeyRecord): Record<string, unknown> {
-  if (!caller.personId) return body;
-  const claimed = body.identity_id;
-  if (claimed !== undefined && claimed !== caller.personId) {
-    throw new ApiError(
-      'invalid_request',
-      `identity_id is set by the server for a person's API key (${caller.personId}); omit it or send that value`,
-    );
-  }
-  if (body.identity_status !== undefined && body.identity_status !== 'active') {
-    throw new ApiError('invalid_request', "identity_status is set by the server for a person's API key (active)");
-  }
-  return { ...body, identity_id: caller.personId, identity_status: 'active' };
-}
-
-function policyContext(body: Record<string, unknown>): PolicyContext {
-  const pick = <T>(k: string) => body[k] as T | undefined;
-  const ctx: PolicyContext = {};
-  const assign = <K extends keyof PolicyContext>(key: K, value: PolicyContext[K] | undefined) => {
-    if (value !== undefined) ctx[key] = value;
-  };
-  assign('artifactType', pick<string>('artifact_type'));
-  assign('artifactVersion', pick<string>('artifact_version'));
-  assign('environment', pick<string>('environment'));
-  assign('identityId', pick<string>('identity_id'));
-  assign('identityStatus', pick<'active' | 'inactive'>('identity_status'));
-  assign('project', pick<string>('project'));
-  assign('requireTee', pick<boolean>('require_tee'));
-  assign('sbom', pick<string>('sbom'));
-  return ctx;
-}
-
-/**
- * The policy inputs of a signing request. A workload key's verified facts (project, environment, identity, CI
- * facts) replace what the body says, after the body was checked not to contradict them; any other key may state no
- * CI fact (docs/policy.md, "CI workload facts").
- */
-function signingContext(body: Record<string, unknown>, caller: ApiKeyRecord): PolicyContext {
-  checkStatedFacts(body, caller.workload);
-  if (caller.workload) return { ...policyContext(body), ...workloadInputs(caller.workload) };
-  return policyContext(identityInputs(body, caller));
 }
 
 function callerOf(request: FastifyRequest) {

@@ -1,0 +1,88 @@
+// POST / (and POST /aws/): where AWS clients pointed at signbridge send their calls. KMS speaks AWS's JSON 1.1
+// protocol (Content-Type application/x-amz-json-1.1, X-Amz-Target: TrentService.<Op>); STS, which the SDKs' web
+// identity provider calls, speaks the query protocol (a form body with Action=...). One path serves both, as
+// cosign's `awskms://HOST/...` and AWS_ENDPOINT_URL_STS name a host only; the protocol picks the handler. Bodies are
+// kept as bytes: the SigV4 check hashes exactly what arrived. docs/kms-api.md.
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AWS_JSON_CONTENT_TYPE, AwsJsonError } from './aws-kms/errors.js';
+
+/** What a protocol handler is given: the raw body and the request (headers, url, client address). */
+export interface AwsCall {
+  body: Buffer;
+  request: FastifyRequest;
+  /** Aborted when the client goes away (a held call then stops waiting). */
+  signal: AbortSignal;
+}
+
+export interface AwsAnswer {
+  status: number;
+  contentType: string;
+  body: string;
+  headers?: Record<string, string>;
+}
+
+export type AwsHandler = (call: AwsCall) => Promise<AwsAnswer>;
+
+export interface AwsEndpointOptions {
+  /** AWS KMS (JSON 1.1). */
+  kms: AwsHandler;
+  /** AWS STS (query protocol); absent: such calls are answered as unknown to this endpoint. */
+  sts?: AwsHandler;
+}
+
+/** KMS's largest request: a 4096-byte message as base64 in JSON, with room for the other fields. */
+export const AWS_BODY_LIMIT = 64 * 1024;
+export const FORM_CONTENT_TYPE = 'application/x-www-form-urlencoded';
+
+/** Paths that answer: the root, and /aws/ for an SDK endpoint URL with a path (signed as sent). */
+export const AWS_PATHS = ['/', '/aws', '/aws/'];
+
+function isForm(request: FastifyRequest): boolean {
+  return (request.headers['content-type'] ?? '').toLowerCase().startsWith(FORM_CONTENT_TYPE);
+}
+
+function send(reply: FastifyReply, answer: AwsAnswer): FastifyReply {
+  reply.code(answer.status).type(answer.contentType);
+  for (const [name, value] of Object.entries(answer.headers ?? {})) reply.header(name, value);
+  // x-amzn-RequestId: the SDKs show it with every error; the service's request id, also in its logs.
+  reply.header('x-amzn-requestid', reply.request.id);
+  return reply.send(answer.body);
+}
+
+function jsonError(error: AwsJsonError): AwsAnswer {
+  return { status: error.status, contentType: AWS_JSON_CONTENT_TYPE, body: error.body() };
+}
+
+export async function awsEndpointRoutes(app: FastifyInstance, opts: AwsEndpointOptions): Promise<void> {
+  // Every content type arrives as bytes here (this plugin's parsers only): the handler checks the protocol's own.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: AWS_BODY_LIMIT }, (_request, body, done) =>
+    done(null, body),
+  );
+  // Framework refusals (a body over the limit, a broken body) in KMS's shape: these clients parse nothing else.
+  app.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) => {
+    const status = error.statusCode === 413 ? 413 : 400;
+    const type = status === 413 ? 'ValidationException' : 'SerializationException';
+    return send(reply, jsonError(new AwsJsonError(type, error.message, status)));
+  });
+
+  const handle = async (request: FastifyRequest, reply: FastifyReply) => {
+    const aborted = new AbortController();
+    request.raw.once('close', () => {
+      if (!reply.raw.writableEnded) aborted.abort();
+    });
+    const call: AwsCall = {
+      body: (request.body as Buffer | undefined) ?? Buffer.alloc(0),
+      request,
+      signal: aborted.signal,
+    };
+    if (isForm(request) && request.headers['x-amz-target'] === undefined) {
+      if (opts.sts) return send(reply, await opts.sts(call));
+    }
+    return send(reply, await opts.kms(call));
+  };
+  for (const url of AWS_PATHS) {
+    app.post(url, { schema: { hide: url !== '/' } as never }, handle);
+  }
+}

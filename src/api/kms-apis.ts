@@ -1,0 +1,40 @@
+// The drop-in KMS endpoints, wired: AWS KMS and STS at the root path (aws-endpoint.ts), Vault transit under
+// /v1/<mount>/. app.ts calls this once; each protocol lives in its own folder (aws-kms/, aws-sts/, vault-transit/).
+import type { FastifyInstance } from 'fastify';
+import { AwsSecrets } from '../auth/aws-credentials/aws-credentials.js';
+import type { TokenExchange } from '../auth/workload/token-exchange.js';
+import { type KeyStore, KeyStores } from '../keys/key-store.js';
+import { sealerAmong } from '../keys/sealer.js';
+import type { KmsApiSettings } from '../kms-api/kms-api-settings.js';
+import type { SigningService } from '../signing/signing-service.js';
+import type { Store } from '../store/store.js';
+import { awsEndpointRoutes } from './aws-endpoint.js';
+import { kmsHandler } from './aws-kms/kms-handler.js';
+
+export interface KmsApisOptions {
+  store: Store;
+  keyStore: KeyStore | KeyStores;
+  signing: SigningService;
+  settings: KmsApiSettings;
+  /** The CI token exchange POST /oauth/token uses: STS's AssumeRoleWithWebIdentity verifies tokens the same way. */
+  exchange: TokenExchange;
+  now: () => Date;
+  /** The service's public URL: a held call names the console page that decides it. */
+  publicUrl?: string | undefined;
+}
+
+export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions): Promise<void> {
+  if (!opts.settings.enabled) return;
+  const sealer = sealerAmong(KeyStores.of(opts.keyStore).stores);
+  const secrets = new AwsSecrets(opts.store, sealer, opts.now);
+  await app.register(awsEndpointRoutes, {
+    kms: kmsHandler({
+      store: opts.store,
+      signing: opts.signing,
+      secrets,
+      heldWaitMs: opts.settings.heldWaitMs,
+      now: opts.now,
+      publicUrl: opts.publicUrl,
+    }),
+  });
+}
