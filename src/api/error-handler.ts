@@ -81,6 +81,17 @@ function actionOf(request: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
+/**
+ * An error a protocol of its own (KMS, Vault) answers in its own shape: an ApiError as it is, a store fault as
+ * store_unavailable (retry), anything else an internal error whose details stay in the log.
+ */
+export function asApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const fault = storeFault(err);
+  if (fault) return storeUnavailable(fault);
+  return new ApiError('internal_error', 'internal error; the service log has the details under this request id');
+}
+
 function toApiError(err: FastifyError, request: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
   const fault = storeFault(err);

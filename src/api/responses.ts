@@ -9,6 +9,12 @@ export function documented(schema: TSchema, description: string, headers?: Recor
   return { description, ...Ref(schema), ...(headers && { headers }) };
 }
 
+/**
+ * The index in the audit log (and its transparency log) of the `signed` entry that records the signature a
+ * response hands out: seq - 1 (docs/api.md, "Signbridge-Log-Index").
+ */
+export const LOG_INDEX_HEADER = 'Signbridge-Log-Index';
+
 /** Signbridge-Log-Index on the answers that hand out a signature (src/api/routes/v1.ts). */
 export const LOG_INDEX_HEADERS = {
   'Signbridge-Log-Index': {

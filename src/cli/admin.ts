@@ -14,6 +14,7 @@ import { loadOsvPath } from '../policy/vulndb/osv.js';
 import { isRole, ROLES, type Role } from '../store/records/roles.js';
 import type { AuditEntryInput, Store } from '../store/store.js';
 import { verifyAuditChain } from '../store/verify-chain.js';
+import { createAwsKeyFromCli, NoSealerError } from './admin-aws-key.js';
 import { backupDataDir } from './admin-backup.js';
 import { moveInstallation } from './admin-migrate.js';
 import { createKeyForPerson, registerPeopleCommands } from './admin-people.js';
@@ -23,6 +24,43 @@ import { registerWebhookCommands } from './admin-webhooks.js';
 interface PersonKeyFlags {
   forEmail?: string;
   expiresIn?: string;
+}
+
+interface KeyFormatFlags {
+  format: string;
+  profile: string;
+}
+
+/** An AWS-format key, audited as any key an admin makes. */
+async function createAwsKey(
+  store: Store,
+  config: ServiceConfig,
+  opts: KeyFormatFlags & { role: string; tenant?: string; label: string },
+) {
+  let made: Awaited<ReturnType<typeof createAwsKeyFromCli>>;
+  try {
+    made = await createAwsKeyFromCli(store, config, {
+      role: opts.role as Role,
+      tenantId: opts.tenant ?? null,
+      label: opts.label,
+      profile: opts.profile,
+      events: new EventBuilder(store, undefined),
+      by: cliActor(),
+    });
+  } catch (err) {
+    if (err instanceof NoSealerError) throw new UsageError(err.message);
+    throw err;
+  }
+  await store.audit.append(
+    cliAudit(opts.tenant ?? null, 'api_key_create', 'created', {
+      api_key_id: made.id,
+      role: opts.role,
+      label: opts.label,
+      format: 'aws',
+      access_key_id: made.accessKeyId,
+    }),
+  );
+  return made;
 }
 
 interface StoreFlags {
@@ -91,43 +129,71 @@ export function registerAdminCommands(program: Command): void {
     .option('--label <label>', 'a note to recognise the key by', '')
     .option('--for-email <email>', "a CI key for this person, within their membership's roles (needs --expires-in)")
     .option('--expires-in <duration>', 'with --for-email: lifetime such as 12h or 90d (at most 366d)')
-    .action(async (opts: StoreFlags & PersonKeyFlags & { role: string; tenant?: string; label: string }) => {
-      if (!isRole(opts.role)) throw new UsageError(`--role must be one of: ${ROLES.join(', ')}`);
-      if (opts.forEmail !== undefined) {
-        const made = await withStore(opts, (store) =>
-          createKeyForPerson(store, { ...opts, forEmail: opts.forEmail as string, role: opts.role as Role }, cliAudit),
-        );
-        process.stderr.write(
-          `created API key ${made.id} for ${made.person} (${opts.role}, expires ${made.expiresAt})\n`,
-        );
-        process.stdout.write(`${made.token}\n`);
-        return;
-      }
-      if (opts.expiresIn !== undefined) throw new UsageError('--expires-in goes with --for-email');
-      if (opts.role === 'operator' && opts.tenant) throw new UsageError('an operator key is global: omit --tenant');
-      if (opts.role !== 'operator' && !opts.tenant) throw new UsageError(`a ${opts.role} key needs --tenant`);
-      if (opts.tenant && !new RegExp(TENANT_ID_PATTERN).test(opts.tenant)) {
-        throw new UsageError(`--tenant "${opts.tenant}" is not a valid tenant id`);
-      }
-      const { token, record } = await withStore(opts, async (store) => {
-        const made = await createApiKey(store, opts.role as never, opts.tenant ?? null, opts.label, new Date(), {
-          events: new EventBuilder(store, undefined),
-          by: cliActor(),
+    .option(
+      '--format <format>',
+      'token (a Bearer key, sbk_...) or aws (an access key id and secret for AWS clients, printed as a section of ' +
+        '~/.aws/credentials; docs/kms-api.md)',
+      'token',
+    )
+    .option('--profile <name>', 'with --format aws: the credentials section name', 'signbridge')
+    .action(
+      async (opts: StoreFlags & PersonKeyFlags & KeyFormatFlags & { role: string; tenant?: string; label: string }) => {
+        if (!isRole(opts.role)) throw new UsageError(`--role must be one of: ${ROLES.join(', ')}`);
+        if (opts.format !== 'token' && opts.format !== 'aws') throw new UsageError('--format must be token or aws');
+        if (opts.format === 'aws' && opts.forEmail !== undefined) {
+          throw new UsageError('--format aws makes an admin key; a person signs in with signbridge login');
+        }
+        if (!/^[A-Za-z0-9_.-]{1,64}$/.test(opts.profile)) throw new UsageError('--profile must be a plain name');
+        if (opts.forEmail !== undefined) {
+          const made = await withStore(opts, (store) =>
+            createKeyForPerson(
+              store,
+              { ...opts, forEmail: opts.forEmail as string, role: opts.role as Role },
+              cliAudit,
+            ),
+          );
+          process.stderr.write(
+            `created API key ${made.id} for ${made.person} (${opts.role}, expires ${made.expiresAt})\n`,
+          );
+          process.stdout.write(`${made.token}\n`);
+          return;
+        }
+        if (opts.expiresIn !== undefined) throw new UsageError('--expires-in goes with --for-email');
+        if (opts.role === 'operator' && opts.tenant) throw new UsageError('an operator key is global: omit --tenant');
+        if (opts.role !== 'operator' && !opts.tenant) throw new UsageError(`a ${opts.role} key needs --tenant`);
+        if (opts.tenant && !new RegExp(TENANT_ID_PATTERN).test(opts.tenant)) {
+          throw new UsageError(`--tenant "${opts.tenant}" is not a valid tenant id`);
+        }
+        if (opts.format === 'aws') {
+          const made = await withStore(opts, (store, config) => createAwsKey(store, config, opts));
+          process.stderr.write(
+            `created API key ${made.id} (${opts.role}${opts.tenant ? ` on ${opts.tenant}` : ''}), access key id ` +
+              `${made.accessKeyId}; add this to ~/.aws/credentials and point the client at the service ` +
+              `(AWS_ENDPOINT_URL_KMS=<service URL>)\n`,
+          );
+          process.stdout.write(made.section);
+          return;
+        }
+        const { token, record } = await withStore(opts, async (store) => {
+          const made = await createApiKey(store, opts.role as never, opts.tenant ?? null, opts.label, new Date(), {
+            events: new EventBuilder(store, undefined),
+            by: cliActor(),
+          });
+          await store.audit.append(
+            cliAudit(opts.tenant ?? null, 'api_key_create', 'created', {
+              api_key_id: made.record.id,
+              role: made.record.role,
+              label: made.record.label,
+            }),
+          );
+          return made;
         });
-        await store.audit.append(
-          cliAudit(opts.tenant ?? null, 'api_key_create', 'created', {
-            api_key_id: made.record.id,
-            role: made.record.role,
-            label: made.record.label,
-          }),
+        process.stderr.write(
+          `created API key ${record.id} (${record.role}${record.tenantId ? ` on ${record.tenantId}` : ''})\n`,
         );
-        return made;
-      });
-      process.stderr.write(
-        `created API key ${record.id} (${record.role}${record.tenantId ? ` on ${record.tenantId}` : ''})\n`,
-      );
-      process.stdout.write(`${token}\n`);
-    });
+        process.stdout.write(`${token}\n`);
+      },
+    );
 
   storeOptions(apiKey.command('list'))
     .description('list API keys: id, roles, tenant, state, label and, for person keys, owner and expiry')

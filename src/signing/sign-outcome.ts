@@ -17,6 +17,11 @@ export interface SignRequest {
   workload?: WorkloadIdentity | null;
   digest: Buffer;
   context: PolicyContext;
+  /**
+   * The drop-in API the request came through and what it said of itself there (e.g. `{api: 'aws-kms', region,
+   * access_key_id}`), for the audit entry; absent for signbridge's own API.
+   */
+  via?: Record<string, string>;
 }
 
 export interface Signed {

@@ -85,6 +85,7 @@ export class Signer {
       inputs_digest: decision.inputsDigest,
       ...(req.personId && { person: req.personId }),
       ...workload,
+      ...(req.via && { via: req.via }),
     };
     const decided: PolicyDecided = {
       tenantId: req.tenantId,

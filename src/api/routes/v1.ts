@@ -7,13 +7,13 @@ import { ApiError } from '../../errors.js';
 import type { ExpirationModel, WrappingAlgorithm, WrappingKeySpec } from '../../keys/key-store.js';
 import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
 import type { KeyImportService } from '../../signing/key-import-service.js';
-import type { PolicyContext, SigningService, SignOutcome } from '../../signing/signing-service.js';
+import type { SigningService, SignOutcome } from '../../signing/signing-service.js';
 import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
-import type { ApiKeyRecord, ExceptionRecord, Store } from '../../store/store.js';
+import type { ExceptionRecord, Store } from '../../store/store.js';
 import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
-import { documented, errorResponse, LOG_INDEX_HEADERS } from '../responses.js';
+import { documented, errorResponse, LOG_INDEX_HEADER, LOG_INDEX_HEADERS } from '../responses.js';
 import {
   ActionRequests,
   ApprovalResponse,
@@ -328,12 +328,6 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
     throw new ApiError('unknown_action', `unknown action ${action}; actions: ${ACTIONS.join(', ')}`);
   });
 }
-
-/**
- * The index in the audit log (and its transparency log) of the `signed` entry that records the signature a
- * response hands out: seq - 1 (docs/api.md, "Signbridge-Log-Index").
- */
-export const LOG_INDEX_HEADER = 'Signbridge-Log-Index';
 
 interface Reply {
   status: number;

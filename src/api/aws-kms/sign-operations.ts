@@ -1,0 +1,121 @@
+// KMS's Sign and Verify. Sign goes through the same seam as POST /v1/sign (velocity limits, the policy, approvals,
+// the audit entry, events, the transparency log); a call held for a decision waits heldWaitMs for it, since a KMS
+// client knows no 202, and then fails with KMSInvalidStateException naming the request and where to approve it; the
+// same call repeated continues that request. docs/kms-api.md, "Sign" and "Held for approval".
+
+import { SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../crypto/algorithms.js';
+import { verifyRepresentative } from '../../crypto/verify-representative.js';
+import { keyArn } from '../../kms-api/key-ids.js';
+import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../kms-api/sign-input.js';
+import { waitForDecision } from '../../signing/held-wait.js';
+import type { Pending, SigningService } from '../../signing/signing-service.js';
+import { consolePageFor } from '../../web/request-pages.js';
+import { LOG_INDEX_HEADER } from '../responses.js';
+import { signingContext } from '../signing-inputs.js';
+import { AwsJsonError } from './errors.js';
+import { resolveKey } from './key-resolver.js';
+import type { KmsCall, KmsOperation, KmsResult } from './operation.js';
+import { enumValue, grantTokens, optionalBoolean, requiredBlob, requiredString } from './request-fields.js';
+
+export interface SignOperationsOptions {
+  signing: SigningService;
+  heldWaitMs: number;
+  publicUrl?: string | undefined;
+}
+
+/** KMS's largest signature input is 4096 bytes; its largest signature (ML-DSA-87) 4627. */
+const MAX_SIGNATURE_BYTES = 6144;
+
+/** Still undecided after the wait: what is held, where a person decides it, and that a retry continues it. */
+export function heldMessage(pending: Pending, publicUrl: string | undefined, waitedMs: number): string {
+  const what = pending.status === 'pending_security_review' ? 'a security review' : 'approval';
+  const where = publicUrl ? `at ${consolePageFor(publicUrl, pending.requestId)}` : 'in the web console';
+  return (
+    `signing request ${pending.requestId} is held for ${what} (${pending.status}) and was not decided within ` +
+    `${Math.round(waitedMs / 1000)} s; decide it ${where} (or with POST /v1/approve_sign), then repeat this call: ` +
+    `it continues the same request and returns the signature (${pending.message})`
+  );
+}
+
+function dryRun(): never {
+  throw new AwsJsonError(
+    'DryRunOperationException',
+    'The request would have succeeded, but the DryRun option is set.',
+    412,
+  );
+}
+
+export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperation; Verify: KmsOperation } {
+  const { signing } = opts;
+
+  async function sign(call: KmsCall): Promise<KmsResult> {
+    const { input, caller } = call;
+    const keyId = requiredString(input, 'KeyId');
+    const message = requiredBlob(input, 'Message', MAX_MESSAGE_BYTES);
+    const algorithm = enumValue<SigningAlgorithm>(input, 'SigningAlgorithm', SIGNING_ALGORITHMS);
+    const messageType = enumValue(input, 'MessageType', MESSAGE_TYPES, 'RAW');
+    grantTokens(input);
+    const resolved = await resolveKey(signing, caller, call.accessKeyId, call.region, keyId, 'kms:Sign');
+    const arn = keyArn(call.region, resolved.key.tenantId, resolved.key.id);
+    if (!resolved.current) {
+      throw new AwsJsonError(
+        'DisabledException',
+        `${arn} is disabled: it is an older version of tenant ${resolved.key.tenantId}'s key, which signs only with ` +
+          `its current version (alias/${resolved.key.tenantId}); older versions still verify`,
+      );
+    }
+    const digest = signingInput(resolved.key, algorithm, messageType, message);
+    if (optionalBoolean(input, 'DryRun')) dryRun();
+    const first = await signing.sign({
+      action: 'sign',
+      tenantId: resolved.key.tenantId,
+      callerId: caller.id,
+      personId: caller.personId ?? null,
+      workload: caller.workload ?? null,
+      digest,
+      algorithm,
+      context: signingContext({}, caller),
+      via: { api: 'aws-kms', region: call.region, access_key_id: call.accessKeyId, message_type: messageType },
+    });
+    const outcome = await waitForDecision(signing, resolved.key.tenantId, first, digest, {
+      waitMs: opts.heldWaitMs,
+      signal: call.signal,
+    });
+    if (outcome.kind === 'pending') {
+      throw new AwsJsonError('KMSInvalidStateException', heldMessage(outcome, opts.publicUrl, opts.heldWaitMs));
+    }
+    return {
+      body: {
+        KeyId: keyArn(call.region, resolved.key.tenantId, outcome.keyId),
+        Signature: outcome.signature.toString('base64'),
+        SigningAlgorithm: outcome.algorithm,
+      },
+      ...(outcome.logIndex !== undefined && { headers: { [LOG_INDEX_HEADER]: String(outcome.logIndex) } }),
+    };
+  }
+
+  async function verify(call: KmsCall): Promise<KmsResult> {
+    const { input } = call;
+    const keyId = requiredString(input, 'KeyId');
+    const message = requiredBlob(input, 'Message', MAX_MESSAGE_BYTES);
+    const signature = requiredBlob(input, 'Signature', MAX_SIGNATURE_BYTES);
+    const algorithm = enumValue<SigningAlgorithm>(input, 'SigningAlgorithm', SIGNING_ALGORITHMS);
+    const messageType = enumValue(input, 'MessageType', MESSAGE_TYPES, 'RAW');
+    grantTokens(input);
+    const { key } = await resolveKey(signing, call.caller, call.accessKeyId, call.region, keyId, 'kms:Verify');
+    const representative = signingInput(key, algorithm, messageType, message);
+    if (optionalBoolean(input, 'DryRun')) dryRun();
+    // KMS answers an invalid signature with an error, not with SignatureValid false.
+    if (!verifyRepresentative(key, algorithm, representative, signature)) {
+      throw new AwsJsonError(
+        'KMSInvalidSignatureException',
+        'the signature is not valid for this key, message and algorithm',
+      );
+    }
+    return {
+      body: { KeyId: keyArn(call.region, key.tenantId, key.id), SignatureValid: true, SigningAlgorithm: algorithm },
+    };
+  }
+
+  return { Sign: sign, Verify: verify };
+}
