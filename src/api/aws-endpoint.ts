@@ -69,7 +69,9 @@ export async function awsEndpointRoutes(app: FastifyInstance, opts: AwsEndpointO
 
   const handle = async (request: FastifyRequest, reply: FastifyReply) => {
     const aborted = new AbortController();
-    request.raw.once('close', () => {
+    // The response closes before it was written only when the connection went away (the request's own 'close'
+    // fires as soon as its body was read).
+    reply.raw.once('close', () => {
       if (!reply.raw.writableEnded) aborted.abort();
     });
     const call: AwsCall = {

@@ -42,3 +42,38 @@ export function runBotocore<T>(job: unknown): Promise<T> {
     child.stdin!.end(JSON.stringify(job));
   });
 }
+
+const KMS_SCRIPT = join(import.meta.dirname, '..', 'fixtures', 'kms-api', 'boto3_kms.py');
+
+export interface Boto3Call {
+  name: string;
+  access_key: string;
+  secret_key: string;
+  token?: string;
+  region?: string;
+  /** boto3's method, e.g. sign, describe_key, list_keys. */
+  op: string;
+  /** Message and Signature as base64. */
+  params?: Record<string, unknown>;
+  read_timeout?: number;
+}
+
+export type Boto3Outcome =
+  | { ok: true; answer: Record<string, unknown>; headers: Record<string, string> }
+  | { ok: false; code: string; message: string; status: number };
+
+/** boto3's kms client against a signbridge endpoint (test/fixtures/kms-api/boto3_kms.py), the calls in order. */
+export function runBoto3Kms(endpoint: string, calls: Boto3Call[]): Promise<Record<string, Boto3Outcome>> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      PYTHON,
+      [KMS_SCRIPT],
+      { env: isolatedAwsEnv(), timeout: 180_000 },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`${error.message}\n${stderr}`));
+        else resolve(JSON.parse(stdout) as Record<string, Boto3Outcome>);
+      },
+    );
+    child.stdin!.end(JSON.stringify({ endpoint, calls }));
+  });
+}
