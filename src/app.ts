@@ -236,8 +236,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
             in: 'header',
             name: 'Authorization',
             description:
-              'Cloud request signature (SigV4-style), for deployments behind an API gateway that verifies it. ' +
-              'The signbridge server itself accepts only bearerAuth (docs/api.md).',
+              'AWS Signature Version 4. The drop-in AWS KMS endpoint (POST /) verifies it itself, with an ' +
+              'AWS-format API key or STS temporary credentials (docs/kms-api.md); on the /v1 actions it is for ' +
+              'deployments behind an API gateway that verifies it, the server itself accepting bearerAuth there ' +
+              '(docs/api.md).',
             'x-amazon-apigateway-authtype': 'awsSigv4',
           } as never,
         },

@@ -38,6 +38,52 @@ export const FORM_CONTENT_TYPE = 'application/x-www-form-urlencoded';
 /** Paths that answer: the root, and /aws/ for an SDK endpoint URL with a path (signed as sent). */
 export const AWS_PATHS = ['/', '/aws', '/aws/'];
 
+const awsAnswer = (description: string) => ({
+  description,
+  content: { [AWS_JSON_CONTENT_TYPE]: { schema: { type: 'object', additionalProperties: true } } },
+});
+
+/** POST / in the OpenAPI document: two AWS protocols on one path (docs/kms-api.md has every operation's fields). */
+const AWS_ROOT_SCHEMA = {
+  summary: 'AWS KMS (JSON 1.1) and STS (query protocol) drop-in endpoint',
+  description:
+    'AWS clients pointed at signbridge (cosign awskms://, the AWS CLI and SDKs with AWS_ENDPOINT_URL_KMS, Terraform) ' +
+    'call KMS here: Content-Type application/x-amz-json-1.1, X-Amz-Target TrentService.Sign, Verify, GetPublicKey, ' +
+    'DescribeKey, ListKeys or ListAliases, signed with SigV4 by an AWS-format API key or STS temporary credentials; ' +
+    'every Sign passes the policy, approvals, the audit log and the transparency log, and its answer carries ' +
+    'Signbridge-Log-Index. A form body with Action=AssumeRoleWithWebIdentity (unsigned, as at AWS) exchanges a CI ' +
+    "job's OIDC token for temporary credentials (STS XML). Errors in KMS's JSON shape ({__type, message}) or STS's " +
+    'XML. Also answered at POST /aws/. See docs/kms-api.md.',
+  tags: ['kms-api'],
+  consumes: [AWS_JSON_CONTENT_TYPE, FORM_CONTENT_TYPE],
+  headers: {
+    type: 'object',
+    properties: {
+      'x-amz-target': { type: 'string', description: 'TrentService.<Operation> (KMS); absent for STS' },
+    },
+  },
+  body: { type: 'object', additionalProperties: true, description: "the operation's input, as AWS defines it" },
+  security: [{ sigv4: [] }],
+  response: {
+    200: {
+      description:
+        "the operation's output (KMS JSON; STS XML for AssumeRoleWithWebIdentity); Sign with Signbridge-Log-Index",
+      content: {
+        [AWS_JSON_CONTENT_TYPE]: { schema: { type: 'object', additionalProperties: true } },
+        'text/xml': { schema: { type: 'string' } },
+      },
+    },
+    400: awsAnswer(
+      'a refusal in KMS\'s shape: {"__type": "<error name>", "message": "..."} (docs/kms-api.md, "Errors")',
+    ),
+    403: { description: 'an STS refusal (XML ErrorResponse)', content: { 'text/xml': { schema: { type: 'string' } } } },
+    412: awsAnswer('DryRunOperationException: the request would have succeeded'),
+    413: awsAnswer('ValidationException: the body is larger than 64 KiB'),
+    500: awsAnswer('KeyUnavailableException or KMSInternalException: retry'),
+    503: awsAnswer('DependencyTimeoutException: the store cannot serve now; retry'),
+  },
+};
+
 function isForm(request: FastifyRequest): boolean {
   return (request.headers['content-type'] ?? '').toLowerCase().startsWith(FORM_CONTENT_TYPE);
 }
@@ -85,6 +131,11 @@ export async function awsEndpointRoutes(app: FastifyInstance, opts: AwsEndpointO
     return send(reply, await opts.kms(call));
   };
   for (const url of AWS_PATHS) {
-    app.post(url, { schema: { hide: url !== '/' } as never }, handle);
+    // The body is checked by the protocol handler, not by the schema, which only documents it.
+    app.post(
+      url,
+      { schema: url === '/' ? AWS_ROOT_SCHEMA : ({ hide: true } as never), validatorCompiler: () => () => true },
+      handle,
+    );
   }
 }

@@ -116,3 +116,18 @@ describe('OpenAPI document', () => {
     expect(doc.paths['/v1/get_public_key'].post.responses['200'].headers).toBeUndefined();
   });
 });
+
+describe('OpenAPI document: the drop-in KMS endpoint', () => {
+  it('lists POST / with both AWS protocols, SigV4, and KMS-shaped errors', () => {
+    const op = doc.paths['/'].post;
+    expect(Object.keys(op.requestBody.content)).toEqual([
+      'application/x-amz-json-1.1',
+      'application/x-www-form-urlencoded',
+    ]);
+    expect(op.security).toEqual([{ sigv4: [] }]);
+    expect(op.parameters.find((p: { name: string }) => p.name === 'x-amz-target')).toMatchObject({ in: 'header' });
+    expect(op.responses['400'].description).toContain('__type');
+    expect(op.description).toContain('AssumeRoleWithWebIdentity');
+    expect(doc.paths['/aws/']).toBeUndefined();
+  });
+});

@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAwsApiKey } from '../../src/auth/aws-credentials/aws-credentials.js';
 import type { PolicyDecision, PolicyEngine } from '../../src/policy/policy.js';
-import { type Boto3Call, botocoreMissing, runBoto3Kms } from '../helpers/botocore.js';
+import { type Boto3Call, type Boto3Outcome, botocoreMissing, runBoto3Kms } from '../helpers/botocore.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const missing = botocoreMissing();
@@ -62,6 +62,11 @@ function signCall(
     },
     ...extra,
   };
+}
+
+function answerOf(outcome: Boto3Outcome | undefined): Record<string, unknown> {
+  if (!outcome?.ok) throw new Error(`the call failed: ${JSON.stringify(outcome)}`);
+  return outcome.answer;
 }
 
 async function signedEntries(): Promise<number> {
@@ -174,7 +179,7 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
     const first = await runBoto3Kms(endpoint, [signCall('before rotation', creds['team-b']!, old!.id)]);
     expect(first['before rotation']!.ok).toBe(true);
     expect((await callAction(svc.app, admin, 'rotate_key', { tenant_id: 'team-b' })).status).toBe(200);
-    const signature = (first['before rotation'] as { answer: { Signature: string } }).answer.Signature;
+    const signature = answerOf(first['before rotation']).Signature as string;
     const out = await runBoto3Kms(endpoint, [
       signCall('retired', creds['team-b']!, old!.id),
       {
@@ -225,7 +230,7 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
     expect(approved.status).toBe(200);
     const again = await runBoto3Kms(endpoint, [signCall('repeated', creds['held-team']!, 'alias/held-team')]);
     expect(again.repeated!.ok).toBe(true);
-    const signature = Buffer.from((again.repeated as { answer: { Signature: string } }).answer.Signature, 'base64');
+    const signature = Buffer.from(answerOf(again.repeated).Signature as string, 'base64');
     expect(cryptoVerify('sha256', Buffer.from('artifact'), publicPem['held-team']!, signature)).toBe(true);
     const rows = await svc.run<{ n: number }>(
       sql`SELECT count(*) AS n FROM pending_requests WHERE tenant_id = 'held-team'`,
@@ -272,7 +277,7 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
       const admin = await waiter.apiKey('admin', 'held-team');
       const pem = (await callAction(waiter.app, admin, 'get_public_key', { tenant_id: 'held-team' })).body
         .public_key_pem as string;
-      const signature = Buffer.from((out.waits as { answer: { Signature: string } }).answer.Signature, 'base64');
+      const signature = Buffer.from(answerOf(out.waits).Signature as string, 'base64');
       expect(cryptoVerify('sha256', Buffer.from('artifact'), pem, signature)).toBe(true);
     } finally {
       await waiter.close();
