@@ -17,6 +17,7 @@ import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerPro
 import { startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { type CpuShare, countCpu } from './cpu.js';
+import { awsKeyFor, signedKmsSign } from './kms-sign.js';
 import { measureMlDsaRuntimes, mlDsaRuntimeSection, writeMlDsaRuntimeSection } from './ml-dsa-runtimes.js';
 import { measurePaths } from './paths.js';
 import { measureSoftwareSigning } from './raw-software.js';
@@ -163,6 +164,31 @@ try {
       });
     }
   }
+  // The same P-256 signature through the KMS endpoint (bench/kms-sign.ts): a SigV4-signed request, replayed.
+  const kmsRequest = await signedKmsSign(server.url, 'bench-p256', awsKeyFor(dataDir, 'bench-p256'));
+  const kmsLoad = (duration: number) =>
+    autocannon({
+      url: `${server.url}${kmsRequest.path}`,
+      method: 'POST',
+      headers: kmsRequest.headers,
+      body: kmsRequest.body,
+      connections: 32,
+      duration,
+    });
+  if (warmUpSeconds > 0) await kmsLoad(warmUpSeconds);
+  log(`service KMS Sign ECC_NIST_P256, 32 connections, ${seconds} s`);
+  const kmsCpu = countCpu([server.child.pid as number]);
+  const kms = await kmsLoad(seconds);
+  rows.push({
+    path: 'service KMS `Sign` over HTTP (SigV4, autocannon)',
+    spec: 'ECC_NIST_P256',
+    concurrency: 32,
+    perSecond: kms.requests.total / kms.duration,
+    p50Ms: kms.latency.p50,
+    p99Ms: kms.latency.p99,
+    errors: kms.non2xx + kms.errors,
+    cpu: kmsCpu(kms.requests.total, kms.duration),
+  });
 } finally {
   await server.stop();
 }
@@ -310,6 +336,15 @@ const goals = [
         ];
       })()
     : []),
+  (() => {
+    const kmsRow = find('service KMS `Sign`', 'ECC_NIST_P256', 32);
+    const plain = find('service `sign` over HTTP (autocannon)', 'ECC_NIST_P256', 32);
+    const added =
+      kmsRow?.cpu && plain?.cpu
+        ? (100 * (kmsRow.cpu.serviceUs - plain.cpu.serviceUs)) / plain.cpu.serviceUs
+        : undefined;
+    return `P-256 at concurrency 32 through the KMS endpoint: ${fmt(kmsRow?.perSecond)}/s vs POST /v1/sign ${fmt(plain?.perSecond)}/s; service CPU ${fmt(kmsRow?.cpu?.serviceUs)} vs ${fmt(plain?.cpu?.serviceUs)} µs per signature: SigV4 and the KMS layer add ${fmt(added, 1)}% (aim: at most 20%)`;
+  })(),
   // A software signature costs its CPU wherever it runs: the library's one-thread rate times the cores is the bound.
   ...['ML_DSA_65', 'SM2'].map((spec) => {
     const cpuMs = softwareCpuMs.get(spec);
