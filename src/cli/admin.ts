@@ -6,6 +6,7 @@ import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { TENANT_ID_PATTERN } from '../api/schemas.js';
 import { createApiKey, rolesOf } from '../auth/api-keys.js';
+import { accessKeyIdOf } from '../auth/aws-credentials/credential-format.js';
 import { resolveConfig, type ServiceConfig } from '../config/config.js';
 import { EventBuilder } from '../events/event-builder.js';
 import { openStore } from '../open-stores.js';
@@ -210,8 +211,10 @@ export function registerAdminCommands(program: Command): void {
         const personCols = k.personId
           ? `\t${owner?.email ?? owner?.subject ?? k.personId}\t${k.expiresAt ? `expires ${k.expiresAt}` : ''}`
           : '';
+        // An AWS-format key shows its access key id, which is what its users see and quote.
+        const label = k.sealedSecret ? `${k.label} [aws ${accessKeyIdOf(k.id, k.createdVia === 'workload')}]` : k.label;
         process.stdout.write(
-          `${k.id}\t${rolesOf(k).join(',')}\t${k.tenantId ?? '*'}\t${state}\t${k.label}${personCols}\n`,
+          `${k.id}\t${rolesOf(k).join(',')}\t${k.tenantId ?? '*'}\t${state}\t${label}${personCols}\n`,
         );
       }
     });

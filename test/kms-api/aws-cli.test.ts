@@ -4,7 +4,7 @@
 // node:crypto against the public key the service holds, not against the service's own answer.
 
 import { createHash, createPublicKey, constants as cryptoConstants, verify as cryptoVerify } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsProfile, credentialsFile, runAws } from '../helpers/aws-cli.js';
@@ -188,6 +188,21 @@ describe.skipIf(missing)('the AWS CLI against signbridge', () => {
     ]);
     expect(wrong.code).toBe(254);
     expect(wrong.stderr).toContain('(KMSInvalidSignatureException)');
+  });
+
+  it('lists the key with its access key id, and once revoked with admin api-key revoke the CLI is refused', async () => {
+    const list = await runCliAsync(['admin', 'api-key', 'list', ...svc.storeArgs]);
+    expect(list.code, list.stderr).toBe(0);
+    const accessKeyId = /aws_access_key_id = (\S+)/.exec(readFileSync(profile.credentialsFile, 'utf8'))?.[1] as string;
+    const line = list.stdout.split('\n').find((l) => l.includes(`[aws ${accessKeyId}]`));
+    expect(line, list.stdout).toBeDefined();
+    const id = line!.split('\t')[0] as string;
+    expect(accessKeyId).toBe(`SBAK${id.toUpperCase()}`);
+    const revoked = await runCliAsync(['admin', 'api-key', 'revoke', id, ...svc.storeArgs]);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const refused = await runAws(endpoint, profile, ['kms', 'list-keys']);
+    expect(refused.code).toBe(254);
+    expect(refused.stderr).toMatch(/\(UnrecognizedClientException\) when calling the ListKeys operation/);
   });
 });
 
