@@ -88,6 +88,18 @@ function isForm(request: FastifyRequest): boolean {
   return (request.headers['content-type'] ?? '').toLowerCase().startsWith(FORM_CONTENT_TYPE);
 }
 
+/**
+ * Aborted when the client goes away before its answer was written: the response closes unwritten (the request's own
+ * 'close' fires as soon as its body was read). Made when a handler first asks (only a held call waits on it).
+ */
+function closeSignal(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  const response = reply.raw;
+  if (response.destroyed && !response.writableEnded) controller.abort();
+  else response.once('close', () => !response.writableEnded && controller.abort());
+  return controller.signal;
+}
+
 function send(reply: FastifyReply, answer: AwsAnswer): FastifyReply {
   reply.code(answer.status).type(answer.contentType);
   for (const [name, value] of Object.entries(answer.headers ?? {})) reply.header(name, value);
@@ -114,16 +126,12 @@ export async function awsEndpointRoutes(app: FastifyInstance, opts: AwsEndpointO
   });
 
   const handle = async (request: FastifyRequest, reply: FastifyReply) => {
-    const aborted = new AbortController();
-    // The response closes before it was written only when the connection went away (the request's own 'close'
-    // fires as soon as its body was read).
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableEnded) aborted.abort();
-    });
     const call: AwsCall = {
       body: (request.body as Buffer | undefined) ?? Buffer.alloc(0),
       request,
-      signal: aborted.signal,
+      get signal() {
+        return closeSignal(reply);
+      },
     };
     if (isForm(request) && request.headers['x-amz-target'] === undefined) {
       if (opts.sts) return send(reply, await opts.sts(call));

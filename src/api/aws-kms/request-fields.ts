@@ -19,11 +19,10 @@ function invalid(field: string, value: unknown, constraint: string): AwsJsonErro
 
 /** The body: a JSON object (an empty body is `{}`, as the SDKs send for operations without input). */
 export function parseKmsInput(body: Buffer): KmsInput {
-  const text = body.toString('utf8');
-  if (text.trim() === '') return {};
+  if (body.length === 0) return {};
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(body.toString('utf8'));
   } catch {
     throw new AwsJsonError('SerializationException', 'the request body is not valid JSON');
   }

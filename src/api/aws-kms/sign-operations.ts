@@ -77,10 +77,13 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
       context: signingContext({}, caller),
       via: { api: 'aws-kms', region: call.region, access_key_id: call.accessKeyId, message_type: messageType },
     });
-    const outcome = await waitForDecision(signing, resolved.key.tenantId, first, digest, {
-      waitMs: opts.heldWaitMs,
-      signal: call.signal,
-    });
+    const outcome =
+      first.kind === 'pending'
+        ? await waitForDecision(signing, resolved.key.tenantId, first, digest, {
+            waitMs: opts.heldWaitMs,
+            signal: call.signal,
+          })
+        : first;
     if (outcome.kind === 'pending') {
       throw new AwsJsonError('KMSInvalidStateException', heldMessage(outcome, opts.publicUrl, opts.heldWaitMs));
     }

@@ -49,8 +49,8 @@ export class SigningKeyCache {
   constructor(private readonly maxEntries = MAX_ENTRIES) {}
 
   get(accessKeyId: string, secret: string, date: string, region: string, service: string): PreparedHmac {
-    const secretTag = createHash('sha256').update(secret, 'utf8').digest('base64');
-    const cacheKey = `${accessKeyId}\n${date}\n${region}\n${service}\n${secretTag}`;
+    // The secret is in the key so that a changed secret derives anew; it is in this process's memory either way.
+    const cacheKey = `${accessKeyId}\n${date}\n${region}\n${service}\n${secret}`;
     const cached = this.entries.get(cacheKey);
     if (cached) return cached;
     const key = new PreparedHmac(deriveSigningKey(secret, date, region, service));

@@ -5,6 +5,7 @@
 // request rebuilt from what arrived (canonical-request.ts), and the signature compared in constant time. Where the
 // secret comes from is the caller's (`secretFor`): this file holds no store. docs/kms-api.md, "Request signatures".
 
+import * as nodeCrypto from 'node:crypto';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { canonicalRequest, type HeaderValues } from './canonical-request.js';
 import {
@@ -58,6 +59,12 @@ export interface SigV4VerifierOptions<P> {
   secretFor(accessKeyId: string, sessionToken: string | undefined): Promise<SigV4Secret<P> | undefined>;
   now?: () => number;
 }
+
+/** SHA-256 in hex: crypto.hash (one call, no Hash object) where the runtime has it (Node 20.12 and later). */
+const sha256Hex: (data: Buffer | string) => string =
+  typeof nodeCrypto.hash === 'function'
+    ? (data) => nodeCrypto.hash('sha256', data, 'hex')
+    : (data) => createHash('sha256').update(data).digest('hex');
 
 const ISO_BASIC = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;
 const HEX_SIGNATURE = /^[0-9a-f]{64}$/;
@@ -246,9 +253,7 @@ export class SigV4Verifier<P> {
 
     // The payload is always hashed here: a client's X-Amz-Content-SHA256 (S3 style) must then say the same, so a body
     // swapped under an unchanged header is refused, and UNSIGNED-PAYLOAD is never accepted.
-    const bodyHash = createHash('sha256')
-      .update(request.body ?? '')
-      .digest('hex');
+    const bodyHash = sha256Hex(request.body ?? '');
     const declaredHash = single(request.headers, 'x-amz-content-sha256');
     if (declaredHash !== undefined && declaredHash.toLowerCase() !== bodyHash) {
       return this.refuse(
@@ -268,7 +273,7 @@ export class SigV4Verifier<P> {
       payloadHash: declaredHash ?? bodyHash,
     });
     const credentialScope = `${scopeDate}/${region}/${service}/aws4_request`;
-    const stringToSign = `${SIGV4_ALGORITHM}\n${timestamp}\n${credentialScope}\n${createHash('sha256').update(canonical, 'utf8').digest('hex')}`;
+    const stringToSign = `${SIGV4_ALGORITHM}\n${timestamp}\n${credentialScope}\n${sha256Hex(canonical)}`;
     const expected = this.signingKeys.get(accessKeyId, known.secret, scopeDate, region, service).digest(stringToSign);
     const given = HEX_SIGNATURE.test(parts.signature!) ? Buffer.from(parts.signature!, 'hex') : undefined;
     if (given === undefined || !timingSafeEqual(expected, given)) {
