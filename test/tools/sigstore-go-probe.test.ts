@@ -22,6 +22,12 @@ import { startTlsTunnel, type TlsTunnel } from '../helpers/tls-tunnel.js';
 
 const missing = sigstoreGoMissing();
 const message = Buffer.from('a container image digest, as cosign signs it\n');
+// STS's answer to AssumeRoleWithWebIdentity, as the service model shapes it (the double has no STS).
+const STS_ANSWER =
+  '<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult>' +
+  '<Credentials><AccessKeyId>ASIATEMPORARYPROBE</AccessKeyId><SecretAccessKey>temporary-secret</SecretAccessKey>' +
+  `<SessionToken>session-token-of-the-job</SessionToken><Expiration>${new Date(Date.now() + 3_600_000).toISOString()}` +
+  '</Expiration></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>';
 const credentials = { AWS_ACCESS_KEY_ID: 'AKIDSIGSTOREPROBE', AWS_SECRET_ACCESS_KEY: 'probe-secret' };
 
 describe.skipIf(missing)(`sigstore's awskms:// signer (cosign's code path)${missing ? `: ${missing}` : ''}`, () => {
@@ -58,6 +64,11 @@ describe.skipIf(missing)(`sigstore's awskms:// signer (cosign's code path)${miss
     // that records what arrived and hands it to the double.
     front = await startServer((req, res) => {
       const seen = front.requests.at(-1)!;
+      if (seen.body.startsWith('Action=AssumeRoleWithWebIdentity&')) {
+        res.writeHead(200, { 'content-type': 'text/xml' });
+        res.end(STS_ANSWER);
+        return;
+      }
       fetch(`${double.url}${req.url}`, {
         method: 'POST',
         headers: {
@@ -152,6 +163,42 @@ describe.skipIf(missing)(`sigstore's awskms:// signer (cosign's code path)${miss
     // The double answers an ARN's key id whatever its account.
     const result = await runSigstoreGo(arn('123456789012'), message, env);
     expect(verify('sha256', message, await publicKeyOf(keyIds.p256!), result.signature)).toBe(true);
+  });
+
+  it('signs in with a web identity token at the same https://HOST/ (STS, unsigned form), then sends the session token', async () => {
+    const tokenFile = join(dir, 'ci-token');
+    writeFileSync(tokenFile, 'the.job-oidc.token');
+    front.requests.length = 0;
+    const result = await runSigstoreGo(`awskms://${host()}/alias/t1`, message, {
+      AWS_ROLE_ARN: 'arn:aws:iam::t1:role/release',
+      AWS_WEB_IDENTITY_TOKEN_FILE: tokenFile,
+      SSL_CERT_FILE: caFile,
+    });
+    expect(verify('sha256', message, await publicKeyOf(keyIds.p256!), result.signature)).toBe(true);
+
+    const [signIn, ...calls] = front.requests;
+    expect(signIn!.url).toBe('/');
+    expect(signIn!.headers['content-type']).toBe('application/x-www-form-urlencoded');
+    expect(signIn!.headers.authorization).toBeUndefined();
+    const form = Object.fromEntries(new URLSearchParams(signIn!.body));
+    expect(form).toEqual({
+      Action: 'AssumeRoleWithWebIdentity',
+      Version: '2011-06-15',
+      RoleArn: 'arn:aws:iam::t1:role/release',
+      RoleSessionName: expect.stringMatching(/^\d+$/),
+      WebIdentityToken: 'the.job-oidc.token',
+    });
+    expect(calls.map((r) => String(r.headers['x-amz-target']))).toEqual([
+      'TrentService.GetPublicKey',
+      'TrentService.DescribeKey',
+      'TrentService.Sign',
+    ]);
+    for (const call of calls) {
+      expect(call.headers['x-amz-security-token']).toBe('session-token-of-the-job');
+      expect(call.headers.authorization).toMatch(
+        /Credential=ASIATEMPORARYPROBE\/\d{8}\/\/kms\/aws4_request, SignedHeaders=[^,]*x-amz-security-token/,
+      );
+    }
   });
 
   it('refuses a server its CA bundle does not vouch for, and passes on KMS error types', async () => {
