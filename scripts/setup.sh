@@ -11,7 +11,7 @@ APT_PACKAGES=(
   softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin gcc-mingw-w64-x86-64 unzip
   openjdk-17-jdk-headless cmake build-essential libssl-dev libp11-kit-dev openssl curl jq ca-certificates
   chromium postgresql-15 pgbouncer linux-kbuild-6.1 buildah mmdebstrap runc
-  python3-boto3 python3-botocore awscli python3-hvac
+  python3-boto3 python3-botocore awscli python3-hvac golang-go
 )
 # python3-boto3, python3-botocore, awscli, python3-hvac: real AWS and Vault clients for the KMS, STS and Vault transit
 # front doors (docs/kms-api.md); the tests run them as /usr/bin/python3 and /usr/bin/aws, never a pyenv shim.
@@ -26,6 +26,10 @@ APT_PACKAGES=(
 # download a browser of their own.
 # pkcs11-provider exists only in bookworm-backports; osslsigncode 2.9 (main has 2.5) comes from there too.
 BACKPORTS_PACKAGES=(pkcs11-provider osslsigncode)
+# golang-github-sigstore-sigstore-dev (cosign's KMS signers, for test/fixtures/sigstore-go with bookworm's golang-go)
+# is only in bookworm-backports too, but only it comes from there: `-t bookworm-backports` would also take newer
+# backports of its ~270 Go dependencies (aws-sdk-go-v2 1.24, Go 1.23) than the bookworm set it was tried with.
+BACKPORTS_ONLY_PACKAGES=(golang-github-sigstore-sigstore-dev)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -95,6 +99,14 @@ install_system_packages() {
     log "installing ${missing[*]} from bookworm-backports"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       -t bookworm-backports "${missing[@]}" >/dev/null
+  fi
+  mapfile -t missing < <(missing_packages "${BACKPORTS_ONLY_PACKAGES[@]}")
+  if [ "${#missing[@]}" -gt 0 ]; then
+    enable_backports
+    apt_update_once
+    log "installing ${missing[*]} from bookworm-backports (its dependencies from bookworm)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]/%//bookworm-backports}" >/dev/null
   fi
 }
 
