@@ -1,0 +1,139 @@
+// AWS STS's query protocol on POST / (a form body without X-Amz-Target): AssumeRoleWithWebIdentity, the call the
+// AWS SDKs' web identity provider makes with a CI job's OIDC token (AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE +
+// AWS_ENDPOINT_URL_STS). Unauthenticated, as at AWS: the token is the credential. The role ARN's account names the
+// tenant; the shared TokenExchange verifies the token against that tenant's trust rules exactly as POST /oauth/token
+// does, and mints temporary AWS credentials (SBTK..., a secret, a session token) that the KMS endpoint accepts.
+// docs/kms-api.md, "CI jobs: STS web identity".
+
+import { createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
+import { ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
+import type { Sealer } from '../../keys/sealer.js';
+import type { Store } from '../../store/store.js';
+import { storeFault } from '../../store/store-errors.js';
+import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
+import { StsError, serviceUnavailable, stsErrorForExchange } from './sts-errors.js';
+import { element, resultDocument, STS_CONTENT_TYPE } from './sts-xml.js';
+import { webIdentityRequest } from './web-identity-request.js';
+
+export const STS_VERSION = '2011-06-15';
+const OPERATION = 'AssumeRoleWithWebIdentity';
+
+export interface StsHandlerOptions {
+  store: Store;
+  /** Seals the temporary secret access keys; absent (AWS KMS key store alone): every call says NO_SEALER. */
+  sealer: Sealer | undefined;
+  exchange: TokenExchange;
+  now: () => Date;
+  /**
+   * Calls an address may make per window (default 60 a minute), counted with POST /oauth/token's exchanges: both
+   * are the same unauthenticated exchange, so a job has one allowance, not one per protocol.
+   */
+  limit?: { max: number; windowMs: number };
+}
+
+/** The store counter both exchange endpoints share (oauth-token.ts counts under the same name). */
+const counterOf = (ip: string) => `token-exchange ${ip}`;
+
+/** Form fields; a field given twice is refused (which one would count is not for a server to guess). */
+function parseForm(body: Buffer): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const [name, value] of new URLSearchParams(body.toString('utf8'))) {
+    if (fields.has(name)) throw new StsError('InvalidParameterValue', `Parameter ${name} is given more than once`);
+    fields.set(name, value);
+  }
+  return fields;
+}
+
+/** ISO 8601 in seconds, as STS writes its timestamps (2026-11-28T17:00:00Z). */
+function stsTime(time: Date): string {
+  return time.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+export function stsHandler(opts: StsHandlerOptions): AwsHandler {
+  const limit = opts.limit ?? { max: 60, windowMs: 60_000 };
+
+  async function throttle(call: AwsCall): Promise<void> {
+    const nowMs = opts.now().getTime();
+    const { count } = await opts.store.requestCounts.count(counterOf(call.request.ip), nowMs, limit.windowMs);
+    if (count > limit.max) {
+      // STS's own throttling answer; the SDKs retry it with backoff.
+      throw new StsError(
+        'Throttling',
+        `Rate exceeded: token exchanges are limited to ${limit.max} per ${limit.windowMs / 1000} s per address`,
+      );
+    }
+  }
+
+  async function assumeRoleWithWebIdentity(params: Map<string, string>, requestId: string): Promise<AwsAnswer> {
+    const request = webIdentityRequest(params);
+    const sealer = opts.sealer;
+    if (!sealer)
+      throw new StsError('NotImplemented', `AssumeRoleWithWebIdentity is not available: ${NO_SEALER}`, 501, 'Receiver');
+    const issued = await opts.exchange.exchangeWith(request.token, request.tenantId, {
+      mint: (key, at) => createTemporaryAwsKey(opts.store, sealer, key, at),
+      audit: { via: 'sts', role_arn: request.roleArn, role_session_name: request.sessionName },
+      ...(request.durationSeconds !== undefined && { maxLifetimeS: request.durationSeconds }),
+    });
+    const { key, identity } = issued;
+    const result = [
+      element('Credentials', [
+        element('AccessKeyId', key.accessKeyId),
+        element('SecretAccessKey', key.secretAccessKey),
+        element('SessionToken', key.sessionToken as string),
+        element('Expiration', stsTime(issued.expiresAt)),
+      ]),
+      element('SubjectFromWebIdentityToken', identity.subject),
+      element('AssumedRoleUser', [
+        element('Arn', `arn:aws:sts::${request.tenantId}:assumed-role/${request.roleName}/${request.sessionName}`),
+        // AWS: the role's unique id and the session name; the trust rule that admitted the token is the role here.
+        element('AssumedRoleId', `${identity.ruleId}:${request.sessionName}`),
+      ]),
+      element('Audience', issued.audience),
+      element('Provider', identity.issuer),
+    ];
+    return {
+      status: 200,
+      contentType: STS_CONTENT_TYPE,
+      body: resultDocument(OPERATION, result, requestId),
+      headers: { 'cache-control': 'no-store' },
+    };
+  }
+
+  async function answer(call: AwsCall): Promise<AwsAnswer> {
+    await throttle(call);
+    const params = parseForm(call.body);
+    const action = params.get('Action');
+    if (action === undefined || action === '') {
+      throw new StsError('MissingAction', 'The request is missing an action or a required parameter');
+    }
+    const version = params.get('Version');
+    if (version === undefined) throw new StsError('MissingParameter', 'The request must contain the parameter Version');
+    if (action !== OPERATION || version !== STS_VERSION) {
+      const shown = action.slice(0, 100).replace(/[^\x20-\x7e]/g, '?');
+      throw new StsError(
+        'InvalidAction',
+        action === OPERATION
+          ? `Could not find operation ${OPERATION} for version ${version.slice(0, 40).replace(/[^\x20-\x7e]/g, '?')}`
+          : `Could not find operation ${shown} for version ${STS_VERSION}: signbridge's STS serves ${OPERATION} only`,
+      );
+    }
+    return assumeRoleWithWebIdentity(params, call.request.id);
+  }
+
+  return async (call: AwsCall): Promise<AwsAnswer> => {
+    const requestId = call.request.id;
+    try {
+      return await answer(call);
+    } catch (err) {
+      if (err instanceof StsError) return err.answer(requestId);
+      if (err instanceof ExchangeError) return stsErrorForExchange(err).answer(requestId);
+      const fault = storeFault(err);
+      if (fault)
+        return serviceUnavailable(`the database cannot serve right now (${fault}); retry later`).answer(requestId);
+      call.request.log.error({ err }, 'STS request failed');
+      return new StsError('InternalFailure', 'The request failed on the server; see its log', 500, 'Receiver').answer(
+        requestId,
+      );
+    }
+  };
+}
