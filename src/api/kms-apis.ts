@@ -43,6 +43,7 @@ export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions
       store: opts.store,
       sealer,
       exchange: opts.exchange,
+      secrets,
       now: opts.now,
       ...(opts.exchangeLimit && { limit: opts.exchangeLimit }),
     }),

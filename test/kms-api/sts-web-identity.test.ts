@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awsEndpointRoutes } from '../../src/api/aws-endpoint.js';
 import { stsHandler } from '../../src/api/aws-sts/sts-handler.js';
 import { buildApp } from '../../src/app.js';
-import { NO_SEALER } from '../../src/auth/aws-credentials/aws-credentials.js';
+import { AwsSecrets, NO_SEALER } from '../../src/auth/aws-credentials/aws-credentials.js';
 import { parseAccessKeyId } from '../../src/auth/aws-credentials/credential-format.js';
 import { IssuerKeys } from '../../src/auth/workload/issuer-keys.js';
 import { TokenExchange } from '../../src/auth/workload/token-exchange.js';
@@ -245,13 +245,24 @@ describe.skipIf(missing)('boto3: sts.assume_role_with_web_identity', () => {
     expect(record).toMatchObject({ tenantId: 'ci', role: 'signer', createdVia: 'workload' });
     expect(record?.workload).toMatchObject({ issuer: issuer.url, facts: { project: 'acme/app', runId: '9000000001' } });
 
-    expectAuthenticated(await kmsWith(credentials), 'ci');
+    const calls = await kmsWith(credentials);
+    expectAuthenticated(calls, 'ci');
+    // STS's GetCallerIdentity with them (aws-actions/configure-aws-credentials exports Account from it).
+    expect(calls.caller).toEqual({
+      ok: true,
+      Account: 'ci',
+      Arn: `arn:aws:sts::ci:assumed-role/${ruleIds.ci}/${credentials.AccessKeyId}`,
+      UserId: `${ruleIds.ci}:${credentials.AccessKeyId}`,
+    });
+    const badSecret = await kmsWith({ ...credentials, SecretAccessKey: randomBytes(30).toString('base64') });
+    expect(badSecret.caller).toMatchObject({ ok: false, code: 'SignatureDoesNotMatch', status: 403 });
     // Another session token of the right shape is not this key's: as at AWS, the key is then unknown.
     const wrong = await kmsWith({
       ...credentials,
       SessionToken: `sbst_${parseAccessKeyId(credentials.AccessKeyId as string)?.id}_${randomBytes(32).toString('base64url')}`,
     });
     expect(wrong.list_keys).toMatchObject({ ok: false, code: 'UnrecognizedClientException', status: 400 });
+    expect(wrong.caller).toMatchObject({ ok: false, code: 'InvalidClientTokenId', status: 403 });
   });
 
   it('DurationSeconds shortens the session, never lengthens it past the rule’s key lifetime', async () => {
@@ -466,6 +477,7 @@ describe.skipIf(missing)('temporary credentials past their expiry on the KMS end
       status: 400,
       message: 'The security token included in the request is expired',
     });
+    expect(late.caller).toMatchObject({ ok: false, code: 'ExpiredToken', status: 400 });
     // Expired, and a wrong secret: the signature is checked first, so only the holder learns the key expired.
     const forged = await kmsWith({ ...credentials, SecretAccessKey: randomBytes(30).toString('base64') }, 'short');
     expect(forged.list_keys).toMatchObject({ ok: false, code: 'InvalidSignatureException' });
@@ -581,7 +593,7 @@ async function stsApp(
   });
   await app.register(awsEndpointRoutes, {
     kms: async () => ({ status: 500, contentType: 'text/plain', body: 'not here' }),
-    sts: stsHandler({ store, sealer, exchange, now, limit }),
+    sts: stsHandler({ store, sealer, exchange, secrets: new AwsSecrets(store, sealer, now), now, limit }),
   });
   await app.ready();
   return app;

@@ -3,26 +3,32 @@
 // AWS_ENDPOINT_URL_STS). Unauthenticated, as at AWS: the token is the credential. The role ARN's account names the
 // tenant; the shared TokenExchange verifies the token against that tenant's trust rules exactly as POST /oauth/token
 // does, and mints temporary AWS credentials (SBTK..., a secret, a session token) that the KMS endpoint accepts.
-// docs/kms-api.md, "CI jobs: STS web identity".
+// GetCallerIdentity (SigV4-signed) answers who such credentials are (caller-identity.ts). docs/kms-api.md, "CI
+// jobs: STS web identity".
 
-import { createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
+import { type AwsSecrets, createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
+import { SigV4Verifier } from '../../auth/sigv4/verify-request.js';
 import { ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
 import type { Sealer } from '../../keys/sealer.js';
-import type { Store } from '../../store/store.js';
+import type { ApiKeyRecord, Store } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
+import { callerIdentityResult } from './caller-identity.js';
 import { StsError, serviceUnavailable, stsErrorForExchange } from './sts-errors.js';
 import { element, resultDocument, STS_CONTENT_TYPE } from './sts-xml.js';
 import { webIdentityRequest } from './web-identity-request.js';
 
 export const STS_VERSION = '2011-06-15';
 const OPERATION = 'AssumeRoleWithWebIdentity';
+const CALLER_IDENTITY = 'GetCallerIdentity';
 
 export interface StsHandlerOptions {
   store: Store;
   /** Seals the temporary secret access keys; absent (AWS KMS key store alone): every call says NO_SEALER. */
   sealer: Sealer | undefined;
   exchange: TokenExchange;
+  /** The KMS endpoint's secrets: GetCallerIdentity checks the same SigV4 credentials. */
+  secrets: AwsSecrets;
   now: () => Date;
   /**
    * Calls an address may make per window (default 60 a minute), counted with POST /oauth/token's exchanges: both
@@ -51,6 +57,11 @@ function stsTime(time: Date): string {
 
 export function stsHandler(opts: StsHandlerOptions): AwsHandler {
   const limit = opts.limit ?? { max: 60, windowMs: 60_000 };
+  const verifier = new SigV4Verifier<ApiKeyRecord>({
+    service: 'sts',
+    secretFor: (id, token) => opts.secrets.secretFor(id, token),
+    now: () => opts.now().getTime(),
+  });
 
   async function throttle(call: AwsCall): Promise<void> {
     const nowMs = opts.now().getTime();
@@ -64,7 +75,24 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
     }
   }
 
-  async function assumeRoleWithWebIdentity(params: Map<string, string>, requestId: string): Promise<AwsAnswer> {
+  async function getCallerIdentity(call: AwsCall): Promise<AwsAnswer> {
+    const result = await verifier.verify({
+      method: call.request.method,
+      url: call.request.url,
+      headers: call.request.raw.headersDistinct,
+      body: call.body,
+    });
+    if (!result.ok) throw new StsError(result.refusal.type, result.refusal.message, result.refusal.status);
+    return {
+      status: 200,
+      contentType: STS_CONTENT_TYPE,
+      body: resultDocument(CALLER_IDENTITY, callerIdentityResult(result.identity), call.request.id),
+    };
+  }
+
+  async function assumeRoleWithWebIdentity(call: AwsCall, params: Map<string, string>): Promise<AwsAnswer> {
+    // Only the exchange counts against the address's allowance: it is unauthenticated and may fetch issuer keys.
+    await throttle(call);
     const request = webIdentityRequest(params);
     const sealer = opts.sealer;
     if (!sealer)
@@ -94,13 +122,12 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
     return {
       status: 200,
       contentType: STS_CONTENT_TYPE,
-      body: resultDocument(OPERATION, result, requestId),
+      body: resultDocument(OPERATION, result, call.request.id),
       headers: { 'cache-control': 'no-store' },
     };
   }
 
   async function answer(call: AwsCall): Promise<AwsAnswer> {
-    await throttle(call);
     const params = parseForm(call.body);
     const action = params.get('Action');
     if (action === undefined || action === '') {
@@ -108,16 +135,17 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
     }
     const version = params.get('Version');
     if (version === undefined) throw new StsError('MissingParameter', 'The request must contain the parameter Version');
-    if (action !== OPERATION || version !== STS_VERSION) {
+    const known = action === OPERATION || action === CALLER_IDENTITY;
+    if (!known || version !== STS_VERSION) {
       const shown = action.slice(0, 100).replace(/[^\x20-\x7e]/g, '?');
       throw new StsError(
         'InvalidAction',
-        action === OPERATION
-          ? `Could not find operation ${OPERATION} for version ${version.slice(0, 40).replace(/[^\x20-\x7e]/g, '?')}`
-          : `Could not find operation ${shown} for version ${STS_VERSION}: signbridge's STS serves ${OPERATION} only`,
+        known
+          ? `Could not find operation ${action} for version ${version.slice(0, 40).replace(/[^\x20-\x7e]/g, '?')}`
+          : `Could not find operation ${shown} for version ${STS_VERSION}: signbridge's STS serves ${OPERATION} and ${CALLER_IDENTITY}`,
       );
     }
-    return assumeRoleWithWebIdentity(params, call.request.id);
+    return action === OPERATION ? assumeRoleWithWebIdentity(call, params) : getCallerIdentity(call);
   }
 
   return async (call: AwsCall): Promise<AwsAnswer> => {
