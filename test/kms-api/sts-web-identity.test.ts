@@ -16,8 +16,10 @@ import { join } from 'node:path';
 import fastify from 'fastify';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { awsEndpointRoutes } from '../../src/api/aws-endpoint.js';
 import { stsHandler } from '../../src/api/aws-sts/sts-handler.js';
+import { webIdentityRequest } from '../../src/api/aws-sts/web-identity-request.js';
 import { buildApp } from '../../src/app.js';
 import { AwsSecrets, NO_SEALER } from '../../src/auth/aws-credentials/aws-credentials.js';
 import { parseAccessKeyId } from '../../src/auth/aws-credentials/credential-format.js';
@@ -687,5 +689,32 @@ describe.skipIf(missing)('per-address limit, shared with POST /oauth/token', () 
     } finally {
       await app.close();
     }
+  });
+});
+
+describe('docs/kms-api.md, "CI jobs: STS web identity"', () => {
+  it('its GitHub Actions job names a role ARN this STS takes, the audience and the STS and KMS endpoints', () => {
+    const doc = readFileSync(new URL('../../docs/kms-api.md', import.meta.url), 'utf8');
+    const section = doc.slice(doc.indexOf('### GitHub Actions'));
+    const workflow = parseYaml(/```yaml\n([\s\S]*?)```/.exec(section)?.[1] ?? '') as {
+      permissions: Record<string, string>;
+      jobs: { sign: { env: Record<string, string>; steps: { uses?: string; with?: Record<string, string> }[] } };
+    };
+    expect(workflow.permissions['id-token']).toBe('write');
+    const { env, steps } = workflow.jobs.sign;
+    expect(env.AWS_ENDPOINT_URL_STS).toMatch(/^https:\/\//);
+    expect(env.AWS_ENDPOINT_URL_KMS).toBe(env.AWS_ENDPOINT_URL_STS);
+    const action = steps.find((step) => step.uses?.startsWith('aws-actions/configure-aws-credentials@'));
+    const inputs = action?.with ?? {};
+    expect(inputs.audience).toBe(env.AWS_ENDPOINT_URL_STS);
+    const request = webIdentityRequest(
+      new Map([
+        ['RoleArn', inputs['role-to-assume'] as string],
+        ['RoleSessionName', 'release-9000000001'],
+        ['WebIdentityToken', 'a.b.c'],
+        ['DurationSeconds', String(inputs['role-duration-seconds'])],
+      ]),
+    );
+    expect(request).toMatchObject({ tenantId: 'acme-release', roleName: 'release', durationSeconds: 3600 });
   });
 });
