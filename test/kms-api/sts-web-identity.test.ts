@@ -173,7 +173,7 @@ async function workloadKeys(): Promise<number> {
 }
 
 /** A refusal by STS: its code, status, and nothing minted. */
-async function expectRefused(outcome: Outcome, code: string, status: number, message: RegExp) {
+function expectRefused(outcome: Outcome, code: string, status: number, message: RegExp) {
   expect(outcome.ok, JSON.stringify(outcome)).toBe(false);
   expect(outcome.code).toBe(code);
   expect(outcome.status).toBe(status);
@@ -381,7 +381,7 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
     const { foreign } = await assume({
       foreign: { token: await mint({ iss: 'https://token.actions.githubusercontent.com' }) },
     });
-    await expectRefused(foreign as Outcome, 'InvalidIdentityToken', 400, /tenant ci does not trust the issuer/);
+    expectRefused(foreign as Outcome, 'InvalidIdentityToken', 400, /tenant ci does not trust the issuer/);
     expect(foreign?.type).toBe('Sender');
     expect(await workloadKeys()).toBe(before);
     expect((await exchangeAudit()).length).toBe(entries);
@@ -390,7 +390,7 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
   it('a token no rule admits: IDPRejectedClaim (403), audited with the rule’s reason', async () => {
     const before = await workloadKeys();
     const { rejected } = await assume({ rejected: { token: await mint({ ref: 'refs/heads/dev' }) } });
-    await expectRefused(rejected as Outcome, 'IDPRejectedClaim', 403, /no trust rule of tenant ci admits the token/);
+    expectRefused(rejected as Outcome, 'IDPRejectedClaim', 403, /no trust rule of tenant ci admits the token/);
     expect(rejected?.message).toMatch(/ref is "refs\/heads\/dev", the rule wants "refs\/heads\/main"/);
     expect(await workloadKeys()).toBe(before);
     const refused = (await exchangeAudit()).at(-1);
@@ -404,7 +404,7 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
     const { expired } = await assume({
       expired: { token: await mint({}, { issuedAt: nowS() - 900, expiresInS: 300 }) },
     });
-    await expectRefused(expired as Outcome, 'ExpiredTokenException', 400, /the token has expired/);
+    expectRefused(expired as Outcome, 'ExpiredTokenException', 400, /the token has expired/);
     expect(await workloadKeys()).toBe(before);
     expect((await exchangeAudit()).at(-1)?.details).toMatchObject({
       via: 'sts',
@@ -418,7 +418,7 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
     const { first } = await assume({ first: { token } });
     expect(first?.ok).toBe(true);
     const { second } = await assume({ second: { token } });
-    await expectRefused(second as Outcome, 'InvalidIdentityToken', 400, /token already used/);
+    expectRefused(second as Outcome, 'InvalidIdentityToken', 400, /token already used/);
     expect(await workloadKeys()).toBe(before + 1);
     expect((await exchangeAudit()).at(-1)?.details).toMatchObject({ via: 'sts', reason: 'token already used' });
   });
@@ -431,9 +431,9 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
       account: { token, roleArn: 'arn:aws:iam::not a tenant:role/x' },
       nobody: { token, tenant: 'no-such-tenant' },
     });
-    await expectRefused(user as Outcome, 'ValidationError', 400, /^Request ARN is invalid$/);
-    await expectRefused(account as Outcome, 'ValidationError', 400, /^Request ARN is invalid$/);
-    await expectRefused(nobody as Outcome, 'AccessDenied', 403, /tenant no-such-tenant does not exist/);
+    expectRefused(user as Outcome, 'ValidationError', 400, /^Request ARN is invalid$/);
+    expectRefused(account as Outcome, 'ValidationError', 400, /^Request ARN is invalid$/);
+    expectRefused(nobody as Outcome, 'AccessDenied', 403, /tenant no-such-tenant does not exist/);
     expect(await workloadKeys()).toBe(before);
     expect((await exchangeAudit()).length).toBe(entries);
     // None of these used the token up.

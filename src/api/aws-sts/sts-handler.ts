@@ -16,7 +16,7 @@ import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
 import { callerIdentityResult } from './caller-identity.js';
 import { StsError, serviceUnavailable, stsErrorForExchange } from './sts-errors.js';
 import { element, resultDocument, STS_CONTENT_TYPE } from './sts-xml.js';
-import { webIdentityRequest } from './web-identity-request.js';
+import { quoted, webIdentityRequest } from './web-identity-request.js';
 
 export const STS_VERSION = '2011-06-15';
 const OPERATION = 'AssumeRoleWithWebIdentity';
@@ -95,8 +95,10 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
     await throttle(call);
     const request = webIdentityRequest(params);
     const sealer = opts.sealer;
-    if (!sealer)
+    if (!sealer) {
+      // Before the token is looked at, so it stays usable; 501, which no SDK retries: waiting will not help.
       throw new StsError('NotImplemented', `AssumeRoleWithWebIdentity is not available: ${NO_SEALER}`, 501, 'Receiver');
+    }
     const issued = await opts.exchange.exchangeWith(request.token, request.tenantId, {
       mint: (key, at) => createTemporaryAwsKey(opts.store, sealer, key, at),
       audit: { via: 'sts', role_arn: request.roleArn, role_session_name: request.sessionName },
@@ -137,12 +139,11 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
     if (version === undefined) throw new StsError('MissingParameter', 'The request must contain the parameter Version');
     const known = action === OPERATION || action === CALLER_IDENTITY;
     if (!known || version !== STS_VERSION) {
-      const shown = action.slice(0, 100).replace(/[^\x20-\x7e]/g, '?');
       throw new StsError(
         'InvalidAction',
         known
-          ? `Could not find operation ${action} for version ${version.slice(0, 40).replace(/[^\x20-\x7e]/g, '?')}`
-          : `Could not find operation ${shown} for version ${STS_VERSION}: signbridge's STS serves ${OPERATION} and ${CALLER_IDENTITY}`,
+          ? `Could not find operation ${action} for version ${quoted(version, 40)}`
+          : `Could not find operation ${quoted(action)} for version ${STS_VERSION}: signbridge's STS serves ${OPERATION} and ${CALLER_IDENTITY}`,
       );
     }
     return action === OPERATION ? assumeRoleWithWebIdentity(call, params) : getCallerIdentity(call);

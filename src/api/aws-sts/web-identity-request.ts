@@ -26,8 +26,8 @@ export const DURATION_RANGE_S = { min: 900, max: 43_200 };
 const UNSUPPORTED = ['Policy', 'PolicyArns', 'ProviderId'];
 
 /** What a client wrote, quoted back: bounded, printable ASCII only. */
-function quoted(value: string): string {
-  return value.slice(0, 100).replace(/[^\x20-\x7e]/g, '?');
+export function quoted(value: string, max = 100): string {
+  return value.slice(0, max).replace(/[^\x20-\x7e]/g, '?');
 }
 
 function lengthProblems(field: string, value: string, min: number, max: number, quote = true): string[] {
