@@ -141,9 +141,12 @@ function kmsWith(credentials: Record<string, string>, tenant = 'ci'): Promise<Ou
   return python({ mode: 'kms', endpoint, credentials, tenant, digest: digest.toString('hex') });
 }
 
-/** The credentials authenticated: the KMS answer (the tenant's key; a signature that verifies) or, before the KMS
- * operations existed, UnsupportedOperationException, which is only answered once SigV4 has passed. */
-function expectAuthenticated(calls: Record<string, Outcome>, tenant: string) {
+/**
+ * The credentials authenticated: the KMS answer (the tenant's key; a signature that verifies, whose audit entry
+ * carries the job's verified facts: the policy's inputs) or, before the KMS operations existed,
+ * UnsupportedOperationException, which is only answered once SigV4 has passed.
+ */
+async function expectAuthenticated(calls: Record<string, Outcome>, tenant: string, accessKeyId: string) {
   const { list_keys: list, sign } = calls as { list_keys: Outcome; sign: Outcome };
   if (list.ok) {
     expect(list.keyArns.length).toBeGreaterThan(0);
@@ -154,6 +157,11 @@ function expectAuthenticated(calls: Record<string, Outcome>, tenant: string) {
   if (sign.ok) {
     // DIGEST with ECDSA_SHA_256: a DER signature of the message whose SHA-256 was sent.
     expect(verify('sha256', MESSAGE, publicPem[tenant] as string, Buffer.from(sign.signature, 'base64'))).toBe(true);
+    const signed = (await svc.store.audit.read(0, 100_000))
+      .filter((e) => e.tenantId === tenant && e.outcome === 'signed')
+      .at(-1);
+    expect(signed?.actor).toBe(parseAccessKeyId(accessKeyId)?.id);
+    expect(signed?.details.workload).toMatchObject({ issuer: issuer.url, project: 'acme/app', run_id: '9000000001' });
   } else {
     expect(sign.code, JSON.stringify(sign)).toBe('UnsupportedOperationException');
   }
@@ -248,7 +256,7 @@ describe.skipIf(missing)('boto3: sts.assume_role_with_web_identity', () => {
     expect(record?.workload).toMatchObject({ issuer: issuer.url, facts: { project: 'acme/app', runId: '9000000001' } });
 
     const calls = await kmsWith(credentials);
-    expectAuthenticated(calls, 'ci');
+    await expectAuthenticated(calls, 'ci', credentials.AccessKeyId as string);
     // STS's GetCallerIdentity with them (aws-actions/configure-aws-credentials exports Account from it).
     expect(calls.caller).toEqual({
       ok: true,
@@ -311,7 +319,7 @@ describe.skipIf(missing)('the SDKs’ own credential chains from a web identity 
       expect(out.endpointsFromEnv, out.botocore).toBe(major > 1 || minor >= 31);
       expect(out.method).toBe('assume-role-with-web-identity');
       expect(out.accessKeyId).toMatch(/^SBTK[0-9A-F]{16}$/);
-      expectAuthenticated(out, 'ci');
+      await expectAuthenticated(out, 'ci', out.accessKeyId);
       const issued = (await exchangeAudit()).filter((e) => e.outcome === 'issued').at(-1);
       expect(issued?.details).toMatchObject({ via: 'sts', role_session_name: 'boto3-session' });
     }
@@ -333,7 +341,7 @@ describe.skipIf(missing)('the SDKs’ own credential chains from a web identity 
     expect(out.credentials, JSON.stringify(out)).toMatchObject({ ok: true });
     expect(out.credentials.accessKeyId).toMatch(/^SBTK[0-9A-F]{16}$/);
     expect(Date.parse(out.credentials.expiration) - now().getTime()).toBeGreaterThan(59 * 60_000);
-    expectAuthenticated(out, 'ci');
+    await expectAuthenticated(out, 'ci', out.credentials.accessKeyId);
     const issued = (await exchangeAudit()).filter((e) => e.outcome === 'issued').at(-1);
     expect(issued?.details).toMatchObject({ via: 'sts', role_session_name: 'jssdk-session' });
   });
@@ -469,7 +477,7 @@ describe.skipIf(missing)('temporary credentials past their expiry on the KMS end
     const credentials = job?.Credentials as Record<string, string>;
     // The rule's key lifetime (1 minute) is shorter than any DurationSeconds: it wins.
     expect(Date.parse(credentials.Expiration as string) - now().getTime()).toBeLessThanOrEqual(60_000);
-    expectAuthenticated(await kmsWith(credentials, 'short'), 'short');
+    await expectAuthenticated(await kmsWith(credentials, 'short'), 'short', credentials.AccessKeyId as string);
     // 61 s later by the service's clock, still well within SigV4's 5-minute window of the client's.
     offsetMs += 61_000;
     const late = await kmsWith(credentials, 'short');
