@@ -403,6 +403,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     exchange,
     now,
     publicUrl: opts.publicUrl,
+    exchangeLimit: workload.exchangeLimit,
   });
   // The web console for people (src/web/), behind the same browser session as the sign-in pages.
   await app.register(consoleRoutes, {

@@ -10,6 +10,7 @@ import type { SigningService } from '../signing/signing-service.js';
 import type { Store } from '../store/store.js';
 import { awsEndpointRoutes } from './aws-endpoint.js';
 import { kmsHandler } from './aws-kms/kms-handler.js';
+import { stsHandler } from './aws-sts/sts-handler.js';
 
 export interface KmsApisOptions {
   store: Store;
@@ -21,6 +22,8 @@ export interface KmsApisOptions {
   now: () => Date;
   /** The service's public URL: a held call names the console page that decides it. */
   publicUrl?: string | undefined;
+  /** STS calls an address may make per window, shared with POST /oauth/token (workload.exchangeLimit). */
+  exchangeLimit?: { max: number; windowMs: number } | undefined;
 }
 
 export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions): Promise<void> {
@@ -35,6 +38,14 @@ export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions
       heldWaitMs: opts.settings.heldWaitMs,
       now: opts.now,
       publicUrl: opts.publicUrl,
+    }),
+    sts: stsHandler({
+      store: opts.store,
+      sealer,
+      exchange: opts.exchange,
+      secrets,
+      now: opts.now,
+      ...(opts.exchangeLimit && { limit: opts.exchangeLimit }),
     }),
   });
 }

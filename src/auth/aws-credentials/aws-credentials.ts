@@ -92,7 +92,9 @@ export async function createTemporaryAwsKey(
 /**
  * The SigV4 verifier's `secretFor`: the secret of a usable AWS-format key, and its record as the principal; undefined
  * for an unknown, revoked or expired key, a disabled person's key, or a session token that is missing, not the key's
- * own, or given with a long-term key (AWS answers all of these UnrecognizedClientException).
+ * own, or given with a long-term key (AWS answers all of these UnrecognizedClientException). Temporary credentials
+ * past their expiry with their own session token are the exception: marked `expired`, so that the verifier answers
+ * ExpiredTokenException, as AWS does and as the SDKs expect of STS credentials.
  */
 export class AwsSecrets {
   private readonly opened = new Map<string, { sealed: string; secret: string }>();
@@ -106,15 +108,15 @@ export class AwsSecrets {
   async secretFor(
     accessKeyId: string,
     sessionToken: string | undefined,
-  ): Promise<{ secret: string; principal: ApiKeyRecord } | undefined> {
+  ): Promise<{ secret: string; principal: ApiKeyRecord; expired?: boolean } | undefined> {
     const parsed = parseAccessKeyId(accessKeyId);
     if (!parsed || !this.sealer) return undefined;
     const record = await this.store.apiKeys.get(parsed.id);
     if (!record?.sealedSecret || record.revokedAt !== null || record.personDisabledAt) return undefined;
-    if (record.expiresAt && Date.parse(record.expiresAt) <= this.now().getTime()) return undefined;
+    const expired = !!record.expiresAt && Date.parse(record.expiresAt) <= this.now().getTime();
     // The prefix must say what the record is: a temporary key's id with SBAK (no token) must not pass.
     const temporary = record.createdVia === 'workload';
-    if (parsed.temporary !== temporary) return undefined;
+    if (parsed.temporary !== temporary || (expired && !temporary)) return undefined;
     if (temporary) {
       const token = sessionToken === undefined ? undefined : parseSessionToken(sessionToken);
       if (!token || token.id !== parsed.id) return undefined;
@@ -124,7 +126,7 @@ export class AwsSecrets {
     } else if (sessionToken !== undefined) {
       return undefined;
     }
-    return { secret: await this.open(record.id, record.sealedSecret), principal: record };
+    return { secret: await this.open(record.id, record.sealedSecret), principal: record, ...(expired && { expired }) };
   }
 
   private async open(apiKeyId: string, sealed: string): Promise<string> {

@@ -14,7 +14,9 @@ export type SigV4RefusalReason =
   /** The signature does not match (wrong secret, body or signed header changed). */
   | 'mismatch'
   /** X-Amz-Date (or Date) is more than five minutes before or after the service's clock. */
-  | 'expired';
+  | 'expired'
+  /** Temporary credentials (a session token) past their expiry, otherwise correct: signed with their own secret. */
+  | 'expired_token';
 
 /** The services whose SigV4 refusals are answered in their own dialect. */
 export type SigV4Service = 'kms' | 'sts';
@@ -26,6 +28,7 @@ const AWS_NAMES: Record<SigV4Service, Record<SigV4RefusalReason, { type: string;
     unknown_key: { type: 'UnrecognizedClientException', status: 400 },
     mismatch: { type: 'InvalidSignatureException', status: 400 },
     expired: { type: 'InvalidSignatureException', status: 400 },
+    expired_token: { type: 'ExpiredTokenException', status: 400 },
   },
   sts: {
     missing: { type: 'MissingAuthenticationToken', status: 403 },
@@ -33,6 +36,7 @@ const AWS_NAMES: Record<SigV4Service, Record<SigV4RefusalReason, { type: string;
     unknown_key: { type: 'InvalidClientTokenId', status: 403 },
     mismatch: { type: 'SignatureDoesNotMatch', status: 403 },
     expired: { type: 'SignatureDoesNotMatch', status: 403 },
+    expired_token: { type: 'ExpiredToken', status: 400 },
   },
 };
 
@@ -46,6 +50,9 @@ export const MISMATCH_MESSAGE =
   'and signing method. Consult the service documentation for details.';
 
 export const UNKNOWN_KEY_MESSAGE = 'The security token included in the request is invalid.';
+
+/** What the SDKs see at AWS when temporary credentials have run out (botocore: ClientError ExpiredTokenException). */
+export const EXPIRED_TOKEN_MESSAGE = 'The security token included in the request is expired';
 
 export class SigV4Refusal {
   /** AWS's error name for this service (`__type` in JSON 1.1, `Code` in the query protocol's XML). */

@@ -9,6 +9,7 @@ import * as nodeCrypto from 'node:crypto';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { canonicalRequest, type HeaderValues } from './canonical-request.js';
 import {
+  EXPIRED_TOKEN_MESSAGE,
   MISMATCH_MESSAGE,
   MISSING_TOKEN_MESSAGE,
   SigV4Refusal,
@@ -37,6 +38,11 @@ export interface SigV4Request {
 export interface SigV4Secret<P> {
   secret: string;
   principal: P;
+  /**
+   * Temporary credentials past their expiry: the request is still checked in full (so only a holder of the secret
+   * and the session token learns it), then refused as expired rather than unknown, as AWS answers.
+   */
+  expired?: boolean;
 }
 
 export interface SigV4Identity<P> {
@@ -55,7 +61,7 @@ export type SigV4Result<P> = { ok: true; identity: SigV4Identity<P> } | { ok: fa
 
 export interface SigV4VerifierOptions<P> {
   service: SigV4Service;
-  /** The access key's secret, or undefined when the key is unknown, revoked or expired. */
+  /** The access key's secret, or undefined when the key is unknown, revoked or expired (but see `expired`). */
   secretFor(accessKeyId: string, sessionToken: string | undefined): Promise<SigV4Secret<P> | undefined>;
   now?: () => number;
 }
@@ -283,6 +289,7 @@ export class SigV4Verifier<P> {
     if (given === undefined || !timingSafeEqual(expected, given)) {
       return this.refuse('mismatch', MISMATCH_MESSAGE, accessKeyId);
     }
+    if (known.expired) return this.refuse('expired_token', EXPIRED_TOKEN_MESSAGE, accessKeyId);
     return {
       ok: true,
       identity: {

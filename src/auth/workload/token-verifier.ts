@@ -10,11 +10,15 @@ import { compactJwsProblem } from './jws-encoding.js';
 /** Asymmetric algorithms only: never `none`, never HS* (a MAC keyed with the public key is the classic forgery). */
 export const WORKLOAD_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA'];
 
-/** A token that failed a check; `signatureVerified` says whether the refusal concerns a token the issuer signed. */
+/**
+ * A token that failed a check; `signatureVerified` says whether the refusal concerns a token the issuer signed, and
+ * `expired` whether its time is up (past exp, or older than the maximum token age): STS names that case apart.
+ */
 export class TokenRefused extends Error {
   constructor(
     reason: string,
     readonly signatureVerified: boolean,
+    readonly expired = false,
   ) {
     super(reason);
   }
@@ -95,9 +99,9 @@ export async function verifyWorkloadToken(token: string, opts: VerifyOptions): P
 function refusal(err: unknown, opts: VerifyOptions): Error {
   if (err instanceof errors.JWTExpired) {
     if (err.claim === 'iat') {
-      return new TokenRefused(`the token is too old (issued more than ${opts.maxTokenAgeS} s ago)`, true);
+      return new TokenRefused(`the token is too old (issued more than ${opts.maxTokenAgeS} s ago)`, true, true);
     }
-    return new TokenRefused('the token has expired (exp is in the past)', true);
+    return new TokenRefused('the token has expired (exp is in the past)', true, true);
   }
   if (err instanceof errors.JWTClaimValidationFailed) {
     const reason = (() => {
