@@ -49,7 +49,7 @@ describe('AWS-format keys', () => {
     expect(await secrets.secretFor(made.accessKeyId, undefined)).toBeUndefined();
   });
 
-  it('a temporary key needs its own session token, and stops at its expiry', async () => {
+  it('a temporary key needs its own session token, and is marked expired at its expiry', async () => {
     const secrets = new AwsSecrets(svc.store, svc.keyStore, () => now);
     const expiresAt = new Date(now.getTime() + 15 * 60_000);
     const made = await createTemporaryAwsKey(svc.store, svc.keyStore, {
@@ -74,8 +74,11 @@ describe('AWS-format keys', () => {
     const forged = `${made.sessionToken!.slice(0, -1)}${made.sessionToken!.endsWith('A') ? 'B' : 'A'}`;
     expect(await secrets.secretFor(made.accessKeyId, forged)).toBeUndefined();
 
+    // Past its expiry the key is still found, marked expired: the SigV4 check then answers ExpiredTokenException
+    // to a holder of the right secret and token (as AWS does), and nothing to anyone else.
     const later = new AwsSecrets(svc.store, svc.keyStore, () => new Date(expiresAt.getTime() + 1));
-    expect(await later.secretFor(made.accessKeyId, made.sessionToken)).toBeUndefined();
+    expect(await later.secretFor(made.accessKeyId, made.sessionToken)).toMatchObject({ expired: true });
+    expect(await later.secretFor(made.accessKeyId, other.sessionToken)).toBeUndefined();
   });
 
   it('is never a Bearer key: neither the session token nor the secret in the sbk_ form', async () => {

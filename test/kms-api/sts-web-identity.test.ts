@@ -5,10 +5,8 @@
 // the KMS endpoint (X-Amz-Security-Token). Every refusal gets STS's code, the exchange's audit entry (with
 // `via: sts`) where the exchange audits one, and mints nothing. The service's clock is virtual (real time plus an
 // offset the tests move), kept within SigV4's 5-minute window of the real clock the clients sign with.
-//
-// The KMS side: before the KMS operations were merged, ListKeys and Sign answer UnsupportedOperationException,
-// which comes only after the SigV4 check passed; `expectAuthenticated` accepts that or the real answer (the tenant's
-// key, a signature that verifies with node:crypto). Once merged, it can insist on the real answer.
+// The KMS side: ListKeys names the tenant's key, and Sign makes a signature that verifies with node:crypto, whose
+// audit entry carries the job's verified facts (the policy's inputs).
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash, randomBytes, verify } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -142,29 +140,22 @@ function kmsWith(credentials: Record<string, string>, tenant = 'ci'): Promise<Ou
 }
 
 /**
- * The credentials authenticated: the KMS answer (the tenant's key; a signature that verifies, whose audit entry
- * carries the job's verified facts: the policy's inputs) or, before the KMS operations existed,
- * UnsupportedOperationException, which is only answered once SigV4 has passed.
+ * The credentials authenticated and acted for the job: ListKeys lists the tenant's key, and Sign made a signature
+ * that verifies, whose audit entry carries the job's verified facts (the policy's inputs).
  */
 async function expectAuthenticated(calls: Record<string, Outcome>, tenant: string, accessKeyId: string) {
   const { list_keys: list, sign } = calls as { list_keys: Outcome; sign: Outcome };
-  if (list.ok) {
-    expect(list.keyArns.length).toBeGreaterThan(0);
-    for (const arn of list.keyArns) expect(arn).toMatch(new RegExp(`^arn:aws:kms:[a-z0-9-]+:${tenant}:key/`));
-  } else {
-    expect(list.code, JSON.stringify(list)).toBe('UnsupportedOperationException');
-  }
-  if (sign.ok) {
-    // DIGEST with ECDSA_SHA_256: a DER signature of the message whose SHA-256 was sent.
-    expect(verify('sha256', MESSAGE, publicPem[tenant] as string, Buffer.from(sign.signature, 'base64'))).toBe(true);
-    const signed = (await svc.store.audit.read(0, 100_000))
-      .filter((e) => e.tenantId === tenant && e.outcome === 'signed')
-      .at(-1);
-    expect(signed?.actor).toBe(parseAccessKeyId(accessKeyId)?.id);
-    expect(signed?.details.workload).toMatchObject({ issuer: issuer.url, project: 'acme/app', run_id: '9000000001' });
-  } else {
-    expect(sign.code, JSON.stringify(sign)).toBe('UnsupportedOperationException');
-  }
+  expect(list.ok, JSON.stringify(list)).toBe(true);
+  expect(list.keyArns.length).toBeGreaterThan(0);
+  for (const arn of list.keyArns) expect(arn).toMatch(new RegExp(`^arn:aws:kms:[a-z0-9-]+:${tenant}:key/`));
+  expect(sign.ok, JSON.stringify(sign)).toBe(true);
+  // DIGEST with ECDSA_SHA_256: a DER signature of the message whose SHA-256 was sent.
+  expect(verify('sha256', MESSAGE, publicPem[tenant] as string, Buffer.from(sign.signature, 'base64'))).toBe(true);
+  const signed = (await svc.store.audit.read(0, 100_000))
+    .filter((e) => e.tenantId === tenant && e.outcome === 'signed')
+    .at(-1);
+  expect(signed?.actor).toBe(parseAccessKeyId(accessKeyId)?.id);
+  expect(signed?.details.workload).toMatchObject({ issuer: issuer.url, project: 'acme/app', run_id: '9000000001' });
 }
 
 async function exchangeAudit() {
