@@ -10,6 +10,9 @@ import type { SigningService } from '../signing/signing-service.js';
 import type { Store } from '../store/store.js';
 import { awsEndpointRoutes } from './aws-endpoint.js';
 import { kmsHandler } from './aws-kms/kms-handler.js';
+import { rescueRefusedRequests } from './http-strict.js';
+import { listVerbRescue } from './vault-transit/list-verb.js';
+import { vaultTransitRoutes } from './vault-transit/routes.js';
 
 export interface KmsApisOptions {
   store: Store;
@@ -37,4 +40,14 @@ export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions
       publicUrl: opts.publicUrl,
     }),
   });
+  const vaultPrefix = `/v1/${opts.settings.vaultMount}`;
+  await app.register(vaultTransitRoutes, {
+    prefix: vaultPrefix,
+    store: opts.store,
+    signing: opts.signing,
+    heldWaitMs: opts.settings.heldWaitMs,
+    now: opts.now,
+    publicUrl: opts.publicUrl,
+  });
+  rescueRefusedRequests(app, listVerbRescue(app, vaultPrefix));
 }
