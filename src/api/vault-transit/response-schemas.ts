@@ -82,7 +82,7 @@ export const VaultKeyListResponse = Type.Object(
 
 /** A success answer and Vault's error answers, each described. */
 export function vaultResponses(ok: object, description: string, withLogIndex = false) {
-  const failure = (text: string) => ({ description: text, ...VaultErrorResponse });
+  const failure = (text: string) => ({ ...VaultErrorResponse, description: text });
   return {
     200: { description, ...ok, ...(withLogIndex && { headers: LOG_INDEX_HEADERS }) },
     400: failure('invalid request, unknown key, a held request still waiting (names it and where to approve it)'),
