@@ -154,6 +154,19 @@ describe.skipIf(missing)('Vault transit with hvac', () => {
     const [asn1, jws] = results.map((r) => r.ok.data.signature as string);
     const key = createPublicKey(pems['v-ec'] as string);
     expect(verify('sha256', Buffer.from(message), key, sigBytes(asn1 as string))).toBe(true);
+    // And transit's own verify takes both back (jws needs the marshaling named, as in Vault).
+    const checks = await runHvac(url, signers['v-ec'] as string, [
+      { method: 'verify_signed_data', kwargs: { name: 'v-ec', hash_input: b64(message), signature: asn1 } },
+      {
+        method: 'verify_signed_data',
+        kwargs: { name: 'v-ec', hash_input: b64(message), signature: jws, marshaling_algorithm: 'jws' },
+      },
+      {
+        method: 'verify_signed_data',
+        kwargs: { name: 'v-ec', hash_input: b64(sha('sha256', 'other')), signature: asn1, prehashed: true },
+      },
+    ]);
+    expect(checks.map((c) => c.ok?.data.valid)).toEqual([true, true, false]);
     expect(jws).toMatch(/^vault:v1:[A-Za-z0-9_-]{86}$/);
     const raw = Buffer.from((jws as string).split(':')[2] as string, 'base64url');
     expect(raw.length).toBe(64);
@@ -166,6 +179,17 @@ describe.skipIf(missing)('Vault transit with hvac', () => {
     expect(signed.error).toBeUndefined();
     const key = createPublicKey(pems['v-ml'] as string);
     expect(verify(null, Buffer.from(message), key, sigBytes(signed.ok.data.signature))).toBe(true);
+    const checked = await runHvac(url, signers['v-ml'] as string, [
+      {
+        method: 'verify_signed_data',
+        kwargs: { name: 'v-ml', hash_input: b64(message), signature: signed.ok.data.signature },
+      },
+      {
+        method: 'verify_signed_data',
+        kwargs: { name: 'v-ml', hash_input: b64('other'), signature: signed.ok.data.signature },
+      },
+    ]);
+    expect(checked.map((c) => c.ok?.data.valid)).toEqual([true, false]);
   });
 
   it('signs a batch: each input its own signature and log index, a bad item fails alone', async () => {
