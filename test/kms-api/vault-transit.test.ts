@@ -4,6 +4,7 @@
 // PostgreSQL with SIGNBRIDGE_TEST_STORE=postgres.
 import { createHash, createPublicKey, constants as cryptoConstants, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../../src/errors.js';
 import type { PolicyEngine, PolicyInput } from '../../src/policy/policy.js';
 import { hvacMissing, runHvac } from '../helpers/hvac.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
@@ -401,6 +402,46 @@ describe.skipIf(missing)('Vault transit refusals, in Vault shape, signing nothin
     const adminMissing = await one(admin, 'read_key', { name: 'v-gone' });
     expect(adminMissing.error).toMatchObject({ type: 'InvalidPath', errors: [] });
     expect(await signedCount('v-ec')).toBe(before);
+  });
+});
+
+describe.skipIf(missing)('Vault transit when the key store or the database cannot serve', () => {
+  it('a key store outage: 503 in Vault shape saying to retry, with Retry-After; then it signs again', async () => {
+    const sign = svc.keyStore.sign;
+    svc.keyStore.sign = async () => {
+      throw new ApiError('key_store_unavailable', 'the PKCS#11 token cannot be reached');
+    };
+    try {
+      const result = await one(signers['v-ec'] as string, 'sign_data', { name: 'v-ec', hash_input: b64('outage') });
+      expect(result.error?.type).toBe('VaultDown');
+      expect(result.error?.errors).toEqual(['the PKCS#11 token cannot be reached; retry']);
+      const raw = await fetch(`${url}/v1/transit/sign/v-ec`, {
+        method: 'POST',
+        headers: { 'x-vault-token': signers['v-ec'] as string, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: b64('outage') }),
+      });
+      expect(raw.status).toBe(503);
+      expect(raw.headers.get('retry-after')).toBe('5');
+    } finally {
+      svc.keyStore.sign = sign;
+    }
+    const again = await one(signers['v-ec'] as string, 'sign_data', { name: 'v-ec', hash_input: b64('outage') });
+    expect(again.error).toBeUndefined();
+  });
+
+  it('a database fault: 503 saying to retry', async () => {
+    const currentKey = svc.store.tenants.currentKey;
+    const fault = Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+    svc.store.tenants.currentKey = async () => {
+      throw fault;
+    };
+    try {
+      const result = await one(signers['v-ec'] as string, 'sign_data', { name: 'v-ec', hash_input: b64('db') });
+      expect(result.error?.type).toBe('VaultDown');
+      expect(result.error?.errors[0]).toMatch(/the database cannot serve right now \(SQLITE_BUSY\).*; retry$/);
+    } finally {
+      svc.store.tenants.currentKey = currentKey;
+    }
   });
 });
 
