@@ -16,6 +16,7 @@ import { PERMISSION_DENIED, sendVaultError, VaultError, vaultErrorOf } from './e
 import { describeKey } from './key-description.js';
 import { decodeInput, SignBody, schemeOf, VerifyBody } from './request-fields.js';
 import {
+  VaultErrorResponse,
   VaultKeyListResponse,
   VaultKeyResponse,
   VaultSignResponse,
@@ -113,7 +114,10 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
         security: SECURITY,
         headers: TokenHeaders,
         querystring: Type.Object({ list: Type.Optional(Type.String({ description: 'must be true' })) }),
-        response: vaultResponses(VaultKeyListResponse, 'the key names'),
+        response: {
+          ...vaultResponses(VaultKeyListResponse, 'the key names'),
+          405: { ...VaultErrorResponse, description: 'a GET without list=true (unsupported operation)' },
+        },
       },
     },
     async (request) => {
