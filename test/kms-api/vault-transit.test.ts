@@ -3,7 +3,9 @@
 // is checked by node:crypto; every refusal has Vault's shape and status and signs nothing. On SQLite, and on
 // PostgreSQL with SIGNBRIDGE_TEST_STORE=postgres.
 import { createHash, createPublicKey, constants as cryptoConstants, verify } from 'node:crypto';
+import smCrypto from 'sm-crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sm2PublicPoint } from '../../src/crypto/file-representative.js';
 import { ApiError } from '../../src/errors.js';
 import type { PolicyEngine, PolicyInput } from '../../src/policy/policy.js';
 import { hvacMissing, runHvac } from '../helpers/hvac.js';
@@ -39,6 +41,7 @@ const TENANTS = {
   'v-rsa': 'RSA_2048',
   'v-ec': 'ECC_NIST_P256',
   'v-ml': 'ML_DSA_65',
+  'v-sm2': 'SM2',
   'v-deny': 'ECC_NIST_P256',
   'v-held': 'ECC_NIST_P256',
 } as const;
@@ -191,6 +194,32 @@ describe.skipIf(missing)('Vault transit with hvac', () => {
       },
     ]);
     expect(checked.map((c) => c.ok?.data.valid)).toEqual([true, false]);
+  });
+
+  it('signs the message with SM2 (e = SM3(Z_A || M) made by the service), checked by sm-crypto; jws is r||s', async () => {
+    const message = 'guomi release';
+    const results = await runHvac(url, signers['v-sm2'] as string, [
+      { method: 'sign_data', kwargs: { name: 'v-sm2', hash_input: b64(message) } },
+      { method: 'sign_data', kwargs: { name: 'v-sm2', hash_input: b64(message), marshaling_algorithm: 'jws' } },
+    ]);
+    const [asn1, jws] = results.map((r) => r.ok?.data.signature as string);
+    const point = sm2PublicPoint({ keySpec: 'SM2', publicKeyPem: pems['v-sm2'] as string }).toString('hex');
+    const check = (signature: Buffer, der: boolean) =>
+      smCrypto.sm2.doVerifySignature(Array.from(Buffer.from(message)), signature.toString('hex'), point, {
+        hash: true,
+        der,
+      });
+    expect(check(sigBytes(asn1 as string), true)).toBe(true);
+    const raw = Buffer.from((jws as string).split(':')[2] as string, 'base64url');
+    expect(raw.length).toBe(64);
+    expect(check(raw, false)).toBe(true);
+    const verified = await one(signers['v-sm2'] as string, 'verify_signed_data', {
+      name: 'v-sm2',
+      hash_input: b64(message),
+      signature: jws,
+      marshaling_algorithm: 'jws',
+    });
+    expect(verified.ok?.data.valid).toBe(true);
   });
 
   it('signs a batch: each input its own signature and log index, a bad item fails alone', async () => {
