@@ -94,9 +94,7 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     else request.log.info({ status: vault.status, reason: vault.message }, 'vault transit request refused');
     return sendVaultError(reply, vault);
   });
-  app.setNotFoundHandler({ preHandler: vaultAuthenticate(opts.store, opts.now) }, (_request, reply) =>
-    sendVaultError(reply, new VaultError(404, ['unsupported path'])),
-  );
+  app.setNotFoundHandler((_request, reply) => sendVaultError(reply, new VaultError(404, ['unsupported path'])));
   // Exactly application/json, as Vault answers: hvac reads `errors` only under that Content-Type, no charset.
   app.addHook('onSend', async (_request, reply, payload) => {
     reply.header('content-type', 'application/json');
