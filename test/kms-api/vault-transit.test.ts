@@ -532,3 +532,31 @@ describe.skipIf(missing)("jsign's HASHICORPVAULT requests (Authorization: Bearer
     expect(await res.json()).toEqual({ errors: ['permission denied'] });
   });
 });
+
+describe.skipIf(missing)('Vault transit on another mount (kmsApi.vaultMount)', () => {
+  it('answers under /v1/<mount>/ only, hvac with mount_point, LIST included', async () => {
+    const other = await startTestService({ kmsApi: { enabled: true, heldWaitMs: 0, vaultMount: 'signing/transit' } });
+    try {
+      const base = await other.app.listen({ host: '127.0.0.1', port: 0 });
+      await callAction(other.app, other.operator, 'create_tenant', { tenant_id: 'm-ec', key_spec: 'ECC_NIST_P256' });
+      const token = await other.apiKey('signer', 'm-ec');
+      const mount = { mount_point: 'signing/transit' };
+      const results = await runHvac(base, token, [
+        { method: 'list_keys', kwargs: mount },
+        { method: 'read_key', kwargs: { name: 'm-ec', ...mount } },
+        { method: 'sign_data', kwargs: { name: 'm-ec', hash_input: b64('mounted'), ...mount } },
+        { method: 'read_key', kwargs: { name: 'm-ec' } },
+      ]);
+      expect(results[0]?.ok.data.keys).toEqual(['m-ec']);
+      expect(results[1]?.ok.data.type).toBe('ecdsa-p256');
+      const pem = results[1]?.ok.data.keys['1'].public_key as string;
+      expect(
+        verify('sha256', Buffer.from('mounted'), createPublicKey(pem), sigBytes(results[2]?.ok.data.signature)),
+      ).toBe(true);
+      // /v1/transit/ is no Vault mount here: the service's ordinary 404 (not Vault's shape), which hvac reports.
+      expect(results[3]?.error?.type).toBe('InvalidPath');
+    } finally {
+      await other.close();
+    }
+  });
+});
