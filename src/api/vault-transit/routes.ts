@@ -74,6 +74,7 @@ async function visibleTenants(store: Store, caller: ApiKeyRecord): Promise<strin
   return (await store.tenants.get(caller.tenantId)) ? [caller.tenantId] : [];
 }
 
+/** A batch item's own refusal as its result, so that it fails alone; anything else still fails the call. */
 function attempt<T>(make: () => T): T | VaultError {
   try {
     return make();
@@ -90,8 +91,14 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
   app.setErrorHandler((error, request, reply) => {
     const vault = vaultErrorOf(error);
-    if (vault.status >= 500) request.log.error({ err: error }, 'vault transit request failed');
-    else request.log.info({ status: vault.status, reason: vault.message }, 'vault transit request refused');
+    // As error-handler.ts logs: a fault that passes (503, Retry-After) one line with its reason, others the error.
+    if (vault.status >= 500 && vault.retryAfterSeconds === undefined) {
+      request.log.error({ err: error }, 'vault transit request failed');
+    } else if (vault.status >= 500) {
+      request.log.warn({ status: vault.status, reason: vault.message }, 'vault transit request failed');
+    } else {
+      request.log.info({ status: vault.status, reason: vault.message }, 'vault transit request refused');
+    }
     return sendVaultError(reply, vault);
   });
   app.setNotFoundHandler((_request, reply) => sendVaultError(reply, new VaultError(404, ['unsupported path'])));
