@@ -63,6 +63,18 @@ const CLIENT_ERRORS: Record<string, { status: number; code: ErrorCode; reason: s
 };
 
 /**
+ * A request Node's parser refused that a protocol served here still means (Vault's LIST method): the rescue answers
+ * it on the socket itself and returns true, or returns false and the refusal below stands.
+ */
+export type ParserRescue = (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket) => boolean;
+const rescues = new WeakMap<object, ParserRescue[]>();
+
+/** Adds a rescue on the app's server (routes register theirs; the handler below is the server's before they run). */
+export function rescueRefusedRequests(app: FastifyInstance, rescue: ParserRescue): void {
+  rescues.set(app.server, [...(rescues.get(app.server) ?? []), rescue]);
+}
+
+/**
  * Node's `clientError` (bad framing, oversized headers, a request not received in time) happens before any route or
  * hook, so the answer is written raw on the socket, with the headers every answer carries (`headers`). The reason
  * never echoes the client's bytes.
@@ -70,6 +82,7 @@ const CLIENT_ERRORS: Record<string, { status: number; code: ErrorCode; reason: s
 export function clientErrorHandler(headers: () => Record<string, string>) {
   return function onClientError(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Socket): void {
     if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    if (rescues.get(this.server)?.some((rescue) => rescue(err, socket))) return;
     const known = CLIENT_ERRORS[err.code ?? ''] ?? {
       status: 400,
       code: 'invalid_request' as const,

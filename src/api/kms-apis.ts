@@ -11,6 +11,9 @@ import type { Store } from '../store/store.js';
 import { awsEndpointRoutes } from './aws-endpoint.js';
 import { kmsHandler } from './aws-kms/kms-handler.js';
 import { stsHandler } from './aws-sts/sts-handler.js';
+import { rescueRefusedRequests } from './http-strict.js';
+import { listVerbRescue } from './vault-transit/list-verb.js';
+import { vaultTransitRoutes } from './vault-transit/routes.js';
 
 export interface KmsApisOptions {
   store: Store;
@@ -48,4 +51,14 @@ export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions
       ...(opts.exchangeLimit && { limit: opts.exchangeLimit }),
     }),
   });
+  const vaultPrefix = `/v1/${opts.settings.vaultMount}`;
+  await app.register(vaultTransitRoutes, {
+    prefix: vaultPrefix,
+    store: opts.store,
+    signing: opts.signing,
+    heldWaitMs: opts.settings.heldWaitMs,
+    now: opts.now,
+    publicUrl: opts.publicUrl,
+  });
+  rescueRefusedRequests(app, listVerbRescue(app, vaultPrefix));
 }

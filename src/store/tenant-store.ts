@@ -138,6 +138,12 @@ export class TenantStore extends StorePart {
     });
   }
 
+  /** Every tenant's id, in order (Vault transit's key list for a key bound to no tenant). */
+  async listIds(): Promise<string[]> {
+    const rows = await this.db.selectFrom('tenants').select('id').orderBy('id').execute();
+    return rows.map((row) => row.id);
+  }
+
   async getKey(tenantId: string, keyId: string): Promise<KeyRecord | undefined> {
     const row = await this.db
       .selectFrom('keys')

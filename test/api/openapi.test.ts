@@ -54,7 +54,10 @@ describe('OpenAPI document', () => {
     expect(doc.paths['/v1/create_tenant'].post.responses['201']).toBeDefined();
     // Any action may meet a store or key store that cannot serve now: 503, retry later.
     for (const path of Object.keys(doc.paths).filter((p) => p.startsWith('/v1/'))) {
-      expect(doc.paths[path].post.responses['503'], path).toBeDefined();
+      for (const [method, op] of Object.entries(doc.paths[path])) {
+        // biome-ignore lint/suspicious/noExplicitAny: an OpenAPI operation is untyped JSON
+        expect((op as any).responses['503'], `${method} ${path}`).toBeDefined();
+      }
     }
     expect(doc.paths['/v1/:action']).toBeUndefined();
   });
@@ -114,6 +117,38 @@ describe('OpenAPI document', () => {
     }
     expect(doc.paths['/v1/sign'].post.responses['202'].headers).toBeUndefined();
     expect(doc.paths['/v1/get_public_key'].post.responses['200'].headers).toBeUndefined();
+  });
+
+  it('lists the Vault transit routes with their schemas and Vault-shaped errors', () => {
+    const ops = {
+      get: ['/v1/transit/keys', '/v1/transit/keys/{name}'],
+      post: [
+        '/v1/transit/sign/{name}',
+        '/v1/transit/sign/{name}/{hash_algorithm}',
+        '/v1/transit/verify/{name}',
+        '/v1/transit/verify/{name}/{hash_algorithm}',
+      ],
+    };
+    for (const [method, paths] of Object.entries(ops)) {
+      for (const path of paths) {
+        const op = doc.paths[path]?.[method];
+        expect(op, `${method} ${path}`).toBeDefined();
+        expect(op.tags).toEqual(['vault-transit']);
+        expect(op.responses['200'].content['application/json'].schema.properties.data).toBeDefined();
+        for (const status of ['400', '403', '503']) {
+          expect(op.responses[status].content['application/json'].schema.properties.errors.type).toBe('array');
+        }
+        expect(op.parameters.some((p: { name: string }) => p.name === 'x-vault-token')).toBe(true);
+      }
+    }
+    const sign = doc.paths['/v1/transit/sign/{name}'].post;
+    const fields = sign.requestBody.content['application/json'].schema.properties;
+    for (const field of ['input', 'prehashed', 'hash_algorithm', 'signature_algorithm', 'marshaling_algorithm']) {
+      expect(fields[field], field).toBeDefined();
+    }
+    expect(fields.key_version.type).toBe('integer');
+    expect(fields.batch_input.type).toBe('array');
+    expect(sign.responses['200'].headers['Signbridge-Log-Index']).toBeDefined();
   });
 });
 

@@ -4,7 +4,7 @@
 // same call repeated continues that request. docs/kms-api.md, "Sign" and "Held for approval".
 
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../crypto/algorithms.js';
-import { verifyRepresentative } from '../../crypto/verify-representative.js';
+import { verifyDigestSignature } from '../../crypto/verify-digest.js';
 import { keyArn } from '../../kms-api/key-ids.js';
 import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../kms-api/sign-input.js';
 import { waitForDecision } from '../../signing/held-wait.js';
@@ -109,7 +109,7 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
     const representative = signingInput(key, algorithm, messageType, message);
     if (optionalBoolean(input, 'DryRun')) dryRun();
     // KMS answers an invalid signature with an error, not with SignatureValid false.
-    if (!verifyRepresentative(key, algorithm, representative, signature)) {
+    if (!verifyDigestSignature(key, algorithm, representative, signature, { pssSaltLength: 'hash' })) {
       throw new AwsJsonError(
         'KMSInvalidSignatureException',
         'the signature is not valid for this key, message and algorithm',

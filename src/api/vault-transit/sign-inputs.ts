@@ -1,0 +1,124 @@
+// Transit's sign: each input a signing request of its own through the signing service (policy, velocity limits,
+// audit entry, events, transparency log), as POST /v1/sign makes it, with the policy inputs of the caller's key. A
+// request held for a person's decision is waited on up to heldWaitMs (Vault's clients know no 202); still waiting,
+// it is an error that names the request and where to decide it, and the same call sent again continues it.
+import { ApiError } from '../../errors.js';
+import { waitForDecision } from '../../signing/held-wait.js';
+import type { Pending, SigningService, SignOutcome } from '../../signing/signing-service.js';
+import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
+import { storeFault } from '../../store/store-errors.js';
+import { consolePageFor } from '../../web/request-pages.js';
+import { signingContext } from '../signing-inputs.js';
+import { VaultError, vaultErrorOf } from './errors.js';
+import { algorithmFor, checkKeyVersion, representativeOf, type Scheme } from './request-fields.js';
+import { marshalSignature } from './signature-marshaling.js';
+
+export interface TransitSigning {
+  signing: SigningService;
+  heldWaitMs: number;
+  publicUrl?: string | undefined;
+}
+
+export interface SignedInput {
+  signature: string;
+  key_version: number;
+  /** Index of the `signed` audit entry (Signbridge-Log-Index); absent only for approvals from before migration 0019. */
+  log_index?: number;
+}
+
+export type InputOutcome = SignedInput | VaultError;
+
+/** The error of a request still held when the wait ended: what it is, where to decide it, and what to do then. */
+export function heldError(pending: Pending, publicUrl: string | undefined): VaultError {
+  const where = publicUrl
+    ? `approve it at ${consolePageFor(publicUrl, pending.requestId)} (or with POST /v1/approve_sign)`
+    : 'approve it in the signbridge console or with POST /v1/approve_sign';
+  return new VaultError(400, [
+    `signing request ${pending.requestId} is ${pending.status}: it waits for a person's decision; ${where}, then ` +
+      'send the same request again: it continues this request and returns the signature once approved',
+  ]);
+}
+
+/** A refusal or a fault a batch item carries as its own error; anything else fails the call (and is logged). */
+function itemError(err: unknown): VaultError {
+  if (err instanceof VaultError || err instanceof ApiError || storeFault(err)) return vaultErrorOf(err);
+  throw err;
+}
+
+export async function signInputs(
+  deps: TransitSigning,
+  caller: ApiKeyRecord,
+  tenantId: string,
+  scheme: Scheme,
+  keyVersion: number | string | undefined,
+  inputs: Array<Buffer | VaultError>,
+  signal: AbortSignal,
+): Promise<InputOutcome[]> {
+  const { signing } = deps;
+  const current = await signing.getKey(tenantId);
+  checkKeyVersion(keyVersion, current);
+  const algorithm = algorithmFor(current.keySpec, scheme);
+  const context = signingContext({}, caller);
+  const digests = inputs.map((input) =>
+    input instanceof VaultError ? input : representativeOf(current, scheme, input),
+  );
+  const first: Array<SignOutcome | VaultError> = [];
+  // One after another: their audit entries keep the batch's order.
+  for (const digest of digests) {
+    if (digest instanceof VaultError) {
+      first.push(digest);
+      continue;
+    }
+    first.push(
+      await signing
+        .sign({
+          tenantId,
+          callerId: caller.id,
+          personId: caller.personId ?? null,
+          workload: caller.workload ?? null,
+          digest,
+          algorithm,
+          context,
+        })
+        .catch(itemError),
+    );
+  }
+  // Held ones wait together, for one heldWaitMs in all.
+  const decided = await Promise.all(
+    first.map((outcome, i) =>
+      outcome instanceof VaultError || outcome.kind === 'signed'
+        ? outcome
+        : waitForDecision(signing, tenantId, outcome, digests[i] as Buffer, { waitMs: deps.heldWaitMs, signal }).catch(
+            itemError,
+          ),
+    ),
+  );
+  const versions = new Map<string, KeyRecord>([[current.id, current]]);
+  const results: InputOutcome[] = [];
+  for (const outcome of decided) {
+    if (outcome instanceof VaultError) results.push(outcome);
+    else if (outcome.kind === 'pending') results.push(heldError(outcome, deps.publicUrl));
+    else results.push(await signedInput(signing, tenantId, versions, outcome, scheme));
+  }
+  return results;
+}
+
+async function signedInput(
+  signing: SigningService,
+  tenantId: string,
+  versions: Map<string, KeyRecord>,
+  outcome: Extract<SignOutcome, { kind: 'signed' }>,
+  scheme: Scheme,
+): Promise<SignedInput> {
+  // A rotation between the key check and the signature: the version that signed is named, not the one asked.
+  let key = versions.get(outcome.keyId);
+  if (!key) {
+    key = await signing.getKey(tenantId, outcome.keyId);
+    versions.set(key.id, key);
+  }
+  return {
+    signature: marshalSignature(key.keySpec, key.version, outcome.signature, scheme.marshaling),
+    key_version: key.version,
+    ...(outcome.logIndex !== undefined && { log_index: outcome.logIndex }),
+  };
+}
