@@ -11,6 +11,8 @@ import { AWS_JSON_CONTENT_TYPE, AwsJsonError } from './aws-kms/errors.js';
 export interface AwsCall {
   body: Buffer;
   request: FastifyRequest;
+  /** Each header's lines as they arrived, names in lower case: what SigV4 signs (see distinctHeaders). */
+  headers: Record<string, string[]>;
   /** Aborted when the client goes away (a held call then stops waiting). */
   signal: AbortSignal;
 }
@@ -89,6 +91,23 @@ function isForm(request: FastifyRequest): boolean {
 }
 
 /**
+ * Node's headersDistinct: repeated lines kept apart (SigV4 joins them with ",", where `headers` joins some with ", "
+ * and drops repeated Host and Content-Type lines). Requests injected in-process (light-my-request) have no
+ * headersDistinct: their raw header pairs give the same.
+ */
+function distinctHeaders(request: FastifyRequest): Record<string, string[]> {
+  const raw = request.raw;
+  if (raw.headersDistinct) return raw.headersDistinct as Record<string, string[]>;
+  const headers: Record<string, string[]> = {};
+  const pairs = raw.rawHeaders ?? [];
+  for (let i = 0; i + 1 < pairs.length; i += 2) {
+    const name = (pairs[i] as string).toLowerCase();
+    (headers[name] ??= []).push(pairs[i + 1] as string);
+  }
+  return headers;
+}
+
+/**
  * Aborted when the client goes away before its answer was written: the response closes unwritten (the request's own
  * 'close' fires as soon as its body was read). Made when a handler first asks (only a held call waits on it).
  */
@@ -129,6 +148,7 @@ export async function awsEndpointRoutes(app: FastifyInstance, opts: AwsEndpointO
     const call: AwsCall = {
       body: (request.body as Buffer | undefined) ?? Buffer.alloc(0),
       request,
+      headers: distinctHeaders(request),
       get signal() {
         return closeSignal(reply);
       },

@@ -72,7 +72,7 @@ export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
     const result = await verifier.verify({
       method: call.request.method,
       url: call.request.url,
-      headers: call.request.raw.headersDistinct,
+      headers: call.headers,
       body: call.body,
     });
     if (!result.ok) {

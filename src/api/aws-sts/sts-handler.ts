@@ -79,7 +79,7 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
     const result = await verifier.verify({
       method: call.request.method,
       url: call.request.url,
-      headers: call.request.raw.headersDistinct,
+      headers: call.headers,
       body: call.body,
     });
     if (!result.ok) throw new StsError(result.refusal.type, result.refusal.message, result.refusal.status);
