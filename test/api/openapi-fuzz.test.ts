@@ -62,6 +62,7 @@ class Generator {
   /** A value valid under the schema; patterns are the document's own, each with a generator (or the test fails). */
   value(schema: Schema, name: string): unknown {
     if (schema.enum) return this.pick(schema.enum);
+    if (schema.anyOf) return this.value(this.pick(schema.anyOf), name);
     switch (schema.type) {
       case 'boolean':
         return this.chance(0.5);
@@ -109,6 +110,8 @@ class Generator {
         return this.base64(32, this.chance(0.5), this.chance(0.5));
       case '^[A-Za-z0-9+/_-]*={0,2}$':
         return this.base64(1 + this.int(64), this.chance(0.5), this.chance(0.5));
+      case '^[0-9]{1,9}$':
+        return String(this.int(4));
     }
     throw new Error(`no generator for the pattern of ${name}: ${schema.pattern}`);
   }
