@@ -1,11 +1,11 @@
 // Checks a signature the service returned against the key's public half before a client keeps it: ML-DSA over μ
 // (equivalent to verifying the message: μ binds the key and the file; ml-dsa-verify.ts says why μ means noble), SM2 with
-// sm-crypto over e = SM3(Z_A || M) (KMS's distinguishing ID is in e), RSA and ECDSA with node:crypto over the file.
+// sm-crypto over e = SM3(Z_A || M) (KMS's distinguishing ID is in e), both as verify-digest.ts checks them; RSA and
+// ECDSA with node:crypto over the file.
 import { createPublicKey, createVerify, constants as cryptoConstants } from 'node:crypto';
-import smCrypto from 'sm-crypto';
 import { algorithmInfo, DIGEST_LENGTH, keyInfo, type SigningAlgorithm } from './algorithms.js';
-import { fileChunks, mlDsaPublicKey, type PublicKeyOf, sm2PublicPoint } from './file-representative.js';
-import { verifyMlDsa } from './ml-dsa-verify.js';
+import { fileChunks, type PublicKeyOf } from './file-representative.js';
+import { verifyDigestSignature } from './verify-digest.js';
 
 /**
  * True when `signature` is `key`'s signature of the file at `path`; `representative` is the `hash` that was sent
@@ -19,16 +19,9 @@ export function verifyFileSignature(
   signature: Buffer,
 ): boolean {
   const info = keyInfo(key.keySpec);
-  if (info.family === 'ml-dsa') {
-    return verifyMlDsa(info.level, mlDsaPublicKey(key), { mu: representative }, signature);
-  }
-  if (info.family === 'sm2') {
-    return smCrypto.sm2.doVerifySignature(
-      Array.from(representative),
-      signature.toString('hex'),
-      sm2PublicPoint(key).toString('hex'),
-      { hash: false, der: true },
-    );
+  // μ and e already bind the key and the file: checked as the digest-like input they are.
+  if (info.family === 'ml-dsa' || info.family === 'sm2') {
+    return verifyDigestSignature(key, algorithm, representative, signature);
   }
   const alg = algorithmInfo(algorithm);
   if (alg.family === 'ml-dsa' || alg.family === 'sm2') return false;

@@ -3,7 +3,7 @@
 // for RSA). signbridge's `sign` also takes an EC key with another SHA-2 digest (docs/api.md); KMS lists only the
 // curve's, and so does this, so that a client choosing from the list chooses what AWS would.
 
-import { type KeySpec, keyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';
+import { algorithmsForKey, type KeySpec, keyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { spkiDer } from '../crypto/file-representative.js';
 import type { KeyRecord } from '../store/store.js';
 import { keyArn } from './key-ids.js';
@@ -12,14 +12,8 @@ export function awsSigningAlgorithms(spec: KeySpec): SigningAlgorithm[] {
   const info = keyInfo(spec);
   switch (info.family) {
     case 'rsa':
-      return [
-        'RSASSA_PKCS1_V1_5_SHA_256',
-        'RSASSA_PKCS1_V1_5_SHA_384',
-        'RSASSA_PKCS1_V1_5_SHA_512',
-        'RSASSA_PSS_SHA_256',
-        'RSASSA_PSS_SHA_384',
-        'RSASSA_PSS_SHA_512',
-      ];
+      // SIGNING_ALGORITHMS is in AWS's order: PKCS#1 v1.5 SHA-256, 384, 512, then PSS.
+      return algorithmsForKey(spec);
     case 'ec':
       return [`ECDSA_SHA_${info.hash.slice(3)}` as SigningAlgorithm];
     case 'ml-dsa':
