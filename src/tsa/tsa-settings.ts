@@ -4,6 +4,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { ConfigError } from '../config-error.js';
 import { addCidr } from '../net/outbound-request.js';
 import { CLOCK_CHECKS, type ClockCheck, type ClockTrustSettings } from './clock-trust.js';
+import { encodeObjectIdentifier } from './object-identifier.js';
 
 /** The environment variables the TSA settings read. */
 export const TSA_ENV = ['SIGNBRIDGE_TSA_CLOCK_CHECK'] as const;
@@ -97,6 +98,13 @@ export function tsaSetting(file: TsaConfigFile | undefined, env: NodeJS.ProcessE
     throw new ConfigError(
       `tsa.clock.maxOffsetMs (${maxOffsetMs}) is larger than the accuracy tokens state (${accuracyMs} ms): a token could state a time further off than it says`,
     );
+  }
+  for (const oid of [file?.policy, ...(file?.acceptedPolicies ?? [])].filter((o) => o !== undefined)) {
+    try {
+      encodeObjectIdentifier(oid);
+    } catch (err) {
+      throw new ConfigError(`tsa policy ${(err as Error).message}`);
+    }
   }
   return {
     enabled: file?.enabled ?? TSA_DEFAULTS.enabled,

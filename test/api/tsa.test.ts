@@ -141,6 +141,32 @@ describe('POST /tsa with the real openssl ts client', () => {
     expect(verify('bare', bare.rawPayload, query('bare', ['-sha256']), chain).out).not.toContain('Verification: OK');
   });
 
+  it("a query naming the service's own default policy (a 128-bit arc) gets a token with that policy", async () => {
+    // The outside evaluation's reproduction: asn1js read the 2.25.<UUID> arc as hex, so this was unacceptedPolicy.
+    const res = await post(svc.app, query('own-policy', ['-sha256', '-cert', '-tspolicy', DEFAULT_TSA_POLICY]));
+    const text = replyText('own-policy', res.rawPayload);
+    expect(text).toContain('Status: Granted.');
+    expect(text).toContain(`Policy OID: ${DEFAULT_TSA_POLICY}`);
+  });
+
+  it('policy arcs between 2^53 and 2^56 are read and written exactly', async () => {
+    const policy = '1.3.6.1.4.1.99999.9007199254740993';
+    const app = await buildApp({ store: svc.store, keyStore: svc.keyStores, tsa: tsaOptions({ policy }) });
+    try {
+      const asked = await post(app, query('near-2-53', ['-sha256', '-tspolicy', policy]));
+      expect(replyText('near-2-53', asked.rawPayload)).toContain(`Policy OID: ${policy}`);
+      const neighbour = await post(
+        app,
+        query('near-2-53b', ['-sha256', '-tspolicy', '1.3.6.1.4.1.99999.9007199254740992']),
+      );
+      expect(replyText('near-2-53b', neighbour.rawPayload)).toContain('the requested TSA policy is not supported');
+      const byDefault = await post(app, query('near-2-53c', ['-sha256']));
+      expect(replyText('near-2-53c', byDefault.rawPayload)).toContain(`Policy OID: ${policy}`);
+    } finally {
+      await app.close();
+    }
+  });
+
   it.each([
     ['SHA-1 imprint', () => query('sha1', ['-sha1']), 'unrecognized or unsupported algorithm identifier'],
     [
