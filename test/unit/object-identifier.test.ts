@@ -1,16 +1,16 @@
 // OIDs with arcs of any size, read and written exactly (src/tsa/object-identifier.ts), checked against OpenSSL's
 // encoding of the same dotted text.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { decodeObjectIdentifier, encodeObjectIdentifier } from '../../src/tsa/object-identifier.js';
 import { DEFAULT_TSA_POLICY } from '../../src/tsa/tsa-settings.js';
+import { makeTempDir } from '../helpers/service.js';
 
 /** OpenSSL's DER of a dotted OID (asn1parse -genstr). */
 function opensslOid(dotted: string): Buffer {
-  const out = join(mkdtempSync(join(tmpdir(), 'oid-')), 'oid.der');
+  const out = join(makeTempDir('oid-'), 'oid.der');
   execFileSync('openssl', ['asn1parse', '-genstr', `OID:${dotted}`, '-out', out, '-noout']);
   return readFileSync(out);
 }
