@@ -44,6 +44,7 @@ import type { Store } from './store/store.js';
 import { LogOriginError, LogService, type LogSettings } from './transparency/log-service.js';
 import type { ClockTrust } from './tsa/clock-trust.js';
 import { TsaService, type TsaServiceSettings } from './tsa/tsa-service.js';
+import type { AnonymousQuota } from './tsa/tsa-settings.js';
 import { consoleRoutes } from './web/console.js';
 
 export interface AppOptions {
@@ -116,6 +117,8 @@ export interface TsaAppOptions extends TsaServiceSettings {
   access: TsaAccess;
   allowNetworks: readonly string[];
   limit: { max: number; windowMs: number };
+  /** Daily quotas of anonymous queries (access `anonymous`); absent: none (the server always passes its own). */
+  anonymousQuota?: AnonymousQuota;
 }
 
 declare module 'fastify' {
@@ -428,9 +431,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.get('/api/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   let tsa: TsaService | undefined;
   if (opts.tsa) {
-    const { clock, access, allowNetworks, limit, ...settings } = opts.tsa;
+    const { clock, access, allowNetworks, limit, anonymousQuota, ...settings } = opts.tsa;
     tsa = new TsaService(opts.store, KeyStores.of(opts.keyStore), settings, clock, now);
-    await app.register(tsaRoutes, { service: tsa, store: opts.store, access, allowNetworks, limit, now });
+    await app.register(tsaRoutes, {
+      service: tsa,
+      store: opts.store,
+      access,
+      allowNetworks,
+      limit,
+      ...(anonymousQuota && { anonymousQuota }),
+      now,
+    });
   }
   await app.register(healthRoutes, {
     store: opts.store,

@@ -55,6 +55,7 @@ export async function startServer(config: ServiceConfig): Promise<RunningServer>
         access: config.tsa.access,
         allowNetworks: config.tsa.allowNetworks,
         limit: config.tsa.limit,
+        anonymousQuota: config.tsa.anonymousQuota,
         policy: config.tsa.policy,
         acceptedPolicies: config.tsa.acceptedPolicies,
         accuracy: config.tsa.accuracy,

@@ -17,6 +17,8 @@ export function derStructureProblem(der: Uint8Array): string | undefined {
 }
 
 interface Header {
+  /** The identifier octet (the first one; enough for the universal and context tags read here). */
+  tag: number;
   constructed: boolean;
   contentStart: number;
   end: number;
@@ -51,7 +53,7 @@ function readHeader(der: Uint8Array, offset: number): Header | string {
     }
     if (length < 0x80) return `a length at byte ${at - 1} is not in shortest form`;
   }
-  return { constructed: (tag & 0x20) !== 0, contentStart: at, end: at + length };
+  return { tag, constructed: (tag & 0x20) !== 0, contentStart: at, end: at + length };
 }
 
 function walk(der: Uint8Array, start: number, end: number, depth: number): string | undefined {
@@ -68,4 +70,23 @@ function walk(der: Uint8Array, start: number, end: number, depth: number): strin
     offset = header.end;
   }
   return undefined;
+}
+
+/** One element inside a structure derStructureProblem accepted. */
+export interface DerElement {
+  tag: number;
+  /** The contents octets. */
+  content: Uint8Array;
+}
+
+/** The elements inside `content` (the contents of a constructed element), in order; for DER already checked. */
+export function derChildren(content: Uint8Array): DerElement[] {
+  const children: DerElement[] = [];
+  for (let offset = 0; offset < content.length; ) {
+    const header = readHeader(content, offset);
+    if (typeof header === 'string') throw new Error(header);
+    children.push({ tag: header.tag, content: content.subarray(header.contentStart, header.end) });
+    offset = header.end;
+  }
+  return children;
 }

@@ -4,7 +4,8 @@
 import { AsnConvert } from '@peculiar/asn1-schema';
 import { TimeStampReq } from '@peculiar/asn1-tsp';
 import { DIGEST_LENGTH, type HashName } from '../crypto/algorithms.js';
-import { derStructureProblem } from './der-structure.js';
+import { derChildren, derStructureProblem } from './der-structure.js';
+import { decodeObjectIdentifier } from './object-identifier.js';
 import { IMPRINT_HASHES, SHA1_OID } from './tsa-algorithms.js';
 
 /** PKIFailureInfo's named bits (RFC 3161 §2.4.2), by bit number. */
@@ -93,9 +94,12 @@ export function parseTimeStampRequest(der: Uint8Array, rules: TimeStampRequestRu
     return refuse('badRequest', `the query is not a TimeStampReq: ${(err as Error).message}`);
   }
   if (req.version !== 1) return refuse('badRequest', `version ${String(req.version)} is not supported; only v1 is`);
+  // The OIDs as sent: the schema's own text of an arc above 2^53 is wrong (object-identifier.ts).
+  const oids = queryObjectIdentifiers(der);
+  if (!oids) return refuse('badRequest', 'the query has an OBJECT IDENTIFIER that is not valid DER');
 
   const imprint = req.messageImprint;
-  const oid = imprint.hashAlgorithm.algorithm;
+  const oid = oids.hashAlgorithm;
   if (oid === SHA1_OID) return refuse('badAlg', 'SHA-1 imprints are refused; use SHA-256, SHA-384 or SHA-512');
   const hash = IMPRINT_HASHES[oid];
   if (!hash) return refuse('badAlg', `hash algorithm ${oid} is not accepted; use SHA-256, SHA-384 or SHA-512`);
@@ -114,14 +118,15 @@ export function parseTimeStampRequest(der: Uint8Array, rules: TimeStampRequestRu
   }
 
   const accepted = [rules.defaultPolicy, ...(rules.acceptedPolicies ?? [])];
-  if (req.reqPolicy !== undefined && !accepted.includes(req.reqPolicy)) {
-    return refuse('unacceptedPolicy', `policy ${req.reqPolicy} is not offered; this TSA issues ${accepted.join(', ')}`);
+  const reqPolicy = oids.reqPolicy;
+  if (reqPolicy !== undefined && !accepted.includes(reqPolicy)) {
+    return refuse('unacceptedPolicy', `policy ${reqPolicy} is not offered; this TSA issues ${accepted.join(', ')}`);
   }
 
   let extensions: RequestExtension[] | undefined;
   if (req.extensions && req.extensions.length > 0) {
-    extensions = req.extensions.map((e) => ({
-      id: e.extnID,
+    extensions = req.extensions.map((e, i) => ({
+      id: oids.extensionIds[i] as string,
       critical: e.critical,
       value: Buffer.from(e.extnValue.buffer),
     }));
@@ -139,11 +144,40 @@ export function parseTimeStampRequest(der: Uint8Array, rules: TimeStampRequestRu
     imprint: { hashAlgorithm: oid, hash, hashedMessage },
     certReq: req.certReq,
   };
-  if (req.reqPolicy !== undefined) request.reqPolicy = req.reqPolicy;
+  if (reqPolicy !== undefined) request.reqPolicy = reqPolicy;
   if (req.nonce !== undefined) {
     if (req.nonce.byteLength === 0) return refuse('badRequest', 'the nonce is an empty INTEGER');
     request.nonce = Buffer.from(req.nonce);
   }
   if (extensions) request.extensions = extensions;
-  return { ok: true, request, policy: req.reqPolicy ?? rules.defaultPolicy };
+  return { ok: true, request, policy: reqPolicy ?? rules.defaultPolicy };
+}
+
+interface QueryObjectIdentifiers {
+  hashAlgorithm: string;
+  reqPolicy?: string;
+  extensionIds: string[];
+}
+
+/**
+ * The query's OIDs read from its DER (already parsed by the schema, so the shape is a TimeStampReq): the imprint's
+ * hash algorithm, reqPolicy, each extension's extnID. Undefined when one is not a valid encoding.
+ */
+function queryObjectIdentifiers(der: Uint8Array): QueryObjectIdentifiers | undefined {
+  const fields = derChildren(derChildren(der)[0]?.content ?? new Uint8Array());
+  const firstOid = (content: Uint8Array | undefined) => {
+    const element = derChildren(content ?? new Uint8Array())[0];
+    return element?.tag === 0x06 ? decodeObjectIdentifier(element.content) : undefined;
+  };
+  // messageImprint SEQUENCE { AlgorithmIdentifier SEQUENCE { algorithm OID, ... }, ... }
+  const hashAlgorithm = firstOid(derChildren(fields[1]?.content ?? new Uint8Array())[0]?.content);
+  if (hashAlgorithm === undefined) return undefined;
+  const policyField = fields.find((f) => f.tag === 0x06);
+  const reqPolicy = policyField && decodeObjectIdentifier(policyField.content);
+  if (policyField && reqPolicy === undefined) return undefined;
+  const extensionIds = derChildren(fields.find((f) => f.tag === 0xa0)?.content ?? new Uint8Array()).map((e) =>
+    firstOid(e.content),
+  );
+  if (extensionIds.some((id) => id === undefined)) return undefined;
+  return { hashAlgorithm, ...(reqPolicy !== undefined && { reqPolicy }), extensionIds: extensionIds as string[] };
 }

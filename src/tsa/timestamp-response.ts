@@ -34,7 +34,9 @@ import {
   TSTInfo,
 } from '@peculiar/asn1-tsp';
 import { AlgorithmIdentifier, Certificate, GeneralName } from '@peculiar/asn1-x509';
+import { derChildren } from './der-structure.js';
 import { ID_AA_SIGNING_CERTIFICATE_V2, signingCertificateV2 } from './ess-signing-certificate.js';
+import { encodeObjectIdentifier } from './object-identifier.js';
 import { PKI_FAILURE_BITS, type PkiFailure, type TimeStampRequest } from './timestamp-request.js';
 import {
   cmsSignatureAlgorithmId,
@@ -169,7 +171,23 @@ export function buildTstInfo(options: GrantOptions, tsaCertificate: Certificate)
   if (accuracy) tst.accuracy = accuracy;
   if (request.nonce) tst.nonce = new Uint8Array(request.nonce).slice().buffer;
   if (options.tsaName) tst.tsa = new GeneralName({ directoryName: tsaCertificate.tbsCertificate.subject });
-  return Buffer.from(AsnConvert.serialize(tst));
+  return withPolicy(Buffer.from(AsnConvert.serialize(tst)), options.policy);
+}
+
+/** TSTInfo DER with its policy (the second field) encoded here: asn1js writes arcs above 2^53 wrongly. */
+function withPolicy(tstInfo: Buffer, policy: string): Buffer {
+  let policyDer: Buffer;
+  try {
+    policyDer = encodeObjectIdentifier(policy);
+  } catch (err) {
+    throw new TsaConfigurationError(`policy: ${(err as Error).message}`);
+  }
+  const [version, , ...rest] = derChildren(derChildren(tstInfo)[0]?.content ?? new Uint8Array());
+  if (!version) throw new TsaConfigurationError('TSTInfo was not encoded');
+  const element = (e: { tag: number; content: Uint8Array }) =>
+    Buffer.concat([Buffer.from([e.tag]), derLength(e.content.length), e.content]);
+  const body = Buffer.concat([element(version), policyDer, ...rest.map(element)]);
+  return Buffer.concat([Buffer.from([0x30]), derLength(body.length), body]);
 }
 
 /**

@@ -4,6 +4,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { ConfigError } from '../config-error.js';
 import { addCidr } from '../net/outbound-request.js';
 import { CLOCK_CHECKS, type ClockCheck, type ClockTrustSettings } from './clock-trust.js';
+import { encodeObjectIdentifier } from './object-identifier.js';
 
 /** The environment variables the TSA settings read. */
 export const TSA_ENV = ['SIGNBRIDGE_TSA_CLOCK_CHECK'] as const;
@@ -25,6 +26,15 @@ export const TsaConfigSchema = Type.Object(
     allowNetworks: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1 })), Type.String()])),
     maxPerWindow: Type.Optional(Type.Integer({ minimum: 1 })),
     windowSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400 })),
+    anonymous: Type.Optional(
+      Type.Object(
+        {
+          perAddressPerDay: Type.Optional(Type.Integer({ minimum: 1 })),
+          perDay: Type.Optional(Type.Integer({ minimum: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     policy: Type.Optional(Type.String({ pattern: OID_PATTERN })),
     acceptedPolicies: Type.Optional(Type.Array(Type.String({ pattern: OID_PATTERN }))),
     accuracy: Type.Optional(
@@ -57,11 +67,18 @@ export interface TsaSettings {
   access: 'anonymous' | 'api-key';
   allowNetworks: string[];
   limit: { max: number; windowMs: number };
+  /** Anonymous queries per day (access `anonymous`): per IPv4 address or IPv6 /64, and all together. */
+  anonymousQuota: AnonymousQuota;
   policy: string;
   acceptedPolicies: string[];
   accuracy: { seconds?: number; millis?: number };
   tsaName: boolean;
   clock: ClockTrustSettings;
+}
+
+export interface AnonymousQuota {
+  perAddress: number;
+  perDay: number;
 }
 
 /** The file's keys as it spells them, with what applies when one is not set. */
@@ -70,6 +87,9 @@ export const TSA_DEFAULTS = {
   access: 'anonymous' as const,
   maxPerWindow: 600,
   windowSeconds: 60,
+  // About 470 bytes of audit log per token: at most some 47 MB a day from anonymous clients.
+  'anonymous.perAddressPerDay': 10_000,
+  'anonymous.perDay': 100_000,
   tsaName: true,
   'clock.check': 'ntp' as ClockCheck,
   'clock.intervalSeconds': 10,
@@ -98,6 +118,13 @@ export function tsaSetting(file: TsaConfigFile | undefined, env: NodeJS.ProcessE
       `tsa.clock.maxOffsetMs (${maxOffsetMs}) is larger than the accuracy tokens state (${accuracyMs} ms): a token could state a time further off than it says`,
     );
   }
+  for (const oid of [file?.policy, ...(file?.acceptedPolicies ?? [])].filter((o) => o !== undefined)) {
+    try {
+      encodeObjectIdentifier(oid);
+    } catch (err) {
+      throw new ConfigError(`tsa policy ${(err as Error).message}`);
+    }
+  }
   return {
     enabled: file?.enabled ?? TSA_DEFAULTS.enabled,
     access: file?.access ?? TSA_DEFAULTS.access,
@@ -105,6 +132,10 @@ export function tsaSetting(file: TsaConfigFile | undefined, env: NodeJS.ProcessE
     limit: {
       max: file?.maxPerWindow ?? TSA_DEFAULTS.maxPerWindow,
       windowMs: (file?.windowSeconds ?? TSA_DEFAULTS.windowSeconds) * 1000,
+    },
+    anonymousQuota: {
+      perAddress: file?.anonymous?.perAddressPerDay ?? TSA_DEFAULTS['anonymous.perAddressPerDay'],
+      perDay: file?.anonymous?.perDay ?? TSA_DEFAULTS['anonymous.perDay'],
     },
     policy: file?.policy ?? DEFAULT_TSA_POLICY,
     acceptedPolicies: file?.acceptedPolicies ?? [],

@@ -141,6 +141,32 @@ describe('POST /tsa with the real openssl ts client', () => {
     expect(verify('bare', bare.rawPayload, query('bare', ['-sha256']), chain).out).not.toContain('Verification: OK');
   });
 
+  it("a query naming the service's own default policy (a 128-bit arc) gets a token with that policy", async () => {
+    // The outside evaluation's reproduction: asn1js read the 2.25.<UUID> arc as hex, so this was unacceptedPolicy.
+    const res = await post(svc.app, query('own-policy', ['-sha256', '-cert', '-tspolicy', DEFAULT_TSA_POLICY]));
+    const text = replyText('own-policy', res.rawPayload);
+    expect(text).toContain('Status: Granted.');
+    expect(text).toContain(`Policy OID: ${DEFAULT_TSA_POLICY}`);
+  });
+
+  it('policy arcs between 2^53 and 2^56 are read and written exactly', async () => {
+    const policy = '1.3.6.1.4.1.99999.9007199254740993';
+    const app = await buildApp({ store: svc.store, keyStore: svc.keyStores, tsa: tsaOptions({ policy }) });
+    try {
+      const asked = await post(app, query('near-2-53', ['-sha256', '-tspolicy', policy]));
+      expect(replyText('near-2-53', asked.rawPayload)).toContain(`Policy OID: ${policy}`);
+      const neighbour = await post(
+        app,
+        query('near-2-53b', ['-sha256', '-tspolicy', '1.3.6.1.4.1.99999.9007199254740992']),
+      );
+      expect(replyText('near-2-53b', neighbour.rawPayload)).toContain('the requested TSA policy is not supported');
+      const byDefault = await post(app, query('near-2-53c', ['-sha256']));
+      expect(replyText('near-2-53c', byDefault.rawPayload)).toContain(`Policy OID: ${policy}`);
+    } finally {
+      await app.close();
+    }
+  });
+
   it.each([
     ['SHA-1 imprint', () => query('sha1', ['-sha1']), 'unrecognized or unsupported algorithm identifier'],
     [
@@ -243,6 +269,50 @@ describe('access', () => {
     }
   });
 
+  it('counts IPv6 clients by their /64: two addresses in one /64 share one limit, another /64 has its own', async () => {
+    const app = await buildApp({
+      store: svc.store,
+      keyStore: svc.keyStores,
+      tsa: tsaOptions({ limit: { max: 2, windowMs: 60_000 } }),
+    });
+    try {
+      const q = query('v6', ['-sha256']);
+      expect((await post(app, q, '/tsa', { 'x-test-address': '2001:db8:5:6::1' })).statusCode).toBe(200);
+      expect((await post(app, q, '/tsa', { 'x-test-address': '2001:db8:5:6:ffff:1:2:3' })).statusCode).toBe(200);
+      const third = await post(app, q, '/tsa', { 'x-test-address': '2001:0db8:0005:0006::9' });
+      expect(third.statusCode).toBe(429);
+      expect(third.json().reason).toContain('2001:db8:5:6::/64');
+      expect((await post(app, q, '/tsa', { 'x-test-address': '2001:db8:5:7::1' })).statusCode).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('anonymous queries have a daily quota per address and in all: 429 with Retry-After until the day ends', async () => {
+    const app = await buildApp({
+      store: svc.store,
+      keyStore: svc.keyStores,
+      tsa: tsaOptions({ anonymousQuota: { perAddress: 2, perDay: 3 } }),
+    });
+    try {
+      const q = query('daily', ['-sha256']);
+      const a = { 'x-test-address': '2001:db8:77::1' };
+      expect((await post(app, q, '/tsa', a)).statusCode).toBe(200);
+      expect((await post(app, q, '/tsa', { 'x-test-address': '2001:db8:77::2' })).statusCode).toBe(200);
+      const own = await post(app, q, '/tsa', a);
+      expect(own.statusCode).toBe(429);
+      expect(own.json()).toEqual({ error: 'rate_limited', reason: expect.stringContaining('2 queries a day') });
+      expect(Number(own.headers['retry-after'])).toBeGreaterThan(86_000);
+      expect((await post(app, q, '/tsa', { 'x-test-address': '203.0.113.40' })).statusCode).toBe(200);
+      const spent = await post(app, q, '/tsa', { 'x-test-address': '203.0.113.41' });
+      expect(spent.statusCode).toBe(429);
+      expect(spent.json().reason).toContain("this service's anonymous time-stamping quota of 3 queries a day is spent");
+      expect(Number(spent.headers['retry-after'])).toBeGreaterThan(86_000);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('restricted to API keys: 401 without one, granted with one; restricted to networks: 403 outside', async () => {
     const app = await buildApp({
       store: svc.store,
@@ -251,7 +321,9 @@ describe('access', () => {
     });
     try {
       const q = query('keyed', ['-sha256']);
-      expect((await post(app, q)).statusCode).toBe(401);
+      const anonymous = await post(app, q);
+      expect(anonymous.statusCode).toBe(401);
+      expect(anonymous.json().reason).toContain('anonymous time-stamping is off on this service (tsa.access: api-key)');
       const key = await svc.apiKey('signer', 'acme');
       const ok = await post(app, q, '/tsa', { authorization: `Bearer ${key}` });
       expect(ok.statusCode).toBe(200);

@@ -6,6 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_TSA_POLICY } from '../../src/tsa/tsa-settings.js';
 import { runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 
@@ -148,6 +149,20 @@ describe('jarsigner -tsa', () => {
     const out = verified.stdout + verified.stderr;
     expect(out).toMatch(/Timestamped by "CN=Build TSA, O=signbridge tests" on/);
     expect(out).toContain('jar verified');
+  });
+
+  it("-tsapolicyid naming the service's own default policy (2.25.<UUID>) is granted", () => {
+    const signed = jarsignWithTsa([
+      '-tsapolicyid',
+      DEFAULT_TSA_POLICY,
+      '-signedjar',
+      'app-policy.jar',
+      'app.jar',
+      'signer',
+    ]);
+    expect(signed.status, signed.stdout + signed.stderr).toBe(0);
+    const verified = spawnSync('jarsigner', ['-verify', '-verbose', 'app-policy.jar'], { cwd: work, encoding: 'utf8' });
+    expect(verified.stdout + verified.stderr).toMatch(/Timestamped by "CN=Build TSA, O=signbridge tests" on/);
   });
 
   it('a SHA-1 time-stamp request is rejected, and jarsigner says why', () => {

@@ -106,6 +106,23 @@ describe('transparency log endpoints', () => {
     }
   });
 
+  it('finds an entry by digest= in the forms docs/transparency.md shows: percent-encoded or URL-safe base64', async () => {
+    let m = 0;
+    while (!digest(`plus ${m}`).includes('+')) m++; // a digest whose base64 has a '+', which a query reads as a space
+    const hash = digest(`plus ${m}`);
+    await sign(signerA, 'la', `plus ${m}`);
+    expect((await publishCheckpoint(svc.app, svc.operator)).status).toBe(200);
+    const urlSafe = hash.replaceAll('+', '-').replaceAll('/', '_').replace(/=+$/, '');
+    const found = [];
+    for (const query of [encodeURIComponent(hash), urlSafe]) {
+      const r = await logGet(svc.app, `/log/proof/inclusion?digest=${query}`, signerA);
+      expect(r.status, r.text).toBe(200);
+      found.push(r.json().index);
+    }
+    expect(found[0]).toBe(found[1]);
+    expect((await logGet(svc.app, `/log/proof/inclusion?digest=${hash}`, signerA)).status).not.toBe(200);
+  });
+
   it('proves older checkpoints consistent with newer ones, and inclusion in an older checkpoint', async () => {
     // The integrator published the first one by itself (a log's first entries), the test three more.
     const all = await svc.run<{ tree_size: number; note: string }>(

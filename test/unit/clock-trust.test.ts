@@ -99,6 +99,11 @@ describe('tsa settings', () => {
       accuracy: { seconds: 1 },
       clock: { check: 'ntp', maxOffsetMs: 500, intervalMs: 10_000 },
       policy: expect.stringMatching(/^2\.25\.\d+$/),
+      anonymousQuota: { perAddress: 10_000, perDay: 100_000 },
+    });
+    expect(withFile({ anonymous: { perAddressPerDay: 50, perDay: 500 } })().tsa.anonymousQuota).toEqual({
+      perAddress: 50,
+      perDay: 500,
     });
   });
 
@@ -107,6 +112,9 @@ describe('tsa settings', () => {
     expect(withFile({ accuracy: { millis: 100 }, clock: { maxOffsetMs: 500 } })).toThrow(/larger than the accuracy/);
     expect(withFile({ allowNetworks: ['example.com'] })).toThrow(ConfigError);
     expect(withFile({ policy: '1.2.x' })).toThrow(ConfigError);
+    // Matches the pattern but is no OID (X.660: under 0 and 1 the second arc is below 40).
+    expect(withFile({ acceptedPolicies: ['1.45.3'] })).toThrow(/tsa policy 1\.45\.3 is not a valid OID/);
+    expect(withFile({ anonymous: { perDay: 0 } })).toThrow(ConfigError);
     expect(() => resolveConfig({ dataDir: makeTempDir(), env: { SIGNBRIDGE_TSA_CLOCK_CHECK: 'sundial' } })).toThrow(
       /SIGNBRIDGE_TSA_CLOCK_CHECK/,
     );

@@ -341,10 +341,10 @@ describe('leaf entries', () => {
   it('ties an entry to a tenant, a digest or a signature', () => {
     const entry = parseLeafEntry(Buffer.from(canonicalJson(ENTRY)));
     expect(() => checkEntryFor(entry, { tenant: 'acme', digest: ENTRY.details.hash })).not.toThrow();
-    expect(() => checkEntryFor(entry, { tenant: 'acme', signatureSha256: 'AB'.repeat(32) })).not.toThrow();
+    expect(() => checkEntryFor(entry, { tenant: 'acme', signatureSha256s: ['AB'.repeat(32)] })).not.toThrow();
     expect(() => checkEntryFor(entry, { tenant: 'other' })).toThrow(/not other's/);
     expect(() => checkEntryFor(entry, { digest: Buffer.alloc(32, 2).toString('base64') })).toThrow(/digest/);
-    expect(() => checkEntryFor(entry, { signatureSha256: 'cd'.repeat(32) })).toThrow(/names signature/);
+    expect(() => checkEntryFor(entry, { signatureSha256s: ['cd'.repeat(32)] })).toThrow(/names signature/);
     const denied = parseLeafEntry(Buffer.from(canonicalJson({ ...ENTRY, outcome: 'denied' })));
     expect(() => checkEntryFor(denied, { digest: ENTRY.details.hash })).toThrow(/not a signature/);
   });

@@ -11,7 +11,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../errors.js';
 import { addCidr, unmapped } from '../../net/outbound-request.js';
 import type { Store } from '../../store/store.js';
+import { clientNetwork } from '../../tsa/client-network.js';
 import type { TsaService } from '../../tsa/tsa-service.js';
+import type { AnonymousQuota } from '../../tsa/tsa-settings.js';
 import { authenticate } from '../authenticate.js';
 import { errorResponse } from '../responses.js';
 import { TENANT_ID_PATTERN } from '../schemas.js';
@@ -29,8 +31,10 @@ export interface TsaRouteOptions {
   access: TsaAccess;
   /** Client addresses or CIDRs allowed to ask; empty: everyone. */
   allowNetworks: readonly string[];
-  /** Queries per window per client address (counters in the store, shared by every instance). */
+  /** Queries per window per client address or IPv6 /64 (counters in the store, shared by every instance). */
   limit: { max: number; windowMs: number };
+  /** Anonymous queries per day, per address or /64 and in all (access `anonymous`); absent: no daily quota. */
+  anonymousQuota?: AnonymousQuota;
   now: () => Date;
 }
 
@@ -50,16 +54,62 @@ function rateLimit(store: Store, limit: TsaRouteOptions['limit'], now: () => Dat
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const nowMs = now().getTime();
     // Their own counter name, so time-stamping and the trial endpoint do not share an address's budget.
-    const { count, windowStartMs } = await store.requestCounts.count(`tsa:${request.ip}`, nowMs, limit.windowMs);
-    if (count > limit.max) {
-      const resetS = Math.max(1, Math.ceil((windowStartMs + limit.windowMs - nowMs) / 1000));
+    const network = clientNetwork(request.ip);
+    const resetS = await overLimit(store, `tsa:${network}`, limit.max, limit.windowMs, nowMs);
+    if (resetS !== undefined) {
       reply.header('retry-after', resetS);
       throw new ApiError(
         'rate_limited',
-        `time-stamping limit of ${limit.max} queries per ${limit.windowMs / 1000} s reached for this address; retry after ${resetS} s`,
+        `time-stamping limit of ${limit.max} queries per ${limit.windowMs / 1000} s reached for ${network}; retry after ${resetS} s`,
       );
     }
   };
+}
+
+const DAY_MS = 86_400_000;
+
+/**
+ * tsa.anonymous: every anonymous token is an audit entry kept for good, so anonymous time-stamping has a daily
+ * budget per address (or /64) and in all; the address's is counted first, so one client cannot spend the rest's.
+ */
+function anonymousDailyQuota(store: Store, quota: AnonymousQuota, now: () => Date) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const nowMs = now().getTime();
+    const network = clientNetwork(request.ip);
+    const own = await overLimit(store, `tsa-day:${network}`, quota.perAddress, DAY_MS, nowMs);
+    const all = own ?? (await overLimit(store, 'tsa-day:*', quota.perDay, DAY_MS, nowMs));
+    if (all === undefined) return;
+    reply.header('retry-after', all);
+    throw new ApiError(
+      'rate_limited',
+      own !== undefined
+        ? `anonymous time-stamping quota of ${quota.perAddress} queries a day reached for ${network}; retry after ${all} s, or ask the operator for an API key`
+        : `this service's anonymous time-stamping quota of ${quota.perDay} queries a day is spent; retry after ${all} s, or ask the operator for an API key`,
+    );
+  };
+}
+
+/** Counts one query against `client`'s window; the seconds until the window ends when it is over `max`. */
+async function overLimit(
+  store: Store,
+  client: string,
+  max: number,
+  windowMs: number,
+  nowMs: number,
+): Promise<number | undefined> {
+  const { count, windowStartMs } = await store.requestCounts.count(client, nowMs, windowMs);
+  if (count <= max) return undefined;
+  return Math.max(1, Math.ceil((windowStartMs + windowMs - nowMs) / 1000));
+}
+
+/** tsa.access api-key: a query without a key is told that anonymous time-stamping is off, not just 401. */
+async function keyRequired(request: FastifyRequest): Promise<void> {
+  if (request.headers.authorization === undefined) {
+    throw new ApiError(
+      'unauthorized',
+      'anonymous time-stamping is off on this service (tsa.access: api-key): send Authorization: Bearer <API key>',
+    );
+  }
 }
 
 const tenantParams = {
@@ -81,8 +131,11 @@ export async function tsaRoutes(app: FastifyInstance, opts: TsaRouteOptions): Pr
   );
   const checks = [
     networkCheck(opts.allowNetworks),
-    ...(opts.access === 'api-key' ? [authenticate(opts.store, opts.now)] : []),
+    ...(opts.access === 'api-key' ? [keyRequired, authenticate(opts.store, opts.now)] : []),
     rateLimit(opts.store, opts.limit, opts.now),
+    opts.access === 'anonymous' && opts.anonymousQuota
+      ? anonymousDailyQuota(opts.store, opts.anonymousQuota, opts.now)
+      : undefined,
   ].filter((check) => check !== undefined);
 
   const answer = async (scope: string, request: FastifyRequest, reply: FastifyReply) => {

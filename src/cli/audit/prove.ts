@@ -2,7 +2,6 @@
 // log, checked here against the log's key: the checkpoint's signature, the inclusion proof, the entry's bytes, and
 // that the entry is this tenant's record of this artifact. `--out` keeps the proof beside the artifact;
 // `--bundle` checks a kept proof with nothing but the key.
-import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { type ArtifactExpectation, checkEntryFor } from '../../transparency/verify/artifact-match.js';
@@ -27,6 +26,7 @@ import {
   say,
 } from './common.js';
 import { type InclusionQuery, LogServiceError } from './log-http.js';
+import { signatureSha256Forms } from './signature-forms.js';
 
 interface ProveFlags extends LogFlags {
   tenant?: string;
@@ -45,7 +45,10 @@ export function registerProveCommand(audit: Command): void {
         "prove that a signature is in the service's audit log: fetch its entry, inclusion proof and signed checkpoint and verify them here against the log's key",
       )
       .option('--tenant <id>', 'the tenant whose signature it is: the entry must be its (required unless --bundle)')
-      .option('--signature <file>', 'the signature file (`signbridge sign` wrote it); looked up by its SHA-256')
+      .option(
+        '--signature <file>',
+        'the signature file (`signbridge sign` wrote it, or raw ECDSA r||s from the PKCS#11 module); looked up by its SHA-256',
+      )
       .option('--digest <base64>', 'the digest that was signed, base64 (as `signbridge digest` prints it)')
       .option('--index <n>', 'the log index (the Signbridge-Log-Index header of the signing response)')
       .option('--out <file>', 'save the verified proof (entry, proof, checkpoint) here, to keep with the artifact')
@@ -86,18 +89,23 @@ async function prove(flags: ProveFlags): Promise<number> {
     return EXIT_VERIFIED;
   }
   if (flags.tenant === undefined) throw new AuditUsageError('--tenant is required (unless --bundle)');
-  const query = lookup(flags, expected);
+  const queries = lookups(flags, expected);
   const log = openLogHttp(flags);
   const key = await logKey(flags, log);
   let answer: unknown;
-  try {
-    answer = await log.inclusion(query);
-  } catch (err) {
-    if (err instanceof LogServiceError && err.status === 404) {
-      say(`signbridge audit prove: the service has no log entry for this ${describeQuery(query)} (${err.message})`);
-      return EXIT_NOT_PROVEN;
+  let query = queries[0] as InclusionQuery;
+  for (const [i, candidate] of queries.entries()) {
+    query = candidate;
+    try {
+      answer = await log.inclusion(candidate);
+      break;
+    } catch (err) {
+      if (!(err instanceof LogServiceError && err.status === 404)) throw err;
+      if (i === queries.length - 1) {
+        say(`signbridge audit prove: the service has no log entry for this ${describeQuery(query)} (${err.message})`);
+        return EXIT_NOT_PROVEN;
+      }
     }
-    throw err;
   }
   const bundle = parseInclusionBundle(answer);
   const verified = verifyInclusionBundle(bundle, key);
@@ -128,16 +136,15 @@ function expectation(flags: ProveFlags): ArtifactExpectation {
   return {
     ...(flags.tenant !== undefined && { tenant: flags.tenant }),
     ...(flags.digest !== undefined && { digest: flags.digest }),
-    ...(flags.signature !== undefined && {
-      signatureSha256: createHash('sha256').update(readFileSync(flags.signature)).digest('hex'),
-    }),
+    ...(flags.signature !== undefined && { signatureSha256s: signatureSha256Forms(readFileSync(flags.signature)) }),
   };
 }
 
-function lookup(flags: ProveFlags, expected: ArtifactExpectation): InclusionQuery {
-  if (expected.signatureSha256 !== undefined) return { signatureSha256: expected.signatureSha256 };
-  if (expected.digest !== undefined) return { digest: expected.digest };
-  return { index: lookupIndex(flags.index ?? '') };
+/** The look-ups to try in turn: a signature by each form it may be logged in (signature-forms.ts). */
+function lookups(flags: ProveFlags, expected: ArtifactExpectation): InclusionQuery[] {
+  if (expected.signatureSha256s !== undefined) return expected.signatureSha256s.map((h) => ({ signatureSha256: h }));
+  if (expected.digest !== undefined) return [{ digest: expected.digest }];
+  return [{ index: lookupIndex(flags.index ?? '') }];
 }
 
 function lookupIndex(value: string): number {

@@ -10,15 +10,15 @@ export interface ArtifactExpectation {
   tenant?: string;
   /** The signed digest, base64 (as `sign` sent it). */
   digest?: string;
-  /** SHA-256 of the signature file's bytes, hex. */
-  signatureSha256?: string;
+  /** SHA-256 of the signature, hex, in each form it may be logged in (the file's bytes; raw ECDSA r‖s as DER). */
+  signatureSha256s?: readonly string[];
 }
 
 export function checkEntryFor(entry: LogEntry, expected: ArtifactExpectation): void {
   if (expected.tenant !== undefined && entry.tenantId !== expected.tenant) {
     throw new InclusionError(`the entry is tenant ${entry.tenantId ?? '(none)'}'s, not ${expected.tenant}'s`);
   }
-  if (expected.digest === undefined && expected.signatureSha256 === undefined) return;
+  if (expected.digest === undefined && expected.signatureSha256s === undefined) return;
   if (entry.outcome !== 'signed') {
     throw new InclusionError(`the entry records ${entry.action} → ${entry.outcome}, not a signature`);
   }
@@ -32,15 +32,17 @@ export function checkEntryFor(entry: LogEntry, expected: ArtifactExpectation): v
       );
     }
   }
-  if (expected.signatureSha256 !== undefined) {
+  if (expected.signatureSha256s !== undefined) {
     const got = entry.details.signature_sha256;
     if (typeof got !== 'string') {
       throw new InclusionError(
         'the entry does not name its signature (no details.signature_sha256: it was written before the signature, as the in-process daemon does); prove it with --digest instead',
       );
     }
-    if (got.toLowerCase() !== expected.signatureSha256.toLowerCase()) {
-      throw new InclusionError(`the entry names signature ${got}, not this file's SHA-256 ${expected.signatureSha256}`);
+    if (!expected.signatureSha256s.some((want) => want.toLowerCase() === got.toLowerCase())) {
+      throw new InclusionError(
+        `the entry names signature ${got}, not this file's SHA-256 ${expected.signatureSha256s.join(' (or as DER ')}${expected.signatureSha256s.length > 1 ? ')' : ''}`,
+      );
     }
   }
 }
