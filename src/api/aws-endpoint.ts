@@ -102,7 +102,9 @@ function distinctHeaders(request: FastifyRequest): Record<string, string[]> {
   const pairs = raw.rawHeaders ?? [];
   for (let i = 0; i + 1 < pairs.length; i += 2) {
     const name = (pairs[i] as string).toLowerCase();
-    (headers[name] ??= []).push(pairs[i + 1] as string);
+    const lines = headers[name] ?? [];
+    lines.push(pairs[i + 1] as string);
+    headers[name] = lines;
   }
   return headers;
 }
