@@ -238,6 +238,34 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
     expect(Number(rows[0]!.n)).toBe(1); // the repeated call continued the request, it opened none
   });
 
+  it('holds a signature, and once a person rejects it the same call gets AccessDeniedException at once', async () => {
+    const other = createHash('sha256').update('artifact to be rejected').digest().toString('base64');
+    const params = {
+      KeyId: 'alias/held-team',
+      Message: other,
+      MessageType: 'DIGEST',
+      SigningAlgorithm: 'ECDSA_SHA_256',
+    };
+    const held = await runBoto3Kms(endpoint, [signCall('held', creds['held-team']!, 'alias/held-team', { params })]);
+    expect(held.held).toMatchObject({ ok: false, code: 'KMSInvalidStateException' });
+    const requestId = /signing request (\S+) is held/.exec((held.held as { message: string }).message)?.[1];
+    const approver = await svc.apiKey('approver', 'held-team');
+    const rejected = await callAction(svc.app, approver, 'approve_sign', {
+      tenant_id: 'held-team',
+      request_id: requestId,
+      decision: 'reject',
+      reason: 'not this build',
+    });
+    expect(rejected.status).toBe(200);
+    const before = await signedEntries();
+    const again = await runBoto3Kms(endpoint, [
+      signCall('repeated', creds['held-team']!, 'alias/held-team', { params }),
+    ]);
+    expect(again.repeated).toMatchObject({ ok: false, code: 'AccessDeniedException' });
+    expect((again.repeated as { message: string }).message).toMatch(new RegExp(`${requestId}.*rejected`));
+    expect(await signedEntries()).toBe(before);
+  });
+
   it('a call held for approval returns the signature when a person approves while it waits', async () => {
     // A service of its own whose calls wait a minute: the approval below lands within the wait however slow the
     // machine is (the other service's 1.5 s wait would make that a race).
