@@ -64,6 +64,11 @@ function signCall(
   };
 }
 
+/** The secret with its last character changed (to 'x', or 'y' when it was 'x': the same secret would sign). */
+function otherLastCharacter(secret: string): string {
+  return `${secret.slice(0, -1)}${secret.endsWith('x') ? 'y' : 'x'}`;
+}
+
 function answerOf(outcome: Boto3Outcome | undefined): Record<string, unknown> {
   if (!outcome?.ok) throw new Error(`the call failed: ${JSON.stringify(outcome)}`);
   return outcome.answer;
@@ -130,7 +135,7 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
     const out = await runBoto3Kms(endpoint, [
       signCall(
         'wrong secret',
-        { ...creds['team-a']!, secret_key: `${creds['team-a']!.secret_key.slice(0, -1)}x` },
+        { ...creds['team-a']!, secret_key: otherLastCharacter(creds['team-a']!.secret_key) },
         'alias/team-a',
       ),
       signCall('revoked', revoked, 'alias/team-a'),
