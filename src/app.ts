@@ -110,6 +110,12 @@ export interface AppOptions {
    * Absent: this app prunes nothing (the server always passes its configuration's).
    */
   retention?: Partial<RetentionSettings>;
+  /**
+   * Whether this app runs the instance's background passes: the event dispatcher and its sweeps, the log
+   * integrator, the pruner (default true). A request worker (src/workers/) runs none of them: its primary runs each
+   * once for the instance. Its events and log entries are still written, for the primary to deliver and integrate.
+   */
+  background?: boolean;
 }
 
 export interface TsaAppOptions extends TsaServiceSettings {
@@ -269,7 +275,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now, events);
   const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now, events });
-  if (opts.eventDelivery) {
+  const runsBackground = opts.background !== false;
+  if (opts.eventDelivery && runsBackground) {
     const { deliver, settings, sweeps } = opts.eventDelivery;
     const dispatcher = new EventDispatcher(
       background,
@@ -323,12 +330,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         if (err instanceof LogOriginError) throw err;
         app.log.warn(`transparency log: no log key yet (${(err as Error).message}); retrying in the background`);
       });
-      log.start();
+      if (runsBackground) log.start();
     });
     app.addHook('preClose', async () => log.stop());
     await app.register(logRoutes, { store: opts.store, log, now });
   }
-  if (opts.retention) {
+  if (opts.retention && runsBackground) {
     const pruner = new Pruner(background, {
       settings: { ...RETENTION_DEFAULTS, ...opts.retention },
       floors: {

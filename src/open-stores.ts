@@ -154,11 +154,14 @@ const CHECKPOINT_INTERVAL_MS = 200;
 export async function openStores(
   config: ServiceConfig,
   onStoreError: (message: string) => void = (message) => process.emitWarning(`SQLite store: ${message}`),
-  options: Pick<SqliteStoreOptions, 'writerThread'> = {},
+  options: Pick<SqliteStoreOptions, 'writerThread' | 'commitSink'> = {},
 ): Promise<{ store: Store; keyStore: KeyStores }> {
   const store = await openStore(config, {
     service: true,
-    backgroundCheckpoints: { intervalMs: CHECKPOINT_INTERVAL_MS, onError: onStoreError },
+    // A request worker's commits, and the WAL checkpoints with them, are its primary's (src/workers/).
+    ...(options.commitSink
+      ? { commitSink: options.commitSink }
+      : { backgroundCheckpoints: { intervalMs: CHECKPOINT_INTERVAL_MS, onError: onStoreError } }),
     ...(options.writerThread && { writerThread: { onError: onStoreError, ...options.writerThread } }),
   });
   try {

@@ -65,6 +65,7 @@ import {
   requestHandlingSetting,
   SERVER_ENV,
   ServerConfigProperties as Server,
+  workersSetting,
 } from './server-settings.js';
 
 /** Every environment variable the service's settings read (docs/configuration.md lists each). */
@@ -99,6 +100,7 @@ export const ConfigFileSchema = Type.Object(
     publicUrl: Server.publicUrl,
     policyFile: Type.Optional(PolicyFileConfigSchema),
     busyPollMs: Server.busyPollMs,
+    workers: Server.workers,
     metrics: Type.Optional(MetricsConfigSchema),
     /** Sign-in through the organisation's OpenID Connect provider (docs/oauth.md). */
     oidc: Type.Optional(OidcConfigSchema),
@@ -133,6 +135,8 @@ export interface ServiceConfig {
   publicUrl?: string;
   policyFile?: string;
   busyPollMs: number;
+  /** Processes taking requests behind the listening address (workersSetting; 1: this process alone). */
+  workers: number;
   /** Where /metrics is served; absent: not served. */
   metrics?: { host: string; port: number };
   /** Absent when no IdP is configured (the /oauth/* endpoints then answer 503 oauth_not_configured). */
@@ -159,6 +163,8 @@ export interface ConfigSources {
   database?: string;
   dataDir?: string;
   listen?: string;
+  /** --workers: request workers (src/workers/); wins over SIGNBRIDGE_WORKERS and the file. */
+  workers?: string;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -207,6 +213,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     trial: trialSetting(file.trial),
     kmsApi: kmsApiSetting(file.kmsApi),
     ...server,
+    workers: workersSetting(sources.workers, env, file),
     ...metricsSetting(env, file.metrics),
     ...oidcSetting(file, env),
     workload: workloadSetting(file.workload, env),

@@ -1,12 +1,15 @@
 // The server process's own settings: its data dir, where it listens, what it logs, and how it takes requests
 // (proxies in front, body and time limits, its public URL, busy polling). docs/configuration.md.
 import { isIP } from 'node:net';
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { busyPollSetting, DEFAULT_BUSY_POLL_MS } from '../busy-poll.js';
 import { ConfigError } from '../config-error.js';
 import { parseListen } from '../net/listen-address.js';
+
+/** The most request workers one instance runs (`workers`). */
+export const MAX_WORKERS = 256;
 
 /** The environment variables the server's own settings read. */
 export const SERVER_ENV = [
@@ -17,6 +20,7 @@ export const SERVER_ENV = [
   'SIGNBRIDGE_REQUEST_TIMEOUT_SECONDS',
   'SIGNBRIDGE_PUBLIC_URL',
   'SIGNBRIDGE_BUSY_POLL_MS',
+  'SIGNBRIDGE_WORKERS',
 ] as const;
 
 /** The config file's top-level keys these settings take (config.ts places them in the file's schema). */
@@ -34,6 +38,8 @@ export const ServerConfigProperties = {
   publicUrl: Type.Optional(Type.String()),
   /** How long the event loop keeps polling after a request (src/busy-poll.ts); 0 turns it off. */
   busyPollMs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
+  /** Processes that take requests behind the one listening address (src/workers/); 1: this process alone. */
+  workers: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_WORKERS })),
 };
 
 /** The file's keys as it spells them, with what applies when one is not set. */
@@ -142,4 +148,19 @@ function isProxyAddress(entry: string): boolean {
   if (prefix === undefined) return true;
   if (!/^\d{1,3}$/.test(prefix)) return false;
   return Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+/**
+ * --workers over SIGNBRIDGE_WORKERS over the file's workers over one per core the process may use
+ * (os.availableParallelism()): how many processes take requests behind the one listening address. 1 is the single
+ * process of before (no primary, no workers).
+ */
+export function workersSetting(flag: string | undefined, env: NodeJS.ProcessEnv, file: ServerConfigFile): number {
+  const given = flag ?? env.SIGNBRIDGE_WORKERS;
+  if (given === undefined || given === '') return file.workers ?? availableParallelism();
+  if (!/^\d{1,3}$/.test(given) || Number(given) < 1 || Number(given) > MAX_WORKERS) {
+    const source = flag !== undefined ? '--workers' : 'SIGNBRIDGE_WORKERS';
+    throw new ConfigError(`${source} must be a whole number from 1 to ${MAX_WORKERS}, got "${given}"`);
+  }
+  return Number(given);
 }

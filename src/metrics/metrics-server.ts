@@ -2,15 +2,18 @@
 // key and the API's port does not expose tenant names and traffic to anyone who can reach it.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { ServiceMetrics } from './service-metrics.js';
+import type { Registry } from 'prom-client';
 
 export interface MetricsServer {
   url: string;
   close(): Promise<void>;
 }
 
+/**
+ * Serves `registry`'s text: a ServiceMetrics registry, or one that adds up the request workers' (src/workers/).
+ */
 export async function startMetricsServer(
-  metrics: ServiceMetrics,
+  registry: Pick<Registry, 'metrics' | 'contentType'>,
   listen: { host: string; port: number },
   onError: (err: unknown) => void = () => undefined,
 ): Promise<MetricsServer> {
@@ -20,8 +23,8 @@ export async function startMetricsServer(
       res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics is served here\n');
       return;
     }
-    metrics.registry.metrics().then(
-      (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
       (err: unknown) => {
         onError(err);
         res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics collection failed; see the service log\n');

@@ -27,7 +27,8 @@ export class ServiceMetrics {
   /** route -> method -> status -> histogram child. */
   private readonly httpChildren = new Map<string, Map<string, Map<number, Histogram.Internal<string>>>>();
 
-  constructor(sources: { store: Store; keyStore: KeyStore | KeyStores }) {
+  /** `storeGauges: false`: the store's gauges are another process's to report (storeGauges below). */
+  constructor(sources: { store: Store; keyStore: KeyStore | KeyStores; storeGauges?: boolean }) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'signbridge_' });
     this.signatures = new Counter({
@@ -68,22 +69,6 @@ export class ServiceMetrics {
       labelNames: ['format', 'outcome'],
       registers,
     });
-    new Gauge({
-      name: 'signbridge_event_deliveries_pending',
-      help: 'Event deliveries still to make (due, waiting for a retry, or kept by a paused subscription)',
-      registers,
-      async collect() {
-        this.set(await sources.store.events.countPendingDeliveries());
-      },
-    });
-    new Gauge({
-      name: 'signbridge_webhook_subscriptions_paused',
-      help: 'Event subscriptions paused after failing (410 Gone, 24 h of failures, or too many failures in a row)',
-      registers,
-      async collect() {
-        this.set((await sources.store.events.listSubscriptions()).filter((s) => s.pausedAt !== null).length);
-      },
-    });
     const faults = () => sources.keyStore.faults;
     new Counter({
       name: 'signbridge_key_store_faults_total',
@@ -103,14 +88,6 @@ export class ServiceMetrics {
         this.inc(faults()?.recovered ?? 0);
       },
     });
-    new Gauge({
-      name: 'signbridge_pending_approvals',
-      help: 'Signing requests waiting for an approval or a security review',
-      registers,
-      async collect() {
-        this.set((await sources.store.stats()).pendingApprovals);
-      },
-    });
     this.prunedRows = new Counter({
       name: 'signbridge_pruned_rows_total',
       help: 'Rows the pruner deleted (docs/deployment.md, Retention), by table',
@@ -122,31 +99,7 @@ export class ServiceMetrics {
       help: 'Times the transparency log refused to extend or sign its tree (a rewritten or damaged audit log)',
       registers,
     });
-    new Gauge({
-      name: 'signbridge_log_tree_size',
-      help: 'Entries in the transparency log tree (integrated audit entries)',
-      registers,
-      async collect() {
-        this.set((await sources.store.log.state()).treeSize);
-      },
-    });
-    new Gauge({
-      name: 'signbridge_log_checkpoint_age_seconds',
-      help: 'Seconds since the latest checkpoint of the transparency log was signed (absent: none yet)',
-      registers,
-      async collect() {
-        const latest = await sources.store.log.latestCheckpoint();
-        if (latest) this.set((Date.now() - Date.parse(latest.createdAt)) / 1000);
-      },
-    });
-    new Gauge({
-      name: 'signbridge_audit_chain_length',
-      help: 'Entries in the hash-chained audit log',
-      registers,
-      async collect() {
-        this.set((await sources.store.stats()).auditEntries);
-      },
-    });
+    if (sources.storeGauges !== false) storeGauges(sources.store, registers);
   }
 
   /** The transparency log refused to extend or sign its tree. */
@@ -218,4 +171,60 @@ export class ServiceMetrics {
   storeUnavailable(fault: string): void {
     this.storeErrors.labels(fault).inc();
   }
+}
+
+/**
+ * What the store holds, read on scrape: deliveries still to make, paused subscriptions, pending approvals, the log's
+ * and the audit chain's lengths. Once per instance: a request worker leaves them to its primary (src/workers/).
+ */
+function storeGauges(store: Store, registers: Registry[]): void {
+  new Gauge({
+    name: 'signbridge_event_deliveries_pending',
+    help: 'Event deliveries still to make (due, waiting for a retry, or kept by a paused subscription)',
+    registers,
+    async collect() {
+      this.set(await store.events.countPendingDeliveries());
+    },
+  });
+  new Gauge({
+    name: 'signbridge_webhook_subscriptions_paused',
+    help: 'Event subscriptions paused after failing (410 Gone, 24 h of failures, or too many failures in a row)',
+    registers,
+    async collect() {
+      this.set((await store.events.listSubscriptions()).filter((s) => s.pausedAt !== null).length);
+    },
+  });
+  new Gauge({
+    name: 'signbridge_pending_approvals',
+    help: 'Signing requests waiting for an approval or a security review',
+    registers,
+    async collect() {
+      this.set((await store.stats()).pendingApprovals);
+    },
+  });
+  new Gauge({
+    name: 'signbridge_log_tree_size',
+    help: 'Entries in the transparency log tree (integrated audit entries)',
+    registers,
+    async collect() {
+      this.set((await store.log.state()).treeSize);
+    },
+  });
+  new Gauge({
+    name: 'signbridge_log_checkpoint_age_seconds',
+    help: 'Seconds since the latest checkpoint of the transparency log was signed (absent: none yet)',
+    registers,
+    async collect() {
+      const latest = await store.log.latestCheckpoint();
+      if (latest) this.set((Date.now() - Date.parse(latest.createdAt)) / 1000);
+    },
+  });
+  new Gauge({
+    name: 'signbridge_audit_chain_length',
+    help: 'Entries in the hash-chained audit log',
+    registers,
+    async collect() {
+      this.set((await store.stats()).auditEntries);
+    },
+  });
 }

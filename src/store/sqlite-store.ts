@@ -4,6 +4,7 @@ import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from
 import { API_KEY_WITH_OWNER, type ApiKeyRow, toApiKey } from './api-key-store.js';
 import { chainAuditRows } from './audit-chain.js';
 import { Checkpointer, type CheckpointerStats, RESTART_FRAMES } from './checkpointer-thread.js';
+import type { CommitSink } from './commit-sink.js';
 import type { OutboxRow } from './event-store.js';
 import { type LookupRow, lookupRows, type Write, type WriteBatch } from './group-commit.js';
 import { KyselyStore } from './kysely-store.js';
@@ -78,7 +79,7 @@ class SqliteStore extends KyselyStore {
     description: string,
     private readonly sqlite: BetterSqlite3.Database,
     private readonly checkpointer: Checkpointer | undefined,
-    private writer: StoreWriter | undefined,
+    private writer: CommitSink | undefined,
   ) {
     super(db, description);
   }
@@ -110,14 +111,22 @@ class SqliteStore extends KyselyStore {
     await super.close();
   }
 
-  /** True while a writer thread commits this store's signature records and audit entries. */
+  /** True while a writer thread commits this store's signature records and audit entries ahead of the signature. */
   protected override get commitsOnThread(): boolean {
-    return this.writer !== undefined;
+    return this.writer !== undefined && this.writer.writesAhead !== false;
   }
 
   /** The writer thread died: commit on the event loop from now on (the writes it held were failed). */
   writerDied(): void {
     this.writer = undefined;
+  }
+
+  /**
+   * Commits a write another process on this database handed over (a request worker's, src/workers/) with this
+   * store's own: one appender of the audit chain, one group commit for all of them.
+   */
+  commitWrite(write: Write): Promise<number | undefined> {
+    return this.enqueue(write);
   }
 
   protected override enqueue(write: Write): Promise<number | undefined> {
@@ -268,10 +277,17 @@ export interface SqliteStoreOptions {
     /** The thread's script (tests run one that dies, to check the fallback). */
     workerFile?: string;
   };
+  /**
+   * Signature records and audit entries are committed by another process's writer (the primary of a service with
+   * request workers, src/workers/), written ahead of the signature as with a writer thread. That process also
+   * checkpoints the WAL, so this connection never does.
+   */
+  commitSink?: CommitSink;
 }
 
 export type SqliteKyselyStore = KyselyStore & {
   checkpointNow(): Promise<CheckpointerStats | undefined>;
+  commitWrite(write: Write): Promise<number | undefined>;
 };
 
 /** The embedded default store: one SQLite file in the data dir, WAL mode, private to its owner. */
@@ -288,6 +304,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   sqlite.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
   let checkpointer: Checkpointer | undefined;
   const background = options.backgroundCheckpoints;
+  if (options.commitSink) sqlite.pragma('wal_autocheckpoint = 0');
   if (background) {
     sqlite.pragma('wal_autocheckpoint = 0');
     checkpointer = new Checkpointer(
@@ -306,15 +323,16 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   let store: SqliteStore | undefined;
   const onThread = options.writerThread;
   const writer =
-    onThread &&
-    new StoreWriter(
-      path,
-      onThread.spinMs,
-      checkpointer?.gate,
-      onThread.onError ?? (() => undefined),
-      () => store?.writerDied(),
-      onThread.workerFile,
-    );
+    options.commitSink ??
+    (onThread &&
+      new StoreWriter(
+        path,
+        onThread.spinMs,
+        checkpointer?.gate,
+        onThread.onError ?? (() => undefined),
+        () => store?.writerDied(),
+        onThread.workerFile,
+      ));
   store = new SqliteStore(db, `sqlite:${path}`, sqlite, checkpointer, writer);
   return store;
 }

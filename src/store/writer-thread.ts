@@ -1,6 +1,7 @@
 // The writer thread of a SQLite store with `writerThread` (sqlite-writer.cjs says why).
 import { Worker } from 'node:worker_threads';
 import { packagePath } from '../paths.js';
+import type { CommitSink } from './commit-sink.js';
 import { CHAIN_RACE_ATTEMPTS, type PendingWrite, settleWithSeqs, WRITE_BATCH_MAX, type Write } from './group-commit.js';
 import { SQLITE_DRIVER_PATH } from './sqlite-driver.js';
 import { BUSY_TIMEOUT_MS, type CommitGate, GATE, stopThread } from './sqlite-threads.js';
@@ -11,7 +12,7 @@ const AUDIT_HASH_PATH = packagePath('src', 'store', 'audit-hash.cjs');
 type Settle = Pick<PendingWrite, 'resolve' | 'reject'> & { audit: boolean };
 
 /** The writer thread of a store with `writerThread` (sqlite-writer.cjs says why). */
-export class StoreWriter {
+export class StoreWriter implements CommitSink {
   private readonly worker: Worker;
   private readonly waiting = new Map<number, Settle>();
   private nextId = 0;

@@ -84,7 +84,7 @@ it('a full database answers 503 store_unavailable with Retry-After, is not ready
 });
 
 it('serves the counters on a metrics listener of its own, without an API key', async () => {
-  const server = await startMetricsServer(metrics, { host: '127.0.0.1', port: 0 });
+  const server = await startMetricsServer(metrics.registry, { host: '127.0.0.1', port: 0 });
   try {
     const res = await fetch(server.url);
     expect(res.status).toBe(200);

@@ -65,7 +65,9 @@ class Installation {
   }
 
   async start(extra: string[] = []): Promise<void> {
-    this.server = await startServerProcess([...this.storeArgs, ...extra], { HOME: this.dataDir }, this.runAs);
+    // One process: each request worker's key store would see the outage and audit its own (docs/configuration.md).
+    const args = [...this.storeArgs, '--workers', '1', ...extra];
+    this.server = await startServerProcess(args, { HOME: this.dataDir }, this.runAs);
   }
 
   /** The SoftHSM token's folder (one token, named by its uuid). */

@@ -1,0 +1,58 @@
+// A request worker of a service with `workers` > 1 (primary.ts starts them): it takes requests on the listening
+// address it shares with the other workers, reads through its own store connections, and on SQLite hands its
+// signature records and audit entries to the primary's writer. The instance's background passes, the metrics
+// listener and the `service_start` entry are the primary's. It ends when the primary asks (or on SIGTERM/SIGINT)
+// once its requests in flight are answered, and at once if the primary goes away (Node's cluster does that).
+import type { ServiceConfig } from '../config/config.js';
+import { buildService, busyPollAround, closeServing } from '../server.js';
+import { answerMetrics } from './cluster-metrics.js';
+import { IpcCommitSink, type PrimaryChannel } from './ipc-commit-sink.js';
+import { ours } from './messages.js';
+
+/** How long a stopping worker waits for its requests in flight before it ends anyway. */
+export const WORKER_STOP_MS = 8_000;
+
+export async function runWorker(config: ServiceConfig): Promise<void> {
+  const primary = process as unknown as PrimaryChannel;
+  const sink = config.store.type === 'sqlite' ? new IpcCommitSink(primary) : undefined;
+  const parts = await buildService(config, { serves: true, background: false, ...(sink && { commitSink: sink }) });
+  const { app, store, metrics } = parts;
+  busyPollAround(parts, config);
+  if (metrics) answerMetrics(metrics.registry, primary);
+  // Events written here are delivered by the primary's dispatcher: tell it, at most once a turn.
+  let nudging = false;
+  const nudge = () => {
+    if (nudging || !primary.connected) return;
+    nudging = true;
+    setImmediate(() => {
+      nudging = false;
+      if (primary.connected) primary.send({ signbridge: 'nudge' }, () => undefined);
+    });
+  };
+  store.events.onWritten = nudge;
+  store.background().events.onWritten = nudge;
+
+  let stopping = false;
+  const stop = (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ why, pid: process.pid }, 'request worker: finishing requests in flight');
+    setTimeout(() => process.exit(1), WORKER_STOP_MS).unref();
+    closeServing(app).then(
+      () => process.exit(0),
+      (err) => {
+        app.log.error({ err }, 'request worker: shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  primary.on('message', (message) => {
+    if (ours(message, 'stop')) stop('asked by the primary');
+  });
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+
+  const url = await app.listen({ host: config.host, port: config.port });
+  app.log.info({ pid: process.pid, url }, 'request worker ready');
+  primary.send({ signbridge: 'listening', url }, () => undefined);
+}
