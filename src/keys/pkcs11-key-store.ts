@@ -33,6 +33,11 @@ import { type SignJob, SignThreadPool } from './sign-thread-pool.js';
 export type { Pkcs11KeyStoreOptions } from './pkcs11/options.js';
 export { REOPEN_BACKOFF } from './pkcs11/recovery.js';
 
+/** How often a key not found makes the module read the token's objects again (mayRescanFor). */
+const RESCAN_EVERY_MS = 10_000;
+/** Keys remembered for that (a bound on the map; forgetting them all costs at most one more re-read each). */
+const RESCANNED_KEYS_MAX = 1024;
+
 export class Pkcs11KeyStore implements KeyStore, Sealer {
   readonly kind = 'pkcs11' as const;
   readonly description: string;
@@ -42,6 +47,8 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
   /** keyRef -> private key object handle; token object handles stay valid for the whole login. */
   private readonly handles = new Map<string, Buffer>();
   private readonly recovery: TokenRecovery;
+  /** keyRef -> when a signature that did not find it last made the module read the token again (mayRescanFor). */
+  private readonly rescannedFor = new Map<string, number>();
   /** Token faults seen and re-opens that worked, for /metrics and tests. */
   readonly faults: { seen: number; recovered: number };
   /** Told when the token faults, stays away and comes back (the service logs it); never given a PIN. */
@@ -190,9 +197,10 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
     try {
       signature = await recovery.leased(this.signOnce(keyRef, spec, mechanism, input));
     } catch (err) {
-      signature = await recovery.afterFault(err, generation, () =>
-        recovery.guarded(() => this.signOnce(keyRef, spec, mechanism, input)),
-      );
+      const again = () => recovery.guarded(() => this.signOnce(keyRef, spec, mechanism, input));
+      signature = this.mayRescanFor(err, keyRef)
+        ? await recovery.rescan(generation).then(again)
+        : await recovery.afterFault(err, generation, again);
     }
     if (alg.padding !== 'ecdsa') return signature;
     const info = keyInfo(spec);
@@ -266,6 +274,19 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
     await this.threads?.close();
     for (const s of this.sessions) closeQuietly(s);
     this.mod.finalize();
+  }
+
+  /**
+   * Whether a signature that found no key object should read the token's objects again first (TokenRecovery.rescan
+   * says why): once per key per RESCAN_EVERY_MS, so that a key that is really gone costs no re-open per request.
+   */
+  private mayRescanFor(err: unknown, keyRef: string): boolean {
+    if (!(err instanceof ApiError) || err.code !== 'key_not_found') return false;
+    const now = Date.now();
+    if (now - (this.rescannedFor.get(keyRef) ?? Number.NEGATIVE_INFINITY) < RESCAN_EVERY_MS) return false;
+    if (this.rescannedFor.size >= RESCANNED_KEYS_MAX) this.rescannedFor.clear();
+    this.rescannedFor.set(keyRef, now);
+    return true;
   }
 
   private findPrivateKey(session: graphene.Session, keyRef: string): Buffer {

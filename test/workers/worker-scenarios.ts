@@ -115,6 +115,42 @@ export function describeRequestWorkers(store: 'sqlite' | 'postgres'): void {
       expect(runCli(['admin', 'audit', 'verify', ...storeArgs()]).code).toBe(0);
     };
 
+    it('signs through every worker with keys made through different workers one after another', async () => {
+      // SoftHSM's index of the token: a worker that made a key right after another worker made one saw only its own
+      // until it read the token again (Pkcs11KeyStore.mayRescanFor).
+      const ids = ['made-a', 'made-b', 'made-c'];
+      // The keys first: an admin command between the creations and the signatures changed the token, and every
+      // worker read it again.
+      const signerOf = new Map(ids.map((id) => [id, admin('api-key', 'create', '--role', 'signer', '--tenant', id)]));
+      for (const id of ids) {
+        const made = await postOnFreshConnection(server.url, 'create_tenant', operator, {
+          tenant_id: id,
+          key_spec: 'ECC_NIST_P256',
+        });
+        expect(made.status, JSON.stringify(made.body)).toBe(201);
+      }
+      // Signed at once, each key through consecutive fresh connections (so through both workers).
+      const answers = [];
+      for (const id of ids) {
+        for (let i = 0; i < 4; i++) {
+          const res = await postOnFreshConnection(server.url, 'sign', signerOf.get(id) as string, {
+            tenant_id: id,
+            algorithm: 'ECDSA_SHA_256',
+            hash: digestOf(`${id} ${i}`),
+          });
+          answers.push({ id, res });
+        }
+      }
+      for (const { res } of answers) expect(res.status, JSON.stringify(res.body)).toBe(200);
+      for (const id of ids) {
+        const by = new Set<number>();
+        for (const { res } of answers.filter((a) => a.id === id)) {
+          by.add(await answeredBy(server, res.headers['x-request-id'] as string));
+        }
+        expect(by.size, `${id} signed by both workers`).toBe(2);
+      }
+    });
+
     it('signs through both workers at once: one chain, distinct log indexes, each signature in its entry', async () => {
       const { signer } = await tenant('many');
       const signatures: Received[] = [];

@@ -158,6 +158,38 @@ export class TokenRecovery {
     return this.startReopen(fault ?? this.away?.fault ?? 'CKR_DEVICE_ERROR');
   }
 
+  /**
+   * Makes the module read the token's objects again (C_Finalize + C_Initialize, new sessions, login), unless a
+   * re-open happened since `seenGeneration`. SoftHSM keeps each process's list of the token's objects and reads the
+   * folder again only when the token changed after this process's own last change: a key that another process (a
+   * request worker, an admin command) made just before this one made its own stays unseen here until then.
+   */
+  rescan(seenGeneration: number): Promise<void> {
+    if (this.closed) return Promise.reject(new ApiError('key_store_unavailable', 'the key store is closed'));
+    if (this.generation !== seenGeneration) return Promise.resolve();
+    if (this.reopening) return this.reopening;
+    if (this.away) return this.reopen(seenGeneration);
+    this.reopening = this.readAgain().finally(() => {
+      this.reopening = undefined;
+    });
+    return this.reopening;
+  }
+
+  private async readAgain(): Promise<void> {
+    const fault = 'CKR_DEVICE_ERROR';
+    if (!(await this.drained())) {
+      return this.stillAway(new Error(`operations at the token did not end within ${DRAIN_TIMEOUT_MS} ms`), fault);
+    }
+    if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is closed');
+    try {
+      this.token.reinitialiseModule();
+      await this.openSessions(true);
+    } catch (err) {
+      return this.stillAway(err, fault);
+    }
+    this.onEvent("the token's objects were read again: a key another process made was not seen here yet");
+  }
+
   private startReopen(fault: string): Promise<void> {
     this.reopening = this.openAgain(fault).finally(() => {
       this.reopening = undefined;
