@@ -1,7 +1,8 @@
 // Request workers (issue 34): the service's `sign` for P-256 at 32 connections with `--workers 1` (one process, as
 // before) and with more, in one run, beside raw SoftHSM on one thread; the CPU each process and each kind of thread
 // used per signature (the event loops, the signing and store threads, V8's helpers, libuv's pool), from /proc.
-// Run: npm run bench:workers (BENCH_WORKERS=1,2 the counts, BENCH_SECONDS per row, BENCH_WARMUP_SECONDS).
+// Run: npm run bench:workers (BENCH_WORKERS=1,2 the counts, a row each, in that order; BENCH_SECONDS per row,
+// BENCH_WARMUP_SECONDS; BENCH_SERVICE_CONFIG: a config file for the service).
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -116,9 +117,13 @@ interface Row {
 async function measure(workers: number): Promise<Row> {
   const dataDir = makeTempDir('sb-bench-workers-');
   const operator = createApiKeyCli(dataDir, 'operator');
-  const server = await startServerProcess(['--data-dir', dataDir, '--workers', String(workers)], {
-    SIGNBRIDGE_LOG_LEVEL: 'warn',
-  });
+  const config = process.env.BENCH_SERVICE_CONFIG;
+  const server = await startServerProcess(
+    ['--data-dir', dataDir, '--workers', String(workers), ...(config ? ['--config', config] : [])],
+    {
+      SIGNBRIDGE_LOG_LEVEL: 'warn',
+    },
+  );
   try {
     const made = await postAction(server.url, 'create_tenant', operator, {
       tenant_id: 'bench-p256',

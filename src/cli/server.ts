@@ -18,7 +18,7 @@ export function registerServerCommand(program: Command): void {
     )
     .option(
       '--workers <n>',
-      'processes taking requests behind the one address (env SIGNBRIDGE_WORKERS, default: one per core; 1: this one)',
+      'processes taking requests behind the one address (env SIGNBRIDGE_WORKERS; default: cores - 1, at most 8; 1: one process)',
     )
     .action(
       async (opts: { dataDir?: string; listen?: string; config?: string; database?: string; workers?: string }) => {

@@ -150,14 +150,26 @@ function isProxyAddress(entry: string): boolean {
   return Number(prefix) <= (family === 4 ? 32 : 128);
 }
 
+/** The most request workers the default gives (`workers` may say more). */
+export const DEFAULT_WORKERS_MAX = 8;
+
 /**
- * --workers over SIGNBRIDGE_WORKERS over the file's workers over one per core the process may use
- * (os.availableParallelism()): how many processes take requests behind the one listening address. 1 is the single
- * process of before (no primary, no workers).
+ * The default number of request workers: one per core the process may use (os.availableParallelism()) but one,
+ * which the primary (the SQLite writer, the background passes) and the signing threads share, at most
+ * DEFAULT_WORKERS_MAX; 1 (the single process) on one or two cores, where the workers' hand-offs cost more CPU than
+ * a second event loop gains (docs/benchmarks.md, "Request workers").
+ */
+export function defaultWorkers(cores = availableParallelism()): number {
+  return Math.max(1, Math.min(cores - 1, DEFAULT_WORKERS_MAX));
+}
+
+/**
+ * --workers over SIGNBRIDGE_WORKERS over the file's workers over defaultWorkers(): how many processes take requests
+ * behind the one listening address. 1 is the single process of before (no primary, no workers).
  */
 export function workersSetting(flag: string | undefined, env: NodeJS.ProcessEnv, file: ServerConfigFile): number {
   const given = flag ?? env.SIGNBRIDGE_WORKERS;
-  if (given === undefined || given === '') return file.workers ?? availableParallelism();
+  if (given === undefined || given === '') return file.workers ?? defaultWorkers();
   if (!/^\d{1,3}$/.test(given) || Number(given) < 1 || Number(given) > MAX_WORKERS) {
     const source = flag !== undefined ? '--workers' : 'SIGNBRIDGE_WORKERS';
     throw new ConfigError(`${source} must be a whole number from 1 to ${MAX_WORKERS}, got "${given}"`);

@@ -48,7 +48,11 @@ export function describeRequestWorkers(store: 'sqlite' | 'postgres'): void {
     let database: string | undefined;
     let server: ServerProcess;
     const storeArgs = () => ['--data-dir', dataDir, ...(database ? ['--database', database] : [])];
-    const start = () => startServerProcess([...storeArgs(), '--workers', '2'], { SIGNBRIDGE_POLICY_FILE: policyFile });
+    const start = () =>
+      startServerProcess([...storeArgs(), '--workers', '2'], {
+        SIGNBRIDGE_POLICY_FILE: policyFile,
+        SIGNBRIDGE_METRICS_LISTEN: '127.0.0.1:0',
+      });
     const admin = (...args: string[]) => {
       const res = runCli(['admin', ...args, ...storeArgs()]);
       if (res.code !== 0) throw new Error(`admin ${args.join(' ')}: ${res.stderr}`);
@@ -174,6 +178,48 @@ export function describeRequestWorkers(store: 'sqlite' | 'postgres'): void {
           .map((l) => /"pid":(\d+)/.exec(l)?.[1]),
       );
       expect([...answering].sort()).toEqual((await bothReady(server)).map(String).sort());
+    });
+
+    it('counts the signatures of both workers once in /metrics, and the store gauges once', async () => {
+      const metricsUrl = /signbridge metrics on (http:\/\/\S+)/.exec(server.output())?.[1] as string;
+      const text = await (await fetch(metricsUrl)).text();
+      const signed = /signbridge_signatures_total\{[^}]*outcome="signed"[^}]*tenant="many"[^}]*\} (\d+)/.exec(text);
+      expect(Number(signed?.[1])).toBe(16 * 12);
+      const chain = text.split('\n').filter((l) => l.startsWith('signbridge_audit_chain_length '));
+      expect(chain).toEqual([`signbridge_audit_chain_length ${exportAudit(storeArgs()).length}`]);
+    });
+
+    it("serves a key rotated through one worker from every worker's next request", async () => {
+      const { signer } = await tenant('rot');
+      const keyAdmin = admin('api-key', 'create', '--role', 'admin', '--tenant', 'rot');
+      // Both workers read (and cache) the first key.
+      const first = new Set<number>();
+      for (let i = 0; first.size < 2; i++) {
+        const res = await postOnFreshConnection(server.url, 'sign', signer, {
+          tenant_id: 'rot',
+          algorithm: 'ECDSA_SHA_256',
+          hash: digestOf(`before ${i}`),
+        });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        first.add(await answeredBy(server, res.headers['x-request-id'] as string));
+      }
+      const rotated = await postOnFreshConnection(server.url, 'rotate_key', keyAdmin, { tenant_id: 'rot' });
+      expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
+      const pem = (await postAction(server.url, 'get_public_key', keyAdmin, { tenant_id: 'rot' })).body.public_key_pem;
+      const after = new Set<number>();
+      for (let i = 0; after.size < 2; i++) {
+        const message = `after ${i}`;
+        const res = await postOnFreshConnection(server.url, 'sign', signer, {
+          tenant_id: 'rot',
+          algorithm: 'ECDSA_SHA_256',
+          hash: digestOf(message),
+        });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        expect(res.body.key_id).toBe(rotated.body.key_id);
+        const signature = Buffer.from(res.body.signature as string, 'base64');
+        expect(verify('sha256', Buffer.from(message), createPublicKey(pem as string), signature)).toBe(true);
+        after.add(await answeredBy(server, res.headers['x-request-id'] as string));
+      }
     });
 
     it('holds a velocity limit exactly across the workers', async () => {

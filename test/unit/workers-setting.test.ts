@@ -1,0 +1,35 @@
+// How many request workers a service runs (src/config/server-settings.ts): --workers over SIGNBRIDGE_WORKERS over
+// the file over the default from the cores; bad values stop the start naming where they came from.
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_WORKERS_MAX, defaultWorkers, workersSetting } from '../../src/config/server-settings.js';
+import { ConfigError } from '../../src/config-error.js';
+
+describe('workers', () => {
+  it('defaults to the cores less one, at least 1 and at most DEFAULT_WORKERS_MAX', () => {
+    expect([1, 2, 3, 4, 9, 16, 64].map((cores) => defaultWorkers(cores))).toEqual([1, 1, 2, 3, 8, 8, 8]);
+    expect(DEFAULT_WORKERS_MAX).toBe(8);
+    expect(workersSetting(undefined, {}, {})).toBe(defaultWorkers());
+  });
+
+  it('takes the flag over the variable over the file', () => {
+    expect(workersSetting('3', { SIGNBRIDGE_WORKERS: '5' }, { workers: 7 })).toBe(3);
+    expect(workersSetting(undefined, { SIGNBRIDGE_WORKERS: '5' }, { workers: 7 })).toBe(5);
+    expect(workersSetting(undefined, { SIGNBRIDGE_WORKERS: '' }, { workers: 7 })).toBe(7);
+  });
+
+  it.each([
+    ['0', '--workers'],
+    ['257', '--workers'],
+    ['two', '--workers'],
+    ['1.5', '--workers'],
+  ])('refuses --workers %s', (value, source) => {
+    expect(() => workersSetting(value, {}, {})).toThrow(ConfigError);
+    expect(() => workersSetting(value, {}, {})).toThrow(
+      `${source} must be a whole number from 1 to 256, got "${value}"`,
+    );
+  });
+
+  it('names SIGNBRIDGE_WORKERS when the variable is wrong', () => {
+    expect(() => workersSetting(undefined, { SIGNBRIDGE_WORKERS: '-1' }, {})).toThrow(/^SIGNBRIDGE_WORKERS must be/);
+  });
+});
