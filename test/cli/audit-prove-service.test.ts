@@ -82,7 +82,7 @@ describe('audit prove against the service', () => {
     const logIndex = signed.headers.get('signbridge-log-index');
     expect(logIndex).toMatch(/^\d+$/);
     await checkpointNow();
-    const bundle = join(dataDir, 'other.proof.json');
+    const bundle = join(dataDir, 'other.sig.tlog-proof');
     const byIndex = runCli(
       ['audit', 'prove', '--tenant', TENANT, '--index', logIndex as string, '--public-key', vkey, '--out', bundle],
       env(),

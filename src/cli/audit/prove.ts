@@ -1,18 +1,27 @@
 // `signbridge audit prove`: that a signature (by its file, its digest or its log index) is in the service's audit
 // log, checked here against the log's key: the checkpoint's signature, the inclusion proof, the entry's bytes, and
-// that the entry is this tenant's record of this artifact. `--out` keeps the proof beside the artifact;
-// `--bundle` checks a kept proof with nothing but the key.
+// that the entry is this tenant's record of this artifact. `--out` keeps the proof beside the artifact (a C2SP
+// tlog-proof@v1 file by default, verify/tlog-proof.ts); `--bundle` checks a kept proof with nothing but the key.
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { type ArtifactExpectation, checkEntryFor } from '../../transparency/verify/artifact-match.js';
 import {
   BUNDLE_FORMAT,
   type InclusionBundleJson,
+  InclusionError,
   parseInclusionBundle,
   type VerifiedInclusion,
   verifyInclusionBundle,
 } from '../../transparency/verify/inclusion-bundle.js';
 import { hex8, strictBase64, type VerifierKey } from '../../transparency/verify/note.js';
+import {
+  bundleToTlogProof,
+  decodeTlogProof,
+  encodeTlogProof,
+  isTlogProof,
+  TlogProofFormatError,
+  tlogProofToBundle,
+} from '../../transparency/verify/tlog-proof.js';
 import {
   AuditUsageError,
   EXIT_NOT_PROVEN,
@@ -34,8 +43,11 @@ interface ProveFlags extends LogFlags {
   digest?: string;
   index?: string;
   out?: string;
+  format: string;
   bundle?: string;
 }
+
+const OUT_FORMATS = ['tlog-proof', 'json'];
 
 export function registerProveCommand(audit: Command): void {
   logOptions(
@@ -51,8 +63,19 @@ export function registerProveCommand(audit: Command): void {
       )
       .option('--digest <base64>', 'the digest that was signed, base64 (as `signbridge digest` prints it)')
       .option('--index <n>', 'the log index (the Signbridge-Log-Index header of the signing response)')
-      .option('--out <file>', 'save the verified proof (entry, proof, checkpoint) here, to keep with the artifact')
-      .option('--bundle <file>', 'verify a proof saved with --out instead of asking the service (needs --public-key)'),
+      .option(
+        '--out <file>',
+        'save the verified proof (entry, proof, checkpoint) here, to keep with the artifact (e.g. app.sig.tlog-proof)',
+      )
+      .option(
+        '--format <format>',
+        'what --out writes: tlog-proof (C2SP tlog-proof@v1, the entry in its extra line) or json (signbridge-log-inclusion-v1)',
+        'tlog-proof',
+      )
+      .option(
+        '--bundle <file>',
+        'verify a proof saved with --out (either format) instead of asking the service (needs --public-key)',
+      ),
   )
     .addHelpText(
       'after',
@@ -72,14 +95,7 @@ async function prove(flags: ProveFlags): Promise<number> {
     }
     if (flags.out !== undefined) throw new AuditUsageError('--bundle and --out: the bundle is already saved');
     const key = pinnedKey(flags.publicKey);
-    let raw: unknown;
-    try {
-      raw = JSON.parse(readFileSync(flags.bundle, 'utf8'));
-    } catch (err) {
-      if (err instanceof SyntaxError) throw new AuditUsageError(`--bundle ${flags.bundle}: not JSON`);
-      throw err;
-    }
-    const verified = verifyInclusionBundle(parseInclusionBundle(raw), key);
+    const verified = verifyInclusionBundle(readKeptProof(flags.bundle), key);
     checkEntryFor(verified.entry, expected);
     if (flags.index !== undefined && verified.index !== lookupIndex(flags.index)) {
       say(`signbridge audit prove: the bundle proves index ${verified.index}, not ${flags.index}`);
@@ -115,15 +131,43 @@ async function prove(flags: ProveFlags): Promise<number> {
     return EXIT_NOT_PROVEN;
   }
   if (flags.out !== undefined) {
-    const saved: InclusionBundleJson = { format: BUNDLE_FORMAT, ...bundle };
-    writeFileSync(flags.out, `${JSON.stringify(saved, null, 2)}\n`, { mode: 0o644 });
+    writeFileSync(flags.out, keptProof(bundle, flags.format), { mode: 0o644 });
     say(`proof saved to ${flags.out} (check it later with --bundle ${flags.out} --public-key …)`);
   }
   report(verified, log.origin, key);
   return EXIT_VERIFIED;
 }
 
+function keptProof(bundle: InclusionBundleJson, format: string): string {
+  if (format === 'json') return `${JSON.stringify({ format: BUNDLE_FORMAT, ...bundle }, null, 2)}\n`;
+  return encodeTlogProof(bundleToTlogProof(bundle));
+}
+
+/** A proof kept by --out: a tlog-proof file (by its first line) or the JSON bundle. */
+function readKeptProof(file: string): InclusionBundleJson {
+  const text = readFileSync(file, 'utf8');
+  if (isTlogProof(text)) {
+    try {
+      return tlogProofToBundle(decodeTlogProof(text));
+    } catch (err) {
+      if (err instanceof TlogProofFormatError) throw new InclusionError(`--bundle ${file}: ${err.message}`);
+      throw err;
+    }
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    if (err instanceof SyntaxError) throw new AuditUsageError(`--bundle ${file}: neither a tlog-proof file nor JSON`);
+    throw err;
+  }
+  return parseInclusionBundle(raw);
+}
+
 function expectation(flags: ProveFlags): ArtifactExpectation {
+  if (!OUT_FORMATS.includes(flags.format)) {
+    throw new AuditUsageError(`--format must be one of ${OUT_FORMATS.join(', ')}, got ${flags.format}`);
+  }
   const given = [flags.signature, flags.digest, flags.index].filter((v) => v !== undefined).length;
   if (flags.bundle === undefined && given !== 1) {
     throw new AuditUsageError('name the signature: one of --signature FILE, --digest BASE64 or --index N');
