@@ -316,6 +316,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       },
     });
     app.decorate('transparencyLog', log);
+    opts.store.audit.onAppended = () => log.nudge();
     // The key is made (or checked against log.origin) before the service answers: a wrong origin stops the start.
     // A key store that cannot make the key now does not: signing may still work, and every pass tries again.
     app.addHook('onReady', async () => {

@@ -35,7 +35,8 @@ export interface LogSettings {
    */
   batchSize?: number;
   /**
-   * How often the integrator looks for new entries (default 500 ms); 0: this instance does not integrate in the
+   * How soon the integrator takes entries this process committed, and how often it looks while entries arrive
+   * (default 250 ms); 0: this instance does not integrate in the
    * background and leaves it to another instance (it still serves, and still publishes on demand).
    */
   intervalMs?: number;
@@ -46,9 +47,9 @@ export const DEFAULT_BATCH = 512;
 
 export const LOG_DEFAULTS = {
   checkpointEveryEntries: 1000,
-  checkpointEverySeconds: 10,
+  checkpointEverySeconds: 1,
   public: false,
-  intervalMs: 500,
+  intervalMs: 250,
 } as const;
 
 export interface LogServiceOptions {
@@ -105,6 +106,14 @@ export class LogService {
   private key?: NoteKey;
   private record?: LogKeyRecord;
   private timer: NodeJS.Timeout | undefined;
+  /** When `timer` fires (Date.now() time), for nudge(). */
+  private timerAt: number | undefined;
+  /** The background loop's step, once start() ran. */
+  private tick: (() => void) | undefined;
+  /** Entries were committed while a pass ran: the next pass comes after one interval, not a back-off. */
+  private nudged = false;
+  /** When the checkpoint of entries integrated but not yet published is due (planCheckpoint), if any. */
+  private checkpointDueAt: number | undefined;
   /** Whether the current pass integrated anything (the background loop backs off while it does not). */
   private grew = false;
   private running: Promise<void> | undefined;
@@ -158,24 +167,59 @@ export class LogService {
 
   /** Starts the background integrator (idempotent). */
   start(): void {
-    const interval = this.opts.settings.intervalMs ?? LOG_DEFAULTS.intervalMs;
+    const interval = this.interval();
     if (this.timer || this.stopped || interval === 0) return;
     // An idle integrator backs off, doubling its wait up to IDLE_MAX_MS: a pass every interval kept a pooled
     // connection busy for good, and behind PgBouncer in session mode (one server connection per client connection)
-    // the instances then held every server connection and an admin command got none (seen in CI).
+    // the instances then held every server connection and an admin command got none (seen in CI). Entries this
+    // process commits wake it at once (nudge), and entries not yet in a checkpoint bring it back when one is due.
     let wait = interval;
     const tick = () => {
+      this.timer = undefined;
       this.grew = false;
+      this.nudged = false;
+      this.checkpointDueAt = undefined;
       this.running = this.pass()
         .then(() => undefined)
         .catch((err) => this.opts.onError?.(`transparency log: ${(err as Error).message}`))
         .finally(() => {
           this.running = undefined;
-          wait = this.grew ? interval : Math.min(Math.max(wait * 2, interval), Math.max(interval, IDLE_MAX_MS));
-          if (!this.stopped) this.timer = setTimeout(tick, wait).unref();
+          wait =
+            this.grew || this.nudged
+              ? interval
+              : Math.min(Math.max(wait * 2, interval), Math.max(interval, IDLE_MAX_MS));
+          const untilCheckpoint = this.checkpointDueAt !== undefined ? this.checkpointDueAt - Date.now() : wait;
+          this.schedule(Math.max(0, Math.min(wait, untilCheckpoint)));
         });
     };
-    this.timer = setTimeout(tick, 0).unref();
+    this.tick = tick;
+    this.schedule(0);
+  }
+
+  /**
+   * Entries were committed by this process: integrate them within one interval (Tessera's batching: what arrives
+   * meanwhile goes into the same batch), however long the idle back-off had the integrator sleeping.
+   */
+  nudge(): void {
+    if (this.stopped || !this.tick) return;
+    if (this.running) {
+      this.nudged = true;
+      return;
+    }
+    const soon = Date.now() + this.interval();
+    if (this.timerAt !== undefined && this.timerAt <= soon) return;
+    this.schedule(this.interval());
+  }
+
+  private interval(): number {
+    return this.opts.settings.intervalMs ?? LOG_DEFAULTS.intervalMs;
+  }
+
+  private schedule(ms: number): void {
+    clearTimeout(this.timer);
+    if (this.stopped || !this.tick) return;
+    this.timerAt = Date.now() + ms;
+    this.timer = setTimeout(this.tick, ms).unref();
   }
 
   async stop(): Promise<void> {
@@ -261,7 +305,13 @@ export class LogService {
       !previous ||
       size - previous.treeSize >= settings.checkpointEveryEntries ||
       ageS >= settings.checkpointEverySeconds;
-    if (!due) return undefined;
+    if (!due) {
+      // In the service's clock (a test's may be another), then as a timer's.
+      const dueIn = settings.checkpointEverySeconds * 1000 - ageS * 1000;
+      const dueAt = Date.now() + Math.max(1, dueIn);
+      this.checkpointDueAt = Math.min(this.checkpointDueAt ?? dueAt, dueAt);
+      return undefined;
+    }
     const root = await this.checkedRoot(session, key, previous, size);
     const text = formatCheckpoint({ origin: key.name, size, root });
     const note = formatSignedNote(text, key, await this.sign(key, text));
