@@ -90,6 +90,8 @@ const log = {
   /** Also hash the tampered entry into leaf_hash (a lie that at least hangs together). */
   tamperLeafHash: false,
   requests: [] as string[],
+  /** Called when an inclusion look-up finds nothing (a test grows the log then: the entry gets logged late). */
+  onMissing: undefined as undefined | (() => void),
 };
 
 function checkpointNote(size: number): string {
@@ -124,6 +126,7 @@ function handle(req: IncomingMessage, res: ServerResponse) {
       index = tree.findIndex((e) => details(e).signature_sha256 === q.get('signature_sha256'));
     }
     if (!(index >= 0 && index < treeSize)) {
+      log.onMissing?.();
       return answer(res, 404, { error: 'not_found', reason: 'no log entry matches' });
     }
     const original = tree[index] as Buffer;
@@ -188,6 +191,7 @@ function resetLog(n: number): void {
   log.key = pinned;
   log.tamper = undefined;
   log.tamperLeafHash = false;
+  log.onMissing = undefined;
 }
 
 const pinned = newLogKey();
@@ -309,6 +313,31 @@ describe('audit prove', () => {
       expect(res.code, res.stderr).toBe(0);
       expect(res.stderr).toMatch(/warning: no --public-key/);
       expect(res.stdout).toMatch(/index 4 \(seq 5\)/);
+    },
+    SLOW,
+  );
+
+  it(
+    '--wait asks again until the signature is logged; without it the answer names --wait',
+    async () => {
+      resetLog(6);
+      const args = ['prove', '--service-url', url, '--tenant', TENANT, '--public-key', pinned.vkey];
+      const notYet = await run([...args, '--digest', artifact(6).digest]);
+      expect(notYet.code).toBe(1);
+      expect(notYet.stderr).toMatch(/no log entry for this digest .*it may not be logged yet: --wait SECONDS waits/);
+      // The entry is logged only after the command has asked once and been told 404.
+      let misses = 0;
+      log.onMissing = () => {
+        if (++misses === 2) log.entries = [...log.entries, entryFor(7, TENANT, artifact(6))];
+      };
+      const waited = await run([...args, '--digest', artifact(6).digest, '--wait', '60']);
+      expect(waited.code, waited.stderr).toBe(0);
+      expect(waited.stderr).toMatch(/waiting up to 60 s for the log to include it/);
+      expect(waited.stdout).toMatch(/index 6 \(seq 7\)/);
+      expect(misses).toBe(2);
+      const bad = await run([...args, '--digest', artifact(6).digest, '--wait', 'soon']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/--wait must be whole seconds/);
     },
     SLOW,
   );

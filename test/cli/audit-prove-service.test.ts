@@ -60,6 +60,18 @@ afterAll(async () => {
 });
 
 describe('audit prove against the service', () => {
+  it('right after `signbridge sign`, `audit prove --wait` proves it with the defaults, nobody publishing a checkpoint', async () => {
+    // Issue 35's reproduction: prove at once after signing. The integrator takes the entry within 250 ms and the
+    // checkpoint follows within a second; --wait covers the gap instead of failing with "not yet logged?".
+    const { sig } = await signFile('fresh.bin', 'fresh build\n');
+    const proved = runCli(
+      ['audit', 'prove', '--tenant', TENANT, '--signature', sig, '--public-key', vkey, '--wait', '60'],
+      env(),
+    );
+    expect(proved.code, proved.stderr).toBe(0);
+    expect(proved.stdout).toContain('verified:');
+  });
+
   it('proves a signature by its file, by its digest and by the log index the signing response carried', async () => {
     const { sig, digest } = await signFile('release.bin', 'release 1.0\n');
     await checkpointNow();

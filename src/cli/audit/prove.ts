@@ -34,7 +34,7 @@ import {
   runAudit,
   say,
 } from './common.js';
-import { type InclusionQuery, LogServiceError } from './log-http.js';
+import { type InclusionQuery, type LogHttp, LogServiceError, LogUnavailableError } from './log-http.js';
 import { signatureSha256Forms } from './signature-forms.js';
 
 interface ProveFlags extends LogFlags {
@@ -45,6 +45,7 @@ interface ProveFlags extends LogFlags {
   out?: string;
   format: string;
   bundle?: string;
+  wait?: string;
 }
 
 const OUT_FORMATS = ['tlog-proof', 'json'];
@@ -73,6 +74,10 @@ export function registerProveCommand(audit: Command): void {
         'tlog-proof',
       )
       .option(
+        '--wait <seconds>',
+        'if the service has not logged the signature yet, ask again until it has, up to this many seconds',
+      )
+      .option(
         '--bundle <file>',
         'verify a proof saved with --out (either format) instead of asking the service (needs --public-key)',
       ),
@@ -94,6 +99,8 @@ async function prove(flags: ProveFlags): Promise<number> {
       throw new AuditUsageError('--bundle needs --public-key: offline, the log’s key can only come from you');
     }
     if (flags.out !== undefined) throw new AuditUsageError('--bundle and --out: the bundle is already saved');
+    if (flags.wait !== undefined)
+      throw new AuditUsageError('--bundle and --wait: a kept proof is read, not waited for');
     const key = pinnedKey(flags.publicKey);
     const verified = verifyInclusionBundle(readKeptProof(flags.bundle), key);
     checkEntryFor(verified.entry, expected);
@@ -106,23 +113,18 @@ async function prove(flags: ProveFlags): Promise<number> {
   }
   if (flags.tenant === undefined) throw new AuditUsageError('--tenant is required (unless --bundle)');
   const queries = lookups(flags, expected);
+  const waitMs = waitSeconds(flags.wait) * 1000;
   const log = openLogHttp(flags);
   const key = await logKey(flags, log);
-  let answer: unknown;
-  let query = queries[0] as InclusionQuery;
-  for (const [i, candidate] of queries.entries()) {
-    query = candidate;
-    try {
-      answer = await log.inclusion(candidate);
-      break;
-    } catch (err) {
-      if (!(err instanceof LogServiceError && err.status === 404)) throw err;
-      if (i === queries.length - 1) {
-        say(`signbridge audit prove: the service has no log entry for this ${describeQuery(query)} (${err.message})`);
-        return EXIT_NOT_PROVEN;
-      }
-    }
+  const found = await inclusionOf(log, queries, waitMs);
+  if ('missing' in found) {
+    const waited = waitMs > 0 ? ` after waiting ${flags.wait} s` : ' (it may not be logged yet: --wait SECONDS waits)';
+    say(
+      `signbridge audit prove: the service has no log entry for this ${describeQuery(found.query)}${waited} (${found.missing})`,
+    );
+    return EXIT_NOT_PROVEN;
   }
+  const { answer, query } = found;
   const bundle = parseInclusionBundle(answer);
   const verified = verifyInclusionBundle(bundle, key);
   checkEntryFor(verified.entry, expected);
@@ -136,6 +138,52 @@ async function prove(flags: ProveFlags): Promise<number> {
   }
   report(verified, log.origin, key);
   return EXIT_VERIFIED;
+}
+
+/**
+ * The inclusion answer for the first look-up the service knows. With a wait, a 404 (not logged yet: the integrator
+ * takes entries within a second or so) or a busy service is asked again until the wait is over.
+ */
+async function inclusionOf(
+  log: LogHttp,
+  queries: InclusionQuery[],
+  waitMs: number,
+): Promise<{ answer: unknown; query: InclusionQuery } | { missing: string; query: InclusionQuery }> {
+  const deadline = Date.now() + waitMs;
+  let pause = 250;
+  let told = false;
+  for (;;) {
+    let missing = '';
+    try {
+      for (const query of queries) {
+        try {
+          return { answer: await log.inclusion(query), query };
+        } catch (err) {
+          if (!(err instanceof LogServiceError && err.status === 404)) throw err;
+          missing = err.message;
+        }
+      }
+    } catch (err) {
+      if (!(err instanceof LogUnavailableError) || Date.now() + pause > deadline) throw err;
+      missing = err.message;
+    }
+    if (Date.now() + pause > deadline) return { missing, query: queries[queries.length - 1] as InclusionQuery };
+    if (!told) {
+      say(`waiting up to ${Math.round(waitMs / 1000)} s for the log to include it (${missing})`);
+      told = true;
+    }
+    await new Promise((resolve) => setTimeout(resolve, pause));
+    pause = Math.min(pause * 2, 2000);
+  }
+}
+
+function waitSeconds(value: string | undefined): number {
+  if (value === undefined) return 0;
+  const seconds = Number(value);
+  if (!/^[0-9]+$/.test(value) || seconds > 3600) {
+    throw new AuditUsageError(`--wait must be whole seconds from 0 to 3600, got ${value}`);
+  }
+  return seconds;
 }
 
 function keptProof(bundle: InclusionBundleJson, format: string): string {
