@@ -221,6 +221,13 @@ export const SignResponse = Type.Object(
     request_id: Type.Optional(
       Type.String({ format: 'uuid', description: 'signbridge: the approved request this signature was collected for' }),
     ),
+    log_proof: Type.Optional(
+      Type.String({
+        description:
+          "signbridge, with `Prefer: wait-for-log`: the C2SP tlog-proof@v1 text of the signature's audit entry (the " +
+          'entry in `extra`, the inclusion proof, the signed checkpoint), when a checkpoint held it in time (docs/transparency.md)',
+      }),
+    ),
   },
   { $id: 'SignResponse', title: 'SignResponse' },
 );

@@ -6,6 +6,7 @@ import type { KeyStores } from '../keys/key-store.js';
 import type { LogKeyRecord, LogReader, LogStore, LogWrites, StoredCheckpoint } from '../store/log-store.js';
 import { LogRaceError } from '../store/log-store.js';
 import { formatCheckpoint, parseCheckpoint } from './checkpoint.js';
+import { InclusionWaiters } from './inclusion-waiters.js';
 import { LogIntegrityError, leafBytesOfRow, planIntegration } from './log-integrator.js';
 import type { NodeSource } from './merkle.js';
 import { consistencyProof, EMPTY_ROOT, inclusionProof, leafHash, rootAt, verifyConsistency } from './merkle.js';
@@ -122,8 +123,22 @@ export class LogService {
   private lastProblem: string | undefined;
   private readonly now: () => Date;
 
+  /** Requests waiting for their entry to be in a checkpoint (proofWhenLogged). */
+  private readonly waiters: InclusionWaiters;
+
   constructor(private readonly opts: LogServiceOptions) {
     this.now = opts.now ?? (() => new Date());
+    this.waiters = new InclusionWaiters(async () => (await opts.store.latestCheckpoint())?.treeSize ?? 0);
+  }
+
+  /**
+   * The inclusion proof of entry `index` against the first published checkpoint that holds it, waiting up to
+   * `timeoutMs` for one (the integrator is nudged); undefined when none came in time.
+   */
+  async proofWhenLogged(index: number, timeoutMs: number): Promise<InclusionAnswer | undefined> {
+    this.nudge();
+    const size = await this.waiters.until(index, timeoutMs);
+    return size === undefined ? undefined : this.inclusion(index, size);
   }
 
   get settings(): LogSettings {
@@ -224,6 +239,7 @@ export class LogService {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.waiters.stop();
     clearTimeout(this.timer);
     await this.running;
   }
@@ -263,6 +279,8 @@ export class LogService {
           if (err instanceof LogRaceError) continue; // another integrator moved first: plan again on its result
           throw err;
         }
+        // Committed now: the requests waiting for it can read it.
+        if (published) this.waiters.published(published.treeSize);
         // 'busy': another instance is integrating, and publishes what is due.
         if (outcome !== 'written') break;
         // Let requests in between two batches: the integrator hashes on the event loop.

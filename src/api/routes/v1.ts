@@ -13,6 +13,7 @@ import type { ExceptionRecord, Store } from '../../store/store.js';
 import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
+import { logProofText, logWaitOf, WAIT_FOR_LOG } from '../log-proof-preference.js';
 import { documented, errorResponse, LOG_INDEX_HEADER, LOG_INDEX_HEADERS } from '../responses.js';
 import {
   ActionRequests,
@@ -314,8 +315,16 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
           : await handlers[action](body, request);
         if (isReply(result)) {
           // Kept with an idempotent answer too: a replay carries the same index.
-          if (result.logIndex !== undefined) reply.header(LOG_INDEX_HEADER, String(result.logIndex));
-          return reply.code(result.status).send(result.body);
+          if (result.logIndex === undefined) return reply.code(result.status).send(result.body);
+          reply.header(LOG_INDEX_HEADER, String(result.logIndex));
+          const waitMs = app.transparencyLog ? logWaitOf(request.headers.prefer) : undefined;
+          const proof =
+            app.transparencyLog && waitMs !== undefined
+              ? await logProofText(app.transparencyLog, result.logIndex, waitMs)
+              : undefined;
+          if (proof === undefined) return reply.code(result.status).send(result.body);
+          reply.header('Preference-Applied', WAIT_FOR_LOG);
+          return reply.code(result.status).send({ ...(result.body as object), log_proof: proof });
         }
         return reply.code(SUCCESS_STATUS[action] ?? 200).send(result);
       },
