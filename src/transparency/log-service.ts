@@ -20,6 +20,7 @@ import {
   verifySignedNote,
 } from './signed-note.js';
 import { TileNodeSource, tileId, tilesNeeded } from './tiles.js';
+import type { WitnessSettings } from './witnesses/witness-settings.js';
 
 export interface LogSettings {
   /** The checkpoints' origin line; default `signbridge/<public URL host>`, else `signbridge/log-<random>`. */
@@ -35,6 +36,8 @@ export interface LogSettings {
    * of requests (~10-20 ms at 512); requests run between batches.
    */
   batchSize?: number;
+  /** The witnesses each new checkpoint is sent to (log.witnesses). */
+  witnesses?: WitnessSettings[];
   /**
    * How soon the integrator takes entries this process committed, and how often it looks while entries arrive
    * (default 250 ms); 0: this instance does not integrate in the
@@ -68,6 +71,8 @@ export interface LogServiceOptions {
    * own first entries then commit to the key that signs them).
    */
   onKeyCreated?: (record: LogKeyRecord, verifierKey: string) => Promise<void>;
+  /** Told of each checkpoint this instance published, once committed (the witnesses are sent it). */
+  onPublished?: (checkpoint: StoredCheckpoint) => void;
 }
 
 /** The serving side of a proof: the tree size it is in, and the checkpoint that commits to that size. */
@@ -253,6 +258,7 @@ export class LogService {
     await this.ensureKey();
     const { batchSize = DEFAULT_BATCH, checkpointEveryEntries } = this.opts.settings;
     let published: StoredCheckpoint | undefined;
+    let told: StoredCheckpoint | undefined;
     try {
       for (;;) {
         if (this.stopped) return published;
@@ -280,7 +286,11 @@ export class LogService {
           throw err;
         }
         // Committed now: the requests waiting for it can read it.
-        if (published) this.waiters.published(published.treeSize);
+        if (published && published !== told) {
+          told = published;
+          this.waiters.published(published.treeSize);
+          this.opts.onPublished?.(published);
+        }
         // 'busy': another instance is integrating, and publishes what is due.
         if (outcome !== 'written') break;
         // Let requests in between two batches: the integrator hashes on the event loop.

@@ -31,8 +31,11 @@ import {
   logOptions,
   openLogHttp,
   pinnedKey,
+  policyLogKey,
+  requireQuorum,
   runAudit,
   say,
+  witnessPolicyOf,
 } from './common.js';
 import { type InclusionQuery, type LogHttp, LogServiceError, LogUnavailableError } from './log-http.js';
 import { signatureSha256Forms } from './signature-forms.js';
@@ -96,13 +99,18 @@ async function prove(flags: ProveFlags): Promise<number> {
   const expected = expectation(flags);
   if (flags.bundle !== undefined) {
     if (flags.publicKey === undefined) {
-      throw new AuditUsageError('--bundle needs --public-key: offline, the log’s key can only come from you');
+      const fromPolicy = policyLogKey(flags);
+      if (!fromPolicy)
+        throw new AuditUsageError('--bundle needs --public-key: offline, the log’s key can only come from you');
+      flags.publicKey = fromPolicy.vkey;
     }
     if (flags.out !== undefined) throw new AuditUsageError('--bundle and --out: the bundle is already saved');
     if (flags.wait !== undefined)
       throw new AuditUsageError('--bundle and --wait: a kept proof is read, not waited for');
     const key = pinnedKey(flags.publicKey);
-    const verified = verifyInclusionBundle(readKeptProof(flags.bundle), key);
+    const kept = readKeptProof(flags.bundle);
+    const verified = verifyInclusionBundle(kept, key);
+    requireQuorum(witnessPolicyOf(flags), kept.checkpoint, verified.checkpoint);
     checkEntryFor(verified.entry, expected);
     if (flags.index !== undefined && verified.index !== lookupIndex(flags.index)) {
       say(`signbridge audit prove: the bundle proves index ${verified.index}, not ${flags.index}`);
@@ -127,6 +135,7 @@ async function prove(flags: ProveFlags): Promise<number> {
   const { answer, query } = found;
   const bundle = parseInclusionBundle(answer);
   const verified = verifyInclusionBundle(bundle, key);
+  requireQuorum(witnessPolicyOf(flags), bundle.checkpoint, verified.checkpoint);
   checkEntryFor(verified.entry, expected);
   if ('index' in query && verified.index !== query.index) {
     say(`signbridge audit prove: asked for index ${query.index}, the service proved index ${verified.index}`);
