@@ -291,7 +291,9 @@ export class LogService {
           this.waiters.published(published.treeSize);
           this.opts.onPublished?.(published);
         }
-        // 'busy': another instance is integrating, and publishes what is due.
+        // 'busy': another instance is integrating, and publishes what is due. This one looks again after one
+        // interval, not a back-off: that pass may have ended before this instance's newest entries committed.
+        if (outcome === 'busy') this.grew = true;
         if (outcome !== 'written') break;
         // Let requests in between two batches: the integrator hashes on the event loop.
         await new Promise((resolve) => setImmediate(resolve));
