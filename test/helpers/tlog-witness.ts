@@ -23,6 +23,8 @@ export class TestWitness {
   /** Every answer's status, in order. */
   readonly statuses: number[] = [];
   url = '';
+  /** Answer this many requests with 503 first (a witness that is restarting). */
+  failNext = 0;
   private server: Server | undefined;
   private recorded: Recorded | undefined;
   private logOrigin = '';
@@ -99,6 +101,10 @@ export class TestWitness {
       answer(res, status, body, type);
     };
     if (req.method !== 'POST' || req.url !== '/add-checkpoint') return reply(404, 'no such endpoint\n');
+    if (this.failNext > 0) {
+      this.failNext--;
+      return reply(503, 'restarting\n');
+    }
     const body = Buffer.concat(chunks).toString('utf8');
     const blank = body.indexOf('\n\n');
     if (blank < 0) return reply(400, 'no empty line\n');

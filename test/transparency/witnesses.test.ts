@@ -154,6 +154,17 @@ describe('witnesses', () => {
     expect(watchUnmet.stderr).toMatch(/not witnessed as the policy requires/);
   }, 240_000);
 
+  it('a witness that answers 503 is tried again with back-off, and then cosigns', async () => {
+    const before = pq.statuses.length;
+    pq.failNext = 2;
+    const index = await sign(200);
+    await checkpointCosignedBy([pq.name], index + 1);
+    const since = pq.statuses.slice(before);
+    expect(since.slice(0, 2)).toEqual([503, 503]);
+    expect(since.at(-1)).toBe(200);
+    expect(warnings.some((w) => w.includes('witness.test/ml-dsa-44') && /HTTP 503.*trying again/.test(w))).toBe(true);
+  });
+
   it('reads tlog-policy strictly', () => {
     const good = `log ${vkey}\nwitness ed ${ed.vkey}\nwitness pq ${pq.vkey}\ngroup g 1 ed pq\nquorum g\n`;
     expect(parseWitnessPolicy(good).witnesses.size).toBe(2);
