@@ -1,5 +1,5 @@
-// The native ML-DSA signer (src/keys/native/ml-dsa): the OpenSSL inside Node 24 signs an external μ at about three
-// times noble's rate. It loads only where that OpenSSL has ML-DSA (3.5+); on Node 20, or without the build, the
+// The native ML-DSA signer (src/keys/native/ml-dsa): the OpenSSL inside Node 24 signs an external μ several times
+// faster than noble (docs/benchmarks.md). It loads only where that OpenSSL has ML-DSA (3.5+); on Node 20, or without the build, the
 // software key store signs with @noble/post-quantum as before and says so once.
 import { createRequire } from 'node:module';
 import type { MlDsaLevel } from '../crypto/ml-dsa-verify.js';
@@ -45,7 +45,7 @@ export function loadMlDsaAddon(path: string = ML_DSA_ADDON_PATH): MlDsaAddonLoad
 /** The one line the key store writes when it falls back. */
 export function mlDsaFallbackNote(load: MlDsaAddonLoad): string | undefined {
   if (load.addon) return undefined;
-  return `ML-DSA signs with @noble/post-quantum (pure JavaScript, about a third of OpenSSL's rate): the native signer is unavailable: ${load.reason}`;
+  return `ML-DSA signs with @noble/post-quantum (pure JavaScript, several times slower than OpenSSL): the native signer is unavailable: ${load.reason}`;
 }
 
 function firstLine(err: unknown): string {

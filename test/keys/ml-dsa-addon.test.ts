@@ -167,7 +167,7 @@ describe('the software key store', () => {
         await signsAndVerifies(store);
         expect(store.mlDsaSigner.addon).toBeUndefined();
         expect(notes).toEqual([
-          `ML-DSA signs with @noble/post-quantum (pure JavaScript, about a third of OpenSSL's rate): the native signer is unavailable: ${missing} is not built (bash src/keys/native/ml-dsa/build.sh)`,
+          `ML-DSA signs with @noble/post-quantum (pure JavaScript, several times slower than OpenSSL): the native signer is unavailable: ${missing} is not built (bash src/keys/native/ml-dsa/build.sh)`,
         ]);
       } finally {
         await store.close();
