@@ -1,6 +1,6 @@
 // The native ML-DSA signer (src/keys/native/ml-dsa): the OpenSSL inside Node 24 signs an external μ several times
-// faster than noble (docs/benchmarks.md). It loads only where that OpenSSL has ML-DSA (3.5+); on Node 20, or without the build, the
-// software key store signs with @noble/post-quantum as before and says so once.
+// faster than noble (docs/benchmarks.md). It loads only where that OpenSSL has ML-DSA (3.5+); on Node 20, or without
+// the build, the software key store signs with @noble/post-quantum as before and says so once.
 import { createRequire } from 'node:module';
 import type { MlDsaLevel } from '../crypto/ml-dsa-verify.js';
 import { packagePath } from '../paths.js';

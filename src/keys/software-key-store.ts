@@ -1,7 +1,8 @@
 // The key store for key specs the HSM cannot hold (SoftHSM 2.6.1 has neither ML-DSA nor SM2): the arithmetic is
 // done here by well-kept libraries (ML-DSA: Node 24's OpenSSL through ml-dsa-addon.ts, else @noble/post-quantum;
-// sm-crypto for SM2 with KMS's distinguishing ID), while the private keys exist only sealed under an AES key that never leaves the token (Sealer). The sealed
-// blob is the key reference itself, so nothing else needs storing; it is opened for one signature and dropped.
+// sm-crypto for SM2 with KMS's distinguishing ID), while the private keys exist only sealed under an AES key that
+// never leaves the token (Sealer). The sealed blob is the key reference itself, so nothing else needs storing; it is
+// opened for one signature and dropped.
 // Signatures run on worker threads (software-sign-pool.ts): the key is unsealed here, where the token session is,
 // and its secret moved to the thread, which zeroes it after use. Unsealing on the thread would need a PKCS#11
 // session and login per thread, and would tie this store to a PKCS#11 sealer; the Sealer interface stays abstract.

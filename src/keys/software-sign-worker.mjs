@@ -1,9 +1,9 @@
 // A signing thread for SoftwareKeyStore: ML-DSA in noble and SM2 (sm-crypto) are pure JavaScript and take ~10 ms of
-// CPU a signature, and even OpenSSL's ML-DSA ~1 ms, which on the event loop would hold up every other request. Plain ESM (noble
-// is ESM only), loaded from src/ both by the tests and by dist/, like pkcs11-sign-worker.cjs. The private key
-// arrives unsealed in a buffer transferred (moved, not copied) from the main thread and is zeroed here after use.
-// ML-DSA goes through the native signer (ml-dsa-addon.ts) when the main thread found that it loads and passed its
-// path; noble otherwise.
+// CPU a signature, and even OpenSSL's ML-DSA ~1 ms, which on the event loop would hold up every other request.
+// Plain ESM (noble is ESM only), loaded from src/ both by the tests and by dist/, like pkcs11-sign-worker.cjs. The
+// private key arrives unsealed in a buffer transferred (moved, not copied) from the main thread and is zeroed here
+// after use. ML-DSA goes through the native signer (ml-dsa-addon.ts) when the main thread found that it loads and
+// passed its path; noble otherwise.
 import { createRequire } from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
