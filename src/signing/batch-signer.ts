@@ -71,13 +71,7 @@ export class BatchSigner {
     told.catch(() => undefined);
     const workload = req.workload ? { workload: workloadAuditDetails(req.workload) } : {};
     const first = { ...req, action: 'sign_batch' as const, digest: req.digests[0] as Buffer };
-    await policy.enforceVelocity(
-      key,
-      algorithm,
-      first,
-      { ...workload, batch },
-      req.digests.length,
-    );
+    await policy.enforceVelocity(key, algorithm, first, { ...workload, batch }, req.digests.length);
     const decision = await policy.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
     const about = {
       key_id: key.id,
