@@ -161,29 +161,40 @@ async function atScale(entries: number): Promise<Omit<LogBenchResult, 'throughpu
 }
 
 /** P-256 signatures/s at concurrency 32 against a fresh server, with or without its integrator. */
+/** A `signbridge server` with a P-256 tenant, and the autocannon request that signs with it (32 connections). */
+async function signingServer(dataDir: string, args: string[]) {
+  const operator = createApiKeyCli(dataDir, 'operator');
+  const server = await startServerProcess(args, { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+  try {
+    await postAction(server.url, 'create_tenant', operator, { tenant_id: 'bench', key_spec: 'ECC_NIST_P256' });
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
+  const signer = createApiKeyCli(dataDir, 'signer', 'bench');
+  const request = {
+    url: `${server.url}/v1/sign`,
+    method: 'POST' as const,
+    headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      action: 'sign',
+      tenant_id: 'bench',
+      algorithm: 'ECDSA_SHA_256',
+      hash: Buffer.alloc(32, 7).toString('base64'),
+    }),
+    connections: 32,
+  };
+  return { server, request };
+}
+
 async function throughput(integrate: boolean, seconds: number): Promise<Run> {
   const dataDir = makeTempDir('sb-bench-logtp-');
   const config = join(dataDir, 'config.yaml');
   // Without: the log is served, but this instance leaves integrating to others (nobody, here).
   // With: the defaults (integrateEveryMs 250, a checkpoint at most every second).
   writeFileSync(config, `dataDir: ${dataDir}\nlog:\n  integrateEveryMs: ${integrate ? 250 : 0}\n`);
-  const operator = createApiKeyCli(dataDir, 'operator');
-  const server = await startServerProcess(['--config', config], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+  const { server, request } = await signingServer(dataDir, ['--config', config]);
   try {
-    await postAction(server.url, 'create_tenant', operator, { tenant_id: 'bench', key_spec: 'ECC_NIST_P256' });
-    const signer = createApiKeyCli(dataDir, 'signer', 'bench');
-    const request = {
-      url: `${server.url}/v1/sign`,
-      method: 'POST' as const,
-      headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        action: 'sign',
-        tenant_id: 'bench',
-        algorithm: 'ECDSA_SHA_256',
-        hash: Buffer.alloc(32, 7).toString('base64'),
-      }),
-      connections: 32,
-    };
     await autocannon({ ...request, duration: 3 }); // warm-up (unrecorded)
     const cpu = countCpu([server.child.pid as number]);
     const result = await autocannon({ ...request, duration: seconds });
@@ -204,25 +215,10 @@ async function throughput(integrate: boolean, seconds: number): Promise<Run> {
  */
 async function timeToInclusion(rate: number, seconds: number): Promise<InclusionLatency> {
   const dataDir = makeTempDir('sb-bench-loglat-');
-  const operator = createApiKeyCli(dataDir, 'operator');
-  const server = await startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+  const { server, request } = await signingServer(dataDir, ['--data-dir', dataDir]);
   const answered: Array<{ index: number; at: number }> = [];
   let result: Result;
   try {
-    await postAction(server.url, 'create_tenant', operator, { tenant_id: 'bench', key_spec: 'ECC_NIST_P256' });
-    const signer = createApiKeyCli(dataDir, 'signer', 'bench');
-    const request = {
-      url: `${server.url}/v1/sign`,
-      method: 'POST' as const,
-      headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        action: 'sign',
-        tenant_id: 'bench',
-        algorithm: 'ECDSA_SHA_256',
-        hash: Buffer.alloc(32, 9).toString('base64'),
-      }),
-      connections: 32,
-    };
     await autocannon({ ...request, duration: 3 }); // warm-up (unrecorded)
     result = await autocannon({
       ...request,

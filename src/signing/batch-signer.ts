@@ -8,13 +8,11 @@ import { createHash, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
-import type { EventBuilder, PolicyDecided } from '../events/event-builder.js';
-import type { KeyRecord, Store } from '../store/store.js';
-import { denial, type PolicyCheck } from './policy-check.js';
-import type { Audit } from './service-audit.js';
-import type { Signed, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
-import type { SignatureRecorder } from './signature-recorder.js';
-import type { TenantKeys } from './tenant-keys.js';
+import type { PolicyDecided } from '../events/event-builder.js';
+import type { KeyRecord } from '../store/store.js';
+import { denial } from './policy-check.js';
+import type { Signed, SignRequest } from './sign-outcome.js';
+import type { SignerDeps } from './signer.js';
 import { workloadAuditDetails } from './workload-context.js';
 
 /** The most digests one batch may carry (the request schema's limit too). */
@@ -38,15 +36,8 @@ export interface BatchOutcome {
   items: BatchItem[];
 }
 
-export interface BatchSignerDeps {
-  store: Store;
-  events: EventBuilder;
-  observe: SignOutcomeObserver;
-  audit: Audit;
-  keys: TenantKeys;
-  policy: PolicyCheck;
-  recorder: SignatureRecorder;
-}
+/** The signer's parts but the held requests (a batch is never held: see above). */
+export type BatchSignerDeps = Omit<SignerDeps, 'held'>;
 
 export class BatchSigner {
   constructor(private readonly deps: BatchSignerDeps) {}
