@@ -156,7 +156,13 @@ export class CoalescingUpstream implements Upstream {
   }
 
   async close(): Promise<void> {
-    for (const group of this.groups.values()) this.clearTimer(group);
+    // Calls still waiting for a batch were never sent: they fail as a service that went away would fail them.
+    for (const group of this.groups.values()) {
+      this.clearTimer(group);
+      for (const w of group.queue.splice(0)) {
+        w.reject(new UpstreamError(WireStatus.UNAVAILABLE, 'the daemon is shutting down; nothing was signed'));
+      }
+    }
     await this.inner.close();
   }
 
