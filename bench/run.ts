@@ -6,7 +6,8 @@
 // BENCH_POSTGRES=0 skips the PostgreSQL rows.
 // Environment: BENCH_SECONDS (default 8) per measurement; BENCH_WARMUP_SECONDS (default 3) of unrecorded load per key
 // on each Node stack before its rows; BENCH_PATHS=0 skips the bridge paths (their section is left as it was);
-// BENCH_ML_DSA=0 skips ML-DSA-65 per runtime (noble, node:crypto and the service's addon; likewise left as it was).
+// BENCH_ML_DSA=0 skips ML-DSA-65 per runtime (noble, node:crypto and the service's addon; likewise left as it was);
+// BENCH_COALESCE=0 skips the daemon's coalescing section (bench/coalescing.ts).
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -18,6 +19,7 @@ import { packagePath } from '../src/paths.js';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
+import { coalescingSection, measureCoalescing, writeCoalescingSection } from './coalescing.js';
 import { type CpuShare, countCpu } from './cpu.js';
 import { awsKeyFor, signedKmsSign, sigv4CheckMicros } from './kms-sign.js';
 import { measureMlDsaRuntimes, mlDsaRuntimeSection, writeMlDsaRuntimeSection } from './ml-dsa-runtimes.js';
@@ -447,4 +449,9 @@ log(`wrote ${docPath}`);
 if (process.env.BENCH_LOG !== '0') {
   writeLogSection(logSection(await measureTransparencyLog(seconds), seconds));
   log(`wrote the transparency log section of ${docPath}`);
+}
+// The daemon coalescing concurrent signatures (bench/coalescing.ts; BENCH_COALESCE=0 skips it).
+if (process.env.BENCH_COALESCE !== '0') {
+  writeCoalescingSection(coalescingSection(await measureCoalescing(seconds, warmUpSeconds), seconds));
+  log(`wrote the coalescing section of ${docPath}`);
 }

@@ -9,6 +9,7 @@ import { KeyCatalog } from './key-catalog.js';
 import type { PeerCred } from './peercred.js';
 import { loadPeerCred } from './peercred.js';
 import { DaemonServer } from './server.js';
+import { CoalescingUpstream } from './upstream/coalescing-upstream.js';
 import { RemoteUpstream } from './upstream/remote-upstream.js';
 import type { Upstream } from './upstream/upstream.js';
 
@@ -30,6 +31,19 @@ export interface StartDaemonOptions {
 }
 
 export async function openUpstream(config: DaemonConfig, log?: Logger): Promise<Upstream> {
+  return coalescing(await openServiceUpstream(config, log), config, log);
+}
+
+/** Wrapped in the coalescer where it is on and the upstream can sign batches. */
+function coalescing(upstream: Upstream, config: DaemonConfig, log?: Logger): Upstream {
+  if (!config.coalesce || !upstream.signBatch) return upstream;
+  return new CoalescingUpstream(upstream as Upstream & Required<Pick<Upstream, 'signBatch'>>, {
+    ...config.coalesce,
+    ...(log && { log }),
+  });
+}
+
+async function openServiceUpstream(config: DaemonConfig, log?: Logger): Promise<Upstream> {
   if (config.upstream.type === 'remote') {
     return new RemoteUpstream({
       url: config.upstream.url,
@@ -37,6 +51,7 @@ export async function openUpstream(config: DaemonConfig, log?: Logger): Promise<
       tenantApiKeys: config.upstream.tenantApiKeys,
       timeoutMs: config.upstream.timeoutMs,
       ...(config.upstream.retryWithinMs !== undefined && { retryWithinMs: config.upstream.retryWithinMs }),
+      ...(config.upstream.connections !== undefined && { connections: config.upstream.connections }),
       userAgent: 'signbridge-daemon/0.1.0',
       ...(log && { log }),
     });

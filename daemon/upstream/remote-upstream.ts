@@ -8,10 +8,15 @@ import { Pool } from 'undici';
 import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import type { ApiKeySource } from '../credentials.js';
 import { WireStatus } from '../protocol/wire.js';
-import { messageFor, wireStatusFor } from './status-map.js';
+import { messageFor, wireStatusFor, wireStatusForItem } from './status-map.js';
 import {
+  type BatchItem,
+  BatchNeedsApproval,
+  BatchUnsupported,
   type CollectInput,
   type PublicKeyInfo,
+  type SignBatchInput,
+  type SignBatchResult,
   type SignContext,
   type SignInput,
   type SignResult,
@@ -36,6 +41,11 @@ export interface RemoteUpstreamOptions {
    */
   retryWithinMs?: number;
   userAgent?: string;
+  /**
+   * Connections to the service at most (service.connections; default DEFAULT_CONNECTIONS). Each carries one request
+   * at a time; more requests than connections wait in line in this process, not at the service.
+   */
+  connections?: number;
   /** Where each wait for the service is logged (once per request, not per attempt). */
   log?: Pick<Logger, 'warn' | 'info'>;
 }
@@ -66,6 +76,7 @@ export class RemoteUpstream implements Upstream {
     // One request per connection at a time (no pipelining: a slow approval must not hold up the signatures behind
     // it); idle connections close after a while, so a quiet daemon keeps none open.
     this.pool = new Pool(this.base.origin, {
+      connections: opts.connections ?? DEFAULT_CONNECTIONS,
       pipelining: 1,
       keepAliveTimeout: 30_000,
       headersTimeout: opts.timeoutMs,
@@ -147,18 +158,7 @@ export class RemoteUpstream implements Upstream {
   ): Promise<SignResult> {
     const out = await this.callRetrying(action, tenantId, body, fresh ? randomUUID() : undefined);
     const b = out.body ?? {};
-    if (out.status === 202) {
-      if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
-        throw new UpstreamError(WireStatus.INTERNAL, `${action}: a 202 without request_id/status`, out.requestId);
-      }
-      return {
-        kind: 'pending',
-        requestId: b.request_id,
-        status: b.status,
-        message: typeof b.message === 'string' ? b.message : `signature request ${b.status}`,
-        ...(typeof b.approve_url === 'string' && /^https?:\/\//.test(b.approve_url) && { approveUrl: b.approve_url }),
-      };
-    }
+    if (out.status === 202) return pendingFrom(action, out);
     if (out.status !== 200) throw this.failure(out, tenantId);
     if (typeof b.signature !== 'string' || typeof b.key_id !== 'string' || typeof b.signing_algorithm !== 'string') {
       throw new UpstreamError(
@@ -176,6 +176,59 @@ export class RemoteUpstream implements Upstream {
       algorithm: b.signing_algorithm as SigningAlgorithm,
       ...(requestId !== undefined && { requestId }),
       ...(out.logIndex !== undefined && { logIndex: out.logIndex }),
+    };
+  }
+
+  /**
+   * sign_batch with pkcs11_sign's key_spec/pss_padding: one request for all digests, with an Idempotency-Key of
+   * its own when new (as a signature), none when collecting a held batch (request_id and the same hashes again).
+   * A service without the route (older than sign_batch) is BatchUnsupported, so the caller can sign one by one.
+   */
+  async signBatch(input: SignBatchInput): Promise<SignBatchResult> {
+    const action = 'sign_batch';
+    const fresh = input.requestId === undefined;
+    const out = await this.callRetrying(
+      action,
+      input.tenantId,
+      {
+        hashes: input.digests.map((d) => d.toString('base64')),
+        key_spec: input.keySpec,
+        pss_padding: input.pss,
+        ...(input.requestId !== undefined && { request_id: input.requestId }),
+        ...contextFields(input.context),
+      },
+      fresh ? randomUUID() : undefined,
+    );
+    const b = out.body ?? {};
+    if (out.status === 202) return pendingFrom(action, out);
+    if (out.status === 404 && !serviceNamesTheTarget(b)) {
+      throw new BatchUnsupported(`the service at ${this.description} has no ${action}`, out.requestId);
+    }
+    if (out.status === 409 && b.error === 'batch_needs_approval') {
+      throw new BatchNeedsApproval(typeof b.reason === 'string' ? b.reason : 'batch_needs_approval', out.requestId);
+    }
+    if (out.status !== 200) throw this.failure(out, input.tenantId);
+    const algorithm = b.algorithm ?? b.signing_algorithm;
+    const results = b.results;
+    if (
+      typeof b.key_id !== 'string' ||
+      typeof algorithm !== 'string' ||
+      !Array.isArray(results) ||
+      results.length !== input.digests.length
+    ) {
+      throw new UpstreamError(
+        WireStatus.INTERNAL,
+        `${action}: the service answered without key_id/algorithm or with ${Array.isArray(results) ? results.length : 'no'} results for ${input.digests.length} hashes`,
+        out.requestId,
+      );
+    }
+    const requestId = typeof b.request_id === 'string' ? b.request_id : out.requestId;
+    return {
+      kind: 'signed',
+      keyId: b.key_id,
+      algorithm: algorithm as SigningAlgorithm,
+      ...(requestId !== undefined && { requestId }),
+      results: results.map((item: unknown) => batchItem(item, action, requestId)),
     };
   }
 
@@ -393,6 +446,54 @@ export class RemoteUpstream implements Upstream {
   }
 }
 
+/** A 202: the request is held for a person's approval. */
+function pendingFrom(action: string, out: HttpOutcome): Extract<SignResult, { kind: 'pending' }> {
+  const b = out.body ?? {};
+  if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
+    throw new UpstreamError(WireStatus.INTERNAL, `${action}: a 202 without request_id/status`, out.requestId);
+  }
+  return {
+    kind: 'pending',
+    requestId: b.request_id,
+    status: b.status,
+    message: typeof b.message === 'string' ? b.message : `signature request ${b.status}`,
+    ...(typeof b.approve_url === 'string' && /^https?:\/\//.test(b.approve_url) && { approveUrl: b.approve_url }),
+  };
+}
+
+/** One entry of sign_batch's `results`: `{signature, log_index}` or `{error: {code, message, retryable}}`. */
+function batchItem(item: unknown, action: string, requestId: string | undefined): BatchItem {
+  const entry = (item && typeof item === 'object' ? item : {}) as Record<string, unknown>;
+  if (typeof entry.signature === 'string') {
+    const logIndex = entry.log_index;
+    return {
+      signature: Buffer.from(entry.signature, 'base64'),
+      ...(typeof logIndex === 'number' && Number.isSafeInteger(logIndex) && logIndex >= 0 && { logIndex }),
+    };
+  }
+  const error = (entry.error && typeof entry.error === 'object' ? entry.error : undefined) as
+    | Record<string, unknown>
+    | undefined;
+  if (!error || typeof error.code !== 'string') {
+    return {
+      error: new UpstreamError(WireStatus.INTERNAL, `${action}: a result with neither signature nor error`, requestId),
+    };
+  }
+  const reason = typeof error.message === 'string' ? error.message : 'no reason given';
+  return {
+    error: new UpstreamError(
+      wireStatusForItem(error.code, error.retryable === true),
+      `${error.code}: ${reason}`,
+      requestId,
+    ),
+  };
+}
+
+/** A 404 about the request's tenant, key or request (not about the route itself). */
+function serviceNamesTheTarget(body: Record<string, unknown>): boolean {
+  return typeof body.error === 'string' && body.error !== 'unknown_action' && body.error !== 'not_found';
+}
+
 /** The policy inputs, under the API's field names. */
 function contextFields(context: SignContext): Record<string, string> {
   return {
@@ -410,6 +511,11 @@ function contextFields(context: SignContext): Record<string, string> {
  * the module before its own 60 s wait for the daemon (SIGNBRIDGE_TIMEOUT) runs out.
  */
 export const DEFAULT_RETRY_WITHIN_MS = 20_000;
+/**
+ * Connections to the service by default: enough for a service's several request workers (one connection is
+ * served by one worker) and for the concurrent signers of a busy build host, without opening one per module thread.
+ */
+export const DEFAULT_CONNECTIONS = 16;
 const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 1000;
 /** Wait before asking again about a signature the service is still answering (its Retry-After). */
