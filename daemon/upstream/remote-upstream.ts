@@ -192,8 +192,9 @@ export class RemoteUpstream implements Upstream {
       input.tenantId,
       {
         hashes: input.digests.map((d) => d.toString('base64')),
-        key_spec: input.keySpec,
-        pss_padding: input.pss,
+        ...(input.algorithm !== undefined
+          ? { algorithm: input.algorithm }
+          : { key_spec: input.keySpec, pss_padding: input.pss }),
         ...(input.requestId !== undefined && { request_id: input.requestId }),
         ...contextFields(input.context),
       },

@@ -63,6 +63,8 @@ export interface SignBatchInput {
   tenantId: string;
   keySpec: KeySpec;
   pss: boolean;
+  /** Named, as `sign` does (`signbridge sign` of many files); absent: from keySpec, pss and the digests' length. */
+  algorithm?: SigningAlgorithm;
   context: SignContext;
   digests: Buffer[];
   /** Collecting a held batch: the request the service named, sent with the same digests in the same order. */
