@@ -130,12 +130,16 @@ export class RemoteUpstream implements Upstream {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     context: SignContext = {},
+    /** Ask for the signature's transparency-log proof in the answer (`Prefer: wait-for-log`, docs/api.md). */
+    options: { logProof?: boolean } = {},
   ): Promise<SignResult> {
-    return this.signCall('sign', tenantId, true, {
-      algorithm,
-      hash: digest.toString('base64'),
-      ...contextFields(context),
-    });
+    return this.signCall(
+      'sign',
+      tenantId,
+      true,
+      { algorithm, hash: digest.toString('base64'), ...contextFields(context) },
+      options.logProof ? 'wait-for-log' : undefined,
+    );
   }
 
   async collect(input: CollectInput): Promise<SignResult> {
@@ -155,8 +159,9 @@ export class RemoteUpstream implements Upstream {
     tenantId: string,
     fresh: boolean,
     body: Record<string, unknown>,
+    prefer?: string,
   ): Promise<SignResult> {
-    const out = await this.callRetrying(action, tenantId, body, fresh ? randomUUID() : undefined);
+    const out = await this.callRetrying(action, tenantId, body, fresh ? randomUUID() : undefined, undefined, prefer);
     const b = out.body ?? {};
     if (out.status === 202) return pendingFrom(action, out);
     if (out.status !== 200) throw this.failure(out, tenantId);
@@ -176,6 +181,7 @@ export class RemoteUpstream implements Upstream {
       algorithm: b.signing_algorithm as SigningAlgorithm,
       ...(requestId !== undefined && { requestId }),
       ...(out.logIndex !== undefined && { logIndex: out.logIndex }),
+      ...(typeof b.log_proof === 'string' && { logProof: b.log_proof }),
     };
   }
 
@@ -255,8 +261,9 @@ export class RemoteUpstream implements Upstream {
     body: Record<string, unknown>,
     idempotencyKey?: string,
     retryWithinMs = this.opts.retryWithinMs ?? 0,
+    prefer?: string,
   ): Promise<HttpOutcome> {
-    const out = await this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs);
+    const out = await this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs, prefer);
     // A refused key from a source that renews itself (a CI key past its expiry): once more with the new key. A 401
     // did nothing at the service, so sending the request again signs at most once.
     const renew = this.keySource(tenantId)?.renewAfterRefusal;
@@ -269,7 +276,7 @@ export class RemoteUpstream implements Upstream {
     }
     if (!renewed) return out;
     this.opts.log?.info({ action, tenant: tenantId }, 'the service refused the key; sending again with the new one');
-    return this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs);
+    return this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs, prefer);
   }
 
   private async callRetryingUnavailable(
@@ -278,6 +285,7 @@ export class RemoteUpstream implements Upstream {
     body: Record<string, unknown>,
     idempotencyKey: string | undefined,
     retryWithinMs: number,
+    prefer?: string,
   ): Promise<HttpOutcome> {
     const started = Date.now();
     const retryUntil = started + retryWithinMs;
@@ -286,7 +294,7 @@ export class RemoteUpstream implements Upstream {
       let out: HttpOutcome | undefined;
       let failure: UpstreamError | undefined;
       try {
-        out = await this.call(action, tenantId, body, idempotencyKey);
+        out = await this.call(action, tenantId, body, idempotencyKey, prefer);
       } catch (err) {
         if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
         failure = err;
@@ -342,6 +350,7 @@ export class RemoteUpstream implements Upstream {
     tenantId: string,
     body: Record<string, unknown>,
     idempotencyKey?: string,
+    prefer?: string,
   ): Promise<HttpOutcome> {
     const apiKey = this.apiKey(tenantId);
     let res: { status: number; requestId: string | undefined; text: string; logIndex?: number };
@@ -351,6 +360,7 @@ export class RemoteUpstream implements Upstream {
         apiKey,
         JSON.stringify({ action, tenant_id: tenantId, ...body }),
         idempotencyKey,
+        prefer,
       );
     } catch (err) {
       throw networkError(err, this.description, this.opts.timeoutMs);
@@ -389,6 +399,8 @@ export class RemoteUpstream implements Upstream {
     apiKey: string,
     body: string,
     idempotencyKey?: string,
+    /** RFC 7240 Prefer (`wait-for-log`: the answer carries the signature's log proof). */
+    prefer?: string,
   ): Promise<{ status: number; requestId: string | undefined; text: string; logIndex?: number }> {
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.opts.timeoutMs);
@@ -402,6 +414,7 @@ export class RemoteUpstream implements Upstream {
           accept: 'application/json',
           'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
           ...(idempotencyKey !== undefined && { 'idempotency-key': idempotencyKey }),
+          ...(prefer !== undefined && { prefer }),
         },
         body,
         signal: deadline.signal,

@@ -45,6 +45,8 @@ export type SignResult =
       requestId?: string;
       /** The service's Signbridge-Log-Index: where the signature's audit entry is (for the daemon's log only). */
       logIndex?: number;
+      /** The C2SP tlog-proof of the signature's entry, when asked for (`Prefer: wait-for-log`) and given. */
+      logProof?: string;
     }
   | {
       kind: 'pending';

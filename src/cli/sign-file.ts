@@ -3,6 +3,7 @@
 // get_public_key, the representative is computed here from the file (streamed), `sign` names the algorithm, and
 // the returned signature is verified against the public key before it is written. Messages go to stderr; stdout
 // carries only what a script reads (the request body for `digest`).
+import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { WireStatus } from '../../daemon/protocol/wire.js';
@@ -13,6 +14,7 @@ import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { chooseAlgorithm, fileRepresentative, RepresentativeError } from '../crypto/file-representative.js';
 import { verifyFileSignature } from '../crypto/verify-signature.js';
 import { BATCH_MAX } from '../signing/batch-signer.js';
+import { decodeTlogProof } from '../transparency/verify/tlog-proof.js';
 import { addCiOptions, ciEnabled } from './ci/ci-options.js';
 import { ExchangeError } from './ci/exchange.js';
 import { IdTokenError } from './ci/id-token.js';
@@ -35,6 +37,7 @@ interface SignFlags extends DigestFlags {
   wait?: boolean;
   requestId?: string;
   pollInterval: string;
+  logProof?: boolean;
 }
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
@@ -83,6 +86,10 @@ export function registerSignFileCommands(program: Command): void {
     .option('--wait', 'when the policy asks for approval, wait for the decision and collect the signature')
     .option('--request-id <id>', 'collect the signature of an earlier request that waited for approval')
     .option('--poll-interval <seconds>', 'how often --wait asks the service', '2')
+    .option(
+      '--log-proof',
+      "also write the signature's transparency-log proof to FILE.sig.tlog-proof (C2SP tlog-proof; the service waits for its checkpoint, about a second)",
+    )
     .option('--project <name>', 'policy input: project')
     .option('--environment <name>', 'policy input: environment (e.g. production)')
     .option('--artifact-type <type>', 'policy input: type of artifact')
@@ -148,7 +155,7 @@ async function signFile(client: RemoteUpstream, flags: SignFlags, file: string):
   let result: SignResult =
     flags.requestId !== undefined
       ? await client.collect({ tenantId: flags.tenant, requestId: flags.requestId, digest: hash })
-      : await client.sign(flags.tenant, algorithm, hash, contextOf(flags));
+      : await client.sign(flags.tenant, algorithm, hash, contextOf(flags), { logProof: flags.logProof === true });
   if (result.kind === 'pending') {
     say(`request ${result.requestId} is waiting (${result.status}): ${result.message}`);
     if (!flags.wait) {
@@ -162,7 +169,41 @@ async function signFile(client: RemoteUpstream, flags: SignFlags, file: string):
     result = await waitForDecision(client, flags.tenant, result.requestId, hash, interval * 1000);
   }
   if (result.kind !== 'signed') return EXIT_PENDING;
-  return keep(result, key, algorithm, hash, file, out);
+  const kept = keep(result, key, algorithm, hash, file, out);
+  if (kept === 0 && flags.logProof) return keepLogProof(result, out);
+  return kept;
+}
+
+/**
+ * FILE.sig.tlog-proof beside the signature: the proof the service answered with, checked to be about this
+ * signature (its entry names the signature's SHA-256) before it is kept. Verifying it against the log's key is
+ * `signbridge audit prove --bundle` (offline, with the pinned key).
+ */
+function keepLogProof(result: SignResult & { kind: 'signed' }, out: string): number {
+  const proofFile = `${out}.tlog-proof`;
+  if (result.logProof === undefined) {
+    say(
+      `signbridge sign: the service gave no log proof in time (log index ${result.logIndex ?? 'unknown'}); ` +
+        `fetch it later: signbridge audit prove --tenant … --signature ${out} --wait 30 --out ${proofFile}`,
+    );
+    return 1;
+  }
+  let entry: Record<string, unknown> | undefined;
+  try {
+    const extra = decodeTlogProof(result.logProof).entry;
+    entry = extra && (JSON.parse(extra.toString('utf8')) as Record<string, unknown>);
+  } catch {
+    entry = undefined;
+  }
+  const details = (entry?.details ?? {}) as Record<string, unknown>;
+  const sha256 = createHash('sha256').update(result.signature).digest('hex');
+  if (details.signature_sha256 !== sha256) {
+    say('signbridge sign: the log proof the service answered is not about this signature; not written');
+    return 1;
+  }
+  writeFileSync(proofFile, result.logProof, { mode: 0o644 });
+  say(`log proof (index ${String(entry?.seq === undefined ? '?' : Number(entry.seq) - 1)}) written to ${proofFile}`);
+  return 0;
 }
 
 /**

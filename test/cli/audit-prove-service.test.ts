@@ -72,6 +72,22 @@ describe('audit prove against the service', () => {
     expect(proved.stdout).toContain('verified:');
   });
 
+  it('`signbridge sign --log-proof` keeps the tlog-proof beside the signature; it verifies offline', () => {
+    const file = join(dataDir, 'with-proof.bin');
+    writeFileSync(file, 'a release with its proof\n');
+    const signed = runCli(['sign', '--tenant', TENANT, file, '--log-proof'], env());
+    expect(signed.code, signed.stderr).toBe(0);
+    expect(signed.stderr).toMatch(/log proof \(index \d+\) written to .*with-proof\.bin\.sig\.tlog-proof/);
+    const proof = readFileSync(`${file}.sig.tlog-proof`, 'utf8');
+    expect(proof.startsWith('c2sp.org/tlog-proof@v1\n')).toBe(true);
+    const offline = runCli(
+      ['audit', 'prove', '--bundle', `${file}.sig.tlog-proof`, '--public-key', vkey, '--signature', `${file}.sig`],
+      { ...env(), SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:9' },
+    );
+    expect(offline.code, offline.stderr).toBe(0);
+    expect(offline.stdout).toContain('verified:');
+  });
+
   it('proves a signature by its file, by its digest and by the log index the signing response carried', async () => {
     const { sig, digest } = await signFile('release.bin', 'release 1.0\n');
     await checkpointNow();
