@@ -55,6 +55,8 @@ export const DaemonConfigFileSchema = Type.Object(
             label: Type.Optional(Type.String({ minLength: 1 })),
             apiKeyFile: Type.Optional(Type.String({ minLength: 1 })),
             certificates: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1 }))),
+            /** A directory: each signature's transparency-log proof is kept there (docs/daemon.md). */
+            logProofs: Type.Optional(Type.String({ minLength: 1 })),
           },
           { additionalProperties: false },
         ),
@@ -182,6 +184,7 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
         tenantId: t.id,
         label: t.label ?? t.id,
         certificates: Object.fromEntries(Object.entries(t.certificates ?? {}).map(([k, p]) => [k, fromFile(p)])),
+        ...(t.logProofs !== undefined && { logProofs: fromFile(t.logProofs) }),
       }));
   if (tenants.length === 0 && login) {
     tenants = [{ tenantId: login.tenant_id, label: login.tenant_id, certificates: {} }];

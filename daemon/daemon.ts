@@ -6,6 +6,7 @@ import { CertificateStore } from './certificate-store.js';
 import type { DaemonConfig } from './config.js';
 import { RequestHandler } from './handler.js';
 import { KeyCatalog } from './key-catalog.js';
+import { LogProofKeeper } from './log-proofs.js';
 import type { PeerCred } from './peercred.js';
 import { loadPeerCred } from './peercred.js';
 import { DaemonServer } from './server.js';
@@ -85,7 +86,15 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     certificateStore,
     ...(config.tenantsFromLogin && config.login && { tenantSource: () => config.login!.tenants(config.tenants) }),
   });
+  const logProofs = config.tenants.some((t) => t.logProofs !== undefined)
+    ? new LogProofKeeper({
+        upstream,
+        dirFor: (tenantId) => config.tenants.find((t) => t.tenantId === tenantId)?.logProofs,
+        log: options.log,
+      })
+    : undefined;
   const handler = new RequestHandler({
+    ...(logProofs && { logProofs }),
     certificateStore,
     catalog,
     upstream,

@@ -13,6 +13,7 @@ import {
 import { CertificateChainError, type CertificateStore, checkChain } from './certificate-store.js';
 import { EC_FIELD_BYTES, ecdsaDerToRaw } from './ecdsa.js';
 import type { CatalogEntry, KeyCatalog } from './key-catalog.js';
+import type { LogProofKeeper } from './log-proofs.js';
 import type {
   ErrorMessage,
   Hello,
@@ -43,6 +44,8 @@ export interface HandlerOptions {
   approvalWaitMs?: number;
   /** Interval between looks at the service while a POLL waits (default 1 s). */
   pollIntervalMs?: number;
+  /** Keeps each signature's log proof where its tenant asks for it (log-proofs.ts). */
+  logProofs?: LogProofKeeper;
 }
 
 /**
@@ -295,6 +298,7 @@ export class RequestHandler {
       },
       'signed',
     );
+    this.opts.logProofs?.keep(asked.tenant, result.logIndex, result.signature, signature);
     return { type: 'SIGN_OK', signature, ...(result.requestId !== undefined && { requestId: result.requestId }) };
   }
 

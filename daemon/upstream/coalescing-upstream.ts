@@ -90,6 +90,11 @@ export class CoalescingUpstream implements Upstream {
     return this.inner.getPublicKey(tenantId);
   }
 
+  inclusionProof(tenantId: string, index: number): Promise<unknown | 'not-yet'> {
+    if (!this.inner.inclusionProof) return Promise.resolve('not-yet');
+    return this.inner.inclusionProof(tenantId, index);
+  }
+
   pkcs11Sign(input: SignInput): Promise<SignResult> {
     if (!this.batching) return this.inner.pkcs11Sign(input);
     const id = groupId(input);

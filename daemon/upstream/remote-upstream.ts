@@ -239,6 +239,34 @@ export class RemoteUpstream implements Upstream {
     };
   }
 
+  async inclusionProof(tenantId: string, index: number): Promise<unknown | 'not-yet'> {
+    const deadline = AbortSignal.timeout(this.opts.timeoutMs);
+    let res: Awaited<ReturnType<Pool['request']>>;
+    try {
+      res = await this.pool.request({
+        path: `${this.pathPrefix}log/proof/inclusion?index=${index}`,
+        method: 'GET',
+        headers: {
+          authorization: `Bearer ${this.apiKey(tenantId)}`,
+          accept: 'application/json',
+          'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
+        },
+        signal: deadline,
+      });
+    } catch (err) {
+      throw networkError(err, this.description, this.opts.timeoutMs);
+    }
+    const text = await res.body.text();
+    if (res.statusCode === 404) return 'not-yet';
+    if (res.statusCode !== 200) {
+      throw new UpstreamError(
+        wireStatusFor(res.statusCode, undefined),
+        `GET /log/proof/inclusion: HTTP ${res.statusCode}`,
+      );
+    }
+    return JSON.parse(text) as unknown;
+  }
+
   async close(): Promise<void> {
     await this.pool.destroy();
   }

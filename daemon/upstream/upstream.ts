@@ -138,6 +138,11 @@ export interface Upstream {
    * the whole batch (validation, policy, velocity, outage) is thrown as an UpstreamError, as pkcs11Sign's is.
    */
   signBatch?(input: SignBatchInput): Promise<SignBatchResult>;
+  /**
+   * The service's inclusion proof of log entry `index` (GET /log/proof/inclusion, its JSON), or 'not-yet' while no
+   * checkpoint holds it (404); for keeping proofs beside signatures (log-proofs.ts). Absent in-process.
+   */
+  inclusionProof?(tenantId: string, index: number): Promise<unknown | 'not-yet'>;
   /** Where a person approves a pending request: the service's console page for it (none in-process). */
   consoleUrlFor?(requestId: string): string;
   /** Signatures under way on this process's own signing threads (in-process mode); busy polling yields to them. */
