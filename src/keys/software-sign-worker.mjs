@@ -10,15 +10,16 @@ import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import smCrypto from 'sm-crypto';
 
 const ML_DSA = { 44: ml_dsa44, 65: ml_dsa65, 87: ml_dsa87 };
-const nativeMlDsa = loadNative(workerData?.mlDsaAddonPath);
+/** Loaded at the first ML-DSA signature, not at the thread's start: a thread closed right after it started never loads it. */
+let nativeMlDsa;
 
 /** The main thread loaded it already, so this does not fail; if it did, noble signs (a thread must not crash-loop). */
 function loadNative(path) {
-  if (!path) return undefined;
+  if (!path) return null;
   try {
     return createRequire(import.meta.url)(path);
   } catch {
-    return undefined;
+    return null;
   }
 }
 
@@ -27,6 +28,7 @@ function sign(job, secret, input) {
   if (job.family === 'ml-dsa') {
     const mlDsa = ML_DSA[job.level];
     if (!mlDsa) throw new Error(`no ML-DSA-${job.level}`);
+    if (nativeMlDsa === undefined) nativeMlDsa = loadNative(workerData?.mlDsaAddonPath);
     if (nativeMlDsa) return nativeMlDsa.signMu(job.level, secret, input);
     return mlDsa.internal.sign(input, secret, { externalMu: true });
   }

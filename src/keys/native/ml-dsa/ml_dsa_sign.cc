@@ -164,12 +164,26 @@ Napi::Value Describe(const Napi::CallbackInfo &info) {
   return out;
 }
 
-Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  exports.Set("signMu", Napi::Function::New(env, SignMu, "signMu"));
-  exports.Set("describe", Napi::Function::New(env, Describe, "describe"));
-  return exports;
+napi_value Call(napi_env env, napi_callback_info info, Napi::Value (*fn)(const Napi::CallbackInfo &)) {
+  Napi::CallbackInfo cb(env, info);
+  return fn(cb);
 }
+
+napi_value SignMuEntry(napi_env env, napi_callback_info info) { return Call(env, info, SignMu); }
+napi_value DescribeEntry(napi_env env, napi_callback_info info) { return Call(env, info, Describe); }
 
 }  // namespace
 
-NODE_API_MODULE(ml_dsa_sign, Init)
+// Plain Node-API, never throwing: a signing thread may be terminated while it loads this addon, and then every call
+// into JavaScript fails; node-addon-api answers a failed throw with a fatal error that ends the whole process.
+// Failing quietly here makes require() fail, and the caller falls back to noble.
+extern "C" napi_value ml_dsa_sign_init(napi_env env, napi_value exports) {
+  napi_value fn;
+  if (napi_create_function(env, "signMu", NAPI_AUTO_LENGTH, SignMuEntry, nullptr, &fn) != napi_ok) return nullptr;
+  if (napi_set_named_property(env, exports, "signMu", fn) != napi_ok) return nullptr;
+  if (napi_create_function(env, "describe", NAPI_AUTO_LENGTH, DescribeEntry, nullptr, &fn) != napi_ok) return nullptr;
+  if (napi_set_named_property(env, exports, "describe", fn) != napi_ok) return nullptr;
+  return exports;
+}
+
+NAPI_MODULE(ml_dsa_sign, ml_dsa_sign_init)
