@@ -8,9 +8,23 @@ import { Pool } from 'undici';
 import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import type { ApiKeySource } from '../credentials.js';
 import { WireStatus } from '../protocol/wire.js';
-import { messageFor, wireStatusFor, wireStatusForItem } from './status-map.js';
 import {
-  type BatchItem,
+  batchItem,
+  contextFields,
+  type HttpOutcome,
+  pendingFrom,
+  serviceCannotAnswer,
+  serviceNamesTheTarget,
+} from './service-answers.js';
+import { messageFor, wireStatusFor } from './status-map.js';
+import {
+  AnswerTooLarge,
+  DEADLINE_CODE,
+  MAX_ANSWER_BYTES,
+  MAX_BATCH_ITEM_BYTES,
+  networkError,
+} from './transport-errors.js';
+import {
   BatchNeedsApproval,
   BatchUnsupported,
   type CollectInput,
@@ -50,12 +64,16 @@ export interface RemoteUpstreamOptions {
   log?: Pick<Logger, 'warn' | 'info'>;
 }
 
-interface HttpOutcome {
-  status: number;
-  body: Record<string, unknown> | undefined;
-  requestId: string | undefined;
-  /** The Signbridge-Log-Index header of an answer that hands out a signature. */
-  logIndex?: number;
+/** What one request carries besides its body. */
+interface CallExtras {
+  /** A new signature's own key (src/api/idempotency.ts): sent again, it gets the first answer. */
+  idempotencyKey?: string;
+  /** How long to send again while the service cannot answer (default: the options' retryWithinMs). */
+  retryWithinMs?: number;
+  /** RFC 7240 Prefer (`wait-for-log`: the answer carries the signature's log proof). */
+  prefer?: string;
+  /** The largest answer read (default MAX_ANSWER_BYTES). */
+  maxAnswerBytes?: number;
 }
 
 export class RemoteUpstream implements Upstream {
@@ -88,7 +106,7 @@ export class RemoteUpstream implements Upstream {
     // A kept-alive connection the server closed just now is replaced at once, but a service that is down is said
     // at once too: a token listing (pkcs11-tool -L, p11-kit, `signbridge status`) must not wait for it. A SIGN whose
     // cached key expired meanwhile goes on with the cached key (KeyCatalog.current's staleOnOutage).
-    const out = await this.callRetrying('get_public_key', tenantId, {}, undefined, 0);
+    const out = await this.callRetrying('get_public_key', tenantId, {}, { retryWithinMs: 0 });
     if (out.status !== 200) throw this.failure(out, tenantId);
     const b = out.body ?? {};
     if (typeof b.key_id !== 'string' || typeof b.key_spec !== 'string' || typeof b.public_key_pem !== 'string') {
@@ -161,7 +179,10 @@ export class RemoteUpstream implements Upstream {
     body: Record<string, unknown>,
     prefer?: string,
   ): Promise<SignResult> {
-    const out = await this.callRetrying(action, tenantId, body, fresh ? randomUUID() : undefined, undefined, prefer);
+    const out = await this.callRetrying(action, tenantId, body, {
+      ...(fresh && { idempotencyKey: randomUUID() }),
+      ...(prefer !== undefined && { prefer }),
+    });
     const b = out.body ?? {};
     if (out.status === 202) return pendingFrom(action, out);
     if (out.status !== 200) throw this.failure(out, tenantId);
@@ -204,7 +225,11 @@ export class RemoteUpstream implements Upstream {
         ...(input.requestId !== undefined && { request_id: input.requestId }),
         ...contextFields(input.context),
       },
-      fresh ? randomUUID() : undefined,
+      {
+        ...(fresh && { idempotencyKey: randomUUID() }),
+        // Each signature is a few KB at most (ML-DSA-87: 6.2 KB in base64): room for them all.
+        maxAnswerBytes: MAX_ANSWER_BYTES + input.digests.length * MAX_BATCH_ITEM_BYTES,
+      },
     );
     const b = out.body ?? {};
     if (out.status === 202) return pendingFrom(action, out);
@@ -287,11 +312,10 @@ export class RemoteUpstream implements Upstream {
     action: string,
     tenantId: string,
     body: Record<string, unknown>,
-    idempotencyKey?: string,
-    retryWithinMs = this.opts.retryWithinMs ?? 0,
-    prefer?: string,
+    extras: CallExtras = {},
   ): Promise<HttpOutcome> {
-    const out = await this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs, prefer);
+    const retrying = { ...extras, retryWithinMs: extras.retryWithinMs ?? this.opts.retryWithinMs ?? 0 };
+    const out = await this.callRetryingUnavailable(action, tenantId, body, retrying);
     // A refused key from a source that renews itself (a CI key past its expiry): once more with the new key. A 401
     // did nothing at the service, so sending the request again signs at most once.
     const renew = this.keySource(tenantId)?.renewAfterRefusal;
@@ -304,17 +328,16 @@ export class RemoteUpstream implements Upstream {
     }
     if (!renewed) return out;
     this.opts.log?.info({ action, tenant: tenantId }, 'the service refused the key; sending again with the new one');
-    return this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs, prefer);
+    return this.callRetryingUnavailable(action, tenantId, body, retrying);
   }
 
   private async callRetryingUnavailable(
     action: string,
     tenantId: string,
     body: Record<string, unknown>,
-    idempotencyKey: string | undefined,
-    retryWithinMs: number,
-    prefer?: string,
+    extras: CallExtras & { retryWithinMs: number },
   ): Promise<HttpOutcome> {
+    const { idempotencyKey, retryWithinMs } = extras;
     const started = Date.now();
     const retryUntil = started + retryWithinMs;
     let backoffMs = FIRST_BACKOFF_MS;
@@ -322,7 +345,7 @@ export class RemoteUpstream implements Upstream {
       let out: HttpOutcome | undefined;
       let failure: UpstreamError | undefined;
       try {
-        out = await this.call(action, tenantId, body, idempotencyKey, prefer);
+        out = await this.call(action, tenantId, body, extras);
       } catch (err) {
         if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
         failure = err;
@@ -377,8 +400,7 @@ export class RemoteUpstream implements Upstream {
     action: string,
     tenantId: string,
     body: Record<string, unknown>,
-    idempotencyKey?: string,
-    prefer?: string,
+    extras: CallExtras = {},
   ): Promise<HttpOutcome> {
     const apiKey = this.apiKey(tenantId);
     let res: { status: number; requestId: string | undefined; text: string; logIndex?: number };
@@ -387,8 +409,7 @@ export class RemoteUpstream implements Upstream {
         `${this.pathPrefix}v1/${action}`,
         apiKey,
         JSON.stringify({ action, tenant_id: tenantId, ...body }),
-        idempotencyKey,
-        prefer,
+        extras,
       );
     } catch (err) {
       throw networkError(err, this.description, this.opts.timeoutMs);
@@ -426,9 +447,7 @@ export class RemoteUpstream implements Upstream {
     path: string,
     apiKey: string,
     body: string,
-    idempotencyKey?: string,
-    /** RFC 7240 Prefer (`wait-for-log`: the answer carries the signature's log proof). */
-    prefer?: string,
+    extras: CallExtras = {},
   ): Promise<{ status: number; requestId: string | undefined; text: string; logIndex?: number }> {
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.opts.timeoutMs);
@@ -441,8 +460,8 @@ export class RemoteUpstream implements Upstream {
           'content-type': 'application/json',
           accept: 'application/json',
           'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
-          ...(idempotencyKey !== undefined && { 'idempotency-key': idempotencyKey }),
-          ...(prefer !== undefined && { prefer }),
+          ...(extras.idempotencyKey !== undefined && { 'idempotency-key': extras.idempotencyKey }),
+          ...(extras.prefer !== undefined && { prefer: extras.prefer }),
         },
         body,
         signal: deadline.signal,
@@ -452,9 +471,9 @@ export class RemoteUpstream implements Upstream {
       let size = 0;
       for await (const chunk of res.body as AsyncIterable<Buffer>) {
         size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) {
+        if (size > (extras.maxAnswerBytes ?? MAX_ANSWER_BYTES)) {
           res.body.destroy();
-          throw new AnswerTooLarge();
+          throw new AnswerTooLarge(extras.maxAnswerBytes ?? MAX_ANSWER_BYTES);
         }
         chunks.push(chunk);
       }
@@ -488,65 +507,6 @@ export class RemoteUpstream implements Upstream {
   }
 }
 
-/** A 202: the request is held for a person's approval. */
-function pendingFrom(action: string, out: HttpOutcome): Extract<SignResult, { kind: 'pending' }> {
-  const b = out.body ?? {};
-  if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
-    throw new UpstreamError(WireStatus.INTERNAL, `${action}: a 202 without request_id/status`, out.requestId);
-  }
-  return {
-    kind: 'pending',
-    requestId: b.request_id,
-    status: b.status,
-    message: typeof b.message === 'string' ? b.message : `signature request ${b.status}`,
-    ...(typeof b.approve_url === 'string' && /^https?:\/\//.test(b.approve_url) && { approveUrl: b.approve_url }),
-  };
-}
-
-/** One entry of sign_batch's `results`: `{signature, log_index}` or `{error: {code, message, retryable}}`. */
-function batchItem(item: unknown, action: string, requestId: string | undefined): BatchItem {
-  const entry = (item && typeof item === 'object' ? item : {}) as Record<string, unknown>;
-  if (typeof entry.signature === 'string') {
-    const logIndex = entry.log_index;
-    return {
-      signature: Buffer.from(entry.signature, 'base64'),
-      ...(typeof logIndex === 'number' && Number.isSafeInteger(logIndex) && logIndex >= 0 && { logIndex }),
-    };
-  }
-  const error = (entry.error && typeof entry.error === 'object' ? entry.error : undefined) as
-    | Record<string, unknown>
-    | undefined;
-  if (!error || typeof error.code !== 'string') {
-    return {
-      error: new UpstreamError(WireStatus.INTERNAL, `${action}: a result with neither signature nor error`, requestId),
-    };
-  }
-  const reason = typeof error.message === 'string' ? error.message : 'no reason given';
-  return {
-    error: new UpstreamError(
-      wireStatusForItem(error.code, error.retryable === true),
-      `${error.code}: ${reason}`,
-      requestId,
-    ),
-  };
-}
-
-/** A 404 about the request's tenant, key or request (not about the route itself). */
-function serviceNamesTheTarget(body: Record<string, unknown>): boolean {
-  return typeof body.error === 'string' && body.error !== 'unknown_action' && body.error !== 'not_found';
-}
-
-/** The policy inputs, under the API's field names. */
-function contextFields(context: SignContext): Record<string, string> {
-  return {
-    ...(context.project !== undefined && { project: context.project }),
-    ...(context.environment !== undefined && { environment: context.environment }),
-    ...(context.artifactType !== undefined && { artifact_type: context.artifactType }),
-    ...(context.artifactVersion !== undefined && { artifact_version: context.artifactVersion }),
-    ...(context.sbom !== undefined && { sbom: context.sbom }),
-  };
-}
-
 /**
  * How long the daemon sends a signature again while the service cannot answer (service.retrySeconds). A
  * service restart takes a few seconds; 20 s of retries plus one 30 s attempt (service.timeoutSeconds) still answer
@@ -562,40 +522,3 @@ const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 1000;
 /** Wait before asking again about a signature the service is still answering (its Retry-After). */
 const IN_PROGRESS_WAIT_MS = 1000;
-
-/**
- * An answer that says the service could not serve the request now and nothing was done: a proxy with no service
- * behind it (502), the service shutting down or its store or key store out (503, except oauth_not_configured,
- * which stays so), a request timeout before it was read (408), or too many requests (429).
- */
-function serviceCannotAnswer(out: HttpOutcome): boolean {
-  if (out.status === 503) return out.body?.error !== 'oauth_not_configured';
-  return out.status === 502 || out.status === 408 || out.status === 429;
-}
-
-/** The largest answer read from the service; its real answers are a few KB (a public key, a certificate chain). */
-const MAX_ANSWER_BYTES = 1024 * 1024;
-const DEADLINE_CODE = 'SIGNBRIDGE_DEADLINE';
-const TIMEOUT_CODES = new Set([
-  DEADLINE_CODE,
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
-
-class AnswerTooLarge extends Error {}
-
-function networkError(err: unknown, where: string, timeoutMs: number): UpstreamError {
-  if (err instanceof AnswerTooLarge) {
-    return new UpstreamError(
-      WireStatus.INTERNAL,
-      `the service at ${where} answered with more than ${MAX_ANSWER_BYTES} bytes`,
-    );
-  }
-  const e = err as Error & { code?: string };
-  if (e.code !== undefined && TIMEOUT_CODES.has(e.code)) {
-    return new UpstreamError(WireStatus.TIMEOUT, `the service at ${where} did not answer within ${timeoutMs} ms`);
-  }
-  const detail = e.code ?? e.message;
-  return new UpstreamError(WireStatus.UNAVAILABLE, `cannot reach the service at ${where}: ${detail}`);
-}

@@ -163,6 +163,18 @@ describe('many files', () => {
     expect(withOut.stderr).toMatch(/--out names one signature file/);
   });
 
+  it('200 ML-DSA-87 files: an answer of 1.2 MB of signatures is read whole, every signature verified', () => {
+    const mlDsa: KeySpec = 'ML_DSA_87';
+    const files = Array.from({ length: 200 }, (_, i) => join(dir, `pq-${i}.bin`));
+    for (const [i, f] of files.entries()) writeFileSync(f, `post-quantum part ${i}\n`);
+    const res = runCli(['sign', '--tenant', tenantOf(mlDsa), ...files], cliEnv(mlDsa));
+    expect(res.code, res.stderr.slice(-500)).toBe(0);
+    expect(res.stderr).toMatch(/signed 200 of 200 files \(1 batch request\)/);
+    for (const f of [files[0], files[199]] as string[]) {
+      expect(verifyIndependently(mlDsa, f, readFileSync(`${f}.sig`))).toBe(true);
+    }
+  });
+
   it('a batch the policy holds for approval is sent file by file, each a request waiting for approval (exit 3)', () => {
     const files = [join(dir, 'many-prod-0.bin'), join(dir, 'many-prod-1.bin')];
     for (const f of files) writeFileSync(f, `production ${f}\n`);
