@@ -8,6 +8,12 @@ declare module 'autocannon' {
     connections?: number;
     duration?: number;
     amount?: number;
+    /** Requests per second across all connections (a fixed rate, not as fast as possible). */
+    overallRate?: number;
+    /** Per-request settings; onResponse sees each answer's status, body and headers. */
+    requests?: Array<{
+      onResponse?: (status: number, body: string, context: unknown, headers: Record<string, string>) => void;
+    }>;
   }
   interface Histogram {
     average: number;
@@ -23,5 +29,6 @@ declare module 'autocannon' {
     duration: number;
   }
   function autocannon(options: Options): Promise<Result>;
+  export type { Result };
   export default autocannon;
 }

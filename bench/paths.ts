@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { MODULE_PATH } from '../src/cli/module-path.js';
 import { findSoftHsmModule } from '../src/keys/softhsm.js';
 import { packagePath } from '../src/paths.js';
-import { CLI, createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
+import { CLI, createApiKeyCli, postAction, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 
 export interface PathRow {
@@ -22,13 +22,14 @@ export interface PathRow {
 }
 
 const BENCH = packagePath('build', 'native', 'sbp11_bench');
-const P11KIT_CLIENT = '/usr/lib/x86_64-linux-gnu/pkcs11/p11-kit-client.so';
+export const P11KIT_CLIENT = '/usr/lib/x86_64-linux-gnu/pkcs11/p11-kit-client.so';
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
-const REMOTE_PATH = 'signbridge module -> daemon -> service (HTTP) -> SoftHSM';
+export const REMOTE_PATH = 'signbridge module -> daemon -> service (HTTP) -> SoftHSM';
 const LOCAL_PATH = 'signbridge module -> daemon (in-process) -> SoftHSM';
-const BENCH_TENANTS = { rsa: 'bench-rsa', ec: 'bench-ec' };
+export const BENCH_TENANTS = { rsa: 'bench-rsa', ec: 'bench-ec' };
+export const P11KIT_PATH = 'p11-kit-client -> p11-kit server -> SoftHSM';
 
-function measure(
+export function measure(
   path: string,
   module: string,
   token: string,
@@ -36,9 +37,10 @@ function measure(
   kind: 'rsa' | 'ec',
   seconds: number,
   env: NodeJS.ProcessEnv,
+  threadCounts: readonly number[] = [1, 2, 4],
 ): PathRow[] {
   const rows: PathRow[] = [];
-  for (const threads of [1, 2, 4]) {
+  for (const threads of threadCounts) {
     log(`${path}: ${kind}, ${threads} thread(s)`);
     const out = execFileSync(BENCH, [module, token, pin, kind, String(seconds), String(threads)], {
       env: { ...process.env, ...env },
@@ -55,7 +57,7 @@ function measure(
  * processes: in the first seconds after a start V8 still runs much of their code in its baseline tiers, and the
  * first timed row came out up to 40% slower than the same row run again.
  */
-function warmUp(
+export function warmUp(
   path: string,
   module: string,
   tenants: Record<'rsa' | 'ec', string>,
@@ -81,7 +83,7 @@ async function waitForFile(path: string, timeoutMs = 20_000): Promise<void> {
   await new Promise((r) => setTimeout(r, 200));
 }
 
-function stop(child: ChildProcess): Promise<void> {
+export function stop(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null) return resolve();
     child.once('exit', () => resolve());
@@ -89,13 +91,9 @@ function stop(child: ChildProcess): Promise<void> {
   });
 }
 
-export async function measurePaths(seconds: number, warmUpSeconds: number): Promise<PathRow[]> {
-  if (!existsSync(BENCH) || !existsSync(MODULE_PATH)) throw new Error('build the native code first (scripts/setup.sh)');
-  const rows: PathRow[] = [];
+/** A SoftHSM token of its own ("bench", PIN 1234) with an RSA-2048 and a P-256 key made by pkcs11-tool. */
+export function makeBenchToken(dir: string): { softhsm: string; hsmEnv: NodeJS.ProcessEnv } {
   const softhsm = findSoftHsmModule();
-
-  // 1 and 2: a SoftHSM token of its own, keys made by pkcs11-tool.
-  const dir = makeTempDir('sb-paths-');
   mkdirSync(join(dir, 'tokens'), { mode: 0o700 });
   writeFileSync(
     join(dir, 'softhsm2.conf'),
@@ -108,63 +106,102 @@ export async function measurePaths(seconds: number, warmUpSeconds: number): Prom
   const p11 = ['--module', softhsm, '--token-label', 'bench', '--login', '--pin', '1234', '--keypairgen'];
   run('pkcs11-tool', [...p11, '--key-type', 'rsa:2048', '--label', 'rsa', '--id', '01']);
   run('pkcs11-tool', [...p11, '--key-type', 'EC:prime256v1', '--label', 'ec', '--id', '02']);
-  for (const kind of ['rsa', 'ec'] as const)
-    rows.push(...measure('SoftHSM direct', softhsm, 'bench', '1234', kind, seconds, hsmEnv));
+  return { softhsm, hsmEnv };
+}
 
+/** `p11-kit server` in front of the bench token while `fn` runs; fn gets the client module's environment. */
+export async function withP11Kit<T>(
+  dir: string,
+  token: { softhsm: string; hsmEnv: NodeJS.ProcessEnv },
+  fn: (clientEnv: NodeJS.ProcessEnv) => T | Promise<T>,
+): Promise<T> {
   const p11sock = join(dir, 'p11kit.sock');
-  const p11kit = spawn('p11-kit', ['server', '-f', '-n', p11sock, '--provider', softhsm, 'pkcs11:token=bench'], {
-    env: { ...process.env, ...hsmEnv },
+  const p11kit = spawn('p11-kit', ['server', '-f', '-n', p11sock, '--provider', token.softhsm, 'pkcs11:token=bench'], {
+    env: { ...process.env, ...token.hsmEnv },
     stdio: 'ignore',
   });
   try {
     await waitForFile(p11sock);
-    for (const kind of ['rsa', 'ec'] as const) {
-      rows.push(
-        ...measure('p11-kit-client -> p11-kit server -> SoftHSM', P11KIT_CLIENT, 'bench', '1234', kind, seconds, {
-          P11_KIT_SERVER_ADDRESS: `unix:path=${p11sock}`,
-        }),
-      );
-    }
+    return await fn({ P11_KIT_SERVER_ADDRESS: `unix:path=${p11sock}` });
   } finally {
     await stop(p11kit);
   }
+}
 
-  // 3 and 4: the embedded service's data dir, one tenant per key spec.
-  const dataDir = join(dir, 'svc');
+/** The embedded service on `dataDir`, one tenant per key spec, each with a signer key in `<dir>/<tenant>.key`. */
+export async function startBenchService(dir: string, dataDir: string): Promise<ServerProcess> {
   const server = await startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
   const operator = createApiKeyCli(dataDir, 'operator');
-  const keys: Record<string, string> = {};
   for (const [tenant, spec] of [
     ['bench-rsa', 'RSA_2048'],
     ['bench-ec', 'ECC_NIST_P256'],
   ] as const) {
     const res = await postAction(server.url, 'create_tenant', operator, { tenant_id: tenant, key_spec: spec });
     if (res.status !== 201) throw new Error(`create_tenant: ${JSON.stringify(res.body)}`);
-    keys[tenant] = createApiKeyCli(dataDir, 'signer', tenant);
-    writeFileSync(join(dir, `${tenant}.key`), `${keys[tenant]}\n`, { mode: 0o600 });
+    writeFileSync(join(dir, `${tenant}.key`), `${createApiKeyCli(dataDir, 'signer', tenant)}\n`, { mode: 0o600 });
   }
+  return server;
+}
 
-  const remoteSock = join(makeTempDir('sbp-'), 'run', 'd.sock');
+/** `signbridge daemon` in front of the bench service while `fn` runs; `extraYaml` adds settings to its file. */
+export async function withRemoteDaemon<T>(
+  dir: string,
+  serviceUrl: string,
+  extraYaml: string,
+  fn: (socket: string) => T | Promise<T>,
+): Promise<T> {
+  const socket = join(makeTempDir('sbp-'), 'run', 'd.sock');
+  const configFile = join(dir, `daemon-${Date.now()}.yaml`);
   writeFileSync(
-    join(dir, 'daemon.yaml'),
-    `socket: ${remoteSock}\nlogLevel: warn\nservice:\n  url: ${server.url}\ntenants:\n  - id: bench-rsa\n    apiKeyFile: ${join(dir, 'bench-rsa.key')}\n  - id: bench-ec\n    apiKeyFile: ${join(dir, 'bench-ec.key')}\n`,
+    configFile,
+    `socket: ${socket}\nlogLevel: warn\nservice:\n  url: ${serviceUrl}\ntenants:\n  - id: bench-rsa\n    apiKeyFile: ${join(dir, 'bench-rsa.key')}\n  - id: bench-ec\n    apiKeyFile: ${join(dir, 'bench-ec.key')}\n${extraYaml}`,
   );
-  const remote = spawn(process.execPath, [CLI, 'daemon', '--config', join(dir, 'daemon.yaml')], { stdio: 'ignore' });
+  const daemon = spawn(process.execPath, [CLI, 'daemon', '--config', configFile], { stdio: 'ignore' });
   try {
-    await waitForFile(remoteSock);
-    warmUp(REMOTE_PATH, MODULE_PATH, BENCH_TENANTS, warmUpSeconds, { SIGNBRIDGE_SOCKET: remoteSock });
-    for (const [tenant, kind] of [
-      ['bench-rsa', 'rsa'],
-      ['bench-ec', 'ec'],
-    ] as const) {
-      rows.push(
-        ...measure(REMOTE_PATH, MODULE_PATH, tenant, '0000', kind, seconds, {
-          SIGNBRIDGE_SOCKET: remoteSock,
-        }),
-      );
-    }
+    await waitForFile(socket);
+    return await fn(socket);
   } finally {
-    await stop(remote);
+    await stop(daemon);
+  }
+}
+
+/** Both keys through the module at each thread count, after the stack's warm-up. */
+export function measureModule(
+  path: string,
+  socket: string,
+  seconds: number,
+  warmUpSeconds: number,
+  threadCounts?: readonly number[],
+): PathRow[] {
+  const env = { SIGNBRIDGE_SOCKET: socket };
+  warmUp(path, MODULE_PATH, BENCH_TENANTS, warmUpSeconds, env);
+  return (['rsa', 'ec'] as const).flatMap((kind) =>
+    measure(path, MODULE_PATH, BENCH_TENANTS[kind], '0000', kind, seconds, env, threadCounts),
+  );
+}
+
+export async function measurePaths(seconds: number, warmUpSeconds: number): Promise<PathRow[]> {
+  if (!existsSync(BENCH) || !existsSync(MODULE_PATH)) throw new Error('build the native code first (scripts/setup.sh)');
+  const rows: PathRow[] = [];
+
+  // 1 and 2: a SoftHSM token of its own, keys made by pkcs11-tool.
+  const dir = makeTempDir('sb-paths-');
+  const token = makeBenchToken(dir);
+  for (const kind of ['rsa', 'ec'] as const)
+    rows.push(...measure('SoftHSM direct', token.softhsm, 'bench', '1234', kind, seconds, token.hsmEnv));
+  await withP11Kit(dir, token, (clientEnv) => {
+    for (const kind of ['rsa', 'ec'] as const)
+      rows.push(...measure(P11KIT_PATH, P11KIT_CLIENT, 'bench', '1234', kind, seconds, clientEnv));
+  });
+
+  // 3 and 4: the embedded service's data dir, one tenant per key spec.
+  const dataDir = join(dir, 'svc');
+  const server = await startBenchService(dir, dataDir);
+  try {
+    await withRemoteDaemon(dir, server.url, '', (socket) => {
+      rows.push(...measureModule(REMOTE_PATH, socket, seconds, warmUpSeconds));
+    });
+  } finally {
     await server.stop();
   }
 
@@ -189,17 +226,7 @@ export async function measurePaths(seconds: number, warmUpSeconds: number): Prom
   );
   try {
     await waitForFile(localSock);
-    warmUp(LOCAL_PATH, MODULE_PATH, BENCH_TENANTS, warmUpSeconds, { SIGNBRIDGE_SOCKET: localSock });
-    for (const [tenant, kind] of [
-      ['bench-rsa', 'rsa'],
-      ['bench-ec', 'ec'],
-    ] as const) {
-      rows.push(
-        ...measure(LOCAL_PATH, MODULE_PATH, tenant, '0000', kind, seconds, {
-          SIGNBRIDGE_SOCKET: localSock,
-        }),
-      );
-    }
+    rows.push(...measureModule(LOCAL_PATH, localSock, seconds, warmUpSeconds));
   } finally {
     await stop(local);
   }

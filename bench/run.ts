@@ -1,10 +1,13 @@
 // `npm run bench`: measures, in one run on this machine, raw SoftHSM signing, the software key store's arithmetic
 // (ML-DSA-65, SM2) and the service's `sign` over HTTP (autocannon at concurrency 1 and 32) for RSA-2048, P-256,
-// ML-DSA-65 and SM2, ML-DSA-65 on each Node runtime (bench/ml-dsa-runtimes.ts: noble and, on Node 24, node:crypto),
+// ML-DSA-65 and SM2, ML-DSA-65 on each Node runtime (bench/ml-dsa-runtimes.ts: noble and, on Node 24, node:crypto
+// and the service's native addon),
 // and writes docs/benchmarks.md.
 // BENCH_POSTGRES=0 skips the PostgreSQL rows.
 // Environment: BENCH_SECONDS (default 8) per measurement; BENCH_WARMUP_SECONDS (default 3) of unrecorded load per key
-// on each Node stack before its rows; BENCH_PATHS=0 skips the bridge paths (their section is left as it was).
+// on each Node stack before its rows; BENCH_PATHS=0 skips the bridge paths (their section is left as it was);
+// BENCH_ML_DSA=0 skips ML-DSA-65 per runtime (noble, node:crypto and the service's addon; likewise left as it was);
+// BENCH_COALESCE=0 skips the daemon's coalescing section (bench/coalescing.ts).
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -16,6 +19,7 @@ import { packagePath } from '../src/paths.js';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
+import { coalescingSection, measureCoalescing, writeCoalescingSection } from './coalescing.js';
 import { type CpuShare, countCpu } from './cpu.js';
 import { awsKeyFor, signedKmsSign, sigv4CheckMicros } from './kms-sign.js';
 import { measureMlDsaRuntimes, mlDsaRuntimeSection, writeMlDsaRuntimeSection } from './ml-dsa-runtimes.js';
@@ -80,14 +84,17 @@ for (const line of raw.trim().split('\n')) {
   });
 }
 
-log(`the software key store's arithmetic alone (noble ML-DSA-65, sm-crypto SM2; 1 thread, ${seconds} s per key)`);
+log(
+  `the software key store's arithmetic alone (ML-DSA-65 as the key store signs it here, SM2; 1 thread, ${seconds} s per key)`,
+);
 const softwareCpuMs = new Map<string, number>();
-for (const { cpuMs, ...r } of measureSoftwareSigning(seconds)) {
-  rows.push({ path: 'library direct (noble / sm-crypto, 1 thread)', concurrency: 1, errors: 0, ...r });
+for (const { cpuMs, library, ...r } of measureSoftwareSigning(seconds)) {
+  rows.push({ path: `library direct (${library}, 1 thread)`, concurrency: 1, errors: 0, ...r });
   softwareCpuMs.set(r.spec, cpuMs);
 }
 
-const mlDsaRuntimeRows = measureMlDsaRuntimes(seconds, log);
+// BENCH_ML_DSA=0 skips ML-DSA-65 per runtime (its section is left as it was).
+const mlDsaRuntimeRows = process.env.BENCH_ML_DSA === '0' ? undefined : measureMlDsaRuntimes(seconds, log);
 
 log('starting the service (embedded default)');
 /** CPU µs of one SigV4 check (bench/kms-sign.ts), measured beside the KMS row. */
@@ -435,11 +442,16 @@ if (!doc.includes('<!-- bench:paths:start -->'))
   doc += '\n## The bridge paths\n\n<!-- bench:paths:start -->\n<!-- bench:paths:end -->\n';
 if (!skipPaths) doc = doc.replace(/<!-- bench:paths:start -->[\s\S]*<!-- bench:paths:end -->/, pathSection);
 writeFileSync(docPath, doc);
-writeMlDsaRuntimeSection(mlDsaRuntimeSection(mlDsaRuntimeRows, seconds));
+if (mlDsaRuntimeRows) writeMlDsaRuntimeSection(mlDsaRuntimeSection(mlDsaRuntimeRows, seconds));
 process.stdout.write(`${measured}\n\n${table}\n\n${goals.join('\n')}\n`);
 log(`wrote ${docPath}`);
 // The transparency log's own section (bench/transparency.ts; BENCH_LOG=0 skips it).
 if (process.env.BENCH_LOG !== '0') {
   writeLogSection(logSection(await measureTransparencyLog(seconds), seconds));
   log(`wrote the transparency log section of ${docPath}`);
+}
+// The daemon coalescing concurrent signatures (bench/coalescing.ts; BENCH_COALESCE=0 skips it).
+if (process.env.BENCH_COALESCE !== '0') {
+  writeCoalescingSection(coalescingSection(await measureCoalescing(seconds, warmUpSeconds), seconds));
+  log(`wrote the coalescing section of ${docPath}`);
 }

@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import autocannon from 'autocannon';
+import autocannon, { type Result } from 'autocannon';
 import { KeyStores } from '../src/keys/key-store.js';
 import { Pkcs11KeyStore } from '../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../src/keys/softhsm.js';
@@ -38,6 +38,19 @@ export interface LogBenchResult {
   consistency: { p50Ms: number; p99Ms: number };
   checkpoint: { p50Ms: number; p99Ms: number };
   throughput: { withIntegrator: Run[]; without: Run[] };
+  inclusionLatency: InclusionLatency;
+}
+
+interface InclusionLatency {
+  rate: number;
+  perSecond: number;
+  signatures: number;
+  /** Answers whose entry no checkpoint held by the end (should be 0). */
+  missing: number;
+  checkpoints: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
 }
 
 interface Run {
@@ -47,7 +60,7 @@ interface Run {
 }
 
 /** 1M entries: fill the audit log directly (setup, not measured), then time the integrator, proofs and signing. */
-async function atScale(entries: number): Promise<Omit<LogBenchResult, 'throughput'>> {
+async function atScale(entries: number): Promise<Omit<LogBenchResult, 'throughput' | 'inclusionLatency'>> {
   const dir = makeTempDir('sb-bench-log-');
   const path = join(dir, 'signbridge.db');
   const store = openSqliteStore(path);
@@ -148,28 +161,40 @@ async function atScale(entries: number): Promise<Omit<LogBenchResult, 'throughpu
 }
 
 /** P-256 signatures/s at concurrency 32 against a fresh server, with or without its integrator. */
+/** A `signbridge server` with a P-256 tenant, and the autocannon request that signs with it (32 connections). */
+async function signingServer(dataDir: string, args: string[]) {
+  const operator = createApiKeyCli(dataDir, 'operator');
+  const server = await startServerProcess(args, { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+  try {
+    await postAction(server.url, 'create_tenant', operator, { tenant_id: 'bench', key_spec: 'ECC_NIST_P256' });
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
+  const signer = createApiKeyCli(dataDir, 'signer', 'bench');
+  const request = {
+    url: `${server.url}/v1/sign`,
+    method: 'POST' as const,
+    headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      action: 'sign',
+      tenant_id: 'bench',
+      algorithm: 'ECDSA_SHA_256',
+      hash: Buffer.alloc(32, 7).toString('base64'),
+    }),
+    connections: 32,
+  };
+  return { server, request };
+}
+
 async function throughput(integrate: boolean, seconds: number): Promise<Run> {
   const dataDir = makeTempDir('sb-bench-logtp-');
   const config = join(dataDir, 'config.yaml');
   // Without: the log is served, but this instance leaves integrating to others (nobody, here).
-  writeFileSync(config, `dataDir: ${dataDir}\nlog:\n  integrateEveryMs: ${integrate ? 500 : 0}\n`);
-  const operator = createApiKeyCli(dataDir, 'operator');
-  const server = await startServerProcess(['--config', config], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+  // With: the defaults (integrateEveryMs 250, a checkpoint at most every second).
+  writeFileSync(config, `dataDir: ${dataDir}\nlog:\n  integrateEveryMs: ${integrate ? 250 : 0}\n`);
+  const { server, request } = await signingServer(dataDir, ['--config', config]);
   try {
-    await postAction(server.url, 'create_tenant', operator, { tenant_id: 'bench', key_spec: 'ECC_NIST_P256' });
-    const signer = createApiKeyCli(dataDir, 'signer', 'bench');
-    const request = {
-      url: `${server.url}/v1/sign`,
-      method: 'POST' as const,
-      headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        action: 'sign',
-        tenant_id: 'bench',
-        algorithm: 'ECDSA_SHA_256',
-        hash: Buffer.alloc(32, 7).toString('base64'),
-      }),
-      connections: 32,
-    };
     await autocannon({ ...request, duration: 3 }); // warm-up (unrecorded)
     const cpu = countCpu([server.child.pid as number]);
     const result = await autocannon({ ...request, duration: seconds });
@@ -180,6 +205,70 @@ async function throughput(integrate: boolean, seconds: number): Promise<Run> {
   } finally {
     await server.stop();
   }
+}
+
+/**
+ * Time to inclusion: signatures at a fixed rate (autocannon overallRate) against a service with the log's defaults;
+ * for each answer, its Signbridge-Log-Index and the time it arrived; afterwards, from the service's database, the
+ * first checkpoint whose tree holds that index and when it was made. The checkpoint's created_at is taken before
+ * its commit (a few ms early): a proof against it can be served from that commit on.
+ */
+async function timeToInclusion(rate: number, seconds: number): Promise<InclusionLatency> {
+  const dataDir = makeTempDir('sb-bench-loglat-');
+  const { server, request } = await signingServer(dataDir, ['--data-dir', dataDir]);
+  const answered: Array<{ index: number; at: number }> = [];
+  let result: Result;
+  try {
+    await autocannon({ ...request, duration: 3 }); // warm-up (unrecorded)
+    result = await autocannon({
+      ...request,
+      duration: seconds,
+      overallRate: rate,
+      requests: [
+        {
+          onResponse: (_status: number, _body: string, _context: unknown, headers: Record<string, string>) => {
+            const index = Number(headers['signbridge-log-index']);
+            if (Number.isInteger(index)) answered.push({ index, at: Date.now() });
+          },
+        },
+      ],
+    });
+    // Let the last answers' checkpoint come (at most ~1.25 s with the defaults).
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+  } finally {
+    await server.stop();
+  }
+  const db = openSqlite(join(dataDir, 'signbridge.db'), { readonly: true });
+  const checkpoints = (
+    db.prepare('SELECT tree_size, created_at FROM log_checkpoints ORDER BY tree_size').all() as Array<{
+      tree_size: number;
+      created_at: string;
+    }>
+  ).map((c) => ({ size: Number(c.tree_size), at: Date.parse(c.created_at) }));
+  db.close();
+  const delays: number[] = [];
+  let missing = 0;
+  let c = 0;
+  for (const a of [...answered].sort((x, y) => x.index - y.index)) {
+    while (c < checkpoints.length && (checkpoints[c] as { size: number }).size <= a.index) c++;
+    const cp = checkpoints[c];
+    if (!cp) {
+      missing++;
+      continue;
+    }
+    delays.push(Math.max(0, cp.at - a.at));
+  }
+  const s = summarise(delays, seconds);
+  return {
+    rate,
+    perSecond: result.requests.total / result.duration,
+    signatures: answered.length,
+    missing,
+    checkpoints: checkpoints.length,
+    p50Ms: s.p50Ms,
+    p99Ms: s.p99Ms,
+    maxMs: Math.max(...delays),
+  };
 }
 
 export async function measureTransparencyLog(seconds: number): Promise<LogBenchResult> {
@@ -195,7 +284,10 @@ export async function measureTransparencyLog(seconds: number): Promise<LogBenchR
     log(`signing path, P-256, 32 connections, ${seconds} s: with the integrator (round ${round + 1})`);
     withIntegrator.push(await throughput(true, seconds));
   }
-  return { ...scale, throughput: { withIntegrator, without } };
+  const rate = Number(process.env.BENCH_LOG_INCLUSION_RATE ?? 1000);
+  log(`time to inclusion: ${rate} signatures/s for ${seconds} s, the log's defaults`);
+  const inclusionLatency = await timeToInclusion(rate, seconds);
+  return { ...scale, throughput: { withIntegrator, without }, inclusionLatency };
 }
 
 export function logSection(r: LogBenchResult, seconds: number): string {
@@ -228,8 +320,19 @@ export function logSection(r: LogBenchResult, seconds: number): string {
     `Integrating ${fmt(r.entries)} entries from scratch: ${fmt(r.integrateS, 1)} s, ${fmt(r.integrateUsPerEntry, 1)} µs per entry of wall time and ${fmt(r.integrateCpuUsPerEntry, 1)} µs of CPU (read, chain check, leaf hash, tiles, in batches of ${fmt(DEFAULT_BATCH)}).`,
     '',
     `Signing path (service \`sign\`, P-256, autocannon 32 connections, ${seconds} s per run, runs alternated; the service's CPU µs per signature in brackets): without the integrator ${runs(r.throughput.without)}; with it ${runs(r.throughput.withIntegrator)}: ${drop >= 0 ? `${fmt(drop, 1)}% fewer` : `${fmt(-drop, 1)}% more`} signatures/s and ${fmt(cpuMore, 1)}% more CPU per signature with the integrator; per round, the median drop is ${fmt(median, 1)}% (round by round: ${pairedDrops.map((d) => fmt(d, 1)).join(', ')}). Integrating one entry (${fmt(r.integrateCpuUsPerEntry, 1)} µs) is ${fmt(share, 1)}% of a signature's service CPU without the integrator (aim: less than 5% fewer).`,
+    '',
+    inclusionLine(r.inclusionLatency, seconds),
     '<!-- bench:log:end -->',
   ].join('\n');
+}
+
+function inclusionLine(l: InclusionLatency, seconds: number): string {
+  return (
+    `Time to inclusion (the log's defaults: integrateEveryMs 250, checkpointEverySeconds 1; autocannon at a fixed ${fmt(l.rate)} signatures/s, 32 connections, ${seconds} s; ${fmt(l.perSecond)}/s answered): ` +
+    `from each answer to the first signed checkpoint holding its entry, p50 ${fmt(l.p50Ms)} ms, **p99 ${fmt(l.p99Ms)} ms** (aim: at most 1,500 ms), max ${fmt(l.maxMs)} ms, over ${fmt(l.signatures)} signatures and ${fmt(l.checkpoints)} checkpoints` +
+    (l.missing > 0 ? `; ${fmt(l.missing)} answers had no checkpoint by the end` : '') +
+    '.'
+  );
 }
 
 export function writeLogSection(section: string): void {

@@ -14,6 +14,7 @@ import { type LoginMetadata, loginFilesInUse, readLoginMetadata } from './login-
 import { LoginSession } from './login-session.js';
 import { DEFAULT_SBOM_MAX_BYTES } from './sbom.js';
 import { defaultSocketPath } from './socket-path.js';
+import { type CoalescingOptions, DEFAULT_COALESCING } from './upstream/coalescing-upstream.js';
 import { DEFAULT_RETRY_WITHIN_MS } from './upstream/remote-upstream.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -31,6 +32,8 @@ export const DaemonConfigFileSchema = Type.Object(
           timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 600 })),
           /** How long a request is sent again while the service cannot answer (restart, 503); 0: once. */
           retrySeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 600 })),
+          /** Connections to the service at most (default DEFAULT_CONNECTIONS). */
+          connections: Type.Optional(Type.Integer({ minimum: 1, maximum: 1024 })),
         },
         { additionalProperties: false },
       ),
@@ -52,9 +55,23 @@ export const DaemonConfigFileSchema = Type.Object(
             label: Type.Optional(Type.String({ minLength: 1 })),
             apiKeyFile: Type.Optional(Type.String({ minLength: 1 })),
             certificates: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1 }))),
+            /** A directory: each signature's transparency-log proof is kept there (docs/daemon.md). */
+            logProofs: Type.Optional(Type.String({ minLength: 1 })),
           },
           { additionalProperties: false },
         ),
+      ),
+    ),
+    /** Concurrent signatures for one key sent as one sign_batch (coalescing-upstream.ts); on by default. */
+    coalesce: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean()),
+          windowMs: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+          maxBatch: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+          lanes: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+        },
+        { additionalProperties: false },
       ),
     ),
     cacheSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 3600 })),
@@ -76,6 +93,8 @@ export type UpstreamConfig =
       timeoutMs: number;
       /** service.retrySeconds (loadDaemonConfig's default: DEFAULT_RETRY_WITHIN_MS); unset: RemoteUpstream's 0. */
       retryWithinMs?: number;
+      /** service.connections; unset: RemoteUpstream's DEFAULT_CONNECTIONS. */
+      connections?: number;
     }
   | { type: 'in-process'; dataDir: string; configFile?: string };
 
@@ -92,6 +111,8 @@ export interface DaemonConfig {
   /** How long a POLL may hold its answer back before saying "still pending". */
   approvalWaitMs: number;
   sbomMaxBytes: number;
+  /** How concurrent signatures are coalesced into batches; undefined: each goes alone (coalesce.enabled false). */
+  coalesce?: Omit<CoalescingOptions, 'log'>;
   /** Set when the API key is the one `signbridge login` stored: the daemon follows new logins and warns on expiry. */
   login?: LoginSession;
   /** The tenant came from the login (no --tenant, no tenants in the file): a login for another tenant switches to it. */
@@ -163,6 +184,7 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
         tenantId: t.id,
         label: t.label ?? t.id,
         certificates: Object.fromEntries(Object.entries(t.certificates ?? {}).map(([k, p]) => [k, fromFile(p)])),
+        ...(t.logProofs !== undefined && { logProofs: fromFile(t.logProofs) }),
       }));
   if (tenants.length === 0 && login) {
     tenants = [{ tenantId: login.tenant_id, label: login.tenant_id, certificates: {} }];
@@ -241,6 +263,7 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
         file.service?.retrySeconds === undefined
           ? DEFAULT_RETRY_WITHIN_MS
           : Math.round(file.service.retrySeconds * 1000),
+      ...(file.service?.connections !== undefined && { connections: file.service.connections }),
     };
   }
 
@@ -259,8 +282,31 @@ export function resolveDaemonConfig(sources: DaemonConfigSources): DaemonConfig 
     busyPollMs: busyPollSetting(env.SIGNBRIDGE_BUSY_POLL_MS, file.busyPollMs, (m) => new DaemonConfigError(m)),
     approvalWaitMs: Math.round((file.approvalWaitSeconds ?? 5) * 1000),
     sbomMaxBytes: file.sbomMaxBytes ?? DEFAULT_SBOM_MAX_BYTES,
+    ...coalesceSetting(env.SIGNBRIDGE_COALESCE, file.coalesce),
     ...(loginSession !== undefined && { login: loginSession }),
     // Only a daemon whose key is the login's follows the login's tenant.
     ...(tenantsFromLogin && loginSession !== undefined && { tenantsFromLogin }),
+  };
+}
+
+/** coalesce in the file, SIGNBRIDGE_COALESCE (0 or 1) over its `enabled`. */
+function coalesceSetting(
+  envValue: string | undefined,
+  file: DaemonConfigFile['coalesce'],
+): { coalesce?: Omit<CoalescingOptions, 'log'> } {
+  let enabled = file?.enabled ?? true;
+  if (envValue !== undefined && envValue !== '') {
+    if (envValue !== '0' && envValue !== '1') {
+      throw new DaemonConfigError(`SIGNBRIDGE_COALESCE must be 0 or 1, got "${envValue}"`);
+    }
+    enabled = envValue === '1';
+  }
+  if (!enabled) return {};
+  return {
+    coalesce: {
+      windowMs: file?.windowMs ?? DEFAULT_COALESCING.windowMs,
+      maxBatch: file?.maxBatch ?? DEFAULT_COALESCING.maxBatch,
+      lanes: file?.lanes ?? DEFAULT_COALESCING.lanes,
+    },
   };
 }

@@ -6,9 +6,11 @@ import { CertificateStore } from './certificate-store.js';
 import type { DaemonConfig } from './config.js';
 import { RequestHandler } from './handler.js';
 import { KeyCatalog } from './key-catalog.js';
+import { LogProofKeeper } from './log-proofs.js';
 import type { PeerCred } from './peercred.js';
 import { loadPeerCred } from './peercred.js';
 import { DaemonServer } from './server.js';
+import { CoalescingUpstream } from './upstream/coalescing-upstream.js';
 import { RemoteUpstream } from './upstream/remote-upstream.js';
 import type { Upstream } from './upstream/upstream.js';
 
@@ -30,6 +32,19 @@ export interface StartDaemonOptions {
 }
 
 export async function openUpstream(config: DaemonConfig, log?: Logger): Promise<Upstream> {
+  return coalescing(await openServiceUpstream(config, log), config, log);
+}
+
+/** Wrapped in the coalescer where it is on and the upstream can sign batches. */
+function coalescing(upstream: Upstream, config: DaemonConfig, log?: Logger): Upstream {
+  if (!config.coalesce || !upstream.signBatch) return upstream;
+  return new CoalescingUpstream(upstream as Upstream & Required<Pick<Upstream, 'signBatch'>>, {
+    ...config.coalesce,
+    ...(log && { log }),
+  });
+}
+
+async function openServiceUpstream(config: DaemonConfig, log?: Logger): Promise<Upstream> {
   if (config.upstream.type === 'remote') {
     return new RemoteUpstream({
       url: config.upstream.url,
@@ -37,6 +52,7 @@ export async function openUpstream(config: DaemonConfig, log?: Logger): Promise<
       tenantApiKeys: config.upstream.tenantApiKeys,
       timeoutMs: config.upstream.timeoutMs,
       ...(config.upstream.retryWithinMs !== undefined && { retryWithinMs: config.upstream.retryWithinMs }),
+      ...(config.upstream.connections !== undefined && { connections: config.upstream.connections }),
       userAgent: 'signbridge-daemon/0.1.0',
       ...(log && { log }),
     });
@@ -70,7 +86,15 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     certificateStore,
     ...(config.tenantsFromLogin && config.login && { tenantSource: () => config.login!.tenants(config.tenants) }),
   });
+  const logProofs = config.tenants.some((t) => t.logProofs !== undefined)
+    ? new LogProofKeeper({
+        upstream,
+        dirFor: (tenantId) => config.tenants.find((t) => t.tenantId === tenantId)?.logProofs,
+        log: options.log,
+      })
+    : undefined;
   const handler = new RequestHandler({
+    ...(logProofs && { logProofs }),
     certificateStore,
     catalog,
     upstream,

@@ -13,6 +13,7 @@ import {
 import { CertificateChainError, type CertificateStore, checkChain } from './certificate-store.js';
 import { EC_FIELD_BYTES, ecdsaDerToRaw } from './ecdsa.js';
 import type { CatalogEntry, KeyCatalog } from './key-catalog.js';
+import type { LogProofKeeper } from './log-proofs.js';
 import type {
   ErrorMessage,
   Hello,
@@ -43,6 +44,8 @@ export interface HandlerOptions {
   approvalWaitMs?: number;
   /** Interval between looks at the service while a POLL waits (default 1 s). */
   pollIntervalMs?: number;
+  /** Keeps each signature's log proof where its tenant asks for it (log-proofs.ts). */
+  logProofs?: LogProofKeeper;
 }
 
 /**
@@ -73,7 +76,8 @@ export function errorMessage(status: WireStatusCode, message: string, requestId?
 
 export class RequestHandler {
   private readonly opts: HandlerOptions;
-  private readonly pending = new Map<string, Asked>();
+  /** Pending requests by id; several SIGNs share one id when the daemon sent them as one batch (held whole). */
+  private readonly pending = new Map<string, Asked[]>();
 
   constructor(opts: HandlerOptions) {
     this.opts = opts;
@@ -294,6 +298,7 @@ export class RequestHandler {
       },
       'signed',
     );
+    this.opts.logProofs?.keep(asked.tenant, result.logIndex, result.signature, signature);
     return { type: 'SIGN_OK', signature, ...(result.requestId !== undefined && { requestId: result.requestId }) };
   }
 
@@ -302,8 +307,9 @@ export class RequestHandler {
    * pollIntervalMs, so that a module polling in a loop is not busy; then answers SIGN_PENDING.
    */
   async poll(request: Poll, peer: PeerInfo): Promise<Response> {
-    const remembered = this.pending.get(request.requestId);
-    if (remembered && (remembered.tenant !== request.tenant || !remembered.digest?.equals(request.digest))) {
+    const askers = this.pending.get(request.requestId);
+    const remembered = askers?.find((a) => a.tenant === request.tenant && a.digest?.equals(request.digest));
+    if (askers && !remembered) {
       return errorMessage(
         WireStatus.BAD_REQUEST,
         `POLL for ${request.requestId} names another tenant or digest than the SIGN that went pending`,
@@ -333,7 +339,7 @@ export class RequestHandler {
           err.status !== WireStatus.UNAVAILABLE &&
           err.status !== WireStatus.TIMEOUT
         ) {
-          this.pending.delete(request.requestId);
+          this.forget(request.requestId, remembered);
           this.opts.log.info(
             { requestId: request.requestId, httpRequestId: err.requestId, status: err.toString() },
             'pending request ended',
@@ -343,7 +349,7 @@ export class RequestHandler {
         throw err;
       }
       if (result.kind === 'signed') {
-        this.pending.delete(request.requestId);
+        this.forget(request.requestId, remembered);
         const requestId = result.requestId ?? request.requestId;
         // After a restart the key spec comes from the key that signed: the algorithm does not name the curve
         // (an EC key signs every SHA-2 digest), and r||s is as wide as the curve's field.
@@ -385,7 +391,16 @@ export class RequestHandler {
       const oldest = this.pending.keys().next().value;
       if (oldest !== undefined) this.pending.delete(oldest);
     }
-    this.pending.set(requestId, pending);
+    const askers = this.pending.get(requestId);
+    if (askers) askers.push(pending);
+    else this.pending.set(requestId, [pending]);
+  }
+
+  private forget(requestId: string, asked: Asked | undefined): void {
+    const askers = this.pending.get(requestId);
+    const left = askers?.filter((a) => a !== asked) ?? [];
+    if (left.length > 0) this.pending.set(requestId, left);
+    else this.pending.delete(requestId);
   }
 
   private context(request: Sign, peer: PeerInfo): SignContext {

@@ -15,6 +15,8 @@ export interface TenantConfig {
   label: string;
   /** Service key id -> PEM file with the leaf certificate followed by its intermediates. */
   certificates: Record<string, string>;
+  /** Where the transparency-log proof of each signature is kept (log-proofs.ts); none when absent. */
+  logProofs?: string;
 }
 
 export interface CatalogEntry {

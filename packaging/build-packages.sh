@@ -162,6 +162,11 @@ build_service() {
   mkdir -p "$app/dist"
   cp -r dist/src dist/daemon "$app/dist/"
   (cd src && find . -name '*.cjs' -o -name '*.mjs' | while read -r f; do install -D -m 0644 "$f" "$app/src/$f"; done)
+  # The native ML-DSA signer, where src/keys/ml-dsa-addon.ts looks for it (the tarball's Node 24 loads it).
+  bash src/keys/native/ml-dsa/build.sh
+  mkdir -p "$app/src/keys/native/ml-dsa/build/Release"
+  strip --strip-unneeded -o "$app/src/keys/native/ml-dsa/build/Release/ml_dsa_sign.node" \
+    src/keys/native/ml-dsa/build/Release/ml_dsa_sign.node
   cp -r softhsm-config assets "$app/"
   cp -r "$WORK/service-modules/node_modules" "$app/node_modules"
   # What the native addons' compiles left behind (objects, static libraries, SQLite's sources): only each

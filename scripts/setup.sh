@@ -150,7 +150,8 @@ install_node24() {
 
 # SQLite: better-sqlite3 13 (Node-API, prebuilt inside its package) on Node 22 and 24, and 12 under the alias
 # better-sqlite3-node20, built by npm ci for the machine's Node, on Node 20 (src/store/sqlite-driver.ts says why).
-# pkcs11js and the daemon's peercred addon are Node-API addons and load on every line as they are.
+# pkcs11js and the daemon's peercred addon are Node-API addons and load on every line as they are; the ML-DSA
+# signer loads only on Node 24 (its OpenSSL), and Node 20 signs ML-DSA with noble.
 
 build_native() {
   [ -f native/CMakeLists.txt ] || return 0
@@ -164,6 +165,12 @@ build_daemon_addon() {
   bash daemon/native/peercred/build.sh
 }
 
+build_ml_dsa_addon() {
+  # The service's native ML-DSA signer, against Node 24's own OpenSSL headers (src/keys/ml-dsa-addon.ts); quick
+  # when already built.
+  bash src/keys/native/ml-dsa/build.sh
+}
+
 build_typescript() {
   log "building TypeScript"
   node_modules/.bin/tsc -p tsconfig.build.json
@@ -174,5 +181,6 @@ install_npm_packages
 install_node24
 build_native
 build_daemon_addon
+build_ml_dsa_addon
 build_typescript
 log "ready"

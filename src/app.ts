@@ -40,8 +40,10 @@ import { KeyImportService } from './signing/key-import-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
 import { expireOverdueRequests } from './signing/request-expiry.js';
 import { DEFAULT_APPROVAL_RETRY_WINDOW_MS, SigningService } from './signing/signing-service.js';
+import type { StoredCheckpoint } from './store/log-store.js';
 import type { Store } from './store/store.js';
 import { LogOriginError, LogService, type LogSettings } from './transparency/log-service.js';
+import { Witnesses } from './transparency/witnesses/witnesses.js';
 import type { ClockTrust } from './tsa/clock-trust.js';
 import { TsaService, type TsaServiceSettings } from './tsa/tsa-service.js';
 import type { AnonymousQuota } from './tsa/tsa-settings.js';
@@ -294,7 +296,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     app.addHook('preClose', async () => dispatcher.stop());
   }
   if (opts.log) {
+    // Set below once the witnesses exist (they need the log for their consistency proofs).
+    let onPublished: ((checkpoint: StoredCheckpoint) => void) | undefined;
     const log = new LogService({
+      onPublished: (checkpoint) => onPublished?.(checkpoint),
       store: background.log,
       keyStores: KeyStores.of(opts.keyStore),
       settings: opts.log,
@@ -323,6 +328,16 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       },
     });
     app.decorate('transparencyLog', log);
+    if (opts.log.witnesses && opts.log.witnesses.length > 0) {
+      const witnesses = new Witnesses(opts.log.witnesses, {
+        store: background.log,
+        consistency: (from, to) => log.consistency(from, to),
+        onProblem: (witness, message) => app.log.warn({ witness }, `transparency log witness: ${message}`),
+      });
+      onPublished = (checkpoint) => witnesses.offer(checkpoint);
+      app.addHook('preClose', async () => witnesses.stop());
+    }
+    opts.store.audit.onAppended = () => log.nudge();
     // The key is made (or checked against log.origin) before the service answers: a wrong origin stops the start.
     // A key store that cannot make the key now does not: signing may still work, and every pass tries again.
     app.addHook('onReady', async () => {

@@ -51,6 +51,8 @@ export const ERROR_CODES = {
   idempotency_key_in_use: 409,
   // The key exists but cannot sign now: disabled or deleted in the key store, awaiting (re)import, material expired.
   key_not_usable: 409,
+  // sign_batch: the policy would hold these signatures for a person's decision; approvals cover one digest.
+  batch_needs_approval: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   // The Idempotency-Key was used before with a different request body.

@@ -8,10 +8,29 @@ import { Pool } from 'undici';
 import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import type { ApiKeySource } from '../credentials.js';
 import { WireStatus } from '../protocol/wire.js';
+import {
+  batchItem,
+  contextFields,
+  type HttpOutcome,
+  pendingFrom,
+  serviceCannotAnswer,
+  serviceNamesTheTarget,
+} from './service-answers.js';
 import { messageFor, wireStatusFor } from './status-map.js';
 import {
+  AnswerTooLarge,
+  DEADLINE_CODE,
+  MAX_ANSWER_BYTES,
+  MAX_BATCH_ITEM_BYTES,
+  networkError,
+} from './transport-errors.js';
+import {
+  BatchNeedsApproval,
+  BatchUnsupported,
   type CollectInput,
   type PublicKeyInfo,
+  type SignBatchInput,
+  type SignBatchResult,
   type SignContext,
   type SignInput,
   type SignResult,
@@ -36,16 +55,25 @@ export interface RemoteUpstreamOptions {
    */
   retryWithinMs?: number;
   userAgent?: string;
+  /**
+   * Connections to the service at most (service.connections; default DEFAULT_CONNECTIONS). Each carries one request
+   * at a time; more requests than connections wait in line in this process, not at the service.
+   */
+  connections?: number;
   /** Where each wait for the service is logged (once per request, not per attempt). */
   log?: Pick<Logger, 'warn' | 'info'>;
 }
 
-interface HttpOutcome {
-  status: number;
-  body: Record<string, unknown> | undefined;
-  requestId: string | undefined;
-  /** The Signbridge-Log-Index header of an answer that hands out a signature. */
-  logIndex?: number;
+/** What one request carries besides its body. */
+interface CallExtras {
+  /** A new signature's own key (src/api/idempotency.ts): sent again, it gets the first answer. */
+  idempotencyKey?: string;
+  /** How long to send again while the service cannot answer (default: the options' retryWithinMs). */
+  retryWithinMs?: number;
+  /** RFC 7240 Prefer (`wait-for-log`: the answer carries the signature's log proof). */
+  prefer?: string;
+  /** The largest answer read (default MAX_ANSWER_BYTES). */
+  maxAnswerBytes?: number;
 }
 
 export class RemoteUpstream implements Upstream {
@@ -66,6 +94,7 @@ export class RemoteUpstream implements Upstream {
     // One request per connection at a time (no pipelining: a slow approval must not hold up the signatures behind
     // it); idle connections close after a while, so a quiet daemon keeps none open.
     this.pool = new Pool(this.base.origin, {
+      connections: opts.connections ?? DEFAULT_CONNECTIONS,
       pipelining: 1,
       keepAliveTimeout: 30_000,
       headersTimeout: opts.timeoutMs,
@@ -77,7 +106,7 @@ export class RemoteUpstream implements Upstream {
     // A kept-alive connection the server closed just now is replaced at once, but a service that is down is said
     // at once too: a token listing (pkcs11-tool -L, p11-kit, `signbridge status`) must not wait for it. A SIGN whose
     // cached key expired meanwhile goes on with the cached key (KeyCatalog.current's staleOnOutage).
-    const out = await this.callRetrying('get_public_key', tenantId, {}, undefined, 0);
+    const out = await this.callRetrying('get_public_key', tenantId, {}, { retryWithinMs: 0 });
     if (out.status !== 200) throw this.failure(out, tenantId);
     const b = out.body ?? {};
     if (typeof b.key_id !== 'string' || typeof b.key_spec !== 'string' || typeof b.public_key_pem !== 'string') {
@@ -119,12 +148,16 @@ export class RemoteUpstream implements Upstream {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     context: SignContext = {},
+    /** Ask for the signature's transparency-log proof in the answer (`Prefer: wait-for-log`, docs/api.md). */
+    options: { logProof?: boolean } = {},
   ): Promise<SignResult> {
-    return this.signCall('sign', tenantId, true, {
-      algorithm,
-      hash: digest.toString('base64'),
-      ...contextFields(context),
-    });
+    return this.signCall(
+      'sign',
+      tenantId,
+      true,
+      { algorithm, hash: digest.toString('base64'), ...contextFields(context) },
+      options.logProof ? 'wait-for-log' : undefined,
+    );
   }
 
   async collect(input: CollectInput): Promise<SignResult> {
@@ -144,21 +177,14 @@ export class RemoteUpstream implements Upstream {
     tenantId: string,
     fresh: boolean,
     body: Record<string, unknown>,
+    prefer?: string,
   ): Promise<SignResult> {
-    const out = await this.callRetrying(action, tenantId, body, fresh ? randomUUID() : undefined);
+    const out = await this.callRetrying(action, tenantId, body, {
+      ...(fresh && { idempotencyKey: randomUUID() }),
+      ...(prefer !== undefined && { prefer }),
+    });
     const b = out.body ?? {};
-    if (out.status === 202) {
-      if (typeof b.request_id !== 'string' || typeof b.status !== 'string') {
-        throw new UpstreamError(WireStatus.INTERNAL, `${action}: a 202 without request_id/status`, out.requestId);
-      }
-      return {
-        kind: 'pending',
-        requestId: b.request_id,
-        status: b.status,
-        message: typeof b.message === 'string' ? b.message : `signature request ${b.status}`,
-        ...(typeof b.approve_url === 'string' && /^https?:\/\//.test(b.approve_url) && { approveUrl: b.approve_url }),
-      };
-    }
+    if (out.status === 202) return pendingFrom(action, out);
     if (out.status !== 200) throw this.failure(out, tenantId);
     if (typeof b.signature !== 'string' || typeof b.key_id !== 'string' || typeof b.signing_algorithm !== 'string') {
       throw new UpstreamError(
@@ -176,7 +202,94 @@ export class RemoteUpstream implements Upstream {
       algorithm: b.signing_algorithm as SigningAlgorithm,
       ...(requestId !== undefined && { requestId }),
       ...(out.logIndex !== undefined && { logIndex: out.logIndex }),
+      ...(typeof b.log_proof === 'string' && { logProof: b.log_proof }),
     };
+  }
+
+  /**
+   * sign_batch with pkcs11_sign's key_spec/pss_padding: one request for all digests, with an Idempotency-Key of
+   * its own when new (as a signature), none when collecting a held batch (request_id and the same hashes again).
+   * A service without the route (older than sign_batch) is BatchUnsupported, so the caller can sign one by one.
+   */
+  async signBatch(input: SignBatchInput): Promise<SignBatchResult> {
+    const action = 'sign_batch';
+    const fresh = input.requestId === undefined;
+    const out = await this.callRetrying(
+      action,
+      input.tenantId,
+      {
+        hashes: input.digests.map((d) => d.toString('base64')),
+        ...(input.algorithm !== undefined
+          ? { algorithm: input.algorithm }
+          : { key_spec: input.keySpec, pss_padding: input.pss }),
+        ...(input.requestId !== undefined && { request_id: input.requestId }),
+        ...contextFields(input.context),
+      },
+      {
+        ...(fresh && { idempotencyKey: randomUUID() }),
+        // Each signature is a few KB at most (ML-DSA-87: 6.2 KB in base64): room for them all.
+        maxAnswerBytes: MAX_ANSWER_BYTES + input.digests.length * MAX_BATCH_ITEM_BYTES,
+      },
+    );
+    const b = out.body ?? {};
+    if (out.status === 202) return pendingFrom(action, out);
+    if (out.status === 404 && !serviceNamesTheTarget(b)) {
+      throw new BatchUnsupported(`the service at ${this.description} has no ${action}`, out.requestId);
+    }
+    if (out.status === 409 && b.error === 'batch_needs_approval') {
+      throw new BatchNeedsApproval(typeof b.reason === 'string' ? b.reason : 'batch_needs_approval', out.requestId);
+    }
+    if (out.status !== 200) throw this.failure(out, input.tenantId);
+    const algorithm = b.algorithm ?? b.signing_algorithm;
+    const results = b.results;
+    if (
+      typeof b.key_id !== 'string' ||
+      typeof algorithm !== 'string' ||
+      !Array.isArray(results) ||
+      results.length !== input.digests.length
+    ) {
+      throw new UpstreamError(
+        WireStatus.INTERNAL,
+        `${action}: the service answered without key_id/algorithm or with ${Array.isArray(results) ? results.length : 'no'} results for ${input.digests.length} hashes`,
+        out.requestId,
+      );
+    }
+    const requestId = typeof b.request_id === 'string' ? b.request_id : out.requestId;
+    return {
+      kind: 'signed',
+      keyId: b.key_id,
+      algorithm: algorithm as SigningAlgorithm,
+      ...(requestId !== undefined && { requestId }),
+      results: results.map((item: unknown) => batchItem(item, action, requestId)),
+    };
+  }
+
+  async inclusionProof(tenantId: string, index: number): Promise<unknown | 'not-yet'> {
+    const deadline = AbortSignal.timeout(this.opts.timeoutMs);
+    let res: Awaited<ReturnType<Pool['request']>>;
+    try {
+      res = await this.pool.request({
+        path: `${this.pathPrefix}log/proof/inclusion?index=${index}`,
+        method: 'GET',
+        headers: {
+          authorization: `Bearer ${this.apiKey(tenantId)}`,
+          accept: 'application/json',
+          'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
+        },
+        signal: deadline,
+      });
+    } catch (err) {
+      throw networkError(err, this.description, this.opts.timeoutMs);
+    }
+    const text = await res.body.text();
+    if (res.statusCode === 404) return 'not-yet';
+    if (res.statusCode !== 200) {
+      throw new UpstreamError(
+        wireStatusFor(res.statusCode, undefined),
+        `GET /log/proof/inclusion: HTTP ${res.statusCode}`,
+      );
+    }
+    return JSON.parse(text) as unknown;
   }
 
   async close(): Promise<void> {
@@ -199,10 +312,10 @@ export class RemoteUpstream implements Upstream {
     action: string,
     tenantId: string,
     body: Record<string, unknown>,
-    idempotencyKey?: string,
-    retryWithinMs = this.opts.retryWithinMs ?? 0,
+    extras: CallExtras = {},
   ): Promise<HttpOutcome> {
-    const out = await this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs);
+    const retrying = { ...extras, retryWithinMs: extras.retryWithinMs ?? this.opts.retryWithinMs ?? 0 };
+    const out = await this.callRetryingUnavailable(action, tenantId, body, retrying);
     // A refused key from a source that renews itself (a CI key past its expiry): once more with the new key. A 401
     // did nothing at the service, so sending the request again signs at most once.
     const renew = this.keySource(tenantId)?.renewAfterRefusal;
@@ -215,16 +328,16 @@ export class RemoteUpstream implements Upstream {
     }
     if (!renewed) return out;
     this.opts.log?.info({ action, tenant: tenantId }, 'the service refused the key; sending again with the new one');
-    return this.callRetryingUnavailable(action, tenantId, body, idempotencyKey, retryWithinMs);
+    return this.callRetryingUnavailable(action, tenantId, body, retrying);
   }
 
   private async callRetryingUnavailable(
     action: string,
     tenantId: string,
     body: Record<string, unknown>,
-    idempotencyKey: string | undefined,
-    retryWithinMs: number,
+    extras: CallExtras & { retryWithinMs: number },
   ): Promise<HttpOutcome> {
+    const { idempotencyKey, retryWithinMs } = extras;
     const started = Date.now();
     const retryUntil = started + retryWithinMs;
     let backoffMs = FIRST_BACKOFF_MS;
@@ -232,7 +345,7 @@ export class RemoteUpstream implements Upstream {
       let out: HttpOutcome | undefined;
       let failure: UpstreamError | undefined;
       try {
-        out = await this.call(action, tenantId, body, idempotencyKey);
+        out = await this.call(action, tenantId, body, extras);
       } catch (err) {
         if (!(err instanceof UpstreamError) || err.status !== WireStatus.UNAVAILABLE) throw err;
         failure = err;
@@ -287,7 +400,7 @@ export class RemoteUpstream implements Upstream {
     action: string,
     tenantId: string,
     body: Record<string, unknown>,
-    idempotencyKey?: string,
+    extras: CallExtras = {},
   ): Promise<HttpOutcome> {
     const apiKey = this.apiKey(tenantId);
     let res: { status: number; requestId: string | undefined; text: string; logIndex?: number };
@@ -296,7 +409,7 @@ export class RemoteUpstream implements Upstream {
         `${this.pathPrefix}v1/${action}`,
         apiKey,
         JSON.stringify({ action, tenant_id: tenantId, ...body }),
-        idempotencyKey,
+        extras,
       );
     } catch (err) {
       throw networkError(err, this.description, this.opts.timeoutMs);
@@ -334,7 +447,7 @@ export class RemoteUpstream implements Upstream {
     path: string,
     apiKey: string,
     body: string,
-    idempotencyKey?: string,
+    extras: CallExtras = {},
   ): Promise<{ status: number; requestId: string | undefined; text: string; logIndex?: number }> {
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.opts.timeoutMs);
@@ -347,7 +460,8 @@ export class RemoteUpstream implements Upstream {
           'content-type': 'application/json',
           accept: 'application/json',
           'user-agent': this.opts.userAgent ?? 'signbridge-daemon',
-          ...(idempotencyKey !== undefined && { 'idempotency-key': idempotencyKey }),
+          ...(extras.idempotencyKey !== undefined && { 'idempotency-key': extras.idempotencyKey }),
+          ...(extras.prefer !== undefined && { prefer: extras.prefer }),
         },
         body,
         signal: deadline.signal,
@@ -357,9 +471,9 @@ export class RemoteUpstream implements Upstream {
       let size = 0;
       for await (const chunk of res.body as AsyncIterable<Buffer>) {
         size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) {
+        if (size > (extras.maxAnswerBytes ?? MAX_ANSWER_BYTES)) {
           res.body.destroy();
-          throw new AnswerTooLarge();
+          throw new AnswerTooLarge(extras.maxAnswerBytes ?? MAX_ANSWER_BYTES);
         }
         chunks.push(chunk);
       }
@@ -393,61 +507,18 @@ export class RemoteUpstream implements Upstream {
   }
 }
 
-/** The policy inputs, under the API's field names. */
-function contextFields(context: SignContext): Record<string, string> {
-  return {
-    ...(context.project !== undefined && { project: context.project }),
-    ...(context.environment !== undefined && { environment: context.environment }),
-    ...(context.artifactType !== undefined && { artifact_type: context.artifactType }),
-    ...(context.artifactVersion !== undefined && { artifact_version: context.artifactVersion }),
-    ...(context.sbom !== undefined && { sbom: context.sbom }),
-  };
-}
-
 /**
  * How long the daemon sends a signature again while the service cannot answer (service.retrySeconds). A
  * service restart takes a few seconds; 20 s of retries plus one 30 s attempt (service.timeoutSeconds) still answer
  * the module before its own 60 s wait for the daemon (SIGNBRIDGE_TIMEOUT) runs out.
  */
 export const DEFAULT_RETRY_WITHIN_MS = 20_000;
+/**
+ * Connections to the service by default: enough for a service's several request workers (one connection is
+ * served by one worker) and for the concurrent signers of a busy build host, without opening one per module thread.
+ */
+export const DEFAULT_CONNECTIONS = 16;
 const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 1000;
 /** Wait before asking again about a signature the service is still answering (its Retry-After). */
 const IN_PROGRESS_WAIT_MS = 1000;
-
-/**
- * An answer that says the service could not serve the request now and nothing was done: a proxy with no service
- * behind it (502), the service shutting down or its store or key store out (503, except oauth_not_configured,
- * which stays so), a request timeout before it was read (408), or too many requests (429).
- */
-function serviceCannotAnswer(out: HttpOutcome): boolean {
-  if (out.status === 503) return out.body?.error !== 'oauth_not_configured';
-  return out.status === 502 || out.status === 408 || out.status === 429;
-}
-
-/** The largest answer read from the service; its real answers are a few KB (a public key, a certificate chain). */
-const MAX_ANSWER_BYTES = 1024 * 1024;
-const DEADLINE_CODE = 'SIGNBRIDGE_DEADLINE';
-const TIMEOUT_CODES = new Set([
-  DEADLINE_CODE,
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
-
-class AnswerTooLarge extends Error {}
-
-function networkError(err: unknown, where: string, timeoutMs: number): UpstreamError {
-  if (err instanceof AnswerTooLarge) {
-    return new UpstreamError(
-      WireStatus.INTERNAL,
-      `the service at ${where} answered with more than ${MAX_ANSWER_BYTES} bytes`,
-    );
-  }
-  const e = err as Error & { code?: string };
-  if (e.code !== undefined && TIMEOUT_CODES.has(e.code)) {
-    return new UpstreamError(WireStatus.TIMEOUT, `the service at ${where} did not answer within ${timeoutMs} ms`);
-  }
-  const detail = e.code ?? e.message;
-  return new UpstreamError(WireStatus.UNAVAILABLE, `cannot reach the service at ${where}: ${detail}`);
-}

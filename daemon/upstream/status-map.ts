@@ -1,5 +1,6 @@
 // One table from the service's outcomes (HTTP status + error code) to wire statuses. Both upstreams use it, so
 // the module sees the same status for the same failure whichever carries the request.
+import { ERROR_CODES } from '../../src/errors.js';
 import { WireStatus, type WireStatusCode } from '../protocol/wire.js';
 
 export function wireStatusFor(httpStatus: number, code: string | undefined): WireStatusCode {
@@ -39,4 +40,15 @@ export function messageFor(httpStatus: number, body: Record<string, unknown> | u
   if (typeof body?.vuln_id === 'string') extras.push(`vuln_id ${body.vuln_id}`);
   if (typeof body?.fix_version === 'string') extras.push(`fix_version ${body.fix_version}`);
   return extras.length > 0 ? `${code}: ${reason} (${extras.join(', ')})` : `${code}: ${reason}`;
+}
+
+/**
+ * One failed item of a signed batch (sign_batch's `{error: {code, retryable}}`, which has no HTTP status of its
+ * own): the status its code has as a whole answer; a code this daemon does not know is UNAVAILABLE when the service
+ * says a retry may succeed, else INTERNAL.
+ */
+export function wireStatusForItem(code: string, retryable: boolean): WireStatusCode {
+  if (Object.hasOwn(ERROR_CODES, code))
+    return wireStatusFor((ERROR_CODES as Record<string, number>)[code] ?? 500, code);
+  return retryable ? WireStatus.UNAVAILABLE : WireStatus.INTERNAL;
 }

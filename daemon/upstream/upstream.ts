@@ -1,7 +1,7 @@
 // What the daemon needs from a signing service, whatever carries it: the remote service over HTTP(S)
 // (remote-upstream.ts) or the service's own SigningService in this process (in-process-upstream.ts).
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
-import { type WireStatusCode, wireStatusName } from '../protocol/wire.js';
+import { WireStatus, type WireStatusCode, wireStatusName } from '../protocol/wire.js';
 
 export interface PublicKeyInfo {
   /** The service's key id (a key version). */
@@ -45,6 +45,8 @@ export type SignResult =
       requestId?: string;
       /** The service's Signbridge-Log-Index: where the signature's audit entry is (for the daemon's log only). */
       logIndex?: number;
+      /** The C2SP tlog-proof of the signature's entry, when asked for (`Prefer: wait-for-log`) and given. */
+      logProof?: string;
     }
   | {
       kind: 'pending';
@@ -54,6 +56,37 @@ export type SignResult =
       /** The service's console page for the request (its 202's approve_url), when the service has a public URL. */
       approveUrl?: string;
     };
+
+/**
+ * Several digests for one key, under one set of policy inputs, in one request (POST /v1/sign_batch): every digest
+ * resolves to the same algorithm (the same key spec, padding and length).
+ */
+export interface SignBatchInput {
+  tenantId: string;
+  keySpec: KeySpec;
+  pss: boolean;
+  /** Named, as `sign` does (`signbridge sign` of many files); absent: from keySpec, pss and the digests' length. */
+  algorithm?: SigningAlgorithm;
+  context: SignContext;
+  digests: Buffer[];
+  /** Collecting a held batch: the request the service named, sent with the same digests in the same order. */
+  requestId?: string;
+}
+
+/** One digest's outcome in a signed batch: its signature, or why this one item failed (the others still signed). */
+export type BatchItem = { signature: Buffer; logIndex?: number } | { error: UpstreamError };
+
+export type SignBatchResult =
+  | {
+      kind: 'signed';
+      keyId: string;
+      algorithm: SigningAlgorithm;
+      requestId?: string;
+      /** results[i] answers digests[i]. */
+      results: BatchItem[];
+    }
+  /** The whole batch is one held request: a person approves it once, and it is collected whole. */
+  | Extract<SignResult, { kind: 'pending' }>;
 
 /** A failure with the wire status the module should see; `message` is safe to show to the module's user. */
 export class UpstreamError extends Error {
@@ -72,6 +105,25 @@ export class UpstreamError extends Error {
   }
 }
 
+/** The service has no sign_batch (a service older than it): nothing was signed; sign one by one instead. */
+export class BatchUnsupported extends UpstreamError {
+  constructor(message: string, requestId?: string) {
+    super(WireStatus.INTERNAL, message, requestId);
+    this.name = 'BatchUnsupported';
+  }
+}
+
+/**
+ * The policy would hold this batch for a person's decision, and an approval covers one digest (409
+ * batch_needs_approval): nothing was signed; sign these one by one, each then a held request of its own.
+ */
+export class BatchNeedsApproval extends UpstreamError {
+  constructor(message: string, requestId?: string) {
+    super(WireStatus.INTERNAL, message, requestId);
+    this.name = 'BatchNeedsApproval';
+  }
+}
+
 export interface Upstream {
   /** For logs and `signbridge status`, e.g. "https://signbridge.example.com" or "in-process (pkcs11:...)". */
   readonly description: string;
@@ -81,6 +133,16 @@ export interface Upstream {
   pkcs11Sign(input: SignInput): Promise<SignResult>;
   /** The outcome of a pending pkcs11_sign: still pending, the signature, or an UpstreamError (rejected, expired). */
   collect(input: CollectInput): Promise<SignResult>;
+  /**
+   * sign_batch: the tenant's current key signs every digest (absent where the upstream cannot batch). A failure of
+   * the whole batch (validation, policy, velocity, outage) is thrown as an UpstreamError, as pkcs11Sign's is.
+   */
+  signBatch?(input: SignBatchInput): Promise<SignBatchResult>;
+  /**
+   * The service's inclusion proof of log entry `index` (GET /log/proof/inclusion, its JSON), or 'not-yet' while no
+   * checkpoint holds it (404); for keeping proofs beside signatures (log-proofs.ts). Absent in-process.
+   */
+  inclusionProof?(tenantId: string, index: number): Promise<unknown | 'not-yet'>;
   /** Where a person approves a pending request: the service's console page for it (none in-process). */
   consoleUrlFor?(requestId: string): string;
   /** Signatures under way on this process's own signing threads (in-process mode); busy polling yields to them. */

@@ -24,6 +24,11 @@ export const LOG_INDEX_HEADERS = {
       'index (audit seq - 1) of the `signed` audit entry recording the signature, in the audit log and its ' +
       'transparency log; absent only for a request approved before the upgrade that added it (docs/api.md)',
   },
+  'Preference-Applied': {
+    type: 'string',
+    description:
+      '`wait-for-log` when the request sent `Prefer: wait-for-log` and the answer carries `log_proof` (docs/api.md)',
+  },
 };
 
 /** An error status, described by the error codes it can carry (src/errors.ts, docs/api.md). */

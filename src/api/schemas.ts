@@ -4,6 +4,7 @@
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
 import { KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
 import { KEY_STORE_KINDS } from '../keys/key-store.js';
+import { BATCH_MAX } from '../signing/batch-signer.js';
 import { ACTIONS, type Action } from '../store/records/roles.js';
 
 const StringEnum = <T extends readonly string[]>(values: T, options: { description?: string; default?: string } = {}) =>
@@ -36,7 +37,15 @@ export const RequestFields = {
       'ECDSA, the 64-byte mu of FIPS 204 for ML_DSA_SHAKE_256, SM3(Z_A || M) with ID 1234567812345678 for SM2DSA ' +
       '(docs/keys.md); standard or URL-safe base64, padded or not',
   }),
-  pss_padding: Type.Boolean({ default: false, description: '`pkcs11_sign` only: use PSS padding for RSA keys' }),
+  hashes: Type.Array(Type.String({ pattern: DIGEST_BASE64_PATTERN, description: 'one digest, as `hash` of `sign`' }), {
+    minItems: 1,
+    maxItems: BATCH_MAX,
+    description: `\`sign_batch\` only: 1 to ${BATCH_MAX} digests of one length, each signed with the same algorithm`,
+  }),
+  pss_padding: Type.Boolean({
+    default: false,
+    description: '`pkcs11_sign` and `sign_batch` without `algorithm`: use PSS padding for RSA keys',
+  }),
   key_spec: StringEnum(KEY_SPECS, { description: 'key specification' }),
   key_id: Type.String({
     minLength: 1,
@@ -164,6 +173,10 @@ export const ACTION_FIELDS: Record<Action, { required: readonly FieldName[]; opt
     required: ['hash'],
     optional: ['key_spec', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
   },
+  sign_batch: {
+    required: ['hashes'],
+    optional: ['algorithm', 'key_spec', 'pss_padding', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
+  },
   approve_sign: { required: ['request_id'], optional: ['decision', 'reason'] },
   create_tenant: { required: ['key_spec'], optional: [] },
   rotate_key: { required: [], optional: ['key_spec'] },
@@ -221,8 +234,50 @@ export const SignResponse = Type.Object(
     request_id: Type.Optional(
       Type.String({ format: 'uuid', description: 'signbridge: the approved request this signature was collected for' }),
     ),
+    log_proof: Type.Optional(
+      Type.String({
+        description:
+          "signbridge, with `Prefer: wait-for-log`: the C2SP tlog-proof@v1 text of the signature's audit entry (the " +
+          'entry in `extra`, the inclusion proof, the signed checkpoint), when a checkpoint held it in time (docs/transparency.md)',
+      }),
+    ),
   },
   { $id: 'SignResponse', title: 'SignResponse' },
+);
+
+const BatchSigned = Type.Object(
+  {
+    signature: Type.String({ description: 'standard base64, as SignResponse.signature' }),
+    log_index: Type.Integer({
+      minimum: 0,
+      description: "this signature's audit entry index (as Signbridge-Log-Index)",
+    }),
+    signature_id: Type.String({ description: "the signature record (the `signed` entry's details.signature_id)" }),
+  },
+  { additionalProperties: false },
+);
+const BatchFailed = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String({ description: 'an error code of docs/api.md' }),
+      message: Type.String(),
+      retryable: Type.Boolean({ description: 'sending this digest again may sign it (a key store or store fault)' }),
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const SignBatchResponse = Type.Object(
+  {
+    tenant_id: Type.String(),
+    key_id: Type.String({ description: 'the key version that signed' }),
+    signing_algorithm: StringEnum(SIGNING_ALGORITHMS, { description: 'the one algorithm of the batch' }),
+    batch_id: Type.String({ format: 'uuid', description: 'names the batch in every entry of it (details.batch.id)' }),
+    results: Type.Array(Type.Union([BatchSigned, BatchFailed]), {
+      description: '`results[i]` answers `hashes[i]`: its signature, or the error of that digest alone',
+    }),
+  },
+  { $id: 'SignBatchResponse', title: 'SignBatchResponse' },
 );
 
 export const ApprovalResponse = Type.Object(
@@ -380,6 +435,7 @@ export const ExceptionListResponse = Type.Object(
 export const NAMED_SCHEMAS = [
   ErrorResponse,
   SignResponse,
+  SignBatchResponse,
   ApprovalResponse,
   CreateTenantResponse,
   RotateKeyResponse,

@@ -3,15 +3,18 @@
 // get_public_key, the representative is computed here from the file (streamed), `sign` names the algorithm, and
 // the returned signature is verified against the public key before it is written. Messages go to stderr; stdout
 // carries only what a script reads (the request body for `digest`).
+import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { WireStatus } from '../../daemon/protocol/wire.js';
 import type { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
-import type { PublicKeyInfo, SignResult } from '../../daemon/upstream/upstream.js';
-import { UpstreamError } from '../../daemon/upstream/upstream.js';
+import type { PublicKeyInfo, SignBatchResult, SignContext, SignResult } from '../../daemon/upstream/upstream.js';
+import { BatchNeedsApproval, BatchUnsupported, UpstreamError } from '../../daemon/upstream/upstream.js';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { chooseAlgorithm, fileRepresentative, RepresentativeError } from '../crypto/file-representative.js';
 import { verifyFileSignature } from '../crypto/verify-signature.js';
+import { BATCH_MAX } from '../signing/batch-signer.js';
+import { decodeTlogProof } from '../transparency/verify/tlog-proof.js';
 import { addCiOptions, ciEnabled } from './ci/ci-options.js';
 import { ExchangeError } from './ci/exchange.js';
 import { IdTokenError } from './ci/id-token.js';
@@ -34,6 +37,7 @@ interface SignFlags extends DigestFlags {
   wait?: boolean;
   requestId?: string;
   pollInterval: string;
+  logProof?: boolean;
 }
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
@@ -73,13 +77,19 @@ export function registerSignFileCommands(program: Command): void {
   serviceOptions(
     program
       .command('sign')
-      .description('sign FILE through the service with the tenant key, verify the signature, write it to FILE.sig')
-      .argument('<file>', 'the file to sign (read in chunks, never sent)'),
+      .description(
+        'sign FILE through the service with the tenant key, verify the signature, write it to FILE.sig; several files go in batches of up to 1000 (POST /v1/sign_batch)',
+      )
+      .argument('<files...>', 'the files to sign (read in chunks, never sent)'),
   )
-    .option('--out <file>', 'where to write the signature (default: FILE.sig)')
+    .option('--out <file>', 'where to write the signature (default: FILE.sig; one file only)')
     .option('--wait', 'when the policy asks for approval, wait for the decision and collect the signature')
     .option('--request-id <id>', 'collect the signature of an earlier request that waited for approval')
     .option('--poll-interval <seconds>', 'how often --wait asks the service', '2')
+    .option(
+      '--log-proof',
+      "also write the signature's transparency-log proof to FILE.sig.tlog-proof (C2SP tlog-proof; the service waits for its checkpoint, about a second)",
+    )
     .option('--project <name>', 'policy input: project')
     .option('--environment <name>', 'policy input: environment (e.g. production)')
     .option('--artifact-type <type>', 'policy input: type of artifact')
@@ -89,8 +99,10 @@ export function registerSignFileCommands(program: Command): void {
       '\nSignature format: RSA and ML-DSA raw, ECDSA and SM2 DER (as AWS KMS returns them). Exit status: 0 signed,\n' +
         `1 failed, ${EXIT_PENDING} waiting for approval (the request id is printed; collect with --request-id or --wait).`,
     )
-    .action(async (file: string, flags: SignFlags) => {
-      process.exitCode = await run('sign', flags, (client) => signFile(client, flags, file));
+    .action(async (files: string[], flags: SignFlags) => {
+      process.exitCode = await run('sign', flags, (client) =>
+        files.length === 1 ? signFile(client, flags, files[0] as string) : signFiles(client, flags, files),
+      );
     });
 }
 
@@ -143,12 +155,7 @@ async function signFile(client: RemoteUpstream, flags: SignFlags, file: string):
   let result: SignResult =
     flags.requestId !== undefined
       ? await client.collect({ tenantId: flags.tenant, requestId: flags.requestId, digest: hash })
-      : await client.sign(flags.tenant, algorithm, hash, {
-          ...(flags.project !== undefined && { project: flags.project }),
-          ...(flags.environment !== undefined && { environment: flags.environment }),
-          ...(flags.artifactType !== undefined && { artifactType: flags.artifactType }),
-          ...(flags.artifactVersion !== undefined && { artifactVersion: flags.artifactVersion }),
-        });
+      : await client.sign(flags.tenant, algorithm, hash, contextOf(flags), { logProof: flags.logProof === true });
   if (result.kind === 'pending') {
     say(`request ${result.requestId} is waiting (${result.status}): ${result.message}`);
     if (!flags.wait) {
@@ -162,7 +169,122 @@ async function signFile(client: RemoteUpstream, flags: SignFlags, file: string):
     result = await waitForDecision(client, flags.tenant, result.requestId, hash, interval * 1000);
   }
   if (result.kind !== 'signed') return EXIT_PENDING;
-  return keep(result, key, algorithm, hash, file, out);
+  const kept = keep(result, key, algorithm, hash, file, out);
+  if (kept === 0 && flags.logProof) return keepLogProof(result, out);
+  return kept;
+}
+
+/**
+ * FILE.sig.tlog-proof beside the signature: the proof the service answered with, checked to be about this
+ * signature (its entry names the signature's SHA-256) before it is kept. Verifying it against the log's key is
+ * `signbridge audit prove --bundle` (offline, with the pinned key).
+ */
+function keepLogProof(result: SignResult & { kind: 'signed' }, out: string): number {
+  const proofFile = `${out}.tlog-proof`;
+  if (result.logProof === undefined) {
+    say(
+      `signbridge sign: the service gave no log proof in time (log index ${result.logIndex ?? 'unknown'}); ` +
+        `fetch it later: signbridge audit prove --tenant … --signature ${out} --wait 30 --out ${proofFile}`,
+    );
+    return 1;
+  }
+  let entry: Record<string, unknown> | undefined;
+  try {
+    const extra = decodeTlogProof(result.logProof).entry;
+    entry = extra && (JSON.parse(extra.toString('utf8')) as Record<string, unknown>);
+  } catch {
+    entry = undefined;
+  }
+  const details = (entry?.details ?? {}) as Record<string, unknown>;
+  const sha256 = createHash('sha256').update(result.signature).digest('hex');
+  if (details.signature_sha256 !== sha256) {
+    say('signbridge sign: the log proof the service answered is not about this signature; not written');
+    return 1;
+  }
+  writeFileSync(proofFile, result.logProof, { mode: 0o644 });
+  say(`log proof (index ${String(entry?.seq === undefined ? '?' : Number(entry.seq) - 1)}) written to ${proofFile}`);
+  return 0;
+}
+
+/**
+ * Several files: their representatives (one key, one algorithm), sent in batches of up to BATCH_MAX; each
+ * signature verified and written to FILE.sig. A file that cannot be read, or whose item failed, is named and the
+ * others are still signed. A batch the policy would hold for approval (or a service without sign_batch) is signed
+ * file by file instead, each then a request of its own. Exit status: 1 if any file failed, else EXIT_PENDING if any
+ * waits for approval, else 0.
+ */
+async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string[]): Promise<number> {
+  if (flags.out !== undefined) throw new ServiceClientError('--out names one signature file: give one FILE, or none');
+  if (flags.requestId !== undefined) throw new ServiceClientError('--request-id collects one request: give one FILE');
+  const key = await client.getPublicKey(flags.tenant);
+  const algorithm = chooseAlgorithm(key.keySpec, flags.algorithm);
+  const codes: number[] = [];
+  const ready: Array<{ file: string; hash: Buffer }> = [];
+  for (const file of files) {
+    try {
+      ready.push({ file, hash: fileRepresentative(file, key, algorithm) });
+    } catch (err) {
+      say(`signbridge sign: ${file}: ${describe(err)}`);
+      codes.push(1);
+    }
+  }
+  let requests = 0;
+  for (let at = 0; at < ready.length; at += BATCH_MAX) {
+    const chunk = ready.slice(at, at + BATCH_MAX);
+    requests++;
+    let result: SignBatchResult;
+    try {
+      result = await client.signBatch({
+        tenantId: flags.tenant,
+        keySpec: key.keySpec,
+        pss: false,
+        algorithm,
+        context: contextOf(flags),
+        digests: chunk.map((c) => c.hash),
+      });
+    } catch (err) {
+      if (!(err instanceof BatchNeedsApproval || err instanceof BatchUnsupported)) throw err;
+      say(`signbridge sign: ${err.message}; signing these ${chunk.length} files one by one`);
+      for (const { file } of chunk) codes.push(await signFile(client, flags, file).catch(failedFile(file)));
+      continue;
+    }
+    if (result.kind === 'pending') throw new ServiceClientError(`the service held the batch as ${result.requestId}`);
+    for (const [i, item] of result.results.entries()) {
+      const { file, hash } = chunk[i] as { file: string; hash: Buffer };
+      if ('error' in item) {
+        say(`signbridge sign: ${file}: ${item.error.message}${retryable(item.error) ? ' (temporary: try again)' : ''}`);
+        codes.push(1);
+        continue;
+      }
+      const signed = {
+        kind: 'signed' as const,
+        signature: item.signature,
+        keyId: result.keyId,
+        algorithm: result.algorithm,
+      };
+      codes.push(keep(signed, key, algorithm, hash, file, `${file}.sig`));
+    }
+  }
+  const signed = codes.filter((c) => c === 0).length;
+  say(`signed ${signed} of ${files.length} files (${requests} batch request${requests === 1 ? '' : 's'})`);
+  if (codes.includes(1)) return 1;
+  return codes.includes(EXIT_PENDING) ? EXIT_PENDING : 0;
+}
+
+function failedFile(file: string): (err: unknown) => number {
+  return (err) => {
+    say(`signbridge sign: ${file}: ${describe(err)}`);
+    return 1;
+  };
+}
+
+function contextOf(flags: SignFlags): SignContext {
+  return {
+    ...(flags.project !== undefined && { project: flags.project }),
+    ...(flags.environment !== undefined && { environment: flags.environment }),
+    ...(flags.artifactType !== undefined && { artifactType: flags.artifactType }),
+    ...(flags.artifactVersion !== undefined && { artifactVersion: flags.artifactVersion }),
+  };
 }
 
 function keep(

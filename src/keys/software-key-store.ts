@@ -1,7 +1,8 @@
 // The key store for key specs the HSM cannot hold (SoftHSM 2.6.1 has neither ML-DSA nor SM2): the arithmetic is
-// done here by well-kept libraries (@noble/post-quantum for ML-DSA, sm-crypto for SM2 with KMS's distinguishing
-// ID), while the private keys exist only sealed under an AES key that never leaves the token (Sealer). The sealed
-// blob is the key reference itself, so nothing else needs storing; it is opened for one signature and dropped.
+// done here by well-kept libraries (ML-DSA: Node 24's OpenSSL through ml-dsa-addon.ts, else @noble/post-quantum;
+// sm-crypto for SM2 with KMS's distinguishing ID), while the private keys exist only sealed under an AES key that
+// never leaves the token (Sealer). The sealed blob is the key reference itself, so nothing else needs storing; it is
+// opened for one signature and dropped.
 // Signatures run on worker threads (software-sign-pool.ts): the key is unsealed here, where the token session is,
 // and its secret moved to the thread, which zeroes it after use. Unsealing on the thread would need a PKCS#11
 // session and login per thread, and would tie this store to a PKCS#11 sealer; the Sealer interface stays abstract.
@@ -13,6 +14,7 @@ import { type KeySpec, keyInfo, type MlDsaKeyInfo, type SigningAlgorithm } from 
 import { mlDsaSpkiPem, sm2SpkiPem } from '../crypto/spki.js';
 import { ApiError } from '../errors.js';
 import type { CreatedKey, KeyStore, KeyStoreOutage } from './key-store.js';
+import { loadMlDsaAddon, type MlDsaAddonLoad, mlDsaFallbackNote } from './ml-dsa-addon.js';
 import type { Sealer } from './sealer.js';
 import { SoftwareSignPool } from './software-sign-pool.js';
 
@@ -34,6 +36,13 @@ export interface SoftwareKeyStoreOptions {
    * ~10 ms per ML-DSA or SM2 signature. Started at the first signature.
    */
   signThreads?: number;
+  /**
+   * The native ML-DSA signer's path (default: where src/keys/native/ml-dsa/build.sh puts it); false signs with noble.
+   * Loaded at the first signature; where it cannot load, noble signs and `note` says why, once.
+   */
+  mlDsaAddonPath?: string | false;
+  /** Where that one line goes (default: stderr). */
+  note?: (line: string) => void;
 }
 
 export class SoftwareKeyStore implements KeyStore {
@@ -42,14 +51,27 @@ export class SoftwareKeyStore implements KeyStore {
   private readonly signThreads: number;
   private pool: SoftwareSignPool | undefined;
   private closed = false;
+  private mlDsa: MlDsaAddonLoad | undefined;
 
   constructor(
     private readonly sealer: Sealer,
     sealerDescription: string,
-    options: SoftwareKeyStoreOptions = {},
+    private readonly options: SoftwareKeyStoreOptions = {},
   ) {
     this.description = `software (sealed by ${sealerDescription})`;
     this.signThreads = options.signThreads ?? Math.min(4, availableParallelism());
+  }
+
+  /** Which ML-DSA signer: the native one, or noble and why (said once). */
+  get mlDsaSigner(): MlDsaAddonLoad {
+    if (this.mlDsa) return this.mlDsa;
+    const path = this.options.mlDsaAddonPath;
+    this.mlDsa = path === false ? { reason: 'turned off (mlDsaAddonPath: false)' } : loadMlDsaAddon(path);
+    const note = mlDsaFallbackNote(this.mlDsa);
+    if (note && path !== false) {
+      (this.options.note ?? ((line) => process.stderr.write(`signbridge: ${line}\n`)))(note);
+    }
+    return this.mlDsa;
   }
 
   /**
@@ -99,7 +121,7 @@ export class SoftwareKeyStore implements KeyStore {
       throw new ApiError('key_store_unavailable', 'the key store is shutting down');
     }
     if (this.signThreads > 0) {
-      this.pool ??= new SoftwareSignPool(this.signThreads);
+      this.pool ??= new SoftwareSignPool(this.signThreads, this.mlDsaSigner.path);
       // The secret's ArrayBuffer moves to the thread (this view is emptied), which zeroes it after signing.
       return this.pool.sign({
         family: info.family as 'ml-dsa' | 'sm2',
@@ -109,7 +131,7 @@ export class SoftwareKeyStore implements KeyStore {
       });
     }
     try {
-      if (info.family === 'ml-dsa') return signMu(info, key.secret, digest);
+      if (info.family === 'ml-dsa') return this.signMu(info, key.secret, digest);
       // e = SM3(Z_A || M) as the caller computed it (KMS MessageType DIGEST); hash:false signs e as given.
       const der = smCrypto.sm2.doSignature(Array.from(digest), key.secret.toString('hex'), {
         hash: false,
@@ -119,6 +141,13 @@ export class SoftwareKeyStore implements KeyStore {
     } finally {
       key.secret.fill(0);
     }
+  }
+
+  /** Pure ML-DSA over an externally computed μ (KMS EXTERNAL_MU): the same signature a RAW message would get. */
+  private signMu(info: MlDsaKeyInfo, secretKey: Buffer, mu: Buffer): Buffer {
+    const native = this.mlDsaSigner.addon;
+    if (native) return native.signMu(info.level, secretKey, mu);
+    return Buffer.from(ML_DSA[info.level].internal.sign(mu, secretKey, { externalMu: true }));
   }
 
   /** Signatures under way on the signing threads (busy-poll.ts yields to them). */
@@ -182,10 +211,4 @@ function decodeKey(plain: Buffer): SoftwareKey {
   const publicKey = Buffer.from(plain.subarray(2 + len));
   plain.fill(0);
   return { secret, publicKey };
-}
-
-/** Pure ML-DSA over an externally computed μ (KMS EXTERNAL_MU): the same signature a RAW message would get. */
-function signMu(info: MlDsaKeyInfo, secretKey: Buffer, mu: Buffer): Buffer {
-  const signature = ML_DSA[info.level].internal.sign(mu, secretKey, { externalMu: true });
-  return Buffer.from(signature);
 }

@@ -37,7 +37,11 @@ export class SoftwareSignPool {
   private closed = false;
   private busy = 0;
 
-  constructor(size: number) {
+  /** `mlDsaAddonPath`: the native ML-DSA signer, already loaded once on this thread (ml-dsa-addon.ts); else noble. */
+  constructor(
+    size: number,
+    private readonly mlDsaAddonPath?: string,
+  ) {
     for (let i = 0; i < Math.max(1, size); i++) this.threads.push(this.spawn());
   }
 
@@ -83,7 +87,7 @@ export class SoftwareSignPool {
   }
 
   private spawn(): Thread {
-    const worker = new Worker(WORKER_PATH);
+    const worker = new Worker(WORKER_PATH, { workerData: { mlDsaAddonPath: this.mlDsaAddonPath } });
     const thread: Thread = { worker, pending: new Map() };
     worker.on('message', (msg: { id: number; signature?: Uint8Array; error?: string }) => {
       const p = thread.pending.get(msg.id);

@@ -72,9 +72,11 @@ export class PolicyCheck {
     algorithm: SigningAlgorithm,
     req: SignRequest,
     workload: Record<string, unknown>,
+    /** A batch counts each of its signatures; over a limit, the whole batch is refused. */
+    signatures = 1,
   ): Promise<void> {
     const limits = this.policy.velocityLimits?.(req.tenantId);
-    const exceeded = await countVelocity(this.store, limits, req, this.now().getTime());
+    const exceeded = await countVelocity(this.store, limits, req, this.now().getTime(), signatures);
     if (!exceeded) return;
     const reason =
       `velocity.${exceeded.limit}: at most ${exceeded.max} signing requests per ${exceeded.windowSeconds} s for ` +
@@ -83,6 +85,7 @@ export class PolicyCheck {
       key_id: key.id,
       algorithm,
       hash: req.digest.toString('base64'),
+      ...(signatures > 1 && { signatures }),
       limit: exceeded.limit,
       max: exceeded.max,
       window_seconds: exceeded.windowSeconds,

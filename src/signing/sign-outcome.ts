@@ -8,7 +8,7 @@ import type { PolicyContext } from './policy-context.js';
 
 export interface SignRequest {
   /** The API action, for the audit log (default sign). */
-  action?: 'sign' | 'pkcs11_sign';
+  action?: 'sign' | 'pkcs11_sign' | 'sign_batch';
   tenantId: string;
   callerId: string;
   /** The person behind the caller's key, recorded in the audit entry. */

@@ -10,6 +10,7 @@ import { type KeyStore, KeyStores } from '../keys/key-store.js';
 import type { PolicyEngine } from '../policy/policy.js';
 import type { KeyRecord, Store, TenantRecord } from '../store/store.js';
 import { type ApprovalResult, Approvals } from './approvals.js';
+import { type BatchOutcome, BatchSigner, type BatchSignRequest } from './batch-signer.js';
 import { DEFAULT_APPROVAL_RETRY_WINDOW_MS, HeldRequests } from './held-requests.js';
 import { PolicyCheck } from './policy-check.js';
 import type { PolicyContext } from './policy-context.js';
@@ -20,6 +21,8 @@ import { Signer } from './signer.js';
 import { TenantKeys } from './tenant-keys.js';
 
 export type { ApprovalResult, Caller } from './approvals.js';
+export type { BatchItem, BatchOutcome, BatchSignRequest } from './batch-signer.js';
+export { BATCH_MAX } from './batch-signer.js';
 export { DEFAULT_APPROVAL_RETRY_WINDOW_MS } from './held-requests.js';
 export type { Pending, Signed, SignOutcome, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
 export type { PolicyContext };
@@ -50,6 +53,7 @@ export class SigningService {
   private readonly signer: Signer;
   private readonly held: HeldRequests;
   private readonly approvals: Approvals;
+  private readonly batches: BatchSigner;
 
   constructor(deps: SigningServiceDeps) {
     const observe = deps.onSignOutcome ?? noObserver;
@@ -75,6 +79,7 @@ export class SigningService {
     this.held = held;
     this.signer = new Signer({ store, events, observe, audit, keys, policy, recorder, held });
     this.approvals = new Approvals({ store, events, now, audit, keys, policy, recorder, held });
+    this.batches = new BatchSigner({ store, events, observe, audit, keys, policy, recorder });
   }
 
   createTenant(tenantId: string, keySpec: KeySpec, actor: string): Promise<{ tenant: TenantRecord; key: KeyRecord }> {
@@ -102,6 +107,11 @@ export class SigningService {
   /** `pkcs11_sign` (signer.ts). */
   pkcs11Sign(req: SignRequest & { keySpec?: KeySpec; pss: boolean }): Promise<SignOutcome> {
     return this.signer.pkcs11Sign(req);
+  }
+
+  /** `sign_batch` (batch-signer.ts). */
+  signBatch(req: BatchSignRequest): Promise<BatchOutcome> {
+    return this.batches.signBatch(req);
   }
 
   /** The requester collects the outcome of a held request (held-requests.ts). */

@@ -76,11 +76,13 @@ export async function countVelocity(
   limits: VelocityLimits | undefined,
   caller: VelocityCaller,
   nowMs: number,
+  /** Signatures the request asks for (a batch counts each). */
+  signatures = 1,
 ): Promise<VelocityExceeded | undefined> {
   if (!limits) return undefined;
   for (const { scope, limit, subject, key } of countersOf(limits, caller)) {
     const windowMs = limit.windowSeconds * 1000;
-    const { count, windowStartMs } = await store.requestCounts.count(key, nowMs, windowMs);
+    const { count, windowStartMs } = await store.requestCounts.count(key, nowMs, windowMs, signatures);
     if (count <= limit.max) continue;
     return {
       limit: scope,

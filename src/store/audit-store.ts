@@ -23,6 +23,9 @@ function toAuditEntry(r: Database['audit_log']): AuditEntry {
 }
 
 export class AuditStore extends StorePart {
+  /** Told when entries this process appended were committed (the transparency log's nudge: src/app.ts). */
+  onAppended: (() => void) | undefined;
+
   constructor(
     ctx: StoreContext,
     /** Hands a write to the group commit (or the SQLite store's writer thread). */

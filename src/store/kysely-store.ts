@@ -91,7 +91,15 @@ export abstract class KyselyStore implements Store {
     this.idempotency = new IdempotencyStore(ctx);
     this.vulnerabilities = new VulnerabilityStore(ctx);
     this.groupCommit = new GroupCommit((writes) => this.commitWrites(writes), options.serialFlushes ?? false);
-    const enqueue = (write: Write) => this.enqueue(write);
+    // The transparency log's integrator is told of entries this process committed (AuditStore.onAppended).
+    const enqueue = (write: Write) => {
+      const committed = this.enqueue(write);
+      if (write.audit === undefined) return committed;
+      return committed.then((seq) => {
+        this.audit.onAppended?.();
+        return seq;
+      });
+    };
     this.audit = new AuditStore(ctx, enqueue);
     this.signatures = new SignatureStore(ctx, {
       enqueue,

@@ -151,6 +151,28 @@ export class LogStore extends Reader {
     return r && toCheckpoint(r);
   }
 
+  /**
+   * Adds a witness's cosignature line (signed-note line, with its newline) to the checkpoint of `treeSize`, unless
+   * a line of the same key (`sameKey`) is there already; served
+   * with the checkpoint from then on. False when there is no such checkpoint.
+   */
+  async addCosignature(treeSize: number, line: string, sameKey: (existingLine: string) => boolean): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      let read = tx.selectFrom('log_checkpoints').select('note').where('tree_size', '=', treeSize);
+      // Another instance may add its witness's line at the same moment: the row is held until the commit.
+      if (this.postgres) read = read.forUpdate();
+      const row = await read.executeTakeFirst();
+      if (!row) return false;
+      if (row.note.split('\n').some(sameKey)) return true;
+      await tx
+        .updateTable('log_checkpoints')
+        .set({ note: `${row.note}${line}` })
+        .where('tree_size', '=', treeSize)
+        .execute();
+      return true;
+    });
+  }
+
   /** One audit entry by seq (the leaf at index seq - 1). */
   async auditRow(seq: number): Promise<AuditRow | undefined> {
     const r = await this.db.selectFrom('audit_log').selectAll().where('seq', '=', seq).executeTakeFirst();

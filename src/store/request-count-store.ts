@@ -16,11 +16,11 @@ export interface RequestCount {
 
 export class RequestCountStore extends StorePart {
   /**
-   * Counts one request of `client`, atomically, in a window of `windowMs` that starts at the client's first
+   * Counts one request of `client` (or `by` of them: a batch of signatures), atomically, in a window of `windowMs` that starts at the client's first
    * request (a window that has ended starts again at `nowMs`). Returns the count including this request and when
    * the window started. Windows that ended are deleted.
    */
-  async count(client: string, nowMs: number, windowMs: number): Promise<RequestCount> {
+  async count(client: string, nowMs: number, windowMs: number, by = 1): Promise<RequestCount> {
     const ended = nowMs - windowMs;
     return this.db.transaction().execute(async (tx) => {
       // This client's window, if it has ended; other limiters keep theirs (their windows differ: the device-flow
@@ -38,10 +38,10 @@ export class RequestCountStore extends StorePart {
       // One statement, so two instances counting the same address at once both count (no lost update).
       const row = await tx
         .insertInto('trial_counters')
-        .values({ client, window_start: nowMs, count: 1 })
+        .values({ client, window_start: nowMs, count: by })
         .onConflict((oc) =>
           oc.column('client').doUpdateSet((eb) => ({
-            count: eb('trial_counters.count', '+', 1),
+            count: eb('trial_counters.count', '+', by),
           })),
         )
         .returning(['count', 'window_start'])

@@ -6,6 +6,7 @@ import type { KeyStores } from '../keys/key-store.js';
 import type { LogKeyRecord, LogReader, LogStore, LogWrites, StoredCheckpoint } from '../store/log-store.js';
 import { LogRaceError } from '../store/log-store.js';
 import { formatCheckpoint, parseCheckpoint } from './checkpoint.js';
+import { InclusionWaiters } from './inclusion-waiters.js';
 import { LogIntegrityError, leafBytesOfRow, planIntegration } from './log-integrator.js';
 import type { NodeSource } from './merkle.js';
 import { consistencyProof, EMPTY_ROOT, inclusionProof, leafHash, rootAt, verifyConsistency } from './merkle.js';
@@ -19,6 +20,7 @@ import {
   verifySignedNote,
 } from './signed-note.js';
 import { TileNodeSource, tileId, tilesNeeded } from './tiles.js';
+import type { WitnessSettings } from './witnesses/witness-settings.js';
 
 export interface LogSettings {
   /** The checkpoints' origin line; default `signbridge/<public URL host>`, else `signbridge/log-<random>`. */
@@ -34,8 +36,11 @@ export interface LogSettings {
    * of requests (~10-20 ms at 512); requests run between batches.
    */
   batchSize?: number;
+  /** The witnesses each new checkpoint is sent to (log.witnesses). */
+  witnesses?: WitnessSettings[];
   /**
-   * How often the integrator looks for new entries (default 500 ms); 0: this instance does not integrate in the
+   * How soon the integrator takes entries this process committed, and how often it looks while entries arrive
+   * (default 250 ms); 0: this instance does not integrate in the
    * background and leaves it to another instance (it still serves, and still publishes on demand).
    */
   intervalMs?: number;
@@ -46,9 +51,9 @@ export const DEFAULT_BATCH = 512;
 
 export const LOG_DEFAULTS = {
   checkpointEveryEntries: 1000,
-  checkpointEverySeconds: 10,
+  checkpointEverySeconds: 1,
   public: false,
-  intervalMs: 500,
+  intervalMs: 250,
 } as const;
 
 export interface LogServiceOptions {
@@ -66,6 +71,8 @@ export interface LogServiceOptions {
    * own first entries then commit to the key that signs them).
    */
   onKeyCreated?: (record: LogKeyRecord, verifierKey: string) => Promise<void>;
+  /** Told of each checkpoint this instance published, once committed (the witnesses are sent it). */
+  onPublished?: (checkpoint: StoredCheckpoint) => void;
 }
 
 /** The serving side of a proof: the tree size it is in, and the checkpoint that commits to that size. */
@@ -105,6 +112,14 @@ export class LogService {
   private key?: NoteKey;
   private record?: LogKeyRecord;
   private timer: NodeJS.Timeout | undefined;
+  /** When `timer` fires (Date.now() time), for nudge(). */
+  private timerAt: number | undefined;
+  /** The background loop's step, once start() ran. */
+  private tick: (() => void) | undefined;
+  /** Entries were committed while a pass ran: the next pass comes after one interval, not a back-off. */
+  private nudged = false;
+  /** When the checkpoint of entries integrated but not yet published is due (planCheckpoint), if any. */
+  private checkpointDueAt: number | undefined;
   /** Whether the current pass integrated anything (the background loop backs off while it does not). */
   private grew = false;
   private running: Promise<void> | undefined;
@@ -113,8 +128,22 @@ export class LogService {
   private lastProblem: string | undefined;
   private readonly now: () => Date;
 
+  /** Requests waiting for their entry to be in a checkpoint (proofWhenLogged). */
+  private readonly waiters: InclusionWaiters;
+
   constructor(private readonly opts: LogServiceOptions) {
     this.now = opts.now ?? (() => new Date());
+    this.waiters = new InclusionWaiters(async () => (await opts.store.latestCheckpoint())?.treeSize ?? 0);
+  }
+
+  /**
+   * The inclusion proof of entry `index` against the first published checkpoint that holds it, waiting up to
+   * `timeoutMs` for one (the integrator is nudged); undefined when none came in time.
+   */
+  async proofWhenLogged(index: number, timeoutMs: number): Promise<InclusionAnswer | undefined> {
+    this.nudge();
+    const size = await this.waiters.until(index, timeoutMs);
+    return size === undefined ? undefined : this.inclusion(index, size);
   }
 
   get settings(): LogSettings {
@@ -158,28 +187,64 @@ export class LogService {
 
   /** Starts the background integrator (idempotent). */
   start(): void {
-    const interval = this.opts.settings.intervalMs ?? LOG_DEFAULTS.intervalMs;
+    const interval = this.interval();
     if (this.timer || this.stopped || interval === 0) return;
     // An idle integrator backs off, doubling its wait up to IDLE_MAX_MS: a pass every interval kept a pooled
     // connection busy for good, and behind PgBouncer in session mode (one server connection per client connection)
-    // the instances then held every server connection and an admin command got none (seen in CI).
+    // the instances then held every server connection and an admin command got none (seen in CI). Entries this
+    // process commits wake it at once (nudge), and entries not yet in a checkpoint bring it back when one is due.
     let wait = interval;
     const tick = () => {
+      this.timer = undefined;
       this.grew = false;
+      this.nudged = false;
+      this.checkpointDueAt = undefined;
       this.running = this.pass()
         .then(() => undefined)
         .catch((err) => this.opts.onError?.(`transparency log: ${(err as Error).message}`))
         .finally(() => {
           this.running = undefined;
-          wait = this.grew ? interval : Math.min(Math.max(wait * 2, interval), Math.max(interval, IDLE_MAX_MS));
-          if (!this.stopped) this.timer = setTimeout(tick, wait).unref();
+          wait =
+            this.grew || this.nudged
+              ? interval
+              : Math.min(Math.max(wait * 2, interval), Math.max(interval, IDLE_MAX_MS));
+          const untilCheckpoint = this.checkpointDueAt !== undefined ? this.checkpointDueAt - Date.now() : wait;
+          this.schedule(Math.max(0, Math.min(wait, untilCheckpoint)));
         });
     };
-    this.timer = setTimeout(tick, 0).unref();
+    this.tick = tick;
+    this.schedule(0);
+  }
+
+  /**
+   * Entries were committed by this process: integrate them within one interval (Tessera's batching: what arrives
+   * meanwhile goes into the same batch), however long the idle back-off had the integrator sleeping.
+   */
+  nudge(): void {
+    if (this.stopped || !this.tick) return;
+    if (this.running) {
+      this.nudged = true;
+      return;
+    }
+    const soon = Date.now() + this.interval();
+    if (this.timerAt !== undefined && this.timerAt <= soon) return;
+    this.schedule(this.interval());
+  }
+
+  private interval(): number {
+    return this.opts.settings.intervalMs ?? LOG_DEFAULTS.intervalMs;
+  }
+
+  private schedule(ms: number): void {
+    clearTimeout(this.timer);
+    if (this.stopped || !this.tick) return;
+    this.timerAt = Date.now() + ms;
+    this.timer = setTimeout(this.tick, ms).unref();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.waiters.stop();
     clearTimeout(this.timer);
     await this.running;
   }
@@ -193,6 +258,7 @@ export class LogService {
     await this.ensureKey();
     const { batchSize = DEFAULT_BATCH, checkpointEveryEntries } = this.opts.settings;
     let published: StoredCheckpoint | undefined;
+    let told: StoredCheckpoint | undefined;
     try {
       for (;;) {
         if (this.stopped) return published;
@@ -219,7 +285,15 @@ export class LogService {
           if (err instanceof LogRaceError) continue; // another integrator moved first: plan again on its result
           throw err;
         }
-        // 'busy': another instance is integrating, and publishes what is due.
+        // Committed now: the requests waiting for it can read it.
+        if (published && published !== told) {
+          told = published;
+          this.waiters.published(published.treeSize);
+          this.opts.onPublished?.(published);
+        }
+        // 'busy': another instance is integrating, and publishes what is due. This one looks again after one
+        // interval, not a back-off: that pass may have ended before this instance's newest entries committed.
+        if (outcome === 'busy') this.grew = true;
         if (outcome !== 'written') break;
         // Let requests in between two batches: the integrator hashes on the event loop.
         await new Promise((resolve) => setImmediate(resolve));
@@ -261,7 +335,13 @@ export class LogService {
       !previous ||
       size - previous.treeSize >= settings.checkpointEveryEntries ||
       ageS >= settings.checkpointEverySeconds;
-    if (!due) return undefined;
+    if (!due) {
+      // In the service's clock (a test's may be another), then as a timer's.
+      const dueIn = settings.checkpointEverySeconds * 1000 - ageS * 1000;
+      const dueAt = Date.now() + Math.max(1, dueIn);
+      this.checkpointDueAt = Math.min(this.checkpointDueAt ?? dueAt, dueAt);
+      return undefined;
+    }
     const root = await this.checkedRoot(session, key, previous, size);
     const text = formatCheckpoint({ origin: key.name, size, root });
     const note = formatSignedNote(text, key, await this.sign(key, text));

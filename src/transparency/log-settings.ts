@@ -3,6 +3,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { ConfigError } from '../config-error.js';
 import { LOG_DEFAULTS, type LogSettings } from './log-service.js';
 import { isValidKeyName } from './signed-note.js';
+import { MAX_WITNESSES, WitnessConfigSchema, witnessSettings } from './witnesses/witness-settings.js';
 
 /** The transparency log over the audit entries (docs/transparency.md, docs/configuration.md). */
 export const LogConfigSchema = Type.Object(
@@ -12,6 +13,7 @@ export const LogConfigSchema = Type.Object(
     origin: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
     public: Type.Optional(Type.Boolean()),
     integrateEveryMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000 })),
+    witnesses: Type.Optional(Type.Array(WitnessConfigSchema, { maxItems: MAX_WITNESSES })),
   },
   { additionalProperties: false },
 );
@@ -28,5 +30,6 @@ export function logSetting(file: LogConfigFile | undefined): LogSettings {
     public: file?.public ?? LOG_DEFAULTS.public,
     intervalMs: file?.integrateEveryMs ?? LOG_DEFAULTS.intervalMs,
     ...(file?.origin !== undefined && { origin: file.origin }),
+    ...(file?.witnesses !== undefined && { witnesses: witnessSettings(file.witnesses) }),
   };
 }

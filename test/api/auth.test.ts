@@ -85,6 +85,7 @@ describe('authorisation: roles and tenants', () => {
   const bodyFor: Record<string, Record<string, unknown>> = {
     sign: ecSign,
     pkcs11_sign: { hash },
+    sign_batch: { hashes: [hash] },
     approve_sign: { request_id: '6f1c1c3e-0c7a-4e8e-9a59-8f8f6f0f1a2b' },
     create_tenant: { key_spec: 'ECC_NIST_P256' },
     get_import_params: {

@@ -5,7 +5,7 @@
 // (test/helpers/rfc9162-tree.ts, independent of src/transparency/verify/) and signs checkpoints with a node:crypto
 // ECDSA P-256 key as C2SP signed notes (type 0x02), so each case can break exactly one thing: a tampered entry, a
 // truncated log, a rewritten history, a forked checkpoint, a checkpoint signed by another key.
-import { createHash, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync, type KeyObject, sign, verify } from 'node:crypto';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCliAsync } from '../helpers/cli.js';
 import { loginEnv, startCli } from '../helpers/cli-child.js';
 import { consistencyProof, hashLeaf, inclusionPath, mth } from '../helpers/rfc9162-tree.js';
+import { refLeaf, refVerifyInclusion } from '../helpers/rfc9162-verify.js';
 import { makeTempDir } from '../helpers/service.js';
 
 /** A CLI run loads the whole CLI: 2-5 s on a busy 2-core machine, and a test makes up to ten of them. */
@@ -89,6 +90,8 @@ const log = {
   /** Also hash the tampered entry into leaf_hash (a lie that at least hangs together). */
   tamperLeafHash: false,
   requests: [] as string[],
+  /** Called when an inclusion look-up finds nothing (a test grows the log then: the entry gets logged late). */
+  onMissing: undefined as undefined | (() => void),
 };
 
 function checkpointNote(size: number): string {
@@ -123,6 +126,7 @@ function handle(req: IncomingMessage, res: ServerResponse) {
       index = tree.findIndex((e) => details(e).signature_sha256 === q.get('signature_sha256'));
     }
     if (!(index >= 0 && index < treeSize)) {
+      log.onMissing?.();
       return answer(res, 404, { error: 'not_found', reason: 'no log entry matches' });
     }
     const original = tree[index] as Buffer;
@@ -148,6 +152,33 @@ function handle(req: IncomingMessage, res: ServerResponse) {
   answer(res, 404, { error: 'not_found', reason: 'no such route' });
 }
 
+/**
+ * A tlog-proof@v1 verifier written from c2sp.org/tlog-proof, tlog-checkpoint and signed-note alone (no signbridge
+ * code): the header line, `extra` (the leaf's bytes, signbridge's use of it), `index`, the proof hashes, an empty
+ * line, the checkpoint; the checkpoint's ECDSA signature under the pinned key; the RFC 9162 path to its root.
+ */
+function independentlyVerifiedTlogProof(text: string): { index: number; treeSize: number; entry: Buffer } {
+  const [head, checkpoint] = [text.slice(0, text.indexOf('\n\n')), text.slice(text.indexOf('\n\n') + 2)];
+  const lines = head.split('\n');
+  if (lines[0] !== 'c2sp.org/tlog-proof@v1') throw new Error('not a tlog-proof');
+  if (!lines[1]?.startsWith('extra ') || !/^index (0|[1-9]\d*)$/.test(lines[2] ?? '')) throw new Error('layout');
+  const entry = Buffer.from((lines[1] as string).slice(6), 'base64');
+  const index = Number((lines[2] as string).slice(6));
+  const proof = lines.slice(3).map((l) => Buffer.from(l, 'base64'));
+  const [body, sigs] = checkpoint.split('\n\n') as [string, string];
+  const [origin, size, root] = body.split('\n') as [string, string, string];
+  const sigLine = sigs.split('\n').find((l) => l.startsWith(`\u2014 ${origin} `)) as string;
+  const sigBytes = Buffer.from(sigLine.split(' ')[2] as string, 'base64');
+  if (!sigBytes.subarray(0, 4).equals(pinned.id)) throw new Error('checkpoint signed by another key');
+  const publicKey = createPublicKey(pinned.privateKey);
+  if (!verify('sha256', Buffer.from(`${body}\n`), publicKey, sigBytes.subarray(4))) throw new Error('bad signature');
+  const treeSize = Number(size);
+  if (!refVerifyInclusion(refLeaf(entry), index, treeSize, proof, Buffer.from(root, 'base64'))) {
+    throw new Error('the proof does not lead to the checkpoint root');
+  }
+  return { index, treeSize, entry };
+}
+
 const dir = makeTempDir('sb-audit-log-');
 let server: Server;
 let url: string;
@@ -160,6 +191,7 @@ function resetLog(n: number): void {
   log.key = pinned;
   log.tamper = undefined;
   log.tamperLeafHash = false;
+  log.onMissing = undefined;
 }
 
 const pinned = newLogKey();
@@ -183,7 +215,7 @@ describe('audit prove', () => {
     'proves a signature by its file, keeps the proof, and verifies the kept proof with nothing but the key',
     async () => {
       resetLog(17);
-      const out = join(dir, 'artifact-8.proof.json');
+      const out = join(dir, 'artifact-8.sig.tlog-proof');
       const res = await run([
         'prove',
         '--service-url',
@@ -216,14 +248,19 @@ describe('audit prove', () => {
       expect(offline.code, offline.stderr).toBe(0);
       expect(offline.stdout).toMatch(/index 8 .*\n[\s\S]*tree size 17/);
 
-      // A kept proof whose entry was edited (another tenant's name) does not verify.
-      const saved = JSON.parse(readFileSync(out, 'utf8')) as { entry: string };
-      const edited = Buffer.from(saved.entry, 'base64').toString().replace('"tenant_id":"acme"', '"tenant_id":"acmf"');
-      const editedFile = join(dir, 'edited.proof.json');
-      writeFileSync(editedFile, JSON.stringify({ ...saved, entry: Buffer.from(edited).toString('base64') }));
+      // The kept file is a C2SP tlog-proof@v1 that a verifier knowing only that spec and the log's key accepts.
+      const kept = readFileSync(out, 'utf8');
+      expect(independentlyVerifiedTlogProof(kept)).toEqual({ index: 8, treeSize: 17, entry: log.entries[8] });
+
+      // A kept proof whose entry (its extra line) was edited to another tenant's name does not verify.
+      const extra = /^extra (.*)$/m.exec(kept)?.[1] as string;
+      const edited = Buffer.from(extra, 'base64').toString().replace('"tenant_id":"acme"', '"tenant_id":"acmf"');
+      const editedFile = join(dir, 'edited.tlog-proof');
+      writeFileSync(editedFile, kept.replace(extra, Buffer.from(edited).toString('base64')));
+      expect(() => independentlyVerifiedTlogProof(readFileSync(editedFile, 'utf8'))).toThrow(/does not lead/);
       const bad = await run(['prove', '--bundle', editedFile, '--public-key', pinned.vkey]);
       expect(bad.code).toBe(1);
-      expect(bad.stderr).toMatch(/the log does not prove it: the entry does not hash to the proof’s leaf hash/);
+      expect(bad.stderr).toMatch(/the log does not prove it: the inclusion proof does not lead from entry 8/);
       // Nor does it for another artifact than the one it was saved for.
       const other = await run(['prove', '--bundle', out, '--public-key', pinned.vkey, '--signature', sigFile(10)]);
       expect(other.code).toBe(1);
@@ -236,6 +273,39 @@ describe('audit prove', () => {
   );
 
   it(
+    'keeps the JSON bundle on --format json and still verifies it; refuses a malformed tlog-proof file',
+    async () => {
+      resetLog(6);
+      const out = join(dir, 'artifact-4.proof.json');
+      const args = ['prove', '--service-url', url, '--tenant', TENANT, '--index', '4', '--public-key', pinned.vkey];
+      const saved = await run([...args, '--out', out, '--format', 'json']);
+      expect(saved.code, saved.stderr).toBe(0);
+      const json = JSON.parse(readFileSync(out, 'utf8')) as { entry: string; format: string };
+      expect(json.format).toBe('signbridge-log-inclusion-v1');
+      const offline = await run(['prove', '--bundle', out, '--public-key', pinned.vkey, '--index', '4']);
+      expect(offline.code, offline.stderr).toBe(0);
+      const edited = Buffer.from(json.entry, 'base64').toString().replace('"actor":"key_ci"', '"actor":"key_cj"');
+      const editedFile = join(dir, 'edited.proof.json');
+      writeFileSync(editedFile, JSON.stringify({ ...json, entry: Buffer.from(edited).toString('base64') }));
+      const bad = await run(['prove', '--bundle', editedFile, '--public-key', pinned.vkey]);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toMatch(/the entry does not hash to the proof’s leaf hash/);
+
+      const leadingZero = join(dir, 'leading-zero.tlog-proof');
+      const tlog = join(dir, 'artifact-4.tlog-proof');
+      expect((await run([...args, '--out', tlog])).code).toBe(0);
+      writeFileSync(leadingZero, readFileSync(tlog, 'utf8').replace(/^index 4$/m, 'index 04'));
+      const malformed = await run(['prove', '--bundle', leadingZero, '--public-key', pinned.vkey]);
+      expect(malformed.code).toBe(1);
+      expect(malformed.stderr).toMatch(/line 3 is not "index N"/);
+      const badFormat = await run([...args, '--out', tlog, '--format', 'xml']);
+      expect(badFormat.code).toBe(2);
+      expect(badFormat.stderr).toMatch(/--format must be one of tlog-proof, json, got xml/);
+    },
+    SLOW,
+  );
+
+  it(
     'proves a digest; without a pinned key it warns that trust on first use proves nothing',
     async () => {
       resetLog(9);
@@ -243,6 +313,31 @@ describe('audit prove', () => {
       expect(res.code, res.stderr).toBe(0);
       expect(res.stderr).toMatch(/warning: no --public-key/);
       expect(res.stdout).toMatch(/index 4 \(seq 5\)/);
+    },
+    SLOW,
+  );
+
+  it(
+    '--wait asks again until the signature is logged; without it the answer names --wait',
+    async () => {
+      resetLog(6);
+      const args = ['prove', '--service-url', url, '--tenant', TENANT, '--public-key', pinned.vkey];
+      const notYet = await run([...args, '--digest', artifact(6).digest]);
+      expect(notYet.code).toBe(1);
+      expect(notYet.stderr).toMatch(/no log entry for this digest .*it may not be logged yet: --wait SECONDS waits/);
+      // The entry is logged only after the command has asked once and been told 404.
+      let misses = 0;
+      log.onMissing = () => {
+        if (++misses === 2) log.entries = [...log.entries, entryFor(7, TENANT, artifact(6))];
+      };
+      const waited = await run([...args, '--digest', artifact(6).digest, '--wait', '60']);
+      expect(waited.code, waited.stderr).toBe(0);
+      expect(waited.stderr).toMatch(/waiting up to 60 s for the log to include it/);
+      expect(waited.stdout).toMatch(/index 6 \(seq 7\)/);
+      expect(misses).toBe(2);
+      const bad = await run([...args, '--digest', artifact(6).digest, '--wait', 'soon']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/--wait must be whole seconds/);
     },
     SLOW,
   );

@@ -60,6 +60,34 @@ afterAll(async () => {
 });
 
 describe('audit prove against the service', () => {
+  it('right after `signbridge sign`, `audit prove --wait` proves it with the defaults, nobody publishing a checkpoint', async () => {
+    // Issue 35's reproduction: prove at once after signing. The integrator takes the entry within 250 ms and the
+    // checkpoint follows within a second; --wait covers the gap instead of failing with "not yet logged?".
+    const { sig } = await signFile('fresh.bin', 'fresh build\n');
+    const proved = runCli(
+      ['audit', 'prove', '--tenant', TENANT, '--signature', sig, '--public-key', vkey, '--wait', '60'],
+      env(),
+    );
+    expect(proved.code, proved.stderr).toBe(0);
+    expect(proved.stdout).toContain('verified:');
+  });
+
+  it('`signbridge sign --log-proof` keeps the tlog-proof beside the signature; it verifies offline', () => {
+    const file = join(dataDir, 'with-proof.bin');
+    writeFileSync(file, 'a release with its proof\n');
+    const signed = runCli(['sign', '--tenant', TENANT, file, '--log-proof'], env());
+    expect(signed.code, signed.stderr).toBe(0);
+    expect(signed.stderr).toMatch(/log proof \(index \d+\) written to .*with-proof\.bin\.sig\.tlog-proof/);
+    const proof = readFileSync(`${file}.sig.tlog-proof`, 'utf8');
+    expect(proof.startsWith('c2sp.org/tlog-proof@v1\n')).toBe(true);
+    const offline = runCli(
+      ['audit', 'prove', '--bundle', `${file}.sig.tlog-proof`, '--public-key', vkey, '--signature', `${file}.sig`],
+      { ...env(), SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:9' },
+    );
+    expect(offline.code, offline.stderr).toBe(0);
+    expect(offline.stdout).toContain('verified:');
+  });
+
   it('proves a signature by its file, by its digest and by the log index the signing response carried', async () => {
     const { sig, digest } = await signFile('release.bin', 'release 1.0\n');
     await checkpointNow();
@@ -82,7 +110,7 @@ describe('audit prove against the service', () => {
     const logIndex = signed.headers.get('signbridge-log-index');
     expect(logIndex).toMatch(/^\d+$/);
     await checkpointNow();
-    const bundle = join(dataDir, 'other.proof.json');
+    const bundle = join(dataDir, 'other.sig.tlog-proof');
     const byIndex = runCli(
       ['audit', 'prove', '--tenant', TENANT, '--index', logIndex as string, '--public-key', vkey, '--out', bundle],
       env(),

@@ -139,6 +139,53 @@ describe.each(SPECS.map((s) => [s.spec, s.algorithm]))('%s', (spec, algorithm) =
   });
 });
 
+describe('many files', () => {
+  const spec: KeySpec = 'ECC_NIST_P384';
+  const tenant = tenantOf(spec);
+
+  it('are signed in one sign_batch request, each FILE.sig verified independently; an unreadable one fails alone', () => {
+    const files = Array.from({ length: 5 }, (_, i) => join(dir, `many-${i}.bin`));
+    for (const [i, f] of files.entries()) writeFileSync(f, `release part ${i}\n${randomBytes(64).toString('hex')}`);
+    const missing = join(dir, 'many-missing.bin');
+    const res = runCli(['sign', '--tenant', tenant, ...files.slice(0, 2), missing, ...files.slice(2)], cliEnv(spec));
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/many-missing\.bin: .*ENOENT/);
+    expect(res.stderr).toMatch(/signed 5 of 6 files \(1 batch request\)/);
+    for (const f of files) expect(verifyIndependently(spec, f, readFileSync(`${f}.sig`))).toBe(true);
+    // Each file has its own signature: another file's does not verify.
+    expect(verifyIndependently(spec, files[0] as string, readFileSync(`${files[1]}.sig`))).toBe(false);
+
+    const withOut = runCli(
+      ['sign', '--tenant', tenant, ...files.slice(0, 2), '--out', join(dir, 'x.sig')],
+      cliEnv(spec),
+    );
+    expect(withOut.code).toBe(1);
+    expect(withOut.stderr).toMatch(/--out names one signature file/);
+  });
+
+  it('200 ML-DSA-87 files: an answer of 1.2 MB of signatures is read whole, every signature verified', () => {
+    const mlDsa: KeySpec = 'ML_DSA_87';
+    const files = Array.from({ length: 200 }, (_, i) => join(dir, `pq-${i}.bin`));
+    for (const [i, f] of files.entries()) writeFileSync(f, `post-quantum part ${i}\n`);
+    const res = runCli(['sign', '--tenant', tenantOf(mlDsa), ...files], cliEnv(mlDsa));
+    expect(res.code, res.stderr.slice(-500)).toBe(0);
+    expect(res.stderr).toMatch(/signed 200 of 200 files \(1 batch request\)/);
+    for (const f of [files[0], files[199]] as string[]) {
+      expect(verifyIndependently(mlDsa, f, readFileSync(`${f}.sig`))).toBe(true);
+    }
+  });
+
+  it('a batch the policy holds for approval is sent file by file, each a request waiting for approval (exit 3)', () => {
+    const files = [join(dir, 'many-prod-0.bin'), join(dir, 'many-prod-1.bin')];
+    for (const f of files) writeFileSync(f, `production ${f}\n`);
+    const res = runCli(['sign', '--tenant', tenant, ...files, '--environment', 'production'], cliEnv(spec));
+    expect(res.code, res.stderr).toBe(3);
+    expect(res.stderr).toMatch(/signing these 2 files one by one/);
+    expect(res.stdout.trim().split('\n')).toHaveLength(2);
+    for (const f of files) expect(existsSync(`${f}.sig`)).toBe(false);
+  });
+});
+
 describe('a large file', () => {
   it('is streamed: a 1 GiB file is signed and verified by a process that never holds it (max RSS far below 1 GiB)', () => {
     const spec: KeySpec = 'ECC_NIST_P384';

@@ -88,6 +88,7 @@ describe('the service tarball', () => {
       'app/node_modules/fastify/package.json',
       'app/native/peercred.node',
       'app/native/libsignbridge-pkcs11.so',
+      'app/src/keys/native/ml-dsa/build/Release/ml_dsa_sign.node',
       'app/dist/src/signbridge-layout.json',
       'systemd/signbridge.service',
       'README.md',
@@ -96,6 +97,14 @@ describe('the service tarball', () => {
     }
     expect(statSync(launcher()).mode & 0o111).toBe(0o111);
     expect(runOk(join(top, 'node', 'bin', 'node'), ['--version'], env).stdout).toMatch(/^v24\./);
+    // The native ML-DSA signer loads into that Node and finds ML-DSA in its OpenSSL (src/keys/ml-dsa-addon.ts).
+    const mlDsaAddon = join(top, 'app', 'src', 'keys', 'native', 'ml-dsa', 'build', 'Release', 'ml_dsa_sign.node');
+    const described = runOk(
+      join(top, 'node', 'bin', 'node'),
+      ['-p', `JSON.stringify(require(${JSON.stringify(mlDsaAddon)}).describe())`],
+      env,
+    );
+    expect(JSON.parse(described.stdout)).toMatchObject({ mlDsa: true });
     // No development packages: no test runner, no compiler of TypeScript, no browser driver.
     for (const dev of ['vitest', 'typescript', 'playwright-core', 'esbuild', '@biomejs']) {
       expect(existsSync(join(top, 'app', 'node_modules', dev)), dev).toBe(false);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { canonicalJson } from '../../src/store/audit-chain.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
-import type { LogSettings } from '../../src/transparency/log-service.js';
+import { LOG_DEFAULTS, type LogSettings } from '../../src/transparency/log-service.js';
 import { leavesOfEntries, logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { refRoot, refVerifyConsistency } from '../helpers/rfc9162-verify.js';
@@ -97,5 +97,50 @@ describe.skipIf(!enabled)('transparency log on PostgreSQL, two instances', () =>
     expect((await logGet(a.app, '/log/checkpoint', signer)).text).toBe(
       (await logGet(b, '/log/checkpoint', signer)).text,
     );
+  });
+});
+
+describe.skipIf(!enabled)('inclusion in about a second, two instances at the defaults', () => {
+  let first: TestService;
+  let store2: KyselyStore;
+  let second: FastifyInstance;
+  beforeAll(async () => {
+    first = await startTestService({ log: { ...LOG_DEFAULTS } }, { database: createTestDatabase('logwait') });
+    store2 = await first.openSameStore();
+    second = await buildApp({ store: store2, keyStore: first.keyStores, log: { ...LOG_DEFAULTS } });
+    await second.ready();
+  });
+  afterAll(async () => {
+    await second?.close();
+    await store2?.close();
+    await first?.close();
+  });
+
+  it('a signature on either instance with Prefer: wait-for-log is answered with its proof, whichever integrates', async () => {
+    await callAction(first.app, first.operator, 'create_tenant', { tenant_id: 'pw', key_spec: 'ECC_NIST_P256' });
+    const signer = await first.apiKey('signer', 'pw');
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        (i % 2 ? second : first.app).inject({
+          method: 'POST',
+          url: '/v1/sign',
+          headers: { authorization: `Bearer ${signer}`, prefer: 'wait-for-log, wait=30' },
+          payload: {
+            action: 'sign',
+            tenant_id: 'pw',
+            algorithm: 'ECDSA_SHA_256',
+            hash: createHash('sha256').update(`pw ${i}`).digest('base64'),
+          },
+        }),
+      ),
+    );
+    for (const res of answers) {
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['preference-applied']).toBe('wait-for-log');
+      const proof = res.json().log_proof as string;
+      expect(proof).toMatch(
+        new RegExp(`^c2sp.org/tlog-proof@v1\nextra \\S+\nindex ${res.headers['signbridge-log-index']}\n`),
+      );
+    }
   });
 });

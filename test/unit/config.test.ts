@@ -16,9 +16,9 @@ describe('service configuration', () => {
     };
     expect(resolveConfig({ dataDir: dir, env: {} }).log).toEqual({
       checkpointEveryEntries: 1000,
-      checkpointEverySeconds: 10,
+      checkpointEverySeconds: 1,
       public: false,
-      intervalMs: 500,
+      intervalMs: 250,
     });
     expect(
       resolveConfig({

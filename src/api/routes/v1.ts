@@ -7,12 +7,14 @@ import { ApiError } from '../../errors.js';
 import type { ExpirationModel, WrappingAlgorithm, WrappingKeySpec } from '../../keys/key-store.js';
 import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
 import type { KeyImportService } from '../../signing/key-import-service.js';
-import type { SigningService, SignOutcome } from '../../signing/signing-service.js';
+import type { BatchOutcome, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
 import type { ExceptionRecord, Store } from '../../store/store.js';
 import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
+import { asApiError } from '../error-handler.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
+import { logProofText, logWaitOf, WAIT_FOR_LOG } from '../log-proof-preference.js';
 import { documented, errorResponse, LOG_INDEX_HEADER, LOG_INDEX_HEADERS } from '../responses.js';
 import {
   ActionRequests,
@@ -25,6 +27,7 @@ import {
   GetPublicKeyResponse,
   ImportKeyResponse,
   RotateKeyResponse,
+  SignBatchResponse,
   SignResponse,
 } from '../schemas.js';
 import { signingContext } from '../signing-inputs.js';
@@ -42,6 +45,7 @@ export interface V1Options {
 const SUMMARIES: Record<Action, string> = {
   sign: 'Sign a pre-computed hash with the tenant key (policy-checked)',
   pkcs11_sign: 'Sign a digest for the PKCS#11 module; algorithm chosen from the key spec (policy-checked)',
+  sign_batch: 'Sign up to 1000 digests with one policy decision, one audit entry and log leaf each (signbridge)',
   approve_sign: 'Approve or reject a pending signing request',
   create_tenant: 'Create a tenant and its first key',
   rotate_key: 'Make a new key version current, keeping the old ones',
@@ -57,7 +61,7 @@ const SUMMARIES: Record<Action, string> = {
 const NOT_YET: Partial<Record<Action, string>> = {};
 
 /** Actions that take an Idempotency-Key header (src/api/idempotency.ts): the ones that make signatures. */
-const IDEMPOTENT_ACTIONS = new Set<Action>(['sign', 'pkcs11_sign']);
+const IDEMPOTENT_ACTIONS = new Set<Action>(['sign', 'pkcs11_sign', 'sign_batch']);
 
 const SUCCESS_STATUS: Partial<Record<Action, number>> = { create_tenant: 201, create_exception: 201 };
 
@@ -68,6 +72,9 @@ const SIGNING_RESPONSES = {
 const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
   sign: SIGNING_RESPONSES,
   pkcs11_sign: SIGNING_RESPONSES,
+  sign_batch: {
+    200: documented(SignBatchResponse, "every digest answered in order: a signature, or that digest's own error"),
+  },
   create_tenant: { 201: documented(CreateTenantResponse, 'the tenant and its first key were created') },
   rotate_key: { 200: documented(RotateKeyResponse, 'a new key version is current; every version listed') },
   get_public_key: { 200: documented(GetPublicKeyResponse, 'the public key of the current or the named key version') },
@@ -94,7 +101,14 @@ function errorResponses(action: Action): Record<number, unknown> {
   const statuses = [400, 401, 403, 404, 413, 415, 500, 503];
   // Velocity limits of the policy (docs/policy.md): 429 rate_limited with Retry-After.
   if (IDEMPOTENT_ACTIONS.has(action)) statuses.push(429);
-  const conflicts: readonly Action[] = ['create_tenant', 'approve_sign', 'revoke_exception', 'sign', 'pkcs11_sign'];
+  const conflicts: readonly Action[] = [
+    'create_tenant',
+    'approve_sign',
+    'revoke_exception',
+    'sign',
+    'pkcs11_sign',
+    'sign_batch',
+  ];
   if (conflicts.includes(action)) statuses.push(409);
   if (IDEMPOTENT_ACTIONS.has(action)) statuses.push(422);
   if (NOT_YET[action]) statuses.push(501);
@@ -148,6 +162,23 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         context: signingContext(body, callerOf(request)),
       });
       return signOutcome(outcome, opts.publicUrl);
+    },
+    async sign_batch(body, request) {
+      const tenantId = body.tenant_id as string;
+      const digests = (body.hashes as string[]).map((h, i) => decodeBase64Field(`hashes[${i}]`, h));
+      const caller = callerOf(request);
+      const outcome = await signing.signBatch({
+        tenantId,
+        callerId: caller.id,
+        personId: caller.personId ?? null,
+        workload: caller.workload ?? null,
+        digests,
+        ...(body.algorithm !== undefined && { algorithm: body.algorithm as SigningAlgorithm }),
+        ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
+        pss: (body.pss_padding as boolean | undefined) ?? false,
+        context: signingContext(body, caller),
+      });
+      return { status: 200, body: batchBody(tenantId, outcome, request) };
     },
     async approve_sign(body, request) {
       const result = await signing.decide(
@@ -314,8 +345,16 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
           : await handlers[action](body, request);
         if (isReply(result)) {
           // Kept with an idempotent answer too: a replay carries the same index.
-          if (result.logIndex !== undefined) reply.header(LOG_INDEX_HEADER, String(result.logIndex));
-          return reply.code(result.status).send(result.body);
+          if (result.logIndex === undefined) return reply.code(result.status).send(result.body);
+          reply.header(LOG_INDEX_HEADER, String(result.logIndex));
+          const waitMs = app.transparencyLog ? logWaitOf(request.headers.prefer) : undefined;
+          const proof =
+            app.transparencyLog && waitMs !== undefined
+              ? await logProofText(app.transparencyLog, result.logIndex, waitMs)
+              : undefined;
+          if (proof === undefined) return reply.code(result.status).send(result.body);
+          reply.header('Preference-Applied', WAIT_FOR_LOG);
+          return reply.code(result.status).send({ ...(result.body as object), log_proof: proof });
         }
         return reply.code(SUCCESS_STATUS[action] ?? 200).send(result);
       },
@@ -358,6 +397,30 @@ function signOutcome(outcome: SignOutcome, publicUrl: string | undefined): Reply
       ...(outcome.requestId !== undefined && { request_id: outcome.requestId }),
     },
     ...(outcome.logIndex !== undefined && { logIndex: outcome.logIndex }),
+  };
+}
+
+/** SignBatchResponse: each item's signature, or its own error (logged here as the error handler would). */
+function batchBody(tenantId: string, outcome: BatchOutcome, request: FastifyRequest) {
+  return {
+    tenant_id: tenantId,
+    key_id: outcome.keyId,
+    signing_algorithm: outcome.algorithm,
+    batch_id: outcome.batchId,
+    results: outcome.items.map((item, index) => {
+      if (item.kind === 'signed') {
+        return {
+          signature: item.signed.signature.toString('base64'),
+          log_index: item.signed.logIndex as number,
+          signature_id: item.signed.signatureId as string,
+        };
+      }
+      const err = asApiError(item.error);
+      request.log.warn({ code: err.code, index, cause: (item.error as Error)?.message }, 'batch item failed');
+      return {
+        error: { code: err.code, message: err.message, retryable: err.statusCode >= 500 || err.statusCode === 429 },
+      };
+    }),
   };
 }
 

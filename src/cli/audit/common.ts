@@ -4,10 +4,18 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { CredentialError } from '../../../daemon/credentials.js';
-import { CheckpointError } from '../../transparency/verify/checkpoint.js';
+import { type Checkpoint, CheckpointError } from '../../transparency/verify/checkpoint.js';
+import { CosignatureError } from '../../transparency/verify/cosignature.js';
 import { EntryError } from '../../transparency/verify/entry.js';
 import { InclusionError } from '../../transparency/verify/inclusion-bundle.js';
 import { NoteError, parseVerifierKey, type VerifierKey } from '../../transparency/verify/note.js';
+import {
+  checkQuorum,
+  PolicyFileError,
+  parseWitnessPolicy,
+  type QuorumVerdict,
+  type WitnessPolicy,
+} from '../../transparency/verify/witness-policy.js';
 import { resolveService, ServiceClientError, type ServiceFlags } from '../service-client.js';
 import { LogHttp, LogServiceError, LogUnavailableError } from './log-http.js';
 
@@ -17,12 +25,15 @@ export const EXIT_CANNOT_CHECK = 2;
 
 export interface LogFlags extends ServiceFlags {
   publicKey?: string;
+  witnessPolicy?: string;
 }
 
 /** Arguments or local files the command cannot use. */
 export class AuditUsageError extends Error {}
 /** The log answered something that does not verify: a failed proof, a fork, a bad signature. */
 export class LogMisbehaviourError extends Error {}
+/** The checkpoint verifies but lacks the witnesses' cosignatures the policy asks for. */
+export class WitnessQuorumError extends Error {}
 
 export const say = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -36,6 +47,10 @@ export function logOptions(cmd: Command): Command {
     .option(
       '--api-key-file <file>',
       'file holding the API key, mode 600 (or env SIGNBRIDGE_API_KEY_FILE, SIGNBRIDGE_API_KEY; default: the key from `signbridge login`; none for a public log)',
+    )
+    .option(
+      '--witness-policy <file>',
+      'a C2SP tlog-policy file: the checkpoint must carry the cosignatures of the witnesses its quorum names (its log line may stand for --public-key)',
     )
     .option('--insecure-http', 'allow a plain http:// service URL to another host (the key would travel unencrypted)')
     .option('--timeout <seconds>', 'how long one request to the service may take', '30');
@@ -72,9 +87,56 @@ export function pinnedKey(value: string): VerifierKey {
   }
 }
 
-/** The key from --public-key, or else from the service, with a warning that this is trust on first use. */
+/** --witness-policy, read once; undefined without it. */
+export function witnessPolicyOf(flags: LogFlags): WitnessPolicy | undefined {
+  if (flags.witnessPolicy === undefined) return undefined;
+  try {
+    return parseWitnessPolicy(readFileSync(flags.witnessPolicy, 'utf8'));
+  } catch (err) {
+    if (err instanceof PolicyFileError)
+      throw new AuditUsageError(`--witness-policy ${flags.witnessPolicy}: ${err.message}`);
+    throw err;
+  }
+}
+
+/** The policy's one log key, standing for --public-key; several logs need --public-key to say which. */
+export function policyLogKey(flags: LogFlags): VerifierKey | undefined {
+  const logs = witnessPolicyOf(flags)?.logs ?? [];
+  if (logs.length > 1 && flags.publicKey === undefined) {
+    throw new AuditUsageError(`--witness-policy names ${logs.length} logs: say which with --public-key`);
+  }
+  return logs[0];
+}
+
+/**
+ * Throws WitnessQuorumError unless the checkpoint `note` (opened as `checkpoint` with the log's key) carries the
+ * cosignatures the policy's quorum asks for; a witness line that does not verify is the log misbehaving.
+ */
+export function requireQuorum(policy: WitnessPolicy | undefined, note: string, checkpoint: Checkpoint): void {
+  if (!policy) return;
+  let verdict: QuorumVerdict;
+  try {
+    verdict = checkQuorum(policy, note, checkpoint);
+  } catch (err) {
+    if (err instanceof CosignatureError) throw new LogMisbehaviourError(err.message);
+    throw err;
+  }
+  if (!verdict.met) {
+    const got = verdict.cosigned.length > 0 ? verdict.cosigned.join(', ') : 'none';
+    throw new WitnessQuorumError(
+      `the checkpoint of size ${checkpoint.size} is not witnessed as the policy requires: it needs ${verdict.required}, cosigned by ${got}`,
+    );
+  }
+  say(
+    `witnessed: cosigned by ${verdict.cosigned.join(', ') || 'no witness (quorum none)'}; quorum ${verdict.required} met`,
+  );
+}
+
+/** The key from --public-key, the policy's log line, or else from the service, with a warning (trust on first use). */
 export async function logKey(flags: LogFlags, log: LogHttp): Promise<VerifierKey> {
   if (flags.publicKey !== undefined) return pinnedKey(flags.publicKey);
+  const fromPolicy = policyLogKey(flags);
+  if (fromPolicy) return fromPolicy;
   const vkey = (await log.publicKey()).trim();
   let key: VerifierKey;
   try {
@@ -106,7 +168,8 @@ function describe(err: unknown): [string, number] {
     err instanceof InclusionError ||
     err instanceof CheckpointError ||
     err instanceof EntryError ||
-    err instanceof LogMisbehaviourError
+    err instanceof LogMisbehaviourError ||
+    err instanceof WitnessQuorumError
   ) {
     return [`the log does not prove it: ${err.message}`, EXIT_NOT_PROVEN];
   }

@@ -19,8 +19,10 @@ import {
   logOptions,
   openLogHttp,
   pinnedKey,
+  requireQuorum,
   runAudit,
   say,
+  witnessPolicyOf,
 } from './common.js';
 import { type LogHttp, LogUnavailableError } from './log-http.js';
 
@@ -94,6 +96,7 @@ async function checkOnce(flags: WatchFlags, log: LogHttp): Promise<number> {
   }
   // parseSignedNote in openCheckpoint has checked it is UTF-8.
   const noteText = note.toString('utf8');
+  requireQuorum(witnessPolicyOf(flags), noteText, next);
   if (state === undefined) {
     writeState(flags.state, { format: STATE_FORMAT, vkey: key.vkey, checkpoint: noteText, verified_at: now() });
     say(

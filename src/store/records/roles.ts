@@ -6,6 +6,7 @@ export type Role = (typeof ROLES)[number];
 export const ACTIONS = [
   'sign',
   'pkcs11_sign',
+  'sign_batch',
   'approve_sign',
   'create_tenant',
   'rotate_key',
@@ -21,6 +22,7 @@ export type Action = (typeof ACTIONS)[number];
 export const ACTION_ROLES: Record<Action, readonly Role[]> = {
   sign: ['signer'],
   pkcs11_sign: ['signer'],
+  sign_batch: ['signer'],
   approve_sign: ['approver', 'security_reviewer'],
   create_tenant: ['operator'],
   rotate_key: ['admin'],

@@ -1,0 +1,123 @@
+// Memory under sustained load (issue 34: RSS at most 300 MB per worker and flat over a 10-minute soak): a `signbridge
+// server` process (and, with workers, each of its worker processes) signing P-256 at autocannon's full speed with
+// 256 connections for BENCH_SOAK_SECONDS (default 600); the resident set of every process of the service sampled
+// every 10 s from /proc. Flat means the last third's mean is within 10% of the middle third's: the first third is
+// warm-up (caches, pools, JIT, SQLite's page cache). Run alone: `node dist/bench/memory-soak.js`; prints a
+// markdown table and one JSON line. Linux only (/proc).
+import { readdirSync, readFileSync } from 'node:fs';
+import autocannon from 'autocannon';
+import { createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
+import { makeTempDir } from '../test/helpers/service.js';
+
+const log = (msg: string) => process.stderr.write(`[bench:soak] ${msg}\n`);
+const SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 600);
+const CONNECTIONS = Number(process.env.BENCH_SOAK_CONNECTIONS ?? 256);
+const SAMPLE_MS = 10_000;
+
+/** VmRSS of a process in MB, or undefined once it ended. */
+function rssMb(pid: number): number | undefined {
+  try {
+    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? undefined : Number(kb) / 1024;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The process and its descendants (the service's workers, with --workers). */
+function family(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ').at(-1)?.split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // ended meanwhile
+    }
+  }
+  const out: number[] = [];
+  const walk = (pid: number) => {
+    out.push(pid);
+    for (const c of children.get(pid) ?? []) walk(c);
+  };
+  walk(root);
+  return out;
+}
+
+interface Sample {
+  atS: number;
+  byPid: Map<number, number>;
+}
+
+const dataDir = makeTempDir('sb-bench-soak-');
+const operator = createApiKeyCli(dataDir, 'operator');
+const workers = process.env.BENCH_WORKERS;
+const server = await startServerProcess(['--data-dir', dataDir, ...(workers ? ['--workers', workers] : [])], {
+  SIGNBRIDGE_LOG_LEVEL: 'warn',
+});
+const samples: Sample[] = [];
+let total = 0;
+try {
+  await postAction(server.url, 'create_tenant', operator, { tenant_id: 'soak', key_spec: 'ECC_NIST_P256' });
+  const signer = createApiKeyCli(dataDir, 'signer', 'soak');
+  const root = server.child.pid as number;
+  const started = Date.now();
+  const sample = () => {
+    const byPid = new Map<number, number>();
+    for (const pid of family(root)) {
+      const mb = rssMb(pid);
+      if (mb !== undefined) byPid.set(pid, mb);
+    }
+    samples.push({ atS: (Date.now() - started) / 1000, byPid });
+  };
+  sample();
+  const timer = setInterval(sample, SAMPLE_MS);
+  log(`${CONNECTIONS} connections for ${SECONDS} s`);
+  const result = await autocannon({
+    url: `${server.url}/v1/sign`,
+    method: 'POST',
+    headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      action: 'sign',
+      tenant_id: 'soak',
+      algorithm: 'ECDSA_SHA_256',
+      hash: Buffer.alloc(32, 3).toString('base64'),
+    }),
+    connections: CONNECTIONS,
+    duration: SECONDS,
+  });
+  clearInterval(timer);
+  sample();
+  total = result.requests.total;
+} finally {
+  await server.stop();
+}
+
+const largest = samples.map((s) => Math.max(...s.byPid.values()));
+const third = Math.max(1, Math.floor(samples.length / 3));
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const middle = mean(largest.slice(third, 2 * third));
+const last = mean(largest.slice(-third));
+const growth = (last / middle - 1) * 100;
+const rows = samples.map(
+  (s) => `| ${s.atS.toFixed(0)} | ${[...s.byPid.values()].map((v) => v.toFixed(0)).join(' / ')} |`,
+);
+process.stdout.write(
+  [
+    `Soak: P-256 \`sign\`, ${CONNECTIONS} connections, ${SECONDS} s, ${total.toLocaleString('en')} signatures` +
+      (workers ? `, --workers ${workers}` : '') +
+      `; RSS of each process of the service (MB), sampled every ${SAMPLE_MS / 1000} s:`,
+    '',
+    '| s | RSS per process (MB) |',
+    '|---|---|',
+    ...rows,
+    '',
+    `Largest process: peak ${Math.max(...largest).toFixed(0)} MB (aim: at most 300), mean of the last third ${last.toFixed(0)} MB ` +
+      `against ${middle.toFixed(0)} MB in the middle third: ${growth >= 0 ? '+' : ''}${growth.toFixed(1)}% (flat: within 10%).`,
+    '',
+  ].join('\n'),
+);
+process.stdout.write(
+  `${JSON.stringify({ seconds: SECONDS, connections: CONNECTIONS, signatures: total, peakMb: Math.max(...largest), middleMb: middle, lastMb: last })}\n`,
+);

@@ -1,0 +1,179 @@
+// POST /v1/sign_batch (issue 34; docs/api.md) over HTTP with the real rules engine and SoftHSM, on SQLite and on
+// PostgreSQL when the API tests run there: every digest signed with its own audit entry and log index (each
+// signature checked with node:crypto against the tenant's public key), the pkcs11_sign form (RSA PSS), one policy
+// decision for the batch (a denial writes one entry, a hold is refused), velocity counting every digest, the
+// validation refusals (nothing signed), and Idempotency-Key.
+import { constants, createHash, verify } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parsePolicyDocument } from '../../src/policy/policy-file.js';
+import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
+import { callAction, startTestService, type TestService } from '../helpers/service.js';
+
+const POLICY = `version: 1
+rules:
+  projects: { deny: [forbidden] }
+  environments:
+    requireApproval: [production]
+tenants:
+  fast:
+    velocity: { perTenant: { max: 5, windowSeconds: 3600 } }
+`;
+
+let svc: TestService;
+const signers = new Map<string, string>();
+const pems = new Map<string, string>();
+
+const message = (tag: string, i: number) => Buffer.from(`${tag} artifact ${i}`);
+const digestOf = (m: Buffer, hash = 'sha256') => createHash(hash).update(m).digest('base64');
+
+async function batch(tenant: string, body: Record<string, unknown>, headers: Record<string, string> = {}) {
+  const res = await svc.app.inject({
+    method: 'POST',
+    url: '/v1/sign_batch',
+    headers: { authorization: `Bearer ${signers.get(tenant)}`, ...headers },
+    payload: { action: 'sign_batch', tenant_id: tenant, ...body },
+  });
+  return { status: res.statusCode, body: res.json() as Record<string, unknown>, headers: res.headers };
+}
+
+async function entries(action = 'sign_batch') {
+  return (await svc.store.audit.read(0, 100_000)).filter((e) => e.action === action);
+}
+
+beforeAll(async () => {
+  svc = await startTestService({ policy: new RulesPolicyEngine(parsePolicyDocument(POLICY, 'batch-policy')) });
+  for (const [tenant, spec] of [
+    ['ec', 'ECC_NIST_P256'],
+    ['rsa', 'RSA_2048'],
+    ['fast', 'ECC_NIST_P256'],
+  ] as const) {
+    expect(
+      (await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: tenant, key_spec: spec })).status,
+    ).toBe(201);
+    const signer = await svc.apiKey('signer', tenant);
+    signers.set(tenant, signer);
+    pems.set(
+      tenant,
+      (await callAction(svc.app, signer, 'get_public_key', { tenant_id: tenant })).body.public_key_pem as string,
+    );
+  }
+}, 60_000);
+afterAll(async () => svc?.close());
+
+describe('POST /v1/sign_batch', () => {
+  it('signs every digest, each with its own audit entry and log index, in the order given', async () => {
+    const messages = Array.from({ length: 20 }, (_, i) => message('ec', i));
+    const before = (await entries()).length;
+    const res = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes: messages.map((m) => digestOf(m)) });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.headers['signbridge-log-index']).toBeUndefined();
+    const results = res.body.results as Array<{ signature: string; log_index: number; signature_id: string }>;
+    expect(results).toHaveLength(20);
+    for (const [i, r] of results.entries()) {
+      expect(
+        verify('sha256', messages[i] as Buffer, pems.get('ec') as string, Buffer.from(r.signature, 'base64')),
+      ).toBe(true);
+    }
+    expect(new Set(results.map((r) => r.log_index)).size).toBe(20);
+    const logged = (await entries()).slice(before);
+    expect(logged).toHaveLength(20);
+    for (const r of results) {
+      const entry = logged.find((e) => e.seq === r.log_index + 1);
+      expect(entry?.outcome).toBe('signed');
+      const details = entry?.details as { hash: string; signature_id: string; batch: { id: string; index: number } };
+      const i = results.indexOf(r);
+      expect(details.hash).toBe(digestOf(messages[i] as Buffer));
+      expect(details.signature_id).toBe(r.signature_id);
+      expect(details.batch).toEqual({ id: res.body.batch_id, index: i, size: 20 });
+    }
+  });
+
+  it('takes the pkcs11_sign form: the algorithm from the key spec, the digest length and pss_padding', async () => {
+    const messages = [message('rsa', 1), message('rsa', 2)];
+    const res = await batch('rsa', {
+      key_spec: 'RSA_2048',
+      pss_padding: true,
+      hashes: messages.map((m) => digestOf(m, 'sha384')),
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.signing_algorithm).toBe('RSASSA_PSS_SHA_384');
+    for (const [i, r] of (res.body.results as Array<{ signature: string }>).entries()) {
+      const ok = verify(
+        'sha384',
+        messages[i] as Buffer,
+        { key: pems.get('rsa') as string, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 48 },
+        Buffer.from(r.signature, 'base64'),
+      );
+      expect(ok).toBe(true);
+    }
+  });
+
+  it('refuses a bad batch as a whole, naming the item, and signs nothing', async () => {
+    const before = (await svc.store.audit.read(0, 100_000)).length;
+    const d32 = digestOf(Buffer.from('a'));
+    const d48 = digestOf(Buffer.from('a'), 'sha384');
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ hashes: [] }, /hashes/],
+      [{ hashes: Array.from({ length: 1001 }, () => d32) }, /hashes/],
+      [{ hashes: [d32, d48] }, /hashes\[1\] is for ECDSA_SHA_384 but hashes\[0\] for ECDSA_SHA_256/],
+      [{ algorithm: 'ECDSA_SHA_256', hashes: [d32, d48] }, /hashes\[1\]: hash must be a 32-byte digest/],
+      [{ hashes: [d32, 'not base64!'] }, /hashes/],
+      [{ key_spec: 'RSA_2048', hashes: [d32] }, /key_spec RSA_2048 does not match/],
+      [{ hashes: [d32], hash: d32 }, /hash/],
+    ];
+    for (const [body, reason] of cases) {
+      const res = await batch('ec', body);
+      expect(res.status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      expect(res.body.reason).toMatch(reason);
+    }
+    expect((await svc.store.audit.read(0, 100_000)).length).toBe(before);
+  });
+
+  it('decides once: a denied batch writes one denied entry naming the batch, a held one is refused', async () => {
+    const hashes = [digestOf(message('deny', 1)), digestOf(message('deny', 2)), digestOf(message('deny', 3))];
+    const before = (await entries()).length;
+    const denied = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, project: 'forbidden' });
+    expect(denied.status).toBe(403);
+    expect(denied.body.error).toBe('policy_denied');
+    const written = (await entries()).slice(before);
+    expect(written).toHaveLength(1);
+    expect(written[0]?.outcome).toBe('denied');
+    const expected = createHash('sha256');
+    for (const h of hashes) expected.update(Buffer.from(h, 'base64'));
+    expect((written[0]?.details as { batch: unknown }).batch).toMatchObject({
+      size: 3,
+      digests_sha256: expected.digest('hex'),
+    });
+
+    const held = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, environment: 'production' });
+    expect(held.status).toBe(409);
+    expect(held.body.error).toBe('batch_needs_approval');
+    expect(held.body.reason).toMatch(/send them one by one/);
+    const after = (await entries()).slice(before + 1);
+    expect(after.map((e) => e.outcome)).toEqual(['refused']);
+  });
+
+  it('counts every digest against velocity limits; a batch over the limit is refused whole', async () => {
+    const hashes = (n: number, tag: string) => Array.from({ length: n }, (_, i) => digestOf(message(tag, i)));
+    expect((await batch('fast', { algorithm: 'ECDSA_SHA_256', hashes: hashes(3, 'v1') })).status).toBe(200);
+    const over = await batch('fast', { algorithm: 'ECDSA_SHA_256', hashes: hashes(3, 'v2') });
+    expect(over.status).toBe(429);
+    expect(over.body.reason).toMatch(/at most 5 signing requests per 3600 s for tenant fast/);
+    expect(over.headers['retry-after']).toBeDefined();
+    const limited = (await entries()).filter((e) => e.tenantId === 'fast' && e.outcome === 'rate_limited');
+    expect(limited.length).toBeGreaterThanOrEqual(1);
+    expect((await entries()).filter((e) => e.tenantId === 'fast' && e.outcome === 'signed')).toHaveLength(3);
+  });
+
+  it('answers a repeated Idempotency-Key with the first answer, signing once', async () => {
+    const body = { algorithm: 'ECDSA_SHA_256', hashes: [digestOf(message('idem', 1)), digestOf(message('idem', 2))] };
+    const first = await batch('ec', body, { 'idempotency-key': 'batch-key-1' });
+    const before = (await entries()).length;
+    const again = await batch('ec', body, { 'idempotency-key': 'batch-key-1' });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    expect((await entries()).length).toBe(before);
+    const other = await batch('ec', { ...body, hashes: [body.hashes[0]] }, { 'idempotency-key': 'batch-key-1' });
+    expect(other.status).toBe(422);
+  });
+});
