@@ -118,7 +118,15 @@ export interface AppOptions {
    * once for the instance. Its events and log entries are still written, for the primary to deliver and integrate.
    */
   background?: boolean;
+  /**
+   * With `background: false`: how this app tells the process that runs the passes that it wrote work for them
+   * (events to deliver, audit entries to integrate), so that they take it now rather than at their next poll.
+   */
+  wakeBackground?: (pass: BackgroundPass) => void;
 }
+
+/** A background pass a request worker wakes in its primary (AppOptions.wakeBackground). */
+export type BackgroundPass = 'events' | 'log';
 
 export interface TsaAppOptions extends TsaServiceSettings {
   clock: ClockTrust;
@@ -278,6 +286,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now, events);
   const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now, events });
   const runsBackground = opts.background !== false;
+  const wake = runsBackground ? undefined : opts.wakeBackground;
+  if (wake) {
+    opts.store.events.onWritten = () => wake('events');
+    background.events.onWritten = () => wake('events');
+  }
   if (opts.eventDelivery && runsBackground) {
     const { deliver, settings, sweeps } = opts.eventDelivery;
     const dispatcher = new EventDispatcher(
@@ -300,6 +313,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     let onPublished: ((checkpoint: StoredCheckpoint) => void) | undefined;
     const log = new LogService({
       onPublished: (checkpoint) => onPublished?.(checkpoint),
+      ...(wake && { integratesElsewhere: () => wake('log') }),
       store: background.log,
       keyStores: KeyStores.of(opts.keyStore),
       settings: opts.log,

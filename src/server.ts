@@ -2,7 +2,7 @@
 // request workers (src/workers/) each process builds its part of the same service from the pieces below.
 
 import type { FastifyInstance } from 'fastify';
-import { buildApp, REDACT_PATHS, serializeRequest } from './app.js';
+import { type BackgroundPass, buildApp, REDACT_PATHS, serializeRequest } from './app.js';
 import { BusyPoll } from './busy-poll.js';
 import type { ServiceConfig } from './config/config.js';
 import { destinationsFor } from './events/destinations.js';
@@ -35,6 +35,8 @@ export interface ServiceRole {
   background: boolean;
   /** On SQLite, where signature records and audit entries are committed (a request worker's primary). */
   commitSink?: CommitSink;
+  /** Without the background passes: how to wake them where they run (AppOptions.wakeBackground). */
+  wakeBackground?: (pass: BackgroundPass) => void;
 }
 
 /** A service process's parts, built and ready to listen. */
@@ -159,6 +161,7 @@ export async function buildService(config: ServiceConfig, role: ServiceRole): Pr
     },
     retention: config.retention,
     background: role.background,
+    ...(role.wakeBackground && { wakeBackground: role.wakeBackground }),
   });
   for (const one of keyStore.stores) {
     if (one instanceof Pkcs11KeyStore) one.onEvent = (message) => app.log.warn({ keyStore: one.description }, message);

@@ -73,6 +73,11 @@ export interface LogServiceOptions {
   onKeyCreated?: (record: LogKeyRecord, verifierKey: string) => Promise<void>;
   /** Told of each checkpoint this instance published, once committed (the witnesses are sent it). */
   onPublished?: (checkpoint: StoredCheckpoint) => void;
+  /**
+   * Another process integrates for this one (a request worker's primary): nudge() tells it instead, since this
+   * process's integrator never starts.
+   */
+  integratesElsewhere?: () => void;
 }
 
 /** The serving side of a proof: the tree size it is in, and the checkpoint that commits to that size. */
@@ -221,6 +226,10 @@ export class LogService {
    * meanwhile goes into the same batch), however long the idle back-off had the integrator sleeping.
    */
   nudge(): void {
+    if (this.opts.integratesElsewhere && !this.stopped) {
+      this.opts.integratesElsewhere();
+      return;
+    }
     if (this.stopped || !this.tick) return;
     if (this.running) {
       this.nudged = true;

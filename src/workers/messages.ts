@@ -2,6 +2,7 @@
 // clone: the cluster is set up with serialization 'advanced', as a thread's messages are). Every message carries
 // `signbridge`, so that none is taken for one of Node's own cluster messages or prom-client's.
 import type { Registry } from 'prom-client';
+import type { BackgroundPass } from '../app.js';
 import type { Write } from '../store/group-commit.js';
 
 /** A worker's writes of one event-loop turn, each under the id its answer will name. */
@@ -17,9 +18,13 @@ export interface WrittenMessage {
   failed: Array<[id: number, message: string, code: string | undefined]>;
 }
 
-/** A worker wrote events: the primary's dispatcher should look for work now rather than at its next poll. */
+/**
+ * A worker wrote work for a background pass: events (the primary's dispatcher should look now rather than at its
+ * next poll) or audit entries (the primary's log integrator should take them, for proofs within a second).
+ */
 export interface NudgeMessage {
   signbridge: 'nudge';
+  pass: BackgroundPass;
 }
 
 /** The worker listens: its URL, for the primary's one "listening" line. */

@@ -56,7 +56,9 @@ export async function runPrimary(config: ServiceConfig): Promise<RunningCluster>
     workers.add(worker);
     if (commit) relayWrites(worker, commit);
     worker.on('message', (message: unknown) => {
-      if (ours(message, 'nudge')) app.eventDispatcher?.nudge();
+      const nudge = ours(message, 'nudge');
+      if (nudge?.pass === 'events') app.eventDispatcher?.nudge();
+      else if (nudge?.pass === 'log') app.transparencyLog?.nudge();
     });
     worker.on('exit', (code, signal) => {
       workers.delete(worker);

@@ -3,6 +3,7 @@
 // signature records and audit entries to the primary's writer. The instance's background passes, the metrics
 // listener and the `service_start` entry are the primary's. It ends when the primary asks (or on SIGTERM/SIGINT)
 // once its requests in flight are answered, and at once if the primary goes away (Node's cluster does that).
+import type { BackgroundPass } from '../app.js';
 import type { ServiceConfig } from '../config/config.js';
 import { buildService, busyPollAround, closeServing } from '../server.js';
 import { answerMetrics } from './cluster-metrics.js';
@@ -15,22 +16,15 @@ export const WORKER_STOP_MS = 8_000;
 export async function runWorker(config: ServiceConfig): Promise<void> {
   const primary = process as unknown as PrimaryChannel;
   const sink = config.store.type === 'sqlite' ? new IpcCommitSink(primary) : undefined;
-  const parts = await buildService(config, { serves: true, background: false, ...(sink && { commitSink: sink }) });
-  const { app, store, metrics } = parts;
+  const parts = await buildService(config, {
+    serves: true,
+    background: false,
+    ...(sink && { commitSink: sink }),
+    wakeBackground: wakePrimary(primary),
+  });
+  const { app, metrics } = parts;
   busyPollAround(parts, config);
   if (metrics) answerMetrics(metrics.registry, primary);
-  // Events written here are delivered by the primary's dispatcher: tell it, at most once a turn.
-  let nudging = false;
-  const nudge = () => {
-    if (nudging || !primary.connected) return;
-    nudging = true;
-    setImmediate(() => {
-      nudging = false;
-      if (primary.connected) primary.send({ signbridge: 'nudge' }, () => undefined);
-    });
-  };
-  store.events.onWritten = nudge;
-  store.background().events.onWritten = nudge;
 
   let stopping = false;
   const stop = (why: string) => {
@@ -55,4 +49,20 @@ export async function runWorker(config: ServiceConfig): Promise<void> {
   const url = await app.listen({ host: config.host, port: config.port });
   app.log.info({ pid: process.pid, url }, 'request worker ready');
   primary.send({ signbridge: 'listening', url }, () => undefined);
+}
+
+/**
+ * Events and audit entries written here are delivered and integrated by the primary's passes: tell it, at most one
+ * message per pass and event-loop turn however many requests wrote.
+ */
+function wakePrimary(primary: PrimaryChannel): (pass: BackgroundPass) => void {
+  const pending = new Set<BackgroundPass>();
+  return (pass) => {
+    if (pending.has(pass) || !primary.connected) return;
+    pending.add(pass);
+    setImmediate(() => {
+      pending.delete(pass);
+      if (primary.connected) primary.send({ signbridge: 'nudge', pass }, () => undefined);
+    });
+  };
 }

@@ -12,8 +12,14 @@ export interface FreshAnswer {
   body: Record<string, unknown>;
 }
 
-/** POST {base}/v1/<action> on a new connection. */
-export function postOnFreshConnection(base: string, action: string, token: string, body: object): Promise<FreshAnswer> {
+/** POST {base}/v1/<action> on a new connection (with `headers` besides the key's). */
+export function postOnFreshConnection(
+  base: string,
+  action: string,
+  token: string,
+  body: object,
+  headers: Record<string, string> = {},
+): Promise<FreshAnswer> {
   const payload = JSON.stringify({ action, ...body });
   return new Promise((resolve, reject) => {
     const req = request(
@@ -26,6 +32,7 @@ export function postOnFreshConnection(base: string, action: string, token: strin
           'content-type': 'application/json',
           'content-length': Buffer.byteLength(payload),
           connection: 'close',
+          ...headers,
         },
       },
       (res) => {

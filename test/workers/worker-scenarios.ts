@@ -17,7 +17,9 @@ import {
   startServerProcess,
 } from '../helpers/cli.js';
 import { answeredBy, isRunning, postOnFreshConnection, readyWorkerPids } from '../helpers/fresh-connection.js';
+import { parseVkey, verifyCheckpoint } from '../helpers/log-client.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { refLeaf, refVerifyInclusion } from '../helpers/rfc9162-verify.js';
 import { makeTempDir } from '../helpers/service.js';
 import { until, waitFor } from '../helpers/wait.js';
 
@@ -219,6 +221,72 @@ export function describeRequestWorkers(store: 'sqlite' | 'postgres'): void {
         const signature = Buffer.from(res.body.signature as string, 'base64');
         expect(verify('sha256', Buffer.from(message), createPublicKey(pem as string), signature)).toBe(true);
         after.add(await answeredBy(server, res.headers['x-request-id'] as string));
+      }
+    });
+
+    it('signs batches through both workers at once into the one chain, each digest its own entry', async () => {
+      const { signer } = await tenant('batch');
+      const batches = Array.from({ length: 6 }, (_, b) => Array.from({ length: 25 }, (_, i) => `batch ${b}.${i}`));
+      const answers = await Promise.all(
+        batches.map((messages) =>
+          postOnFreshConnection(server.url, 'sign_batch', signer, {
+            tenant_id: 'batch',
+            algorithm: 'ECDSA_SHA_256',
+            hashes: messages.map(digestOf),
+          }),
+        ),
+      );
+      const all: Received[] = [];
+      const by = new Set<number>();
+      for (const [b, res] of answers.entries()) {
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        by.add(await answeredBy(server, res.headers['x-request-id'] as string));
+        const results = res.body.results as Array<{ signature: string; log_index: number }>;
+        for (const [i, r] of results.entries()) {
+          const message = batches[b]?.[i] as string;
+          all.push({ message, digest: digestOf(message), signature: r.signature, logIndex: r.log_index });
+        }
+      }
+      expect(by.size, 'both workers signed batches').toBe(2);
+      expect(all).toHaveLength(150);
+      expectRecorded('batch', all);
+    });
+
+    it("answers Prefer: wait-for-log from either worker with the proof the primary's integrator published", async () => {
+      const { signer } = await tenant('proofs');
+      const vkeyLine = await (
+        await fetch(`${server.url}/log/public-key`, { headers: { authorization: `Bearer ${signer}` } })
+      ).text();
+      const vkey = parseVkey(vkeyLine.trim());
+      const by = new Set<number>();
+      for (let i = 0; by.size < 2; i++) {
+        const message = `proved ${i}`;
+        const res = await postOnFreshConnection(
+          server.url,
+          'sign',
+          signer,
+          { tenant_id: 'proofs', algorithm: 'ECDSA_SHA_256', hash: digestOf(message) },
+          { prefer: 'wait-for-log; wait=30' },
+        );
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        expect(res.headers['preference-applied']).toBe('wait-for-log');
+        by.add(await answeredBy(server, res.headers['x-request-id'] as string));
+        // The proof (c2sp.org/tlog-proof) is of this signature's own entry, under a checkpoint the log key signed.
+        const proof = res.body.log_proof as string;
+        const cut = proof.indexOf('\n\n');
+        const lines = proof.slice(0, cut).split('\n');
+        const index = Number(res.headers['signbridge-log-index']);
+        expect(lines[0]).toBe('c2sp.org/tlog-proof@v1');
+        expect(lines[2]).toBe(`index ${index}`);
+        const extra = Buffer.from((lines[1] as string).slice('extra '.length), 'base64');
+        expect(JSON.parse(extra.toString())).toMatchObject({
+          tenant_id: 'proofs',
+          outcome: 'signed',
+          details: { hash: digestOf(message) },
+        });
+        const checkpoint = verifyCheckpoint(proof.slice(cut + 2), vkey);
+        const path = lines.slice(3).map((l) => Buffer.from(l, 'base64'));
+        expect(refVerifyInclusion(refLeaf(extra), index, checkpoint.size, path, checkpoint.root)).toBe(true);
       }
     });
 
