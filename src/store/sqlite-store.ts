@@ -279,8 +279,8 @@ export interface SqliteStoreOptions {
   };
   /**
    * Signature records and audit entries are committed by another process's writer (the primary of a service with
-   * request workers, src/workers/), written ahead of the signature as with a writer thread. That process also
-   * checkpoints the WAL, so this connection never does.
+   * request workers, src/workers/); the sink says whether they go ahead of the signature (CommitSink.writesAhead).
+   * That process also checkpoints the WAL, so this connection never does.
    */
   commitSink?: CommitSink;
 }
