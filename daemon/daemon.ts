@@ -129,6 +129,8 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
     async close() {
       config.login?.stop();
       await server.close();
+      // Before the upstream goes: the proofs still awaited get their last ask through it.
+      await logProofs?.stop();
       if (!options.upstream) await upstream.close();
     },
   };

@@ -26,6 +26,9 @@ export interface LogProofKeeperOptions {
 
 export class LogProofKeeper {
   private readonly inFlight = new Set<Promise<void>>();
+  /** Cuts short the waits between asks (stop()). */
+  private readonly wakers = new Set<() => void>();
+  private stopping = false;
 
   constructor(private readonly opts: LogProofKeeperOptions) {}
 
@@ -42,8 +45,13 @@ export class LogProofKeeper {
     this.inFlight.add(done);
   }
 
-  /** Waits for the proofs being fetched (the daemon's shutdown). */
-  async drain(): Promise<void> {
+  /**
+   * The daemon's shutdown: each proof still awaited is asked for once more at once, and one not logged yet is given
+   * up with a line that says how to fetch it later, rather than holding the shutdown for up to GIVE_UP_MS.
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const wake of this.wakers) wake();
     await Promise.all([...this.inFlight]);
   }
 
@@ -58,7 +66,7 @@ export class LogProofKeeper {
     const giveUpAt = Date.now() + GIVE_UP_MS;
     let wait = FIRST_WAIT_MS;
     for (;;) {
-      await new Promise((resolve) => setTimeout(resolve, wait));
+      await this.sleep(wait);
       const answer = await fetch.call(this.opts.upstream, tenantId, logIndex).catch(() => 'not-yet' as const);
       if (answer !== 'not-yet') {
         const bundle = parseInclusionBundle(answer);
@@ -75,8 +83,25 @@ export class LogProofKeeper {
         this.opts.log.info({ tenant: tenantId, logIndex, file: path }, 'log proof kept');
         return;
       }
+      if (this.stopping) {
+        throw new Error(`the daemon stopped before a checkpoint held it (signbridge audit prove --index ${logIndex})`);
+      }
       if (Date.now() + wait > giveUpAt) throw new Error(`no checkpoint held it within ${GIVE_UP_MS / 1000} s`);
       wait = Math.min(wait * 2, MAX_WAIT_MS);
     }
+  }
+
+  /** Waits `ms`, or less once stop() was called. */
+  private sleep(ms: number): Promise<void> {
+    if (this.stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.wakers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.wakers.add(wake);
+    });
   }
 }

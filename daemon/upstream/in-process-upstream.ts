@@ -15,8 +15,11 @@ import { storeFault, storeUnavailable } from '../../src/store/store-errors.js';
 import { WireStatus } from '../protocol/wire.js';
 import { messageFor, wireStatusFor } from './status-map.js';
 import {
+  BatchNeedsApproval,
   type CollectInput,
   type PublicKeyInfo,
+  type SignBatchInput,
+  type SignBatchResult,
   type SignInput,
   type SignResult,
   type Upstream,
@@ -109,6 +112,41 @@ export class InProcessUpstream implements Upstream {
       }),
     )) as unknown as ServiceOutcome;
     return fromService(out);
+  }
+
+  /**
+   * sign_batch in this process (the coalescer sends concurrent C_Sign calls here as one batch): one policy decision,
+   * each digest its own record, entry and leaf. A batch the policy would hold is BatchNeedsApproval, as the HTTP
+   * service's 409 is: the coalescer then sends its digests one by one.
+   */
+  async signBatch(input: SignBatchInput): Promise<SignBatchResult> {
+    const outcome = await this.signing
+      .signBatch({
+        tenantId: input.tenantId,
+        callerId: this.callerId,
+        digests: input.digests,
+        keySpec: input.keySpec,
+        pss: input.pss,
+        ...(input.algorithm !== undefined && { algorithm: input.algorithm }),
+        context: { ...input.context },
+      })
+      .catch((err: unknown) => {
+        if (isApiError(err) && err.code === 'batch_needs_approval') throw new BatchNeedsApproval(err.message);
+        throw upstreamErrorFor(err);
+      });
+    return {
+      kind: 'signed',
+      keyId: outcome.keyId,
+      algorithm: outcome.algorithm,
+      results: outcome.items.map((item) =>
+        item.kind === 'signed'
+          ? {
+              signature: item.signed.signature,
+              ...(item.signed.logIndex !== undefined && { logIndex: item.signed.logIndex }),
+            }
+          : { error: upstreamErrorFor(item.error) },
+      ),
+    };
   }
 
   async collect(input: CollectInput): Promise<SignResult> {

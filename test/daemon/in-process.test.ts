@@ -10,6 +10,7 @@ import type { RunningDaemon } from '../../daemon/daemon.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
 import type { WireKey } from '../../daemon/protocol/messages.js';
 import { WireStatus } from '../../daemon/protocol/wire.js';
+import { CoalescingUpstream, DEFAULT_COALESCING } from '../../daemon/upstream/coalescing-upstream.js';
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
 import { mlDsaMu } from '../../src/crypto/message-representatives.js';
 import { verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
@@ -180,5 +181,63 @@ describe('in-process upstream', () => {
     } finally {
       await store.close();
     }
+  });
+
+  it('coalesces concurrent signatures into sign_batch in this process: each verifies, each digest its own entry', async () => {
+    const inProcess = daemon.upstream as InProcessUpstream;
+    // The coalescer the daemon puts in front of an upstream that can sign batches (coalesce is on by default).
+    const coalescer = new CoalescingUpstream(inProcess, DEFAULT_COALESCING);
+    const messages = Array.from({ length: 24 }, (_, i) => Buffer.from(`coalesced ${i}`));
+    const results = await Promise.all(
+      messages.map((m) =>
+        coalescer.pkcs11Sign({
+          tenantId: 'local-p521',
+          digest: digestOf('ECDSA_SHA_512', m),
+          keySpec: 'ECC_NIST_P521',
+          pss: false,
+          context: { project: 'coalesced' },
+        }),
+      ),
+    );
+    const key = createPublicKey(pems.get('local-p521') as string);
+    const indexes = new Set<number>();
+    for (const [i, res] of results.entries()) {
+      if (res.kind !== 'signed') throw new Error(JSON.stringify(res));
+      // As the service returns it (DER); the handler turns it into r||s for the module.
+      expect(verify('sha512', messages[i] as Buffer, { key, dsaEncoding: 'der' }, res.signature)).toBe(true);
+      indexes.add(res.logIndex as number);
+    }
+    expect(indexes.size).toBe(24);
+    const store = openSqliteStore(join(dataDir, 'signbridge.db'));
+    try {
+      const ours = new Set(messages.map((m) => digestOf('ECDSA_SHA_512', m).toString('base64')));
+      const entries = (await store.audit.read(0, 100_000)).filter(
+        (e) => e.outcome === 'signed' && ours.has(e.details.hash as string),
+      );
+      // Each signature has a `signed` entry of its own. The first ones went alone (pkcs11_sign: coalesce.lanes),
+      // the rest in batches, fewer than their signatures.
+      expect(entries).toHaveLength(24);
+      const batched = entries.filter((e) => e.action === 'sign_batch');
+      expect(batched.length).toBeGreaterThan(1);
+      const batches = new Set(batched.map((e) => (e.details.batch as { id: string }).id));
+      expect(batches.size).toBeLessThan(batched.length);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses a malformed batch whole, as the service does, signing nothing', async () => {
+    const inProcess = daemon.upstream as InProcessUpstream;
+    const err = await inProcess
+      .signBatch({
+        tenantId: 'local-p521',
+        keySpec: 'ECC_NIST_P521',
+        pss: false,
+        context: {},
+        digests: [Buffer.alloc(64, 1), Buffer.alloc(31, 2)],
+      })
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: WireStatus.BAD_REQUEST });
+    expect(String((err as Error).message)).toMatch(/hashes\[1\]/);
   });
 });
