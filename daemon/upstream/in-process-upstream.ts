@@ -116,24 +116,28 @@ export class InProcessUpstream implements Upstream {
 
   /**
    * sign_batch in this process (the coalescer sends concurrent C_Sign calls here as one batch): one policy decision,
-   * each digest its own record, entry and leaf. A batch the policy would hold is BatchNeedsApproval, as the HTTP
-   * service's 409 is: the coalescer then sends its digests one by one.
+   * each digest its own record, entry and leaf. A batch the policy holds is one request (pending), collected whole
+   * with its request id and the same digests.
    */
   async signBatch(input: SignBatchInput): Promise<SignBatchResult> {
-    const outcome = await this.signing
-      .signBatch({
-        tenantId: input.tenantId,
-        callerId: this.callerId,
-        digests: input.digests,
-        keySpec: input.keySpec,
-        pss: input.pss,
-        ...(input.algorithm !== undefined && { algorithm: input.algorithm }),
-        context: { ...input.context },
-      })
-      .catch((err: unknown) => {
-        if (isApiError(err) && err.code === 'batch_needs_approval') throw new BatchNeedsApproval(err.message);
-        throw upstreamErrorFor(err);
-      });
+    const asked =
+      input.requestId !== undefined
+        ? this.signing.collectBatch(input.tenantId, input.requestId, input.digests)
+        : this.signing.signBatch({
+            tenantId: input.tenantId,
+            callerId: this.callerId,
+            digests: input.digests,
+            keySpec: input.keySpec,
+            pss: input.pss,
+            ...(input.algorithm !== undefined && { algorithm: input.algorithm }),
+            context: { ...input.context },
+          });
+    const outcome = await asked.catch((err: unknown) => {
+      // A service before held batches refused them so; kept for data dirs whose code says it.
+      if (isApiError(err) && err.code === 'batch_needs_approval') throw new BatchNeedsApproval(err.message);
+      throw upstreamErrorFor(err);
+    });
+    if (outcome.kind === 'pending') return outcome;
     return {
       kind: 'signed',
       keyId: outcome.keyId,

@@ -55,7 +55,7 @@ export const RequestFields = {
   request_id: Type.String({
     format: 'uuid',
     description:
-      'identifies the pending request: to decide it (`approve_sign`) or to collect its signature (`sign`, `pkcs11_sign`)',
+      "identifies the pending request: to decide it (`approve_sign`) or to collect its signature (`sign`, `pkcs11_sign`) or a held batch's signatures (`sign_batch`, with the same `hashes`)",
   }),
   decision: StringEnum(['approve', 'reject'] as const, {
     default: 'approve',
@@ -175,7 +175,7 @@ export const ACTION_FIELDS: Record<Action, { required: readonly FieldName[]; opt
   },
   sign_batch: {
     required: ['hashes'],
-    optional: ['algorithm', 'key_spec', 'pss_padding', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
+    optional: ['algorithm', 'key_spec', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
   },
   approve_sign: { required: ['request_id'], optional: ['decision', 'reason'] },
   create_tenant: { required: ['key_spec'], optional: [] },

@@ -147,10 +147,7 @@ async function prepare(client: RemoteUpstream, flags: DigestFlags, file: string)
 
 async function signFile(client: RemoteUpstream, flags: SignFlags, file: string): Promise<number> {
   const out = flags.out ?? `${file}.sig`;
-  const interval = Number(flags.pollInterval);
-  if (!Number.isFinite(interval) || interval <= 0) {
-    throw new ServiceClientError(`--poll-interval must be a positive number of seconds, got ${flags.pollInterval}`);
-  }
+  const interval = pollInterval(flags);
   const { key, algorithm, hash } = await prepare(client, flags, file);
   let result: SignResult =
     flags.requestId !== undefined
@@ -166,7 +163,10 @@ async function signFile(client: RemoteUpstream, flags: SignFlags, file: string):
       process.stdout.write(`${result.requestId}\n`);
       return EXIT_PENDING;
     }
-    result = await waitForDecision(client, flags.tenant, result.requestId, hash, interval * 1000);
+    const requestId = result.requestId;
+    result = await waitForDecision(requestId, interval * 1000, () =>
+      client.collect({ tenantId: flags.tenant, requestId, digest: hash }),
+    );
   }
   if (result.kind !== 'signed') return EXIT_PENDING;
   const kept = keep(result, key, algorithm, hash, file, out);
@@ -209,13 +209,17 @@ function keepLogProof(result: SignResult & { kind: 'signed' }, out: string): num
 /**
  * Several files: their representatives (one key, one algorithm), sent in batches of up to BATCH_MAX; each
  * signature verified and written to FILE.sig. A file that cannot be read, or whose item failed, is named and the
- * others are still signed. A batch the policy would hold for approval (or a service without sign_batch) is signed
- * file by file instead, each then a request of its own. Exit status: 1 if any file failed, else EXIT_PENDING if any
- * waits for approval, else 0.
+ * others are still signed. A batch the policy holds is one request: its id is printed (or, with --wait, waited
+ * for), and --request-id with the same files collects it. A service without sign_batch (or one from before held
+ * batches) gets the files one by one. Exit status: 1 if any file failed, else EXIT_PENDING if any waits for
+ * approval, else 0.
  */
 async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string[]): Promise<number> {
   if (flags.out !== undefined) throw new ServiceClientError('--out names one signature file: give one FILE, or none');
-  if (flags.requestId !== undefined) throw new ServiceClientError('--request-id collects one request: give one FILE');
+  if (flags.requestId !== undefined && files.length > BATCH_MAX) {
+    throw new ServiceClientError(`--request-id collects one batch request: give at most ${BATCH_MAX} FILEs, as signed`);
+  }
+  const interval = pollInterval(flags);
   const key = await client.getPublicKey(flags.tenant);
   const algorithm = chooseAlgorithm(key.keySpec, flags.algorithm);
   const codes: number[] = [];
@@ -233,14 +237,18 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
     const chunk = ready.slice(at, at + BATCH_MAX);
     requests++;
     let result: SignBatchResult;
+    const batch = {
+      tenantId: flags.tenant,
+      keySpec: key.keySpec,
+      pss: false,
+      algorithm,
+      context: contextOf(flags),
+      digests: chunk.map((c) => c.hash),
+    };
     try {
       result = await client.signBatch({
-        tenantId: flags.tenant,
-        keySpec: key.keySpec,
-        pss: false,
-        algorithm,
-        context: contextOf(flags),
-        digests: chunk.map((c) => c.hash),
+        ...batch,
+        ...(flags.requestId !== undefined && { requestId: flags.requestId }),
       });
     } catch (err) {
       if (!(err instanceof BatchNeedsApproval || err instanceof BatchUnsupported)) throw err;
@@ -248,7 +256,22 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
       for (const { file } of chunk) codes.push(await signFile(client, flags, file).catch(failedFile(file)));
       continue;
     }
-    if (result.kind === 'pending') throw new ServiceClientError(`the service held the batch as ${result.requestId}`);
+    if (result.kind === 'pending') {
+      // The policy holds the batch as one request: a person approves it once, and it is collected whole.
+      const requestId = result.requestId;
+      say(`request ${requestId} (${chunk.length} files) is waiting (${result.status}): ${result.message}`);
+      if (!flags.wait) {
+        say(
+          `collect the signatures once it is approved: signbridge sign --tenant ${flags.tenant} ` +
+            `${chunk.map((c) => c.file).join(' ')} --request-id ${requestId}` +
+            `${flags.algorithm ? ` --algorithm ${flags.algorithm}` : ''} (or --wait)`,
+        );
+        process.stdout.write(`${requestId}\n`);
+        codes.push(...chunk.map(() => EXIT_PENDING));
+        continue;
+      }
+      result = await waitForDecision(requestId, interval * 1000, () => client.signBatch({ ...batch, requestId }));
+    }
     for (const [i, item] of result.results.entries()) {
       const { file, hash } = chunk[i] as { file: string; hash: Buffer };
       if ('error' in item) {
@@ -269,6 +292,15 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
   say(`signed ${signed} of ${files.length} files (${requests} batch request${requests === 1 ? '' : 's'})`);
   if (codes.includes(1)) return 1;
   return codes.includes(EXIT_PENDING) ? EXIT_PENDING : 0;
+}
+
+/** --poll-interval in seconds, checked. */
+function pollInterval(flags: SignFlags): number {
+  const interval = Number(flags.pollInterval);
+  if (!Number.isFinite(interval) || interval <= 0) {
+    throw new ServiceClientError(`--poll-interval must be a positive number of seconds, got ${flags.pollInterval}`);
+  }
+  return interval;
 }
 
 function failedFile(file: string): (err: unknown) => number {
@@ -326,21 +358,19 @@ function keep(
  * signature, or the service's final answer (rejected, expired, denied at approval) as an error. A service that
  * cannot be reached for a while is asked again; the progress goes to stderr.
  */
-async function waitForDecision(
-  client: RemoteUpstream,
-  tenantId: string,
+async function waitForDecision<R extends { kind: 'signed' } | { kind: 'pending'; status: string }>(
   requestId: string,
-  digest: Buffer,
   intervalMs: number,
-): Promise<SignResult> {
+  collect: () => Promise<R>,
+): Promise<Extract<R, { kind: 'signed' }>> {
   const started = Date.now();
   let lastStatus = '';
   let lastNote = 0;
   for (;;) {
     await new Promise((r) => setTimeout(r, intervalMs));
-    let result: SignResult;
+    let result: R;
     try {
-      result = await client.collect({ tenantId, requestId, digest });
+      result = await collect();
     } catch (err) {
       if (err instanceof UpstreamError && retryable(err)) {
         say(`still waiting for ${requestId}; the service did not answer (${err.message}), asking again`);
@@ -348,7 +378,7 @@ async function waitForDecision(
       }
       throw err;
     }
-    if (result.kind === 'signed') return result;
+    if (result.kind === 'signed') return result as Extract<R, { kind: 'signed' }>;
     const elapsed = Math.round((Date.now() - started) / 1000);
     // A line when the stage changes, and one a minute otherwise: a CI log does not fill with one line per poll.
     if (result.status !== lastStatus || elapsed - lastNote >= 60) {

@@ -4,7 +4,17 @@
 
 import { ApiError } from '../errors.js';
 import type { EventBuilder } from '../events/event-builder.js';
-import { PENDING_STATUSES, type PendingRequestRecord, type PendingStatus, type Store } from '../store/store.js';
+import {
+  type BatchRequestResult,
+  type KeyRecord,
+  PENDING_STATUSES,
+  type PendingRequestRecord,
+  type PendingStatus,
+  type RequestBatch,
+  type Store,
+} from '../store/store.js';
+import { storeFault, storeUnavailable } from '../store/store-errors.js';
+import { signEach } from './batch-items.js';
 import type { HeldRequests } from './held-requests.js';
 import { denial, type PolicyCheck } from './policy-check.js';
 import type { PolicyContext } from './policy-context.js';
@@ -202,6 +212,14 @@ export class Approvals {
     if (!(await this.store.requests.update(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
       throw this.lostRace(requestId);
     }
+    const signedAbout = {
+      ...about,
+      key_id: key.id,
+      algorithm: request.algorithm,
+      outcome_of: 'approved',
+      inputs_digest: recheck.inputsDigest,
+    };
+    if (request.batch) return this.signBatchRequest(request, key, caller, stage, decided, signedAbout);
     let signed: Signed;
     try {
       signed = await this.recorder.signNow(
@@ -210,13 +228,7 @@ export class Approvals {
         Buffer.from(request.hash, 'base64'),
         caller.id,
         'approve_sign',
-        {
-          ...about,
-          key_id: key.id,
-          algorithm: request.algorithm,
-          outcome_of: 'approved',
-          inputs_digest: recheck.inputsDigest,
-        },
+        signedAbout,
       );
     } catch (err) {
       // Not signed: put the request back so it can be approved again.
@@ -251,6 +263,73 @@ export class Approvals {
   }
 
   /**
+   * The approval of a batch held as one request: every digest is signed now, each with its own record, `signed`
+   * entry and log leaf (details.batch names the request), and the results are kept with the request for the
+   * requester's collection. A digest the key store fails leaves its error in its place; if every one failed, the
+   * request goes back to its stage to be approved again, as a one-digest request does.
+   */
+  private async signBatchRequest(
+    request: PendingRequestRecord,
+    key: KeyRecord,
+    caller: Caller,
+    stage: PendingStatus,
+    decided: Record<string, unknown> & { stage: PendingStatus; by: string },
+    about: Record<string, unknown>,
+  ): Promise<ApprovalResult> {
+    const batch = request.batch as RequestBatch;
+    const digests = batch.hashes.map((h) => Buffer.from(h, 'base64'));
+    const size = digests.length;
+    const items = await signEach(digests, (digest, index) =>
+      this.recorder.signNow(key, request.algorithm, digest, caller.id, 'approve_sign', {
+        ...about,
+        hash: digest.toString('base64'),
+        batch: { id: request.id, index, size, digests_sha256: Buffer.from(request.hash, 'base64').toString('hex') },
+      }),
+    );
+    const signed = items.flatMap((item) => (item.kind === 'signed' ? [item.signed] : []));
+    if (signed.length === 0) {
+      await this.store.requests.update(request.id, 'signing', { status: stage, decisions: request.decisions });
+      throw (items[0] as { error: unknown }).error;
+    }
+    const results: BatchRequestResult[] = items.map((item) => {
+      if (item.kind === 'signed') {
+        return {
+          signature: item.signed.signature.toString('base64'),
+          seq: (item.signed.logIndex as number) + 1,
+          signature_id: item.signed.signatureId as string,
+        };
+      }
+      const err = itemError(item.error);
+      return { error: { code: err.code, message: err.message, retryable: err.statusCode >= 500 } };
+    });
+    await this.store.requests.update(
+      request.id,
+      'signing',
+      { status: 'approved', batch: { ...batch, results }, updatedAt: this.now().toISOString() },
+      [
+        await this.events.request('signature.approved', request, {
+          decision: decided,
+          status: 'approved',
+          nextStages: [],
+        }),
+        // One signature.signed per signature made, each naming the request and its own signature.
+        ...(await Promise.all(
+          signed.map((s) => this.events.request('signature.signed', request, { signatureId: s.signatureId })),
+        )),
+      ],
+    );
+    const failed = size - signed.length;
+    return {
+      requestId: request.id,
+      status: 'approved',
+      message:
+        `request ${request.id} approved: ${signed.length} of ${size} digests signed` +
+        (failed > 0 ? ` (${failed} failed at the key store: sign them again)` : '') +
+        '; the requester collects them with sign_batch',
+    };
+  }
+
+  /**
    * A decision the caller already made on this request, sent again (a client that lost the answer, e.g. to a crash
    * of the instance after the decision committed, retries): the same verdict from the same decider (the same API
    * key, or the same person with any of their keys or the console) gets that decision's answer again, and nothing
@@ -281,6 +360,13 @@ export class Approvals {
     if (later) return stageAnswer(later.stage);
     switch (request.status) {
       case 'approved':
+        if (request.batch) {
+          return {
+            requestId,
+            status: 'approved',
+            message: `request ${requestId} approved; the requester collects its signatures with sign_batch`,
+          };
+        }
         return {
           requestId,
           status: 'approved',
@@ -312,4 +398,12 @@ export class Approvals {
   private lostRace(requestId: string): ApiError {
     return new ApiError('request_not_pending', `request ${requestId} was decided by someone else meanwhile`);
   }
+}
+
+/** A batch item's failure as the requester will read it: the key store's or store's error, else an internal one. */
+function itemError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const fault = storeFault(err);
+  if (fault) return storeUnavailable(fault);
+  return new ApiError('internal_error', 'internal error signing this digest; the service log has the details');
 }

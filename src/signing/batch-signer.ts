@@ -2,16 +2,18 @@
 // policy decision, then each digest signed through the one-signature path (signature-recorder.ts: its own record,
 // `signed` audit entry and transparency-log leaf), all at once, so that their records share group commits and the
 // key store's threads sign them side by side. A denied batch writes one `denied` entry (naming the batch's digests
-// by their SHA-256 and count); a batch the policy would hold for a person is refused (batch_needs_approval), since
-// an approval covers one digest today: such digests are sent one by one.
-import { createHash, randomUUID } from 'node:crypto';
+// by their SHA-256 and count); a batch the policy would hold for a person is one signing request for all its digests
+// (held-requests.ts, with pending_requests.batch): approved once, signed at approval (approvals.ts), collected whole
+// with sign_batch, its request_id and the same digests (collect below).
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
-import { ApiError } from '../errors.js';
+import { ApiError, type ErrorCode } from '../errors.js';
 import type { PolicyDecided } from '../events/event-builder.js';
-import type { KeyRecord } from '../store/store.js';
+import type { KeyRecord, PendingRequestRecord } from '../store/store.js';
+import { type BatchItem, batchDigest, signEach } from './batch-items.js';
 import { denial } from './policy-check.js';
-import type { Signed, SignRequest } from './sign-outcome.js';
+import type { Pending, SignRequest } from './sign-outcome.js';
 import type { SignerDeps } from './signer.js';
 import { workloadAuditDetails } from './workload-context.js';
 
@@ -26,23 +28,21 @@ export interface BatchSignRequest extends Omit<SignRequest, 'digest' | 'action'>
   pss?: boolean;
 }
 
-/** One digest's outcome: its signature, or why it alone failed after the batch was allowed. */
-export type BatchItem = { kind: 'signed'; signed: Signed } | { kind: 'failed'; error: unknown };
-
 export interface BatchOutcome {
+  kind: 'signed';
+  /** Names the batch in each of its entries (details.batch.id): the request's id for a batch that was held. */
   batchId: string;
   keyId: string;
   algorithm: SigningAlgorithm;
   items: BatchItem[];
 }
 
-/** The signer's parts but the held requests (a batch is never held: see above). */
-export type BatchSignerDeps = Omit<SignerDeps, 'held'>;
+export type BatchSignerDeps = SignerDeps;
 
 export class BatchSigner {
   constructor(private readonly deps: BatchSignerDeps) {}
 
-  async signBatch(req: BatchSignRequest): Promise<BatchOutcome> {
+  async signBatch(req: BatchSignRequest): Promise<BatchOutcome | Pending> {
     const { keys, policy, store } = this.deps;
     if (req.digests.length === 0 || req.digests.length > BATCH_MAX) {
       throw new ApiError('invalid_request', `hashes must hold 1 to ${BATCH_MAX} digests, got ${req.digests.length}`);
@@ -56,7 +56,7 @@ export class BatchSigner {
       id: batchId,
       size: req.digests.length,
       // What the batch was, in one hash: SHA-256 over its digests in order.
-      digests_sha256: req.digests.reduce((h, d) => h.update(d), createHash('sha256')).digest('hex'),
+      digests_sha256: batchDigest(req.digests).toString('hex'),
     };
     const told = store.wantsEvent(req.tenantId, 'signature.signed');
     told.catch(() => undefined);
@@ -102,40 +102,75 @@ export class BatchSigner {
       throw denial(decision);
     }
     if (decision.outcome !== 'allow') {
-      const reason = `${decision.rule}: ${decision.reason}`;
-      await this.deps.audit(req.tenantId, req.callerId, 'sign_batch', 'refused', { ...about, batch, held: reason });
-      throw new ApiError(
-        'batch_needs_approval',
-        `${reason}; the policy holds these signatures for a person's decision, which covers one digest: ` +
-          'send them one by one (POST /v1/sign or pkcs11_sign) to open approval requests',
+      // One request for the whole batch: its `hash` is the batch's digest, its digests are kept with it.
+      const held = await this.deps.held.holdForDecision(
+        key,
+        algorithm,
+        { ...first, digest: batchDigest(req.digests) },
+        decision,
+        { ...about, hash: batchDigest(req.digests).toString('base64'), batch: { size: batch.size } },
+        start,
+        { hashes: req.digests.map((d) => d.toString('base64')) },
       );
+      if (held.kind === 'pending') return held;
+      // A repeat of a batch approved within the retry window: its signatures, as collecting it gives them.
+      return this.approvedBatch(await this.deps.held.pendingRequest(req.tenantId, held.requestId as string));
     }
     const wantsEvent = await told;
-    const items = await Promise.all(
-      req.digests.map(async (digest, index): Promise<BatchItem> => {
-        try {
-          const signedEvent = wantsEvent
-            ? await this.deps.events.signedAtOnce({ ...decided(digest), personId: req.personId ?? null })
-            : undefined;
-          const signed = await this.deps.recorder.signNow(
-            key,
-            algorithm,
-            digest,
-            req.callerId,
-            'sign_batch',
-            { ...about, hash: digest.toString('base64'), batch: { id: batchId, index, size: batch.size } },
-            start,
-            signedEvent,
-          );
-          return { kind: 'signed', signed };
-        } catch (error) {
-          // The signature-recorder recorded the failure (a sign_failed entry or the outage's count); the caller
-          // answers this item with the error, the others still signed.
-          return { kind: 'failed', error };
-        }
+    const items = await signEach(req.digests, async (digest, index) => {
+      const signedEvent = wantsEvent
+        ? await this.deps.events.signedAtOnce({ ...decided(digest), personId: req.personId ?? null })
+        : undefined;
+      return this.deps.recorder.signNow(
+        key,
+        algorithm,
+        digest,
+        req.callerId,
+        'sign_batch',
+        { ...about, hash: digest.toString('base64'), batch: { id: batchId, index, size: batch.size } },
+        start,
+        signedEvent,
+      );
+    });
+    return { kind: 'signed', batchId, keyId: key.id, algorithm, items };
+  }
+
+  /**
+   * sign_batch with a request_id: the outcome of a batch held as one request, released only against the same
+   * digests in the same order. 202 while it waits, every digest's result once approved, 403 once rejected, expired
+   * or denied at approval (as collecting one held signature).
+   */
+  async collect(tenantId: string, requestId: string, digests: Buffer[]): Promise<BatchOutcome | Pending> {
+    const outcome = await this.deps.held.collect(tenantId, requestId, batchDigest(digests), true);
+    if (outcome.kind === 'pending') return outcome;
+    return this.approvedBatch(await this.deps.held.pendingRequest(tenantId, requestId));
+  }
+
+  /** An approved batch request's results, in the order of its digests. */
+  private approvedBatch(request: PendingRequestRecord): BatchOutcome {
+    const results = request.batch?.results;
+    if (!results) throw new ApiError('internal_error', `request ${request.id} is approved but holds no batch results`);
+    return {
+      kind: 'signed',
+      batchId: request.id,
+      keyId: request.keyId,
+      algorithm: request.algorithm,
+      items: results.map((r): BatchItem => {
+        if ('error' in r) return { kind: 'failed', error: new ApiError(r.error.code as ErrorCode, r.error.message) };
+        return {
+          kind: 'signed',
+          signed: {
+            kind: 'signed',
+            signature: Buffer.from(r.signature, 'base64'),
+            keyId: request.keyId,
+            algorithm: request.algorithm,
+            requestId: request.id,
+            logIndex: r.seq - 1,
+            signatureId: r.signature_id,
+          },
+        };
       }),
-    );
-    return { batchId, keyId: key.id, algorithm, items };
+    };
   }
 
   /** The one algorithm of every digest: named, or worked out as pkcs11_sign does; mixed ones are refused. */

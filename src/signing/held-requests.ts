@@ -14,6 +14,7 @@ import {
   PENDING_STATUSES,
   type PendingRequestRecord,
   type PendingStatus,
+  type RequestBatch,
   type Store,
   WAITING_STATUSES,
 } from '../store/store.js';
@@ -81,6 +82,7 @@ export class HeldRequests {
     decision: Extract<PolicyDecision, { outcome: PendingStatus }>,
     about: Record<string, unknown>,
     start: number,
+    batch?: RequestBatch,
   ): Promise<SignOutcome> {
     const action = req.action ?? 'sign';
     const matching = continuationKey({
@@ -90,6 +92,7 @@ export class HeldRequests {
       algorithm,
       digest: req.digest,
       context: req.context,
+      ...(batch && { batchSize: batch.hashes.length }),
     });
     for (let attempt = 1; ; attempt++) {
       const earlier = await this.continuableRequest(req.tenantId, matching);
@@ -116,6 +119,7 @@ export class HeldRequests {
         expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
         updatedAt: now.toISOString(),
         continuationKey: matching,
+        ...(batch && { batch }),
       };
       try {
         await this.store.requests.create(record, [await this.events.request('signature.pending', record)]);
@@ -126,11 +130,14 @@ export class HeldRequests {
       }
       await this.audit(req.tenantId, req.callerId, action, status, { ...about, request_id: requestId });
       this.observe('pending', algorithm, req.tenantId, (performance.now() - start) / 1000);
+      const collect = batch
+        ? `one request for all ${batch.hashes.length} digests; collect the signatures with sign_batch, request_id ${requestId} and the same hashes`
+        : `collect the signature with request_id ${requestId}`;
       return {
         kind: 'pending',
         requestId,
         status,
-        message: `${decision.rule}: ${decision.reason}${digestNote(decision)}; collect the signature with request_id ${requestId}`,
+        message: `${decision.rule}: ${decision.reason}${digestNote(decision)}; ${collect}`,
       };
     }
   }
@@ -200,8 +207,17 @@ export class HeldRequests {
    * The requester (any signer of the tenant) collects the outcome of a pending request: 202 while it waits,
    * the signature once approved, 403 once rejected, expired or denied at approval time.
    */
-  async collect(tenantId: string, requestId: string, digest: Buffer): Promise<SignOutcome> {
+  async collect(tenantId: string, requestId: string, digest: Buffer, asBatch = false): Promise<SignOutcome> {
     const request = await this.pendingRequest(tenantId, requestId);
+    // A batch's request is collected whole by sign_batch (its `signed` answer carries no signature of its own).
+    if (Boolean(request.batch) !== asBatch) {
+      throw new ApiError(
+        'invalid_request',
+        request.batch
+          ? `request ${requestId} holds a batch of ${request.batch.hashes.length} digests: collect it with sign_batch, request_id and the same hashes`
+          : `request ${requestId} is for one digest: collect it with sign or pkcs11_sign`,
+      );
+    }
     if (!Buffer.from(request.hash, 'base64').equals(digest)) {
       throw new ApiError('hash_mismatch', `hash differs from the hash of request ${requestId}`);
     }
@@ -237,9 +253,11 @@ export class HeldRequests {
    */
   async approvedSignature(request: PendingRequestRecord): Promise<Signed> {
     const signature = Buffer.from(request.signature ?? '', 'base64');
-    const seq =
-      request.signedSeq ??
-      (await this.store.audit.seqOfSignature(request.tenantId, createHash('sha256').update(signature).digest()));
+    // A batch's signatures are in request.batch.results (BatchSigner reads them); it has no one signature.
+    const seq = request.batch
+      ? undefined
+      : (request.signedSeq ??
+        (await this.store.audit.seqOfSignature(request.tenantId, createHash('sha256').update(signature).digest())));
     return {
       kind: 'signed',
       signature,

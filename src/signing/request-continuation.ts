@@ -41,6 +41,8 @@ export interface ContinuationParts {
   digest: Buffer;
   /** The policy inputs; a request with different inputs is a different request. */
   context: PolicyContext;
+  /** A held batch's size (`digest` is then the batch's digest): never the key of a one-digest request. */
+  batchSize?: number;
 }
 
 /**
@@ -58,6 +60,7 @@ export function continuationKey(parts: ContinuationParts): string {
     algorithm: parts.algorithm,
     hash: parts.digest.toString('base64'),
     inputs,
+    ...(parts.batchSize !== undefined && { batch_size: parts.batchSize }),
   });
   return createHash('sha256').update(canonical).digest('hex');
 }

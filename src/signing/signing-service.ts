@@ -15,13 +15,14 @@ import { DEFAULT_APPROVAL_RETRY_WINDOW_MS, HeldRequests } from './held-requests.
 import { PolicyCheck } from './policy-check.js';
 import type { PolicyContext } from './policy-context.js';
 import { auditTo } from './service-audit.js';
-import type { SignOutcome, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
+import type { Pending, SignOutcome, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
 import { SignatureRecorder } from './signature-recorder.js';
 import { Signer } from './signer.js';
 import { TenantKeys } from './tenant-keys.js';
 
 export type { ApprovalResult, Caller } from './approvals.js';
-export type { BatchItem, BatchOutcome, BatchSignRequest } from './batch-signer.js';
+export type { BatchItem } from './batch-items.js';
+export type { BatchOutcome, BatchSignRequest } from './batch-signer.js';
 export { BATCH_MAX } from './batch-signer.js';
 export { DEFAULT_APPROVAL_RETRY_WINDOW_MS } from './held-requests.js';
 export type { Pending, Signed, SignOutcome, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
@@ -79,7 +80,7 @@ export class SigningService {
     this.held = held;
     this.signer = new Signer({ store, events, observe, audit, keys, policy, recorder, held });
     this.approvals = new Approvals({ store, events, now, audit, keys, policy, recorder, held });
-    this.batches = new BatchSigner({ store, events, observe, audit, keys, policy, recorder });
+    this.batches = new BatchSigner({ store, events, observe, audit, keys, policy, recorder, held });
   }
 
   createTenant(tenantId: string, keySpec: KeySpec, actor: string): Promise<{ tenant: TenantRecord; key: KeyRecord }> {
@@ -110,8 +111,13 @@ export class SigningService {
   }
 
   /** `sign_batch` (batch-signer.ts). */
-  signBatch(req: BatchSignRequest): Promise<BatchOutcome> {
+  signBatch(req: BatchSignRequest): Promise<BatchOutcome | Pending> {
     return this.batches.signBatch(req);
+  }
+
+  /** sign_batch with a request_id: a held batch's outcome, against the same digests (batch-signer.ts). */
+  collectBatch(tenantId: string, requestId: string, digests: Buffer[]): Promise<BatchOutcome | Pending> {
+    return this.batches.collect(tenantId, requestId, digests);
   }
 
   /** The requester collects the outcome of a held request (held-requests.ts). */

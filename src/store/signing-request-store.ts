@@ -6,6 +6,7 @@ import type { EventInput } from './records/event-kinds.js';
 import {
   PENDING_STATUSES,
   type PendingRequestRecord,
+  type RequestBatch,
   type RequestStatus,
   WAITING_STATUSES,
 } from './records/signing-request.js';
@@ -33,6 +34,7 @@ function toPending(row: Database['pending_requests']): PendingRequestRecord {
     updatedAt: row.updated_at,
     continuationKey: row.continuation_key,
     signedSeq: row.signed_seq == null ? null : Number(row.signed_seq),
+    batch: row.batch == null ? null : (JSON.parse(row.batch) as RequestBatch),
   };
 }
 
@@ -99,6 +101,7 @@ export class SigningRequestStore extends StorePart {
         expires_at: r.expiresAt,
         updated_at: r.updatedAt,
         continuation_key: r.continuationKey,
+        ...(r.batch && { batch: JSON.stringify(r.batch) }),
       })
       .execute();
   }
@@ -133,7 +136,10 @@ export class SigningRequestStore extends StorePart {
     id: string,
     from: RequestStatus,
     changes: Partial<
-      Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq'>
+      Pick<
+        PendingRequestRecord,
+        'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq' | 'batch'
+      >
     >,
     events?: readonly EventInput[],
   ): Promise<boolean> {
@@ -150,7 +156,10 @@ export class SigningRequestStore extends StorePart {
     id: string,
     from: RequestStatus,
     changes: Partial<
-      Pick<PendingRequestRecord, 'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq'>
+      Pick<
+        PendingRequestRecord,
+        'status' | 'nextStages' | 'decisions' | 'signature' | 'updatedAt' | 'signedSeq' | 'batch'
+      >
     >,
   ): Promise<boolean> {
     const result = await db
@@ -162,6 +171,7 @@ export class SigningRequestStore extends StorePart {
         ...(changes.signature !== undefined && { signature: changes.signature }),
         ...(changes.updatedAt !== undefined && { updated_at: changes.updatedAt }),
         ...(changes.signedSeq !== undefined && { signed_seq: changes.signedSeq }),
+        ...(changes.batch !== undefined && { batch: changes.batch && JSON.stringify(changes.batch) }),
       })
       .where('id', '=', id)
       .where('status', '=', from)

@@ -24,9 +24,11 @@ export type { IdempotencyClaim, IdempotencyState } from './idempotency-store.js'
 export type { ApiKeyRecord } from './records/api-key.js';
 export type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
 export {
+  type BatchRequestResult,
   PENDING_STATUSES,
   type PendingRequestRecord,
   type PendingStatus,
+  type RequestBatch,
   type RequestStatus,
   WAITING_STATUSES,
 } from './records/signing-request.js';

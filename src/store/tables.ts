@@ -90,6 +90,8 @@ export interface Database
     reminded_at?: string | null;
     /** Migration 0019: the seq of the `signed` entry of its signature, once approved. */
     signed_seq?: number | null;
+    /** Migration 0025: a held batch's digests, and once approved their results (JSON: RequestBatch). */
+    batch?: string | null;
   };
   policy_exceptions: {
     id: string;

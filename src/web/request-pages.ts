@@ -104,7 +104,7 @@ ${workloadView(inputs, requesterKey)}
 <dt>Project</dt><dd>${inputs.project ?? '-'}</dd>
 <dt>Environment</dt><dd>${inputs.environment ?? '-'}</dd>
 <dt>Artifact</dt><dd>${artifact}</dd>
-<dt>Digest (base64)</dt><dd><code>${r.hash}</code> (${r.algorithm})</dd>
+${digestView(r)}
 <dt>Held by rule</dt><dd><code>${r.rule}</code>: ${r.reason}</dd>
 <dt>SBOM</dt><dd>${sbomSummary(inputs.sbom)}</dd>
 <dt>Waiting for</dt><dd>${r.status === 'pending_approval' ? 'approval' : 'security review'}${r.nextStages.length > 0 ? `, then ${r.nextStages.join(', ')}` : ''}</dd>
@@ -163,3 +163,15 @@ function requestAnchor(requestId: string): string {
 export function consolePageFor(publicUrl: string, requestId: string): string {
   return `${publicUrl.replace(/\/+$/, '')}/console/requests#${requestAnchor(encodeURIComponent(requestId))}`;
 }
+
+/** The digest a person approves: one, or a batch's digests (each signed at approval), shown by their count. */
+function digestView(r: PendingRequestRecord) {
+  if (!r.batch) return html`<dt>Digest (base64)</dt><dd><code>${r.hash}</code> (${r.algorithm})</dd>`;
+  const shown = r.batch.hashes.slice(0, BATCH_DIGESTS_SHOWN);
+  const more = r.batch.hashes.length - shown.length;
+  return html`<dt>Batch</dt><dd>${String(r.batch.hashes.length)} digests (${r.algorithm}), approved and signed together; SHA-256 over them: <code>${Buffer.from(r.hash, 'base64').toString('hex')}</code></dd>
+<dt>Digests (base64)</dt><dd>${shown.map((h) => html`<code>${h}</code> `)}${more > 0 ? ` and ${more} more` : ''}</dd>`;
+}
+
+/** How many of a batch's digests its console page lists. */
+const BATCH_DIGESTS_SHOWN = 10;

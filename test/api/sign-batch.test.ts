@@ -1,7 +1,8 @@
 // POST /v1/sign_batch (issue 34; docs/api.md) over HTTP with the real rules engine and SoftHSM, on SQLite and on
 // PostgreSQL when the API tests run there: every digest signed with its own audit entry and log index (each
 // signature checked with node:crypto against the tenant's public key), the pkcs11_sign form (RSA PSS), one policy
-// decision for the batch (a denial writes one entry, a hold is refused), velocity counting every digest, the
+// decision for the batch (a denial writes one entry; a hold is one request for the batch, approved once and
+// collected whole), velocity counting every digest, the
 // validation refusals (nothing signed), and Idempotency-Key.
 import { constants, createHash, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -129,7 +130,7 @@ describe('POST /v1/sign_batch', () => {
     expect((await svc.store.audit.read(0, 100_000)).length).toBe(before);
   });
 
-  it('decides once: a denied batch writes one denied entry naming the batch, a held one is refused', async () => {
+  it('decides once: a denied batch writes one denied entry naming the batch', async () => {
     const hashes = [digestOf(message('deny', 1)), digestOf(message('deny', 2)), digestOf(message('deny', 3))];
     const before = (await entries()).length;
     const denied = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, project: 'forbidden' });
@@ -144,13 +145,93 @@ describe('POST /v1/sign_batch', () => {
       size: 3,
       digests_sha256: expected.digest('hex'),
     });
+  });
 
+  it('holds a batch the policy holds as one request: approved once, every digest signed then, collected whole', async () => {
+    const messages = Array.from({ length: 12 }, (_, i) => message('held', i));
+    const hashes = messages.map((m) => digestOf(m));
     const held = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, environment: 'production' });
-    expect(held.status).toBe(409);
-    expect(held.body.error).toBe('batch_needs_approval');
-    expect(held.body.reason).toMatch(/send them one by one/);
-    const after = (await entries()).slice(before + 1);
-    expect(after.map((e) => e.outcome)).toEqual(['refused']);
+    expect(held.status, JSON.stringify(held.body)).toBe(202);
+    expect(held.body).toMatchObject({ status: 'pending_approval' });
+    expect(held.body.message).toMatch(/one request for all 12 digests/);
+    const requestId = held.body.request_id as string;
+    // One pending entry for the batch, nothing signed yet.
+    const request = await svc.store.requests.get('ec', requestId);
+    expect(request?.batch?.hashes).toEqual(hashes);
+    expect((await entries()).filter((e) => e.details.request_id === requestId).map((e) => e.outcome)).toEqual([
+      'pending_approval',
+    ]);
+
+    // The same batch again (a retry) continues the request; collecting before a decision is 202.
+    const again = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, environment: 'production' });
+    expect(again.status).toBe(202);
+    expect(again.body.request_id).toBe(requestId);
+    const early = await batch('ec', { hashes, request_id: requestId });
+    expect(early.status).toBe(202);
+    // Collection needs the same digests in the same order; a one-digest collection of it is refused.
+    const swapped = [hashes[1], hashes[0], ...hashes.slice(2)];
+    expect((await batch('ec', { hashes: swapped, request_id: requestId })).body.error).toBe('hash_mismatch');
+    const single = await svc.app.inject({
+      method: 'POST',
+      url: '/v1/sign',
+      headers: { authorization: `Bearer ${signers.get('ec')}` },
+      payload: { action: 'sign', tenant_id: 'ec', hash: hashes[0], request_id: requestId },
+    });
+    expect(single.statusCode).toBe(400);
+    expect(single.json().reason).toMatch(/holds a batch of 12 digests: collect it with sign_batch/);
+
+    const approver = await svc.apiKey('approver', 'ec');
+    const approved = await callAction(svc.app, approver, 'approve_sign', { tenant_id: 'ec', request_id: requestId });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    expect(approved.body).toMatchObject({ status: 'approved' });
+    expect(approved.body.message).toMatch(/12 of 12 digests signed/);
+    expect(approved.body.signature).toBeUndefined();
+
+    const collected = await batch('ec', { hashes, request_id: requestId });
+    expect(collected.status, JSON.stringify(collected.body)).toBe(200);
+    expect(collected.body.batch_id).toBe(requestId);
+    const results = collected.body.results as Array<{ signature: string; log_index: number }>;
+    expect(results).toHaveLength(12);
+    const signedEntries = new Map(
+      (await svc.store.audit.read(0, 100_000))
+        .filter((e) => e.action === 'approve_sign' && e.outcome === 'signed')
+        .map((e) => [e.seq - 1, e]),
+    );
+    for (const [i, r] of results.entries()) {
+      expect(
+        verify('sha256', messages[i] as Buffer, pems.get('ec') as string, Buffer.from(r.signature, 'base64')),
+      ).toBe(true);
+      // Each signature has its own `signed` entry, naming its digest and the request as its batch.
+      const entry = signedEntries.get(r.log_index);
+      expect(entry?.details).toMatchObject({ hash: hashes[i], batch: { id: requestId, index: i, size: 12 } });
+    }
+    // Collected again: the same answer; the same batch sent anew within the retry window gets it too.
+    expect((await batch('ec', { hashes, request_id: requestId })).body).toEqual(collected.body);
+    const repeat = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, environment: 'production' });
+    expect(repeat.status).toBe(200);
+    expect(repeat.body.results).toEqual(collected.body.results);
+  });
+
+  it('answers a rejected batch request with 403 request_rejected, nothing signed', async () => {
+    const hashes = [digestOf(message('rejected', 1)), digestOf(message('rejected', 2))];
+    const held = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, environment: 'production' });
+    expect(held.status).toBe(202);
+    const requestId = held.body.request_id as string;
+    const approver = await svc.apiKey('approver', 'ec');
+    const rejected = await callAction(svc.app, approver, 'approve_sign', {
+      tenant_id: 'ec',
+      request_id: requestId,
+      decision: 'reject',
+      reason: 'not this release',
+    });
+    expect(rejected.status).toBe(200);
+    const collected = await batch('ec', { hashes, request_id: requestId });
+    expect(collected.status).toBe(403);
+    expect(collected.body.error).toBe('request_rejected');
+    const signed = (await svc.store.audit.read(0, 100_000)).filter(
+      (e) => e.outcome === 'signed' && hashes.includes(e.details.hash as string),
+    );
+    expect(signed).toEqual([]);
   });
 
   it('counts every digest against velocity limits; a batch over the limit is refused whole', async () => {

@@ -174,16 +174,6 @@ describe('many files', () => {
       expect(verifyIndependently(mlDsa, f, readFileSync(`${f}.sig`))).toBe(true);
     }
   });
-
-  it('a batch the policy holds for approval is sent file by file, each a request waiting for approval (exit 3)', () => {
-    const files = [join(dir, 'many-prod-0.bin'), join(dir, 'many-prod-1.bin')];
-    for (const f of files) writeFileSync(f, `production ${f}\n`);
-    const res = runCli(['sign', '--tenant', tenant, ...files, '--environment', 'production'], cliEnv(spec));
-    expect(res.code, res.stderr).toBe(3);
-    expect(res.stderr).toMatch(/signing these 2 files one by one/);
-    expect(res.stdout.trim().split('\n')).toHaveLength(2);
-    for (const f of files) expect(existsSync(`${f}.sig`)).toBe(false);
-  });
 });
 
 describe('a large file', () => {
@@ -235,6 +225,47 @@ describe('approval', () => {
     const collected = runCli(['sign', '--tenant', tenant, file, '--request-id', requestId], cliEnv(spec));
     expect(collected.code, collected.stderr).toBe(0);
     expect(verifyIndependently(spec, file, readFileSync(`${file}.sig`))).toBe(true);
+  });
+
+  it('a held batch of files is one request: its id printed (exit 3), approved once, --request-id collects every file', async () => {
+    const files = [0, 1, 2].map((i) => join(dir, `many-prod-${i}.bin`));
+    for (const f of files) writeFileSync(f, `production ${f}\n`);
+    const asked = runCli(['sign', '--tenant', tenant, ...files, '--environment', 'production'], cliEnv(spec));
+    expect(asked.code, asked.stderr).toBe(3);
+    const requestId = asked.stdout.trim();
+    expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(asked.stderr).toContain(`request ${requestId} (3 files) is waiting`);
+    expect(asked.stderr).toContain(`${files.join(' ')} --request-id ${requestId}`);
+    for (const f of files) expect(existsSync(`${f}.sig`)).toBe(false);
+
+    const early = runCli(['sign', '--tenant', tenant, ...files, '--request-id', requestId], cliEnv(spec));
+    expect(early.code, early.stderr).toBe(3);
+    expect((await approve(requestId)).status).toBe(200);
+    // Collected with the files in another order: the service releases the batch only against the same digests.
+    const reordered = runCli(
+      ['sign', '--tenant', tenant, ...[...files].reverse(), '--request-id', requestId],
+      cliEnv(spec),
+    );
+    expect(reordered.code).toBe(1);
+    expect(reordered.stderr).toMatch(/hash_mismatch/);
+    const collected = runCli(['sign', '--tenant', tenant, ...files, '--request-id', requestId], cliEnv(spec));
+    expect(collected.code, collected.stderr).toBe(0);
+    for (const f of files) expect(verifyIndependently(spec, f, readFileSync(`${f}.sig`))).toBe(true);
+  });
+
+  it('--wait on a held batch waits for its one approval, then writes every signature', async () => {
+    const files = [0, 1].map((i) => join(dir, `many-wait-${i}.bin`));
+    for (const f of files) writeFileSync(f, `waited ${f}\n`);
+    const cli = startCli(
+      ['sign', '--tenant', tenant, ...files, '--environment', 'production', '--wait', '--poll-interval', '0.2'],
+      cliEnv(spec),
+    );
+    await cli.waitForStderr(/request (\S+) \(2 files\) is waiting/);
+    const requestId = /request (\S+) \(2 files\) is waiting/.exec(cli.stderr())?.[1] as string;
+    expect((await approve(requestId)).status).toBe(200);
+    const done = await cli.done;
+    expect(done.code, done.stderr).toBe(0);
+    for (const f of files) expect(verifyIndependently(spec, f, readFileSync(`${f}.sig`))).toBe(true);
   });
 
   it('--wait shows progress, then writes the signature once an approver approves', async () => {

@@ -3,12 +3,15 @@
 // daemon whose upstream is a real service over HTTP. With coalescing on, the service sees fewer HTTP requests than
 // signatures and no caller gets another's signature; a caller whose policy inputs are refused fails alone, with
 // the refusal's CKR code; with coalescing off, one request per signature as before.
-import { createPublicKey } from 'node:crypto';
+import { createPublicKey, verify } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DaemonClient } from '../../daemon/client.js';
+import type { DaemonConfig } from '../../daemon/config.js';
 import type { RunningDaemon } from '../../daemon/daemon.js';
 import { DEFAULT_COALESCING } from '../../daemon/upstream/coalescing-upstream.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
+import { digestOf } from '../helpers/crypto.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { ensurePeercredBuilt, remoteConfig, startTestDaemon, tempDir } from './helpers.js';
 import { startSignLoop } from './sign-loop.js';
@@ -20,6 +23,7 @@ const CKR_FUNCTION_REJECTED = '0x200';
 const policy: PolicyEngine = {
   async evaluate(input) {
     if (input.project === 'blocked') return { outcome: 'deny', rule: 'blocked', reason: 'blocked project' };
+    if (input.project === 'held') return { outcome: 'pending_approval', rule: 'held', reason: 'a person decides' };
     return { outcome: 'allow', rule: 'test', reason: 'test' };
   },
 };
@@ -53,9 +57,14 @@ describe('the module under many threads -> daemon (coalescing) -> service', () =
     await svc?.close();
   });
 
-  async function withDaemon<T>(coalesce: boolean, fn: (daemon: RunningDaemon) => Promise<T>): Promise<T> {
+  async function withDaemon<T>(
+    coalesce: boolean,
+    fn: (daemon: RunningDaemon) => Promise<T>,
+    overrides: Partial<DaemonConfig> = {},
+  ): Promise<T> {
     const config = remoteConfig(url, [{ tenantId: TENANT, apiKey: signer }], {
       ...(coalesce && { coalesce: DEFAULT_COALESCING }),
+      ...overrides,
     });
     const daemon = await startTestDaemon(config);
     try {
@@ -116,4 +125,67 @@ describe('the module under many threads -> daemon (coalescing) -> service', () =
     expect(count('/v1/sign_batch')).toBe(batchesBefore);
     expect(signingRequests() - before).toBe(result.signed);
   });
+
+  it('a held batch is one request: its callers get SIGN_PENDING with its id, one approval, each POLLs its signature', async () => {
+    const key = createPublicKey(
+      (await callAction(svc.app, signer, 'get_public_key', { tenant_id: TENANT })).body.public_key_pem as string,
+    );
+    const messages = Array.from({ length: 16 }, (_, i) => Buffer.from(`held release file ${i}`));
+    const approver = await svc.apiKey('approver', TENANT);
+    const batchesBefore = count('/v1/sign_batch');
+    await withDaemon(
+      true,
+      async (daemon) => {
+        const clients = await Promise.all(messages.map(() => DaemonClient.open(daemon.socketPath)));
+        const keyId = await ckaIdOf(clients[0]?.client as DaemonClient);
+        // Each caller on a connection of its own, at once, as the threads of one signing tool would.
+        const answers = await Promise.all(
+          messages.map((m, i) =>
+            (clients[i]?.client as DaemonClient).request({
+              type: 'SIGN',
+              tenant: TENANT,
+              keyId,
+              algorithm: 'RSASSA_PKCS1_V1_5_SHA_256',
+              digest: digestOf('RSASSA_PKCS1_V1_5_SHA_256', m),
+              project: 'held',
+            }),
+          ),
+        );
+        expect(answers.map((a) => a.type)).toEqual(messages.map(() => 'SIGN_PENDING'));
+        const ids = answers.map((a) => (a as { requestId: string }).requestId);
+        // The first callers went alone (coalesce.lanes), the rest waited together: fewer requests than callers.
+        const distinct = [...new Set(ids)];
+        expect(distinct.length).toBeLessThan(messages.length);
+        expect(count('/v1/sign_batch') - batchesBefore).toBeGreaterThan(0);
+        const batchRequests = [];
+        for (const id of distinct) {
+          const record = await svc.store.requests.get(TENANT, id);
+          if (record?.batch) batchRequests.push(record);
+          const approved = await callAction(svc.app, approver, 'approve_sign', { tenant_id: TENANT, request_id: id });
+          expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+        }
+        expect(batchRequests.length).toBeGreaterThan(0);
+        // Each caller polls with its own digest and gets its own signature, in any order.
+        for (const i of [...messages.keys()].reverse()) {
+          const polled = await (clients[i]?.client as DaemonClient).request({
+            type: 'POLL',
+            tenant: TENANT,
+            requestId: ids[i] as string,
+            digest: digestOf('RSASSA_PKCS1_V1_5_SHA_256', messages[i] as Buffer),
+          });
+          if (polled.type !== 'SIGN_OK') throw new Error(JSON.stringify(polled));
+          expect(verify('sha256', messages[i] as Buffer, key, polled.signature)).toBe(true);
+        }
+        for (const c of clients) c.client.close();
+      },
+      { approvalWaitMs: 0 },
+    );
+  });
 });
+
+/** The CKA_ID of the tenant's current key, as the module sees it (LIST). */
+async function ckaIdOf(client: DaemonClient): Promise<Buffer> {
+  const list = await client.request({ type: 'LIST' });
+  if (list.type !== 'LIST_OK') throw new Error(JSON.stringify(list));
+  return list.tokens.find((t) => t.tenant === TENANT)?.keys[0]?.keyId as Buffer;
+}

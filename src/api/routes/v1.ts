@@ -74,6 +74,10 @@ const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
   pkcs11_sign: SIGNING_RESPONSES,
   sign_batch: {
     200: documented(SignBatchResponse, "every digest answered in order: a signature, or that digest's own error"),
+    202: documented(
+      ApprovalResponse,
+      'the batch waits for approval or security review as one request (ApprovalResponse); collect it with request_id and the same hashes',
+    ),
   },
   create_tenant: { 201: documented(CreateTenantResponse, 'the tenant and its first key were created') },
   rotate_key: { 200: documented(RotateKeyResponse, 'a new key version is current; every version listed') },
@@ -167,6 +171,11 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       const tenantId = body.tenant_id as string;
       const digests = (body.hashes as string[]).map((h, i) => decodeBase64Field(`hashes[${i}]`, h));
       const caller = callerOf(request);
+      if (body.request_id !== undefined) {
+        const collected = await signing.collectBatch(tenantId, body.request_id as string, digests);
+        if (collected.kind === 'pending') return signOutcome(collected, opts.publicUrl);
+        return { status: 200, body: batchBody(tenantId, collected, request) };
+      }
       const outcome = await signing.signBatch({
         tenantId,
         callerId: caller.id,
@@ -178,6 +187,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         pss: (body.pss_padding as boolean | undefined) ?? false,
         context: signingContext(body, caller),
       });
+      if (outcome.kind === 'pending') return signOutcome(outcome, opts.publicUrl);
       return { status: 200, body: batchBody(tenantId, outcome, request) };
     },
     async approve_sign(body, request) {

@@ -52,4 +52,21 @@ export interface PendingRequestRecord {
    * collecting client gets as Signbridge-Log-Index; null on requests approved before.
    */
   signedSeq?: number | null;
+  /**
+   * A held `sign_batch` (migration 0025): its digests in the client's order, and once approved what each got. Null
+   * or absent for a one-digest request. `hash` is then the batch's digest (batchDigest).
+   */
+  batch?: RequestBatch | null;
+}
+
+/** One digest of an approved batch request: its signature and the seq of its `signed` entry, or why it failed. */
+export type BatchRequestResult =
+  | { signature: string; seq: number; signature_id: string }
+  | { error: { code: string; message: string; retryable: boolean } };
+
+export interface RequestBatch {
+  /** Standard base64 digests, in the order the client sent them (results[i] answers hashes[i]). */
+  hashes: string[];
+  /** Set when the request is approved and signed. */
+  results?: BatchRequestResult[];
 }
