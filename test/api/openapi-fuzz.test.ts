@@ -128,10 +128,13 @@ class Generator {
     // A rotation or import to a random spec would leave these tenants RSA or EC for the rest of the run.
     if (request.action === 'rotate_key') delete request.key_spec;
     if (request.action === 'get_import_params') request.key_spec = spec;
-    if (typeof request.hash !== 'string' || !this.chance(0.5)) return;
+    const batch = Array.isArray(request.hashes);
+    if ((typeof request.hash !== 'string' && !batch) || !this.chance(0.5)) return;
     const algorithm = defaultAlgorithm(spec);
     if ('algorithm' in request || request.action === 'sign') request.algorithm = algorithm;
-    request.hash = this.base64(inputLength(algorithm), this.chance(0.5), this.chance(0.5));
+    const input = () => this.base64(inputLength(algorithm), this.chance(0.5), this.chance(0.5));
+    if (batch) request.hashes = Array.from({ length: 1 + this.int(3) }, input);
+    else request.hash = input();
     // Without the inputs that end most random requests before the key store (a random SBOM is invalid, an inactive
     // identity is denied by the default policy, a random request_id collects nothing), so the signature is reached.
     // A CI fact (claims_conflict) likewise.
@@ -259,9 +262,10 @@ describe('OpenAPI fuzzing (schema-valid requests only)', () => {
       statuses.set(op.operationId, seen);
       const tenant = String(request?.tenant_id);
       const spec = specs.get(tenant);
-      if (res.statusCode === 200 && spec && /sign$/.test(op.operationId) && body.signature) {
-        signedWith.add(keyInfo(spec).family);
-      }
+      const signed = /sign$/.test(op.operationId)
+        ? Boolean(body.signature)
+        : op.operationId === 'sign_batch' && hasSignature(body);
+      if (res.statusCode === 200 && spec && signed) signedWith.add(keyInfo(spec).family);
       if (res.statusCode < 300 && typeof body.key_spec === 'string') specs.set(tenant, body.key_spec as KeySpec);
     };
     for (let i = 0; i < 800; i++) {
@@ -277,3 +281,11 @@ describe('OpenAPI fuzzing (schema-valid requests only)', () => {
     expect(statuses.get('vaultTransitReadKey')?.has(200)).toBe(true);
   });
 });
+
+/** Whether a sign_batch answer holds at least one signature. */
+function hasSignature(body: { results?: unknown }): boolean {
+  return (
+    Array.isArray(body.results) &&
+    body.results.some((r) => typeof (r as { signature?: unknown }).signature === 'string')
+  );
+}
