@@ -5,9 +5,9 @@
 // warm-up (caches, pools, JIT, SQLite's page cache). Run alone: `node dist/bench/memory-soak.js`; prints a
 // markdown table and one JSON line. Linux only (/proc).
 import { readdirSync, readFileSync } from 'node:fs';
-import autocannon from 'autocannon';
 import { createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
+import { signLoad } from './sign-load.js';
 
 const log = (msg: string) => process.stderr.write(`[bench:soak] ${msg}\n`);
 const SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 600);
@@ -74,18 +74,13 @@ try {
   sample();
   const timer = setInterval(sample, SAMPLE_MS);
   log(`${CONNECTIONS} connections for ${SECONDS} s`);
-  const result = await autocannon({
-    url: `${server.url}/v1/sign`,
-    method: 'POST',
-    headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      action: 'sign',
-      tenant_id: 'soak',
-      algorithm: 'ECDSA_SHA_256',
-      hash: Buffer.alloc(32, 3).toString('base64'),
-    }),
+  const result = await signLoad({
+    url: server.url,
+    signer,
+    tenantId: 'soak',
     connections: CONNECTIONS,
     duration: SECONDS,
+    fill: 3,
   });
   clearInterval(timer);
   sample();

@@ -14,11 +14,11 @@
 // BENCH_MODES (none,other,signed,paused; an older build without the events takes BENCH_MODES=none for the "before").
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import autocannon from 'autocannon';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { until } from '../test/helpers/wait.js';
 import { countCpu } from './cpu.js';
+import { signLoad } from './sign-load.js';
 
 type Mode = 'none' | 'other' | 'signed' | 'paused';
 const seconds = Number(process.env.BENCH_SECONDS ?? 6);
@@ -59,20 +59,7 @@ try {
   const made = await postAction(server.url, 'create_tenant', operator, { tenant_id: 'bev', key_spec: 'ECC_NIST_P256' });
   if (made.status !== 201) throw new Error(`create_tenant: ${JSON.stringify(made.body)}`);
   const signer = createApiKeyCli(dataDir, 'signer', 'bev');
-  const load = (duration: number) =>
-    autocannon({
-      url: `${server.url}/v1/sign`,
-      method: 'POST',
-      headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        action: 'sign',
-        tenant_id: 'bev',
-        algorithm: 'ECDSA_SHA_256',
-        hash: Buffer.alloc(32, 7).toString('base64'),
-      }),
-      connections: 32,
-      duration,
-    });
+  const load = (duration: number) => signLoad({ url: server.url, signer, tenantId: 'bev', connections: 32, duration });
   log('warming up, 3 s (unrecorded)');
   await load(3);
   let subscription: string | undefined;

@@ -6,10 +6,10 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import autocannon from 'autocannon';
 import { packagePath } from '../src/paths.js';
 import { createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
+import { signLoad } from './sign-load.js';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 8);
 const warmUpSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
@@ -132,19 +132,7 @@ async function measure(workers: number): Promise<Row> {
     if (made.status !== 201) throw new Error(`create_tenant: ${JSON.stringify(made.body)}`);
     const signer = createApiKeyCli(dataDir, 'signer', 'bench-p256');
     const load = (connections: number, duration: number) =>
-      autocannon({
-        url: `${server.url}/v1/sign`,
-        method: 'POST',
-        headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          action: 'sign',
-          tenant_id: 'bench-p256',
-          algorithm: 'ECDSA_SHA_256',
-          hash: Buffer.alloc(32, 7).toString('base64'),
-        }),
-        connections,
-        duration,
-      });
+      signLoad({ url: server.url, signer, tenantId: 'bench-p256', connections, duration });
     if (warmUpSeconds > 0) {
       log(`--workers ${workers}: warming up, 8 connections, ${warmUpSeconds} s`);
       await load(8, warmUpSeconds);
@@ -153,19 +141,7 @@ async function measure(workers: number): Promise<Row> {
     const primary = server.child.pid as number;
     const counted = countThreads(primary, workers > 1 ? childrenOf(primary) : []);
     const loadCpu = process.cpuUsage();
-    const result = await autocannon({
-      url: `${server.url}/v1/sign`,
-      method: 'POST',
-      headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        action: 'sign',
-        tenant_id: 'bench-p256',
-        algorithm: 'ECDSA_SHA_256',
-        hash: Buffer.alloc(32, 7).toString('base64'),
-      }),
-      connections: 32,
-      duration: seconds,
-    });
+    const result = await load(32, seconds);
     const cpuMs = counted();
     const loadUsed = process.cpuUsage(loadCpu);
     const perSig = (ms: number) => (ms * 1000) / Math.max(result.requests.total, 1);

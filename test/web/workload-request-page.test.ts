@@ -7,26 +7,16 @@ import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWorkloadApiKey } from '../../src/auth/api-keys.js';
 import { runUrlOf, type WorkloadFacts, type WorkloadIdentity } from '../../src/auth/workload/workload-identity.js';
-import { parsePolicyDocument } from '../../src/policy/policy-file.js';
-import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
+import { startApproverStand } from '../helpers/approver-stand.js';
 import { BrowserJar } from '../helpers/browser-jar.js';
-import { type OidcStand, startOidcStand } from '../helpers/oidc-service.js';
+import type { OidcStand } from '../helpers/oidc-service.js';
 import { callAction } from '../helpers/service.js';
 
 const GITHUB = 'https://token.actions.githubusercontent.com';
 let stand: OidcStand;
 
 beforeAll(async () => {
-  stand = await startOidcStand({
-    accounts: { carol: { email: 'carol@example.com', email_verified: true, name: 'Carol' } },
-    tenants: ['acme'],
-    invitations: [{ email: 'carol@example.com', tenant: 'acme', role: 'approver' }],
-    app: {
-      policy: new RulesPolicyEngine(
-        parsePolicyDocument('version: 1\nrules:\n  environments:\n    requireApproval: [production]\n', 'test'),
-      ),
-    },
-  });
+  stand = await startApproverStand();
 }, 120_000);
 afterAll(async () => stand?.close());
 
