@@ -27,6 +27,7 @@ import { measurePaths } from './paths.js';
 import { measureSoftwareSigning } from './raw-software.js';
 import { summarise } from './stats.js';
 import { logSection, measureTransparencyLog, writeLogSection } from './transparency.js';
+import { measureWorkers, writeWorkersSection } from './workers.js';
 
 /** A whole number of seconds from the environment, or the default; anything else stops the run with a message. */
 function secondsFromEnv(name: string, fallback: number, min: number): number {
@@ -449,6 +450,13 @@ log(`wrote ${docPath}`);
 if (process.env.BENCH_LOG !== '0') {
   writeLogSection(logSection(await measureTransparencyLog(seconds), seconds));
   log(`wrote the transparency log section of ${docPath}`);
+}
+// The service by request workers (bench/workers.ts; BENCH_WORKERS_SECTION=0 skips it): one process against two
+// (BENCH_WORKERS: the counts), with the CPU by process and thread kind.
+if (process.env.BENCH_WORKERS_SECTION !== '0') {
+  const counts = (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number);
+  writeWorkersSection(await measureWorkers(counts, seconds, warmUpSeconds));
+  log(`wrote the request workers section of ${docPath}`);
 }
 // The daemon coalescing concurrent signatures (bench/coalescing.ts; BENCH_COALESCE=0 skips it).
 if (process.env.BENCH_COALESCE !== '0') {

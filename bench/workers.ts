@@ -2,18 +2,16 @@
 // before) and with more, in one run, beside raw SoftHSM on one thread; the CPU each process and each kind of thread
 // used per signature (the event loops, the signing and store threads, V8's helpers, libuv's pool), from /proc.
 // Run: npm run bench:workers (BENCH_WORKERS=1,2 the counts, a row each, in that order; BENCH_SECONDS per row,
-// BENCH_WARMUP_SECONDS; BENCH_SERVICE_CONFIG: a config file for the service).
+// BENCH_WARMUP_SECONDS; BENCH_SERVICE_CONFIG: a config file for the service; BENCH_WRITE=0: print only). `npm run
+// bench` runs it too (its "Request workers" section; BENCH_WORKERS_SECTION=0 skips it).
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { packagePath } from '../src/paths.js';
 import { createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { signLoad } from './sign-load.js';
 
-const seconds = Number(process.env.BENCH_SECONDS ?? 8);
-const warmUpSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
-const counts = (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number);
 const log = (message: string) => process.stderr.write(`[bench:workers] ${message}\n`);
 
 /** CPU ms by thread (utime + stime, clock ticks of 10 ms), with the thread's name. */
@@ -88,7 +86,7 @@ function countThreads(primary: number, workers: number[]): () => Map<string, Cpu
 }
 
 /** Raw SoftHSM, one thread, C_SignInit + C_Sign: the first P-256 line of bench/raw-softhsm.ts. */
-function rawSoftHsmP256(): number {
+function rawSoftHsmP256(seconds: number): number {
   const out = execFileSync(
     process.execPath,
     [packagePath('dist', 'bench', 'raw-softhsm.js'), makeTempDir('sb-bench-raw-'), String(seconds)],
@@ -114,7 +112,7 @@ interface Row {
   loadUs: number;
 }
 
-async function measure(workers: number): Promise<Row> {
+async function measure(workers: number, seconds: number, warmUpSeconds: number): Promise<Row> {
   const dataDir = makeTempDir('sb-bench-workers-');
   const operator = createApiKeyCli(dataDir, 'operator');
   const config = process.env.BENCH_SERVICE_CONFIG;
@@ -162,33 +160,61 @@ async function measure(workers: number): Promise<Row> {
   }
 }
 
-log(`raw SoftHSM, P-256, 1 thread, ${seconds} s`);
-const raw = rawSoftHsmP256();
-const rows: Row[] = [];
-for (const workers of counts) rows.push(await measure(workers));
+/**
+ * The section's text: `--workers` at each of `counts` (a row each, in that order), beside raw SoftHSM on one thread
+ * measured in the same run, with the CPU per signature by process and thread kind.
+ */
+export async function measureWorkers(counts: number[], seconds: number, warmUpSeconds: number): Promise<string> {
+  log(`raw SoftHSM, P-256, 1 thread, ${seconds} s`);
+  const raw = rawSoftHsmP256(seconds);
+  const rows: Row[] = [];
+  for (const workers of counts) rows.push(await measure(workers, seconds, warmUpSeconds));
 
-const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits });
-const sum = (m: CpuByKind | undefined) => [...(m?.values() ?? [])].reduce((a, b) => a + b, 0);
-const kinds = [...Object.values(THREAD_KIND), 'other'];
-const lines = [
-  `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version}, ${seconds} s per row; raw SoftHSM P-256 on one thread in the same run: ${fmt(raw)}/s.`,
-  '',
-  '| workers | signatures/s | vs `--workers 1` | vs raw SoftHSM (1 thread) | p50 ms | p99 ms | errors | service CPU µs/signature | load generator µs |',
-  '|---|---|---|---|---|---|---|---|---|',
-  ...rows.map((r) => {
-    const serviceUs = [...r.cpu.values()].reduce((a, m) => a + sum(m), 0);
-    const base = rows[0]?.perSecond ?? Number.NaN;
-    return `| ${r.workers} | ${fmt(r.perSecond)} | ${fmt(r.perSecond / base, 2)}x | ${fmt(r.perSecond / raw, 2)}x | ${fmt(r.p50Ms, 1)} | ${fmt(r.p99Ms, 1)} | ${r.errors} | ${fmt(serviceUs)} | ${fmt(r.loadUs)} |`;
-  }),
-  '',
-  'CPU µs per signature by process and thread kind:',
-  '',
-  `| workers | process | ${kinds.join(' | ')} |`,
-  `|---|---|${kinds.map(() => '---').join('|')}|`,
-  ...rows.flatMap((r) =>
-    [...r.cpu].map(
-      ([role, byKind]) => `| ${r.workers} | ${role} | ${kinds.map((k) => fmt(byKind.get(k) ?? 0)).join(' | ')} |`,
+  const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits });
+  const sum = (m: CpuByKind | undefined) => [...(m?.values() ?? [])].reduce((a, b) => a + b, 0);
+  const kinds = [...Object.values(THREAD_KIND), 'other'];
+  const lines = [
+    `Measured ${new Date().toISOString().slice(0, 10)} on ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version}, ${seconds} s per row; raw SoftHSM P-256 on one thread in the same run: ${fmt(raw)}/s.`,
+    '',
+    '| workers | signatures/s | vs `--workers 1` | vs raw SoftHSM (1 thread) | p50 ms | p99 ms | errors | service CPU µs/signature | load generator µs |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => {
+      const serviceUs = [...r.cpu.values()].reduce((a, m) => a + sum(m), 0);
+      const base = rows[0]?.perSecond ?? Number.NaN;
+      return `| ${r.workers} | ${fmt(r.perSecond)} | ${fmt(r.perSecond / base, 2)}x | ${fmt(r.perSecond / raw, 2)}x | ${fmt(r.p50Ms, 1)} | ${fmt(r.p99Ms, 1)} | ${r.errors} | ${fmt(serviceUs)} | ${fmt(r.loadUs)} |`;
+    }),
+    '',
+    'CPU µs per signature by process and thread kind:',
+    '',
+    `| workers | process | ${kinds.join(' | ')} |`,
+    `|---|---|${kinds.map(() => '---').join('|')}|`,
+    ...rows.flatMap((r) =>
+      [...r.cpu].map(
+        ([role, byKind]) => `| ${r.workers} | ${role} | ${kinds.map((k) => fmt(byKind.get(k) ?? 0)).join(' | ')} |`,
+      ),
     ),
-  ),
-];
-process.stdout.write(`${lines.join('\n')}\n`);
+  ];
+  return `<!-- bench:workers:start -->\n${lines.join('\n')}\n<!-- bench:workers:end -->`;
+}
+
+/** Replaces the section between its markers in docs/benchmarks.md (under "Request workers"). */
+export function writeWorkersSection(section: string): void {
+  const docPath = packagePath('docs', 'benchmarks.md');
+  let doc = readFileSync(docPath, 'utf8');
+  if (!doc.includes('<!-- bench:workers:start -->')) {
+    doc += '\n## Request workers\n\n<!-- bench:workers:start -->\n<!-- bench:workers:end -->\n';
+  }
+  doc = doc.replace(/<!-- bench:workers:start -->[\s\S]*<!-- bench:workers:end -->/, section);
+  writeFileSync(docPath, doc);
+}
+
+// Run directly.
+if (process.argv[1]?.endsWith('workers.js')) {
+  const section = await measureWorkers(
+    (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number),
+    Number(process.env.BENCH_SECONDS || 8),
+    Number(process.env.BENCH_WARMUP_SECONDS || 3),
+  );
+  if (process.env.BENCH_WRITE !== '0') writeWorkersSection(section);
+  process.stdout.write(`${section}\n`);
+}
