@@ -26,7 +26,31 @@ function openSession() {
 let session;
 const out = Buffer.alloc(1024);
 
+/** One signature: C_SignInit + C_Sign in this thread's session; its answer (the signature, or why not). */
+function signOne(job, transfer) {
+  try {
+    session ??= openSession();
+    const start = performance.now();
+    lib.C_SignInit(session, job.mechanism, Buffer.from(job.handle));
+    const signature = lib.C_Sign(session, Buffer.from(job.input), out);
+    const tokenMs = performance.now() - start;
+    const copy = new Uint8Array(signature.length);
+    copy.set(signature);
+    transfer.push(copy.buffer);
+    return { id: job.id, signature: copy, tokenMs };
+  } catch (err) {
+    return { id: job.id, error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
 parentPort.on('message', (msg) => {
+  if (msg.jobs) {
+    // The jobs of one turn of the main thread: signed in order, answered in one message.
+    const transfer = [];
+    const answers = msg.jobs.map((job) => signOne(job, transfer));
+    parentPort.postMessage({ answers }, transfer);
+    return;
+  }
   try {
     if (msg.reopen) {
       // The token lost its sessions (the main thread has logged in again): a new one first, then drop the old. After
@@ -42,16 +66,7 @@ parentPort.on('message', (msg) => {
         }
       }
       parentPort.postMessage({ id: msg.id, reopened: true });
-      return;
     }
-    session ??= openSession();
-    const start = performance.now();
-    lib.C_SignInit(session, msg.mechanism, Buffer.from(msg.handle));
-    const signature = lib.C_Sign(session, Buffer.from(msg.input), out);
-    const tokenMs = performance.now() - start;
-    const copy = new Uint8Array(signature.length);
-    copy.set(signature);
-    parentPort.postMessage({ id: msg.id, signature: copy, tokenMs }, [copy.buffer]);
   } catch (err) {
     parentPort.postMessage({ id: msg.id, error: err instanceof Error ? err.message : String(err) });
   }

@@ -1,6 +1,8 @@
 // Runs C_SignInit + C_Sign on worker threads. On the main thread those calls cost about 0.2 ms a signature
 // even when C_Sign itself runs on libuv's pool (SoftHSM unwraps the key in C_SignInit); moved here, the event
-// loop only passes messages, and signatures use every core.
+// loop only passes messages, and signatures use every core. The jobs one event-loop turn hands a thread go as one
+// message, and the thread answers them in one: under load each message carries many signatures, so the wake-ups
+// and (de)serialisations are paid per turn, not per signature.
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { packagePath } from '../paths.js';
@@ -22,9 +24,28 @@ interface Pending {
   reject: (err: Error) => void;
 }
 
+/** One signature as the thread receives it. */
+interface JobMessage {
+  id: number;
+  mechanism: SignJob['mechanism'];
+  handle: Uint8Array<ArrayBuffer>;
+  input: Uint8Array<ArrayBuffer>;
+}
+
+/** One answer of the thread: the signature, or why it failed. */
+interface AnswerMessage {
+  id: number;
+  signature?: Uint8Array;
+  tokenMs?: number;
+  error?: string;
+  reopened?: boolean;
+}
+
 interface Thread {
   worker: Worker;
   pending: Map<number, Pending>;
+  /** Jobs of this turn not yet sent (flushed in setImmediate). */
+  queued: JobMessage[];
 }
 
 const WORKER_PATH = packagePath('src', 'keys', 'pkcs11-sign-worker.cjs');
@@ -64,10 +85,18 @@ export class SignThreadPool {
       this.busy++;
       // Node Buffers are usually views into a shared 8 KiB pool, and structured clone copies the whole backing
       // store; exact-size copies, transferred, keep the message small.
-      const handle = exactCopy(job.handle);
-      const input = exactCopy(job.input);
-      thread.worker.postMessage({ id, mechanism: job.mechanism, handle, input }, [handle.buffer, input.buffer]);
+      if (thread.queued.length === 0) setImmediate(() => this.flush(thread));
+      thread.queued.push({ id, mechanism: job.mechanism, handle: exactCopy(job.handle), input: exactCopy(job.input) });
     });
+  }
+
+  /** Sends the thread the jobs of this turn in one message. */
+  private flush(thread: Thread): void {
+    const jobs = thread.queued;
+    thread.queued = [];
+    if (jobs.length === 0 || this.closed) return;
+    const transfer = jobs.flatMap((j) => [j.handle.buffer, j.input.buffer]);
+    thread.worker.postMessage({ jobs }, transfer);
   }
 
   /**
@@ -111,25 +140,27 @@ export class SignThreadPool {
     const worker = new Worker(WORKER_PATH, {
       workerData: { modulePath: this.modulePath, tokenLabel: this.tokenLabel, pkcs11jsPath },
     });
-    const thread: Thread = { worker, pending: new Map() };
-    worker.on(
-      'message',
-      (msg: { id: number; signature?: Uint8Array; tokenMs?: number; error?: string; reopened?: boolean }) => {
-        const p = thread.pending.get(msg.id);
-        if (!p) return;
-        thread.pending.delete(msg.id);
-        this.busy--;
-        if (thread.pending.size === 0) worker.unref();
-        if (msg.reopened) p.resolve(undefined);
-        else if (msg.signature) p.resolve({ signature: Buffer.from(msg.signature), tokenMs: msg.tokenMs ?? 0 });
-        else p.reject(new Error(msg.error ?? 'signing thread failed'));
-      },
-    );
+    const thread: Thread = { worker, pending: new Map(), queued: [] };
+    const answer = (msg: AnswerMessage) => {
+      const p = thread.pending.get(msg.id);
+      if (!p) return;
+      thread.pending.delete(msg.id);
+      this.busy--;
+      if (thread.pending.size === 0) worker.unref();
+      if (msg.reopened) p.resolve(undefined);
+      else if (msg.signature) p.resolve({ signature: Buffer.from(msg.signature), tokenMs: msg.tokenMs ?? 0 });
+      else p.reject(new Error(msg.error ?? 'signing thread failed'));
+    };
+    worker.on('message', (msg: AnswerMessage | { answers: AnswerMessage[] }) => {
+      if ('answers' in msg) for (const one of msg.answers) answer(one);
+      else answer(msg);
+    });
     // A thread that dies fails its jobs (nothing is signed twice) and is replaced.
     const fail = (err: Error) => {
       for (const p of thread.pending.values()) p.reject(err);
       this.busy -= thread.pending.size;
       thread.pending.clear();
+      thread.queued = [];
       if (this.closed) return;
       const index = this.threads.indexOf(thread);
       if (index >= 0) this.threads[index] = this.spawn();
