@@ -96,7 +96,19 @@ export class SignThreadPool {
     thread.queued = [];
     if (jobs.length === 0 || this.closed) return;
     const transfer = jobs.flatMap((j) => [j.handle.buffer, j.input.buffer]);
-    thread.worker.postMessage({ jobs }, transfer);
+    try {
+      thread.worker.postMessage({ jobs }, transfer);
+    } catch (err) {
+      // Thrown here, outside any request, it would end the process and leave these callers waiting: they fail.
+      for (const { id } of jobs) {
+        const p = thread.pending.get(id);
+        if (!p) continue;
+        thread.pending.delete(id);
+        this.busy--;
+        p.reject(err instanceof Error ? err : new Error(String(err)));
+      }
+      if (thread.pending.size === 0) thread.worker.unref();
+    }
   }
 
   /**

@@ -2,6 +2,7 @@
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
+import type { SignThreadPool } from '../../src/keys/sign-thread-pool.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { makeTempDir } from '../helpers/service.js';
 import { waitFor } from '../helpers/wait.js';
@@ -117,4 +118,25 @@ describe('where signatures are made', () => {
     expect(ks.signedOn.eventLoop).toBe(before + 1);
     expect(ks.signedOn.threads).toBe(threadsBefore);
   });
+});
+
+it('a turn of jobs that cannot be sent to the thread fails its callers, and the pool signs on', async () => {
+  const key = await ks.createKey('ECC_NIST_P256', 'unsendable');
+  const pool = (ks as unknown as { threads: SignThreadPool }).threads;
+  // A mechanism parameter structured clone refuses (a function): postMessage throws in the turn's flush.
+  const refused = pool.sign({
+    mechanism: { mechanism: 0x1041, parameter: { bad: (() => 1) as unknown as number } },
+    handle: Buffer.alloc(8),
+    input: Buffer.alloc(32),
+  });
+  await expect(refused).rejects.toThrow(/could not be cloned/);
+  expect(pool.inFlight).toBe(0);
+  const message = Buffer.from('after the refused turn');
+  const sig = await ks.sign(
+    key.keyRef,
+    'ECC_NIST_P256',
+    'ECDSA_SHA_256',
+    createHash('sha256').update(message).digest(),
+  );
+  expect(verify('sha256', message, createPublicKey(key.publicKeyPem), sig)).toBe(true);
 });
