@@ -216,7 +216,7 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
     return this.threads
       ? (placement.signInline(spec, mechanism, handle, input) ??
           (await placement.signOnThread(spec, mechanism, handle, input)))
-      : await this.pool.use(async (session) => signOnLibuv(session, mechanism, handle, input));
+      : await this.pool.use(async (session) => signOnLibuv(this.pool, session, mechanism, handle, input));
   }
 
   async destroyKey(keyRef: string): Promise<void> {

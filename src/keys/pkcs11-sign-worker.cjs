@@ -28,10 +28,12 @@ const out = Buffer.alloc(1024);
 
 /** One signature: C_SignInit + C_Sign in this thread's session; its answer (the signature, or why not). */
 function signOne(job, transfer) {
+  let operationStarted = false;
   try {
     session ??= openSession();
     const start = performance.now();
     lib.C_SignInit(session, job.mechanism, Buffer.from(job.handle));
+    operationStarted = true;
     const signature = lib.C_Sign(session, Buffer.from(job.input), out);
     const tokenMs = performance.now() - start;
     const copy = new Uint8Array(signature.length);
@@ -39,7 +41,20 @@ function signOne(job, transfer) {
     transfer.push(copy.buffer);
     return { id: job.id, signature: copy, tokenMs };
   } catch (err) {
+    // A C_Sign that failed ends the operation (PKCS#11 2.40, C_Sign), but a token that does not would answer
+    // every later C_SignInit in this session with CKR_OPERATION_ACTIVE: the next job opens a fresh session.
+    if (operationStarted) dropSession();
     return { id: job.id, error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+function dropSession() {
+  const spoiled = session;
+  session = undefined;
+  try {
+    lib.C_CloseSession(spoiled);
+  } catch {
+    // already gone with the token's other sessions
   }
 }
 

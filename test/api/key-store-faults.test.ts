@@ -194,6 +194,25 @@ describe.each([
     expect((await sign()).status).toBe(200);
   });
 
+  it('a C_Sign that fails (CKR_FUNCTION_FAILED) fails that signature alone; the same sessions sign on', async () => {
+    // The shim answers without calling SoftHSM's C_Sign, so SoftHSM's operation stays active in that session, as on
+    // a token that does not end an operation on error: before the fix every later signature on that session (a
+    // thread's, or one of the pool's) failed with CKR_OPERATION_ACTIVE.
+    fault('1 0x6 C_Sign');
+    const failed = await sign();
+    fault('');
+    expect(failed.status).toBe(500);
+    for (let i = 0; i < 8; i++) {
+      const res = await sign();
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(verifies(res.body.signature)).toBe(true);
+    }
+    // Concurrently too, so that every thread and every session of the pool signs at least once.
+    const burst = await Promise.all(Array.from({ length: 16 }, () => sign()));
+    expect(burst.map((r) => r.status)).toEqual(Array(16).fill(200));
+    expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+  });
+
   it('counts signatures, denials, failures and key-store errors in /metrics', async () => {
     const operator = (await createApiKey(store, 'operator', null, 'op')).token;
     const deniedTenant = `denied-${tenant}`;

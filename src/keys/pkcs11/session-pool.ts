@@ -1,5 +1,5 @@
 // The key store's open sessions on its token, handed out one operation at a time.
-import type * as graphene from 'graphene-pk11';
+import * as graphene from 'graphene-pk11';
 
 /**
  * A fixed set of open sessions handed out one operation at a time (a PKCS#11 session runs one operation). After
@@ -10,6 +10,8 @@ export class SessionPool {
   private current: Set<graphene.Session>;
   /** Sessions of before a C_Finalize that were in use then: dropped when they come back, never closed. */
   private forgotten = new Set<graphene.Session>();
+  /** Sessions an operation left midway (see `spoil`): replaced by a fresh one when they come back. */
+  private readonly spoiled = new WeakSet<graphene.Session>();
   private readonly waiters: Array<(s: graphene.Session) => void> = [];
 
   constructor(sessions: graphene.Session[]) {
@@ -35,11 +37,21 @@ export class SessionPool {
     return this.idle.pop();
   }
 
+  /**
+   * A C_Sign failed on this session after its C_SignInit: the operation should have ended with it (PKCS#11 2.40,
+   * C_Sign), but on a token that does not end it every later C_SignInit in the session would fail with
+   * CKR_OPERATION_ACTIVE. When it comes back it is closed and a fresh session on its slot takes its place.
+   */
+  spoil(session: graphene.Session): void {
+    this.spoiled.add(session);
+  }
+
   release(session: graphene.Session): void {
     if (!this.current.has(session)) {
       if (!this.forgotten.delete(session)) closeQuietly(session);
       return;
     }
+    if (this.spoiled.has(session)) session = this.renewed(session);
     const next = this.waiters.shift();
     if (next) next(session);
     else this.idle.push(session);
@@ -52,6 +64,20 @@ export class SessionPool {
     } finally {
       this.release(session);
     }
+  }
+
+  /** A fresh session in place of `old`; `old` itself while the token cannot open one (a re-open replaces all). */
+  private renewed(old: graphene.Session): graphene.Session {
+    let fresh: graphene.Session;
+    try {
+      fresh = old.slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION);
+    } catch {
+      return old;
+    }
+    this.current.delete(old);
+    this.current.add(fresh);
+    closeQuietly(old);
+    return fresh;
   }
 }
 

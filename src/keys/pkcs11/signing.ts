@@ -37,7 +37,8 @@ export function signInput(alg: DigestAlgorithmInfo, digest: Buffer): Buffer {
 }
 
 /** C_SignInit here (it is synchronous), C_Sign on libuv's thread pool so the event loop stays free. */
-export function signOnLibuv(
+export async function signOnLibuv(
+  pool: SessionPool,
   session: graphene.Session,
   mechanism: SignJob['mechanism'],
   handle: Buffer,
@@ -45,7 +46,12 @@ export function signOnLibuv(
 ): Promise<Buffer> {
   const lib = session.lib;
   lib.C_SignInit(session.handle, mechanism as pkcs11js.Mechanism, handle);
-  return promisify<Buffer>((cb) => lib.C_Sign(session.handle, input, Buffer.alloc(1024), cb));
+  try {
+    return await promisify<Buffer>((cb) => lib.C_Sign(session.handle, input, Buffer.alloc(1024), cb));
+  } catch (err) {
+    pool.spoil(session);
+    throw err;
+  }
 }
 
 /** Where a signature is made when there are signing threads: on the event loop when cheap and idle, else a thread. */
@@ -84,7 +90,13 @@ export class SignPlacement {
     try {
       const start = performance.now();
       session.lib.C_SignInit(session.handle, mechanism as pkcs11js.Mechanism, handle);
-      const signature = session.lib.C_Sign(session.handle, input, Buffer.alloc(1024));
+      let signature: Buffer;
+      try {
+        signature = session.lib.C_Sign(session.handle, input, Buffer.alloc(1024));
+      } catch (err) {
+        this.pool.spoil(session);
+        throw err;
+      }
       this.noteCost(spec, performance.now() - start);
       this.signedOn.eventLoop++;
       return signature;
