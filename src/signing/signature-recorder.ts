@@ -174,7 +174,7 @@ export class SignatureRecorder {
     // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
     if (ahead && seq !== undefined) {
       this.store.signatures
-        .recordLookup({ auditSeq: seq, tenantId: key.tenantId, signatureId: ahead.id, signatureSha256 })
+        .recordLookup({ auditSeq: seq, tenantId: key.tenantId, signatureSha256 })
         .catch(() => undefined);
     }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);

@@ -15,7 +15,6 @@ export interface LookupRow {
   audit_seq: number;
   tenant_id: string;
   signature_sha256: string;
-  signature_id: string;
 }
 
 /** A lookup row that takes the seq of the audit entry at index `audit` of its batch. */

@@ -217,7 +217,7 @@ END $$`)
         continue;
       }
       const entry = entries[l.audit];
-      if (entry) Object.assign(entry, { lookup_sha256: l.signature_sha256, lookup_signature_id: l.signature_id });
+      if (entry) Object.assign(entry, { lookup_sha256: l.signature_sha256 });
     }
     const args = [
       AUDIT_CHAIN_LOCK,

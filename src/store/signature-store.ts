@@ -33,7 +33,6 @@ export interface SignatureRecord {
 export interface SignatureLookup {
   auditSeq: number;
   tenantId: string;
-  signatureId: string;
   signatureSha256: Buffer;
 }
 
@@ -42,7 +41,6 @@ export function lookupRowOf(l: SignatureLookup): LookupRow {
     audit_seq: l.auditSeq,
     tenant_id: l.tenantId,
     signature_sha256: l.signatureSha256.toString('hex'),
-    signature_id: l.signatureId,
   };
 }
 
@@ -98,7 +96,7 @@ export class SignatureStore extends StorePart {
       ...(audit && { audit }),
       ...(audit &&
         r.signatureSha256 && {
-          lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex'), signature_id: r.id },
+          lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex') },
         }),
     });
   }

@@ -241,8 +241,8 @@ const INSERT_EVENT_SQL =
 
 /** A signature's lookup row (migration 0019); sqlite-writer.cjs has the same. */
 const INSERT_LOOKUP_SQL =
-  'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id) ' +
-  'VALUES (@audit_seq, @tenant_id, @signature_sha256, @signature_id)';
+  'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
+  'VALUES (@audit_seq, @tenant_id, @signature_sha256)';
 
 /**
  * How long a lookup row waits for a write to ride along with before it is written alone. Short: an approval's

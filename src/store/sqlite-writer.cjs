@@ -45,8 +45,8 @@ function prepare() {
   );
   const insertLookup = db.prepare(
     // OR IGNORE: a row sent again after a failed batch that carried it (sqlite-store.ts) is there once.
-    'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id) ' +
-      'VALUES (@audit_seq, @tenant_id, @signature_sha256, @signature_id)',
+    'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
+      'VALUES (@audit_seq, @tenant_id, @signature_sha256)',
   );
   const lookup = (row, seq) =>
     insertLookup.run({ ...row, audit_seq: seq, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });

@@ -123,5 +123,5 @@ export interface Database
     created_at: string;
   };
   /** Migration 0019: SHA-256 of a signature's raw bytes → its `signed` audit entry. */
-  signature_lookups: { audit_seq: number; tenant_id: string; signature_sha256: Buffer; signature_id: string };
+  signature_lookups: { audit_seq: number; tenant_id: string; signature_sha256: Buffer };
 }
