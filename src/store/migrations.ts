@@ -27,7 +27,7 @@ import { migration0022SigningEvents } from './migrations/0022_signing_events.js'
 import { migration0023Pruning } from './migrations/0023_pruning.js';
 import { migration0024AwsCredentials } from './migrations/0024_aws_credentials.js';
 import { migration0025BatchRequests } from './migrations/0025_batch_requests.js';
-import { migration0026LookupRowsLean } from './migrations/0026_lookup_rows_lean.js';
+import { migration0026LeanerPermanentRows } from './migrations/0026_leaner_permanent_rows.js';
 
 /** Kysely runs them in the order of their names. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -56,5 +56,5 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0023_pruning': migration0023Pruning,
   '0024_aws_credentials': migration0024AwsCredentials,
   '0025_batch_requests': migration0025BatchRequests,
-  '0026_lookup_rows_lean': migration0026LookupRowsLean,
+  '0026_leaner_permanent_rows': migration0026LeanerPermanentRows,
 };

@@ -117,9 +117,6 @@ describe('the service tarball', () => {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
     expect(resolve(cmdline[1] as string)).toBe(join(top, 'app', 'bin', 'signbridge.js'));
     expect(env.PATH).toBe(SYSTEM_PATH);
-    // With V8's young generation capped by the launcher (docs/benchmarks.md, "Memory under sustained load").
-    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-    expect(environ).toContain('NODE_OPTIONS=--max-semi-space-size=16');
   });
 
   it('creates a tenant and signs over HTTP; the signature verifies with the tenant public key', async () => {

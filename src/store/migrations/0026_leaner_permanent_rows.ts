@@ -1,11 +1,14 @@
 import { type Kysely, type Migration, PostgresAdapter, sql } from 'kysely';
 
-// Issue 34 ("bytes per signature ... cut where they are redundant"): signature_lookups.signature_id repeated what the
-// row's `signed` entry holds (details.signature_id, found by audit_seq) and nothing read it: ~38 B of a lookup row's
-// 129 on SQLite, for every signature kept for ever. Dropped. On PostgreSQL the group commit function keeps its name
-// and parameters (an instance still running the previous code calls it unchanged; the signature_id its lookups carry
-// is ignored) and stops writing the column first. SQLite rewrites the table for DROP COLUMN: seconds per million rows.
-export const migration0026LookupRowsLean: Migration = {
+// Issue 34 ("bytes per signature ... cut where they are redundant"), for rows kept for ever:
+// - signature_lookups.signature_id repeated what the row's `signed` entry holds (details.signature_id, found by
+//   audit_seq) and nothing read it: ~37 B of a lookup row's 129 on SQLite. Dropped. On PostgreSQL the group commit
+//   function keeps its name and parameters (an instance still running the previous code calls it unchanged; the
+//   signature_id its lookups carry is ignored) and stops writing the column first. SQLite rewrites the table for
+//   DROP COLUMN: seconds per million rows.
+// - signatures_tenant_time (tenant_id, created_at) served no query of the service (velocity limits count in
+//   trial_counters; a record is only ever looked up by its id): dropped.
+export const migration0026LeanerPermanentRows: Migration = {
   async up(db: Kysely<unknown>) {
     if (db.getExecutor().adapter instanceof PostgresAdapter) {
       await sql`
@@ -60,5 +63,6 @@ export const migration0026LookupRowsLean: Migration = {
         $fn$`.execute(db);
     }
     await db.schema.alterTable('signature_lookups').dropColumn('signature_id').execute();
+    await db.schema.dropIndex('signatures_tenant_time').execute();
   },
 };

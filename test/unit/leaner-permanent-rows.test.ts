@@ -1,5 +1,6 @@
 // Migration 0026 (issue 34, bytes per signature) on a database written by the version before it: the lookup rows
-// lose signature_id (which their `signed` entries hold), a signature looked up by its bytes' SHA-256 is still
+// lose signature_id (which their `signed` entries hold), the signature records their unused (tenant, time) index,
+// a signature looked up by its bytes' SHA-256 is still
 // found, and new signatures get lookup rows (on PostgreSQL through the replaced group-commit function, which an
 // instance still running the previous code also calls: its signature_id is ignored). On SQLite, and on PostgreSQL
 // when the run has a cluster.
@@ -78,6 +79,13 @@ describe.each(backends)('migration 0026 on %s', (_name, make) => {
           : sql`SELECT name FROM pragma_table_info('signature_lookups')`
       }`.execute(raw);
       expect(columns.rows.map((r) => r.name).sort()).toEqual(['audit_seq', 'signature_sha256', 'tenant_id']);
+      const indexes = await sql<{ name: string }>`${
+        backend.postgres
+          ? sql`SELECT indexname AS name FROM pg_indexes WHERE tablename = 'signatures'`
+          : sql`SELECT name FROM pragma_index_list('signatures')`
+      }`.execute(raw);
+      expect(indexes.rows.map((r) => r.name)).not.toContain('signatures_tenant_time');
+      expect(indexes.rows.length).toBeGreaterThan(0); // the primary key's
       expect(await store.audit.seqOfSignature('acme', sha('old signature'))).toBe(7);
 
       // A new signature, its record and its entry with the lookup row, as the signing path writes them.
