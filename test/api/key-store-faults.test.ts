@@ -2,37 +2,28 @@
 // PKCS#11 shim (test/native/fault_shim.c): "close" closes every real SoftHSM session, so the token really logs the
 // service out and really forgets every session and object handle, as an HSM that restarted or was unplugged does.
 import { createHash, createPublicKey, verify } from 'node:crypto';
-import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import { Pkcs11KeyStore, type Pkcs11KeyStoreOptions } from '../../src/keys/pkcs11-key-store.js';
-import { embeddedSoftHsmOptions, findSoftHsmModule } from '../../src/keys/softhsm.js';
+import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { ServiceMetrics } from '../../src/metrics/service-metrics.js';
-import { packagePath } from '../../src/paths.js';
 import { allowAll, type PolicyEngine } from '../../src/policy/policy.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import { openPostgresStore } from '../../src/store/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { FAULT_SHIM, useFaultShim } from '../helpers/fault-shim.js';
 import { parseExposition, sample } from '../helpers/metrics.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { callAction, makeTempDir } from '../helpers/service.js';
 
-const SHIM = packagePath('build', 'native', 'test', 'libsbfault.so');
 const dir = makeTempDir('sb-faults-');
-const control = join(dir, 'faults');
-process.env.SBFAULT_MODULE = findSoftHsmModule();
-process.env.SBFAULT_CONTROL = control;
-
-/** Tells the shim what to fail from now on (a new file, renamed over the old one, so the shim sees the change). */
-function fault(line: string): void {
-  writeFileSync(`${control}.new`, `${line}\n`);
-  renameSync(`${control}.new`, control);
-}
+const fault = useFaultShim(dir);
 
 const store = openSqliteStore(join(dir, 'signbridge.db'));
-const hsm: Pkcs11KeyStoreOptions = { ...embeddedSoftHsmOptions(dir), modulePath: SHIM, sessions: 2 };
+const hsm: Pkcs11KeyStoreOptions = { ...embeddedSoftHsmOptions(dir), modulePath: FAULT_SHIM, sessions: 2 };
 // Tenant "denied" is refused by the policy, to count a denial in the metrics.
 const policy: PolicyEngine = {
   async evaluate(input) {
@@ -45,7 +36,7 @@ const message = Buffer.from('signed while the token comes and goes');
 const hash = createHash('sha256').update(message).digest('base64');
 
 beforeAll(async () => {
-  expect(existsSync(SHIM), `${SHIM} is built by scripts/setup.sh (cmake)`).toBe(true);
+  expect(existsSync(FAULT_SHIM), `${FAULT_SHIM} is built by scripts/setup.sh (cmake)`).toBe(true);
   fault('');
   await store.migrate();
 });

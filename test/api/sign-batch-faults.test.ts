@@ -5,29 +5,20 @@
 // every signature fail even after the key store re-opened the token: the approval of a held batch then signs
 // nothing, and the request goes back to its stage to be approved again once the token signs.
 import { createHash, createPublicKey, verify } from 'node:crypto';
-import { existsSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
-import { embeddedSoftHsmOptions, findSoftHsmModule } from '../../src/keys/softhsm.js';
-import { packagePath } from '../../src/paths.js';
+import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
 import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { FAULT_SHIM, useFaultShim } from '../helpers/fault-shim.js';
 import { callAction, makeTempDir } from '../helpers/service.js';
 
-const SHIM = packagePath('build', 'native', 'test', 'libsbfault.so');
 const dir = makeTempDir('sb-batch-faults-');
-const control = join(dir, 'faults');
-process.env.SBFAULT_MODULE = findSoftHsmModule();
-process.env.SBFAULT_CONTROL = control;
-
-/** Tells the shim what to fail from now on (a new file, renamed over the old one, so the shim sees the change). */
-function fault(line: string): void {
-  writeFileSync(`${control}.new`, `${line}\n`);
-  renameSync(`${control}.new`, control);
-}
+const fault = useFaultShim(dir);
 
 // Tenant "held" needs a person's approval for everything; "now" signs at once.
 const policy: PolicyEngine = {
@@ -66,10 +57,15 @@ async function auditSince(seq: number) {
 }
 
 beforeAll(async () => {
-  expect(existsSync(SHIM), `${SHIM} is built by scripts/setup.sh (cmake)`).toBe(true);
+  expect(existsSync(FAULT_SHIM), `${FAULT_SHIM} is built by scripts/setup.sh (cmake)`).toBe(true);
   fault('');
   await store.migrate();
-  keyStore = Pkcs11KeyStore.open({ ...embeddedSoftHsmOptions(dir), modulePath: SHIM, sessions: 2, signThreads: 2 });
+  keyStore = Pkcs11KeyStore.open({
+    ...embeddedSoftHsmOptions(dir),
+    modulePath: FAULT_SHIM,
+    sessions: 2,
+    signThreads: 2,
+  });
   app = await buildApp({ store, keyStore, policy });
   const operator = (await createApiKey(store, 'operator', null, 'op')).token;
   for (const tenant of ['now', 'held']) {
