@@ -16,6 +16,7 @@ import { runCliAsync } from '../helpers/cli.js';
 import { logGet } from '../helpers/log-client.js';
 import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
 import { TestWitness } from '../helpers/tlog-witness.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TENANT = 'wit';
 const ed = new TestWitness({ name: 'witness.test/ed25519', kind: 'ed25519' });
@@ -81,7 +82,12 @@ beforeAll(async () => {
   await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: TENANT, key_spec: 'ECC_NIST_P256' });
   signer = await svc.apiKey('signer', TENANT);
   vkey = (await logGet(svc.app, '/log/public-key', signer)).text.trim();
-  // The witnesses learn the log's key now: until then they answered 404 (an unknown log), as a real one would.
+  // The witnesses learn the log's key only once each has been sent a checkpoint and answered 404 (an unknown log),
+  // as a real one would: waited for, so that the retry after a 404 is tested whatever the machine's speed (trusting
+  // at once let the first checkpoint arrive after the trust on one CI run).
+  await waitFor('a checkpoint sent to every witness before it trusts the log', () =>
+    all.every((w) => w.statuses.length > 0),
+  );
   for (const w of all) w.trust(vkey);
 }, 120_000);
 afterAll(async () => {
