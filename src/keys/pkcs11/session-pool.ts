@@ -70,7 +70,7 @@ export class SessionPool {
   private renewed(old: graphene.Session): graphene.Session {
     let fresh: graphene.Session;
     try {
-      fresh = old.slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION);
+      fresh = openSession(old.slot);
     } catch {
       return old;
     }
@@ -79,6 +79,11 @@ export class SessionPool {
     closeQuietly(old);
     return fresh;
   }
+}
+
+/** A read-write session on `slot`: the one kind the key store opens (it creates and imports keys as well as signs). */
+export function openSession(slot: graphene.Slot): graphene.Session {
+  return slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION);
 }
 
 export function closeQuietly(session: graphene.Session): void {

@@ -3,7 +3,7 @@
 import * as graphene from 'graphene-pk11';
 import pkcs11js from 'pkcs11js';
 import type { Pkcs11KeyStoreOptions } from './options.js';
-import { closeQuietly } from './session-pool.js';
+import { closeQuietly, openSession } from './session-pool.js';
 
 /** Session states of a logged-in user (PKCS#11 CKS_*; pkcs11js does not export them). */
 const CKS_RO_USER_FUNCTIONS = 1;
@@ -32,7 +32,7 @@ export function openLoggedIn(slot: graphene.Slot, options: Pkcs11KeyStoreOptions
   const sessions: graphene.Session[] = [];
   try {
     for (let i = 0; i < count; i++) {
-      sessions.push(slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION));
+      sessions.push(openSession(slot));
     }
     try {
       sessions[0]?.login(options.pin, graphene.UserType.USER);
@@ -80,7 +80,7 @@ export function findOrInitialiseToken(mod: graphene.Module, options: Pkcs11KeySt
   // SoftHSM moves a freshly initialised token to a new slot id: look it up again by label.
   const slot = [...mod.getSlots(true)].find((s) => s.getToken().label.trim() === options.tokenLabel);
   if (!slot) throw new Error(`token "${options.tokenLabel}" vanished after initialisation`);
-  const session = slot.open(graphene.SessionFlag.SERIAL_SESSION | graphene.SessionFlag.RW_SESSION);
+  const session = openSession(slot);
   try {
     session.login(options.initialiseWithSoPin, graphene.UserType.SO);
     session.initPin(options.pin);
