@@ -13,6 +13,16 @@ const log = (msg: string) => process.stderr.write(`[bench:soak] ${msg}\n`);
 const SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 600);
 const CONNECTIONS = Number(process.env.BENCH_SOAK_CONNECTIONS ?? 256);
 const SAMPLE_MS = 10_000;
+// Thirds and a slope need a few samples: at least 30 s (four samples, one every 10 s).
+const refusal = !(SECONDS >= 30)
+  ? `BENCH_SOAK_SECONDS must be a number of seconds, 30 or more (got ${process.env.BENCH_SOAK_SECONDS})`
+  : !(Number.isInteger(CONNECTIONS) && CONNECTIONS >= 1)
+    ? `BENCH_SOAK_CONNECTIONS must be a whole number, 1 or more (got ${process.env.BENCH_SOAK_CONNECTIONS})`
+    : undefined;
+if (refusal) {
+  process.stderr.write(`[bench:soak] ${refusal}\n`);
+  process.exit(2);
+}
 
 /** VmRSS of a process in MB, or undefined once it ended. */
 function rssMb(pid: number): number | undefined {

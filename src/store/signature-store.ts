@@ -106,6 +106,10 @@ export class SignatureStore extends StorePart {
     await this.writes.enqueue({ withdraw: id, audit });
   }
 
+  /**
+   * A tenant's newest records, for tests only: no route or command of the service reads records this way, so no
+   * index serves it (migration 0026 dropped signatures_tenant_time) and it scans the whole table.
+   */
   async list(tenantId: string, limit: number): Promise<SignatureRecord[]> {
     const rows = await this.db
       .selectFrom('signatures')
