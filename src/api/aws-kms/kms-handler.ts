@@ -49,15 +49,17 @@ export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
     const at = opts.now();
     const counted = await opts.store.requestCounts.count(`kms-refusal:${call.request.ip}`, at.getTime(), 60_000);
     if (counted.count > REFUSALS_AUDITED_PER_MINUTE) return;
+    // The refusal's recorded forms only: the id when it has signbridge's form, the message without the client's text.
+    const issued = refusal.accessKeyId !== undefined && parseAccessKeyId(refusal.accessKeyId) !== undefined;
     await opts.store.audit.append({
       at: at.toISOString(),
       tenantId: await tenantOfKey(opts.store, refusal.accessKeyId),
-      actor: refusal.accessKeyId ? `aws:${refusal.accessKeyId}` : 'anonymous',
+      actor: issued ? `aws:${refusal.accessKeyId}` : 'anonymous',
       action: 'kms_request',
       outcome: 'refused',
       details: {
         error: refusal.type,
-        reason: refusal.message,
+        reason: refusal.recordedMessage,
         operation: operation ?? null,
         access_key_id: refusal.accessKeyId ?? null,
         client: call.request.ip,

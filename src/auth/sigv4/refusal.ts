@@ -2,7 +2,10 @@
 // query protocol services (STS) name the same refusals differently; the names, statuses and message shapes below
 // are those the real services answer (they are not in the service models: botocore has no shape for them), and
 // the SDKs turn the name into the error code a caller branches on (ClientError's Error.Code in botocore).
-// Messages never carry a secret, a signature or a canonical request.
+// Messages never carry a secret, a signature or a canonical request; what the client wrote is quoted back only to
+// the client, and left out of the form that is recorded (credential-echo.ts).
+
+import { recordableAccessKeyId } from '../credential-echo.js';
 
 export type SigV4RefusalReason =
   /** No Authorization header and no X-Amz-Algorithm query parameter. */
@@ -58,16 +61,27 @@ export class SigV4Refusal {
   /** AWS's error name for this service (`__type` in JSON 1.1, `Code` in the query protocol's XML). */
   readonly type: string;
   readonly status: number;
+  /** The answer's message, which may quote what the client sent back to it. */
+  readonly message: string;
+  /** The message for the audit log and the service log: nothing the client wrote in it. */
+  readonly recordedMessage: string;
+  /**
+   * The access key id the request named, when it got that far, as it may be recorded: itself when it has
+   * signbridge's form, else a placeholder (the field may hold a secret sent in the wrong place).
+   */
+  readonly accessKeyId: string | undefined;
 
   constructor(
     readonly reason: SigV4RefusalReason,
-    readonly message: string,
+    message: string | { shown: string; recorded: string },
     service: SigV4Service,
-    /** The access key id the request named, when it got that far (for the audit entry; not secret). */
-    readonly accessKeyId?: string,
+    accessKeyId?: string,
   ) {
     const name = AWS_NAMES[service][reason];
     this.type = name.type;
     this.status = name.status;
+    this.message = typeof message === 'string' ? message : message.shown;
+    this.recordedMessage = typeof message === 'string' ? message : message.recorded;
+    this.accessKeyId = accessKeyId === undefined ? undefined : recordableAccessKeyId(accessKeyId);
   }
 }

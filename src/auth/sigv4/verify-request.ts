@@ -7,6 +7,7 @@
 
 import * as nodeCrypto from 'node:crypto';
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { echoed } from '../credential-echo.js';
 import { canonicalRequest, type HeaderValues } from './canonical-request.js';
 import {
   EXPIRED_TOKEN_MESSAGE,
@@ -86,11 +87,6 @@ function single(headers: HeaderValues, name: string): string | undefined {
   return Array.isArray(value) ? (value.length === 1 ? value[0] : undefined) : value;
 }
 
-/** What a client wrote, quoted back in a message: bounded, printable ASCII only. */
-function quoted(text: string): string {
-  return text.slice(0, 100).replace(/[^\x20-\x7e]/g, '?');
-}
-
 function isoBasic(time: number): string {
   return new Date(time)
     .toISOString()
@@ -144,7 +140,11 @@ export class SigV4Verifier<P> {
     this.now = options.now ?? Date.now;
   }
 
-  private refuse(reason: SigV4Refusal['reason'], message: string, accessKeyId?: string): SigV4Result<P> {
+  private refuse(
+    reason: SigV4Refusal['reason'],
+    message: string | ReturnType<typeof echoed>,
+    accessKeyId?: string,
+  ): SigV4Result<P> {
     return { ok: false, refusal: new SigV4Refusal(reason, message, this.service, accessKeyId) };
   }
 
@@ -155,7 +155,10 @@ export class SigV4Verifier<P> {
     }
     const { algorithm, parts } = parseAuthorization(authorization);
     if (algorithm !== SIGV4_ALGORITHM) {
-      return this.refuse('incomplete', `Unsupported AWS 'algorithm': '${quoted(algorithm)}'.`);
+      return this.refuse(
+        'incomplete',
+        echoed((quote) => `Unsupported AWS 'algorithm': '${quote(algorithm)}'.`),
+      );
     }
     const amzDate = single(request.headers, 'x-amz-date');
     const httpDate = amzDate === undefined ? single(request.headers, 'date') : undefined;
@@ -172,16 +175,21 @@ export class SigV4Verifier<P> {
     if (scope.length !== 5) {
       return this.refuse(
         'incomplete',
-        'Credential must have exactly 5 slash-delimited elements, e.g. keyid/date/region/service/term, ' +
-          `got '${quoted(parts.credential!)}'`,
+        echoed(
+          (quote) =>
+            'Credential must have exactly 5 slash-delimited elements, e.g. keyid/date/region/service/term, ' +
+            `got '${quote(parts.credential!)}'`,
+        ),
       );
     }
     const [accessKeyId, scopeDate, region, service, terminator] = scope as [string, string, string, string, string];
-    if (!ACCESS_KEY_ID.test(accessKeyId)) return this.refuse('unknown_key', UNKNOWN_KEY_MESSAGE);
+    if (!ACCESS_KEY_ID.test(accessKeyId)) return this.refuse('unknown_key', UNKNOWN_KEY_MESSAGE, accessKeyId);
     if (terminator !== 'aws4_request') {
       return this.refuse(
         'incomplete',
-        `Credential should be scoped with a valid terminator: 'aws4_request', not '${quoted(terminator)}'.`,
+        echoed(
+          (quote) => `Credential should be scoped with a valid terminator: 'aws4_request', not '${quote(terminator)}'.`,
+        ),
         accessKeyId,
       );
     }
@@ -210,15 +218,21 @@ export class SigV4Verifier<P> {
     if (signedAt === undefined) {
       return this.refuse(
         'incomplete',
-        `Date must be in ISO-8601 'basic format'. Got '${quoted(timestamp)}'. See http://en.wikipedia.org/wiki/ISO_8601`,
+        echoed(
+          (quote) =>
+            `Date must be in ISO-8601 'basic format'. Got '${quote(timestamp)}'. See http://en.wikipedia.org/wiki/ISO_8601`,
+        ),
         accessKeyId,
       );
     }
     if (scopeDate !== timestamp.slice(0, 8)) {
       return this.refuse(
         'incomplete',
-        'Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: ' +
-          `'${quoted(scopeDate)}' != '${timestamp.slice(0, 8)}', from '${timestamp}'.`,
+        echoed(
+          (quote) =>
+            'Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: ' +
+            `'${quote(scopeDate)}' != '${timestamp.slice(0, 8)}', from '${timestamp}'.`,
+        ),
         accessKeyId,
       );
     }
