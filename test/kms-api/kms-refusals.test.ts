@@ -1,7 +1,8 @@
 // What a KMS client is refused, through boto3 (Debian's python3-boto3) against the real service: a wrong secret, a
 // revoked key, a clock 6 minutes off, another tenant's key, a retired key version, a denied signature, and one held
-// for approval, approved through the API, whose repeated call then gets the signature. Each refusal has KMS's
-// error code, is audited once and signs nothing; signatures are checked with node:crypto.
+// for approval, approved through the API, whose repeated call then gets the signature; another tenant's alias is not
+// found, exactly like an alias that names nothing. Each refusal has KMS's error code, is audited once and signs
+// nothing; signatures are checked with node:crypto.
 
 import { createHash, verify as cryptoVerify } from 'node:crypto';
 import { sql } from 'kysely';
@@ -144,12 +145,17 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
     ]);
     expect(out['wrong secret']).toMatchObject({ ok: false, code: 'InvalidSignatureException', status: 400 });
     expect(out.revoked).toMatchObject({ ok: false, code: 'UnrecognizedClientException', status: 400 });
-    for (const name of ['other tenant alias', 'other tenant key arn']) {
-      expect(out[name]).toMatchObject({ ok: false, code: 'AccessDeniedException', status: 400 });
-      expect((out[name] as { message: string }).message).toMatch(
-        /not authorized to perform: kms:Sign on resource: arn:aws:kms:eu-west-1:team-b:/,
-      );
-    }
+    // An alias is a name in the caller's own account (as at AWS): another tenant's is not found there.
+    expect(out['other tenant alias']).toMatchObject({
+      ok: false,
+      code: 'NotFoundException',
+      status: 400,
+      message: 'Alias arn:aws:kms:eu-west-1:team-a:alias/team-b is not found.',
+    });
+    expect(out['other tenant key arn']).toMatchObject({ ok: false, code: 'AccessDeniedException', status: 400 });
+    expect((out['other tenant key arn'] as { message: string }).message).toMatch(
+      /not authorized to perform: kms:Sign on resource: arn:aws:kms:eu-west-1:team-b:/,
+    );
     expect(await signedEntries()).toBe(before);
 
     const wrongSecret = await refusalsAudited(creds['team-a']!.access_key);
@@ -161,6 +167,42 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
     });
     expect(await refusalsAudited(revoked.access_key)).toHaveLength(1);
     for (const row of [...wrongSecret]) expect(row.details).not.toContain(creds['team-a']!.secret_key);
+  });
+
+  it("answers another tenant's alias exactly as one that names nothing: NotFoundException, whichever operation", async () => {
+    const a = creds['team-a']!;
+    const names = {
+      existing: 'alias/team-b',
+      absent: 'alias/no-such-tenant',
+      'existing arn': 'arn:aws:kms:eu-west-1:team-b:alias/team-b',
+      'absent arn': 'arn:aws:kms:eu-west-1:no-such-tenant:alias/no-such-tenant',
+    };
+    const calls: Boto3Call[] = Object.entries(names).flatMap(([name, keyId]) => [
+      signCall(`sign ${name}`, a, keyId),
+      { name: `describe ${name}`, ...a, region: 'eu-west-1', op: 'describe_key', params: { KeyId: keyId } },
+      { name: `public key ${name}`, ...a, region: 'eu-west-1', op: 'get_public_key', params: { KeyId: keyId } },
+    ]);
+    const out = await runBoto3Kms(endpoint, calls);
+    const shape = (outcome: Boto3Outcome | undefined, tenant: string) => {
+      expect(outcome).toMatchObject({ ok: false, status: 400 });
+      const refused = outcome as { code: string; message: string };
+      // The answer with the tenant's name taken out: what tells the two apart, if anything did.
+      return { code: refused.code, message: refused.message.replaceAll(tenant, '<name>') };
+    };
+    for (const op of ['sign', 'describe', 'public key']) {
+      const existing = shape(out[`${op} existing`], 'team-b');
+      expect(existing).toEqual({
+        code: 'NotFoundException',
+        message: 'Alias arn:aws:kms:eu-west-1:team-a:alias/<name> is not found.',
+      });
+      expect(shape(out[`${op} absent`], 'no-such-tenant')).toEqual(existing);
+      const existingArn = shape(out[`${op} existing arn`], 'team-b');
+      expect(existingArn).toEqual({
+        code: 'NotFoundException',
+        message: 'Alias arn:aws:kms:eu-west-1:<name>:alias/<name> is not found.',
+      });
+      expect(shape(out[`${op} absent arn`], 'no-such-tenant')).toEqual(existingArn);
+    }
   });
 
   it('refuses a request signed with a clock 6 minutes off, either way', async () => {
@@ -341,7 +383,7 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
     ]);
     expect(out['short digest']).toMatchObject({ ok: false, code: 'ValidationException' });
     expect(out['rsa algorithm on an EC key']).toMatchObject({ ok: false, code: 'InvalidKeyUsageException' });
-    expect(out['unknown alias']).toMatchObject({ ok: false, code: 'AccessDeniedException' });
+    expect(out['unknown alias']).toMatchObject({ ok: false, code: 'NotFoundException' });
     expect(out.encrypt).toMatchObject({ ok: false, code: 'UnsupportedOperationException' });
   });
 });

@@ -85,12 +85,12 @@ describe.skipIf(missing)(`cosign's awskms:// signer against signbridge${missing 
     ).toBe(true);
   });
 
-  it("fails with signbridge's refusal when the key belongs to another tenant", async () => {
+  it("fails with signbridge's refusal when the alias is another tenant's (not found, as at AWS)", async () => {
     await expect(
       runSigstoreGo(`awskms://${tunnel.host}/alias/cosign-rsa`, message, {
         ...env,
         ...(await credentialsFor('cosign-ec')),
       }),
-    ).rejects.toThrow(/AccessDeniedException/);
+    ).rejects.toThrow(/NotFoundException/);
   });
 });

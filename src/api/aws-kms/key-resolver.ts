@@ -1,6 +1,8 @@
 // A KMS KeyId to the key version it names, for one caller: the caller's role and tenant are checked against the
 // tenant the name points into before anything about that tenant is looked up, so another tenant's keys answer
-// AccessDeniedException whether they exist or not. Names without a tenant (a bare key id) are the caller's own.
+// AccessDeniedException whether they exist or not. An alias is a name inside the caller's own account at AWS: one
+// that is not the caller's answers NotFoundException, the same for another tenant's alias and one that names nothing,
+// as AWS answers an alias its account does not have. Names without a tenant (a bare key id) are the caller's own.
 
 import { ApiError } from '../../errors.js';
 import { aliasArn, aliasExists, keyArn, parseKeyName } from '../../kms-api/key-ids.js';
@@ -75,6 +77,10 @@ export async function resolveKey(
 ): Promise<ResolvedKey> {
   const name = parseKeyName(keyIdText);
   if (!name) throw new AwsJsonError('NotFoundException', `Invalid keyId '${keyIdText.slice(0, 200)}'`);
+  // Decided from the name and the caller alone, before any lookup: the answer cannot tell which tenants exist.
+  if (name.kind === 'alias' && caller.tenantId !== null && name.tenantId !== caller.tenantId) {
+    throw aliasNotFound(keyIdText, region, caller.tenantId);
+  }
   const tenantId = name.tenantId ?? caller.tenantId;
   if (tenantId === null) {
     throw new AwsJsonError(
@@ -87,20 +93,26 @@ export async function resolveKey(
   try {
     const current = await signing.getKey(tenantId);
     if (name.kind === 'alias') {
-      if (!aliasExists(name)) throw new ApiError('key_not_found', 'no such alias');
+      if (!aliasExists(name)) throw aliasNotFound(keyIdText, region, tenantId);
       return { key: current, current: true };
     }
     if (name.keyId === current.id) return { key: current, current: true };
     return { key: await signing.getKey(tenantId, name.keyId), current: false };
   } catch (err) {
     if (err instanceof ApiError && (err.code === 'tenant_not_found' || err.code === 'key_not_found')) {
-      throw new AwsJsonError(
-        'NotFoundException',
-        name.kind === 'alias'
-          ? `Alias arn:aws:kms:${region}:${tenantId}:${name.alias} is not found.`
-          : `Key '${resource}' does not exist`,
-      );
+      throw name.kind === 'alias'
+        ? aliasNotFound(keyIdText, region, tenantId)
+        : new AwsJsonError('NotFoundException', `Key '${resource}' does not exist`);
     }
     throw err;
   }
+}
+
+/**
+ * AWS's answer for an alias the caller's account does not have: `Alias <alias ARN> is not found.`, the ARN as sent,
+ * or made from `alias/<name>` in the caller's account. Only what the caller sent and its own tenant are in it.
+ */
+function aliasNotFound(keyIdText: string, region: string, callerTenant: string): AwsJsonError {
+  const arn = keyIdText.startsWith('arn:') ? keyIdText : `arn:aws:kms:${region}:${callerTenant}:${keyIdText}`;
+  return new AwsJsonError('NotFoundException', `Alias ${arn.slice(0, 300)} is not found.`);
 }
