@@ -9,6 +9,7 @@ import { Ajv } from 'ajv';
 import formats from 'ajv-formats';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
+import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
 import { type NewTrustRule, validateTrustRule } from '../../src/auth/workload/trust-rule.js';
@@ -306,8 +307,43 @@ describe('every refusal names the check that failed (RFC 6749 §5.2 invalid_gran
     expectRefused(await exchange(svc.app, foreign), /does not trust the issuer "https:\/\/token\.actions/);
     // Tenant "edges" has rules, but none for this issuer yet.
     expectRefused(await exchange(svc.app, await mint(), 'edges'), /tenant edges does not trust the issuer/);
-    expectRefused(await exchange(svc.app, await mint(), 'no-such-tenant'), /tenant no-such-tenant does not exist/);
+    expectRefused(await exchange(svc.app, await mint(), 'no-such-tenant'), /tenant no-such-tenant does not trust/);
     expect(issuer.fetches).toBe(before);
+  });
+
+  it('a self-made token gets the same answer for a tenant that exists and one that does not (no tenant oracle)', async () => {
+    const { privateKey } = await generateKeyPair('ES256');
+    const selfMade = await new SignJWT({ sub: 'anyone' })
+      .setProtectedHeader({ alg: 'ES256', kid: 'mine' })
+      .setIssuer('https://self-made.example')
+      .setAudience(PUBLIC_URL)
+      .setIssuedAt(nowS())
+      .setExpirationTime(nowS() + 300)
+      .sign(privateKey);
+    const raw = async (tenant: string) => {
+      const res = await svc.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({
+          grant_type: GRANT,
+          subject_token: selfMade,
+          subject_token_type: JWT_TYPE,
+          tenant_id: tenant,
+        }).toString(),
+      });
+      // Per-request headers aside (the body's length differs with the name's).
+      const { date: _date, 'x-request-id': _id, 'content-length': _length, ...headers } = res.headers;
+      // The tenant's name is the one difference allowed (it is the caller's own input).
+      return { status: res.statusCode, headers, body: res.body.replaceAll(tenant, '<tenant>') };
+    };
+    const absent = await raw('no-such-tenant');
+    expect(absent.status).toBe(400);
+    expect(JSON.parse(absent.body)).toMatchObject({
+      error: 'invalid_grant',
+      error_description: 'tenant <tenant> does not trust the issuer "https://self-made.example"',
+    });
+    for (const existing of ['other', 'ci']) expect(await raw(existing)).toEqual(absent);
   });
 });
 

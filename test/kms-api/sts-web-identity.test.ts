@@ -12,6 +12,7 @@ import { createHash, randomBytes, verify } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fastify from 'fastify';
+import { generateKeyPair, SignJWT } from 'jose';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -386,6 +387,47 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
     expect((await exchangeAudit()).length).toBe(entries);
   });
 
+  it('a self-made token gets the same answer for a tenant that exists and one that does not (no tenant oracle)', async () => {
+    const { privateKey } = await generateKeyPair('ES256');
+    const selfMade = await new SignJWT({ sub: 'anyone' })
+      .setProtectedHeader({ alg: 'ES256', kid: 'mine' })
+      .setIssuer('https://self-made.example')
+      .setAudience(PUBLIC_URL)
+      .setIssuedAt(nowS())
+      .setExpirationTime(nowS() + 300)
+      .sign(privateKey);
+    const tenants = ['bystander', 'ci', 'no-such-tenant'];
+    // boto3's sts client: the code, type, status and message it raises, the tenant's name taken out.
+    const outcomes = await assume(Object.fromEntries(tenants.map((tenant) => [tenant, { token: selfMade, tenant }])));
+    const seen = tenants.map((tenant) => JSON.stringify(outcomes[tenant]).replaceAll(tenant, '<tenant>'));
+    expect(new Set(seen).size).toBe(1);
+    expectRefused(
+      outcomes['no-such-tenant'] as Outcome,
+      'InvalidIdentityToken',
+      400,
+      /^tenant no-such-tenant does not trust the issuer "https:\/\/self-made\.example"$/,
+    );
+    // The bytes on the wire: the same but for the tenant's name and the request id.
+    const raw = async (tenant: string) => {
+      const res = await fetch(endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({
+          Action: 'AssumeRoleWithWebIdentity',
+          Version: '2011-06-15',
+          RoleArn: roleArn(tenant),
+          RoleSessionName: 'release-job',
+          WebIdentityToken: selfMade,
+        }).toString(),
+      });
+      const requestId = res.headers.get('x-amzn-requestid') as string;
+      return `${res.status} ${res.headers.get('content-type')}\n${(await res.text()).replaceAll(requestId, '<id>').replaceAll(tenant, '<tenant>')}`;
+    };
+    const bodies = await Promise.all(tenants.map(raw));
+    expect(bodies[0]).toMatch(/^400 text\/xml.*\n<ErrorResponse/);
+    expect(new Set(bodies).size).toBe(1);
+  });
+
   it('a token no rule admits: IDPRejectedClaim (403), audited with the rule’s reason', async () => {
     const before = await workloadKeys();
     const { rejected } = await assume({ rejected: { token: await mint({ ref: 'refs/heads/dev' }) } });
@@ -422,7 +464,7 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
     expect((await exchangeAudit()).at(-1)?.details).toMatchObject({ via: 'sts', reason: 'token already used' });
   });
 
-  it('a role ARN that names no role, or a tenant that does not exist: refused before the token is used', async () => {
+  it('a role ARN that names no role, or a tenant that does not exist (as one that trusts no issuer): refused before the token is used', async () => {
     const token = await mint();
     const [before, entries] = [await workloadKeys(), (await exchangeAudit()).length];
     const { user, account, nobody } = await assume({
@@ -432,7 +474,7 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
     });
     expectRefused(user as Outcome, 'ValidationError', 400, /^Request ARN is invalid$/);
     expectRefused(account as Outcome, 'ValidationError', 400, /^Request ARN is invalid$/);
-    expectRefused(nobody as Outcome, 'AccessDenied', 403, /tenant no-such-tenant does not exist/);
+    expectRefused(nobody as Outcome, 'InvalidIdentityToken', 400, /^tenant no-such-tenant does not trust the issuer/);
     expect(await workloadKeys()).toBe(before);
     expect((await exchangeAudit()).length).toBe(entries);
     // None of these used the token up.

@@ -44,12 +44,6 @@ export function stsErrorForExchange(err: ExchangeError): StsError {
       return new StsError('ExpiredTokenException', err.message);
     case 'rule':
       return new StsError('IDPRejectedClaim', err.message, 403);
-    case 'tenant':
-      return new StsError(
-        'AccessDenied',
-        `Not authorized to perform sts:AssumeRoleWithWebIdentity: ${err.message}`,
-        403,
-      );
     case 'issuer_unreachable':
       // 400, as AWS answers it: botocore retries this code (with status 400) a few times before giving up.
       return new StsError('IDPCommunicationError', err.message, 400, 'Sender', err.retryAfterS);
@@ -58,7 +52,8 @@ export function stsErrorForExchange(err: ExchangeError): StsError {
     case 'request':
       return new StsError('InvalidParameterValue', err.message);
     default:
-      // malformed, issuer, token, used: the token cannot be taken (AWS: "get a new token and retry").
+      // malformed, issuer (also for a tenant that does not exist: the same answer), token, used: the token cannot be
+      // taken (AWS: "get a new token and retry").
       return new StsError('InvalidIdentityToken', err.message);
   }
 }

@@ -26,9 +26,10 @@ export type ExchangeCheck =
   | 'request'
   /** The subject token is no JWT, or has no iss. */
   | 'malformed'
-  /** The tenant does not exist. */
-  | 'tenant'
-  /** The tenant does not trust the issuer, or the issuer (its address, discovery, keys) is refused. */
+  /**
+   * The tenant does not trust the issuer (an absent tenant trusts none: one answer for both, so the exchange tells
+   * nobody which tenants exist), or the issuer (its address, discovery, keys) is refused.
+   */
   | 'issuer'
   /** A check of the token failed: signature, algorithm, iss, aud, nbf, iat, sub, its spelling. */
   | 'token'
@@ -144,9 +145,11 @@ export class TokenExchange {
       throw new ExchangeError('invalid_request', 400, 'subject_token is not a JWT', undefined, 'malformed');
     }
     if (typeof issuer !== 'string' || issuer.length === 0) throw grantError('the token has no iss claim', 'malformed');
-    if (!(await store.tenants.get(tenantId))) throw grantError(`tenant ${tenantId} does not exist`, 'tenant');
+    // Anyone can make a token with any iss: an absent tenant is answered exactly as one without a rule for that
+    // issuer (same code, same words), or the answer would list the tenants. Rules are looked up first, so both take
+    // the same query; a tenant with rules for the issuer exists unless it was just deleted.
     const rules = await store.workload.listTrustRules(tenantId, issuer);
-    if (rules.length === 0) {
+    if (rules.length === 0 || !(await store.tenants.get(tenantId))) {
       throw grantError(
         `tenant ${tenantId} does not trust the issuer ${JSON.stringify(issuer).slice(0, 300)}`,
         'issuer',
