@@ -126,11 +126,27 @@ function send(reply: FastifyReply, answer: AwsAnswer): FastifyReply {
   for (const [name, value] of Object.entries(answer.headers ?? {})) reply.header(name, value);
   // x-amzn-RequestId: the SDKs show it with every error; the service's request id, also in its logs.
   reply.header('x-amzn-requestid', reply.request.id);
-  return reply.send(answer.body);
+  // As bytes: fastify adds `; charset=utf-8` to a string sent under any JSON type, and AWS sends
+  // `application/x-amz-json-1.1` bare, which is what clients that compare the header expect.
+  return reply.send(Buffer.from(answer.body, 'utf8'));
 }
 
 function jsonError(error: AwsJsonError): AwsAnswer {
   return { status: error.status, contentType: AWS_JSON_CONTENT_TYPE, body: error.body() };
+}
+
+/**
+ * A request an AWS JSON client made (it names an X-Amz-Target or sends KMS's content type): refused outside the
+ * KMS route (a wrong path or method, the service shutting down), it is still answered in KMS's shape.
+ */
+export function isAwsJsonRequest(request: FastifyRequest): boolean {
+  const contentType = (request.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase();
+  return request.headers['x-amz-target'] !== undefined || contentType === AWS_JSON_CONTENT_TYPE;
+}
+
+/** A KMS error answered outside the KMS route (http-strict.ts's 404, 405 and 503). */
+export function replyAwsJsonError(reply: FastifyReply, error: AwsJsonError): FastifyReply {
+  return send(reply, jsonError(error));
 }
 
 export async function awsEndpointRoutes(app: FastifyInstance, opts: AwsEndpointOptions): Promise<void> {

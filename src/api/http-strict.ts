@@ -4,15 +4,33 @@
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorCode } from '../errors.js';
+import { isAwsJsonRequest, replyAwsJsonError } from './aws-endpoint.js';
+import { AwsJsonError } from './aws-kms/errors.js';
 import { errorBody } from './error-handler.js';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
-/** Not-found handler: a known path asked with another method is 405 with `Allow`; anything else 404. */
+/**
+ * Not-found handler: a known path asked with another method is 405 with `Allow`; anything else 404. A KMS client's
+ * request gets KMS's shape (UnknownOperationException), which is all its SDK parses.
+ */
 export function notFoundOrWrongMethod(app: FastifyInstance) {
   return (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0] ?? '/';
     const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+    if (isAwsJsonRequest(request)) {
+      if (allowed.length > 0) reply.header('allow', allowed.join(', '));
+      return replyAwsJsonError(
+        reply,
+        new AwsJsonError(
+          'UnknownOperationException',
+          allowed.length > 0
+            ? `${request.method} is not allowed on ${path}; KMS calls are POST / (or POST /aws/)`
+            : `no KMS endpoint at ${request.method} ${path}; KMS calls are POST / (or POST /aws/)`,
+          allowed.length > 0 ? 405 : 404,
+        ),
+      );
+    }
     if (allowed.length > 0) {
       return reply
         .code(405)
@@ -37,8 +55,21 @@ export function refuseWhileClosing(app: FastifyInstance): void {
     closing = true;
     done();
   });
-  app.addHook('onRequest', (_request, reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
     if (!closing) return done();
+    if (isAwsJsonRequest(request)) {
+      reply.header('connection', 'close').header('retry-after', '1');
+      // KMS's retryable fault: the SDKs retry it, as they retry every 503.
+      replyAwsJsonError(
+        reply,
+        new AwsJsonError(
+          'DependencyTimeoutException',
+          'the service is shutting down; retry (another instance may answer)',
+          503,
+        ),
+      );
+      return;
+    }
     reply
       .code(503)
       .header('connection', 'close')
