@@ -162,9 +162,12 @@ export const REDACT_PATHS = [
 /**
  * Query parameters that carry secrets (the device flow's poll and user code, the IdP's callback): never logged with
  * the URL, also not percent-encoded inside another parameter (the sign-in's `return_to=%2Foauth%2Fdevice%3Fuser_code
- * %3D...`).
+ * %3D...`). Also the credentials a client may put in a query string where none is accepted (a presigned AWS URL's
+ * X-Amz-Credential and X-Amz-Security-Token, RFC 6750's access_token, an api_key): the request is refused, and its
+ * URL is still logged (src/auth/credential-echo.ts says why a refusal writes no credential down).
  */
-const SECRET_QUERY = /((?:[?&]|%3F|%26)(?:device_code|user_code|code|state)(?:=|%3D))(?:(?!%26)[^&#])*/gi;
+const SECRET_QUERY =
+  /((?:[?&]|%3F|%26)(?:device_code|user_code|code|state|x-amz-credential|x-amz-security-token|x-amz-signature|access_token|api_key|token)(?:=|%3D))(?:(?!%26)[^&#])*/gi;
 
 /** Default of AppOptions.requestTimeoutMs. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;

@@ -230,8 +230,16 @@ describe.skipIf(missing)('credentials sent in the wrong place are written nowher
       ),
       // The trial endpoint, which takes no key, given one anyway with a body it refuses.
       post('/trial/sign', { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' }, '{"hash":"x"}'),
+      // Credentials in a query string, where none is accepted (the request line is logged): a presigned KMS URL
+      // with a swapped credential and a session token, and an RFC 6750 access_token on the /v1 API.
+      post(
+        `/?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=${encodeURIComponent(`${secret}/${day}/us-east-1/kms/aws4_request`)}&X-Amz-Security-Token=${encodeURIComponent(bearer)}&X-Amz-Signature=00`,
+        { 'x-amz-target': 'TrentService.Sign', 'content-type': 'application/x-amz-json-1.1' },
+        '{}',
+      ),
+      post(`/v1/list_keys?access_token=${bearer}`, { 'content-type': 'application/json' }, '{}'),
     ]);
-    expect(answers.map((a) => a.status)).toEqual([403, 400, 401, 401, 403, 400, 400]);
+    expect(answers.map((a) => a.status)).toEqual([403, 400, 401, 401, 403, 400, 400, 400, 401]);
   });
 
   it('no secret is in the audit export, the database (log tiles, events) or the service log', async () => {
