@@ -21,6 +21,7 @@ import { trialRoutes } from './api/routes/trial.js';
 import { type TsaAccess, tsaRoutes } from './api/routes/tsa.js';
 import { v1Routes } from './api/routes/v1.js';
 import { NAMED_SCHEMAS } from './api/schemas.js';
+import { CREDENTIAL_QUERY_PARAMETERS } from './auth/credential-echo.js';
 import { type IssuerKeySettings, IssuerKeys } from './auth/workload/issuer-keys.js';
 import { TokenExchange } from './auth/workload/token-exchange.js';
 import type { WorkloadSettings } from './auth/workload/workload-settings.js';
@@ -162,12 +163,13 @@ export const REDACT_PATHS = [
 /**
  * Query parameters that carry secrets (the device flow's poll and user code, the IdP's callback): never logged with
  * the URL, also not percent-encoded inside another parameter (the sign-in's `return_to=%2Foauth%2Fdevice%3Fuser_code
- * %3D...`). Also the credentials a client may put in a query string where none is accepted (a presigned AWS URL's
- * X-Amz-Credential and X-Amz-Security-Token, RFC 6750's access_token, an api_key): the request is refused, and its
- * URL is still logged (src/auth/credential-echo.ts says why a refusal writes no credential down).
+ * %3D...`). Also the credentials a client may put in a query string where none is accepted
+ * (src/auth/credential-echo.ts): the request is refused, and its URL is still logged.
  */
-const SECRET_QUERY =
-  /((?:[?&]|%3F|%26)(?:device_code|user_code|code|state|x-amz-credential|x-amz-security-token|x-amz-signature|access_token|api_key|token)(?:=|%3D))(?:(?!%26)[^&#])*/gi;
+const SECRET_QUERY = new RegExp(
+  `((?:[?&]|%3F|%26)(?:${['device_code', 'user_code', 'code', 'state', ...CREDENTIAL_QUERY_PARAMETERS].join('|')})(?:=|%3D))(?:(?!%26)[^&#])*`,
+  'gi',
+);
 
 /** Default of AppOptions.requestTimeoutMs. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;

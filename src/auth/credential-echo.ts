@@ -9,6 +9,20 @@
 
 import { parseAccessKeyId } from './aws-credentials/credential-format.js';
 
+/**
+ * Query parameters that carry a credential when a client sends one in the URL, where signbridge accepts none (a
+ * presigned AWS URL, RFC 6750's access_token): the request is refused, and its URL still reaches the request log,
+ * whose serializer (src/app.ts) writes these parameters' values as `[redacted]`.
+ */
+export const CREDENTIAL_QUERY_PARAMETERS = [
+  'x-amz-credential',
+  'x-amz-security-token',
+  'x-amz-signature',
+  'access_token',
+  'api_key',
+  'token',
+];
+
 /** Written in place of a credential id signbridge did not issue. */
 export const UNRECOGNIZED_CREDENTIAL = '(not a signbridge access key id)';
 
