@@ -55,13 +55,13 @@ function amzDate(at = new Date()): string {
 }
 
 /** POST / as a KMS call with this Authorization header (unsigned: every one of these is refused before that). */
-async function kmsCall(authorization: string) {
+async function kmsCall(authorization: string, operation = 'Sign') {
   const response = await fetch(endpoint, {
     method: 'POST',
     headers: {
       authorization,
       'x-amz-date': amzDate(),
-      'x-amz-target': 'TrentService.Sign',
+      'x-amz-target': `TrentService.${operation}`,
       'content-type': 'application/x-amz-json-1.1',
     },
     body: '{}',
@@ -170,6 +170,8 @@ describe.skipIf(missing)('credentials sent in the wrong place are written nowher
       await kmsCall(
         `AWS4-HMAC-SHA256 Credential=${bearer}/${day}/us-east-1/kms/aws4_request, SignedHeaders=host, Signature=00`,
       ),
+      // The secret as the operation's name: X-Amz-Target is recorded only when it names an operation served.
+      await kmsCall('Bearer x', secret),
     ];
     for (const answer of answers) {
       expect(answer.status).toBe(400);
@@ -181,6 +183,10 @@ describe.skipIf(missing)('credentials sent in the wrong place are written nowher
       await svc.run<{ details: string }>(sql`SELECT details FROM audit_log WHERE action = 'kms_request' ORDER BY seq`)
     ).map((row) => JSON.parse(row.details).reason as string);
     expect(reasons).toContain("Unsupported AWS 'algorithm': '(" + bearer.length + " characters, not recorded)'.");
+    const [last] = await svc.run<{ details: string }>(
+      sql`SELECT details FROM audit_log WHERE action = 'kms_request' ORDER BY seq DESC LIMIT 1`,
+    );
+    expect(JSON.parse(last!.details).operation).toBe('(not an operation signbridge serves)');
   });
 
   it('STS, the Bearer check, Vault, POST /oauth/token and the trial endpoint, with live secrets in their credential fields', async () => {

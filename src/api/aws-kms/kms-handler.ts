@@ -27,6 +27,8 @@ export interface KmsHandlerOptions {
 }
 
 const TARGET_PREFIX = 'TrentService.';
+/** Recorded for a refused call whose X-Amz-Target names no operation signbridge serves. */
+const OTHER_OPERATION = '(not an operation signbridge serves)';
 
 /**
  * Refused signatures are audited, at most this many per client address a minute: each entry goes into the
@@ -60,7 +62,8 @@ export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
       details: {
         error: refusal.type,
         reason: refusal.recordedMessage,
-        operation: operation ?? null,
+        // The X-Amz-Target is the client's text too: only an operation signbridge serves is named.
+        operation: operation === undefined ? null : Object.hasOwn(operations, operation) ? operation : OTHER_OPERATION,
         access_key_id: refusal.accessKeyId ?? null,
         client: call.request.ip,
       },
