@@ -148,15 +148,22 @@ export class RemoteUpstream implements Upstream {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     context: SignContext = {},
-    /** Ask for the signature's transparency-log proof in the answer (`Prefer: wait-for-log`, docs/api.md). */
-    options: { logProof?: boolean } = {},
+    /**
+     * Ask for the signature's transparency-log proof in the answer (`Prefer: wait-for-log`, docs/api.md); with
+     * `witnessed`, against a checkpoint the log's witnesses cosigned (`wait-for-log=witnessed`), waiting up to
+     * `waitSeconds` for it.
+     */
+    options: { logProof?: boolean; witnessed?: boolean; waitSeconds?: number } = {},
   ): Promise<SignResult> {
+    const prefer = options.logProof
+      ? `wait-for-log${options.witnessed ? '=witnessed' : ''}${options.waitSeconds !== undefined ? `, wait=${options.waitSeconds}` : ''}`
+      : undefined;
     return this.signCall(
       'sign',
       tenantId,
       true,
       { algorithm, hash: digest.toString('base64'), ...contextFields(context) },
-      options.logProof ? 'wait-for-log' : undefined,
+      prefer,
     );
   }
 
