@@ -73,9 +73,12 @@ export class TestWitness {
     return this.recorded?.size;
   }
 
-  /** Forgets what it cosigned (its operator reset it, e.g. after the log was restored): it takes the log anew. */
-  reset(): void {
-    this.recorded = undefined;
+  /**
+   * Forgets what it cosigned (its operator reset it, e.g. after the log was restored): it takes the log anew; or,
+   * with `seed`, holds that size and root instead (it saw another history of the log).
+   */
+  reset(seed?: Recorded): void {
+    this.recorded = seed;
   }
 
   async start(): Promise<void> {

@@ -3,7 +3,8 @@
 // or the log was restored from an old backup) and one that holds another root at a size the log has passed. Each
 // new checkpoint is still sent to both (docs/transparency.md, "Witnesses": "tries with the next checkpoint"), each
 // condition is warned about once however many checkpoints repeat it, and a witness whose operator resets it
-// cosigns the next checkpoint.
+// cosigns the next checkpoint. A witness only a few entries ahead is sent `old` its own size, with the proof from
+// there, once the log has passed it.
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOG_DEFAULTS } from '../../src/transparency/log-service.js';
@@ -27,7 +28,9 @@ const forked = new TestWitness({
   kind: 'ed25519',
   seed: { size: 1, root: randomBytes(32) },
 });
-const all = [ahead, forked];
+// Honest at first; later given a history of its own a few entries ahead of the log (the third test).
+const near = new TestWitness({ name: 'witness.test/near', kind: 'ed25519' });
+const all = [ahead, forked, near];
 let svc: TestService;
 let signer: string;
 const warnings: string[] = [];
@@ -118,5 +121,36 @@ describe('witnesses that refuse the log', () => {
     await waitFor('the service to say it cosigns again', () => warned(ahead, /cosigns again/).length === 1);
     // The forked witness still refuses, still warned about once.
     expect(warned(forked, /another history|another root/)).toHaveLength(1);
+  });
+  it('a witness a few entries ahead is asked with old 0 until the log passes its size, then with old its size', async () => {
+    const current = Number((await logGet(svc.app, '/log/checkpoint', signer)).text.split('\n')[1]);
+    const witnessSize = current + 10;
+    const from = near.requests.length;
+    near.reset({ size: witnessSize, root: randomBytes(32) });
+    let size = current;
+    while (size < witnessSize + 2) {
+      size = await signAndPublish(size + 1000);
+      const published = size;
+      await waitFor(
+        `the near witness sent a checkpoint of ${published} entries or more`,
+        () => near.requests.some((r) => r.size >= published),
+        30_000,
+      );
+    }
+    const since = near.requests.slice(from);
+    // The first request still carried the size it had cosigned; it answered with the larger one.
+    const below = since.slice(1).filter((r) => r.size < witnessSize);
+    const past = since.filter((r) => r.size >= witnessSize);
+    expect(below.length).toBeGreaterThanOrEqual(1);
+    expect(below.every((r) => r.old === 0)).toBe(true);
+    expect(past.length).toBeGreaterThanOrEqual(1);
+    expect(past.every((r) => r.old === witnessSize)).toBe(true);
+    expect(near.statuses).not.toContain(400);
+    await waitFor(
+      'the refusal of the proof from its size',
+      () => warned(near, /holds another root|refused the consistency proof/).length > 0,
+    );
+    expect(warned(near, /more than this log's/)).toHaveLength(1);
+    expect(warned(near, /holds another root|refused the consistency proof/)).toHaveLength(1);
   });
 });
