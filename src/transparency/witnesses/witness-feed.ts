@@ -136,7 +136,7 @@ export class WitnessFeed {
       }
       if (res.status === 409 && /^text\/x\.tlog\.size\b/.test(res.type)) {
         const size = /^(0|[1-9][0-9]*)\n$/.exec(res.text)?.[1];
-        if (size === undefined) throw new WitnessRefused('no-size', `${this.name} answered 409 without a tree size`);
+        if (size === undefined) throw new WitnessRefused('no size', `${this.name} answered 409 without a tree size`);
         this.witnessSize = Number(size);
         if (this.witnessSize > checkpoint.treeSize) {
           // Its size is the condition: the same size again is the same problem; another size is news.
