@@ -189,8 +189,10 @@ async function signFile(client: RemoteUpstream, flags: SignFlags, file: string):
  * signature verified and written to FILE.sig. A file that cannot be read, or whose item failed, is named and the
  * others are still signed. A batch the policy holds is one request: its id is printed (or, with --wait, waited
  * for), and --request-id with the same files collects it. A service without sign_batch (or one from before held
- * batches) gets the files one by one. Exit status: 1 if any file failed, else EXIT_PENDING if any waits for
- * approval, else 0.
+ * batches) gets the files one by one. With --log-proof each batch asks for its items' proofs (and with
+ * --witness-policy for a witnessed checkpoint), each kept beside its signature as for one file (keepLogProof).
+ * Exit status: 1 if any file failed (its signature or its proof), else EXIT_PENDING if any waits for approval,
+ * else 0.
  */
 async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string[]): Promise<number> {
   if (flags.out !== undefined) throw new ServiceClientError('--out names one signature file: give one FILE, or none');
@@ -198,9 +200,12 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
     throw new ServiceClientError(`--request-id collects one batch request: give at most ${BATCH_MAX} FILEs, as signed`);
   }
   const interval = pollInterval(flags);
+  const policy = readSignWitnessPolicy(flags.witnessPolicy, flags.logProof === true);
   const key = await client.getPublicKey(flags.tenant);
   const algorithm = chooseAlgorithm(key.keySpec, flags.algorithm);
   const codes: number[] = [];
+  let signatures = 0;
+  let proofs = 0;
   const ready: Array<{ file: string; hash: Buffer }> = [];
   for (const file of files) {
     try {
@@ -222,6 +227,9 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
       algorithm,
       context: contextOf(flags),
       digests: chunk.map((c) => c.hash),
+      ...(flags.logProof && {
+        logProof: policy ? { witnessed: true, waitSeconds: logWaitSeconds(requestTimeoutMs(flags)) } : {},
+      }),
     };
     try {
       result = await client.signBatch({
@@ -231,7 +239,13 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
     } catch (err) {
       if (!(err instanceof BatchNeedsApproval || err instanceof BatchUnsupported)) throw err;
       say(`signbridge sign: ${err.message}; signing these ${chunk.length} files one by one`);
-      for (const { file } of chunk) codes.push(await signFile(client, flags, file).catch(failedFile(file)));
+      for (const { file } of chunk) {
+        const code = await signFile(client, flags, file).catch(failedFile(file));
+        // Signed with its proof (when asked for); one whose proof failed is counted with the failures.
+        signatures += code === 0 ? 1 : 0;
+        proofs += code === 0 && flags.logProof ? 1 : 0;
+        codes.push(code);
+      }
       continue;
     }
     if (result.kind === 'pending') {
@@ -262,12 +276,26 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
         signature: item.signature,
         keyId: result.keyId,
         algorithm: result.algorithm,
+        ...(item.logIndex !== undefined && { logIndex: item.logIndex }),
+        ...(item.logProof !== undefined && { logProof: item.logProof }),
       };
-      codes.push(keep(signed, key, algorithm, hash, file, `${file}.sig`));
+      const out = `${file}.sig`;
+      const kept = keep(signed, key, algorithm, hash, file, out);
+      if (kept !== 0 || !flags.logProof) {
+        signatures += kept === 0 ? 1 : 0;
+        codes.push(kept);
+        continue;
+      }
+      signatures++;
+      const proved = keepLogProof(signed, out, { tenant: flags.tenant, policyFile: flags.witnessPolicy, policy });
+      proofs += proved === 0 ? 1 : 0;
+      codes.push(proved);
     }
   }
-  const signed = codes.filter((c) => c === 0).length;
-  say(`signed ${signed} of ${files.length} files (${requests} batch request${requests === 1 ? '' : 's'})`);
+  const proofNote = flags.logProof ? `; ${proofs} log proof${proofs === 1 ? '' : 's'} written` : '';
+  say(
+    `signed ${signatures} of ${files.length} files (${requests} batch request${requests === 1 ? '' : 's'})${proofNote}`,
+  );
   if (codes.includes(1)) return 1;
   return codes.includes(EXIT_PENDING) ? EXIT_PENDING : 0;
 }

@@ -161,6 +161,60 @@ describe('signbridge sign --log-proof --witness-policy', () => {
     expect(existsSync(`${file}.sig.tlog-proof`)).toBe(false);
   }, 120_000);
 
+  it('several files (one sign_batch request): each proof is kept beside its signature and passes audit prove --bundle', async () => {
+    const files = ['a', 'b', 'c'].map((name) => {
+      const file = join(dir, `batch-${name}.bin`);
+      writeFileSync(file, `release part ${name}\n`);
+      return file;
+    });
+    const honest = policyFile('honest-batch.policy', 'group honest all ed pq\nquorum honest');
+    const signed = await runCliAsync(
+      ['sign', '--tenant', TENANT, ...files, '--log-proof', '--witness-policy', honest],
+      env(),
+    );
+    expect(signed.code, signed.stderr).toBe(0);
+    expect(signed.stderr).toMatch(/signed 3 of 3 files \(1 batch request\); 3 log proofs written/);
+    expect(signed.stderr.match(/witnessed: cosigned by ed, pq; quorum 2 of \(ed, pq\) met/g)).toHaveLength(3);
+    const offline = { ...env(), SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:9' };
+    for (const file of files) {
+      expect(signed.stderr).toContain(`written to ${file}.sig.tlog-proof`);
+      const bundle = ['audit', 'prove', '--bundle', `${file}.sig.tlog-proof`, '--signature', `${file}.sig`];
+      const witnessed = await runCliAsync([...bundle, '--witness-policy', honest, '--tenant', TENANT], offline);
+      expect(witnessed.code, witnessed.stderr).toBe(0);
+      expect(witnessed.stderr).toMatch(/quorum 2 of \(ed, pq\) met/);
+      expect(witnessed.stdout).toContain('verified:');
+      // Without a policy: the log's own signature and the entry, with the pinned key.
+      const plain = await runCliAsync([...bundle, '--public-key', vkey], offline);
+      expect(plain.code, plain.stderr).toBe(0);
+      expect(plain.stdout).toContain('verified:');
+    }
+  }, 180_000);
+
+  it('several files whose policy the checkpoint cannot meet: every signature written, no proof, exit 1', async () => {
+    const files = ['x', 'y'].map((name) => {
+      const file = join(dir, `unmet-${name}.bin`);
+      writeFileSync(file, `unwitnessable part ${name}\n`);
+      return file;
+    });
+    const everyone = policyFile('everyone-batch.policy', 'group everyone all ed pq forked\nquorum everyone');
+    const signed = await runCliAsync(
+      ['sign', '--tenant', TENANT, ...files, '--log-proof', '--witness-policy', everyone],
+      env(),
+    );
+    expect(signed.code).toBe(1);
+    expect(signed.stderr).toMatch(/signed 2 of 2 files \(1 batch request\); 0 log proofs written/);
+    for (const file of files) {
+      expect(signed.stderr).toContain(`--signature ${file}.sig --witness-policy ${everyone} --wait 60`);
+      expect(existsSync(`${file}.sig`)).toBe(true);
+      expect(existsSync(`${file}.sig.tlog-proof`)).toBe(false);
+    }
+    expect(
+      signed.stderr.match(
+        /not witnessed as the policy requires \(it needs 3 of \(ed, pq, forked\), cosigned by ed, pq\)/g,
+      ),
+    ).toHaveLength(2);
+  }, 180_000);
+
   it('refuses a witness policy it cannot read, or one without --log-proof, before signing', async () => {
     const file = join(dir, 'bad.bin');
     writeFileSync(file, 'never signed\n');
@@ -178,5 +232,20 @@ describe('signbridge sign --log-proof --witness-policy', () => {
     expect(alone.code).toBe(1);
     expect(alone.stderr).toMatch(/--witness-policy is what --log-proof checks/);
     expect(existsSync(`${file}.sig`)).toBe(false);
+    // Several files: the same, before the batch is sent.
+    const other = join(dir, 'bad-too.bin');
+    writeFileSync(other, 'never signed either\n');
+    const several = await runCliAsync(
+      ['sign', '--tenant', TENANT, file, other, '--log-proof', '--witness-policy', bad],
+      env(),
+    );
+    expect(several.code).toBe(1);
+    expect(several.stderr).toMatch(
+      /--witness-policy .*bad\.policy: line 1: the quorum nobody is not a witness or group/,
+    );
+    const severalAlone = await runCliAsync(['sign', '--tenant', TENANT, file, other, '--witness-policy', bad], env());
+    expect(severalAlone.code).toBe(1);
+    expect(severalAlone.stderr).toMatch(/--witness-policy is what --log-proof checks/);
+    for (const f of [file, other]) expect(existsSync(`${f}.sig`)).toBe(false);
   }, 120_000);
 });
