@@ -316,8 +316,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   if (opts.log) {
     // Set below once the witnesses exist (they need the log for their consistency proofs).
     let onPublished: ((checkpoint: StoredCheckpoint) => void) | undefined;
+    let witnessesToAwait: (() => readonly string[]) | undefined;
     const log = new LogService({
       onPublished: (checkpoint) => onPublished?.(checkpoint),
+      witnessesToAwait: () => witnessesToAwait?.() ?? [],
       ...(wake && { integratesElsewhere: () => wake('log') }),
       store: background.log,
       keyStores: KeyStores.of(opts.keyStore),
@@ -352,8 +354,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         store: background.log,
         consistency: (from, to) => log.consistency(from, to),
         onProblem: (witness, message) => app.log.warn({ witness }, `transparency log witness: ${message}`),
+        onCosigned: () => log.witnessCosigned(),
       });
       onPublished = (checkpoint) => witnesses.offer(checkpoint);
+      witnessesToAwait = () => witnesses.awaited();
       app.addHook('preClose', async () => witnesses.stop());
     }
     opts.store.audit.onAppended = () => log.nudge();
@@ -448,6 +452,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     now,
     publicUrl: opts.publicUrl,
     exchangeLimit: workload.exchangeLimit,
+    log: app.transparencyLog,
   });
   // The web console for people (src/web/), behind the same browser session as the sign-in pages.
   await app.register(consoleRoutes, {

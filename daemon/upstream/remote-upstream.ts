@@ -22,12 +22,14 @@ import {
   DEADLINE_CODE,
   MAX_ANSWER_BYTES,
   MAX_BATCH_ITEM_BYTES,
+  MAX_LOG_PROOF_BYTES,
   networkError,
 } from './transport-errors.js';
 import {
   BatchNeedsApproval,
   BatchUnsupported,
   type CollectInput,
+  type LogProofRequest,
   type PublicKeyInfo,
   type SignBatchInput,
   type SignBatchResult,
@@ -148,15 +150,20 @@ export class RemoteUpstream implements Upstream {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     context: SignContext = {},
-    /** Ask for the signature's transparency-log proof in the answer (`Prefer: wait-for-log`, docs/api.md). */
-    options: { logProof?: boolean } = {},
+    /**
+     * Ask for the signature's transparency-log proof in the answer (`Prefer: wait-for-log`, docs/api.md); with
+     * `witnessed`, against a checkpoint the log's witnesses cosigned (`wait-for-log=witnessed`), waiting up to
+     * `waitSeconds` for it.
+     */
+    options: { logProof?: boolean } & LogProofRequest = {},
   ): Promise<SignResult> {
+    const prefer = options.logProof ? waitForLogPreference(options) : undefined;
     return this.signCall(
       'sign',
       tenantId,
       true,
       { algorithm, hash: digest.toString('base64'), ...contextFields(context) },
-      options.logProof ? 'wait-for-log' : undefined,
+      prefer,
     );
   }
 
@@ -227,8 +234,11 @@ export class RemoteUpstream implements Upstream {
       },
       {
         ...(fresh && { idempotencyKey: randomUUID() }),
-        // Each signature is a few KB at most (ML-DSA-87: 6.2 KB in base64): room for them all.
-        maxAnswerBytes: MAX_ANSWER_BYTES + input.digests.length * MAX_BATCH_ITEM_BYTES,
+        ...(input.logProof !== undefined && { prefer: waitForLogPreference(input.logProof) }),
+        // Each signature is a few KB at most (ML-DSA-87: 6.2 KB in base64), and so is each log proof: room for them.
+        maxAnswerBytes:
+          MAX_ANSWER_BYTES +
+          input.digests.length * (MAX_BATCH_ITEM_BYTES + (input.logProof !== undefined ? MAX_LOG_PROOF_BYTES : 0)),
       },
     );
     const b = out.body ?? {};
@@ -505,6 +515,12 @@ export class RemoteUpstream implements Upstream {
       throw new UpstreamError(WireStatus.UNAUTHENTICATED, (err as Error).message);
     }
   }
+}
+
+/** The Prefer header that asks for log proofs (docs/api.md): `wait-for-log[=witnessed][, wait=N]`. */
+function waitForLogPreference(request: LogProofRequest): string {
+  const wait = request.waitSeconds !== undefined ? `, wait=${request.waitSeconds}` : '';
+  return `wait-for-log${request.witnessed ? '=witnessed' : ''}${wait}`;
 }
 
 /**

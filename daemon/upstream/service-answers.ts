@@ -28,7 +28,10 @@ export function pendingFrom(action: string, out: HttpOutcome): Extract<SignResul
   };
 }
 
-/** One entry of sign_batch's `results`: `{signature, log_index}` or `{error: {code, message, retryable}}`. */
+/**
+ * One entry of sign_batch's `results`: `{signature, log_index}` (and `log_proof` with `Prefer: wait-for-log`) or
+ * `{error: {code, message, retryable}}`.
+ */
 export function batchItem(item: unknown, action: string, requestId: string | undefined): BatchItem {
   const entry = (item && typeof item === 'object' ? item : {}) as Record<string, unknown>;
   if (typeof entry.signature === 'string') {
@@ -36,6 +39,7 @@ export function batchItem(item: unknown, action: string, requestId: string | und
     return {
       signature: Buffer.from(entry.signature, 'base64'),
       ...(typeof logIndex === 'number' && Number.isSafeInteger(logIndex) && logIndex >= 0 && { logIndex }),
+      ...(typeof entry.log_proof === 'string' && { logProof: entry.log_proof }),
     };
   }
   const error = (entry.error && typeof entry.error === 'object' ? entry.error : undefined) as

@@ -7,6 +7,11 @@ import { UpstreamError } from './upstream.js';
 export const MAX_ANSWER_BYTES = 1024 * 1024;
 /** Room per digest of a sign_batch answer: its signature (ML-DSA-87: 4,627 bytes, 6.2 KB in base64) and fields. */
 export const MAX_BATCH_ITEM_BYTES = 8 * 1024;
+/**
+ * More room per digest when the answer carries log proofs (`Prefer: wait-for-log`): the entry, the inclusion path
+ * and the checkpoint with its cosignatures, a few KB each where a witness cosigns with ML-DSA.
+ */
+export const MAX_LOG_PROOF_BYTES = 32 * 1024;
 export const DEADLINE_CODE = 'SIGNBRIDGE_DEADLINE';
 const TIMEOUT_CODES = new Set([
   DEADLINE_CODE,

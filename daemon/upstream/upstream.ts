@@ -71,10 +71,18 @@ export interface SignBatchInput {
   digests: Buffer[];
   /** Collecting a held batch: the request the service named, sent with the same digests in the same order. */
   requestId?: string;
+  /** Ask for each signature's log proof in the answer (`Prefer: wait-for-log`), as RemoteUpstream.sign does. */
+  logProof?: LogProofRequest;
+}
+
+/** `Prefer: wait-for-log` (docs/api.md): with `witnessed`, a checkpoint the witnesses cosigned, up to `waitSeconds`. */
+export interface LogProofRequest {
+  witnessed?: boolean;
+  waitSeconds?: number;
 }
 
 /** One digest's outcome in a signed batch: its signature, or why this one item failed (the others still signed). */
-export type BatchItem = { signature: Buffer; logIndex?: number } | { error: UpstreamError };
+export type BatchItem = { signature: Buffer; logIndex?: number; logProof?: string } | { error: UpstreamError };
 
 export type SignBatchResult =
   | {

@@ -8,6 +8,7 @@ import { sealerAmong } from '../keys/sealer.js';
 import type { KmsApiSettings } from '../kms-api/kms-api-settings.js';
 import type { SigningService } from '../signing/signing-service.js';
 import type { Store } from '../store/store.js';
+import type { LogService } from '../transparency/log-service.js';
 import { awsEndpointRoutes } from './aws-endpoint.js';
 import { kmsHandler } from './aws-kms/kms-handler.js';
 import { stsHandler } from './aws-sts/sts-handler.js';
@@ -27,6 +28,8 @@ export interface KmsApisOptions {
   publicUrl?: string | undefined;
   /** STS calls an address may make per window, shared with POST /oauth/token (workload.exchangeLimit). */
   exchangeLimit?: { max: number; windowMs: number } | undefined;
+  /** The transparency log: KMS Sign with `Prefer: wait-for-log` answers its proof in a header. */
+  log?: LogService | undefined;
 }
 
 export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions): Promise<void> {
@@ -41,6 +44,7 @@ export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions
       heldWaitMs: opts.settings.heldWaitMs,
       now: opts.now,
       publicUrl: opts.publicUrl,
+      log: opts.log,
     }),
     sts: stsHandler({
       store: opts.store,

@@ -15,6 +15,23 @@ export function documented(schema: TSchema, description: string, headers?: Recor
  */
 export const LOG_INDEX_HEADER = 'Signbridge-Log-Index';
 
+/** What `Prefer: wait-for-log` sets on an answer that carries log proofs (src/api/log-proof-preference.ts). */
+export const LOG_PROOF_HEADERS = {
+  'Preference-Applied': {
+    type: 'string',
+    description:
+      '`wait-for-log` when the request sent `Prefer: wait-for-log` and the answer carries `log_proof`; ' +
+      '`wait-for-log=witnessed` when it asked for `wait-for-log=witnessed` and the witnesses cosigned (docs/api.md)',
+  },
+  'Signbridge-Log-Witnessed': {
+    type: 'string',
+    enum: ['yes', 'no'],
+    description:
+      'with `Prefer: wait-for-log=witnessed` and a `log_proof`: whether every witness waited for cosigned its ' +
+      'checkpoint (`no`: the wait ended first; docs/transparency.md)',
+  },
+};
+
 /** Signbridge-Log-Index on the answers that hand out a signature (src/api/routes/v1.ts). */
 export const LOG_INDEX_HEADERS = {
   'Signbridge-Log-Index': {
@@ -24,11 +41,7 @@ export const LOG_INDEX_HEADERS = {
       'index (audit seq - 1) of the `signed` audit entry recording the signature, in the audit log and its ' +
       'transparency log; absent only for a request approved before the upgrade that added it (docs/api.md)',
   },
-  'Preference-Applied': {
-    type: 'string',
-    description:
-      '`wait-for-log` when the request sent `Prefer: wait-for-log` and the answer carries `log_proof` (docs/api.md)',
-  },
+  ...LOG_PROOF_HEADERS,
 };
 
 /** An error status, described by the error codes it can carry (src/errors.ts, docs/api.md). */

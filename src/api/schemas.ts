@@ -253,6 +253,13 @@ const BatchSigned = Type.Object(
       description: "this signature's audit entry index (as Signbridge-Log-Index)",
     }),
     signature_id: Type.String({ description: "the signature record (the `signed` entry's details.signature_id)" }),
+    log_proof: Type.Optional(
+      Type.String({
+        description:
+          "signbridge, with `Prefer: wait-for-log`: the C2SP tlog-proof@v1 text of this signature's audit entry, " +
+          "as SignResponse.log_proof; every item's against the same checkpoint",
+      }),
+    ),
   },
   { additionalProperties: false },
 );

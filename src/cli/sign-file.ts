@@ -3,7 +3,6 @@
 // get_public_key, the representative is computed here from the file (streamed), `sign` names the algorithm, and
 // the returned signature is verified against the public key before it is written. Messages go to stderr; stdout
 // carries only what a script reads (the request body for `digest`).
-import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { WireStatus } from '../../daemon/protocol/wire.js';
@@ -14,11 +13,11 @@ import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { chooseAlgorithm, fileRepresentative, RepresentativeError } from '../crypto/file-representative.js';
 import { verifyFileSignature } from '../crypto/verify-signature.js';
 import { BATCH_MAX } from '../signing/batch-signer.js';
-import { decodeTlogProof } from '../transparency/verify/tlog-proof.js';
 import { addCiOptions, ciEnabled } from './ci/ci-options.js';
 import { ExchangeError } from './ci/exchange.js';
 import { IdTokenError } from './ci/id-token.js';
 import { openCiServiceClient, openServiceClient, ServiceClientError, type ServiceFlags } from './service-client.js';
+import { keepLogProof, logWaitSeconds, readSignWitnessPolicy } from './sign-log-proof.js';
 
 /** Exit status of a `sign` whose request waits for approval (no signature written; collect it later). */
 export const EXIT_PENDING = 3;
@@ -38,6 +37,7 @@ interface SignFlags extends DigestFlags {
   requestId?: string;
   pollInterval: string;
   logProof?: boolean;
+  witnessPolicy?: string;
 }
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
@@ -89,6 +89,10 @@ export function registerSignFileCommands(program: Command): void {
     .option(
       '--log-proof',
       "also write the signature's transparency-log proof to FILE.sig.tlog-proof (C2SP tlog-proof; the service waits for its checkpoint, about a second)",
+    )
+    .option(
+      '--witness-policy <file>',
+      "with --log-proof: a C2SP tlog-policy file (as for `audit prove`); the service waits for a checkpoint its witnesses cosigned, and the proof is kept only if the policy's quorum cosigned it",
     )
     .option('--project <name>', 'policy input: project')
     .option('--environment <name>', 'policy input: environment (e.g. production)')
@@ -148,11 +152,15 @@ async function prepare(client: RemoteUpstream, flags: DigestFlags, file: string)
 async function signFile(client: RemoteUpstream, flags: SignFlags, file: string): Promise<number> {
   const out = flags.out ?? `${file}.sig`;
   const interval = pollInterval(flags);
+  const policy = readSignWitnessPolicy(flags.witnessPolicy, flags.logProof === true);
   const { key, algorithm, hash } = await prepare(client, flags, file);
   let result: SignResult =
     flags.requestId !== undefined
       ? await client.collect({ tenantId: flags.tenant, requestId: flags.requestId, digest: hash })
-      : await client.sign(flags.tenant, algorithm, hash, contextOf(flags), { logProof: flags.logProof === true });
+      : await client.sign(flags.tenant, algorithm, hash, contextOf(flags), {
+          logProof: flags.logProof === true,
+          ...(policy && { witnessed: true, waitSeconds: logWaitSeconds(requestTimeoutMs(flags)) }),
+        });
   if (result.kind === 'pending') {
     say(`request ${result.requestId} is waiting (${result.status}): ${result.message}`);
     if (!flags.wait) {
@@ -170,40 +178,10 @@ async function signFile(client: RemoteUpstream, flags: SignFlags, file: string):
   }
   if (result.kind !== 'signed') return EXIT_PENDING;
   const kept = keep(result, key, algorithm, hash, file, out);
-  if (kept === 0 && flags.logProof) return keepLogProof(result, out);
+  if (kept === 0 && flags.logProof) {
+    return keepLogProof(result, out, { tenant: flags.tenant, policyFile: flags.witnessPolicy, policy });
+  }
   return kept;
-}
-
-/**
- * FILE.sig.tlog-proof beside the signature: the proof the service answered with, checked to be about this
- * signature (its entry names the signature's SHA-256) before it is kept. Verifying it against the log's key is
- * `signbridge audit prove --bundle` (offline, with the pinned key).
- */
-function keepLogProof(result: SignResult & { kind: 'signed' }, out: string): number {
-  const proofFile = `${out}.tlog-proof`;
-  if (result.logProof === undefined) {
-    say(
-      `signbridge sign: the service gave no log proof in time (log index ${result.logIndex ?? 'unknown'}); ` +
-        `fetch it later: signbridge audit prove --tenant … --signature ${out} --wait 30 --out ${proofFile}`,
-    );
-    return 1;
-  }
-  let entry: Record<string, unknown> | undefined;
-  try {
-    const extra = decodeTlogProof(result.logProof).entry;
-    entry = extra && (JSON.parse(extra.toString('utf8')) as Record<string, unknown>);
-  } catch {
-    entry = undefined;
-  }
-  const details = (entry?.details ?? {}) as Record<string, unknown>;
-  const sha256 = createHash('sha256').update(result.signature).digest('hex');
-  if (details.signature_sha256 !== sha256) {
-    say('signbridge sign: the log proof the service answered is not about this signature; not written');
-    return 1;
-  }
-  writeFileSync(proofFile, result.logProof, { mode: 0o644 });
-  say(`log proof (index ${String(entry?.seq === undefined ? '?' : Number(entry.seq) - 1)}) written to ${proofFile}`);
-  return 0;
 }
 
 /**
@@ -211,8 +189,10 @@ function keepLogProof(result: SignResult & { kind: 'signed' }, out: string): num
  * signature verified and written to FILE.sig. A file that cannot be read, or whose item failed, is named and the
  * others are still signed. A batch the policy holds is one request: its id is printed (or, with --wait, waited
  * for), and --request-id with the same files collects it. A service without sign_batch (or one from before held
- * batches) gets the files one by one. Exit status: 1 if any file failed, else EXIT_PENDING if any waits for
- * approval, else 0.
+ * batches) gets the files one by one. With --log-proof each batch asks for its items' proofs (and with
+ * --witness-policy for a witnessed checkpoint), each kept beside its signature as for one file (keepLogProof).
+ * Exit status: 1 if any file failed (its signature or its proof), else EXIT_PENDING if any waits for approval,
+ * else 0.
  */
 async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string[]): Promise<number> {
   if (flags.out !== undefined) throw new ServiceClientError('--out names one signature file: give one FILE, or none');
@@ -220,9 +200,12 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
     throw new ServiceClientError(`--request-id collects one batch request: give at most ${BATCH_MAX} FILEs, as signed`);
   }
   const interval = pollInterval(flags);
+  const policy = readSignWitnessPolicy(flags.witnessPolicy, flags.logProof === true);
   const key = await client.getPublicKey(flags.tenant);
   const algorithm = chooseAlgorithm(key.keySpec, flags.algorithm);
   const codes: number[] = [];
+  let signatures = 0;
+  let proofs = 0;
   const ready: Array<{ file: string; hash: Buffer }> = [];
   for (const file of files) {
     try {
@@ -244,6 +227,9 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
       algorithm,
       context: contextOf(flags),
       digests: chunk.map((c) => c.hash),
+      ...(flags.logProof && {
+        logProof: policy ? { witnessed: true, waitSeconds: logWaitSeconds(requestTimeoutMs(flags)) } : {},
+      }),
     };
     try {
       result = await client.signBatch({
@@ -253,7 +239,13 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
     } catch (err) {
       if (!(err instanceof BatchNeedsApproval || err instanceof BatchUnsupported)) throw err;
       say(`signbridge sign: ${err.message}; signing these ${chunk.length} files one by one`);
-      for (const { file } of chunk) codes.push(await signFile(client, flags, file).catch(failedFile(file)));
+      for (const { file } of chunk) {
+        const code = await signFile(client, flags, file).catch(failedFile(file));
+        // Signed with its proof (when asked for); one whose proof failed is counted with the failures.
+        signatures += code === 0 ? 1 : 0;
+        proofs += code === 0 && flags.logProof ? 1 : 0;
+        codes.push(code);
+      }
       continue;
     }
     if (result.kind === 'pending') {
@@ -284,14 +276,33 @@ async function signFiles(client: RemoteUpstream, flags: SignFlags, files: string
         signature: item.signature,
         keyId: result.keyId,
         algorithm: result.algorithm,
+        ...(item.logIndex !== undefined && { logIndex: item.logIndex }),
+        ...(item.logProof !== undefined && { logProof: item.logProof }),
       };
-      codes.push(keep(signed, key, algorithm, hash, file, `${file}.sig`));
+      const out = `${file}.sig`;
+      const kept = keep(signed, key, algorithm, hash, file, out);
+      if (kept !== 0 || !flags.logProof) {
+        signatures += kept === 0 ? 1 : 0;
+        codes.push(kept);
+        continue;
+      }
+      signatures++;
+      const proved = keepLogProof(signed, out, { tenant: flags.tenant, policyFile: flags.witnessPolicy, policy });
+      proofs += proved === 0 ? 1 : 0;
+      codes.push(proved);
     }
   }
-  const signed = codes.filter((c) => c === 0).length;
-  say(`signed ${signed} of ${files.length} files (${requests} batch request${requests === 1 ? '' : 's'})`);
+  const proofNote = flags.logProof ? `; ${proofs} log proof${proofs === 1 ? '' : 's'} written` : '';
+  say(
+    `signed ${signatures} of ${files.length} files (${requests} batch request${requests === 1 ? '' : 's'})${proofNote}`,
+  );
   if (codes.includes(1)) return 1;
   return codes.includes(EXIT_PENDING) ? EXIT_PENDING : 0;
+}
+
+/** --timeout in milliseconds (checked when the client was opened). */
+function requestTimeoutMs(flags: SignFlags): number {
+  return (flags.timeout === undefined ? 30 : Number(flags.timeout)) * 1000;
 }
 
 /** --poll-interval in seconds, checked. */

@@ -152,6 +152,21 @@ export class LogStore extends Reader {
   }
 
   /**
+   * The newest `limit` published checkpoints of at least `minSize` entries, newest first (a request waiting for a
+   * witnessed checkpoint of its entry looks among them: src/transparency/witnessed-waiters.ts).
+   */
+  async recentCheckpoints(minSize: number, limit: number): Promise<StoredCheckpoint[]> {
+    const rows = await this.db
+      .selectFrom('log_checkpoints')
+      .selectAll()
+      .where('tree_size', '>=', minSize)
+      .orderBy('tree_size', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map(toCheckpoint);
+  }
+
+  /**
    * Adds a witness's cosignature line (signed-note line, with its newline) to the checkpoint of `treeSize`, unless
    * a line of the same key (`sameKey`) is there already; served
    * with the checkpoint from then on. False when there is no such checkpoint.

@@ -20,6 +20,7 @@ import {
   verifySignedNote,
 } from './signed-note.js';
 import { TileNodeSource, tileId, tilesNeeded } from './tiles.js';
+import { WitnessedWaiters } from './witnessed-waiters.js';
 import type { WitnessSettings } from './witnesses/witness-settings.js';
 
 export interface LogSettings {
@@ -78,7 +79,21 @@ export interface LogServiceOptions {
    * process's integrator never starts.
    */
   integratesElsewhere?: () => void;
+  /**
+   * The witnesses a request waiting for a witnessed checkpoint waits for (`Prefer: wait-for-log=witnessed`): by
+   * their key names. Default: every configured witness; the app leaves out those that refuse this log.
+   */
+  witnessesToAwait?: () => readonly string[];
 }
+
+/** The checkpoint a waiting request is answered against, and whether every awaited witness cosigned it. */
+export interface LoggedCheckpoint {
+  checkpoint: StoredCheckpoint;
+  witnessed: boolean;
+}
+
+/** Recent checkpoints a witnessed wait looks among (witnesses cosign the newest, so a few suffice). */
+const WITNESSED_CANDIDATES = 16;
 
 /** The serving side of a proof: the tree size it is in, and the checkpoint that commits to that size. */
 export interface InclusionAnswer {
@@ -133,22 +148,45 @@ export class LogService {
   private lastProblem: string | undefined;
   private readonly now: () => Date;
 
-  /** Requests waiting for their entry to be in a checkpoint (proofWhenLogged). */
+  /** Requests waiting for their entry to be in a checkpoint (checkpointWhenLogged). */
   private readonly waiters: InclusionWaiters;
+  /** ... and for a checkpoint of it that the witnesses cosigned (checkpointWhenLogged with `witnessed`). */
+  private readonly witnessedWaiters: WitnessedWaiters;
 
   constructor(private readonly opts: LogServiceOptions) {
     this.now = opts.now ?? (() => new Date());
     this.waiters = new InclusionWaiters(async () => (await opts.store.latestCheckpoint())?.treeSize ?? 0);
+    const configured = (opts.settings.witnesses ?? []).map((w) => w.key.name);
+    this.witnessedWaiters = new WitnessedWaiters(
+      (minSize) => opts.store.recentCheckpoints(minSize, WITNESSED_CANDIDATES),
+      opts.witnessesToAwait ?? (() => configured),
+    );
   }
 
   /**
-   * The inclusion proof of entry `index` against the first published checkpoint that holds it, waiting up to
-   * `timeoutMs` for one (the integrator is nudged); undefined when none came in time.
+   * A published checkpoint that holds entry `index`, waiting up to `timeoutMs` in all for one (the integrator is
+   * nudged): the first that holds it; with `witnessed`, the newest that every awaited witness cosigned, or when
+   * none did within the wait (or there is no witness to wait for), the latest, with `witnessed: false`. Undefined
+   * when no checkpoint held the entry in time.
    */
-  async proofWhenLogged(index: number, timeoutMs: number): Promise<InclusionAnswer | undefined> {
+  async checkpointWhenLogged(
+    index: number,
+    timeoutMs: number,
+    witnessed = false,
+  ): Promise<LoggedCheckpoint | undefined> {
+    const deadline = Date.now() + timeoutMs;
     this.nudge();
     const size = await this.waiters.until(index, timeoutMs);
-    return size === undefined ? undefined : this.inclusion(index, size);
+    if (size === undefined) return undefined;
+    if (!witnessed) return { checkpoint: await this.checkpoint(size), witnessed: false };
+    const cosigned = await this.witnessedWaiters.until(index, deadline - Date.now());
+    if (cosigned) return { checkpoint: cosigned, witnessed: true };
+    return { checkpoint: await this.checkpoint(), witnessed: false };
+  }
+
+  /** This process stored a witness's cosignature: requests waiting for a witnessed checkpoint look now. */
+  witnessCosigned(): void {
+    this.witnessedWaiters.cosigned();
   }
 
   get settings(): LogSettings {
@@ -254,6 +292,7 @@ export class LogService {
   async stop(): Promise<void> {
     this.stopped = true;
     this.waiters.stop();
+    this.witnessedWaiters.stop();
     clearTimeout(this.timer);
     await this.running;
   }

@@ -88,6 +88,26 @@ describe('audit prove against the service', () => {
     expect(offline.stdout).toContain('verified:');
   });
 
+  it('`signbridge sign --log-proof` of several files (one sign_batch request) keeps each proof beside its signature', () => {
+    const files = ['one', 'two'].map((name) => {
+      const file = join(dataDir, `batch-${name}.bin`);
+      writeFileSync(file, `a release part with its proof: ${name}\n`);
+      return file;
+    });
+    const signed = runCli(['sign', '--tenant', TENANT, ...files, '--log-proof'], env());
+    expect(signed.code, signed.stderr).toBe(0);
+    expect(signed.stderr).toMatch(/signed 2 of 2 files \(1 batch request\); 2 log proofs written/);
+    for (const file of files) {
+      expect(signed.stderr).toMatch(new RegExp(`log proof \\(index \\d+\\) written to ${file}\\.sig\\.tlog-proof`));
+      const offline = runCli(
+        ['audit', 'prove', '--bundle', `${file}.sig.tlog-proof`, '--public-key', vkey, '--signature', `${file}.sig`],
+        { ...env(), SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:9' },
+      );
+      expect(offline.code, offline.stderr).toBe(0);
+      expect(offline.stdout).toContain('verified:');
+    }
+  });
+
   it('proves a signature by its file, by its digest and by the log index the signing response carried', async () => {
     const { sig, digest } = await signFile('release.bin', 'release 1.0\n');
     await checkpointNow();

@@ -248,9 +248,17 @@ describe('approval', () => {
     );
     expect(reordered.code).toBe(1);
     expect(reordered.stderr).toMatch(/hash_mismatch/);
-    const collected = runCli(['sign', '--tenant', tenant, ...files, '--request-id', requestId], cliEnv(spec));
+    // With --log-proof the collection asks for the log proofs too (Prefer: wait-for-log), kept beside each signature.
+    const collected = runCli(
+      ['sign', '--tenant', tenant, ...files, '--request-id', requestId, '--log-proof'],
+      cliEnv(spec),
+    );
     expect(collected.code, collected.stderr).toBe(0);
-    for (const f of files) expect(verifyIndependently(spec, f, readFileSync(`${f}.sig`))).toBe(true);
+    expect(collected.stderr).toMatch(/signed 3 of 3 files \(1 batch request\); 3 log proofs written/);
+    for (const f of files) {
+      expect(verifyIndependently(spec, f, readFileSync(`${f}.sig`))).toBe(true);
+      expect(readFileSync(`${f}.sig.tlog-proof`, 'utf8').startsWith('c2sp.org/tlog-proof@v1\n')).toBe(true);
+    }
   });
 
   it('--wait on a held batch waits for its one approval, then writes every signature', async () => {

@@ -22,6 +22,8 @@ export class TestWitness {
   readonly name: string;
   /** Every answer's status, in order. */
   readonly statuses: number[] = [];
+  /** Every add-checkpoint request it read as such: the old size it was sent and the checkpoint's size. */
+  readonly requests: Array<{ old: number; size: number }> = [];
   url = '';
   /** Answer this many requests with 503 first (a witness that is restarting). */
   failNext = 0;
@@ -69,6 +71,14 @@ export class TestWitness {
 
   get cosignedSize(): number | undefined {
     return this.recorded?.size;
+  }
+
+  /**
+   * Forgets what it cosigned (its operator reset it, e.g. after the log was restored): it takes the log anew; or,
+   * with `seed`, holds that size and root instead (it saw another history of the log).
+   */
+  reset(seed?: Recorded): void {
+    this.recorded = seed;
   }
 
   async start(): Promise<void> {
@@ -132,6 +142,7 @@ export class TestWitness {
     if (!signed) return reply(403, 'no signature of a trusted key\n');
     const size = Number(sizeLine);
     const root = Buffer.from(rootLine as string, 'base64');
+    this.requests.push({ old, size });
     if (old > size) return reply(400, 'old size larger than the checkpoint\n');
     const mine = this.recorded?.size ?? 0;
     if (old !== mine) return reply(409, `${mine}\n`, 'text/x.tlog.size');

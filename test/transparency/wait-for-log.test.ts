@@ -1,9 +1,13 @@
 // `Prefer: wait-for-log` on POST /v1/sign (src/api/log-proof-preference.ts) with the real service (SQLite, SoftHSM,
 // the integrator at its defaults): the answer carries a C2SP tlog-proof of the signature's own entry, checked here
 // with the independent RFC 9162 verifier and node:crypto against the published vkey; many waiting requests are all
-// answered; a log that does not publish in time answers the signature without a proof.
+// answered; a log that does not publish in time answers the signature without a proof. The same on
+// POST /v1/sign_batch (a proof in each signed item) and on KMS Sign through the AWS SDK for JavaScript (the proof in
+// the Signbridge-Log-Proof header, since the body is KMS's own JSON).
 import { createHash, verify } from 'node:crypto';
+import { KMSClient, SignCommand } from '@aws-sdk/client-kms';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAwsApiKey } from '../../src/auth/aws-credentials/aws-credentials.js';
 import { LOG_DEFAULTS } from '../../src/transparency/log-service.js';
 import { logGet, parseVkey, type Vkey, verifyCheckpoint } from '../helpers/log-client.js';
 import { refLeaf, refVerifyInclusion } from '../helpers/rfc9162-verify.js';
@@ -92,6 +96,80 @@ describe('Prefer: wait-for-log', () => {
   });
 });
 
+describe('Prefer: wait-for-log on sign_batch and KMS Sign', () => {
+  it('sign_batch: each signed item carries the tlog-proof of its own entry, all against one checkpoint', async () => {
+    const hashes = [0, 1, 2].map((i) => createHash('sha256').update(`batch item ${i}`).digest('base64'));
+    const res = await svc.app.inject({
+      method: 'POST',
+      url: '/v1/sign_batch',
+      headers: { authorization: `Bearer ${signer}`, prefer: 'wait-for-log; wait=30' },
+      payload: { action: 'sign_batch', tenant_id: TENANT, algorithm: 'ECDSA_SHA_256', hashes },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.headers['preference-applied']).toBe('wait-for-log');
+    const results = res.json().results as Array<{ signature: string; log_index: number; log_proof?: string }>;
+    expect(results).toHaveLength(3);
+    const checkpoints = new Set<string>();
+    for (const item of results) {
+      const entry = checkedProof(item.log_proof as string, item.log_index);
+      expect(entry.seq).toBe(item.log_index + 1);
+      expect((entry.details as { signature_sha256: string }).signature_sha256).toBe(
+        createHash('sha256').update(Buffer.from(item.signature, 'base64')).digest('hex'),
+      );
+      checkpoints.add((item.log_proof as string).slice((item.log_proof as string).indexOf('\n\n') + 2));
+    }
+    expect(checkpoints.size).toBe(1);
+    // Without the preference: the batch as always, no proofs.
+    const plain = await callAction(svc.app, signer, 'sign_batch', {
+      tenant_id: TENANT,
+      algorithm: 'ECDSA_SHA_256',
+      hashes,
+    });
+    expect(plain.status).toBe(200);
+    expect((plain.body.results as Array<Record<string, unknown>>)[0]?.log_proof).toBeUndefined();
+  });
+
+  it('KMS Sign (@aws-sdk/client-kms, a Prefer header added before SigV4): the proof in Signbridge-Log-Proof', async () => {
+    const made = await createAwsApiKey(svc.store, svc.keyStore, 'signer', TENANT, 'wait-for-log');
+    const endpoint = await svc.app.listen({ host: '127.0.0.1', port: 0 });
+    const kms = new KMSClient({
+      endpoint,
+      region: 'eu-west-1',
+      credentials: { accessKeyId: made.accessKeyId, secretAccessKey: made.secretAccessKey },
+      maxAttempts: 1,
+    });
+    let headers: Record<string, string> = {};
+    // In the build step, before the signing step: the header is signed with the rest, as a caller would add it.
+    kms.middlewareStack.add(
+      (next) => async (args) => {
+        (args.request as { headers: Record<string, string> }).headers.prefer = 'wait-for-log, wait=30';
+        const out = await next(args);
+        headers = (out.response as { headers: Record<string, string> }).headers;
+        return out;
+      },
+      { step: 'build', name: 'preferWaitForLog' },
+    );
+    try {
+      const message = Buffer.from('a container image manifest');
+      const signed = await kms.send(
+        new SignCommand({ KeyId: `alias/${TENANT}`, Message: message, SigningAlgorithm: 'ECDSA_SHA_256' }),
+      );
+      const signature = Buffer.from(signed.Signature as Uint8Array);
+      expect(verify('sha256', message, publicKeyPem, signature)).toBe(true);
+      expect(headers['preference-applied']).toBe('wait-for-log');
+      const index = Number(headers['signbridge-log-index']);
+      const proof = Buffer.from(headers['signbridge-log-proof'] as string, 'base64').toString('utf8');
+      const entry = checkedProof(proof, index);
+      expect(entry.tenant_id).toBe(TENANT);
+      expect((entry.details as { signature_sha256: string }).signature_sha256).toBe(
+        createHash('sha256').update(signature).digest('hex'),
+      );
+    } finally {
+      kms.destroy();
+    }
+  });
+});
+
 describe('a log that does not publish in time', () => {
   let quiet: TestService;
   beforeAll(async () => {
@@ -135,5 +213,14 @@ describe('the Prefer header', () => {
     expect(logWaitOf(['respond-async', 'wait-for-log'])).toBe(10_000);
     expect(logWaitOf('wait-for-log, wait=3600')).toBe(60_000);
     expect(logWaitOf('wait=5')).toBeUndefined();
+  });
+
+  it('reads wait-for-log=witnessed (RFC 7240 token=value), in any case, with or without quotes', async () => {
+    const { logPreferenceOf } = await import('../../src/api/log-proof-preference.js');
+    expect(logPreferenceOf('wait-for-log')).toEqual({ waitMs: 10_000, witnessed: false });
+    expect(logPreferenceOf('wait-for-log=witnessed, wait=20')).toEqual({ waitMs: 20_000, witnessed: true });
+    expect(logPreferenceOf('Wait-For-Log="Witnessed"; wait=3')).toEqual({ waitMs: 3_000, witnessed: true });
+    expect(logPreferenceOf('respond-async, wait-for-log=other')).toEqual({ waitMs: 10_000, witnessed: false });
+    expect(logPreferenceOf('wait-for-log-witnessed')).toBeUndefined();
   });
 });

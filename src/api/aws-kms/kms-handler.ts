@@ -9,6 +9,7 @@ import { SigV4Verifier } from '../../auth/sigv4/verify-request.js';
 import { ApiError } from '../../errors.js';
 import type { SigningService } from '../../signing/signing-service.js';
 import type { ApiKeyRecord, Store } from '../../store/store.js';
+import type { LogService } from '../../transparency/log-service.js';
 import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
 import { asApiError } from '../error-handler.js';
 import { AWS_JSON_CONTENT_TYPE, AwsJsonError, awsErrorFor } from './errors.js';
@@ -24,6 +25,8 @@ export interface KmsHandlerOptions {
   heldWaitMs: number;
   now: () => Date;
   publicUrl?: string | undefined;
+  /** The transparency log, for Sign with `Prefer: wait-for-log` (the proof in a header). */
+  log?: LogService | undefined;
 }
 
 const TARGET_PREFIX = 'TrentService.';
@@ -43,7 +46,12 @@ export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
     now: () => opts.now().getTime(),
   });
   const operations: Record<string, KmsOperation> = {
-    ...signOperations({ signing: opts.signing, heldWaitMs: opts.heldWaitMs, publicUrl: opts.publicUrl }),
+    ...signOperations({
+      signing: opts.signing,
+      heldWaitMs: opts.heldWaitMs,
+      publicUrl: opts.publicUrl,
+      log: opts.log,
+    }),
     ...keyOperations(opts.signing),
   };
 
@@ -102,6 +110,7 @@ export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
       accessKeyId: identity.accessKeyId,
       region: identity.region,
       signal: call.signal,
+      prefer: call.request.headers.prefer,
     });
     return {
       status: 200,

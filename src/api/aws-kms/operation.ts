@@ -11,6 +11,8 @@ export interface KmsCall {
   region: string;
   /** Aborted when the client goes away. */
   signal: AbortSignal;
+  /** The request's RFC 7240 Prefer header (`wait-for-log` on Sign: docs/kms-api.md). */
+  prefer?: string | string[] | undefined;
 }
 
 export interface KmsResult {

@@ -9,7 +9,9 @@ import { keyArn } from '../../kms-api/key-ids.js';
 import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../kms-api/sign-input.js';
 import { waitForDecision } from '../../signing/held-wait.js';
 import type { Pending, SigningService } from '../../signing/signing-service.js';
+import type { LogService } from '../../transparency/log-service.js';
 import { consolePageFor } from '../../web/request-pages.js';
+import { logPreferenceOf, logProofHeaders, logProofsOf } from '../log-proof-preference.js';
 import { LOG_INDEX_HEADER } from '../responses.js';
 import { signingContext } from '../signing-inputs.js';
 import { AwsJsonError } from './errors.js';
@@ -21,7 +23,15 @@ export interface SignOperationsOptions {
   signing: SigningService;
   heldWaitMs: number;
   publicUrl?: string | undefined;
+  /** The transparency log, for `Prefer: wait-for-log` (logProofHeaders). */
+  log?: LogService | undefined;
 }
+
+/**
+ * KMS Sign's answer is KMS's JSON, which an SDK parses into its own shape: `Prefer: wait-for-log` puts the
+ * tlog-proof in this header instead, as base64 of its text (a header holds no newlines).
+ */
+export const LOG_PROOF_HEADER = 'Signbridge-Log-Proof';
 
 /** KMS's largest signature input is 4096 bytes; its largest signature (ML-DSA-87) 4627. */
 const MAX_SIGNATURE_BYTES = 6144;
@@ -93,7 +103,21 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
         Signature: outcome.signature.toString('base64'),
         SigningAlgorithm: outcome.algorithm,
       },
-      ...(outcome.logIndex !== undefined && { headers: { [LOG_INDEX_HEADER]: String(outcome.logIndex) } }),
+      ...(outcome.logIndex !== undefined && { headers: await logHeaders(outcome.logIndex, call.prefer) }),
+    };
+  }
+
+  /** Signbridge-Log-Index, and with `Prefer: wait-for-log` the proof once logged (as /v1/sign, in headers). */
+  async function logHeaders(logIndex: number, prefer: KmsCall['prefer']): Promise<Record<string, string>> {
+    const headers = { [LOG_INDEX_HEADER]: String(logIndex) };
+    const preference = opts.log ? logPreferenceOf(prefer) : undefined;
+    if (!opts.log || !preference) return headers;
+    const got = await logProofsOf(opts.log, [logIndex], preference);
+    if (!got) return headers;
+    return {
+      ...headers,
+      ...logProofHeaders(preference, got),
+      [LOG_PROOF_HEADER]: Buffer.from(got.proofs[0] as string).toString('base64'),
     };
   }
 

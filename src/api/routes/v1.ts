@@ -1,6 +1,6 @@
 // POST /v1/<action>: one route per action of the contract, each with its own schema.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { algorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../crypto/algorithms.js';
 import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
@@ -10,12 +10,13 @@ import type { KeyImportService } from '../../signing/key-import-service.js';
 import type { BatchOutcome, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
 import type { ExceptionRecord, Store } from '../../store/store.js';
+import type { LogService } from '../../transparency/log-service.js';
 import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { asApiError } from '../error-handler.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
-import { logProofText, logWaitOf, WAIT_FOR_LOG } from '../log-proof-preference.js';
-import { documented, errorResponse, LOG_INDEX_HEADER, LOG_INDEX_HEADERS } from '../responses.js';
+import { type LogPreference, logPreferenceOf, logProofHeaders, logProofsOf } from '../log-proof-preference.js';
+import { documented, errorResponse, LOG_INDEX_HEADER, LOG_INDEX_HEADERS, LOG_PROOF_HEADERS } from '../responses.js';
 import {
   ActionRequests,
   ApprovalResponse,
@@ -73,7 +74,11 @@ const RESPONSES: Partial<Record<Action, Record<number, unknown>>> = {
   sign: SIGNING_RESPONSES,
   pkcs11_sign: SIGNING_RESPONSES,
   sign_batch: {
-    200: documented(SignBatchResponse, "every digest answered in order: a signature, or that digest's own error"),
+    200: documented(
+      SignBatchResponse,
+      "every digest answered in order: a signature, or that digest's own error",
+      LOG_PROOF_HEADERS,
+    ),
     202: documented(
       ApprovalResponse,
       'the batch waits for approval or security review as one request (ApprovalResponse); collect it with request_id and the same hashes',
@@ -354,17 +359,18 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
             })
           : await handlers[action](body, request);
         if (isReply(result)) {
+          const log = app.transparencyLog;
+          const preference = log ? logPreferenceOf(request.headers.prefer) : undefined;
+          if (action === 'sign_batch' && log && preference && result.status === 200) {
+            return reply.code(200).send(await withBatchProofs(log, result.body as BatchBody, preference, reply));
+          }
           // Kept with an idempotent answer too: a replay carries the same index.
           if (result.logIndex === undefined) return reply.code(result.status).send(result.body);
           reply.header(LOG_INDEX_HEADER, String(result.logIndex));
-          const waitMs = app.transparencyLog ? logWaitOf(request.headers.prefer) : undefined;
-          const proof =
-            app.transparencyLog && waitMs !== undefined
-              ? await logProofText(app.transparencyLog, result.logIndex, waitMs)
-              : undefined;
-          if (proof === undefined) return reply.code(result.status).send(result.body);
-          reply.header('Preference-Applied', WAIT_FOR_LOG);
-          return reply.code(result.status).send({ ...(result.body as object), log_proof: proof });
+          const got = log && preference ? await logProofsOf(log, [result.logIndex], preference) : undefined;
+          if (!got || !preference) return reply.code(result.status).send(result.body);
+          reply.headers(logProofHeaders(preference, got));
+          return reply.code(result.status).send({ ...(result.body as object), log_proof: got.proofs[0] });
         }
         return reply.code(SUCCESS_STATUS[action] ?? 200).send(result);
       },
@@ -431,6 +437,31 @@ function batchBody(tenantId: string, outcome: BatchOutcome, request: FastifyRequ
         error: { code: err.code, message: err.message, retryable: err.statusCode >= 500 || err.statusCode === 429 },
       };
     }),
+  };
+}
+
+type BatchBody = ReturnType<typeof batchBody>;
+
+/**
+ * A batch's answer with `Prefer: wait-for-log`: each signed item with the tlog-proof of its entry, all against one
+ * checkpoint; the failed items as they were. Without a checkpoint in time, the answer as it was.
+ */
+async function withBatchProofs(
+  log: LogService,
+  body: BatchBody,
+  preference: LogPreference,
+  reply: FastifyReply,
+): Promise<BatchBody> {
+  const indexes = body.results.flatMap((item) => (item.log_index !== undefined ? [item.log_index] : []));
+  const got = await logProofsOf(log, indexes, preference);
+  if (!got) return body;
+  reply.headers(logProofHeaders(preference, got));
+  let next = 0;
+  return {
+    ...body,
+    results: body.results.map((item) =>
+      item.log_index !== undefined ? { ...item, log_proof: got.proofs[next++] as string } : item,
+    ),
   };
 }
 

@@ -2,10 +2,13 @@
 // size line, the consistency proof from that size, an empty line, the checkpoint) and stores the cosignature it
 // answers with the checkpoint. A witness keeps only the latest size it cosigned, so only the newest checkpoint is
 // ever sent: one that arrives while a request is under way replaces the one waiting. The witness's size is learned
-// from its first 409 (text/x.tlog.size), as the spec suggests for a client that does not know it.
+// from its first 409 (text/x.tlog.size), as the spec suggests for a client that does not know it, and sent as `old`
+// from then on.
 // Faults: 5xx, timeouts and refused connections are retried with back-off (1 s doubling to 5 min); what the
 // witness refuses for a reason (404 unknown log, 403 untrusted key, 422 proof refused, a 409 at the same size: it
-// holds another root) is reported once and tried again only with the next checkpoint.
+// holds another root, a size larger than this log's) is reported once per condition and tried again with each
+// new checkpoint. A witness that said it holds more entries than the log has is asked again with `old 0` (what a
+// client that does not know the size sends): it may have been reset since, and its 409 says its size again.
 
 import { parseCheckpointText } from '../verify/checkpoint.js';
 import { type CosignerKey, cosignatureTime } from '../verify/cosignature.js';
@@ -35,8 +38,18 @@ export interface WitnessFeedDeps {
 const MAX_RETRY_MS = 5 * 60_000;
 const MAX_ANSWER_BYTES = 64 * 1024;
 
-/** The witness refused for a reason: sending the same again would get the same answer. */
-class WitnessRefused extends Error {}
+/**
+ * The witness refused for a reason: sending the same again would get the same answer. `condition` names the
+ * reason without the sizes of the moment, so that a refusal repeated checkpoint after checkpoint is reported once.
+ */
+class WitnessRefused extends Error {
+  constructor(
+    readonly condition: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 export class WitnessFeed {
   /** The size of the latest checkpoint the witness cosigned, once known. */
@@ -44,7 +57,10 @@ export class WitnessFeed {
   private waiting: CheckpointToWitness | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
+  /** The condition last reported (a refusal's, or a fault's message), so that it is told once until it changes. */
   private lastProblem: string | undefined;
+  /** The last answer was a refusal: the witness will not cosign this log until someone acts on it. */
+  private refusedLast = false;
   private retryTimer: { timer: NodeJS.Timeout; wake: () => void } | undefined;
 
   constructor(
@@ -54,6 +70,11 @@ export class WitnessFeed {
 
   get name(): string {
     return this.witness.key.name;
+  }
+
+  /** Whether the witness refused the last checkpoint for a reason (not a fault): waiting for it is in vain. */
+  get refusing(): boolean {
+    return this.refusedLast;
   }
 
   /** A newer checkpoint to send (an older or equal one than the waiting one is ignored). */
@@ -81,10 +102,13 @@ export class WitnessFeed {
       try {
         await this.send(checkpoint);
         this.clearProblem();
+        this.refusedLast = false;
         delay = this.deps.retryMs ?? 1000;
         if (this.waiting === checkpoint) this.waiting = undefined;
       } catch (err) {
-        this.problem((err as Error).message);
+        const message = (err as Error).message;
+        this.problem(err instanceof WitnessRefused ? err.condition : message, message);
+        this.refusedLast = err instanceof WitnessRefused;
         if (err instanceof WitnessRefused) {
           if (this.waiting === checkpoint) this.waiting = undefined;
           continue;
@@ -98,13 +122,9 @@ export class WitnessFeed {
   private async send(checkpoint: CheckpointToWitness): Promise<void> {
     // Twice at most: the first answer may be a 409 telling the witness's size.
     for (let attempt = 0; attempt < 2; attempt++) {
-      const old = this.witnessSize ?? 0;
-      if (old > checkpoint.treeSize) {
-        throw new WitnessRefused(
-          `${this.name} has cosigned a tree of ${old} entries, more than this log's ${checkpoint.treeSize}: ` +
-            'it saw another history of this log (a fork, or a database restored from an older backup)',
-        );
-      }
+      // A size larger than this log's cannot be sent as `old` (the witness answers 400): ask what it holds now.
+      const known = this.witnessSize ?? 0;
+      const old = known > checkpoint.treeSize ? 0 : known;
       const proof =
         old === 0 || old === checkpoint.treeSize ? [] : await this.deps.consistency(old, checkpoint.treeSize);
       const body = `old ${old}\n${proof.map((h) => `${h.toString('base64')}\n`).join('')}\n${checkpoint.note}`;
@@ -116,13 +136,22 @@ export class WitnessFeed {
       }
       if (res.status === 409 && /^text\/x\.tlog\.size\b/.test(res.type)) {
         const size = /^(0|[1-9][0-9]*)\n$/.exec(res.text)?.[1];
-        if (size === undefined) throw new WitnessRefused(`${this.name} answered 409 without a tree size`);
+        if (size === undefined) throw new WitnessRefused('no size', `${this.name} answered 409 without a tree size`);
         this.witnessSize = Number(size);
+        if (this.witnessSize > checkpoint.treeSize) {
+          // Its size is the condition: the same size again is the same problem; another size is news.
+          throw new WitnessRefused(
+            `ahead of the log: ${size}`,
+            `${this.name} has cosigned a tree of ${size} entries, more than this log's ${checkpoint.treeSize}: ` +
+              'it saw another history of this log (a fork), or the log lost entries (a database restored from an ' +
+              'older backup); it is asked again with each new checkpoint',
+          );
+        }
         continue;
       }
       throw this.refusal(res.status, old, checkpoint, res.text);
     }
-    throw new WitnessRefused(`${this.name} kept answering 409 with another size`);
+    throw new WitnessRefused('size keeps changing', `${this.name} kept answering 409 with another size`);
   }
 
   private refusal(status: number, old: number, checkpoint: CheckpointToWitness, text: string): Error {
@@ -135,20 +164,26 @@ export class WitnessFeed {
     switch (status) {
       case 404:
         return new WitnessRefused(
+          'unknown log',
           `${this.name} does not know this log (origin ${origin}): give the witness the log's vkey${detail}`,
         );
       case 403:
-        return new WitnessRefused(`${this.name} does not trust the key that signed the checkpoint${detail}`);
+        return new WitnessRefused(
+          'untrusted key',
+          `${this.name} does not trust the key that signed the checkpoint${detail}`,
+        );
       case 409:
         return new WitnessRefused(
+          'another history',
           `${this.name} holds another root for tree size ${checkpoint.treeSize}: the witness saw another history of this log${detail}`,
         );
       case 422:
         return new WitnessRefused(
+          'another history',
           `${this.name} refused the consistency proof from ${old} to ${checkpoint.treeSize} entries: it recorded another history of this log${detail}`,
         );
       case 400:
-        return new WitnessRefused(`${this.name} refused the request as malformed${detail}`);
+        return new WitnessRefused('malformed', `${this.name} refused the request as malformed${detail}`);
       default:
         return new Error(`${this.name} answered HTTP ${status}${detail}; trying again`);
     }
@@ -165,7 +200,7 @@ export class WitnessFeed {
       try {
         time = cosignatureTime(`${text}\n${line}\n`, parsed, key);
       } catch (err) {
-        throw new WitnessRefused(`${this.name}: ${(err as Error).message}`);
+        throw new WitnessRefused('bad cosignature', `${this.name}: ${(err as Error).message}`);
       }
       if (time === undefined) continue;
       await this.deps.store(checkpoint.treeSize, `${line}\n`, key);
@@ -173,6 +208,7 @@ export class WitnessFeed {
       return;
     }
     throw new WitnessRefused(
+      'no cosignature',
       `${this.name} answered 200 without a cosignature of its key ${key.name}+${hex8(key.keyId)}`,
     );
   }
@@ -196,9 +232,9 @@ export class WitnessFeed {
     return { status: res.status, type: res.headers.get('content-type') ?? '', text: bytes.toString('utf8') };
   }
 
-  private problem(message: string): void {
-    if (message === this.lastProblem) return;
-    this.lastProblem = message;
+  private problem(condition: string, message: string): void {
+    if (condition === this.lastProblem) return;
+    this.lastProblem = condition;
     this.deps.onProblem(this.name, message);
   }
 

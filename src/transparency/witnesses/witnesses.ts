@@ -22,6 +22,11 @@ export class Witnesses {
     this.feeds = witnesses.map((w) => new WitnessFeed(w, { ...deps, store }));
   }
 
+  /** The witnesses worth waiting for: by key name, those that did not refuse the last checkpoint they were sent. */
+  awaited(): string[] {
+    return this.feeds.filter((f) => !f.refusing).map((f) => f.name);
+  }
+
   offer(checkpoint: StoredCheckpoint): void {
     for (const feed of this.feeds) feed.offer({ treeSize: checkpoint.treeSize, note: checkpoint.note });
   }
