@@ -218,10 +218,21 @@ export class Approvals {
       algorithm: request.algorithm,
       outcome_of: 'approved',
       inputs_digest: recheck.inputsDigest,
+      // Where the request came from, as its pending entry said: the approver only decided it.
+      ...(request.via && { via: request.via }),
     };
     if (request.batch) return this.signBatchRequest(request, key, caller, stage, decided, signedAbout);
+    // Told with the signature, in its commit: a failed signature puts the request back, to be approved again.
+    const approvedEvent = await this.events.request('signature.approved', request, {
+      decision: decided,
+      status: 'approved',
+      nextStages: [],
+    });
+    const signedEvent = await this.events.signedOnApproval(request);
     let signed: Signed;
     try {
+      // The request moves to `approved` with its signature in the commit of the signature's `signed` entry: a crash
+      // leaves either both or neither (docs/api.md, "Retries of approve_sign").
       signed = await this.recorder.signNow(
         key,
         request.algorithm,
@@ -229,31 +240,15 @@ export class Approvals {
         caller.id,
         'approve_sign',
         signedAbout,
+        undefined,
+        undefined,
+        { requestId, events: (signatureId) => [approvedEvent, signedEvent(signatureId)] },
       );
     } catch (err) {
       // Not signed: put the request back so it can be approved again.
       await this.store.requests.update(requestId, 'signing', { status: stage, decisions: request.decisions });
       throw err;
     }
-    await this.store.requests.update(
-      requestId,
-      'signing',
-      {
-        status: 'approved',
-        signature: signed.signature.toString('base64'),
-        updatedAt: this.now().toISOString(),
-        ...(signed.logIndex !== undefined && { signedSeq: signed.logIndex + 1 }),
-      },
-      // Told once the signature is made: a failed signature puts the request back, to be approved again.
-      [
-        await this.events.request('signature.approved', request, {
-          decision: decided,
-          status: 'approved',
-          nextStages: [],
-        }),
-        await this.events.request('signature.signed', request, { signatureId: signed.signatureId }),
-      ],
-    );
     return {
       requestId,
       status: 'approved',

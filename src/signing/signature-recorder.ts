@@ -11,6 +11,16 @@ import type { Audit } from './service-audit.js';
 import type { Signed, SignOutcomeObserver } from './sign-outcome.js';
 import { timeOrderedId } from './time-ordered-id.js';
 
+/**
+ * The held request a signature is made for (an approval): completed in the commit of the signature's record and
+ * `signed` entry, with the events of its approval (group-commit.ts: RequestCompletion).
+ */
+export interface CompletesRequest {
+  requestId: string;
+  /** The approval's events (signature.approved, signature.signed), given the signature record's id. */
+  events: (signatureId: string) => EventInput[];
+}
+
 export interface SignatureRecorderDeps {
   store: Store;
   keyStores: KeyStores;
@@ -67,6 +77,11 @@ export class SignatureRecorder {
    * `signedEvent` makes the signature's signature.signed event (a signature made at once, for a tenant with a
    * subscription that wants it); it is written in the record's transaction, which then always follows the signature:
    * an event written ahead could be fanned out and delivered before a key store failure withdrew its signature.
+   *
+   * `completes` names the held request an approval signs for: it moves to `approved` with the signature in the
+   * same transaction (so after the signature, which it holds), and its events go with it. A process killed at any
+   * moment leaves either no `signed` entry and the request in `signing`, or both the entry and the request
+   * approved with the signature its approver's retry gets.
    */
   async signNow(
     key: KeyRecord,
@@ -77,11 +92,14 @@ export class SignatureRecorder {
     details: Record<string, unknown>,
     start = performance.now(),
     signedEvent?: (signatureId: string) => EventInput,
+    completes?: CompletesRequest,
   ): Promise<Signed> {
-    // `signatureSha256`: known when the record follows the signature; its lookup row then goes with the record.
-    const record = (signatureSha256?: Buffer): { id: string; written: Promise<number | undefined> } => {
+    // `signature`: known when the record follows the signature; its lookup row then goes with the record.
+    const record = (signature?: Buffer): { id: string; written: Promise<number | undefined> } => {
+      const signatureSha256 = signature && createHash('sha256').update(signature).digest();
       const at = this.now();
       const id = timeOrderedId(at.getTime());
+      const events = [...(signedEvent ? [signedEvent(id)] : []), ...(completes?.events(id) ?? [])];
       const written = this.store.signatures.record(
         {
           id,
@@ -109,7 +127,13 @@ export class SignatureRecorder {
             ...(signatureSha256 && { signature_sha256: signatureSha256.toString('hex') }),
           },
         },
-        signedEvent && [signedEvent(id)],
+        events.length > 0 ? events : undefined,
+        completes &&
+          signature && {
+            id: completes.requestId,
+            signature: signature.toString('base64'),
+            updated_at: at.toISOString(),
+          },
       );
       return { id, written };
     };
@@ -117,6 +141,7 @@ export class SignatureRecorder {
     const ahead =
       this.store.signatures.writesOnThread &&
       signedEvent === undefined &&
+      completes === undefined &&
       this.keyStores.outageOf(key.keyStore) === undefined
         ? record()
         : undefined;
@@ -161,8 +186,7 @@ export class SignatureRecorder {
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
     }
-    const signatureSha256 = createHash('sha256').update(signature).digest();
-    const made = ahead ?? record(signatureSha256);
+    const made = ahead ?? record(signature);
     let seq: number | undefined;
     try {
       seq = await made.written;
@@ -174,7 +198,11 @@ export class SignatureRecorder {
     // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
     if (ahead && seq !== undefined) {
       this.store.signatures
-        .recordLookup({ auditSeq: seq, tenantId: key.tenantId, signatureSha256 })
+        .recordLookup({
+          auditSeq: seq,
+          tenantId: key.tenantId,
+          signatureSha256: createHash('sha256').update(signature).digest(),
+        })
         .catch(() => undefined);
     }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);

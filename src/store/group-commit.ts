@@ -20,6 +20,22 @@ export interface LookupRow {
 /** A lookup row that takes the seq of the audit entry at index `audit` of its batch. */
 export type LookupOnEntry = Omit<LookupRow, 'audit_seq'> & { audit: number };
 
+/**
+ * A held request that a write's signature completes (an approval): in the write's transaction it moves from
+ * `signing` to `approved` with the signature and the seq of the write's `signed` entry, so that a process killed
+ * after the commit leaves it approved, never `signing` with its signature in the log (migration 0027). A request no
+ * longer in `signing` is left as it is.
+ */
+export interface RequestCompletion {
+  id: string;
+  /** The signature, standard base64. */
+  signature: string;
+  updated_at: string;
+}
+
+/** A completion that takes the seq of the audit entry at index `audit` of its batch. */
+export type CompletionOnEntry = RequestCompletion & { audit: number };
+
 /** Largest group-commit batch; bounds the statement's size and the number of distinct cached statements. */
 export const WRITE_BATCH_MAX = 64;
 /** Tries of a batch whose chain head another connection took meanwhile. */
@@ -37,12 +53,17 @@ export interface PendingWrite {
   lookup?: Omit<LookupRow, 'audit_seq'>;
   /** Lookup rows of signatures whose records were written earlier (ahead of the signature), riding along. */
   lookups?: LookupRow[];
+  /** The held request this write's signature completes, on the seq of this write's audit entry. */
+  completes?: RequestCompletion;
   /** Settles with the seq assigned to this write's audit entry (undefined without one). */
   resolve: (seq: number | undefined) => void;
   reject: (err: unknown) => void;
 }
 
-/** What one group commit writes, in this order: records, withdrawals, then the audit entries chained on. */
+/**
+ * What one group commit writes, in this order: records, withdrawals, then the audit entries chained on, with the
+ * lookup rows, events and request completions that go with them.
+ */
 export interface WriteBatch {
   signatures: Database['signatures'][];
   withdrawals: string[];
@@ -50,10 +71,12 @@ export interface WriteBatch {
   events: OutboxRow[];
   /** Lookup rows with their seq (written ahead), and rows on the seq of one of `audits`. */
   lookups: Array<LookupRow | LookupOnEntry>;
+  /** Held requests completed by signatures of this batch, each on the seq of one of `audits`. */
+  completions: CompletionOnEntry[];
 }
 
 export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
-  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [], lookups: [] };
+  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [], lookups: [], completions: [] };
   for (const w of writes) {
     if (w.events) batch.events.push(...w.events);
     if (w.signature) batch.signatures.push(w.signature);
@@ -61,6 +84,7 @@ export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[])
     if (w.lookups) batch.lookups.push(...w.lookups);
     if (w.audit) {
       if (w.lookup) batch.lookups.push({ ...w.lookup, audit: batch.audits.length });
+      if (w.completes) batch.completions.push({ ...w.completes, audit: batch.audits.length });
       batch.audits.push(w.audit);
     }
   }

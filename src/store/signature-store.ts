@@ -2,7 +2,7 @@
 // the key store then failed, and the lookup rows from a signature's bytes to its audit entry (migration 0019).
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { outboxRows } from './event-store.js';
-import type { LookupRow, Write } from './group-commit.js';
+import type { LookupRow, RequestCompletion, Write } from './group-commit.js';
 import type { AuditEntryInput } from './records/audit-entry.js';
 import type { EventInput } from './records/event-kinds.js';
 import { type StoreContext, StorePart } from './store-context.js';
@@ -77,9 +77,15 @@ export class SignatureStore extends StorePart {
    * Group commit: signature records and audit entries written in the same event-loop turn go to the database in
    * one transaction, so concurrent signing does not pay one commit per signature. Each caller's promise settles
    * only after the batch is durable; if the batch fails, every write in it fails (nothing is handed out
-   * unrecorded). A record and the audit entry that goes with it are written in the same transaction.
+   * unrecorded). A record and the audit entry that goes with it are written in the same transaction, and so is
+   * the completion of the held request the signature was made for (`completes`: an approval; needs `audit`).
    */
-  record(r: SignatureRecord, audit?: AuditEntryInput, events?: readonly EventInput[]): Promise<number | undefined> {
+  record(
+    r: SignatureRecord,
+    audit?: AuditEntryInput,
+    events?: readonly EventInput[],
+    completes?: RequestCompletion,
+  ): Promise<number | undefined> {
     const told = events && events.length > 0 ? outboxRows(events, r.createdAt) : undefined;
     if (told) this.ctx.events.onWritten?.();
     return this.writes.enqueue({
@@ -98,6 +104,7 @@ export class SignatureStore extends StorePart {
         r.signatureSha256 && {
           lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex') },
         }),
+      ...(audit && completes && { completes }),
     });
   }
 

@@ -48,6 +48,11 @@ function prepare() {
     'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
       'VALUES (@audit_seq, @tenant_id, @signature_sha256)',
   );
+  // An approval's request, completed by its signature's write (group-commit.ts: RequestCompletion).
+  const completeRequest = db.prepare(
+    "UPDATE pending_requests SET status = 'approved', signature = @signature, updated_at = @updated_at, " +
+      "signed_seq = @signed_seq WHERE id = @id AND status = 'signing'",
+  );
   const lookup = (row, seq) =>
     insertLookup.run({ ...row, audit_seq: seq, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
   // IMMEDIATE: the write lock is taken before the chain's head is read (sqlite-store.ts says why).
@@ -71,6 +76,7 @@ function prepare() {
     for (const w of writes) {
       if (!w.audit) continue;
       if (w.lookup) lookup(w.lookup, rows[i].seq);
+      if (w.completes) completeRequest.run({ ...w.completes, signed_seq: rows[i].seq });
       i++;
     }
     // Events told of by these writes (signature.denied): in the same transaction as their audit entries.

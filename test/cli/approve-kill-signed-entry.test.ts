@@ -1,0 +1,183 @@
+// Issue 44: an approval's signature and the request's move to `approved` were two commits. A `kill -9` between
+// them left the request in `signing` with its `signed` entry already in the log: the approver's retry got 409 for
+// about two minutes, then the request was signed a second time (two `signed` entries and two signatures for one
+// approval). The reproduction, as the issue ran it: a real `signbridge server` process, a poll of its database that
+// sends SIGKILL the moment the request's `signed` entry exists, a restart on the same data, and the approver's
+// retry. Now both go in one commit, so the poll never sees the entry without the request `approved` (read in one
+// statement, one snapshot), and the retry gets 200 with the first signature at once. On SQLite (the data dir's
+// database, with its writer thread) and on PostgreSQL. Every wait is for a condition, with a deadline only for a
+// hang.
+import { createHash, createPublicKey, verify } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { exportAudit, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { makeTempDir } from '../helpers/service.js';
+
+/** What the poll reads, in one statement: the request's status and its `signed` entries, from one snapshot. */
+const SNAPSHOT_SQL =
+  'SELECT (SELECT status FROM pending_requests WHERE id = $id) AS status, ' +
+  "(SELECT count(*) FROM audit_log WHERE action = 'approve_sign' AND outcome = 'signed' " +
+  'AND CAST(details AS TEXT) LIKE $pattern) AS signed';
+
+interface Snapshot {
+  status: string;
+  signed: number;
+}
+
+/** Reads the request's snapshot from the service's database, as often as the event loop lets it. */
+interface DatabasePoll {
+  read(requestId: string): Promise<Snapshot>;
+  /** The signature records of a digest. */
+  signatures(hash: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+function sqlitePoll(path: string): DatabasePoll {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  const statement = db.prepare(SNAPSHOT_SQL.replaceAll('$id', '@id').replaceAll('$pattern', '@pattern'));
+  return {
+    read: async (requestId) => {
+      const row = statement.get({ id: requestId, pattern: `%${requestId}%` }) as Snapshot;
+      return { status: row.status, signed: Number(row.signed) };
+    },
+    signatures: async (hash) =>
+      Number(db.prepare('SELECT count(*) AS n FROM signatures WHERE hash = ?').pluck().get(hash)),
+    close: async () => {
+      db.close();
+    },
+  };
+}
+
+function postgresPoll(url: string): DatabasePoll {
+  const client = new pg.Client({ connectionString: url });
+  const connected = client.connect();
+  const text = SNAPSHOT_SQL.replaceAll('$id', '$1').replaceAll('$pattern', '$2');
+  return {
+    read: async (requestId) => {
+      await connected;
+      const { rows } = await client.query<Snapshot>(text, [requestId, `%${requestId}%`]);
+      const row = rows[0] as Snapshot;
+      return { status: row.status, signed: Number(row.signed) };
+    },
+    signatures: async (hash) => {
+      await connected;
+      const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM signatures WHERE hash = $1', [
+        hash,
+      ]);
+      return Number(rows[0]?.n);
+    },
+    close: () => client.end(),
+  };
+}
+
+const stores = [
+  { name: 'SQLite', enabled: true },
+  { name: 'PostgreSQL', enabled: testPostgresUrl() !== undefined },
+] as const;
+
+const started: ServerProcess[] = [];
+afterAll(async () => {
+  for (const server of started) await server.stop('SIGKILL');
+});
+
+describe.each(stores)('an approval killed the moment its signed entry exists ($name)', ({ name, enabled }) => {
+  it.skipIf(!enabled)(
+    'never shows the entry with the request in signing; the retry gets 200, the first signature, one entry',
+    async () => {
+      const dir = makeTempDir();
+      const dataDir = join(dir, 'data');
+      const policyFile = join(dir, 'policy.yaml');
+      writeFileSync(policyFile, 'version: 1\nrules:\n  environments:\n    requireApproval: [production]\n');
+      const database = name === 'PostgreSQL' ? createTestDatabase('approve_kill') : undefined;
+      const storeArgs = ['--data-dir', dataDir, ...(database ? ['--database', database] : [])];
+      const env = { SIGNBRIDGE_POLICY_FILE: policyFile };
+      const start = async () => {
+        const server = await startServerProcess(storeArgs, env);
+        started.push(server);
+        return server;
+      };
+      const first = await start();
+      const apiKey = (role: string, tenant?: string) => {
+        const made = runCli([
+          'admin',
+          'api-key',
+          'create',
+          ...storeArgs,
+          '--role',
+          role,
+          ...(tenant ? ['--tenant', tenant] : []),
+        ]);
+        expect(made.code, made.stderr).toBe(0);
+        return made.stdout.trim();
+      };
+      const operator = apiKey('operator');
+      const made = await postAction(first.url, 'create_tenant', operator, {
+        tenant_id: 'k9s',
+        key_spec: 'ECC_NIST_P256',
+      });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      const signer = apiKey('signer', 'k9s');
+      const approver = apiKey('approver', 'k9s');
+      const pem = (await postAction(first.url, 'get_public_key', approver, { tenant_id: 'k9s' })).body
+        .public_key_pem as string;
+
+      const message = `release ${name}`;
+      const held = await postAction(first.url, 'sign', signer, {
+        tenant_id: 'k9s',
+        algorithm: 'ECDSA_SHA_256',
+        hash: createHash('sha256').update(message).digest('base64'),
+        environment: 'production',
+      });
+      expect(held.status, JSON.stringify(held.body)).toBe(202);
+      const requestId = held.body.request_id as string;
+      const approval = { tenant_id: 'k9s', request_id: requestId };
+
+      const poll = database ? postgresPoll(database) : sqlitePoll(join(dataDir, 'signbridge.db'));
+      // The approver's answer may never come: the process dies as soon as the entry is in the database.
+      const lost = postAction(first.url, 'approve_sign', approver, approval).catch((err: Error) => err);
+      let seen: Snapshot;
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        seen = await poll.read(requestId);
+        if (seen.signed > 0) break;
+        if (Date.now() > deadline) throw new Error(`no signed entry for ${requestId} after 60 s:\n${first.output()}`);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      first.child.kill('SIGKILL');
+      await first.stop();
+      await lost;
+      // The entry and the request's completion are one commit: no snapshot has one without the other.
+      expect(seen).toEqual({ status: 'approved', signed: 1 });
+
+      const restarted = await start();
+      const retried = await postAction(restarted.url, 'approve_sign', approver, approval);
+      expect(retried.status, JSON.stringify(retried.body)).toBe(200);
+      expect(retried.body).toMatchObject({ request_id: requestId, status: 'approved' });
+      const signature = Buffer.from(retried.body.signature as string, 'base64');
+      expect(verify('sha256', Buffer.from(message), createPublicKey(pem), signature)).toBe(true);
+      // The requester collects the same signature.
+      const collected = await postAction(restarted.url, 'sign', signer, {
+        tenant_id: 'k9s',
+        algorithm: 'ECDSA_SHA_256',
+        hash: createHash('sha256').update(message).digest('base64'),
+        request_id: requestId,
+      });
+      expect(collected.status, JSON.stringify(collected.body)).toBe(200);
+      expect(collected.body.signature).toBe(retried.body.signature);
+      await restarted.stop();
+
+      const entries = exportAudit(storeArgs).filter(
+        (e) => e.action === 'approve_sign' && (e.details as Record<string, unknown>).request_id === requestId,
+      );
+      expect(entries.map((e) => e.outcome)).toEqual(['signed']);
+      expect(entries[0]?.details.signature_sha256).toBe(createHash('sha256').update(signature).digest('hex'));
+      expect(await poll.signatures(createHash('sha256').update(message).digest('base64'))).toBe(1);
+      await poll.close();
+    },
+    120_000,
+  );
+});
