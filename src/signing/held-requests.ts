@@ -120,6 +120,8 @@ export class HeldRequests {
         updatedAt: now.toISOString(),
         continuationKey: matching,
         ...(batch && { batch }),
+        // Kept for the `signed` entry of its approval, which names the API it came through like this one's entry.
+        ...(req.via && { via: req.via }),
       };
       try {
         await this.store.requests.create(record, [await this.events.request('signature.pending', record)]);
