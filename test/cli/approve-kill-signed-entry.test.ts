@@ -5,7 +5,7 @@
 // sends SIGKILL the moment the request's `signed` entry exists, a restart on the same data, and the approver's
 // retry. Now both go in one commit, so the poll never sees the entry without the request `approved` (read in one
 // statement, one snapshot), and the retry gets 200 with the first signature at once. On SQLite (the data dir's
-// database, with its writer thread) and on PostgreSQL. Every wait is for a condition, with a deadline only for a
+// database; also with two request workers, whose writes the primary commits) and on PostgreSQL. Every wait is for a condition, with a deadline only for a
 // hang.
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -14,8 +14,10 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { exportAudit, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { isRunning, readyWorkerPids } from '../helpers/fresh-connection.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
+import { until, waitFor } from '../helpers/wait.js';
 
 /** What the poll reads, in one statement: the request's status and its `signed` entries, from one snapshot. */
 const SNAPSHOT_SQL =
@@ -75,8 +77,10 @@ function postgresPoll(url: string): DatabasePoll {
 }
 
 const stores = [
-  { name: 'SQLite', enabled: true },
-  { name: 'PostgreSQL', enabled: testPostgresUrl() !== undefined },
+  { name: 'SQLite', postgres: false, workers: 0, enabled: true },
+  // A request worker signs; the primary commits its write (src/workers/) and is the process killed.
+  { name: 'SQLite with two request workers', postgres: false, workers: 2, enabled: true },
+  { name: 'PostgreSQL', postgres: true, workers: 0, enabled: testPostgresUrl() !== undefined },
 ] as const;
 
 const started: ServerProcess[] = [];
@@ -84,7 +88,12 @@ afterAll(async () => {
   for (const server of started) await server.stop('SIGKILL');
 });
 
-describe.each(stores)('an approval killed the moment its signed entry exists ($name)', ({ name, enabled }) => {
+describe.each(stores)('an approval killed the moment its signed entry exists ($name)', ({
+  name,
+  postgres,
+  workers,
+  enabled,
+}) => {
   it.skipIf(!enabled)(
     'never shows the entry with the request in signing; the retry gets 200, the first signature, one entry',
     async () => {
@@ -92,15 +101,24 @@ describe.each(stores)('an approval killed the moment its signed entry exists ($n
       const dataDir = join(dir, 'data');
       const policyFile = join(dir, 'policy.yaml');
       writeFileSync(policyFile, 'version: 1\nrules:\n  environments:\n    requireApproval: [production]\n');
-      const database = name === 'PostgreSQL' ? createTestDatabase('approve_kill') : undefined;
+      const database = postgres ? createTestDatabase('approve_kill') : undefined;
       const storeArgs = ['--data-dir', dataDir, ...(database ? ['--database', database] : [])];
       const env = { SIGNBRIDGE_POLICY_FILE: policyFile };
       const start = async () => {
-        const server = await startServerProcess(storeArgs, env);
+        const server = await startServerProcess(
+          [...storeArgs, ...(workers ? ['--workers', String(workers)] : [])],
+          env,
+        );
         started.push(server);
         return server;
       };
       const first = await start();
+      const workerPids = workers
+        ? await until('the request workers to be ready', () => {
+            const pids = readyWorkerPids(first);
+            return pids.length >= workers ? pids : undefined;
+          })
+        : [];
       const apiKey = (role: string, tenant?: string) => {
         const made = runCli([
           'admin',
@@ -150,6 +168,8 @@ describe.each(stores)('an approval killed the moment its signed entry exists ($n
       first.child.kill('SIGKILL');
       await first.stop();
       await lost;
+      // A killed primary's workers end by themselves (worker-scenarios.ts); the restart waits for them.
+      await waitFor('the request workers to end', () => workerPids.every((pid) => !isRunning(pid)));
       // The entry and the request's completion are one commit: no snapshot has one without the other.
       expect(seen).toEqual({ status: 'approved', signed: 1 });
 
