@@ -2,10 +2,10 @@
 // wants, the four-eyes rule, the policy checked again, then the next stage or the signature; a decision sent again
 // gets its first answer.
 
+import { performance } from 'node:perf_hooks';
 import { ApiError } from '../errors.js';
 import type { EventBuilder } from '../events/event-builder.js';
 import {
-  type BatchRequestResult,
   type KeyRecord,
   PENDING_STATUSES,
   type PendingRequestRecord,
@@ -14,7 +14,6 @@ import {
   type Store,
 } from '../store/store.js';
 import { storeFault, storeUnavailable } from '../store/store-errors.js';
-import { signEach } from './batch-items.js';
 import type { HeldRequests } from './held-requests.js';
 import { denial, type PolicyCheck } from './policy-check.js';
 import type { PolicyContext } from './policy-context.js';
@@ -259,8 +258,8 @@ export class Approvals {
 
   /**
    * The approval of a batch held as one request: every digest is signed now, each with its own record, `signed`
-   * entry and log leaf (details.batch names the request), and the results are kept with the request for the
-   * requester's collection. A digest the key store fails leaves its error in its place; if every one failed, the
+   * entry and log leaf (details.batch names the request), all recorded in one commit with the request's results for
+   * the requester's collection. A digest the key store fails leaves its error in its place; if every one failed, the
    * request goes back to its stage to be approved again, as a one-digest request does.
    */
   private async signBatchRequest(
@@ -274,51 +273,90 @@ export class Approvals {
     const batch = request.batch as RequestBatch;
     const digests = batch.hashes.map((h) => Buffer.from(h, 'base64'));
     const size = digests.length;
-    const items = await signEach(digests, (digest, index) =>
-      this.recorder.signNow(key, request.algorithm, digest, caller.id, 'approve_sign', {
-        ...about,
-        hash: digest.toString('base64'),
-        batch: { id: request.id, index, size, digests_sha256: Buffer.from(request.hash, 'base64').toString('hex') },
-      }),
+    const start = performance.now();
+    const approvedEvent = await this.events.request('signature.approved', request, {
+      decision: decided,
+      status: 'approved',
+      nextStages: [],
+    });
+    const signedEvent = await this.events.signedOnApproval(request);
+    // Signed at the key store first, recorded together after: a crash in between leaves nothing in the log and the
+    // request in `signing` (back to its stage after SIGNING_STUCK_MS, to be approved again).
+    const items = await Promise.all(
+      digests.map(
+        async (digest): Promise<{ digest: Buffer; signature: Buffer } | { digest: Buffer; error: unknown }> => {
+          try {
+            const signature = await this.recorder.signUnrecorded(
+              key,
+              request.algorithm,
+              digest,
+              caller.id,
+              'approve_sign',
+              start,
+            );
+            return { digest, signature };
+          } catch (error) {
+            return { digest, error };
+          }
+        },
+      ),
     );
-    const signed = items.flatMap((item) => (item.kind === 'signed' ? [item.signed] : []));
-    if (signed.length === 0) {
+    const made = items.flatMap((item, index) =>
+      'signature' in item
+        ? [
+            {
+              index,
+              digest: item.digest,
+              signature: item.signature,
+              details: {
+                ...about,
+                hash: item.digest.toString('base64'),
+                batch: {
+                  id: request.id,
+                  index,
+                  size,
+                  digests_sha256: Buffer.from(request.hash, 'base64').toString('hex'),
+                },
+              },
+            },
+          ]
+        : [],
+    );
+    if (made.length === 0) {
       await this.store.requests.update(request.id, 'signing', { status: stage, decisions: request.decisions });
       throw (items[0] as { error: unknown }).error;
     }
-    const results: BatchRequestResult[] = items.map((item) => {
-      if (item.kind === 'signed') {
-        return {
-          signature: item.signed.signature.toString('base64'),
-          seq: (item.signed.logIndex as number) + 1,
-          signature_id: item.signed.signatureId as string,
-        };
-      }
-      const err = itemError(item.error);
-      return { error: { code: err.code, message: err.message, retryable: err.statusCode >= 500 } };
-    });
-    await this.store.requests.update(
-      request.id,
-      'signing',
-      { status: 'approved', batch: { ...batch, results }, updatedAt: this.now().toISOString() },
-      [
-        await this.events.request('signature.approved', request, {
-          decision: decided,
-          status: 'approved',
-          nextStages: [],
-        }),
+    await this.recorder.recordBatch(
+      key,
+      request.algorithm,
+      caller.id,
+      'approve_sign',
+      made,
+      {
+        requestId: request.id,
         // One signature.signed per signature made, each naming the request and its own signature.
-        ...(await Promise.all(
-          signed.map((s) => this.events.request('signature.signed', request, { signatureId: s.signatureId })),
-        )),
-      ],
+        events: (signatureIds) => [approvedEvent, ...signatureIds.map((id) => signedEvent(id))],
+        batch: (recorded) => {
+          const byIndex = new Map(made.map((m, i) => [m.index, recorded[i]]));
+          return {
+            hashes: batch.hashes,
+            results: items.map((item, index) => {
+              const signed = byIndex.get(index);
+              if (signed) return signed;
+              const err = itemError((item as { error: unknown }).error);
+              return { error: { code: err.code, message: err.message, retryable: err.statusCode >= 500 } };
+            }),
+          };
+        },
+      },
+      start,
     );
-    const failed = size - signed.length;
+    const failed = size - made.length;
     return {
       requestId: request.id,
       status: 'approved',
       message:
-        `request ${request.id} approved: ${signed.length} of ${size} digests signed` +
+        `request ${request.id} approved: ${made.length} of ${size} digests signed` +
         (failed > 0 ? ` (${failed} failed at the key store: sign them again)` : '') +
         '; the requester collects them with sign_batch',
     };

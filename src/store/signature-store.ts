@@ -2,10 +2,11 @@
 // the key store then failed, and the lookup rows from a signature's bytes to its audit entry (migration 0019).
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { outboxRows } from './event-store.js';
-import type { LookupRow, RequestCompletion, Write } from './group-commit.js';
+import type { LookupRow, RequestCompletion, SignatureWithEntry, Write } from './group-commit.js';
 import type { AuditEntryInput } from './records/audit-entry.js';
 import type { EventInput } from './records/event-kinds.js';
 import { type StoreContext, StorePart } from './store-context.js';
+import type { Database } from './tables.js';
 
 export interface SignatureRecord {
   id: string;
@@ -34,6 +35,18 @@ export interface SignatureLookup {
   auditSeq: number;
   tenantId: string;
   signatureSha256: Buffer;
+}
+
+function signatureRow(r: SignatureRecord): Database['signatures'] {
+  return {
+    id: r.id,
+    tenant_id: r.tenantId,
+    key_id: r.keyId,
+    algorithm: r.algorithm,
+    hash: r.hash,
+    caller: r.caller,
+    created_at: r.createdAt,
+  };
 }
 
 export function lookupRowOf(l: SignatureLookup): LookupRow {
@@ -90,21 +103,40 @@ export class SignatureStore extends StorePart {
     if (told) this.ctx.events.onWritten?.();
     return this.writes.enqueue({
       ...(told && { events: told }),
-      signature: {
-        id: r.id,
-        tenant_id: r.tenantId,
-        key_id: r.keyId,
-        algorithm: r.algorithm,
-        hash: r.hash,
-        caller: r.caller,
-        created_at: r.createdAt,
-      },
+      signature: signatureRow(r),
       ...(audit && { audit }),
       ...(audit &&
         r.signatureSha256 && {
           lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex') },
         }),
       ...(audit && completes && { completes }),
+    });
+  }
+
+  /**
+   * Records several signatures, each with its `signed` entry (and lookup row), in one transaction with `events` and
+   * the held request they complete (an approved batch): all or none. Resolves to the seq of the first entry; the
+   * others follow it in order.
+   */
+  recordAll(
+    signed: ReadonlyArray<{ record: SignatureRecord; audit: AuditEntryInput }>,
+    events: readonly EventInput[],
+    completes: RequestCompletion,
+  ): Promise<number | undefined> {
+    const told = events.length > 0 ? outboxRows(events, completes.updated_at) : undefined;
+    if (told) this.ctx.events.onWritten?.();
+    return this.writes.enqueue({
+      ...(told && { events: told }),
+      records: signed.map(
+        ({ record: r, audit }): SignatureWithEntry => ({
+          signature: signatureRow(r),
+          audit,
+          ...(r.signatureSha256 && {
+            lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex') },
+          }),
+        }),
+      ),
+      completes,
     });
   }
 

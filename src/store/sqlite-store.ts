@@ -6,7 +6,14 @@ import { chainAuditRows } from './audit-chain.js';
 import { Checkpointer, type CheckpointerStats, RESTART_FRAMES } from './checkpointer-thread.js';
 import type { CommitSink } from './commit-sink.js';
 import type { OutboxRow } from './event-store.js';
-import { type LookupRow, lookupRows, type RequestCompletion, type Write, type WriteBatch } from './group-commit.js';
+import {
+  type CompletedRequestRow,
+  completedRequestRow,
+  type LookupRow,
+  lookupRows,
+  type Write,
+  type WriteBatch,
+} from './group-commit.js';
 import { KyselyStore } from './kysely-store.js';
 import type { ApiKeyRecord } from './records/api-key.js';
 import type { KeyRecord } from './records/tenant-key.js';
@@ -201,7 +208,7 @@ class SqliteStore extends KyselyStore {
       );
       const insertEvent = this.sqlite.prepare<OutboxRow>(INSERT_EVENT_SQL);
       const insertLookup = this.sqlite.prepare<Database['signature_lookups']>(INSERT_LOOKUP_SQL);
-      const completeRequest = this.sqlite.prepare<RequestCompletion & { signed_seq: number }>(COMPLETE_REQUEST_SQL);
+      const completeRequest = this.sqlite.prepare<CompletedRequestRow>(COMPLETE_REQUEST_SQL);
       const batch = this.sqlite.transaction(
         ({ signatures, withdrawals, audits, events, lookups, completions }: WriteBatch) => {
           for (const row of signatures) insertSignature.run(row);
@@ -216,9 +223,7 @@ class SqliteStore extends KyselyStore {
             insertLookup.run({ ...row, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
           }
           for (const row of events) insertEvent.run(row);
-          for (const { audit, ...completion } of completions) {
-            completeRequest.run({ ...completion, signed_seq: Number(firstSeq) + audit });
-          }
+          for (const c of completions) completeRequest.run(completedRequestRow(c, Number(firstSeq)));
           return firstSeq;
         },
       );
@@ -253,7 +258,7 @@ const INSERT_LOOKUP_SQL =
 /** An approval's request, completed by its signature's write (group-commit.ts: RequestCompletion); sqlite-writer.cjs has the same. */
 const COMPLETE_REQUEST_SQL =
   "UPDATE pending_requests SET status = 'approved', signature = @signature, updated_at = @updated_at, " +
-  "signed_seq = @signed_seq WHERE id = @id AND status = 'signing'";
+  "signed_seq = @signed_seq, batch = coalesce(@batch, batch) WHERE id = @id AND status = 'signing'";
 
 /**
  * How long a lookup row waits for a write to ride along with before it is written alone. Short: an approval's
