@@ -407,8 +407,9 @@ export class Approvals {
           signed: await this.held.approvedSignature(request),
         };
       case 'signing':
-        // The first attempt is still signing, or its process died doing so (the request then returns to its stage
-        // after SIGNING_STUCK_MS, and a retry approves it afresh).
+        // The first attempt is still signing, or its process died before the signature's commit (which approves the
+        // request with it): the request then returns to its stage after SIGNING_STUCK_MS, and a retry approves it
+        // afresh. Nothing of it is in the log.
         throw new ApiError(
           'request_not_pending',
           `your approval of request ${requestId} is being signed; retry for its answer`,
