@@ -193,6 +193,21 @@ export class EventBuilder {
   }
 
   /**
+   * signature.signed for the signature of an approved request, made before the signature (its lookups are
+   * asynchronous); the function adds the signature record's id, known only when the store writes the record in
+   * the transaction that also approves the request.
+   */
+  async signedOnApproval(r: PendingRequestRecord): Promise<(signatureId: string) => EventInput> {
+    const told = await this.request('signature.signed', r);
+    // The fields in the order request() gives them with a signature id.
+    const { request_id, console_url, ...signature } = told.data;
+    return (signatureId) => ({
+      ...told,
+      data: { ...signature, signature_id: signatureId, request_id, ...(console_url !== undefined && { console_url }) },
+    });
+  }
+
+  /**
    * signature.signed for a signature the policy allowed at once: no request, so no request_id and no order key (a
    * tenant's signatures are not ordered among themselves; one order key would send them one at a time). Made
    * before the signature, with the lookups it needs; the function adds the signature record's id, which is known

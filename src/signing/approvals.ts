@@ -2,10 +2,10 @@
 // wants, the four-eyes rule, the policy checked again, then the next stage or the signature; a decision sent again
 // gets its first answer.
 
+import { performance } from 'node:perf_hooks';
 import { ApiError } from '../errors.js';
 import type { EventBuilder } from '../events/event-builder.js';
 import {
-  type BatchRequestResult,
   type KeyRecord,
   PENDING_STATUSES,
   type PendingRequestRecord,
@@ -14,7 +14,6 @@ import {
   type Store,
 } from '../store/store.js';
 import { storeFault, storeUnavailable } from '../store/store-errors.js';
-import { signEach } from './batch-items.js';
 import type { HeldRequests } from './held-requests.js';
 import { denial, type PolicyCheck } from './policy-check.js';
 import type { PolicyContext } from './policy-context.js';
@@ -218,10 +217,21 @@ export class Approvals {
       algorithm: request.algorithm,
       outcome_of: 'approved',
       inputs_digest: recheck.inputsDigest,
+      // Where the request came from, as its pending entry said: the approver only decided it.
+      ...(request.via && { via: request.via }),
     };
     if (request.batch) return this.signBatchRequest(request, key, caller, stage, decided, signedAbout);
+    // Told with the signature, in its commit: a failed signature puts the request back, to be approved again.
+    const approvedEvent = await this.events.request('signature.approved', request, {
+      decision: decided,
+      status: 'approved',
+      nextStages: [],
+    });
+    const signedEvent = await this.events.signedOnApproval(request);
     let signed: Signed;
     try {
+      // The request moves to `approved` with its signature in the commit of the signature's `signed` entry: a crash
+      // leaves either both or neither (docs/api.md, "Retries of approve_sign").
       signed = await this.recorder.signNow(
         key,
         request.algorithm,
@@ -229,31 +239,15 @@ export class Approvals {
         caller.id,
         'approve_sign',
         signedAbout,
+        undefined,
+        undefined,
+        { requestId, events: (signatureId) => [approvedEvent, signedEvent(signatureId)] },
       );
     } catch (err) {
       // Not signed: put the request back so it can be approved again.
       await this.store.requests.update(requestId, 'signing', { status: stage, decisions: request.decisions });
       throw err;
     }
-    await this.store.requests.update(
-      requestId,
-      'signing',
-      {
-        status: 'approved',
-        signature: signed.signature.toString('base64'),
-        updatedAt: this.now().toISOString(),
-        ...(signed.logIndex !== undefined && { signedSeq: signed.logIndex + 1 }),
-      },
-      // Told once the signature is made: a failed signature puts the request back, to be approved again.
-      [
-        await this.events.request('signature.approved', request, {
-          decision: decided,
-          status: 'approved',
-          nextStages: [],
-        }),
-        await this.events.request('signature.signed', request, { signatureId: signed.signatureId }),
-      ],
-    );
     return {
       requestId,
       status: 'approved',
@@ -264,8 +258,8 @@ export class Approvals {
 
   /**
    * The approval of a batch held as one request: every digest is signed now, each with its own record, `signed`
-   * entry and log leaf (details.batch names the request), and the results are kept with the request for the
-   * requester's collection. A digest the key store fails leaves its error in its place; if every one failed, the
+   * entry and log leaf (details.batch names the request), all recorded in one commit with the request's results for
+   * the requester's collection. A digest the key store fails leaves its error in its place; if every one failed, the
    * request goes back to its stage to be approved again, as a one-digest request does.
    */
   private async signBatchRequest(
@@ -279,51 +273,90 @@ export class Approvals {
     const batch = request.batch as RequestBatch;
     const digests = batch.hashes.map((h) => Buffer.from(h, 'base64'));
     const size = digests.length;
-    const items = await signEach(digests, (digest, index) =>
-      this.recorder.signNow(key, request.algorithm, digest, caller.id, 'approve_sign', {
-        ...about,
-        hash: digest.toString('base64'),
-        batch: { id: request.id, index, size, digests_sha256: Buffer.from(request.hash, 'base64').toString('hex') },
-      }),
+    const start = performance.now();
+    const approvedEvent = await this.events.request('signature.approved', request, {
+      decision: decided,
+      status: 'approved',
+      nextStages: [],
+    });
+    const signedEvent = await this.events.signedOnApproval(request);
+    // Signed at the key store first, recorded together after: a crash in between leaves nothing in the log and the
+    // request in `signing` (back to its stage after SIGNING_STUCK_MS, to be approved again).
+    const items = await Promise.all(
+      digests.map(
+        async (digest): Promise<{ digest: Buffer; signature: Buffer } | { digest: Buffer; error: unknown }> => {
+          try {
+            const signature = await this.recorder.signUnrecorded(
+              key,
+              request.algorithm,
+              digest,
+              caller.id,
+              'approve_sign',
+              start,
+            );
+            return { digest, signature };
+          } catch (error) {
+            return { digest, error };
+          }
+        },
+      ),
     );
-    const signed = items.flatMap((item) => (item.kind === 'signed' ? [item.signed] : []));
-    if (signed.length === 0) {
+    const made = items.flatMap((item, index) =>
+      'signature' in item
+        ? [
+            {
+              index,
+              digest: item.digest,
+              signature: item.signature,
+              details: {
+                ...about,
+                hash: item.digest.toString('base64'),
+                batch: {
+                  id: request.id,
+                  index,
+                  size,
+                  digests_sha256: Buffer.from(request.hash, 'base64').toString('hex'),
+                },
+              },
+            },
+          ]
+        : [],
+    );
+    if (made.length === 0) {
       await this.store.requests.update(request.id, 'signing', { status: stage, decisions: request.decisions });
       throw (items[0] as { error: unknown }).error;
     }
-    const results: BatchRequestResult[] = items.map((item) => {
-      if (item.kind === 'signed') {
-        return {
-          signature: item.signed.signature.toString('base64'),
-          seq: (item.signed.logIndex as number) + 1,
-          signature_id: item.signed.signatureId as string,
-        };
-      }
-      const err = itemError(item.error);
-      return { error: { code: err.code, message: err.message, retryable: err.statusCode >= 500 } };
-    });
-    await this.store.requests.update(
-      request.id,
-      'signing',
-      { status: 'approved', batch: { ...batch, results }, updatedAt: this.now().toISOString() },
-      [
-        await this.events.request('signature.approved', request, {
-          decision: decided,
-          status: 'approved',
-          nextStages: [],
-        }),
+    await this.recorder.recordBatch(
+      key,
+      request.algorithm,
+      caller.id,
+      'approve_sign',
+      made,
+      {
+        requestId: request.id,
         // One signature.signed per signature made, each naming the request and its own signature.
-        ...(await Promise.all(
-          signed.map((s) => this.events.request('signature.signed', request, { signatureId: s.signatureId })),
-        )),
-      ],
+        events: (signatureIds) => [approvedEvent, ...signatureIds.map((id) => signedEvent(id))],
+        batch: (recorded) => {
+          const byIndex = new Map(made.map((m, i) => [m.index, recorded[i]]));
+          return {
+            hashes: batch.hashes,
+            results: items.map((item, index) => {
+              const signed = byIndex.get(index);
+              if (signed) return signed;
+              const err = itemError((item as { error: unknown }).error);
+              return { error: { code: err.code, message: err.message, retryable: err.statusCode >= 500 } };
+            }),
+          };
+        },
+      },
+      start,
     );
-    const failed = size - signed.length;
+    const failed = size - made.length;
     return {
       requestId: request.id,
       status: 'approved',
       message:
-        `request ${request.id} approved: ${signed.length} of ${size} digests signed` +
+        `request ${request.id} approved: ${made.length} of ${size} digests signed` +
         (failed > 0 ? ` (${failed} failed at the key store: sign them again)` : '') +
         '; the requester collects them with sign_batch',
     };
@@ -374,8 +407,9 @@ export class Approvals {
           signed: await this.held.approvedSignature(request),
         };
       case 'signing':
-        // The first attempt is still signing, or its process died doing so (the request then returns to its stage
-        // after SIGNING_STUCK_MS, and a retry approves it afresh).
+        // The first attempt is still signing, or its process died before the signature's commit (which approves the
+        // request with it): the request then returns to its stage after SIGNING_STUCK_MS, and a retry approves it
+        // afresh. Nothing of it is in the log.
         throw new ApiError(
           'request_not_pending',
           `your approval of request ${requestId} is being signed; retry for its answer`,

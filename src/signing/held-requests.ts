@@ -120,6 +120,8 @@ export class HeldRequests {
         updatedAt: now.toISOString(),
         continuationKey: matching,
         ...(batch && { batch }),
+        // Kept for the `signed` entry of its approval, which names the API it came through like this one's entry.
+        ...(req.via && { via: req.via }),
       };
       try {
         await this.store.requests.create(record, [await this.events.request('signature.pending', record)]);
@@ -283,8 +285,11 @@ export class HeldRequests {
 
   /**
    * A request left in `signing` by a process that died between claiming it and recording the signature would
-   * wait forever. After SIGNING_STUCK_MS it goes back to the stage it was approved from (the signature, if the
-   * HSM made one, was never handed out), so it can be approved again or expire.
+   * wait forever. After SIGNING_STUCK_MS it goes back to the stage it was approved from, so it can be approved
+   * again or expire. Its signature, if the HSM made one, was never recorded nor handed out: the request moves to
+   * `approved` in the very commit of its signature and `signed` entry (migration 0027), so a request still in
+   * `signing` has none in the log. (Only an instance on the code before 0027, which approved in a second commit,
+   * can have left an entry behind; its signature's bytes were never kept, so it cannot be finished with.)
    */
   private async recoverStuckSigning(request: PendingRequestRecord): Promise<boolean> {
     if (request.status !== 'signing') return false;

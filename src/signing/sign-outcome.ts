@@ -18,8 +18,9 @@ export interface SignRequest {
   digest: Buffer;
   context: PolicyContext;
   /**
-   * The drop-in API the request came through and what it said of itself there (e.g. `{api: 'aws-kms', region,
-   * access_key_id}`), for the audit entry; absent for signbridge's own API.
+   * The API the request came through and the credential it named there (e.g. `{api: 'aws-kms', region,
+   * access_key_id}`, `{api: 'signbridge', api_key_id}` for the /v1 JSON API), for its audit entries: the pending
+   * one, and the `signed` one of its approval (kept with the request). Absent for the daemon's in-process calls.
    */
   via?: Record<string, string>;
 }

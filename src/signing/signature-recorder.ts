@@ -6,10 +6,29 @@ import { performance } from 'node:perf_hooks';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { type KeyStoreOutage, type KeyStores, outageOf } from '../keys/key-store.js';
 import type { EventInput } from '../store/records/event-kinds.js';
-import type { AuditEntryInput, KeyRecord, Store } from '../store/store.js';
+import type { AuditEntryInput, CompletedBatch, KeyRecord, SignatureRecord, Store } from '../store/store.js';
 import type { Audit } from './service-audit.js';
 import type { Signed, SignOutcomeObserver } from './sign-outcome.js';
 import { timeOrderedId } from './time-ordered-id.js';
+
+/**
+ * The held request a signature is made for (an approval): completed in the commit of the signature's record and
+ * `signed` entry, with the events of its approval (group-commit.ts: RequestCompletion).
+ */
+export interface CompletesRequest {
+  requestId: string;
+  /** The approval's events (signature.approved, signature.signed), given the signature record's id. */
+  events: (signatureId: string) => EventInput[];
+}
+
+/** The held batch an approval signs for: completed in the one commit of all its signatures (recordBatch). */
+export interface CompletesBatch {
+  requestId: string;
+  /** The approval's events (signature.approved, and signature.signed for each signature), given the records' ids. */
+  events: (signatureIds: readonly string[]) => EventInput[];
+  /** The batch with every digest's result, given the signatures made (entry: index among the write's entries). */
+  batch: (recorded: ReadonlyArray<{ signature: string; signature_id: string; entry: number }>) => CompletedBatch;
+}
 
 export interface SignatureRecorderDeps {
   store: Store;
@@ -67,6 +86,11 @@ export class SignatureRecorder {
    * `signedEvent` makes the signature's signature.signed event (a signature made at once, for a tenant with a
    * subscription that wants it); it is written in the record's transaction, which then always follows the signature:
    * an event written ahead could be fanned out and delivered before a key store failure withdrew its signature.
+   *
+   * `completes` names the held request an approval signs for: it moves to `approved` with the signature in the
+   * same transaction (so after the signature, which it holds), and its events go with it. A process killed at any
+   * moment leaves either no `signed` entry and the request in `signing`, or both the entry and the request
+   * approved with the signature its approver's retry gets.
    */
   async signNow(
     key: KeyRecord,
@@ -77,46 +101,40 @@ export class SignatureRecorder {
     details: Record<string, unknown>,
     start = performance.now(),
     signedEvent?: (signatureId: string) => EventInput,
+    completes?: CompletesRequest,
   ): Promise<Signed> {
-    // `signatureSha256`: known when the record follows the signature; its lookup row then goes with the record.
-    const record = (signatureSha256?: Buffer): { id: string; written: Promise<number | undefined> } => {
+    // `signature`: known when the record follows the signature; its lookup row then goes with the record.
+    const record = (signature?: Buffer): { id: string; written: Promise<number | undefined> } => {
       const at = this.now();
-      const id = timeOrderedId(at.getTime());
-      const written = this.store.signatures.record(
-        {
-          id,
-          tenantId: key.tenantId,
-          keyId: key.id,
-          algorithm,
-          hash: digest.toString('base64'),
-          caller: callerId,
-          createdAt: at.toISOString(),
-          ...(signatureSha256 && { signatureSha256 }),
-        },
-        {
-          at: at.toISOString(),
-          tenantId: key.tenantId,
-          actor: callerId,
-          action,
-          outcome: 'signed',
-          // Which key store signed: the software store, the token and AWS KMS differ in what they guarantee. A
-          // record that follows its signature names it (SHA-256 of its bytes), so the transparency log proves which
-          // signature this entry is about (`signbridge audit prove --signature`); one written ahead cannot.
-          details: {
-            ...details,
-            key_store: key.keyStore,
-            signature_id: id,
-            ...(signatureSha256 && { signature_sha256: signatureSha256.toString('hex') }),
-          },
-        },
-        signedEvent && [signedEvent(id)],
+      const { record: made, audit } = this.signedEntry(
+        key,
+        algorithm,
+        digest,
+        callerId,
+        action,
+        details,
+        at,
+        signature,
       );
-      return { id, written };
+      const events = [...(signedEvent ? [signedEvent(made.id)] : []), ...(completes?.events(made.id) ?? [])];
+      const written = this.store.signatures.record(
+        made,
+        audit,
+        events.length > 0 ? events : undefined,
+        completes &&
+          signature && {
+            id: completes.requestId,
+            signature: signature.toString('base64'),
+            updated_at: at.toISOString(),
+          },
+      );
+      return { id: made.id, written };
     };
     // Not ahead while the key store is known to be away: the record would only be withdrawn again.
     const ahead =
       this.store.signatures.writesOnThread &&
       signedEvent === undefined &&
+      completes === undefined &&
       this.keyStores.outageOf(key.keyStore) === undefined
         ? record()
         : undefined;
@@ -127,42 +145,11 @@ export class SignatureRecorder {
     try {
       signature = await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest);
     } catch (err) {
-      const failed = (signatureId?: string): AuditEntryInput => ({
-        at: this.now().toISOString(),
-        tenantId: key.tenantId,
-        actor: callerId,
-        action,
-        outcome: 'sign_failed',
-        details: {
-          ...(signatureId !== undefined && { signature_id: signatureId }),
-          key_id: key.id,
-          key_store: key.keyStore,
-          algorithm,
-          hash: digest.toString('base64'),
-          error: err instanceof Error ? err.message : String(err),
-        },
-      });
-      // After the record's own commit (failed or not), so the withdrawal follows it in the log. Every allowed
-      // request the key store failed is recorded once, whichever way the store commits: a sign_failed entry, or,
-      // refused during a key store outage that has not ended yet, a count in that outage's end entry.
-      const recorded =
-        ahead !== undefined &&
-        (await ahead.written.then(
-          () => true,
-          () => false,
-        ));
-      const outage = outageOf(err);
-      const audited = recorded
-        ? this.store.signatures.withdraw(ahead.id, failed(ahead.id))
-        : outage?.countRefusal()
-          ? this.outageStarts.get(outage)
-          : this.store.audit.append(failed());
-      await audited?.catch(() => undefined); // the key store's error is the one to report
+      await this.recordFailure(key, algorithm, digest, callerId, action, err, ahead);
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
     }
-    const signatureSha256 = createHash('sha256').update(signature).digest();
-    const made = ahead ?? record(signatureSha256);
+    const made = ahead ?? record(signature);
     let seq: number | undefined;
     try {
       seq = await made.written;
@@ -174,7 +161,11 @@ export class SignatureRecorder {
     // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
     if (ahead && seq !== undefined) {
       this.store.signatures
-        .recordLookup({ auditSeq: seq, tenantId: key.tenantId, signatureSha256 })
+        .recordLookup({
+          auditSeq: seq,
+          tenantId: key.tenantId,
+          signatureSha256: createHash('sha256').update(signature).digest(),
+        })
         .catch(() => undefined);
     }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);
@@ -186,5 +177,165 @@ export class SignatureRecorder {
       signatureId: made.id,
       ...(seq !== undefined && { logIndex: seq - 1 }),
     };
+  }
+
+  /**
+   * Signs at the key store and hands the signature back unrecorded, for recordBatch to record with the others of
+   * its batch. A failure is recorded as signNow records it (a sign_failed entry, or the outage's count).
+   */
+  async signUnrecorded(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    callerId: string,
+    action: string,
+    start = performance.now(),
+  ): Promise<Buffer> {
+    try {
+      return await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest);
+    } catch (err) {
+      await this.recordFailure(key, algorithm, digest, callerId, action, err);
+      this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
+      throw err;
+    }
+  }
+
+  /**
+   * Records the signatures of an approved batch (signUnrecorded's), each with its record and `signed` entry, all
+   * in one transaction with the events and the completion of the request they were made for: a process killed at
+   * any moment leaves either none of them and the request in `signing`, or all of them and the request approved
+   * with every result its requester collects. Answers each signature with its log index, in `made`'s order.
+   */
+  async recordBatch(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    callerId: string,
+    action: string,
+    made: ReadonlyArray<{ digest: Buffer; signature: Buffer; details: Record<string, unknown> }>,
+    completes: CompletesBatch,
+    start = performance.now(),
+  ): Promise<Signed[]> {
+    const at = this.now();
+    const entries = made.map((m) =>
+      this.signedEntry(key, algorithm, m.digest, callerId, action, m.details, at, m.signature),
+    );
+    const ids = entries.map((e) => e.record.id);
+    const seconds = () => (performance.now() - start) / 1000;
+    let firstSeq: number | undefined;
+    try {
+      firstSeq = await this.store.signatures.recordAll(entries, completes.events(ids), {
+        id: completes.requestId,
+        updated_at: at.toISOString(),
+        batch: completes.batch(
+          made.map((m, entry) => ({
+            signature: m.signature.toString('base64'),
+            signature_id: ids[entry] as string,
+            entry,
+          })),
+        ),
+      });
+    } catch (err) {
+      for (const _ of made) this.observe('failed', algorithm, key.tenantId, seconds());
+      throw err;
+    }
+    for (const _ of made) this.observe('signed', algorithm, key.tenantId, seconds());
+    return made.map((m, i) => ({
+      kind: 'signed',
+      signature: m.signature,
+      keyId: key.id,
+      algorithm,
+      signatureId: ids[i] as string,
+      ...(firstSeq !== undefined && { logIndex: firstSeq - 1 + i }),
+    }));
+  }
+
+  /**
+   * A signature's record and its `signed` entry. Which key store signed: the software store, the token and AWS KMS
+   * differ in what they guarantee. A record that follows its signature names it (SHA-256 of its bytes), so the
+   * transparency log proves which signature this entry is about (`signbridge audit prove --signature`); one
+   * written ahead cannot.
+   */
+  private signedEntry(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    callerId: string,
+    action: string,
+    details: Record<string, unknown>,
+    at: Date,
+    signature?: Buffer,
+  ): { record: SignatureRecord; audit: AuditEntryInput } {
+    const signatureSha256 = signature && createHash('sha256').update(signature).digest();
+    const id = timeOrderedId(at.getTime());
+    return {
+      record: {
+        id,
+        tenantId: key.tenantId,
+        keyId: key.id,
+        algorithm,
+        hash: digest.toString('base64'),
+        caller: callerId,
+        createdAt: at.toISOString(),
+        ...(signatureSha256 && { signatureSha256 }),
+      },
+      audit: {
+        at: at.toISOString(),
+        tenantId: key.tenantId,
+        actor: callerId,
+        action,
+        outcome: 'signed',
+        details: {
+          ...details,
+          key_store: key.keyStore,
+          signature_id: id,
+          ...(signatureSha256 && { signature_sha256: signatureSha256.toString('hex') }),
+        },
+      },
+    };
+  }
+
+  /**
+   * Every allowed request the key store failed is recorded once, whichever way the store commits: a sign_failed
+   * entry (withdrawing a record written `ahead`, after that record's own commit, failed or not, so the withdrawal
+   * follows it in the log), or, refused during a key store outage that has not ended yet, a count in that outage's
+   * end entry. Never throws: the key store's error is the one to report.
+   */
+  private async recordFailure(
+    key: KeyRecord,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    callerId: string,
+    action: string,
+    err: unknown,
+    ahead?: { id: string; written: Promise<number | undefined> },
+  ): Promise<void> {
+    const failed = (signatureId?: string): AuditEntryInput => ({
+      at: this.now().toISOString(),
+      tenantId: key.tenantId,
+      actor: callerId,
+      action,
+      outcome: 'sign_failed',
+      details: {
+        ...(signatureId !== undefined && { signature_id: signatureId }),
+        key_id: key.id,
+        key_store: key.keyStore,
+        algorithm,
+        hash: digest.toString('base64'),
+        error: err instanceof Error ? err.message : String(err),
+      },
+    });
+    const recorded =
+      ahead !== undefined &&
+      (await ahead.written.then(
+        () => true,
+        () => false,
+      ));
+    const outage = outageOf(err);
+    const audited = recorded
+      ? this.store.signatures.withdraw(ahead.id, failed(ahead.id))
+      : outage?.countRefusal()
+        ? this.outageStarts.get(outage)
+        : this.store.audit.append(failed());
+    await audited?.catch(() => undefined);
   }
 }

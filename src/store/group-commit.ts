@@ -20,6 +20,70 @@ export interface LookupRow {
 /** A lookup row that takes the seq of the audit entry at index `audit` of its batch. */
 export type LookupOnEntry = Omit<LookupRow, 'audit_seq'> & { audit: number };
 
+/**
+ * A held request that a write's signature completes (an approval): in the write's transaction it moves from
+ * `signing` to `approved` with the signature and the seq of the write's `signed` entry, so that a process killed
+ * after the commit leaves it approved, never `signing` with its signature in the log (migration 0027). A request no
+ * longer in `signing` is left as it is.
+ */
+export interface RequestCompletion {
+  id: string;
+  updated_at: string;
+  /** A one-digest request's signature, standard base64 (it takes the seq of the write's first entry). */
+  signature?: string;
+  /** A held batch's digests and what each got (RequestBatch, each signature on the seq of its entry). */
+  batch?: CompletedBatch;
+}
+
+/**
+ * An approved batch as the store keeps it (records/signing-request.ts: RequestBatch), except that a signed digest
+ * names its `signed` entry by its index among the write's entries (`entry`): the store turns it into the entry's seq.
+ */
+export interface CompletedBatch {
+  hashes: string[];
+  results: Array<
+    | { signature: string; entry: number; signature_id: string }
+    | { error: { code: string; message: string; retryable: boolean } }
+  >;
+}
+
+/** A completion on the seq of the audit entry at index `audit` of its batch: the first of its write's entries. */
+export type CompletionOnEntry = RequestCompletion & { audit: number };
+
+/** The pending_requests columns a completion sets, once the seq of its write's first entry is known. */
+export interface CompletedRequestRow {
+  id: string;
+  updated_at: string;
+  signature: string | null;
+  signed_seq: number | null;
+  /** The batch with its results as JSON; null for a one-digest request (the column is left as it is). */
+  batch: string | null;
+}
+
+export function completedRequestRow({ audit, ...c }: CompletionOnEntry, firstSeq: number): CompletedRequestRow {
+  const seq = firstSeq + audit;
+  const batch = c.batch && {
+    hashes: c.batch.hashes,
+    results: c.batch.results.map((r) =>
+      'entry' in r ? { signature: r.signature, seq: seq + r.entry, signature_id: r.signature_id } : r,
+    ),
+  };
+  return {
+    id: c.id,
+    updated_at: c.updated_at,
+    signature: c.signature ?? null,
+    signed_seq: c.signature !== undefined ? seq : null,
+    batch: batch ? JSON.stringify(batch) : null,
+  };
+}
+
+/** A signature record with its `signed` entry (and lookup row), one of several a write commits together. */
+export interface SignatureWithEntry {
+  signature: Database['signatures'];
+  audit: AuditEntryInput;
+  lookup?: Omit<LookupRow, 'audit_seq'>;
+}
+
 /** Largest group-commit batch; bounds the statement's size and the number of distinct cached statements. */
 export const WRITE_BATCH_MAX = 64;
 /** Tries of a batch whose chain head another connection took meanwhile. */
@@ -37,12 +101,22 @@ export interface PendingWrite {
   lookup?: Omit<LookupRow, 'audit_seq'>;
   /** Lookup rows of signatures whose records were written earlier (ahead of the signature), riding along. */
   lookups?: LookupRow[];
+  /**
+   * Several signatures with their entries, all or none (an approved batch); their entries follow `audit`'s, and
+   * the write settles with the seq of its first entry (the others follow it in order).
+   */
+  records?: SignatureWithEntry[];
+  /** The held request this write's signatures complete, on the seqs of this write's audit entries. */
+  completes?: RequestCompletion;
   /** Settles with the seq assigned to this write's audit entry (undefined without one). */
   resolve: (seq: number | undefined) => void;
   reject: (err: unknown) => void;
 }
 
-/** What one group commit writes, in this order: records, withdrawals, then the audit entries chained on. */
+/**
+ * What one group commit writes, in this order: records, withdrawals, then the audit entries chained on, with the
+ * lookup rows, events and request completions that go with them.
+ */
 export interface WriteBatch {
   signatures: Database['signatures'][];
   withdrawals: string[];
@@ -50,18 +124,26 @@ export interface WriteBatch {
   events: OutboxRow[];
   /** Lookup rows with their seq (written ahead), and rows on the seq of one of `audits`. */
   lookups: Array<LookupRow | LookupOnEntry>;
+  /** Held requests completed by signatures of this batch, each on the seq of one of `audits`. */
+  completions: CompletionOnEntry[];
 }
 
 export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
-  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [], lookups: [] };
+  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [], lookups: [], completions: [] };
   for (const w of writes) {
     if (w.events) batch.events.push(...w.events);
     if (w.signature) batch.signatures.push(w.signature);
     if (w.withdraw !== undefined) batch.withdrawals.push(w.withdraw);
     if (w.lookups) batch.lookups.push(...w.lookups);
+    if (w.completes && entriesOf(w) > 0) batch.completions.push({ ...w.completes, audit: batch.audits.length });
     if (w.audit) {
       if (w.lookup) batch.lookups.push({ ...w.lookup, audit: batch.audits.length });
       batch.audits.push(w.audit);
+    }
+    for (const r of w.records ?? []) {
+      batch.signatures.push(r.signature);
+      if (r.lookup) batch.lookups.push({ ...r.lookup, audit: batch.audits.length });
+      batch.audits.push(r.audit);
     }
   }
   return batch;
@@ -76,16 +158,24 @@ export function lookupRows(lookups: WriteBatch['lookups'], firstSeq: number | un
   });
 }
 
+/** How many audit entries a write appends: its own and those of its records. */
+export function entriesOf(w: Pick<Write, 'audit' | 'records'>): number {
+  return (w.audit !== undefined ? 1 : 0) + (w.records?.length ?? 0);
+}
+
 /**
- * Settles each write of a committed batch with its audit entry's seq: the batch's entries were chained in the
- * writes' order from `firstSeq` on.
+ * Settles each write of a committed batch with the seq of its first audit entry: the batch's entries were chained
+ * in the writes' order from `firstSeq` on.
  */
 export function settleWithSeqs(
-  writes: ReadonlyArray<{ audit?: unknown; settle: (seq: number | undefined) => void }>,
+  writes: ReadonlyArray<{ entries: number; settle: (seq: number | undefined) => void }>,
   firstSeq: number | undefined,
 ): void {
   let next = Number(firstSeq);
-  for (const w of writes) w.settle(w.audit !== undefined && firstSeq !== undefined ? next++ : undefined);
+  for (const w of writes) {
+    w.settle(w.entries > 0 && firstSeq !== undefined ? next : undefined);
+    next += w.entries;
+  }
 }
 
 /** A write as a caller hands it in (the queue adds how to settle it). */
@@ -150,7 +240,7 @@ export class GroupCommit {
       try {
         const firstSeq = await this.commitWrites(writes);
         settleWithSeqs(
-          batch.map((b) => ({ audit: b.audit, settle: b.resolve })),
+          batch.map((b) => ({ entries: entriesOf(b), settle: b.resolve })),
           firstSeq,
         );
         return;

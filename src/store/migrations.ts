@@ -28,6 +28,7 @@ import { migration0023Pruning } from './migrations/0023_pruning.js';
 import { migration0024AwsCredentials } from './migrations/0024_aws_credentials.js';
 import { migration0025BatchRequests } from './migrations/0025_batch_requests.js';
 import { migration0026LeanerPermanentRows } from './migrations/0026_leaner_permanent_rows.js';
+import { migration0027ApprovalOneCommit } from './migrations/0027_approval_one_commit.js';
 
 /** Kysely runs them in the order of their names. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -57,4 +58,5 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0024_aws_credentials': migration0024AwsCredentials,
   '0025_batch_requests': migration0025BatchRequests,
   '0026_leaner_permanent_rows': migration0026LeanerPermanentRows,
+  '0027_approval_one_commit': migration0027ApprovalOneCommit,
 };

@@ -204,6 +204,7 @@ END $$`)
     audits,
     events,
     lookups,
+    completions,
   }: WriteBatch): Promise<number | undefined> {
     const entries: Array<Record<string, unknown>> = audits.map((e) => {
       const { columns, parts } = entryTexts(e);
@@ -230,6 +231,18 @@ END $$`)
       const first = rows[0]?.first;
       return first === null || first === undefined ? undefined : Number(first);
     };
+    if (completions.length > 0) {
+      // An approval's signature completes its request in the same call (migration 0027).
+      return firstSeq(
+        (
+          await this.pool.query<{ first: number | null }>(GROUP_COMMIT_COMPLETING_SQL, [
+            ...args,
+            JSON.stringify(events),
+            JSON.stringify(completions),
+          ])
+        ).rows,
+      );
+    }
     if (events.length === 0) {
       return firstSeq((await this.pool.query<{ first: number | null }>(GROUP_COMMIT_SQL, args)).rows);
     }
@@ -248,6 +261,10 @@ const GROUP_COMMIT_SQL =
 /** Migration 0022's function: v2, plus the outbox rows of the batch's events. */
 const GROUP_COMMIT_WITH_EVENTS_SQL =
   'SELECT signbridge_group_commit_v3($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb, $6::jsonb) AS first';
+
+/** Migration 0027's function: v3, plus the held requests the batch's signatures complete. */
+const GROUP_COMMIT_COMPLETING_SQL =
+  'SELECT signbridge_group_commit_v4($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb) AS first';
 
 /** A pg client that knows when it began to connect, so that connecting and its first round trip share one wait. */
 class TimedClient extends pg.Client {

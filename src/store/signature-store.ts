@@ -2,10 +2,11 @@
 // the key store then failed, and the lookup rows from a signature's bytes to its audit entry (migration 0019).
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { outboxRows } from './event-store.js';
-import type { LookupRow, Write } from './group-commit.js';
+import type { LookupRow, RequestCompletion, SignatureWithEntry, Write } from './group-commit.js';
 import type { AuditEntryInput } from './records/audit-entry.js';
 import type { EventInput } from './records/event-kinds.js';
 import { type StoreContext, StorePart } from './store-context.js';
+import type { Database } from './tables.js';
 
 export interface SignatureRecord {
   id: string;
@@ -34,6 +35,18 @@ export interface SignatureLookup {
   auditSeq: number;
   tenantId: string;
   signatureSha256: Buffer;
+}
+
+function signatureRow(r: SignatureRecord): Database['signatures'] {
+  return {
+    id: r.id,
+    tenant_id: r.tenantId,
+    key_id: r.keyId,
+    algorithm: r.algorithm,
+    hash: r.hash,
+    caller: r.caller,
+    created_at: r.createdAt,
+  };
 }
 
 export function lookupRowOf(l: SignatureLookup): LookupRow {
@@ -77,27 +90,53 @@ export class SignatureStore extends StorePart {
    * Group commit: signature records and audit entries written in the same event-loop turn go to the database in
    * one transaction, so concurrent signing does not pay one commit per signature. Each caller's promise settles
    * only after the batch is durable; if the batch fails, every write in it fails (nothing is handed out
-   * unrecorded). A record and the audit entry that goes with it are written in the same transaction.
+   * unrecorded). A record and the audit entry that goes with it are written in the same transaction, and so is
+   * the completion of the held request the signature was made for (`completes`: an approval; needs `audit`).
    */
-  record(r: SignatureRecord, audit?: AuditEntryInput, events?: readonly EventInput[]): Promise<number | undefined> {
+  record(
+    r: SignatureRecord,
+    audit?: AuditEntryInput,
+    events?: readonly EventInput[],
+    completes?: RequestCompletion,
+  ): Promise<number | undefined> {
     const told = events && events.length > 0 ? outboxRows(events, r.createdAt) : undefined;
     if (told) this.ctx.events.onWritten?.();
     return this.writes.enqueue({
       ...(told && { events: told }),
-      signature: {
-        id: r.id,
-        tenant_id: r.tenantId,
-        key_id: r.keyId,
-        algorithm: r.algorithm,
-        hash: r.hash,
-        caller: r.caller,
-        created_at: r.createdAt,
-      },
+      signature: signatureRow(r),
       ...(audit && { audit }),
       ...(audit &&
         r.signatureSha256 && {
           lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex') },
         }),
+      ...(audit && completes && { completes }),
+    });
+  }
+
+  /**
+   * Records several signatures, each with its `signed` entry (and lookup row), in one transaction with `events` and
+   * the held request they complete (an approved batch): all or none. Resolves to the seq of the first entry; the
+   * others follow it in order.
+   */
+  recordAll(
+    signed: ReadonlyArray<{ record: SignatureRecord; audit: AuditEntryInput }>,
+    events: readonly EventInput[],
+    completes: RequestCompletion,
+  ): Promise<number | undefined> {
+    const told = events.length > 0 ? outboxRows(events, completes.updated_at) : undefined;
+    if (told) this.ctx.events.onWritten?.();
+    return this.writes.enqueue({
+      ...(told && { events: told }),
+      records: signed.map(
+        ({ record: r, audit }): SignatureWithEntry => ({
+          signature: signatureRow(r),
+          audit,
+          ...(r.signatureSha256 && {
+            lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex') },
+          }),
+        }),
+      ),
+      completes,
     });
   }
 

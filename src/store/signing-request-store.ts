@@ -35,6 +35,7 @@ function toPending(row: Database['pending_requests']): PendingRequestRecord {
     continuationKey: row.continuation_key,
     signedSeq: row.signed_seq == null ? null : Number(row.signed_seq),
     batch: row.batch == null ? null : (JSON.parse(row.batch) as RequestBatch),
+    via: row.via == null ? null : (JSON.parse(row.via) as Record<string, string>),
   };
 }
 
@@ -102,6 +103,7 @@ export class SigningRequestStore extends StorePart {
         updated_at: r.updatedAt,
         continuation_key: r.continuationKey,
         ...(r.batch && { batch: JSON.stringify(r.batch) }),
+        ...(r.via && { via: JSON.stringify(r.via) }),
       })
       .execute();
   }

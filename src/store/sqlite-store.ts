@@ -6,7 +6,14 @@ import { chainAuditRows } from './audit-chain.js';
 import { Checkpointer, type CheckpointerStats, RESTART_FRAMES } from './checkpointer-thread.js';
 import type { CommitSink } from './commit-sink.js';
 import type { OutboxRow } from './event-store.js';
-import { type LookupRow, lookupRows, type Write, type WriteBatch } from './group-commit.js';
+import {
+  type CompletedRequestRow,
+  completedRequestRow,
+  type LookupRow,
+  lookupRows,
+  type Write,
+  type WriteBatch,
+} from './group-commit.js';
 import { KyselyStore } from './kysely-store.js';
 import type { ApiKeyRecord } from './records/api-key.js';
 import type { KeyRecord } from './records/tenant-key.js';
@@ -201,21 +208,25 @@ class SqliteStore extends KyselyStore {
       );
       const insertEvent = this.sqlite.prepare<OutboxRow>(INSERT_EVENT_SQL);
       const insertLookup = this.sqlite.prepare<Database['signature_lookups']>(INSERT_LOOKUP_SQL);
-      const batch = this.sqlite.transaction(({ signatures, withdrawals, audits, events, lookups }: WriteBatch) => {
-        for (const row of signatures) insertSignature.run(row);
-        for (const id of withdrawals) deleteSignature.run(id);
-        let firstSeq: number | undefined;
-        if (audits.length > 0) {
-          const rows = chainAuditRows(head.get(), audits);
-          firstSeq = rows[0]?.seq;
-          for (const row of rows) insertAudit.run(row);
-        }
-        for (const row of lookupRows(lookups, firstSeq)) {
-          insertLookup.run({ ...row, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
-        }
-        for (const row of events) insertEvent.run(row);
-        return firstSeq;
-      });
+      const completeRequest = this.sqlite.prepare<CompletedRequestRow>(COMPLETE_REQUEST_SQL);
+      const batch = this.sqlite.transaction(
+        ({ signatures, withdrawals, audits, events, lookups, completions }: WriteBatch) => {
+          for (const row of signatures) insertSignature.run(row);
+          for (const id of withdrawals) deleteSignature.run(id);
+          let firstSeq: number | undefined;
+          if (audits.length > 0) {
+            const rows = chainAuditRows(head.get(), audits);
+            firstSeq = rows[0]?.seq;
+            for (const row of rows) insertAudit.run(row);
+          }
+          for (const row of lookupRows(lookups, firstSeq)) {
+            insertLookup.run({ ...row, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
+          }
+          for (const row of events) insertEvent.run(row);
+          for (const c of completions) completeRequest.run(completedRequestRow(c, Number(firstSeq)));
+          return firstSeq;
+        },
+      );
       // IMMEDIATE: take the write lock before reading the chain's head, so another process cannot append between
       // the read and the write (a deferred transaction would fail to upgrade with SQLITE_BUSY instead).
       this.writeBatch = (writes) => batch.immediate(writes);
@@ -243,6 +254,11 @@ const INSERT_EVENT_SQL =
 const INSERT_LOOKUP_SQL =
   'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
   'VALUES (@audit_seq, @tenant_id, @signature_sha256)';
+
+/** An approval's request, completed by its signature's write (group-commit.ts: RequestCompletion); sqlite-writer.cjs has the same. */
+const COMPLETE_REQUEST_SQL =
+  "UPDATE pending_requests SET status = 'approved', signature = @signature, updated_at = @updated_at, " +
+  "signed_seq = @signed_seq, batch = coalesce(@batch, batch) WHERE id = @id AND status = 'signing'";
 
 /**
  * How long a lookup row waits for a write to ride along with before it is written alone. Short: an approval's

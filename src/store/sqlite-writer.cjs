@@ -48,6 +48,11 @@ function prepare() {
     'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
       'VALUES (@audit_seq, @tenant_id, @signature_sha256)',
   );
+  // An approval's request, completed by its signature's write (group-commit.ts: RequestCompletion).
+  const completeRequest = db.prepare(
+    "UPDATE pending_requests SET status = 'approved', signature = @signature, updated_at = @updated_at, " +
+      "signed_seq = @signed_seq, batch = coalesce(@batch, batch) WHERE id = @id AND status = 'signing'",
+  );
   const lookup = (row, seq) =>
     insertLookup.run({ ...row, audit_seq: seq, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
   // IMMEDIATE: the write lock is taken before the chain's head is read (sqlite-store.ts says why).
@@ -58,6 +63,13 @@ function prepare() {
       if (w.signature) insertSignature.run(w.signature);
       if (w.withdraw !== undefined) deleteSignature.run(w.withdraw);
       if (w.audit) audits.push(w.audit);
+      // Several signatures with their entries, all or none (an approved batch; group-commit.ts: records).
+      if (w.records) {
+        for (const r of w.records) {
+          insertSignature.run(r.signature);
+          audits.push(r.audit);
+        }
+      }
       // Rows of signatures recorded ahead earlier, riding along (sqlite-store.ts: writeSignatureLookup).
       if (w.lookups) for (const row of w.lookups) lookup(row, row.audit_seq);
     }
@@ -69,14 +81,38 @@ function prepare() {
     for (const row of rows) insertAudit.run(row);
     let i = 0;
     for (const w of writes) {
-      if (!w.audit) continue;
-      if (w.lookup) lookup(w.lookup, rows[i].seq);
-      i++;
+      const first = i;
+      if (w.audit) {
+        if (w.lookup) lookup(w.lookup, rows[i].seq);
+        i++;
+      }
+      for (const r of w.records ?? []) {
+        if (r.lookup) lookup(r.lookup, rows[i].seq);
+        i++;
+      }
+      if (w.completes && i > first) completeRequest.run(completedRequestRow(w.completes, rows[first].seq));
     }
     // Events told of by these writes (signature.denied): in the same transaction as their audit entries.
     for (const w of writes) if (w.events) for (const row of w.events) insertEvent.run(row);
     return rows[0].seq;
   }).immediate;
+}
+
+/** The columns a completion sets, its write's first entry having `seq`: group-commit.ts's completedRequestRow. */
+function completedRequestRow(c, seq) {
+  const batch = c.batch && {
+    hashes: c.batch.hashes,
+    results: c.batch.results.map((r) =>
+      'entry' in r ? { signature: r.signature, seq: seq + r.entry, signature_id: r.signature_id } : r,
+    ),
+  };
+  return {
+    id: c.id,
+    updated_at: c.updated_at,
+    signature: c.signature ?? null,
+    signed_seq: c.signature !== undefined ? seq : null,
+    batch: batch ? JSON.stringify(batch) : null,
+  };
 }
 
 let stopping = false;
@@ -133,7 +169,7 @@ function commit(writes) {
         code.startsWith('SQLITE_BUSY') ||
         code === 'SQLITE_CONSTRAINT_PRIMARYKEY' ||
         code === 'SQLITE_CONSTRAINT_UNIQUE';
-      if (chainRace && writes.some((w) => w.audit) && attempt < chainRaceAttempts) continue;
+      if (chainRace && writes.some((w) => w.audit || w.records?.length) && attempt < chainRaceAttempts) continue;
       parentPort.postMessage({ type: 'failed', ids, message: err instanceof Error ? err.message : String(err), code });
       return;
     }

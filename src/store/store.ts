@@ -20,6 +20,7 @@ import type { VulnerabilityStore } from './vulnerability-store.js';
 import type { WorkloadStore } from './workload-store.js';
 
 export type { ExceptionRecord } from './exception-store.js';
+export type { CompletedBatch } from './group-commit.js';
 export type { IdempotencyClaim, IdempotencyState } from './idempotency-store.js';
 export type { ApiKeyRecord } from './records/api-key.js';
 export type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';

@@ -92,6 +92,8 @@ export interface Database
     signed_seq?: number | null;
     /** Migration 0025: a held batch's digests, and once approved their results (JSON: RequestBatch). */
     batch?: string | null;
+    /** Migration 0027: the API and credential the request came through (JSON: SignRequest.via). */
+    via?: string | null;
   };
   policy_exceptions: {
     id: string;

@@ -2,14 +2,22 @@
 import { Worker } from 'node:worker_threads';
 import { packagePath } from '../paths.js';
 import type { CommitSink } from './commit-sink.js';
-import { CHAIN_RACE_ATTEMPTS, type PendingWrite, settleWithSeqs, WRITE_BATCH_MAX, type Write } from './group-commit.js';
+import {
+  CHAIN_RACE_ATTEMPTS,
+  entriesOf,
+  type PendingWrite,
+  settleWithSeqs,
+  WRITE_BATCH_MAX,
+  type Write,
+} from './group-commit.js';
 import { SQLITE_DRIVER_PATH } from './sqlite-driver.js';
 import { BUSY_TIMEOUT_MS, type CommitGate, GATE, stopThread } from './sqlite-threads.js';
 
 const WRITER_PATH = packagePath('src', 'store', 'sqlite-writer.cjs');
 const AUDIT_HASH_PATH = packagePath('src', 'store', 'audit-hash.cjs');
 
-type Settle = Pick<PendingWrite, 'resolve' | 'reject'> & { audit: boolean };
+/** `entries`: how many audit entries the write appends (group-commit.ts: entriesOf). */
+type Settle = Pick<PendingWrite, 'resolve' | 'reject'> & { entries: number };
 
 /** The writer thread of a store with `writerThread` (sqlite-writer.cjs says why). */
 export class StoreWriter implements CommitSink {
@@ -54,7 +62,7 @@ export class StoreWriter implements CommitSink {
         if (failure) for (const settle of settled) settle?.reject(failure);
         else
           settleWithSeqs(
-            settled.map((s) => ({ audit: s?.audit ? true : undefined, settle: (seq) => s?.resolve(seq) })),
+            settled.map((s) => ({ entries: s?.entries ?? 0, settle: (seq) => s?.resolve(seq) })),
             msg.firstSeq,
           );
         if (this.waiting.size === 0) this.worker.unref();
@@ -83,7 +91,7 @@ export class StoreWriter implements CommitSink {
     const id = ++this.nextId;
     // Referenced while writes are under way: the process must not end before they are durable.
     if (this.waiting.size === 0) this.worker.ref();
-    this.waiting.set(id, { resolve, reject, audit: write.audit !== undefined });
+    this.waiting.set(id, { resolve, reject, entries: entriesOf(write) });
     this.worker.postMessage({ id, ...write });
   }
 

@@ -96,6 +96,30 @@ describe('approval workflow', () => {
     ).toHaveLength(1);
   });
 
+  it("names the API and credential in every signed entry: /v1's own, and at approval the request's (issue 44)", async () => {
+    const entries = async () => (await svc.store.audit.read(0, 1_000_000)).filter((e) => e.tenantId === 'ap');
+    const atOnce = await request('via at once', { environment: 'staging' });
+    expect(atOnce.status).toBe(200);
+    const signedAtOnce = (await entries()).find(
+      (e) => e.outcome === 'signed' && e.details.hash === digestOf('via at once').toString('base64'),
+    );
+    expect(signedAtOnce?.details.via).toEqual({ api: 'signbridge', api_key_id: signedAtOnce?.actor });
+
+    const held = await request('via at approval');
+    const id = held.body.request_id;
+    expect((await approve(approver, id)).status).toBe(200);
+    const ofRequest = (await entries()).filter((e) => e.details.request_id === id);
+    expect(ofRequest.map((e) => [e.action, e.outcome])).toEqual([
+      ['sign', 'pending_approval'],
+      ['approve_sign', 'signed'],
+    ]);
+    const [pending, signed] = ofRequest;
+    // The requester's key made the request; the approver's key only decided it.
+    expect(pending?.details.via).toEqual({ api: 'signbridge', api_key_id: pending?.actor });
+    expect(signed?.details.via).toEqual(pending?.details.via);
+    expect(signed?.actor).not.toBe(pending?.actor);
+  });
+
   it('signs with the key version recorded in the request, even after a rotation', async () => {
     const { body } = await request('before rotation');
     const admin = await svc.apiKey('admin', 'ap');

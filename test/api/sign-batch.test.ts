@@ -158,9 +158,11 @@ describe('POST /v1/sign_batch', () => {
     // One pending entry for the batch, nothing signed yet.
     const request = await svc.store.requests.get('ec', requestId);
     expect(request?.batch?.hashes).toEqual(hashes);
-    expect((await entries()).filter((e) => e.details.request_id === requestId).map((e) => e.outcome)).toEqual([
-      'pending_approval',
-    ]);
+    const pending = (await entries()).filter((e) => e.details.request_id === requestId);
+    expect(pending.map((e) => e.outcome)).toEqual(['pending_approval']);
+    // The batch came through the /v1 JSON API with the signer's key: its entry says so (issue 44).
+    const via = pending[0]?.details.via;
+    expect(via).toEqual({ api: 'signbridge', api_key_id: pending[0]?.actor });
 
     // The same batch again (a retry) continues the request; collecting before a decision is 202.
     const again = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, environment: 'production' });
@@ -204,6 +206,8 @@ describe('POST /v1/sign_batch', () => {
       // Each signature has its own `signed` entry, naming its digest and the request as its batch.
       const entry = signedEntries.get(r.log_index);
       expect(entry?.details).toMatchObject({ hash: hashes[i], batch: { id: requestId, index: i, size: 12 } });
+      // Made at the approval, it names the API and credential the batch came through, as the pending entry did.
+      expect(entry?.details.via).toEqual(via);
     }
     // Collected again: the same answer; the same batch sent anew within the retry window gets it too.
     expect((await batch('ec', { hashes, request_id: requestId })).body).toEqual(collected.body);

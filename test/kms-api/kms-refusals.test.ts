@@ -275,6 +275,24 @@ describe.skipIf(missing)('KMS refusals with boto3', () => {
       request_id: requestId,
     });
     expect(approved.status).toBe(200);
+    // The approval's `signed` entry names the API and credential the request came through, as its pending entry
+    // does (issue 44): the approver only decided it.
+    const ofRequest = (
+      await svc.run<{ outcome: string; details: string }>(
+        sql`SELECT outcome, details FROM audit_log WHERE outcome IN ('pending_approval', 'signed') ORDER BY seq`,
+      )
+    )
+      .map((e) => ({ outcome: e.outcome, details: JSON.parse(e.details) as Record<string, unknown> }))
+      .filter((e) => e.details.request_id === requestId);
+    expect(ofRequest.map((e) => e.outcome)).toEqual(['pending_approval', 'signed']);
+    const kmsVia = {
+      api: 'aws-kms',
+      region: 'eu-west-1',
+      access_key_id: creds['held-team']!.access_key,
+      message_type: 'DIGEST',
+    };
+    expect(ofRequest[0]?.details.via).toEqual(kmsVia);
+    expect(ofRequest[1]?.details.via).toEqual(kmsVia);
     const again = await runBoto3Kms(endpoint, [signCall('repeated', creds['held-team']!, 'alias/held-team')]);
     expect(again.repeated!.ok).toBe(true);
     const signature = Buffer.from(answerOf(again.repeated).Signature as string, 'base64');

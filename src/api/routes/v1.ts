@@ -124,6 +124,11 @@ function errorResponses(action: Action): Record<number, unknown> {
   return Object.fromEntries(statuses.map((status) => [status, errorResponse(status)]));
 }
 
+/** The API a /v1 signing request came through, and its credential, for its audit entries (SignRequest.via). */
+function ownApi(caller: { id: string }): Record<string, string> {
+  return { api: 'signbridge', api_key_id: caller.id };
+}
+
 function callerOf(request: FastifyRequest) {
   const caller = request.caller;
   if (!caller) throw new ApiError('unauthorized', 'not authenticated');
@@ -151,6 +156,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         digest,
         algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
         context: signingContext(body, callerOf(request)),
+        via: ownApi(callerOf(request)),
       });
       return signOutcome(outcome, opts.publicUrl);
     },
@@ -169,6 +175,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         pss: (body.pss_padding as boolean | undefined) ?? false,
         ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
         context: signingContext(body, callerOf(request)),
+        via: ownApi(callerOf(request)),
       });
       return signOutcome(outcome, opts.publicUrl);
     },
@@ -191,6 +198,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
         pss: (body.pss_padding as boolean | undefined) ?? false,
         context: signingContext(body, caller),
+        via: ownApi(caller),
       });
       if (outcome.kind === 'pending') return signOutcome(outcome, opts.publicUrl);
       return { status: 200, body: batchBody(tenantId, outcome, request) };

@@ -57,6 +57,11 @@ export interface PendingRequestRecord {
    * or absent for a one-digest request. `hash` is then the batch's digest (batchDigest).
    */
   batch?: RequestBatch | null;
+  /**
+   * The API the request came through and what it said of itself there (SignRequest.via), named again by the
+   * `signed` entry of its approval (migration 0027). Absent on requests made before.
+   */
+  via?: Record<string, string> | null;
 }
 
 /** One digest of an approved batch request: its signature and the seq of its `signed` entry, or why it failed. */
