@@ -20,12 +20,24 @@ type RsaScheme = (typeof SIGNATURE_ALGORITHMS)[number];
 /** The most inputs one batch may carry: each is a signing request of its own (policy, audit entry, log entry). */
 export const MAX_BATCH_ITEMS = 100;
 
+/**
+ * A bool as Vault decodes one (weakly: the vault CLI sends every `key=value` as a string): true or false, or a string
+ * Go's strconv.ParseBool takes ("" is false).
+ */
+const TRUE_WORDS = ['1', 't', 'T', 'TRUE', 'true', 'True'];
+const FALSE_WORDS = ['', '0', 'f', 'F', 'FALSE', 'false', 'False'];
+const VaultBool = (description: string) =>
+  Type.Union([Type.Boolean(), Type.Unsafe<string>({ type: 'string', enum: [...TRUE_WORDS, ...FALSE_WORDS] })], {
+    description,
+  });
+const isTrue = (value: boolean | string | undefined) => value === true || TRUE_WORDS.includes(value as string);
+
 const Base64Input = Type.String({ description: 'base64 of the data (or, with prehashed, of its digest)' });
 const common = {
   hash_algorithm: Type.Optional(
     Type.String({ description: 'sha2-256 (default), sha2-384 or sha2-512; also the URL suffix' }),
   ),
-  prehashed: Type.Optional(Type.Boolean({ description: 'input is already the digest (ML-DSA: mu, SM2: e)' })),
+  prehashed: Type.Optional(VaultBool('input is already the digest (ML-DSA: mu, SM2: e)')),
   signature_algorithm: Type.Optional(Type.String({ description: 'RSA keys: pss (default) or pkcs1v15' })),
   marshaling_algorithm: Type.Optional(Type.String({ description: 'asn1 (default) or jws' })),
   context: Type.Optional(Type.String({ description: 'accepted and ignored: signbridge keys are not derived' })),
@@ -77,7 +89,7 @@ export const VerifyBody = Type.Object(
 
 export interface SchemeFields {
   hash_algorithm?: string;
-  prehashed?: boolean;
+  prehashed?: boolean | string;
   signature_algorithm?: string;
   marshaling_algorithm?: string;
 }
@@ -100,7 +112,7 @@ function oneOf<T extends string>(field: string, value: string | undefined, allow
 export function schemeOf(body: SchemeFields, urlHash: string | undefined): Scheme {
   return {
     hash: oneOf('hash_algorithm', urlHash ?? body.hash_algorithm, Object.keys(HASHES) as VaultHash[], 'sha2-256'),
-    prehashed: body.prehashed ?? false,
+    prehashed: isTrue(body.prehashed),
     rsa: oneOf('signature_algorithm', body.signature_algorithm, SIGNATURE_ALGORITHMS, 'pss'),
     marshaling: oneOf('marshaling_algorithm', body.marshaling_algorithm, MARSHALING_ALGORITHMS, 'asn1'),
   };

@@ -79,6 +79,8 @@ export async function signInputs(
           digest,
           algorithm,
           context,
+          // The audit entry names the door and the credential (the API key's id, never the token itself).
+          via: { api: 'vault-transit', api_key_id: caller.id },
         })
         .catch(itemError),
     );

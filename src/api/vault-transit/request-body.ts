@@ -1,0 +1,29 @@
+// How a transit write's body is read. Vault reads a write's body as JSON whatever its Content-Type says, and its
+// clients rely on that: the Go client (the vault CLI, Terraform's provider, cosign's hashivault://) sends JSON with
+// no Content-Type at all, and Vault's own curl examples (`--data @payload.json`) send it as
+// `application/x-www-form-urlencoded`. Vault takes a body as a form only when it is sent as one *and* does not start
+// like JSON (`{` or `[` after whitespace: isForm in Vault's http/handler.go); signbridge reads JSON only and refuses
+// such a form body with a 400 that says so. Otherwise the parsing is the JSON API's own (body limit, valid JSON, no
+// prototype keys); its refusals become Vault's 400 in the routes' error handler. The JSON API keeps its parser.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { parseJsonBody } from '../http-strict.js';
+import { VaultError } from './errors.js';
+
+const FORM_TYPE = 'application/x-www-form-urlencoded';
+const STARTS_LIKE_JSON = /^[ \t\r\n]*[[{]/;
+
+function sentAsForm(request: FastifyRequest): boolean {
+  const type = request.headers['content-type'];
+  return typeof type === 'string' && type.split(';')[0]?.trim().toLowerCase() === FORM_TYPE;
+}
+
+/** Replaces the content-type parsers of the (encapsulated) Vault plugin `app` with "any body is JSON". */
+export function readEveryBodyAsJson(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, text, done) => {
+    if (sentAsForm(request) && (text as string).trim() !== '' && !STARTS_LIKE_JSON.test(text as string)) {
+      return done(new VaultError(400, ['form-encoded bodies are not supported; send the fields as a JSON object']));
+    }
+    parseJsonBody(request, text as string, done);
+  });
+}
