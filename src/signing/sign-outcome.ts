@@ -22,6 +22,11 @@ export interface SignRequest {
    * access_key_id}`), for the audit entry; absent for signbridge's own API.
    */
   via?: Record<string, string>;
+  /**
+   * RSA PSS only: the salt length in bytes when it is not the hash's length (Vault transit's salt_length). A request
+   * held for approval is signed on approval with the hash's length (the held request keeps no salt length).
+   */
+  pssSaltLength?: number;
 }
 
 export interface Signed {

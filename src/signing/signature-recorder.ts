@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
-import { type KeyStoreOutage, type KeyStores, outageOf } from '../keys/key-store.js';
+import { type KeyStoreOutage, type KeyStores, outageOf, type SignOptions } from '../keys/key-store.js';
 import type { EventInput } from '../store/records/event-kinds.js';
 import type { AuditEntryInput, KeyRecord, Store } from '../store/store.js';
 import type { Audit } from './service-audit.js';
@@ -77,6 +77,7 @@ export class SignatureRecorder {
     details: Record<string, unknown>,
     start = performance.now(),
     signedEvent?: (signatureId: string) => EventInput,
+    signOptions?: SignOptions,
   ): Promise<Signed> {
     // `signatureSha256`: known when the record follows the signature; its lookup row then goes with the record.
     const record = (signatureSha256?: Buffer): { id: string; written: Promise<number | undefined> } => {
@@ -125,7 +126,9 @@ export class SignatureRecorder {
     ahead?.written.catch(() => undefined);
     let signature: Buffer;
     try {
-      signature = await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest);
+      signature = await this.keyStores
+        .forKey(key.keyStore)
+        .sign(key.keyRef, key.keySpec, algorithm, digest, signOptions);
     } catch (err) {
       const failed = (signatureId?: string): AuditEntryInput => ({
         at: this.now().toISOString(),

@@ -4,11 +4,12 @@
 // the wrong type is a 400 from the schema, a value signbridge does not support a 400 naming what it supports.
 import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import { type KeySpec, keyInfo, type SigningAlgorithm } from '../../crypto/algorithms.js';
+import { type HashName, type KeySpec, keyInfo, type SigningAlgorithm } from '../../crypto/algorithms.js';
 import { mlDsaPublicKey, sm2PublicPoint } from '../../crypto/file-representative.js';
 import { mlDsaMu, sm2Digest } from '../../crypto/message-representatives.js';
 import type { KeyRecord } from '../../store/store.js';
 import { VaultError } from './errors.js';
+import { parseSaltLength, type SaltLength } from './pss-salt.js';
 import { MARSHALING_ALGORITHMS, type Marshaling } from './signature-marshaling.js';
 
 /** Vault's names of the hashes signbridge signs with (Vault also has sha1, sha2-224, sha3-*, none). */
@@ -39,6 +40,11 @@ const common = {
   ),
   prehashed: Type.Optional(VaultBool('input is already the digest (ML-DSA: mu, SM2: e)')),
   signature_algorithm: Type.Optional(Type.String({ description: 'RSA keys: pss (default) or pkcs1v15' })),
+  salt_length: Type.Optional(
+    Type.Union([Type.String(), Type.Integer()], {
+      description: 'RSA PSS: auto (default: the longest the key allows; verify: any), hash, or a number of bytes',
+    }),
+  ),
   marshaling_algorithm: Type.Optional(Type.String({ description: 'asn1 (default) or jws' })),
   context: Type.Optional(Type.String({ description: 'accepted and ignored: signbridge keys are not derived' })),
 };
@@ -91,6 +97,7 @@ export interface SchemeFields {
   hash_algorithm?: string;
   prehashed?: boolean | string;
   signature_algorithm?: string;
+  salt_length?: string | number;
   marshaling_algorithm?: string;
 }
 
@@ -99,6 +106,8 @@ export interface Scheme {
   hash: VaultHash;
   prehashed: boolean;
   rsa: RsaScheme;
+  /** RSA PSS's salt length, as asked (pss-salt.ts). */
+  salt: SaltLength;
   marshaling: Marshaling;
 }
 
@@ -114,9 +123,13 @@ export function schemeOf(body: SchemeFields, urlHash: string | undefined): Schem
     hash: oneOf('hash_algorithm', urlHash ?? body.hash_algorithm, Object.keys(HASHES) as VaultHash[], 'sha2-256'),
     prehashed: isTrue(body.prehashed),
     rsa: oneOf('signature_algorithm', body.signature_algorithm, SIGNATURE_ALGORITHMS, 'pss'),
+    salt: parseSaltLength(body.salt_length),
     marshaling: oneOf('marshaling_algorithm', body.marshaling_algorithm, MARSHALING_ALGORITHMS, 'asn1'),
   };
 }
+
+/** The hash of the scheme, by signbridge's name. */
+export const hashNameOf = (scheme: Scheme): HashName => HASHES[scheme.hash];
 
 /** signbridge's algorithm for a key spec and the scheme (hash and RSA scheme apply only where the key has them). */
 export function algorithmFor(spec: KeySpec, scheme: Scheme): SigningAlgorithm {
