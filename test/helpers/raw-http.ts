@@ -11,7 +11,7 @@ export interface RawAnswer {
   body: string;
   /** The answer's bytes as they came (latin1). */
   text: string;
-  /** Whether the server closed the connection after the answer. */
+  /** Whether the connection had already closed when the answer was read (a kept-alive one is closed by us). */
   closed: boolean;
 }
 
