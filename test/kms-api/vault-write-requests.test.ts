@@ -55,7 +55,9 @@ const keyIdOf = (token: string) => token.split('_')[1] as string;
  *   is a GET with no body.
  * - api/request.go (commit dc215f9, lines 44-53): SetJSONBody is `json.Marshal(val)`: compact, map keys sorted, no
  *   trailing newline; toRetryableHTTP sets the token as `X-Vault-Token` and sets no Content-Type.
- * - api/client.go: current releases' NewClient add `X-Vault-Request: true` to every request.
+ * - api/client.go (commit 043ca62, NewRequest): the method and path as given, the token, the client's headers.
+ *   `X-Vault-Request: true` (what Vault Agent's require_request_header asks for, sent by current clients) is added
+ *   from memory of newer releases, not from the revision read here; the server ignores it either way.
  * - Go's net/http writes Host, User-Agent `Go-http-client/1.1`, Content-Length (for a body), the client's headers
  *   in sorted order, and `Accept-Encoding: gzip`; HTTP/1.1 keep-alive (no Connection header).
  * The body here is built as json.Marshal builds it: `JSON.stringify` of an object whose keys are already sorted.
