@@ -154,6 +154,15 @@ describe("the curl examples of Vault's transit docs (--data @payload.json: a for
         verify('sha256', Buffer.from('curl payload'), createPublicKey(pem), sigBytes(JSON.parse(body).data.signature)),
       ).toBe(true);
     }
+    // A Content-Type that is no media type (Go's mime.ParseMediaType fails, so Vault reads JSON): read as JSON.
+    for (const type of ['garbage', '']) {
+      const body = JSON.stringify({ input: b64('curl payload') });
+      const odd = await rawExchange(port, [
+        `PUT /v1/transit/sign/w-ec HTTP/1.1\r\nHost: ${host}\r\nX-Vault-Token: ${token}\r\n` +
+          `Content-Type: ${type}\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      ]);
+      expect(odd.status, `${JSON.stringify(type)}: ${odd.body}`).toBe(200);
+    }
     // `curl -d input=...`: a real form, which Vault would read as one; signbridge reads JSON only and says so.
     const form = await rawExchange(port, [
       `POST /v1/transit/sign/w-ec HTTP/1.1\r\nHost: ${host}\r\nX-Vault-Token: ${token}\r\n` +

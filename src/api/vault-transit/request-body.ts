@@ -10,6 +10,9 @@ import { parseJsonBody } from '../http-strict.js';
 import { VaultError } from './errors.js';
 
 const FORM_TYPE = 'application/x-www-form-urlencoded';
+/** type/subtype of token characters, then parameters (RFC 9110 8.3.1): what Go's mime.ParseMediaType accepts. */
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
+const MEDIA_TYPE = new RegExp(`^[\\t ]*${TOKEN}/${TOKEN}[\\t ]*(;.*)?$`);
 const STARTS_LIKE_JSON = /^[ \t\r\n]*[[{]/;
 
 function sentAsForm(request: FastifyRequest): boolean {
@@ -19,6 +22,13 @@ function sentAsForm(request: FastifyRequest): boolean {
 
 /** Replaces the content-type parsers of the (encapsulated) Vault plugin `app` with "any body is JSON". */
 export function readEveryBodyAsJson(app: FastifyInstance): void {
+  // A Content-Type that is no media type at all (`garbage`, an empty one) is as good as none to Vault, which then
+  // reads JSON; fastify would answer 415 before any parser, so it is set aside before parsing.
+  app.addHook('onRequest', (request, _reply, done) => {
+    const type = request.headers['content-type'];
+    if (type !== undefined && !MEDIA_TYPE.test(type)) delete request.headers['content-type'];
+    done();
+  });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (request, text, done) => {
     if (sentAsForm(request) && (text as string).trim() !== '' && !STARTS_LIKE_JSON.test(text as string)) {
