@@ -40,6 +40,14 @@ import type {
   WrappingKeySpec,
 } from './key-store.js';
 
+/** KMS signs RSA PSS with a salt as long as the hash, and only so: why another salt length is refused. */
+export function kmsPssSaltRefusal(hashLength: number, asked: number): string {
+  return (
+    `this key is in AWS KMS, which signs RSA PSS only with a salt as long as the hash (${hashLength} bytes), ` +
+    `not ${asked}`
+  );
+}
+
 export interface AwsKmsKeyStoreOptions {
   /** Default: the SDK's (AWS_REGION, the profile). */
   region?: string;
@@ -156,13 +164,8 @@ export class AwsKmsKeyStore implements KeyStore {
         `${algorithm} signs a ${inputLength(algorithm)}-byte input, got ${digest.length}`,
       );
     }
-    // KMS signs PSS with a salt as long as the hash, and only so.
     if (options.pssSaltLength !== undefined && options.pssSaltLength !== inputLength(algorithm)) {
-      throw new ApiError(
-        'invalid_request',
-        `this key is in AWS KMS, which signs RSA PSS only with a salt as long as the hash (${inputLength(algorithm)} ` +
-          `bytes), not ${options.pssSaltLength}`,
-      );
+      throw new ApiError('invalid_request', kmsPssSaltRefusal(inputLength(algorithm), options.pssSaltLength));
     }
     const info = keyInfo(spec);
     let message = digest;

@@ -152,16 +152,21 @@ it("RSA PSS through Vault transit: KMS's salt (the hash's length) signs; another
     });
   const hash = await sign({ salt_length: 'hash' });
   expect(hash.statusCode, hash.body).toBe(200);
-  const signed = (await store.audit.read(0, 1_000_000)).filter((e) => e.tenantId === tenant && e.outcome === 'signed');
-  expect(signed).toHaveLength(1);
-  // Vault's default, auto, asks for the longest salt: KMS cannot make it, and says so.
+  const entries = async () => (await store.audit.read(0, 1_000_000)).filter((e) => e.tenantId === tenant);
+  const before = await entries();
+  expect(before.filter((e) => e.outcome === 'signed')).toHaveLength(1);
+  // Vault's default, auto, asks for the longest salt: KMS cannot make it, and the door says so before the policy.
   for (const fields of [{}, { salt_length: '20' }]) {
     const refused = await sign(fields);
     expect(refused.statusCode).toBe(400);
     expect(refused.json().errors[0]).toMatch(/AWS KMS, which signs RSA PSS only with a salt as long as the hash/);
   }
-  const after = (await store.audit.read(0, 1_000_000)).filter((e) => e.tenantId === tenant && e.outcome === 'signed');
-  expect(after).toHaveLength(1);
+  expect(await entries()).toEqual(before);
+  // The key store refuses it too, for any caller that would ask.
+  const [key] = await store.tenants.listKeys(tenant);
+  await expect(
+    kms.sign(key?.keyRef as string, 'RSA_2048', 'RSASSA_PSS_SHA_256', Buffer.alloc(32), { pssSaltLength: 20 }),
+  ).rejects.toThrow(/signs RSA PSS only with a salt as long as the hash \(32 bytes\), not 20/);
 });
 
 describe('when KMS will not sign', () => {

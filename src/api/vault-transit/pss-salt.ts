@@ -3,7 +3,9 @@
 // mean hash, and anything below -1 is refused. Signing, auto is the longest salt the key allows (Go's SignPSS with
 // PSSSaltLengthAuto: emLen - hLen - 2 bytes, 222 for RSA-2048 with SHA-256); verifying, auto accepts any length.
 // A length the key cannot hold is refused when signing; a signature cannot have one, so verifying says invalid.
-import { DIGEST_LENGTH, type HashName, type KeySpec, keyInfo } from '../../crypto/algorithms.js';
+import { DIGEST_LENGTH, type HashName, keyInfo } from '../../crypto/algorithms.js';
+import { kmsPssSaltRefusal } from '../../keys/aws-kms-key-store.js';
+import type { KeyRecord } from '../../store/store.js';
 import { VaultError } from './errors.js';
 
 export type SaltLength = 'auto' | 'hash' | number;
@@ -31,9 +33,11 @@ export function maxSaltLength(bits: number, hash: HashName): number {
 
 /**
  * The salt length to sign with, in bytes, for an RSA key; undefined where it is the hash's length (the key store's
- * default). A length the key cannot hold is a 400.
+ * default). A length the key cannot hold is a 400, and so is any other than the hash's for a key in AWS KMS, before
+ * the policy is asked (the key store would refuse it only after).
  */
-export function signingSaltLength(spec: KeySpec, hash: HashName, salt: SaltLength): number | undefined {
+export function signingSaltLength(key: KeyRecord, hash: HashName, salt: SaltLength): number | undefined {
+  const spec = key.keySpec;
   const info = keyInfo(spec);
   if (info.family !== 'rsa') return undefined;
   const max = maxSaltLength(info.bits, hash);
@@ -43,7 +47,9 @@ export function signingSaltLength(spec: KeySpec, hash: HashName, salt: SaltLengt
       `salt length is invalid: ${bytes} is longer than a ${info.bits}-bit RSA key holds with ${hash} (at most ${max})`,
     ]);
   }
-  return bytes === DIGEST_LENGTH[hash] ? undefined : bytes;
+  if (bytes === DIGEST_LENGTH[hash]) return undefined;
+  if (key.keyStore === 'aws-kms') throw new VaultError(400, [kmsPssSaltRefusal(DIGEST_LENGTH[hash], bytes)]);
+  return bytes;
 }
 
 /** What verify accepts: any salt length (auto), or exactly this many bytes. */

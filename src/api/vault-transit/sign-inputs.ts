@@ -59,8 +59,7 @@ export async function signInputs(
   const current = await signing.getKey(tenantId);
   checkKeyVersion(keyVersion, current);
   const algorithm = algorithmFor(current.keySpec, scheme);
-  const pssSaltLength =
-    scheme.rsa === 'pss' ? signingSaltLength(current.keySpec, hashNameOf(scheme), scheme.salt) : undefined;
+  const pssSaltLength = scheme.rsa === 'pss' ? signingSaltLength(current, hashNameOf(scheme), scheme.salt) : undefined;
   const context = signingContext({}, caller);
   const digests = inputs.map((input) =>
     input instanceof VaultError ? input : representativeOf(current, scheme, input),
