@@ -47,26 +47,37 @@ export function listVerbRescue(app: FastifyInstance, prefix: string): ParserResc
   const gather = (socket: Socket, packet: Buffer): Buffer | undefined => {
     const earlier = partial.get(socket);
     if (!earlier && !packet.toString('latin1').startsWith('LIST ')) return undefined;
-    if (earlier) clearTimeout(earlier.timer);
-    partial.delete(socket);
     const bytes = earlier ? Buffer.concat([earlier.bytes, packet]) : packet;
+    if (earlier) earlier.bytes = bytes;
     return bytes.length > maxHeadBytes ? undefined : bytes;
+  };
+
+  /** Waits for the rest of the head: one timer from its first packet on, as Node times a head. */
+  const awaitRest = (socket: Socket, bytes: Buffer): void => {
+    if (partial.has(socket)) return;
+    const timer = setTimeout(() => {
+      partial.delete(socket);
+      headTimedOut(socket);
+    }, headWaitMs);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+    partial.set(socket, { bytes, timer });
+  };
+
+  const forget = (socket: Socket): void => {
+    clearTimeout(partial.get(socket)?.timer);
+    partial.delete(socket);
   };
 
   return (err, socket: Socket) => {
     if (err.code !== 'HPE_INVALID_METHOD' || !err.rawPacket) return false;
     const bytes = gather(socket, err.rawPacket);
-    if (!bytes) return false;
-    if (!bytes.includes('\r\n\r\n')) {
-      const timer = setTimeout(() => {
-        partial.delete(socket);
-        headTimedOut(socket);
-      }, headWaitMs);
-      timer.unref();
-      socket.once('close', () => clearTimeout(timer));
-      partial.set(socket, { bytes, timer });
+    if (bytes && !bytes.includes('\r\n\r\n')) {
+      awaitRest(socket, bytes);
       return true; // the rest of the head comes as the next refusals
     }
+    forget(socket);
+    if (!bytes) return false;
     const head = parseListHead(bytes, listPath);
     if (!head) return false;
     const query = head.query ? `${head.query}&list=true` : 'list=true';
