@@ -14,8 +14,11 @@ import { verifyMlDsa } from './ml-dsa-verify.js';
 const CURVES = { 'P-256': p256, 'P-384': p384, 'P-521': p521 } as const;
 
 export interface DigestVerifyOptions {
-  /** PSS salts accepted: any length (Vault's verify; the default), or only the hash's length (KMS's). */
-  pssSaltLength?: 'any' | 'hash';
+  /**
+   * PSS salts accepted: any length (Vault's verify with salt_length auto; the default), only the hash's length
+   * (KMS's), or exactly this many bytes (Vault's salt_length as a number).
+   */
+  pssSaltLength?: 'any' | 'hash' | number;
 }
 
 /** True when `signature` is `key`'s signature with `algorithm` of `representative` (digest, μ or e). */
@@ -44,7 +47,8 @@ export function verifyDigestSignature(
   const encoded = recoverEncoding(key.publicKeyPem, signature);
   if (!encoded) return false;
   if (alg.padding === 'pss') {
-    const saltLength = options.pssSaltLength === 'hash' ? DIGEST_LENGTH[hash] : undefined;
+    const asked = options.pssSaltLength;
+    const saltLength = asked === 'hash' ? DIGEST_LENGTH[hash] : asked === 'any' ? undefined : asked;
     return pssMatches(encoded.em, encoded.emBits, hash, representative, saltLength);
   }
   const expected = Buffer.concat([DIGEST_INFO_PREFIX[hash], representative]);

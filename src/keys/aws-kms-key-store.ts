@@ -35,9 +35,18 @@ import type {
   ImportParameters,
   KeyMaterialImport,
   KeyStore,
+  SignOptions,
   WrappingAlgorithm,
   WrappingKeySpec,
 } from './key-store.js';
+
+/** KMS signs RSA PSS with a salt as long as the hash, and only so: why another salt length is refused. */
+export function kmsPssSaltRefusal(hashLength: number, asked: number): string {
+  return (
+    `this key is in AWS KMS, which signs RSA PSS only with a salt as long as the hash (${hashLength} bytes), ` +
+    `not ${asked}`
+  );
+}
 
 export interface AwsKmsKeyStoreOptions {
   /** Default: the SDK's (AWS_REGION, the profile). */
@@ -142,12 +151,21 @@ export class AwsKmsKeyStore implements KeyStore {
    * key only its curve's algorithm and digest length, so an ECDSA digest of another length is handed over as the
    * same integer at the curve's length (ecdsa-digest.ts); the signature is the one the caller's digest expects.
    */
-  async sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer> {
+  async sign(
+    keyRef: string,
+    spec: KeySpec,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    options: SignOptions = {},
+  ): Promise<Buffer> {
     if (digest.length !== inputLength(algorithm)) {
       throw new ApiError(
         'invalid_hash',
         `${algorithm} signs a ${inputLength(algorithm)}-byte input, got ${digest.length}`,
       );
+    }
+    if (options.pssSaltLength !== undefined && options.pssSaltLength !== inputLength(algorithm)) {
+      throw new ApiError('invalid_request', kmsPssSaltRefusal(inputLength(algorithm), options.pssSaltLength));
     }
     const info = keyInfo(spec);
     let message = digest;

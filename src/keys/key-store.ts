@@ -104,6 +104,15 @@ export interface KeyMaterialImport {
   expiration: { model: 'KEY_MATERIAL_DOES_NOT_EXPIRE' } | { model: 'KEY_MATERIAL_EXPIRES'; validTo: Date };
 }
 
+/** How a signature is made, where an algorithm leaves a choice. */
+export interface SignOptions {
+  /**
+   * RSA PSS only: the salt length in bytes (0 up to the key's maximum, emLen - hLen - 2); absent: the hash's length,
+   * as KMS signs. Vault transit asks for others (its salt_length). A key store that cannot make it refuses.
+   */
+  pssSaltLength?: number;
+}
+
 /**
  * Where private keys live. Implementations: any PKCS#11 token (SoftHSM by default), AWS KMS, and the software
  * store for key specs the token cannot hold (ML-DSA, SM2; sealed under a key that stays in the token).
@@ -120,7 +129,13 @@ export interface KeyStore {
    * algorithm, key spec and digest length agree. ECDSA and SM2 signatures come back DER-encoded (as KMS returns
    * them), RSA and ML-DSA ones as the raw signature.
    */
-  sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer>;
+  sign(
+    keyRef: string,
+    spec: KeySpec,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    options?: SignOptions,
+  ): Promise<Buffer>;
   /** Removes a key made by createKey (used to undo a half-finished tenant creation or rotation). */
   destroyKey(keyRef: string): Promise<void>;
   /** Signatures under way on this process's own threads, if it signs on threads (busy-poll.ts yields to them). */

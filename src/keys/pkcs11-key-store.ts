@@ -10,7 +10,7 @@ import { ecdsaRawToDer } from '../crypto/encoding.js';
 import { EC_FIELD_BYTES } from '../crypto/spki.js';
 import { ApiError } from '../errors.js';
 import { withLockFile } from '../fs-private.js';
-import type { CreatedKey, KeyStore, KeyStoreOutage } from './key-store.js';
+import type { CreatedKey, KeyStore, KeyStoreOutage, SignOptions } from './key-store.js';
 import { findPrivateKeyHandle, generateKeyPair, keyIdOf, keyRefOf } from './pkcs11/key-objects.js';
 import type { Pkcs11KeyStoreOptions } from './pkcs11/options.js';
 import { tokenPublicKeyPem } from './pkcs11/public-key-pem.js';
@@ -182,13 +182,19 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
     );
   }
 
-  async sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer> {
+  async sign(
+    keyRef: string,
+    spec: KeySpec,
+    algorithm: SigningAlgorithm,
+    digest: Buffer,
+    options: SignOptions = {},
+  ): Promise<Buffer> {
     const recovery = this.recovery;
     if (recovery.closed) throw new ApiError('key_store_unavailable', 'the key store is shutting down');
     const alg = algorithmInfo(algorithm);
     if (alg.family !== 'rsa' && alg.family !== 'ec') throw new Error(`a PKCS#11 token here cannot sign ${algorithm}`);
     if (digest.length !== DIGEST_LENGTH[alg.hash]) throw new Error('digest length does not match the algorithm');
-    const mechanism = signMechanism(alg);
+    const mechanism = signMechanism(alg, options.pssSaltLength);
     const input = signInput(alg, digest);
     // The recovery gate (see guarded); written out here so a signature allocates no closure.
     while (recovery.gateShut) await recovery.reopen(recovery.generation);

@@ -23,6 +23,11 @@ export interface SignRequest {
    * one, and the `signed` one of its approval (kept with the request). Absent for the daemon's in-process calls.
    */
   via?: Record<string, string>;
+  /**
+   * RSA PSS only: the salt length in bytes when it is not the hash's length (Vault transit's salt_length). A request
+   * held for approval is signed on approval with the hash's length (the held request keeps no salt length).
+   */
+  pssSaltLength?: number;
 }
 
 export interface Signed {

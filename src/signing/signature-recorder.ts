@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
-import { type KeyStoreOutage, type KeyStores, outageOf } from '../keys/key-store.js';
+import { type KeyStoreOutage, type KeyStores, outageOf, type SignOptions } from '../keys/key-store.js';
 import type { EventInput } from '../store/records/event-kinds.js';
 import type { AuditEntryInput, CompletedBatch, KeyRecord, SignatureRecord, Store } from '../store/store.js';
 import type { Audit } from './service-audit.js';
@@ -102,6 +102,7 @@ export class SignatureRecorder {
     start = performance.now(),
     signedEvent?: (signatureId: string) => EventInput,
     completes?: CompletesRequest,
+    signOptions?: SignOptions,
   ): Promise<Signed> {
     // `signature`: known when the record follows the signature; its lookup row then goes with the record.
     const record = (signature?: Buffer): { id: string; written: Promise<number | undefined> } => {
@@ -143,7 +144,9 @@ export class SignatureRecorder {
     ahead?.written.catch(() => undefined);
     let signature: Buffer;
     try {
-      signature = await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest);
+      signature = await this.keyStores
+        .forKey(key.keyStore)
+        .sign(key.keyRef, key.keySpec, algorithm, digest, signOptions);
     } catch (err) {
       await this.recordFailure(key, algorithm, digest, callerId, action, err, ahead);
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);

@@ -86,6 +86,7 @@ export class Signer {
       ...(req.personId && { person: req.personId }),
       ...workload,
       ...(req.via && { via: req.via }),
+      ...(req.pssSaltLength !== undefined && { pss_salt_length: req.pssSaltLength }),
     };
     const decided: PolicyDecided = {
       tenantId: req.tenantId,
@@ -128,6 +129,8 @@ export class Signer {
       about,
       start,
       signedEvent,
+      undefined,
+      req.pssSaltLength === undefined ? undefined : { pssSaltLength: req.pssSaltLength },
     );
   }
 }

@@ -138,6 +138,37 @@ it('SM2 where KMS does not offer it (outside the China Regions) is 400 unsupport
   }
 });
 
+it("RSA PSS through Vault transit: KMS's salt (the hash's length) signs; another salt_length is 400, nothing signed", async () => {
+  const tenant = 'kms-vault-pss';
+  const created = await callAction(app, operator, 'create_tenant', { tenant_id: tenant, key_spec: 'RSA_2048' });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const { signer } = await tenantKeys(tenant);
+  const sign = (fields: object) =>
+    app.inject({
+      method: 'POST',
+      url: `/v1/transit/sign/${tenant}`,
+      headers: { 'x-vault-token': signer },
+      payload: { input: message.toString('base64'), ...fields },
+    });
+  const hash = await sign({ salt_length: 'hash' });
+  expect(hash.statusCode, hash.body).toBe(200);
+  const entries = async () => (await store.audit.read(0, 1_000_000)).filter((e) => e.tenantId === tenant);
+  const before = await entries();
+  expect(before.filter((e) => e.outcome === 'signed')).toHaveLength(1);
+  // Vault's default, auto, asks for the longest salt: KMS cannot make it, and the door says so before the policy.
+  for (const fields of [{}, { salt_length: '20' }]) {
+    const refused = await sign(fields);
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().errors[0]).toMatch(/AWS KMS, which signs RSA PSS only with a salt as long as the hash/);
+  }
+  expect(await entries()).toEqual(before);
+  // The key store refuses it too, for any caller that would ask.
+  const [key] = await store.tenants.listKeys(tenant);
+  await expect(
+    kms.sign(key?.keyRef as string, 'RSA_2048', 'RSASSA_PSS_SHA_256', Buffer.alloc(32), { pssSaltLength: 20 }),
+  ).rejects.toThrow(/signs RSA PSS only with a salt as long as the hash \(32 bytes\), not 20/);
+});
+
 describe('when KMS will not sign', () => {
   const tenant = 'kms-faults';
   let signer: string;

@@ -18,10 +18,11 @@ export function hvacMissing(): string | undefined {
   return undefined;
 }
 
-export interface HvacCall {
-  method: 'read_key' | 'list_keys' | 'sign_data' | 'verify_signed_data';
-  kwargs?: Record<string, unknown>;
-}
+export type HvacMethod = 'read_key' | 'list_keys' | 'sign_data' | 'verify_signed_data';
+export type HvacCall =
+  | { method: HvacMethod; kwargs?: Record<string, unknown> }
+  /** A body sent through hvac's own adapter (its HTTP session, JSON), for fields its transit methods lack. */
+  | { method: 'post'; path: string; json: Record<string, unknown> };
 
 export type HvacResult =
   // biome-ignore lint/suspicious/noExplicitAny: Vault's answers are untyped JSON

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sm2PublicPoint } from '../../src/crypto/file-representative.js';
 import { ApiError } from '../../src/errors.js';
 import type { PolicyEngine, PolicyInput } from '../../src/policy/policy.js';
-import { hvacMissing, runHvac } from '../helpers/hvac.js';
+import { type HvacMethod, hvacMissing, runHvac } from '../helpers/hvac.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const missing = hvacMissing();
@@ -70,7 +70,7 @@ const sha = (alg: string, data: string) => createHash(alg).update(data).digest()
 /** The bytes of a `vault:v<N>:<base64>` signature (base64url too: Buffer reads both). */
 const sigBytes = (text: string) => Buffer.from(text.split(':')[2] as string, 'base64');
 
-async function one(token: string | null, method: Parameters<typeof runHvac>[2][number]['method'], kwargs = {}) {
+async function one(token: string | null, method: HvacMethod, kwargs = {}) {
   const [result] = await runHvac(url, token, [{ method, kwargs }]);
   if (!result) throw new Error('hvac printed nothing');
   return result;
@@ -147,7 +147,8 @@ describe.skipIf(missing)('Vault transit with hvac', () => {
     });
     const key = createPublicKey(pems['v-rsa'] as string);
     expect(verify('sha256', Buffer.from(message), key, pkcs1 as Buffer)).toBe(true);
-    const pssKey = { key, padding: cryptoConstants.RSA_PKCS1_PSS_PADDING, saltLength: 48 };
+    // Vault's default salt_length, auto: the longest salt the key holds (256 - 48 - 2 bytes with SHA-384).
+    const pssKey = { key, padding: cryptoConstants.RSA_PKCS1_PSS_PADDING, saltLength: 206 };
     expect(verify('sha384', Buffer.from(message), pssKey, pss as Buffer)).toBe(true);
     expect(verify('sha512', Buffer.from(message), key, prehashed as Buffer)).toBe(true);
     expect(verify('sha256', Buffer.from(`${message}!`), key, pkcs1 as Buffer)).toBe(false);

@@ -4,11 +4,12 @@
 // the wrong type is a 400 from the schema, a value signbridge does not support a 400 naming what it supports.
 import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import { type KeySpec, keyInfo, type SigningAlgorithm } from '../../crypto/algorithms.js';
+import { type HashName, type KeySpec, keyInfo, type SigningAlgorithm } from '../../crypto/algorithms.js';
 import { mlDsaPublicKey, sm2PublicPoint } from '../../crypto/file-representative.js';
 import { mlDsaMu, sm2Digest } from '../../crypto/message-representatives.js';
 import type { KeyRecord } from '../../store/store.js';
 import { VaultError } from './errors.js';
+import { parseSaltLength, type SaltLength } from './pss-salt.js';
 import { MARSHALING_ALGORITHMS, type Marshaling } from './signature-marshaling.js';
 
 /** Vault's names of the hashes signbridge signs with (Vault also has sha1, sha2-224, sha3-*, none). */
@@ -20,13 +21,30 @@ type RsaScheme = (typeof SIGNATURE_ALGORITHMS)[number];
 /** The most inputs one batch may carry: each is a signing request of its own (policy, audit entry, log entry). */
 export const MAX_BATCH_ITEMS = 100;
 
+/**
+ * A bool as Vault decodes one (weakly: the vault CLI sends every `key=value` as a string): true or false, or a string
+ * Go's strconv.ParseBool takes ("" is false).
+ */
+const TRUE_WORDS = ['1', 't', 'T', 'TRUE', 'true', 'True'];
+const FALSE_WORDS = ['', '0', 'f', 'F', 'FALSE', 'false', 'False'];
+const VaultBool = (description: string) =>
+  Type.Union([Type.Boolean(), Type.Unsafe<string>({ type: 'string', enum: [...TRUE_WORDS, ...FALSE_WORDS] })], {
+    description,
+  });
+const isTrue = (value: boolean | string | undefined) => value === true || TRUE_WORDS.includes(value as string);
+
 const Base64Input = Type.String({ description: 'base64 of the data (or, with prehashed, of its digest)' });
 const common = {
   hash_algorithm: Type.Optional(
     Type.String({ description: 'sha2-256 (default), sha2-384 or sha2-512; also the URL suffix' }),
   ),
-  prehashed: Type.Optional(Type.Boolean({ description: 'input is already the digest (ML-DSA: mu, SM2: e)' })),
+  prehashed: Type.Optional(VaultBool('input is already the digest (ML-DSA: mu, SM2: e)')),
   signature_algorithm: Type.Optional(Type.String({ description: 'RSA keys: pss (default) or pkcs1v15' })),
+  salt_length: Type.Optional(
+    Type.Union([Type.String(), Type.Integer()], {
+      description: 'RSA PSS: auto (default: the longest the key allows; verify: any), hash, or a number of bytes',
+    }),
+  ),
   marshaling_algorithm: Type.Optional(Type.String({ description: 'asn1 (default) or jws' })),
   context: Type.Optional(Type.String({ description: 'accepted and ignored: signbridge keys are not derived' })),
 };
@@ -77,8 +95,9 @@ export const VerifyBody = Type.Object(
 
 export interface SchemeFields {
   hash_algorithm?: string;
-  prehashed?: boolean;
+  prehashed?: boolean | string;
   signature_algorithm?: string;
+  salt_length?: string | number;
   marshaling_algorithm?: string;
 }
 
@@ -87,6 +106,8 @@ export interface Scheme {
   hash: VaultHash;
   prehashed: boolean;
   rsa: RsaScheme;
+  /** RSA PSS's salt length, as asked (pss-salt.ts). */
+  salt: SaltLength;
   marshaling: Marshaling;
 }
 
@@ -100,11 +121,15 @@ function oneOf<T extends string>(field: string, value: string | undefined, allow
 export function schemeOf(body: SchemeFields, urlHash: string | undefined): Scheme {
   return {
     hash: oneOf('hash_algorithm', urlHash ?? body.hash_algorithm, Object.keys(HASHES) as VaultHash[], 'sha2-256'),
-    prehashed: body.prehashed ?? false,
+    prehashed: isTrue(body.prehashed),
     rsa: oneOf('signature_algorithm', body.signature_algorithm, SIGNATURE_ALGORITHMS, 'pss'),
+    salt: parseSaltLength(body.salt_length),
     marshaling: oneOf('marshaling_algorithm', body.marshaling_algorithm, MARSHALING_ALGORITHMS, 'asn1'),
   };
 }
+
+/** The hash of the scheme, by signbridge's name. */
+export const hashNameOf = (scheme: Scheme): HashName => HASHES[scheme.hash];
 
 /** signbridge's algorithm for a key spec and the scheme (hash and RSA scheme apply only where the key has them). */
 export function algorithmFor(spec: KeySpec, scheme: Scheme): SigningAlgorithm {

@@ -14,6 +14,7 @@ import { LOG_INDEX_HEADER } from '../responses.js';
 import { TENANT_ID_PATTERN } from '../schemas.js';
 import { PERMISSION_DENIED, sendVaultError, VaultError, vaultErrorOf } from './errors.js';
 import { describeKey } from './key-description.js';
+import { readEveryBodyAsJson } from './request-body.js';
 import { decodeInput, SignBody, schemeOf, VerifyBody } from './request-fields.js';
 import {
   VaultErrorResponse,
@@ -84,6 +85,15 @@ function attempt<T>(make: () => T): T | VaultError {
   }
 }
 
+/**
+ * Vault takes a write as PUT or POST alike; its Go client (the vault CLI, Terraform, cosign) writes with PUT
+ * (api/logical.go Write), hvac and curl examples with POST. Reads stay GET.
+ */
+const WRITE_METHODS = ['POST', 'PUT'] as const;
+type WriteMethod = (typeof WRITE_METHODS)[number];
+/** The OpenAPI document shows the POST operation, whose summary says PUT is the same; PUT's twin is hidden. */
+const documented = (method: WriteMethod) => (method === 'POST' ? {} : { hide: true });
+
 /** Vault's answer for a key or list that does not exist: 404 with no error text. */
 const NOT_FOUND = new VaultError(404, []);
 
@@ -108,6 +118,7 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     return payload;
   });
   app.addHook('onRequest', vaultAuthenticate(opts.store, opts.now));
+  readEveryBodyAsJson(app);
 
   typed.get(
     '/keys',
@@ -188,9 +199,10 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     if (only.log_index !== undefined) reply.header(LOG_INDEX_HEADER, String(only.log_index));
     return reply.send({ data: { signature: only.signature, key_version: only.key_version } });
   };
-  const signSchema = (withHash: boolean) => ({
+  const signSchema = (withHash: boolean, method: WriteMethod) => ({
     operationId: withHash ? 'vaultTransitSignWithHash' : 'vaultTransitSign',
-    summary: 'Vault transit: sign with the tenant key (policy-checked, audited, logged)',
+    summary: 'Vault transit: sign with the tenant key (policy-checked, audited, logged); PUT is the same',
+    ...documented(method),
     tags: TAGS,
     security: SECURITY,
     headers: TokenHeaders,
@@ -198,8 +210,10 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     body: SignBody,
     response: vaultResponses(VaultSignResponse, 'the signature, or the batch results', true),
   });
-  typed.post('/sign/:name', { schema: signSchema(false) }, sign);
-  typed.post('/sign/:name/:hash_algorithm', { schema: signSchema(true) }, sign);
+  for (const method of WRITE_METHODS) {
+    typed.route({ method, url: '/sign/:name', schema: signSchema(false, method), handler: sign });
+    typed.route({ method, url: '/sign/:name/:hash_algorithm', schema: signSchema(true, method), handler: sign });
+  }
 
   const verify = async (
     request: FastifyRequest<{ Params: { name: string; hash_algorithm?: string }; Body: Static<typeof VerifyBody> }>,
@@ -232,9 +246,10 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     if (outcome instanceof VaultError) throw outcome;
     return { data: { valid: outcome } };
   };
-  const verifySchema = (withHash: boolean) => ({
+  const verifySchema = (withHash: boolean, method: WriteMethod) => ({
     operationId: withHash ? 'vaultTransitVerifyWithHash' : 'vaultTransitVerify',
-    summary: 'Vault transit: verify a vault:v<N>: signature with version N of the tenant key',
+    summary: 'Vault transit: verify a vault:v<N>: signature with version N of the tenant key; PUT is the same',
+    ...documented(method),
     tags: TAGS,
     security: SECURITY,
     headers: TokenHeaders,
@@ -242,6 +257,8 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     body: VerifyBody,
     response: vaultResponses(VaultVerifyResponse, 'whether the signature is valid, or the batch results'),
   });
-  typed.post('/verify/:name', { schema: verifySchema(false) }, verify);
-  typed.post('/verify/:name/:hash_algorithm', { schema: verifySchema(true) }, verify);
+  for (const method of WRITE_METHODS) {
+    typed.route({ method, url: '/verify/:name', schema: verifySchema(false, method), handler: verify });
+    typed.route({ method, url: '/verify/:name/:hash_algorithm', schema: verifySchema(true, method), handler: verify });
+  }
 }

@@ -10,7 +10,8 @@ import { storeFault } from '../../store/store-errors.js';
 import { consolePageFor } from '../../web/request-pages.js';
 import { signingContext } from '../signing-inputs.js';
 import { VaultError, vaultErrorOf } from './errors.js';
-import { algorithmFor, checkKeyVersion, representativeOf, type Scheme } from './request-fields.js';
+import { signingSaltLength } from './pss-salt.js';
+import { algorithmFor, checkKeyVersion, hashNameOf, representativeOf, type Scheme } from './request-fields.js';
 import { marshalSignature } from './signature-marshaling.js';
 
 export interface TransitSigning {
@@ -58,6 +59,7 @@ export async function signInputs(
   const current = await signing.getKey(tenantId);
   checkKeyVersion(keyVersion, current);
   const algorithm = algorithmFor(current.keySpec, scheme);
+  const pssSaltLength = scheme.rsa === 'pss' ? signingSaltLength(current, hashNameOf(scheme), scheme.salt) : undefined;
   const context = signingContext({}, caller);
   const digests = inputs.map((input) =>
     input instanceof VaultError ? input : representativeOf(current, scheme, input),
@@ -79,6 +81,9 @@ export async function signInputs(
           digest,
           algorithm,
           context,
+          // The audit entry names the door and the credential (the API key's id, never the token itself).
+          via: { api: 'vault-transit', api_key_id: caller.id },
+          ...(pssSaltLength !== undefined && { pssSaltLength }),
         })
         .catch(itemError),
     );

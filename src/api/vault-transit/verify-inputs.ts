@@ -6,7 +6,8 @@ import { verifyDigestSignature } from '../../crypto/verify-digest.js';
 import { ApiError } from '../../errors.js';
 import type { KeyRecord } from '../../store/store.js';
 import { VaultError, vaultErrorOf } from './errors.js';
-import { algorithmFor, representativeOf, type Scheme } from './request-fields.js';
+import { verifyingSaltLength } from './pss-salt.js';
+import { algorithmFor, hashNameOf, representativeOf, type Scheme } from './request-fields.js';
 import { decodeSignature, parseSignature } from './signature-marshaling.js';
 
 export interface VerifyItem {
@@ -23,7 +24,9 @@ export function verifyItem(versions: KeyRecord[], scheme: Scheme, item: VerifyIt
     const representative = representativeOf(key, scheme, item.input);
     checkSigningRequest(key.keySpec, algorithm, representative);
     const signature = decodeSignature(key.keySpec, encoded, scheme.marshaling);
-    return verifyDigestSignature(key, algorithm, representative, signature);
+    return verifyDigestSignature(key, algorithm, representative, signature, {
+      pssSaltLength: verifyingSaltLength(hashNameOf(scheme), scheme.salt),
+    });
   } catch (err) {
     if (err instanceof VaultError || err instanceof ApiError) return vaultErrorOf(err);
     throw err;

@@ -19,13 +19,15 @@ const PSS_RAW = {
   sha512: { hashAlg: pkcs11js.CKM_SHA512, mgf: pkcs11js.CKG_MGF1_SHA512, saltLen: 64 },
 };
 
-/** The mechanism that signs a digest with `alg`. */
-export function signMechanism(alg: DigestAlgorithmInfo): SignJob['mechanism'] {
+/** The mechanism that signs a digest with `alg`; PSS with `pssSaltLength` bytes of salt (default: the hash's length). */
+export function signMechanism(alg: DigestAlgorithmInfo, pssSaltLength?: number): SignJob['mechanism'] {
   if (alg.padding === 'pkcs1') return { mechanism: pkcs11js.CKM_RSA_PKCS };
   if (alg.padding === 'pss') {
+    const params = PSS_RAW[alg.hash];
     return {
       mechanism: pkcs11js.CKM_RSA_PKCS_PSS,
-      parameter: { type: pkcs11js.CK_PARAMS_RSA_PSS, ...PSS_RAW[alg.hash] },
+      // CK_RSA_PKCS_PSS_PARAMS.sLen: the token makes the salt this long.
+      parameter: { type: pkcs11js.CK_PARAMS_RSA_PSS, ...params, saltLen: pssSaltLength ?? params.saltLen },
     };
   }
   return { mechanism: pkcs11js.CKM_ECDSA };
