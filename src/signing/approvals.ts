@@ -219,6 +219,7 @@ export class Approvals {
       inputs_digest: recheck.inputsDigest,
       // Where the request came from, as its pending entry said: the approver only decided it.
       ...(request.via && { via: request.via }),
+      ...(request.pssSaltLength != null && { pss_salt_length: request.pssSaltLength }),
     };
     if (request.batch) return this.signBatchRequest(request, key, caller, stage, decided, signedAbout);
     // Told with the signature, in its commit: a failed signature puts the request back, to be approved again.
@@ -242,6 +243,7 @@ export class Approvals {
         undefined,
         undefined,
         { requestId, events: (signatureId) => [approvedEvent, signedEvent(signatureId)] },
+        request.pssSaltLength == null ? undefined : { pssSaltLength: request.pssSaltLength },
       );
     } catch (err) {
       // Not signed: put the request back so it can be approved again.

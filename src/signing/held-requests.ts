@@ -93,6 +93,7 @@ export class HeldRequests {
       digest: req.digest,
       context: req.context,
       ...(batch && { batchSize: batch.hashes.length }),
+      ...(req.pssSaltLength !== undefined && { pssSaltLength: req.pssSaltLength }),
     });
     for (let attempt = 1; ; attempt++) {
       const earlier = await this.continuableRequest(req.tenantId, matching);
@@ -122,6 +123,8 @@ export class HeldRequests {
         ...(batch && { batch }),
         // Kept for the `signed` entry of its approval, which names the API it came through like this one's entry.
         ...(req.via && { via: req.via }),
+        // Signed with at its approval: the salt the client asked for, not the hash's length.
+        ...(req.pssSaltLength !== undefined && { pssSaltLength: req.pssSaltLength }),
       };
       try {
         await this.store.requests.create(record, [await this.events.request('signature.pending', record)]);

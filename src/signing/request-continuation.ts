@@ -43,6 +43,8 @@ export interface ContinuationParts {
   context: PolicyContext;
   /** A held batch's size (`digest` is then the batch's digest): never the key of a one-digest request. */
   batchSize?: number;
+  /** An RSA PSS salt length other than the hash's: a retry asking for another salt is another signature. */
+  pssSaltLength?: number;
 }
 
 /**
@@ -61,6 +63,7 @@ export function continuationKey(parts: ContinuationParts): string {
     hash: parts.digest.toString('base64'),
     inputs,
     ...(parts.batchSize !== undefined && { batch_size: parts.batchSize }),
+    ...(parts.pssSaltLength !== undefined && { pss_salt_length: parts.pssSaltLength }),
   });
   return createHash('sha256').update(canonical).digest('hex');
 }

@@ -36,6 +36,7 @@ function toPending(row: Database['pending_requests']): PendingRequestRecord {
     signedSeq: row.signed_seq == null ? null : Number(row.signed_seq),
     batch: row.batch == null ? null : (JSON.parse(row.batch) as RequestBatch),
     via: row.via == null ? null : (JSON.parse(row.via) as Record<string, string>),
+    pssSaltLength: row.pss_salt_length == null ? null : Number(row.pss_salt_length),
   };
 }
 
@@ -104,6 +105,7 @@ export class SigningRequestStore extends StorePart {
         continuation_key: r.continuationKey,
         ...(r.batch && { batch: JSON.stringify(r.batch) }),
         ...(r.via && { via: JSON.stringify(r.via) }),
+        ...(r.pssSaltLength != null && { pss_salt_length: r.pssSaltLength }),
       })
       .execute();
   }

@@ -94,6 +94,8 @@ export interface Database
     batch?: string | null;
     /** Migration 0027: the API and credential the request came through (JSON: SignRequest.via). */
     via?: string | null;
+    /** Migration 0027: an RSA PSS request's salt length when not the hash's (SignRequest.pssSaltLength). */
+    pss_salt_length?: number | null;
   };
   policy_exceptions: {
     id: string;

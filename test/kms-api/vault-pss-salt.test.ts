@@ -7,6 +7,7 @@
 // SIGNBRIDGE_TEST_STORE=postgres.
 import { createHash, createPublicKey, constants as cryptoConstants, type KeyObject, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PolicyEngine } from '../../src/policy/policy.js';
 import { hvacMissing, runHvac } from '../helpers/hvac.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
@@ -15,10 +16,19 @@ let svc: TestService;
 let url: string;
 let signer: string;
 let key: KeyObject;
+let heldKey: KeyObject;
+
+/** Tenant s-held waits for a person's approval; the others are allowed. */
+const policy: PolicyEngine = {
+  async evaluate(input) {
+    if (input.tenantId === 's-held') return { outcome: 'pending_approval', rule: 'two-person', reason: 'held' };
+    return { outcome: 'allow', rule: 'default', reason: 'allowed' };
+  },
+};
 
 beforeAll(async () => {
   if (missing) return;
-  svc = await startTestService({ kmsApi: { enabled: true, heldWaitMs: 0, vaultMount: 'transit' } });
+  svc = await startTestService({ policy, kmsApi: { enabled: true, heldWaitMs: 0, vaultMount: 'transit' } });
   url = await svc.app.listen({ host: '127.0.0.1', port: 0 });
   const made = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 's-rsa', key_spec: 'RSA_2048' });
   expect(made.status, JSON.stringify(made.body)).toBe(201);
@@ -26,6 +36,12 @@ beforeAll(async () => {
   const admin = await svc.apiKey('admin', 's-rsa');
   key = createPublicKey(
     (await callAction(svc.app, admin, 'get_public_key', { tenant_id: 's-rsa' })).body.public_key_pem as string,
+  );
+  const held = await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: 's-held', key_spec: 'RSA_2048' });
+  expect(held.status, JSON.stringify(held.body)).toBe(201);
+  heldKey = createPublicKey(
+    (await callAction(svc.app, await svc.apiKey('admin', 's-held'), 'get_public_key', { tenant_id: 's-held' })).body
+      .public_key_pem as string,
   );
 }, 120_000);
 afterAll(async () => svc?.close());
@@ -127,5 +143,46 @@ describe.skipIf(missing)('Vault transit RSA PSS salt_length', () => {
     expect(entry?.details).toMatchObject({ algorithm: 'RSASSA_PSS_SHA_256', pss_salt_length: 64 });
     const body = (await res.json()) as { data: { signature: string } };
     expect(pssVerifies('sha256', sigBytes(body.data.signature), 64)).toBe(true);
+  });
+
+  it('a request held for approval is signed at its approval with the salt length it asked for', async () => {
+    const heldSigner = await svc.apiKey('signer', 's-held');
+    const approver = await svc.apiKey('approver', 's-held');
+    const ask = (salt: string) =>
+      fetch(`${url}/v1/transit/sign/s-held`, {
+        method: 'POST',
+        headers: { 'x-vault-token': heldSigner, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: b64(MESSAGE), salt_length: salt }),
+      });
+    const requestOf = async (res: Response) => {
+      const text = JSON.stringify(await res.json());
+      const id = /signing request ([0-9a-f-]{36})/.exec(text)?.[1];
+      expect(id, text).toBeDefined();
+      return id as string;
+    };
+    const held = await ask('20');
+    expect(held.status).toBe(400); // Vault's answer for a held call: InvalidRequest naming the request
+    const requestId = await requestOf(held);
+    // Another salt is another signature: its own request, not a continuation of this one.
+    expect(await requestOf(await ask('hash'))).not.toBe(requestId);
+    const approved = await callAction(svc.app, approver, 'approve_sign', {
+      tenant_id: 's-held',
+      request_id: requestId,
+    });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    const again = await ask('20');
+    expect(again.status).toBe(200);
+    const signature = sigBytes(((await again.json()) as { data: { signature: string } }).data.signature);
+    const pss = (saltLength: number) =>
+      verify(
+        'sha256',
+        MESSAGE,
+        { key: heldKey, padding: cryptoConstants.RSA_PKCS1_PSS_PADDING, saltLength },
+        signature,
+      );
+    expect(pss(20)).toBe(true);
+    expect(pss(32)).toBe(false);
+    const [entry] = await svc.store.audit.read(Number(again.headers.get('signbridge-log-index')), 1);
+    expect(entry?.details).toMatchObject({ outcome_of: 'approved', pss_salt_length: 20 });
   });
 });

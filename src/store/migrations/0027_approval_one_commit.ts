@@ -5,6 +5,8 @@ import { type Kysely, type Migration, PostgresAdapter, sql } from 'kysely';
 // its signature in the log: the approver's retry got 409, and the request was later signed again.
 // - pending_requests.via: the API and credential a held request came through (SignRequest.via), so that the
 //   `signed` entry made at its approval names them like its pending entry did. Null on requests made before.
+// - pending_requests.pss_salt_length: an RSA PSS request's salt length when it asked for one other than the hash's
+//   (Vault transit's salt_length), so that its approval signs with the salt the client asked for.
 // - PostgreSQL: signbridge_group_commit_v4, v3 plus the requests the batch's signatures complete, each moved to
 //   `approved` with its signature and the seq of its entry (first_seq + the entry's index in the batch), or, for a
 //   held batch, with every digest's result (all of its signatures are in the one write), under the chain's advisory
@@ -13,6 +15,7 @@ import { type Kysely, type Migration, PostgresAdapter, sql } from 'kysely';
 export const migration0027ApprovalOneCommit: Migration = {
   async up(db: Kysely<unknown>) {
     await db.schema.alterTable('pending_requests').addColumn('via', 'text').execute();
+    await db.schema.alterTable('pending_requests').addColumn('pss_salt_length', 'integer').execute();
     if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return;
     await sql`
         CREATE OR REPLACE FUNCTION signbridge_group_commit_v4(

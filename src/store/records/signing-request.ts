@@ -62,6 +62,11 @@ export interface PendingRequestRecord {
    * `signed` entry of its approval (migration 0027). Absent on requests made before.
    */
   via?: Record<string, string> | null;
+  /**
+   * An RSA PSS request's salt length in bytes when it is not the hash's (SignRequest.pssSaltLength, Vault transit's
+   * salt_length), signed with at approval (migration 0027). Absent: the hash's length.
+   */
+  pssSaltLength?: number | null;
 }
 
 /** One digest of an approved batch request: its signature and the seq of its `signed` entry, or why it failed. */
