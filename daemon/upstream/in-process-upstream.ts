@@ -60,12 +60,15 @@ export class InProcessUpstream implements Upstream {
   private readonly store: Store;
   private readonly keyStore: KeyStore | KeyStores;
   private readonly callerId: string;
+  /** Named by every `signed` entry this daemon makes, as the HTTP doors name theirs (docs/api.md). */
+  private readonly via: Record<string, string>;
 
   private constructor(store: Store, keyStore: KeyStore | KeyStores, signing: SigningService, callerId: string) {
     this.store = store;
     this.keyStore = keyStore;
     this.signing = signing;
     this.callerId = callerId;
+    this.via = { api: 'daemon-in-process', caller: callerId };
     this.description = `in-process (${keyStore.description}, ${store.description})`;
   }
 
@@ -105,6 +108,7 @@ export class InProcessUpstream implements Upstream {
       this.signing.pkcs11Sign({
         tenantId: input.tenantId,
         callerId: this.callerId,
+        via: this.via,
         digest: input.digest,
         keySpec: input.keySpec,
         pss: input.pss,
@@ -126,6 +130,7 @@ export class InProcessUpstream implements Upstream {
         : this.signing.signBatch({
             tenantId: input.tenantId,
             callerId: this.callerId,
+            via: this.via,
             digests: input.digests,
             keySpec: input.keySpec,
             pss: input.pss,

@@ -178,6 +178,8 @@ describe('in-process upstream', () => {
       );
       expect(records.length).toBeGreaterThanOrEqual(19);
       expect(signed.map((e) => e.details.signature_id).sort()).toEqual(records.map((r) => r.id).sort());
+      // Every signed entry names the door it came through: here the daemon's own process.
+      for (const entry of signed) expect(entry.details.via).toEqual({ api: 'daemon-in-process', caller: entry.actor });
     } finally {
       await store.close();
     }
