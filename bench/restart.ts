@@ -8,6 +8,8 @@
 // RESTART_TIMING=1 the new process prints where its start-up went (SIGNBRIDGE_START_TIMING, src/start-timing.ts).
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { CLI, runCli } from '../test/helpers/cli.js';
@@ -27,6 +29,28 @@ interface Instance {
   spawnedAt: number;
   listening: Promise<number>;
   exited: Promise<void>;
+}
+
+/** CPU seconds (user + system) used so far by `pid` and its children, live or ended, from /proc (Linux). */
+function cpuSeconds(pid: number): number {
+  const ticks = (p: number) => {
+    try {
+      const fields = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      // utime + stime, and cutime + cstime: what its children that ended (a killed client's backends) used.
+      const [utime, stime, cutime, cstime] = [11, 12, 13, 14].map((i) => Number(fields[i]));
+      return { ppid: Number(fields[1]), own: (utime ?? 0) + (stime ?? 0), ended: (cutime ?? 0) + (cstime ?? 0) };
+    } catch {
+      return { ppid: -1, own: 0, ended: 0 };
+    }
+  };
+  const self = ticks(pid);
+  let total = self.own + self.ended;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const child = ticks(Number(entry));
+    if (child.ppid === pid) total += child.own;
+  }
+  return total / 100;
 }
 
 function startInstance(args: string[]): Instance {
@@ -68,6 +92,9 @@ try {
   const admin = (...a: string[]) => runCli(['admin', ...a, '--data-dir', dataDir, ...storeArgs]);
   let instance = startInstance(args);
   await instance.listening;
+  const postmaster = cluster
+    ? Number(readFileSync(join(cluster.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0])
+    : undefined;
   const operator = admin('api-key', 'create', '--role', 'operator').stdout.trim();
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: clients, pipelining: 1 });
   const post = async (action: string, token: string, body: object) => {
@@ -115,9 +142,14 @@ try {
     instance.child.kill(signal);
     await instance.exited;
     const goneAt = performance.now();
+    // What the database server's processes (the postmaster's children) spend while the service starts again: on a
+    // machine they share, the database's work after a burst of writes competes with the start for the cores.
+    const databaseCpuBefore = postmaster ? cpuSeconds(postmaster) : 0;
     instance = startInstance(args);
     const listeningAt = await instance.listening;
     while (lastOk < instance.spawnedAt) await new Promise((r) => setTimeout(r, 5));
+    const serviceCpu = cpuSeconds(instance.child.pid ?? 0);
+    const databaseCpu = postmaster ? cpuSeconds(postmaster) - databaseCpuBefore : 0;
     const result = {
       gone: Math.round(goneAt - killedAt),
       listening: Math.round(listeningAt - instance.spawnedAt),
@@ -126,7 +158,8 @@ try {
     results.push(result);
     log(
       `round ${round}: ${signal} -> gone in ${result.gone} ms; new process listening after ${result.listening} ms, ` +
-        `first signature after ${result.answering} ms (${signed - before} signatures in the round before)`,
+        `first signature after ${result.answering} ms (${signed - before} signatures in the round before); ` +
+        `CPU meanwhile: service ${serviceCpu.toFixed(1)} s, database ${databaseCpu.toFixed(1)} s`,
     );
   }
   stop = true;
