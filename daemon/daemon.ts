@@ -6,7 +6,7 @@ import { CertificateStore } from './certificate-store.js';
 import type { DaemonConfig } from './config.js';
 import { RequestHandler } from './handler.js';
 import { KeyCatalog } from './key-catalog.js';
-import { LogProofKeeper } from './log-proofs.js';
+import { LogProofKeeper, prepareLogProofDirs } from './log-proofs.js';
 import type { PeerCred } from './peercred.js';
 import { loadPeerCred } from './peercred.js';
 import { DaemonServer } from './server.js';
@@ -76,6 +76,8 @@ export async function startDaemon(config: DaemonConfig, options: StartDaemonOpti
       'the service URL is plain http to another host: API keys travel unencrypted',
     );
   }
+  // Before anything is opened: a folder that cannot be made stops the start, with nothing to close.
+  prepareLogProofDirs(config.tenants, options.log);
   const upstream = options.upstream ?? (await openUpstream(config, options.log));
   const certificateStore = new CertificateStore(config.certificateDir);
   const catalog = new KeyCatalog({

@@ -3,9 +3,10 @@
 // /log/proof/inclusion?index=<Signbridge-Log-Index>) once a checkpoint holds it, about a second later, and writes it
 // as a C2SP tlog-proof file named by the SHA-256 of the signature bytes the module returned (what the signing tool
 // holds: raw r||s for ECDSA). Off the signing path: C_Sign never waits for it. A proof whose entry does not name this
-// signature is not written; one that never comes is logged.
+// signature is not written; one that never comes is logged. The folders are made at start (prepareLogProofDirs): a
+// missing one used to drop every proof with a warning per signature, and the daemon said nothing when it started.
 import { createHash } from 'node:crypto';
-import { renameSync, writeFileSync } from 'node:fs';
+import { accessSync, chmodSync, constants, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { parseInclusionBundle } from '../src/transparency/verify/inclusion-bundle.js';
@@ -16,6 +17,33 @@ import type { Upstream } from './upstream/upstream.js';
 const GIVE_UP_MS = 60_000;
 const FIRST_WAIT_MS = 500;
 const MAX_WAIT_MS = 8_000;
+
+/**
+ * Makes each tenant's `logProofs` folder that does not exist yet (0700: the daemon's user's alone), and refuses to
+ * start, naming the folder, when one cannot be made or written (its parent is a file, no permission): a daemon that
+ * starts anyway would drop every proof. A folder that exists is left as its owner set it.
+ */
+export function prepareLogProofDirs(
+  tenants: readonly { tenantId: string; logProofs?: string }[],
+  log: Pick<Logger, 'info'>,
+): void {
+  for (const { tenantId, logProofs: dir } of tenants) {
+    if (dir === undefined) continue;
+    try {
+      const made = mkdirSync(dir, { recursive: true, mode: 0o700 });
+      if (!statSync(dir).isDirectory()) throw new Error('it is not a folder');
+      accessSync(dir, constants.W_OK | constants.X_OK);
+      if (made !== undefined) {
+        chmodSync(dir, 0o700); // whatever the umask
+        log.info({ tenant: tenantId, folder: dir }, 'made the logProofs folder');
+      }
+    } catch (err) {
+      throw new Error(
+        `cannot use the logProofs folder ${dir} of tenant ${tenantId}: ${(err as Error).message} (docs/daemon.md)`,
+      );
+    }
+  }
+}
 
 export interface LogProofKeeperOptions {
   upstream: Pick<Upstream, 'inclusionProof'>;

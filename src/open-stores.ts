@@ -11,6 +11,7 @@ import type { Pkcs11Setting } from './keys/key-store-settings.js';
 import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
 import { SoftwareKeyStore } from './keys/software-key-store.js';
+import { startStep } from './start-timing.js';
 import { DEFAULT_STATEMENT_TIMEOUT_MS, openPostgresStore, type PostgresStore } from './store/postgres-store.js';
 import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
 import type { Store } from './store/store.js';
@@ -92,12 +93,15 @@ export async function openStore(config: ServiceConfig, options: OpenStoreOptions
       ...(options.service && { statementTimeoutMs: config.store.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS }),
     });
     try {
+      startStep('database: migrating');
       await migrateWhenReachable(
         store,
         (config.store.waitSeconds ?? 30) * 1000,
         options.onWait ?? ((m) => process.stderr.write(`signbridge: ${m}\n`)),
       );
+      startStep('database: migrated');
       if (options.service) await store.applyStatementTimeoutDefault();
+      startStep('database: statement timeout default applied');
     } catch (err) {
       await store.close().catch(() => undefined);
       throw err;
@@ -165,7 +169,10 @@ export async function openStores(
     ...(options.writerThread && { writerThread: { onError: onStoreError, ...options.writerThread } }),
   });
   try {
-    return { store, keyStore: openKeyStore(config) };
+    startStep('key store: opening');
+    const keyStore = openKeyStore(config);
+    startStep('key store: open');
+    return { store, keyStore };
   } catch (err) {
     await store.close();
     throw err;

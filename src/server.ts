@@ -12,6 +12,7 @@ import { startMetricsServer } from './metrics/metrics-server.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { openStores } from './open-stores.js';
 import { policySettings, policySource } from './signing/policy-settings.js';
+import { startStep } from './start-timing.js';
 import type { CommitSink } from './store/commit-sink.js';
 import type { Store } from './store/store.js';
 import { ClockTrust } from './tsa/clock-trust.js';
@@ -96,6 +97,7 @@ export async function closeServing(app: FastifyInstance): Promise<void> {
 
 /** Opens the store and the key store and builds the app on them for `role`; closing the app closes both. */
 export async function buildService(config: ServiceConfig, role: ServiceRole): Promise<ServiceParts> {
+  startStep('opening the stores');
   const { store, keyStore } = await openStores(
     config,
     undefined,
@@ -108,6 +110,7 @@ export async function buildService(config: ServiceConfig, role: ServiceRole): Pr
           store.databaseTime ? () => (store.databaseTime as () => Promise<Date>)() : undefined,
         )
       : undefined;
+  startStep('building the app');
   const metrics = config.metrics ? new ServiceMetrics({ store, keyStore, storeGauges: role.background }) : undefined;
   const app = await buildApp({
     ...(metrics && { metrics }),
@@ -163,6 +166,7 @@ export async function buildService(config: ServiceConfig, role: ServiceRole): Pr
     background: role.background,
     ...(role.wakeBackground && { wakeBackground: role.wakeBackground }),
   });
+  startStep('app built');
   for (const one of keyStore.stores) {
     if (one instanceof Pkcs11KeyStore) one.onEvent = (message) => app.log.warn({ keyStore: one.description }, message);
   }

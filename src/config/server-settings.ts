@@ -21,6 +21,8 @@ export const SERVER_ENV = [
   'SIGNBRIDGE_PUBLIC_URL',
   'SIGNBRIDGE_BUSY_POLL_MS',
   'SIGNBRIDGE_WORKERS',
+  // Read by src/start-timing.ts: `1` prints where each step of a start went (a diagnosis, not a setting).
+  'SIGNBRIDGE_START_TIMING',
 ] as const;
 
 /** The config file's top-level keys these settings take (config.ts places them in the file's schema). */

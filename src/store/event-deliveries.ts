@@ -7,9 +7,12 @@
 //   WHERE clause, so a sender whose lease was taken over changes nothing.
 // - A request's events reach a subscription in order: a delivery is not claimed while an earlier one with the same
 //   order key is still pending for that subscription, or not even fanned out yet.
+// - A failing subscription's deliveries not tried yet wait behind its retry, and are due again once one gets
+//   through (event-holds.ts).
 // - A subscription failing for too long is paused; a paused one is probed one delivery at a time (takeProbe), and
 //   the probe's success resumes it (markDelivered).
 import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
+import { holdFirstAttempts, releaseHeld, releaseHeldWithoutRetry } from './event-holds.js';
 import {
   type DeliveryClaim,
   type DeliveryRecord,
@@ -259,7 +262,7 @@ export class EventDeliveries {
 
   /**
    * The receiver took it. False when the lease had been taken over meanwhile (nothing changed then). The
-   * subscription is failing no more; one paused for failing (a probe's answer) is resumed, and what it kept is
+   * subscription is failing no more, and what it held behind its retry is due at once; one paused for failing (a probe's answer) is resumed, and what it kept is
    * due at once.
    */
   async markDelivered(claim: DeliveryClaim, status: number | null, at: string): Promise<boolean> {
@@ -272,9 +275,17 @@ export class EventDeliveries {
       if (Number(result.numUpdatedRows) !== 1) return false;
       await tx
         .updateTable('webhook_subscriptions')
-        .set({ last_delivered_at: at, failures_in_a_row: 0, failing_since: null })
+        .set({ last_delivered_at: at, failures_in_a_row: 0 })
         .where('id', '=', claim.subscription.id)
         .execute();
+      // Asked of the row, not of the claim: another attempt may have failed since this one was claimed.
+      const recovered = await tx
+        .updateTable('webhook_subscriptions')
+        .set({ failing_since: null })
+        .where('id', '=', claim.subscription.id)
+        .where('failing_since', 'is not', null)
+        .executeTakeFirst();
+      if (Number(recovered.numUpdatedRows) === 1) await releaseHeld(tx, claim.subscription.id, at);
       const resumed = await tx
         .updateTable('webhook_subscriptions')
         .set({ paused_at: null, pause_reason: null, next_probe_at: null })
@@ -300,7 +311,8 @@ export class EventDeliveries {
    * The attempt failed. `retryAt`: try again then; null: give up on this delivery. `pauseReason`: pause the
    * subscription too (410 Gone, or failing for too long), with this reason; `probeAt`: with a pause, its first
    * probe (absent or null: never probed); on a subscription already paused (its probe failed), the next probe.
-   * Returns the subscription's state after this failure, or undefined when the lease had been taken over (nothing
+   * A retry holds the subscription's deliveries not tried yet behind it; giving up the last scheduled one releases
+   * them (event-holds.ts). Returns the subscription's state after this failure, or undefined when the lease had been taken over (nothing
    * changed then).
    */
   async markFailedAttempt(
@@ -342,6 +354,8 @@ export class EventDeliveries {
         }))
         .where('id', '=', claim.subscription.id)
         .execute();
+      if (outcome.retryAt !== null) await holdFirstAttempts(tx, claim.subscription.id);
+      else if (outcome.pauseReason === undefined) await releaseHeldWithoutRetry(tx, claim.subscription.id, at);
       if (outcome.pauseReason === undefined && outcome.probeAt) {
         await tx
           .updateTable('webhook_subscriptions')

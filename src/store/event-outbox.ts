@@ -4,10 +4,12 @@
 //   event is never lost when a process dies and never sent for a change that was rolled back.
 // - fanOut() turns new outbox rows into delivery rows for the subscriptions of the event's tenant that want its
 //   kind, and marks the event fanned out, in one transaction (on PostgreSQL the rows are taken FOR UPDATE SKIP
-//   LOCKED, so two instances never fan out the same event; the primary key would catch it anyway).
+//   LOCKED, so two instances never fan out the same event; the primary key would catch it anyway). A failing
+//   subscription's new deliveries are held behind its retry (event-holds.ts).
 import { randomBytes } from 'node:crypto';
 import { type Kysely, type Selectable, sql } from 'kysely';
-import { type EventTables, type OutboxRow, toEvent, toSubscription } from './event-tables.js';
+import { subscriptionsHolding } from './event-holds.js';
+import { type EventTables, HELD_UNTIL_RECOVERY, type OutboxRow, toEvent, toSubscription } from './event-tables.js';
 import type { EventInput, EventRecord } from './records/event-kinds.js';
 
 /** Events for a change, or a function that makes them from the change's result (a key's new version). */
@@ -81,6 +83,12 @@ export class EventOutbox {
           : (await tx.selectFrom('webhook_subscriptions').selectAll().where('tenant_id', 'in', tenants).execute()).map(
               toSubscription,
             );
+      // A failing subscription's new deliveries wait behind its retry (event-holds.ts).
+      const holding = await subscriptionsHolding(
+        tx,
+        subscriptions.filter((s) => s.failingSince).map((s) => s.id),
+        this.postgres,
+      );
       const deliveries: EventTables['event_deliveries'][] = [];
       for (const event of events) {
         for (const s of subscriptions) {
@@ -92,7 +100,7 @@ export class EventOutbox {
             order_key: event.orderKey ?? null,
             status: 'pending',
             attempts: 0,
-            next_attempt_at: at,
+            next_attempt_at: holding.has(s.id) ? HELD_UNTIL_RECOVERY : at,
             lease_until: null,
             lease_owner: null,
             last_status: null,

@@ -55,6 +55,13 @@ export interface EventTables {
   };
 }
 
+/**
+ * The next attempt of a delivery held behind its failing subscription's retry (docs/events.md, "Failing"): a first
+ * attempt that waits until the subscription recovers (or is resumed), not a time. It sorts after every real time,
+ * so a claim never finds it due and a probe takes the subscription's retried deliveries before it.
+ */
+export const HELD_UNTIL_RECOVERY = '9999-12-31T23:59:59.999Z';
+
 /** An outbox row as written; `seq` comes from the database. */
 export type OutboxRow = Omit<Selectable<EventTables['event_outbox']>, 'seq'>;
 

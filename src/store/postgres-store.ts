@@ -7,6 +7,7 @@ import { advisoryLockKey } from './advisory-lock.js';
 import { entryTexts } from './audit-chain.js';
 import type { WriteBatch } from './group-commit.js';
 import { KyselyStore } from './kysely-store.js';
+import { MIGRATIONS } from './migrations.js';
 import type { Database } from './tables.js';
 
 export interface PostgresStoreOptions {
@@ -167,6 +168,10 @@ END $$`)
    * single server connection for us (PgBouncer's default_pool_size = 1 in session mode) can migrate.
    */
   override async migrate(): Promise<void> {
+    // The common start: every migration of this release has run. One read answers that, without the migration
+    // lock (for which the instances starting at once took turns) or the Migrator's look through the catalog. On a
+    // restart with request workers each process migrated in turn: 0.2 to 1.3 s each on a loaded 2-core machine.
+    if (await this.migrationsUpToDate()) return;
     // A connection of the pool, given back afterwards: the work that follows (an admin command's, the service's
     // first writes) goes on in the same session. A connection of its own, closed after, made an admin command give
     // up its server connection in PgBouncer's session mode and queue for one again, with the 5 s wait of a request
@@ -190,6 +195,21 @@ END $$`)
       // After a failure the session may be broken (a dropped connection): close it rather than pool it.
       connection.release(failed);
     }
+  }
+
+  /** Whether the database has run exactly the migrations of this release (false too for a database never migrated). */
+  private async migrationsUpToDate(): Promise<boolean> {
+    let done: Set<string>;
+    try {
+      const { rows } = await this.pool.query<{ name: string }>('SELECT name FROM kysely_migration');
+      done = new Set(rows.map((r) => r.name));
+    } catch (err) {
+      // undefined_table: a new database, which the Migrator sets up. Anything else is what migrate reports.
+      if ((err as { code?: string }).code === '42P01') return false;
+      throw new Error(`cannot open the store: ${String(err)}`, { cause: err });
+    }
+    const known = Object.keys(MIGRATIONS);
+    return done.size === known.length && known.every((name) => done.has(name));
   }
 
   /** The database server's clock (the TSA's `database` clock check compares this host's clock with it). */

@@ -13,6 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ServiceConfig } from '../config/config.js';
 import { startMetricsServer } from '../metrics/metrics-server.js';
 import { buildService, recordStart } from '../server.js';
+import { startStep } from '../start-timing.js';
 import type { SqliteKyselyStore } from '../store/sqlite-store.js';
 import { clusterRegistry } from './cluster-metrics.js';
 import { ours } from './messages.js';
@@ -41,7 +42,9 @@ export async function runPrimary(config: ServiceConfig): Promise<RunningCluster>
   try {
     // The log key is made, and the passes start, before any worker takes a request.
     await app.ready();
+    startStep('primary: app ready');
     await recordStart(parts, config);
+    startStep('primary: service_start recorded; forking workers');
   } catch (err) {
     await app.close().catch(() => undefined);
     throw err;

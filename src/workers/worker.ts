@@ -6,6 +6,7 @@
 import type { BackgroundPass } from '../app.js';
 import type { ServiceConfig } from '../config/config.js';
 import { buildService, busyPollAround, closeServing } from '../server.js';
+import { startStep } from '../start-timing.js';
 import { answerMetrics } from './cluster-metrics.js';
 import { IpcCommitSink, type PrimaryChannel } from './ipc-commit-sink.js';
 import { ours } from './messages.js';
@@ -46,7 +47,10 @@ export async function runWorker(config: ServiceConfig): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 
+  await app.ready();
+  startStep('worker: app ready');
   const url = await app.listen({ host: config.host, port: config.port });
+  startStep('worker: listens');
   app.log.info({ pid: process.pid, url }, 'request worker ready');
   primary.send({ signbridge: 'listening', url }, () => undefined);
 }

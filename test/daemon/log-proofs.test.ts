@@ -2,9 +2,11 @@
 // with a real service (its transparency log at the defaults); the daemon then keeps each signature's C2SP
 // tlog-proof, named by the SHA-256 of the signature bytes pkcs11-tool wrote, and `signbridge audit prove --bundle`
 // verifies it offline against the log's key and that very signature file (raw r||s, as the module returns it).
+// Issue 44: the folder need not exist; the daemon makes it (0700, its user's) at start, and a daemon that cannot
+// (its parent is a file) exits non-zero naming it instead of dropping every proof with a warning per signature.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -32,7 +34,8 @@ describe('the daemon keeps each signature’s log proof', () => {
   beforeAll(async () => {
     ensurePeercredBuilt();
     dir = tempDir('sbd-proofs-');
-    proofs = join(dir, 'proofs');
+    // Not made here: the daemon makes it, and the folder above it.
+    proofs = join(dir, 'proofs', TENANT);
     svc = await startTestService({ log: { ...LOG_DEFAULTS } });
     const url = await svc.app.listen({ host: '127.0.0.1', port: 0 });
     const tenants = [];
@@ -48,7 +51,6 @@ describe('the daemon keeps each signature’s log proof', () => {
     }
     const config = remoteConfig(url, tenants);
     config.tenants = config.tenants.map((t) => (t.tenantId === TENANT ? { ...t, logProofs: proofs } : t));
-    mkdirSync(proofs, { recursive: true });
     daemon = await startTestDaemon(config);
   }, 60_000);
   afterAll(async () => {
@@ -82,6 +84,13 @@ describe('the daemon keeps each signature’s log proof', () => {
     return sig;
   };
 
+  it('made the missing logProofs folder at start, 0700 and owned by the daemon’s user', () => {
+    const made = statSync(proofs);
+    expect(made.isDirectory()).toBe(true);
+    expect(made.mode & 0o777).toBe(0o700);
+    expect(made.uid).toBe(process.getuid?.());
+  });
+
   it('writes <sha256 of the signature>.tlog-proof, which audit prove --bundle verifies with the signature file', async () => {
     const sig = await sign(TENANT, 'release-1');
     const name = `${createHash('sha256').update(readFileSync(sig)).digest('hex')}.tlog-proof`;
@@ -104,5 +113,33 @@ describe('the daemon keeps each signature’s log proof', () => {
       await new Promise((r) => setTimeout(r, 100));
     await new Promise((r) => setTimeout(r, 1500));
     expect(readdirSync(proofs).filter((f) => f.endsWith('.tlog-proof'))).toHaveLength(before + 1);
+  });
+});
+
+describe('a logProofs folder the daemon cannot make', () => {
+  it('stops the daemon at start with a non-zero exit that names the folder', async () => {
+    const dir = tempDir('sbd-proofs-bad-');
+    // Its parent is a file: no folder can be made under it.
+    writeFileSync(join(dir, 'not-a-folder'), 'x');
+    const folder = join(dir, 'not-a-folder', 'proofs');
+    writeFileSync(join(dir, 'api-key'), 'sbk_unused\n', { mode: 0o600 });
+    const socket = join(dir, 'run', 'daemon.sock');
+    writeFileSync(
+      join(dir, 'daemon.yaml'),
+      [
+        `socket: ${socket}`,
+        'service:',
+        '  url: http://127.0.0.1:9',
+        '  apiKeyFile: api-key',
+        'tenants:',
+        '  - id: acme',
+        `    logProofs: ${folder}`,
+      ].join('\n'),
+    );
+    const res = await runCliAsync(['daemon', '--config', join(dir, 'daemon.yaml')], { SIGNBRIDGE_API_KEY: '' });
+    expect(res.code, res.stderr).toBe(1);
+    expect(res.stderr).toContain(`cannot use the logProofs folder ${folder} of tenant acme`);
+    expect(res.stderr).not.toMatch(/listening/);
+    expect(existsSync(socket)).toBe(false);
   });
 });

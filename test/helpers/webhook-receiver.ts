@@ -4,7 +4,9 @@
 // while it is down. "Answered 200" counts only answers that reached the sender (the socket still open). It can also
 // hold every request unanswered until the test releases it (hold()/release()): a receiver that is slow just while
 // a sender dies, so that the sender's requests are in flight, answered only after its sockets are gone. Several
-// subscriptions (one per tenant) can point at it, each at its own path with its own secret (urlFor, secrets).
+// subscriptions (one per tenant) can point at it, each at its own path with its own secret (urlFor, secrets). It
+// counts the requests it has open at once (inFlight, maxInFlight), and can answer every request alike until told
+// otherwise (answerAll): a receiver that keeps failing.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
@@ -29,6 +31,11 @@ export class WebhookReceiver {
   readonly attempts: Attempt[] = [];
   /** Answers for the next attempts, in order; then 200. */
   readonly script: Answer[] = [];
+  /** While set, every attempt gets this answer and the script waits (a receiver that keeps failing). */
+  answerAll: Answer | undefined;
+  /** Requests open now (from the first byte read to the answer or the sender going), and the most at once. */
+  inFlight = 0;
+  maxInFlight = 0;
   private server: Server | undefined;
   private port = 0;
 
@@ -98,6 +105,16 @@ export class WebhookReceiver {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      await this.answer(req, res);
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  private async answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const raw = Buffer.concat(chunks).toString('utf8');
@@ -135,7 +152,7 @@ export class WebhookReceiver {
       req.socket.off('close', gone);
       this.waiting.delete(waiting);
     }
-    const answer = this.script.shift() ?? { status: 200 };
+    const answer = this.answerAll ?? this.script.shift() ?? { status: 200 };
     if ('delayMs' in answer) await new Promise((resolve) => setTimeout(resolve, answer.delayMs));
     // The sender gave up (its time-out) or died while held: nothing reaches it, so this is no delivery.
     if (req.socket.destroyed || res.destroyed) return;

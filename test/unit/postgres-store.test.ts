@@ -3,9 +3,10 @@
 // Runs on the run's private cluster (test/global-setup.ts); skipped where PostgreSQL is not installed.
 import { setImmediate } from 'node:timers/promises';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
-import { openPostgresStore, type PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
+import { advisoryLockKey, openPostgresStore, type PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
 import type { AuditEntry, AuditEntryInput, PendingRequestRecord } from '../../src/store/store.js';
 import { ConflictError } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
@@ -190,5 +191,26 @@ describe.skipIf(!enabled)('PostgreSQL store', () => {
     ]);
     expect([first, second].filter(Boolean)).toHaveLength(1);
     expect((await b.apiKeys.get('a1'))?.revokedAt).not.toBeNull();
+  });
+
+  it('starts on an up-to-date database without waiting for the migration lock (instances and workers at once)', async () => {
+    // Issue 44: every process of a restart (the primary, each request worker) migrated in turn behind this lock,
+    // through the Migrator's look at the catalog. Held here by another session, as a migrating instance holds it:
+    // a store opening a database that has run every migration reads kysely_migration and goes on. (It waited for
+    // the lock before, and this test then ran into its time-out.)
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock($1)', [advisoryLockKey('signbridge migrations').toString()]);
+      const starting = openPostgresStore(url);
+      try {
+        await starting.migrate();
+        expect(await starting.tenants.currentKey('t1')).toBeDefined();
+      } finally {
+        await starting.close();
+      }
+    } finally {
+      await holder.end();
+    }
   });
 });
