@@ -45,7 +45,7 @@ const LAYERS: { name: string; paths: string[] }[] = [
   { name: 'signing', paths: ['src/signing/'] },
   { name: 'web', paths: ['src/web/'] },
   { name: 'api', paths: ['src/api/'] },
-  { name: 'app', paths: ['src/app.ts', 'src/open-stores.ts', 'src/server.ts', 'src/workers/'] },
+  { name: 'app', paths: ['src/app.ts', 'src/open-stores.ts', 'src/server.ts', 'src/start-timing.ts', 'src/workers/'] },
   { name: 'daemon', paths: ['daemon/'] },
   { name: 'cli', paths: ['src/cli/'] },
 ];
