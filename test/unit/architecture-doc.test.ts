@@ -3,6 +3,7 @@
 // exists, every bare file name it names is a file somewhere in the repository, and every link it makes lands on a
 // file and, with an anchor, on a heading of that file. It does not check the prose: that stays the reviewer's.
 
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -14,13 +15,16 @@ const text = readFileSync(join(root, DOC), 'utf8');
 /** Folders of the repository a backticked path may start with. */
 const PATH_ROOTS = ['src/', 'daemon/', 'native/', 'test/', 'docs/', 'bench/', 'scripts/', 'assets/'];
 
+/** The folders under `dir` that hold tracked files (build output such as native addons' build/ folders is not the map's). */
 function folders(dir: string): string[] {
-  const out: string[] = [];
-  for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
-    if (!entry.isDirectory()) continue;
-    out.push(`${dir}/${entry.name}/`, ...folders(`${dir}/${entry.name}`));
+  const tracked = execFileSync('git', ['ls-files', '-z', '--', dir], { cwd: root, encoding: 'utf8' }).split('\0');
+  const out = new Set<string>();
+  for (const file of tracked) {
+    for (let folder = dirname(file); folder !== dir && folder.startsWith(`${dir}/`); folder = dirname(folder)) {
+      out.add(`${folder}/`);
+    }
   }
-  return out;
+  return [...out].sort();
 }
 
 function fileNames(dir: string, into = new Set<string>()): Set<string> {
