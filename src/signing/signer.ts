@@ -1,4 +1,5 @@
-// A signing request decided and signed: the key's current version, the policy (velocity limits, then the rules),
+// A signing request decided and signed: the key's current version (the one the request is pinned to, if it names
+// one: tenant-keys.ts signingKey), the policy (velocity limits, then the rules),
 // then a signature at once, a denial, or a request held for a person's decision.
 
 import { performance } from 'node:perf_hooks';

@@ -3,7 +3,9 @@
 // `signed` entry, when that version is no longer current: rotated in the window between the door resolving the key
 // and the signer reading it (the beforeSigningKeyRead seam rotates there), or before the request (a real rotate_key,
 // then the old key_id). For RSA, P-256, ML-DSA and SM2, on /v1 sign, pkcs11_sign and sign_batch, KMS Sign (boto3)
-// and Vault transit sign (hvac). On today's main each of these signed with the new version instead.
+// and Vault transit sign (hvac). Before issue 45 KMS and Vault signed with the new version (for ML-DSA and SM2 a
+// signature that verifies under neither), /v1 had no key_id (400); an old KMS key ARN (DisabledException) and an
+// old Vault key_version were refused already, and stay so.
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAwsApiKey } from '../../src/auth/aws-credentials/aws-credentials.js';
