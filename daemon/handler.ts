@@ -103,6 +103,9 @@ export class RequestHandler {
           { request: request.type, status: err.toString(), requestId: err.requestId },
           'request failed',
         );
+        // The service refused a key rotated away since the module listed it: the next LIST reads the new one.
+        if (err.status === WireStatus.KEY_CHANGED && request.type === 'SIGN')
+          this.opts.catalog.invalidate(request.tenant);
         return errorMessage(err.status, err.message, err.requestId);
       }
       this.opts.log.error({ err, request: request.type }, 'internal error');
@@ -206,6 +209,8 @@ export class RequestHandler {
       digest: request.digest,
       keySpec,
       pss: algorithmInfo(algorithm).padding === 'pss',
+      // The key the module holds: rotated before the service signs, it signs nothing (key_changed, KEY_CHANGED).
+      keyId: entry.key.keyId,
       context,
     });
     const asked: Asked = { tenant: request.tenant, digest: request.digest, keySpec, keyId: entry.key.keyId, algorithm };

@@ -55,6 +55,8 @@ export interface AppOptions {
   keyStore: KeyStore | KeyStores;
   /** Default: the built-in default policy (src/signing/policy-settings.ts). */
   policy?: PolicyEngine;
+  /** Test seam (src/signing/tenant-keys.ts): awaited before a signing request reads the tenant's current key. */
+  beforeSigningKeyRead?: (tenantId: string) => Promise<void>;
   /** Lifetime of pending signing requests (default 24 h). */
   approvalLifetimeMs?: number;
   /** How long a retry of a rejected or approved request gets that outcome again (default 10 min). */
@@ -287,6 +289,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ...(opts.approvalLifetimeMs !== undefined && { approvalLifetimeMs: opts.approvalLifetimeMs }),
     ...(opts.approvalRetryWindowMs !== undefined && { approvalRetryWindowMs: opts.approvalRetryWindowMs }),
     ...(opts.metrics && { onSignOutcome: opts.metrics.signOutcome.bind(opts.metrics) }),
+    ...(opts.beforeSigningKeyRead && { beforeSigningKeyRead: opts.beforeSigningKeyRead }),
   });
   const exceptions = new ExceptionService(opts.store, opts.exceptionMaxLifetimeMs ?? 90 * 86_400_000, now, events);
   const keyImports = new KeyImportService({ store: opts.store, keyStore: opts.keyStore, now, events });

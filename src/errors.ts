@@ -51,6 +51,10 @@ export const ERROR_CODES = {
   idempotency_key_in_use: 409,
   // The key exists but cannot sign now: disabled or deleted in the key store, awaiting (re)import, material expired.
   key_not_usable: 409,
+  // The request named a key version (key_id, a KMS KeyId, the daemon's key) that is no longer the tenant's current
+  // one: rotated since the client read it. Not retryable as sent: read the key again (and its digest, for ML-DSA and
+  // SM2, where the value signed depends on the public key).
+  key_changed: 409,
   // sign_batch: the policy would hold these signatures for a person's decision; approvals cover one digest.
   batch_needs_approval: 409,
   payload_too_large: 413,

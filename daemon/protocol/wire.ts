@@ -72,6 +72,7 @@ export const WireStatus = {
   EXPIRED: 10,
   VERSION_UNSUPPORTED: 11,
   FORBIDDEN: 12,
+  KEY_CHANGED: 13,
 } as const;
 export type WireStatusName = keyof typeof WireStatus;
 export type WireStatusCode = (typeof WireStatus)[WireStatusName];

@@ -202,6 +202,7 @@ export class CoalescingUpstream implements Upstream {
       tenantId: first.tenantId,
       keySpec: first.keySpec,
       pss: first.pss,
+      ...(first.keyId !== undefined && { keyId: first.keyId }),
       context: first.context,
       digests: waiting.map((w) => w.input.digest),
     };
@@ -265,6 +266,7 @@ function groupId(input: SignInput): string {
   return JSON.stringify([
     input.tenantId,
     input.keySpec,
+    input.keyId,
     input.pss,
     input.digest.length,
     c.project,

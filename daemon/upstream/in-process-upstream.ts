@@ -112,6 +112,7 @@ export class InProcessUpstream implements Upstream {
         digest: input.digest,
         keySpec: input.keySpec,
         pss: input.pss,
+        ...(input.keyId !== undefined && { expectedKeyId: input.keyId }),
         context: { ...input.context },
       }),
     )) as unknown as ServiceOutcome;
@@ -135,6 +136,7 @@ export class InProcessUpstream implements Upstream {
             keySpec: input.keySpec,
             pss: input.pss,
             ...(input.algorithm !== undefined && { algorithm: input.algorithm }),
+            ...(input.keyId !== undefined && { expectedKeyId: input.keyId }),
             context: { ...input.context },
           });
     const outcome = await asked.catch((err: unknown) => {

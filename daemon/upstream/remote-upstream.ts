@@ -137,6 +137,7 @@ export class RemoteUpstream implements Upstream {
       hash: input.digest.toString('base64'),
       key_spec: input.keySpec,
       pss_padding: input.pss,
+      ...(input.keyId !== undefined && { key_id: input.keyId }),
       ...contextFields(context),
     });
   }
@@ -229,6 +230,7 @@ export class RemoteUpstream implements Upstream {
         ...(input.algorithm !== undefined
           ? { algorithm: input.algorithm }
           : { key_spec: input.keySpec, pss_padding: input.pss }),
+        ...(input.keyId !== undefined && input.requestId === undefined && { key_id: input.keyId }),
         ...(input.requestId !== undefined && { request_id: input.requestId }),
         ...contextFields(input.context),
       },

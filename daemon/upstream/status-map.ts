@@ -20,6 +20,9 @@ export function wireStatusFor(httpStatus: number, code: string | undefined): Wir
       if (code === 'request_not_found') return WireStatus.BAD_REQUEST;
       // A 404 that is not about a tenant or key means the service URL is wrong (no such route): not the key's fault.
       return code === 'unknown_action' || code === 'not_found' ? WireStatus.INTERNAL : WireStatus.KEY_NOT_FOUND;
+    case 409:
+      // The key the module was shown was rotated before the service signed: nothing was signed (CKR_KEY_CHANGED).
+      return code === 'key_changed' ? WireStatus.KEY_CHANGED : WireStatus.INTERNAL;
     case 408:
     case 504:
       return WireStatus.TIMEOUT;

@@ -25,6 +25,11 @@ export interface SignInput {
   digest: Buffer;
   keySpec: KeySpec;
   pss: boolean;
+  /**
+   * The key version the module was shown (its CKA_LABEL): the service refuses with key_changed, signing nothing,
+   * when it is no longer current (sent as pkcs11_sign's key_id).
+   */
+  keyId?: string;
   context: SignContext;
 }
 
@@ -67,6 +72,8 @@ export interface SignBatchInput {
   pss: boolean;
   /** Named, as `sign` does (`signbridge sign` of many files); absent: from keySpec, pss and the digests' length. */
   algorithm?: SigningAlgorithm;
+  /** As SignInput.keyId: the key version every digest is for (sign_batch's key_id). */
+  keyId?: string;
   context: SignContext;
   digests: Buffer[];
   /** Collecting a held batch: the request the service named, sent with the same digests in the same order. */

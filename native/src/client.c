@@ -67,6 +67,8 @@ CK_RV sbp11_status_to_ckr(uint32_t status) {
   case SBW_S_EXPIRED: return CKR_FUNCTION_REJECTED;
   case SBW_S_VERSION_UNSUPPORTED: return CKR_DEVICE_ERROR;
   case SBW_S_FORBIDDEN: return CKR_USER_NOT_LOGGED_IN;
+  /* The key this module holds was rotated before the service signed: nothing was signed. */
+  case SBW_S_KEY_CHANGED: return CKR_KEY_CHANGED;
   }
   return CKR_GENERAL_ERROR;
 }
@@ -152,6 +154,7 @@ static const char *refusal_phrase(uint32_t status) {
   case SBW_S_UNAUTHENTICATED: return "the daemon has no valid credentials";
   case SBW_S_FORBIDDEN: return "the daemon's credentials may not sign";
   case SBW_S_KEY_NOT_FOUND: return "the key is gone (rotated or removed; reload the token)";
+  case SBW_S_KEY_CHANGED: return "the key was rotated before it signed; nothing was signed (reload the token)";
   case SBW_S_UNAVAILABLE: return "the signing service cannot be reached (retry later)";
   case SBW_S_TIMEOUT: return "the signing service did not answer in time (retry later)";
   }

@@ -108,7 +108,7 @@ const char *sbw_status_name(uint32_t status) {
   static const char *const names[] = {
       "STATUS_0",   "BAD_REQUEST", "KEY_NOT_FOUND", "UNAUTHENTICATED",      "POLICY_DENIED",
       "UNAVAILABLE", "TIMEOUT",     "INTERNAL",      "ALGORITHM_INVALID",    "REJECTED",
-      "EXPIRED",     "VERSION_UNSUPPORTED", "FORBIDDEN",
+      "EXPIRED",     "VERSION_UNSUPPORTED", "FORBIDDEN", "KEY_CHANGED",
   };
   return status < sizeof(names) / sizeof(names[0]) ? names[status] : "UNKNOWN_STATUS";
 }

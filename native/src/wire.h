@@ -71,6 +71,7 @@ enum sbw_status {
   SBW_S_EXPIRED = 10,
   SBW_S_VERSION_UNSUPPORTED = 11,
   SBW_S_FORBIDDEN = 12,
+  SBW_S_KEY_CHANGED = 13,
 };
 
 enum sbw_kind { SBW_K_U32, SBW_K_BOOL, SBW_K_STR, SBW_K_BYTES, SBW_K_NESTED };

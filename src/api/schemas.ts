@@ -50,7 +50,10 @@ export const RequestFields = {
   key_id: Type.String({
     minLength: 1,
     maxLength: 128,
-    description: 'signbridge: `get_public_key` only: a key version to read instead of the current one',
+    description:
+      'signbridge: `get_public_key`: a key version to read instead of the current one; `sign`, `pkcs11_sign`, ' +
+      "`sign_batch`: the key version the request is for (as get_public_key's key_id): when it is no longer the " +
+      'current one, 409 key_changed and nothing is signed',
   }),
   request_id: Type.String({
     format: 'uuid',
@@ -168,14 +171,14 @@ const POLICY_INPUTS = [
 
 /** The fields each action uses, beyond action, tenant_id and version: `required`, then `optional`. */
 export const ACTION_FIELDS: Record<Action, { required: readonly FieldName[]; optional: readonly FieldName[] }> = {
-  sign: { required: ['hash'], optional: ['algorithm', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS] },
+  sign: { required: ['hash'], optional: ['algorithm', 'key_id', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS] },
   pkcs11_sign: {
     required: ['hash'],
-    optional: ['key_spec', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
+    optional: ['key_spec', 'key_id', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
   },
   sign_batch: {
     required: ['hashes'],
-    optional: ['algorithm', 'key_spec', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
+    optional: ['algorithm', 'key_spec', 'key_id', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
   },
   approve_sign: { required: ['request_id'], optional: ['decision', 'reason'] },
   create_tenant: { required: ['key_spec'], optional: [] },

@@ -47,7 +47,7 @@ export class BatchSigner {
     if (req.digests.length === 0 || req.digests.length > BATCH_MAX) {
       throw new ApiError('invalid_request', `hashes must hold 1 to ${BATCH_MAX} digests, got ${req.digests.length}`);
     }
-    const key = await keys.currentKey(req.tenantId);
+    const key = await keys.signingKey(req.tenantId, req.expectedKeyId);
     const algorithm = this.algorithmOf(key, req);
     keys.requireUsable(key);
     const start = performance.now();

@@ -16,6 +16,12 @@ export interface SignRequest {
   /** The CI workload identity of the caller's key (a key from the token exchange); its facts are in `context`. */
   workload?: WorkloadIdentity | null;
   digest: Buffer;
+  /**
+   * The key version the client named or the door resolved (and built the digest from): the signer refuses with
+   * key_changed, before any policy decision, audit entry or signature, when it is not the tenant's current one.
+   * Absent: whatever version is current signs.
+   */
+  expectedKeyId?: string;
   context: PolicyContext;
   /**
    * The API the request came through and the credential it named there (e.g. `{api: 'aws-kms', region,

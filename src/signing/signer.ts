@@ -1,4 +1,5 @@
-// A signing request decided and signed: the key's current version, the policy (velocity limits, then the rules),
+// A signing request decided and signed: the key's current version (the one the request is pinned to, if it names
+// one: tenant-keys.ts signingKey), the policy (velocity limits, then the rules),
 // then a signature at once, a denial, or a request held for a person's decision.
 
 import { performance } from 'node:perf_hooks';
@@ -48,14 +49,14 @@ export class Signer {
 
   /** `sign`: the caller names the algorithm (KMS names); it must fit the key and the digest. */
   async sign(req: SignRequest & { algorithm: SigningAlgorithm }): Promise<SignOutcome> {
-    const key = await this.keys.currentKey(req.tenantId);
+    const key = await this.keys.signingKey(req.tenantId, req.expectedKeyId);
     checkSigningRequest(key.keySpec, req.algorithm, req.digest);
     return this.decideAndSign(key, req.algorithm, req);
   }
 
   /** `pkcs11_sign`: the algorithm follows from the key spec, the digest length and `pss`. */
   async pkcs11Sign(req: SignRequest & { keySpec?: KeySpec; pss: boolean }): Promise<SignOutcome> {
-    const key = await this.keys.currentKey(req.tenantId);
+    const key = await this.keys.signingKey(req.tenantId, req.expectedKeyId);
     if (req.keySpec !== undefined && req.keySpec !== key.keySpec) {
       throw new ApiError(
         'key_spec_mismatch',

@@ -45,6 +45,8 @@ export interface SigningServiceDeps {
   onSignOutcome?: SignOutcomeObserver;
   /** Makes the events the changes tell of (docs/events.md); default: one without console links. */
   events?: EventBuilder;
+  /** Test seam (tenant-keys.ts): awaited before a signing request reads the tenant's current key. */
+  beforeSigningKeyRead?: (tenantId: string) => Promise<void>;
 }
 
 const noObserver: SignOutcomeObserver = () => undefined;
@@ -65,7 +67,14 @@ export class SigningService {
     const audit = auditTo(store, now);
     const policy = new PolicyCheck({ store, policy: deps.policy, now, audit });
     const recorder = new SignatureRecorder({ store, keyStores, now, observe, audit });
-    const keys = new TenantKeys({ store, keyStores, events, now, audit });
+    const keys = new TenantKeys({
+      store,
+      keyStores,
+      events,
+      now,
+      audit,
+      beforeSigningKeyRead: deps.beforeSigningKeyRead,
+    });
     const held = new HeldRequests({
       store,
       events,

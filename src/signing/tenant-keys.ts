@@ -15,6 +15,11 @@ export interface TenantKeysDeps {
   events: EventBuilder;
   now: () => Date;
   audit: Audit;
+  /**
+   * Test seam: awaited just before a signing request reads the tenant's current key, so a test can rotate the key in
+   * the window between a door resolving it and the signature. Absent in production (no cost but this check).
+   */
+  beforeSigningKeyRead?: ((tenantId: string) => Promise<void>) | undefined;
 }
 
 export class TenantKeys {
@@ -23,6 +28,7 @@ export class TenantKeys {
   private readonly events: EventBuilder;
   private readonly now: () => Date;
   private readonly audit: Audit;
+  private readonly beforeSigningKeyRead: TenantKeysDeps['beforeSigningKeyRead'];
 
   constructor(deps: TenantKeysDeps) {
     this.store = deps.store;
@@ -30,6 +36,7 @@ export class TenantKeys {
     this.events = deps.events;
     this.now = deps.now;
     this.audit = deps.audit;
+    this.beforeSigningKeyRead = deps.beforeSigningKeyRead;
   }
 
   async createTenant(
@@ -112,6 +119,23 @@ export class TenantKeys {
   async currentKey(tenantId: string): Promise<KeyRecord> {
     const key = await this.store.tenants.currentKey(tenantId);
     if (!key) throw new ApiError('tenant_not_found', `tenant ${tenantId} does not exist`);
+    return key;
+  }
+
+  /**
+   * The key a signing request signs with: the tenant's current version, which must be the one the request expects
+   * (SignRequest.expectedKeyId) when it names one; otherwise key_changed, before anything is decided or signed.
+   */
+  async signingKey(tenantId: string, expectedKeyId: string | undefined): Promise<KeyRecord> {
+    if (this.beforeSigningKeyRead) await this.beforeSigningKeyRead(tenantId);
+    const key = await this.currentKey(tenantId);
+    if (expectedKeyId !== undefined && expectedKeyId !== key.id) {
+      throw new ApiError(
+        'key_changed',
+        `key ${expectedKeyId} is no longer tenant ${tenantId}'s current key (now ${key.id}, version ${key.version}): ` +
+          'the key was rotated; read the key again and send a request for the current one',
+      );
+    }
     return key;
   }
 

@@ -392,7 +392,7 @@ describe('SIGN', () => {
 });
 
 describe('rotation', () => {
-  it('a rotated key appears with a new KEY_ID; the old one is KEY_NOT_FOUND at once', async () => {
+  it('a rotated key appears with a new KEY_ID; the old one is KEY_CHANGED at once, nothing signed', async () => {
     const client = await session();
     const before = (await listed(client, 't-rot')).key;
     const rotated = await callAction(svc.app, admins.get('t-rot'), 'rotate_key', { tenant_id: 't-rot' });
@@ -405,9 +405,9 @@ describe('rotation', () => {
       algorithm: 'ECDSA_SHA_256',
       digest,
     });
-    // Within the cache lifetime the daemon still believes the old key is current; the service then signs with the
-    // new key, and the daemon must not hand that signature out as the old key's.
-    expectError(old, WireStatus.KEY_NOT_FOUND, /rotated/);
+    // Within the cache lifetime the daemon still believes the old key is current and sends it as key_id; the service
+    // refuses it (key_changed) before signing anything, instead of signing with the new key (issue 45).
+    expectError(old, WireStatus.KEY_CHANGED, /key_changed: .*rotated/);
     const after = (await listed(client, 't-rot')).key;
     expect(after.keyId).not.toEqual(before.keyId);
     expect(after.keyId).toEqual(ckaIdFor(rotated.body.key_id as string));

@@ -25,7 +25,11 @@ const TENANTS: Record<string, KeySpec> = {
   'e2e-p256': 'ECC_NIST_P256',
   'e2e-p521': 'ECC_NIST_P521',
   'e2e-rsa': 'RSA_2048',
+  'e2e-rotated': 'ECC_NIST_P256',
 };
+
+/** Tenants whose key the service rotates once, just before its signer reads the current key (its test seam). */
+const rotateInTheWindow = new Set<string>();
 
 const policy: PolicyEngine = {
   async evaluate(input) {
@@ -66,7 +70,15 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
   beforeAll(async () => {
     ensurePeercredBuilt();
     dir = tempDir('sbd-e2e-');
-    svc = await startTestService({ policy });
+    svc = await startTestService({
+      policy,
+      beforeSigningKeyRead: async (tenantId) => {
+        if (!rotateInTheWindow.delete(tenantId)) return;
+        const admin = await svc.apiKey('admin', tenantId);
+        const rotated = await callAction(svc.app, admin, 'rotate_key', { tenant_id: tenantId });
+        if (rotated.status !== 200) throw new Error(`rotate_key in the window: ${JSON.stringify(rotated.body)}`);
+      },
+    });
     url = await svc.app.listen({ host: '127.0.0.1', port: 0 });
     const tenants = [];
     for (const [tenant, spec] of Object.entries(TENANTS)) {
@@ -310,5 +322,27 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     } finally {
       await own.close();
     }
+  });
+
+  it('a key rotated after the tool found it and before the service signs: CKR_KEY_CHANGED, nothing signed', async () => {
+    const digest = join(dir, 'rotated.digest');
+    await run('openssl', ['dgst', '-sha256', '-binary', '-out', digest, join(dir, 'msg')]);
+    const args = ['--token-label', 'e2e-rotated token', '--sign', '--id', id('e2e-rotated'), '-m', 'ECDSA'];
+    const signedBefore = (await svc.store.signatures.list('e2e-rotated', 100)).length;
+    rotateInTheWindow.add('e2e-rotated');
+    const failed = await tool([...args, '--input-file', digest, '--output-file', join(dir, 'rotated.sig')], {
+      SIGNBRIDGE_LOG: 'error',
+    }).then(
+      () => 'signed',
+      (err: { stderr?: string; stdout?: string }) => `${err.stdout ?? ''}${err.stderr ?? ''}`,
+    );
+    expect(rotateInTheWindow.has('e2e-rotated'), 'the seam rotated').toBe(false);
+    // C_Sign fails with CKR_KEY_CHANGED (0x65); pkcs11-tool then tries C_SignFinal, which the key no longer found
+    // (the daemon dropped it from its cache) refuses too.
+    expect(failed).toMatch(/SIGN failed: KEY_CHANGED: key_changed: key [0-9a-f-]+ is no longer tenant e2e-rotated's/);
+    expect(failed).toMatch(/\(CKR 0x65\)/);
+    expect((await svc.store.signatures.list('e2e-rotated', 100)).length).toBe(signedBefore);
+    const entries = await svc.store.audit.read(0, 1_000_000);
+    expect(entries.filter((e) => e.tenantId === 'e2e-rotated' && e.outcome === 'signed')).toEqual([]);
   });
 });

@@ -99,6 +99,8 @@ describe('status mapping', () => {
     [404, 'request_not_found', WireStatus.BAD_REQUEST],
     [404, 'tenant_not_found', WireStatus.KEY_NOT_FOUND],
     [404, 'not_found', WireStatus.INTERNAL],
+    [409, 'key_changed', WireStatus.KEY_CHANGED],
+    [409, 'idempotency_key_in_use', WireStatus.INTERNAL],
     [400, 'invalid_hash', WireStatus.BAD_REQUEST],
     [400, 'algorithm_key_mismatch', WireStatus.ALGORITHM_INVALID],
     [413, 'payload_too_large', WireStatus.BAD_REQUEST],

@@ -954,7 +954,7 @@ static void t_daemon_errors(void) {
       {4, CKR_FUNCTION_REJECTED},    {5, CKR_DEVICE_ERROR},              {6, CKR_DEVICE_ERROR},
       {7, CKR_GENERAL_ERROR},        {8, CKR_KEY_FUNCTION_NOT_PERMITTED}, {9, CKR_FUNCTION_REJECTED},
       {10, CKR_FUNCTION_REJECTED},   {11, CKR_DEVICE_ERROR},             {12, CKR_USER_NOT_LOGGED_IN},
-      {99, CKR_GENERAL_ERROR},
+      {13, CKR_KEY_CHANGED},         {99, CKR_GENERAL_ERROR},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     pthread_mutex_lock(&D->mu);

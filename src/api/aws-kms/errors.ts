@@ -55,6 +55,7 @@ const AWS_NAME: Partial<Record<ErrorCode, { type: string; status: number }>> = {
   request_rejected: { type: 'AccessDeniedException', status: 400 },
   request_expired: { type: 'KMSInvalidStateException', status: 400 },
   key_not_usable: { type: 'KMSInvalidStateException', status: 400 },
+  key_changed: { type: 'KMSInvalidStateException', status: 400 },
   rate_limited: { type: 'ThrottlingException', status: 400 },
   key_store_unavailable: { type: 'KeyUnavailableException', status: 500 },
   store_unavailable: { type: 'DependencyTimeoutException', status: 503 },

@@ -5,6 +5,7 @@
 
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../crypto/algorithms.js';
 import { verifyDigestSignature } from '../../crypto/verify-digest.js';
+import { ApiError } from '../../errors.js';
 import { keyArn } from '../../kms-api/key-ids.js';
 import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../kms-api/sign-input.js';
 import { waitForDecision } from '../../signing/held-wait.js';
@@ -47,6 +48,19 @@ export function heldMessage(pending: Pending, publicUrl: string | undefined, wai
   );
 }
 
+/**
+ * The KeyId resolved to a version that was rotated out before it signed: as KMS answers a key that cannot sign in
+ * its state (KMSInvalidStateException, 400), naming the key; the client must call again (DescribeKey / GetPublicKey
+ * of the alias gives the new version).
+ */
+function keyChanged(arn: string, tenantId: string): AwsJsonError {
+  return new AwsJsonError(
+    'KMSInvalidStateException',
+    `${arn} is no longer the current version of tenant ${tenantId}'s key: it was rotated while this Sign call was ` +
+      `under way, and nothing was signed; call Sign again (alias/${tenantId} names the current version)`,
+  );
+}
+
 function dryRun(): never {
   throw new AwsJsonError(
     'DryRunOperationException',
@@ -76,17 +90,24 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
     }
     const digest = signingInput(resolved.key, algorithm, messageType, message);
     if (optionalBoolean(input, 'DryRun')) dryRun();
-    const first = await signing.sign({
-      action: 'sign',
-      tenantId: resolved.key.tenantId,
-      callerId: caller.id,
-      personId: caller.personId ?? null,
-      workload: caller.workload ?? null,
-      digest,
-      algorithm,
-      context: signingContext({}, caller),
-      via: { api: 'aws-kms', region: call.region, access_key_id: call.accessKeyId, message_type: messageType },
-    });
+    const first = await signing
+      .sign({
+        action: 'sign',
+        tenantId: resolved.key.tenantId,
+        callerId: caller.id,
+        personId: caller.personId ?? null,
+        workload: caller.workload ?? null,
+        digest,
+        algorithm,
+        // The digest was built from this version (ML-DSA's mu and SM2's e depend on its public key): only it signs.
+        expectedKeyId: resolved.key.id,
+        context: signingContext({}, caller),
+        via: { api: 'aws-kms', region: call.region, access_key_id: call.accessKeyId, message_type: messageType },
+      })
+      .catch((err: unknown) => {
+        if (err instanceof ApiError && err.code === 'key_changed') throw keyChanged(arn, resolved.key.tenantId);
+        throw err;
+      });
     const outcome =
       first.kind === 'pending'
         ? await waitForDecision(signing, resolved.key.tenantId, first, digest, {

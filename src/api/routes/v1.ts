@@ -155,6 +155,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         workload: callerOf(request).workload ?? null,
         digest,
         algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
+        ...(body.key_id !== undefined && { expectedKeyId: body.key_id as string }),
         context: signingContext(body, callerOf(request)),
         via: ownApi(callerOf(request)),
       });
@@ -174,6 +175,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         digest,
         pss: (body.pss_padding as boolean | undefined) ?? false,
         ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
+        ...(body.key_id !== undefined && { expectedKeyId: body.key_id as string }),
         context: signingContext(body, callerOf(request)),
         via: ownApi(callerOf(request)),
       });
@@ -197,6 +199,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         ...(body.algorithm !== undefined && { algorithm: body.algorithm as SigningAlgorithm }),
         ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
         pss: (body.pss_padding as boolean | undefined) ?? false,
+        ...(body.key_id !== undefined && { expectedKeyId: body.key_id as string }),
         context: signingContext(body, caller),
         via: ownApi(caller),
       });

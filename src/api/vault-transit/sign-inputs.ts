@@ -80,6 +80,8 @@ export async function signInputs(
           workload: caller.workload ?? null,
           digest,
           algorithm,
+          // The version checked and the digests built from (key_version or not): a rotation since refuses them.
+          expectedKeyId: current.id,
           context,
           // The audit entry names the door and the credential (the API key's id, never the token itself).
           via: { api: 'vault-transit', api_key_id: caller.id },
@@ -115,7 +117,7 @@ async function signedInput(
   outcome: Extract<SignOutcome, { kind: 'signed' }>,
   scheme: Scheme,
 ): Promise<SignedInput> {
-  // A rotation between the key check and the signature: the version that signed is named, not the one asked.
+  // The version that signed (the pinned one: a rotation since is refused with key_changed, signInputs above).
   let key = versions.get(outcome.keyId);
   if (!key) {
     key = await signing.getKey(tenantId, outcome.keyId);
