@@ -27,6 +27,12 @@ function prng(seed: number) {
 }
 
 const TENANTS = ['fz-rsa', 'fz-ec', 'fz-mldsa', 'fz-sm2', 'fz-new'];
+/**
+ * Optional fields added after the main seed's requests were laid down, drawn from a stream of their own so that
+ * every other request stays the one the main seed always made: the CI facts (issue 22) and the pinned key version
+ * `key_id` (issue 45), which, random, is always a key_changed refusal.
+ */
+const SIDE_FIELDS = [...CI_FACT_FIELDS, 'key_id'];
 /** Each tenant's current key spec, followed through the fuzzed create_tenant and rotate_key answers. */
 const specs = new Map<string, KeySpec>();
 
@@ -34,9 +40,9 @@ class Generator {
   constructor(
     private readonly random: () => number,
     /**
-     * Draws the CI fact fields (issue 22) from a stream of their own, so the rest of the requests stay the ones the
-     * main seed always made. They are rare: only workload keys may state them (the fuzzer's keys are not), so each
-     * one makes its signing request a 400 claims_conflict.
+     * Draws SIDE_FIELDS from a stream of their own, so the rest of the requests stay the ones the main seed always
+     * made. They are rare: only workload keys may state CI facts (the fuzzer's keys are not), so each one makes its
+     * signing request a 400 claims_conflict, and a random key_id a 409 key_changed.
      */
     private readonly side?: Generator,
   ) {}
@@ -81,7 +87,7 @@ class Generator {
   object(schema: Schema): Record<string, unknown> {
     const out: Record<string, unknown> = {};
     for (const [name, prop] of Object.entries(schema.properties ?? {})) {
-      if (this.side && CI_FACT_FIELDS.includes(name)) {
+      if (this.side && SIDE_FIELDS.includes(name)) {
         if (this.side.chance(0.04)) out[name] = this.side.value(prop, name);
         continue;
       }
