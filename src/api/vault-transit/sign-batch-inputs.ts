@@ -58,7 +58,7 @@ export async function signBatchInputs(
     ...(pssSaltLength !== undefined && { pssSaltLength }),
   };
   const first: Array<BatchOutcome | Pending | VaultError> = [];
-  // One after another (at most BATCH_MAX digests each; the schema allows fewer): their entries keep the call's order.
+  // Batches of at most BATCH_MAX digests (the schema allows 100, so one), one after another.
   for (const chunk of chunks) {
     const chunkDigests = chunk.map((i) => digests[i] as Buffer);
     first.push(await signing.signBatch({ ...request, digests: chunkDigests }).catch(itemError));
@@ -68,6 +68,7 @@ export async function signBatchInputs(
     first.map((outcome, c) => {
       if (outcome instanceof VaultError || outcome.kind === 'signed') return outcome;
       const chunkDigests = (chunks[c] as number[]).map((i) => digests[i] as Buffer);
+      // The collector brings the batch's own digests: the one-digest argument is unused.
       const collector = { collect: (t: string, id: string) => signing.collectBatch(t, id, chunkDigests) };
       return waitForDecision<BatchOutcome>(collector, tenantId, outcome, Buffer.alloc(0), {
         waitMs: deps.heldWaitMs,
