@@ -295,6 +295,8 @@ export class Approvals {
               caller.id,
               'approve_sign',
               start,
+              // The salt the batch's client asked for (Vault transit's salt_length), as for one held digest.
+              request.pssSaltLength == null ? undefined : { pssSaltLength: request.pssSaltLength },
             );
             return { digest, signature };
           } catch (error) {

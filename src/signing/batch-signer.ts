@@ -20,6 +20,10 @@ import { workloadAuditDetails } from './workload-context.js';
 /** The most digests one batch may carry (the request schema's limit too). */
 export const BATCH_MAX = 1000;
 
+/**
+ * `expectedKeyId` pins the batch to the key version its digests were built from, and `pssSaltLength` (Vault
+ * transit's salt_length) is every digest's salt, at once or at the approval of a held batch.
+ */
 export interface BatchSignRequest extends Omit<SignRequest, 'digest' | 'action'> {
   digests: Buffer[];
   /** As `sign`; or, without it, as `pkcs11_sign` from the key spec, each digest's length and `pss`. */
@@ -73,6 +77,7 @@ export class BatchSigner {
       ...(req.personId && { person: req.personId }),
       ...workload,
       ...(req.via && { via: req.via }),
+      ...(req.pssSaltLength !== undefined && { pss_salt_length: req.pssSaltLength }),
     };
     const decided = (digest: Buffer): PolicyDecided => ({
       tenantId: req.tenantId,
@@ -117,6 +122,7 @@ export class BatchSigner {
       return this.approvedBatch(await this.deps.held.pendingRequest(req.tenantId, held.requestId as string));
     }
     const wantsEvent = await told;
+    const signOptions = req.pssSaltLength === undefined ? undefined : { pssSaltLength: req.pssSaltLength };
     const items = await signEach(req.digests, async (digest, index) => {
       const signedEvent = wantsEvent
         ? await this.deps.events.signedAtOnce({ ...decided(digest), personId: req.personId ?? null })
@@ -130,6 +136,8 @@ export class BatchSigner {
         { ...about, hash: digest.toString('base64'), batch: { id: batchId, index, size: batch.size } },
         start,
         signedEvent,
+        undefined,
+        signOptions,
       );
     });
     return { kind: 'signed', batchId, keyId: key.id, algorithm, items };

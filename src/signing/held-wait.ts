@@ -4,7 +4,7 @@
 // free; what a timeout becomes on the wire is the endpoint's (docs/kms-api.md, "Held for approval").
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SignOutcome } from './sign-outcome.js';
+import type { Pending, SignOutcome } from './sign-outcome.js';
 
 /** How often a waiting call reads its request again. */
 export const HELD_POLL_MS = 500;
@@ -17,25 +17,26 @@ export interface HeldWaitOptions {
   signal?: AbortSignal;
 }
 
-export interface Collector {
-  collect(tenantId: string, requestId: string, digest: Buffer): Promise<SignOutcome>;
+/** Reads a held request's outcome as its requester collects it: one digest's (`collect`) or a batch's. */
+export interface Collector<Outcome = SignOutcome> {
+  collect(tenantId: string, requestId: string, digest: Buffer): Promise<Outcome | Pending>;
 }
 
 /**
- * The outcome once decided: the signature when approved, the error of a rejection, expiry or a denial at approval
- * (collect's errors), or the still pending outcome when `waitMs` passed first.
+ * The outcome once decided: the signature (or a batch's signatures) when approved, the error of a rejection,
+ * expiry or a denial at approval (collect's errors), or the still pending outcome when `waitMs` passed first.
  */
-export async function waitForDecision(
-  signing: Collector,
+export async function waitForDecision<Outcome = SignOutcome>(
+  signing: Collector<Outcome>,
   tenantId: string,
-  first: SignOutcome,
+  first: Outcome | Pending,
   digest: Buffer,
   options: HeldWaitOptions,
-): Promise<SignOutcome> {
+): Promise<Outcome | Pending> {
   let outcome = first;
   const until = Date.now() + options.waitMs;
   const poll = options.pollMs ?? HELD_POLL_MS;
-  while (outcome.kind === 'pending') {
+  while (isPending(outcome)) {
     const left = until - Date.now();
     if (left <= 0 || options.signal?.aborted) return outcome;
     try {
@@ -46,4 +47,8 @@ export async function waitForDecision(
     outcome = await signing.collect(tenantId, outcome.requestId, digest);
   }
   return outcome;
+}
+
+function isPending(outcome: unknown): outcome is Pending {
+  return (outcome as { kind?: string }).kind === 'pending';
 }

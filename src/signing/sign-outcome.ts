@@ -31,7 +31,7 @@ export interface SignRequest {
   via?: Record<string, string>;
   /**
    * RSA PSS only: the salt length in bytes when it is not the hash's length (Vault transit's salt_length). A request
-   * held for approval is signed on approval with the hash's length (the held request keeps no salt length).
+   * held for approval keeps it (pending_requests.pss_salt_length) and is signed with it on approval.
    */
   pssSaltLength?: number;
 }

@@ -193,9 +193,10 @@ export class SignatureRecorder {
     callerId: string,
     action: string,
     start = performance.now(),
+    signOptions?: SignOptions,
   ): Promise<Buffer> {
     try {
-      return await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest);
+      return await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest, signOptions);
     } catch (err) {
       await this.recordFailure(key, algorithm, digest, callerId, action, err);
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);

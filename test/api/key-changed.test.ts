@@ -210,6 +210,29 @@ describe.skipIf(missing)('a pinned key version that is no longer current signs n
     }
   }, 180_000);
 
+  it('Vault sign with batch_input (hvac): the batch is pinned to the version checked; rotated out, every item is refused', async () => {
+    for (const tenant of tenantNames) {
+      const resolved = await currentKeyId(tenant);
+      const before = await signedState(tenant);
+      rotateInTheWindow.add(tenant);
+      // hvac's sign_data knows no batch_input: the body goes through hvac's own adapter.
+      const [result] = await runHvac(url, signers[tenant] as string, [
+        {
+          method: 'post',
+          path: `/v1/transit/sign/${tenant}`,
+          json: { batch_input: ['one', 'two', 'three'].map((t) => ({ input: Buffer.from(t).toString('base64') })) },
+        },
+      ]);
+      expect(rotateInTheWindow.has(tenant), 'the seam rotated').toBe(false);
+      const results = result?.ok?.data.batch_results as Array<{ error?: string }>;
+      expect(results, `${tenant}: ${JSON.stringify(result)}`).toHaveLength(3);
+      for (const item of results) {
+        expect(item.error).toContain(`key ${resolved} is no longer tenant ${tenant}'s current key`);
+      }
+      expect(await signedState(tenant)).toEqual(before);
+    }
+  }, 180_000);
+
   it('Vault sign (hvac): key_version of a version rotated out before the call is refused, nothing signed', async () => {
     for (const tenant of tenantNames) {
       const described = await runHvac(url, signers[tenant] as string, [

@@ -374,6 +374,25 @@ describe.skipIf(missing)('Vault transit refusals, in Vault shape, signing nothin
     expect(await signedCount('v-held')).toBe(1);
   });
 
+  it('a held batch waits for its one request (collected whole while it waits), then every item names it', async () => {
+    const before = await signedCount('v-held');
+    const res = await fetch(`${url}/v1/transit/sign/v-held`, {
+      method: 'POST',
+      headers: { 'x-vault-token': signers['v-held'] as string, 'content-type': 'application/json' },
+      body: JSON.stringify({ batch_input: [{ input: b64('held one') }, { input: b64('held two'), reference: 'r' }] }),
+    });
+    expect(res.status).toBe(200);
+    const results = ((await res.json()) as { data: { batch_results: Array<{ error: string; reference?: string }> } })
+      .data.batch_results;
+    const ids = results.map((r) => /signing request ([0-9a-f-]{36}) is pending_approval/.exec(r.error)?.[1]);
+    expect(ids[0], JSON.stringify(results)).toBeDefined();
+    expect(ids[1]).toBe(ids[0]);
+    expect(results[1]?.reference).toBe('r');
+    const request = await svc.store.requests.get('v-held', ids[0] as string);
+    expect(request?.batch?.hashes).toHaveLength(2);
+    expect(await signedCount('v-held')).toBe(before);
+  });
+
   it('a rejected request: the repeated call gets the rejection at once', async () => {
     const call = { name: 'v-held', hash_input: b64('will be rejected') };
     const held = await one(signers['v-held'] as string, 'sign_data', call);

@@ -24,6 +24,7 @@ import {
   VaultVerifyResponse,
   vaultResponses,
 } from './response-schemas.js';
+import { signBatchInputs } from './sign-batch-inputs.js';
 import { signInputs } from './sign-inputs.js';
 import { vaultAuthenticate } from './vault-token.js';
 import { verifyItem } from './verify-inputs.js';
@@ -186,7 +187,10 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
       : [decodeInput('input', body.input as string)];
     const deps = { signing: opts.signing, heldWaitMs: opts.heldWaitMs, publicUrl: opts.publicUrl };
     const signal = abortedWhenGone(reply);
-    const results = await signInputs(deps, caller, name, scheme, body.key_version, inputs, signal);
+    // A batch is one sign_batch request (one policy decision); one input is one sign request.
+    const results = batch
+      ? await signBatchInputs(deps, caller, name, scheme, body.key_version, inputs, signal)
+      : await signInputs(deps, caller, name, scheme, body.key_version, inputs, signal);
     if (batch) {
       const batchResults = results.map((r, i) => ({
         ...(r instanceof VaultError ? { error: r.message } : r),

@@ -1,6 +1,6 @@
-// Transit's sign: each input a signing request of its own through the signing service (policy, velocity limits,
-// audit entry, events, transparency log), as POST /v1/sign makes it, with the policy inputs of the caller's key. A
-// request held for a person's decision is waited on up to heldWaitMs (Vault's clients know no 202); still waiting,
+// Transit's sign of one `input`: a signing request through the signing service (policy, velocity limits, audit
+// entry, events, transparency log), as POST /v1/sign makes it, with the policy inputs of the caller's key (a
+// `batch_input` is one sign_batch request: sign-batch-inputs.ts). A request held for a person's decision is waited on up to heldWaitMs (Vault's clients know no 202); still waiting,
 // it is an error that names the request and where to decide it, and the same call sent again continues it.
 import { ApiError } from '../../errors.js';
 import { waitForDecision } from '../../signing/held-wait.js';
@@ -41,7 +41,7 @@ export function heldError(pending: Pending, publicUrl: string | undefined): Vaul
 }
 
 /** A refusal or a fault a batch item carries as its own error; anything else fails the call (and is logged). */
-function itemError(err: unknown): VaultError {
+export function itemError(err: unknown): VaultError {
   if (err instanceof VaultError || err instanceof ApiError || storeFault(err)) return vaultErrorOf(err);
   throw err;
 }
@@ -110,7 +110,7 @@ export async function signInputs(
   return results;
 }
 
-async function signedInput(
+export async function signedInput(
   signing: SigningService,
   tenantId: string,
   versions: Map<string, KeyRecord>,
