@@ -26,7 +26,7 @@ describe('a field the action does not use', () => {
   it.each([
     ['sign', { pss_padding: true }, 'body.pss_padding does not apply to sign'],
     ['sign', { key_spec: 'RSA_2048' }, 'body.key_spec does not apply to sign'],
-    ['sign', { key_id: 'k' }, 'body.key_id does not apply to sign'],
+    ['sign', { kms_key_id: 'k' }, 'body.kms_key_id does not apply to sign'],
     ['pkcs11_sign', { algorithm: 'RSASSA_PSS_SHA_256' }, 'body.algorithm does not apply to pkcs11_sign'],
     ['sign', { colour: 'blue' }, 'body.colour is not a known field'],
   ])('%s with %j is a 400 naming it, and nothing is signed', async (action, extra, reason) => {
