@@ -9,11 +9,16 @@ import { ApiError } from '../../errors.js';
 import { waitForDecision } from '../../signing/held-wait.js';
 import { BATCH_MAX, type BatchOutcome, type Pending } from '../../signing/signing-service.js';
 import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
-import { signingContext } from '../signing-inputs.js';
 import { VaultError, vaultErrorOf } from './errors.js';
-import { signingSaltLength } from './pss-salt.js';
-import { algorithmFor, checkKeyVersion, hashNameOf, representativeOf, type Scheme } from './request-fields.js';
-import { heldError, type InputOutcome, itemError, signedInput, type TransitSigning } from './sign-inputs.js';
+import { representativeOf, type Scheme } from './request-fields.js';
+import {
+  heldError,
+  type InputOutcome,
+  itemError,
+  signedInput,
+  type TransitSigning,
+  transitSigningKey,
+} from './sign-inputs.js';
 
 export async function signBatchInputs(
   deps: TransitSigning,
@@ -25,10 +30,7 @@ export async function signBatchInputs(
   signal: AbortSignal,
 ): Promise<InputOutcome[]> {
   const { signing } = deps;
-  const current = await signing.getKey(tenantId);
-  checkKeyVersion(keyVersion, current);
-  const algorithm = algorithmFor(current.keySpec, scheme);
-  const pssSaltLength = scheme.rsa === 'pss' ? signingSaltLength(current, hashNameOf(scheme), scheme.salt) : undefined;
+  const { current, algorithm, request } = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
   // Checked one by one here: sign_batch refuses a whole batch for one digest of the wrong length.
   const digests = inputs.map((input): Buffer | VaultError => {
     if (input instanceof VaultError) return input;
@@ -44,19 +46,6 @@ export async function signBatchInputs(
   const signable = digests.flatMap((d, index) => (d instanceof VaultError ? [] : [index]));
   const chunks: number[][] = [];
   for (let at = 0; at < signable.length; at += BATCH_MAX) chunks.push(signable.slice(at, at + BATCH_MAX));
-  const request = {
-    tenantId,
-    callerId: caller.id,
-    personId: caller.personId ?? null,
-    workload: caller.workload ?? null,
-    algorithm,
-    // The version checked and the digests built from (key_version or not): a rotation since refuses the batch.
-    expectedKeyId: current.id,
-    context: signingContext({}, caller),
-    // Each `signed` entry names the door and the credential (the API key's id, never the token itself).
-    via: { api: 'vault-transit', api_key_id: caller.id },
-    ...(pssSaltLength !== undefined && { pssSaltLength }),
-  };
   const first: Array<BatchOutcome | Pending | VaultError> = [];
   // Batches of at most BATCH_MAX digests (the schema allows 100, so one), one after another.
   for (const chunk of chunks) {

@@ -46,6 +46,37 @@ export function itemError(err: unknown): VaultError {
   throw err;
 }
 
+/**
+ * The key a transit sign uses and what it signs with: the tenant's current version (checked against key_version),
+ * the scheme's algorithm and PSS salt, and the request fields every item shares, pinned to that version
+ * (expectedKeyId: a rotation before the signature refuses it rather than signing with another key) and naming the
+ * door and the credential in `via` (the API key's id, never the token itself).
+ */
+export async function transitSigningKey(
+  signing: SigningService,
+  caller: ApiKeyRecord,
+  tenantId: string,
+  scheme: Scheme,
+  keyVersion: number | string | undefined,
+) {
+  const current = await signing.getKey(tenantId);
+  checkKeyVersion(keyVersion, current);
+  const algorithm = algorithmFor(current.keySpec, scheme);
+  const pssSaltLength = scheme.rsa === 'pss' ? signingSaltLength(current, hashNameOf(scheme), scheme.salt) : undefined;
+  const request = {
+    tenantId,
+    callerId: caller.id,
+    personId: caller.personId ?? null,
+    workload: caller.workload ?? null,
+    algorithm,
+    expectedKeyId: current.id,
+    context: signingContext({}, caller),
+    via: { api: 'vault-transit', api_key_id: caller.id },
+    ...(pssSaltLength !== undefined && { pssSaltLength }),
+  };
+  return { current, algorithm, request };
+}
+
 export async function signInputs(
   deps: TransitSigning,
   caller: ApiKeyRecord,
@@ -56,11 +87,7 @@ export async function signInputs(
   signal: AbortSignal,
 ): Promise<InputOutcome[]> {
   const { signing } = deps;
-  const current = await signing.getKey(tenantId);
-  checkKeyVersion(keyVersion, current);
-  const algorithm = algorithmFor(current.keySpec, scheme);
-  const pssSaltLength = scheme.rsa === 'pss' ? signingSaltLength(current, hashNameOf(scheme), scheme.salt) : undefined;
-  const context = signingContext({}, caller);
+  const { current, request } = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
   const digests = inputs.map((input) =>
     input instanceof VaultError ? input : representativeOf(current, scheme, input),
   );
@@ -71,24 +98,7 @@ export async function signInputs(
       first.push(digest);
       continue;
     }
-    first.push(
-      await signing
-        .sign({
-          tenantId,
-          callerId: caller.id,
-          personId: caller.personId ?? null,
-          workload: caller.workload ?? null,
-          digest,
-          algorithm,
-          // The version checked and the digests built from (key_version or not): a rotation since refuses them.
-          expectedKeyId: current.id,
-          context,
-          // The audit entry names the door and the credential (the API key's id, never the token itself).
-          via: { api: 'vault-transit', api_key_id: caller.id },
-          ...(pssSaltLength !== undefined && { pssSaltLength }),
-        })
-        .catch(itemError),
-    );
+    first.push(await signing.sign({ ...request, digest }).catch(itemError));
   }
   // Held ones wait together, for one heldWaitMs in all.
   const decided = await Promise.all(
