@@ -25,8 +25,8 @@ import { SoftwareKeyStore } from '../src/keys/software-key-store.js';
 import type { Pruner } from '../src/retention/pruner.js';
 import { RETENTION_DEFAULTS } from '../src/retention/retention-settings.js';
 import type { KyselyStore } from '../src/store/kysely-store.js';
-import { openPostgresStore } from '../src/store/postgres-store.js';
-import { openSqliteStore } from '../src/store/sqlite-store.js';
+import { openPostgresStore } from '../src/store/postgres/postgres-store.js';
+import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { postgresBinDir, startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
 

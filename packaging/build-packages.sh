@@ -139,7 +139,7 @@ service_node_modules() {
   rm -rf "$dir" && mkdir -p "$dir"
   cp package.json package-lock.json "$dir/"
   # Install scripts off, then the one addon that needs a build (pkcs11js, Node-API) built against Node 24's headers.
-  # better-sqlite3 13 is prebuilt inside its package; its Node 20 alias (src/store/sqlite-driver.ts) is never loaded
+  # better-sqlite3 13 is prebuilt inside its package; its Node 20 alias (src/store/sqlite/sqlite-driver.ts) is never loaded
   # by the Node 24 the tarball carries, so it is left out instead of compiled.
   (cd "$dir" && PATH="$NODE24_DIR/bin:$PATH" npm_config_nodedir="$NODE24_DIR" \
     npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null &&

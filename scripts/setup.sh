@@ -149,7 +149,7 @@ install_node24() {
 }
 
 # SQLite: better-sqlite3 13 (Node-API, prebuilt inside its package) on Node 22 and 24, and 12 under the alias
-# better-sqlite3-node20, built by npm ci for the machine's Node, on Node 20 (src/store/sqlite-driver.ts says why).
+# better-sqlite3-node20, built by npm ci for the machine's Node, on Node 20 (src/store/sqlite/sqlite-driver.ts says why).
 # pkcs11js and the daemon's peercred addon are Node-API addons and load on every line as they are; the ML-DSA
 # signer loads only on Node 24 (its OpenSSL), and Node 20 signs ML-DSA with noble.
 

@@ -41,7 +41,7 @@ import { KeyImportService } from './signing/key-import-service.js';
 import { defaultPolicy } from './signing/policy-settings.js';
 import { expireOverdueRequests } from './signing/request-expiry.js';
 import { DEFAULT_APPROVAL_RETRY_WINDOW_MS, SigningService } from './signing/signing-service.js';
-import type { StoredCheckpoint } from './store/log-store.js';
+import type { StoredCheckpoint } from './store/log/log-store.js';
 import type { Store } from './store/store.js';
 import { LogOriginError, LogService, type LogSettings } from './transparency/log-service.js';
 import { Witnesses } from './transparency/witnesses/witnesses.js';

@@ -12,8 +12,12 @@ import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from './keys/softhsm.js';
 import { SoftwareKeyStore } from './keys/software-key-store.js';
 import { startStep } from './start-timing.js';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, openPostgresStore, type PostgresStore } from './store/postgres-store.js';
-import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite-store.js';
+import {
+  DEFAULT_STATEMENT_TIMEOUT_MS,
+  openPostgresStore,
+  type PostgresStore,
+} from './store/postgres/postgres-store.js';
+import { openSqliteStore, type SqliteStoreOptions } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { permanentConnectionProblem, storeFault } from './store/store-errors.js';
 

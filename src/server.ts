@@ -13,7 +13,7 @@ import { ServiceMetrics } from './metrics/service-metrics.js';
 import { openStores } from './open-stores.js';
 import { policySettings, policySource } from './signing/policy-settings.js';
 import { startStep } from './start-timing.js';
-import type { CommitSink } from './store/commit-sink.js';
+import type { CommitSink } from './store/commit/commit-sink.js';
 import type { Store } from './store/store.js';
 import { ClockTrust } from './tsa/clock-trust.js';
 

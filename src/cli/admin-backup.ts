@@ -9,7 +9,7 @@ import { closeSync, cpSync, existsSync, mkdirSync, openSync, readdirSync, statSy
 import { join } from 'node:path';
 import type { ServiceConfig } from '../config/config.js';
 import { ensurePrivateDir } from '../fs-private.js';
-import { openSqlite } from '../store/sqlite-driver.js';
+import { openSqlite } from '../store/sqlite/sqlite-driver.js';
 
 export class BackupError extends Error {}
 

@@ -1,10 +1,10 @@
 // `signbridge admin migrate --from sqlite:<data-dir> --to postgres://...` (src/store/move-store.ts does the work).
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { verifyAuditChain } from '../store/audit/verify-chain.js';
 import { MoveError, type MoveReport, moveStore } from '../store/move-store.js';
-import { openPostgresStore, postgresUrlProblem } from '../store/postgres-store.js';
-import { openSqliteStore } from '../store/sqlite-store.js';
-import { verifyAuditChain } from '../store/verify-chain.js';
+import { openPostgresStore, postgresUrlProblem } from '../store/postgres/postgres-store.js';
+import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
 
 /** The SQLite file of `sqlite:<data dir>` or `sqlite:<file>`. */
 function sqliteFile(from: string): string {

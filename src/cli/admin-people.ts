@@ -4,7 +4,7 @@ import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { TENANT_ID_PATTERN } from '../api/schemas.js';
 import { createPersonApiKey } from '../auth/api-keys.js';
-import { GLOBAL_TENANT, normaliseEmail, type PersonRecord } from '../store/people-store.js';
+import { GLOBAL_TENANT, normaliseEmail, type PersonRecord } from '../store/people/people-store.js';
 import { isRole, ROLES, type Role } from '../store/records/roles.js';
 import { type AuditEntryInput, ConflictError, type Store } from '../store/store.js';
 

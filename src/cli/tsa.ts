@@ -15,7 +15,7 @@ import { toPem } from '../crypto/spki.js';
 import type { KeyStores } from '../keys/key-store.js';
 import { openKeyStore, openStore } from '../open-stores.js';
 import type { Store } from '../store/store.js';
-import { SERVICE_TSA_SCOPE, type TsaIdentityRecord } from '../store/tsa-store.js';
+import { SERVICE_TSA_SCOPE, type TsaIdentityRecord } from '../store/tsa/tsa-store.js';
 import type { TsaSigningAlgorithm } from '../tsa/tsa-algorithms.js';
 import { createTsaCertificate, createTsaCsr, tsaCertificateProblems } from '../tsa/tsa-certificate.js';
 import { pemCertificates } from '../tsa/tsa-service.js';

@@ -5,7 +5,7 @@
 // Mail recipients: a signature waiting for a decision (signature.pending, signature.reminder) goes to the people
 // who can decide it, the tenant's approvers (or security reviewers for that stage) with an e-mail address the IdP
 // verified; with none, to the subscription's address. Every other event goes to the subscription's address.
-import type { DeliveryClaim, SubscriptionRecord } from '../store/event-store.js';
+import type { DeliveryClaim, SubscriptionRecord } from '../store/events/event-store.js';
 import type { EventRecord } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
 import type { Deliver, DeliveryResult } from './dispatcher.js';

@@ -12,11 +12,11 @@
 //
 // Failing and pausing: a subscription whose attempts fail gets one attempt in flight at a time until one succeeds
 // (a struggling receiver is not hammered, and holds one slot), and while a retry is scheduled its deliveries not
-// tried yet are held behind it by the store (src/store/event-holds.ts), so it gets the retry schedule only. Failing for pauseAfterFailingMs (default 1 h) with no
+// tried yet are held behind it by the store (src/store/events/event-holds.ts), so it gets the retry schedule only. Failing for pauseAfterFailingMs (default 1 h) with no
 // success pauses it; a paused subscription is probed with one delivery at a time on the back-off schedule (a wait
 // as long as it has been failing, up to retryMaxMs), and the first 2xx resumes it with its backlog due at once.
 import { randomBytes } from 'node:crypto';
-import type { DeliveryClaim, DeliveryWant, SubscriptionRecord } from '../store/event-store.js';
+import type { DeliveryClaim, DeliveryWant, SubscriptionRecord } from '../store/events/event-store.js';
 import type { Store } from '../store/store.js';
 
 /** What happened to one attempt (src/events/webhook-sender.ts and the mailer classify their answers so). */

@@ -2,7 +2,7 @@
 // (`signbridge admin webhook`) and the console. The destination URL is checked when the subscription is made (the
 // same rules apply again at every send: src/events/webhook-sender.ts).
 import { randomBytes } from 'node:crypto';
-import { SUBSCRIPTION_FORMATS, type SubscriptionFormat, type SubscriptionRecord } from '../store/event-store.js';
+import { SUBSCRIPTION_FORMATS, type SubscriptionFormat, type SubscriptionRecord } from '../store/events/event-store.js';
 import { EVENT_KINDS, type EventKind, isEventKind } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
 import { newWebhookSecret } from './formats/standard-webhooks.js';

@@ -2,7 +2,7 @@
 // own. A pass deletes, in statements of at most batchRows rows, what the contract lets go: finished event deliveries
 // and events whose deliveries are all finished, once the retry window has passed; signing requests decided for good,
 // once a retry can no longer continue them; idempotency records past their 24 hours. Never the audit log, the
-// transparency log, signature records or their lookups (src/store/retention-store.ts).
+// transparency log, signature records or their lookups (src/store/retention/retention-store.ts).
 //
 // Several instances prune at once without harm: deleting is idempotent, and on PostgreSQL each statement skips rows
 // another holds. A pass that fails is logged and the next one carries on; nothing is left half done that matters

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
-import { canonicalJson } from '../store/audit-chain.js';
+import { canonicalJson } from '../store/audit/audit-chain.js';
 import type { PolicyContext } from './policy-context.js';
 
 /** The authenticated caller of a signing request, as the signing path knows it. */

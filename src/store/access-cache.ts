@@ -15,7 +15,7 @@
 //
 // This process's own writes empty the cache too, and a read that began before a write or an epoch change is not
 // kept (the generation below), so nothing read from before a change outlives it.
-import type { SubscribedKinds } from './event-store.js';
+import type { SubscribedKinds } from './events/event-store.js';
 import type { ApiKeyRecord } from './records/api-key.js';
 import type { KeyRecord } from './records/tenant-key.js';
 

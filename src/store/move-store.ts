@@ -2,9 +2,9 @@
 // row (the audit chain verbatim, so its hashes still verify), in one transaction on the target, which must be empty.
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
+import { verifyAuditChain } from './audit/verify-chain.js';
 import type { KyselyStore } from './kysely-store.js';
 import type { Store } from './store.js';
-import { verifyAuditChain } from './verify-chain.js';
 
 /** Tables moved, parents before children (keys reference tenants). */
 const MOVED_TABLES = [

@@ -2,7 +2,7 @@
 // dialect, the signing path's access cache, and writing events in the transaction of the change they tell of.
 import type { Kysely, Transaction } from 'kysely';
 import type { AccessCache } from './access-cache.js';
-import { type EventStore, type EventTables, insertEvents } from './event-store.js';
+import { type EventStore, type EventTables, insertEvents } from './events/event-store.js';
 import type { EventInput } from './records/event-kinds.js';
 import type { Database } from './tables.js';
 

@@ -4,7 +4,7 @@ import { isAbsolute, join } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { ConfigError } from '../config-error.js';
-import { postgresUrlProblem, redactUrl } from './postgres-store.js';
+import { postgresUrlProblem, redactUrl } from './postgres/postgres-store.js';
 
 /** The environment variables the store's settings read. */
 export const STORE_ENV = ['SIGNBRIDGE_DATABASE_URL', 'SIGNBRIDGE_DATABASE_WAIT_SECONDS'] as const;

@@ -1,27 +1,28 @@
 // The Store contract: one part per concern, each a class of its own file (tenant-store.ts, api-key-store.ts, ...),
 // composed here the way people, workload identity, events, the TSA and the transparency log are. Implemented once
 // on Kysely for SQLite and PostgreSQL (kysely-store.ts). The records the parts persist are exported here too.
-import type { ApiKeyStore } from './api-key-store.js';
-import type { AuditStore } from './audit-store.js';
-import type { EventStore } from './event-store.js';
-import type { ExceptionStore } from './exception-store.js';
-import type { IdempotencyStore } from './idempotency-store.js';
-import type { KeyImportStore } from './key-import-store.js';
-import type { LogStore } from './log-store.js';
-import type { PeopleStore } from './people-store.js';
-import type { EventKind } from './records/event-kinds.js';
-import type { RequestCountStore } from './request-count-store.js';
-import type { RetentionStore } from './retention-store.js';
-import type { SignatureStore } from './signature-store.js';
-import type { SigningRequestStore } from './signing-request-store.js';
-import type { TenantStore } from './tenant-store.js';
-import type { TsaStore } from './tsa-store.js';
-import type { VulnerabilityStore } from './vulnerability-store.js';
-import type { WorkloadStore } from './workload-store.js';
 
-export type { ExceptionRecord } from './exception-store.js';
-export type { CompletedBatch } from './group-commit.js';
-export type { IdempotencyClaim, IdempotencyState } from './idempotency-store.js';
+import type { AuditStore } from './audit/audit-store.js';
+import type { SignatureStore } from './audit/signature-store.js';
+import type { RequestCountStore } from './counters/request-count-store.js';
+import type { EventStore } from './events/event-store.js';
+import type { LogStore } from './log/log-store.js';
+import type { ApiKeyStore } from './people/api-key-store.js';
+import type { PeopleStore } from './people/people-store.js';
+import type { WorkloadStore } from './people/workload-store.js';
+import type { EventKind } from './records/event-kinds.js';
+import type { IdempotencyStore } from './requests/idempotency-store.js';
+import type { SigningRequestStore } from './requests/signing-request-store.js';
+import type { RetentionStore } from './retention/retention-store.js';
+import type { KeyImportStore } from './tenants/key-import-store.js';
+import type { TenantStore } from './tenants/tenant-store.js';
+import type { TsaStore } from './tsa/tsa-store.js';
+import type { ExceptionStore } from './vulnerabilities/exception-store.js';
+import type { VulnerabilityStore } from './vulnerabilities/vulnerability-store.js';
+
+export type { SignatureLookup, SignatureRecord } from './audit/signature-store.js';
+export type { CompletedBatch } from './commit/group-commit.js';
+export type { RequestCount } from './counters/request-count-store.js';
 export type { ApiKeyRecord } from './records/api-key.js';
 export type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
 export {
@@ -34,10 +35,10 @@ export {
   WAITING_STATUSES,
 } from './records/signing-request.js';
 export type { KeyImportRecord, KeyRecord, TenantRecord } from './records/tenant-key.js';
-export type { RequestCount } from './request-count-store.js';
-export type { SignatureLookup, SignatureRecord } from './signature-store.js';
+export type { IdempotencyClaim, IdempotencyState } from './requests/idempotency-store.js';
 export { ConflictError } from './store-errors.js';
-export type { StoredVulnerability } from './vulnerability-store.js';
+export type { ExceptionRecord } from './vulnerabilities/exception-store.js';
+export type { StoredVulnerability } from './vulnerabilities/vulnerability-store.js';
 
 /**
  * Durable state. Implementations: SQLite (embedded default) and, later, PostgreSQL. Every method is one atomic

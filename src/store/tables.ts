@@ -1,11 +1,11 @@
 // The database's tables as Kysely sees them, for every part of the store (kysely-store.ts composes them). The
 // tables of people, workload identity, events, the TSA and the transparency log are declared next to their stores.
-import type { AuditRow } from './audit-chain.js';
-import type { EventTables } from './event-store.js';
-import type { LogTables } from './log-store.js';
-import type { PeopleTables } from './people-store.js';
-import type { TsaTables } from './tsa-store.js';
-import type { WorkloadTables } from './workload-store.js';
+import type { AuditRow } from './audit/audit-chain.js';
+import type { EventTables } from './events/event-store.js';
+import type { LogTables } from './log/log-store.js';
+import type { PeopleTables } from './people/people-store.js';
+import type { WorkloadTables } from './people/workload-store.js';
+import type { TsaTables } from './tsa/tsa-store.js';
 
 export interface Database
   extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>,

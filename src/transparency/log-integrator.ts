@@ -8,8 +8,8 @@ import {
   leafBytes,
   leafJson,
   leafJsonOfRow,
-} from '../store/audit-chain.js';
-import type { LogReader, LogWrites } from '../store/log-store.js';
+} from '../store/audit/audit-chain.js';
+import type { LogReader, LogWrites } from '../store/log/log-store.js';
 import type { AuditEntryInput } from '../store/store.js';
 import { leafHashOfText } from './merkle.js';
 import { appendLeaves, edgeTiles } from './tiles.js';

@@ -3,8 +3,8 @@
 // turns (LogStore.asIntegrator), so all of them extend and sign one tree.
 import { randomBytes, verify } from 'node:crypto';
 import type { KeyStores } from '../keys/key-store.js';
-import type { LogKeyRecord, LogReader, LogStore, LogWrites, StoredCheckpoint } from '../store/log-store.js';
-import { LogRaceError } from '../store/log-store.js';
+import type { LogKeyRecord, LogReader, LogStore, LogWrites, StoredCheckpoint } from '../store/log/log-store.js';
+import { LogRaceError } from '../store/log/log-store.js';
 import { formatCheckpoint, parseCheckpoint } from './checkpoint.js';
 import { InclusionWaiters } from './inclusion-waiters.js';
 import { LogIntegrityError, leafBytesOfRow, planIntegration } from './log-integrator.js';

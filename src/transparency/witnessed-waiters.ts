@@ -4,7 +4,7 @@
 // the newest checkpoints every POLL_MS while anyone waits (another instance may publish and have them cosigned).
 // Witnesses cosign only the newest checkpoint they are sent, so under load the newest is often not cosigned yet
 // while the one before it is: every recent checkpoint that holds the entry is a candidate, not only the latest.
-import type { StoredCheckpoint } from '../store/log-store.js';
+import type { StoredCheckpoint } from '../store/log/log-store.js';
 import { POLL_MS } from './inclusion-waiters.js';
 
 interface Waiter {

@@ -13,7 +13,7 @@ import { randomBytes, X509Certificate } from 'node:crypto';
 import { ApiError } from '../errors.js';
 import type { KeyStores } from '../keys/key-store.js';
 import type { AuditEntryInput, Store } from '../store/store.js';
-import type { TsaIdentityRecord } from '../store/tsa-store.js';
+import type { TsaIdentityRecord } from '../store/tsa/tsa-store.js';
 import type { ClockTrust } from './clock-trust.js';
 import { parseTimeStampRequest, type TimeStampRequest } from './timestamp-request.js';
 import {

@@ -7,7 +7,7 @@ import type { EventBuilder } from '../events/event-builder.js';
 import type { WebhookSendSettings } from '../events/webhook-sender.js';
 import type { ExceptionService } from '../signing/exception-service.js';
 import type { SigningService } from '../signing/signing-service.js';
-import type { PersonRecord } from '../store/people-store.js';
+import type { PersonRecord } from '../store/people/people-store.js';
 import type { Role } from '../store/records/roles.js';
 import type { Store } from '../store/store.js';
 import { type Html, html } from './layout.js';

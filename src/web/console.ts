@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BrowserSessions, CSRF_FIELD, csrfValid } from '../auth/oidc/sessions.js';
 import { isApiError } from '../errors.js';
-import { GLOBAL_TENANT } from '../store/people-store.js';
+import { GLOBAL_TENANT } from '../store/people/people-store.js';
 import type { Role } from '../store/records/roles.js';
 import { apiKeyRoutes } from './api-key-pages.js';
 import {

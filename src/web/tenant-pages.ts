@@ -3,7 +3,7 @@
 // `signbridge admin member` and the exception actions, so removing a role revokes the person's keys with it.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import { normaliseEmail } from '../store/people-store.js';
+import { normaliseEmail } from '../store/people/people-store.js';
 import { isRole, ROLES, type Role } from '../store/records/roles.js';
 import { ConflictError } from '../store/store.js';
 import { type ConsoleContext, canSeeAudit, canSeeExceptions, personLabel } from './console-context.js';

@@ -14,7 +14,7 @@ import {
   SubscriptionNotFound,
 } from '../events/subscription-service.js';
 import { checkSubscriptionUrl } from '../events/webhook-sender.js';
-import { type DeliveryRecord, SUBSCRIPTION_FORMATS, type SubscriptionRecord } from '../store/event-store.js';
+import { type DeliveryRecord, SUBSCRIPTION_FORMATS, type SubscriptionRecord } from '../store/events/event-store.js';
 import { EVENT_KINDS } from '../store/records/event-kinds.js';
 import type { ConsoleContext } from './console-context.js';
 import { csrfInput, type Html, html, time } from './layout.js';

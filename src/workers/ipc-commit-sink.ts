@@ -1,9 +1,9 @@
-// A request worker's side of the SQLite writer (src/store/commit-sink.ts): its signature records and audit entries
+// A request worker's side of the SQLite writer (src/store/commit/commit-sink.ts): its signature records and audit entries
 // go to the primary, which commits them with every other worker's (write-relay.ts). What the worker hands over in
 // one event-loop turn travels as one message; each caller's promise settles with the primary's answer, once the
 // write is durable.
-import type { CommitSink } from '../store/commit-sink.js';
-import type { Write } from '../store/group-commit.js';
+import type { CommitSink } from '../store/commit/commit-sink.js';
+import type { Write } from '../store/commit/group-commit.js';
 import { ours, type ToPrimary } from './messages.js';
 
 /** The worker's end of the cluster's IPC channel (the worker's `process`). */

@@ -3,7 +3,7 @@
 // `signbridge`, so that none is taken for one of Node's own cluster messages or prom-client's.
 import type { Registry } from 'prom-client';
 import type { BackgroundPass } from '../app.js';
-import type { Write } from '../store/group-commit.js';
+import type { Write } from '../store/commit/group-commit.js';
 
 /** A worker's writes of one event-loop turn, each under the id its answer will name. */
 export interface WritesMessage {

@@ -14,7 +14,7 @@ import type { ServiceConfig } from '../config/config.js';
 import { startMetricsServer } from '../metrics/metrics-server.js';
 import { buildService, recordStart } from '../server.js';
 import { startStep } from '../start-timing.js';
-import type { SqliteKyselyStore } from '../store/sqlite-store.js';
+import type { SqliteKyselyStore } from '../store/sqlite/sqlite-store.js';
 import { clusterRegistry } from './cluster-metrics.js';
 import { ours } from './messages.js';
 import { WORKER_STOP_MS } from './worker.js';

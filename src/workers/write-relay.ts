@@ -2,7 +2,7 @@
 // group commit, so the audit chain has one appender and the writes of all workers that arrive in one turn commit in
 // one transaction. The answers to one worker of one commit travel as one message.
 import type { Worker } from 'node:cluster';
-import type { Write } from '../store/group-commit.js';
+import type { Write } from '../store/commit/group-commit.js';
 import { ours, type WrittenMessage } from './messages.js';
 
 /** Commits the writes `worker` sends with `commit` and answers each once it is durable (or failed). */

@@ -14,7 +14,7 @@ import { AwsKmsKeyStore } from '../../src/keys/aws-kms-key-store.js';
 import { wrapKeyMaterial } from '../../src/keys/import/client-wrap.js';
 import { KeyStores, type WrappingAlgorithm, type WrappingKeySpec } from '../../src/keys/key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import {
   importKeyMaterial,
   importParams,

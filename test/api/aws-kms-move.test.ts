@@ -12,7 +12,7 @@ import { createApiKey } from '../../src/auth/api-keys.js';
 import { resolveConfig } from '../../src/config/config.js';
 import { type RunningServer, startServer } from '../../src/server.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { signingInput, verifiesIndependently } from '../helpers/independent-verify.js';
 import { type KmsDouble, startKmsDouble } from '../helpers/kms-double/kms-double.js';
 import { callAction, makeTempDir } from '../helpers/service.js';

@@ -13,7 +13,7 @@ import { defaultAlgorithm, KEY_SPECS, type KeySpec, type SigningAlgorithm } from
 import { AwsKmsKeyStore } from '../../src/keys/aws-kms-key-store.js';
 import { KeyStores } from '../../src/keys/key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { signingInput, tampered, verifiesIndependently } from '../helpers/independent-verify.js';
 import { type KmsDouble, startKmsDouble } from '../helpers/kms-double/kms-double.js';
 import { callAction, makeTempDir } from '../helpers/service.js';

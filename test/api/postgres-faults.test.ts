@@ -3,7 +3,7 @@
 // audit entry; the service recovers by itself when the database is back. Its own cluster (it is stopped here).
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChainVerifier } from '../../src/store/audit-chain.js';
+import { ChainVerifier } from '../../src/store/audit/audit-chain.js';
 import { type PostgresCluster, postgresBinDir, startPostgresCluster } from '../helpers/postgres.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { until, waitFor } from '../helpers/wait.js';

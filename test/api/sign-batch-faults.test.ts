@@ -13,7 +13,7 @@ import { createApiKey } from '../../src/auth/api-keys.js';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { FAULT_SHIM, useFaultShim } from '../helpers/fault-shim.js';
 import { callAction, makeTempDir } from '../helpers/service.js';
 

@@ -11,7 +11,7 @@ import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { startMetricsServer } from '../../src/metrics/metrics-server.js';
 import { ServiceMetrics } from '../../src/metrics/service-metrics.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { parseExposition, sample } from '../helpers/metrics.js';
 import { callAction, makeTempDir } from '../helpers/service.js';
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
-import { openSqlite } from '../../src/store/sqlite-driver.js';
+import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
 import { postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';

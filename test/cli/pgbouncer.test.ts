@@ -11,7 +11,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { advisoryLockKey } from '../../src/store/postgres-store.js';
+import { advisoryLockKey } from '../../src/store/postgres/postgres-store.js';
 import { type ActionResult, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { type PgBouncer, pgbouncerInstalled, startPgBouncer } from '../helpers/pgbouncer.js';
 import { type PostgresCluster, postgresBinDir, startPostgresCluster } from '../helpers/postgres.js';

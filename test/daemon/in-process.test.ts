@@ -14,7 +14,7 @@ import { CoalescingUpstream, DEFAULT_COALESCING } from '../../daemon/upstream/co
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
 import { mlDsaMu } from '../../src/crypto/message-representatives.js';
 import { verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { digestOf } from '../helpers/crypto.js';
 import { makeTempDir } from '../helpers/service.js';
 import { ensurePeercredBuilt, startTestDaemon, tempSocketPath } from './helpers.js';

@@ -16,7 +16,7 @@ import { WireStatus } from '../../daemon/protocol/wire.js';
 import { CoalescingUpstream, DEFAULT_COALESCING } from '../../daemon/upstream/coalescing-upstream.js';
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { makeTempDir } from '../helpers/service.js';
 import { ensurePeercredBuilt, startTestDaemon, tempSocketPath } from './helpers.js';
 

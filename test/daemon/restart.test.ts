@@ -4,7 +4,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openSqlite } from '../../src/store/sqlite-driver.js';
+import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { ensurePeercredBuilt, startDaemonProcess, tempDir, tempSocketPath } from './helpers.js';
 import { startSignLoop } from './sign-loop.js';

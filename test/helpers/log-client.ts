@@ -2,7 +2,7 @@
 // parse the vkey, verify a checkpoint note's ECDSA signature (signed-note type 0x02), parse the checkpoint body.
 import { createHash, createPublicKey, type KeyObject, verify } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { canonicalJson } from '../../src/store/audit-chain.js';
+import { canonicalJson } from '../../src/store/audit/audit-chain.js';
 import type { AuditEntry } from '../../src/store/store.js';
 import { refLeaf } from './rfc9162-verify.js';
 

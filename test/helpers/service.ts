@@ -11,9 +11,9 @@ import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { SoftwareKeyStore } from '../../src/keys/software-key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { openPostgresStore } from '../../src/store/postgres-store.js';
+import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Role } from '../../src/store/records/roles.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { createTestDatabase } from './postgres.js';
 
 export interface TestService {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import pkcs11js from 'pkcs11js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
-import { openSqlite } from '../../src/store/sqlite-driver.js';
+import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
 import { createApiKeyCli } from '../helpers/cli.js';
 import { type Stack, startStack, tenantFor } from './harness.js';
 

@@ -82,7 +82,7 @@ describe('the service tarball', () => {
       'app/package.json',
       'app/bin/signbridge.js',
       'app/dist/src/cli/main.js',
-      'app/src/store/audit-hash.cjs',
+      'app/src/store/audit/audit-hash.cjs',
       'app/softhsm-config/softhsm2.conf.template',
       'app/node_modules/better-sqlite3/package.json',
       'app/node_modules/fastify/package.json',

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
-import { openSqlite } from '../../src/store/sqlite-driver.js';
+import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
 import { createApiKeyCli } from '../helpers/cli.js';
 import { type Stack, startStack, tenantFor } from '../module/harness.js';
 

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { canonicalJson } from '../../src/store/audit-chain.js';
+import { canonicalJson } from '../../src/store/audit/audit-chain.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { LOG_DEFAULTS, type LogSettings } from '../../src/transparency/log-service.js';
 import { leavesOfEntries, logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
@@ -91,7 +91,7 @@ describe.skipIf(!enabled)('transparency log on PostgreSQL, two instances', () =>
     const leaves = leavesOfEntries(entries);
     expect(latest?.root.equals(refRoot(leaves))).toBe(true);
     // The group-commit function stores details as the canonical JSON it was given, from which the integrator
-    // rebuilds each leaf without parsing (src/store/audit-hash.cjs, leafJsonOfRow).
+    // rebuilds each leaf without parsing (src/store/audit/audit-hash.cjs, leafJsonOfRow).
     const stored = await a.run<{ details: string }>(sql`SELECT details FROM audit_log ORDER BY seq`);
     expect(stored.map((r) => r.details)).toEqual(entries.map((e) => canonicalJson(e.details)));
     expect((await logGet(a.app, '/log/checkpoint', signer)).text).toBe(

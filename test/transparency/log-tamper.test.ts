@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { canonicalJson, entryHash } from '../../src/store/audit-chain.js';
+import { canonicalJson, entryHash } from '../../src/store/audit/audit-chain.js';
 import { logGet, parseVkey, publishCheckpoint, verifyCheckpoint } from '../helpers/log-client.js';
 import { refLeaf, refVerifyInclusion } from '../helpers/rfc9162-verify.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';

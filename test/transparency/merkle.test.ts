@@ -3,7 +3,7 @@
 // answers from tiles across tile boundaries (255, 256, 257, 65,537 leaves).
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { entryHash, entryHashOfLeaf, leafBytes, leafJson } from '../../src/store/audit-chain.js';
+import { entryHash, entryHashOfLeaf, leafBytes, leafJson } from '../../src/store/audit/audit-chain.js';
 import {
   consistencyProof,
   EMPTY_ROOT,

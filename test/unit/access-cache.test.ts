@@ -12,7 +12,7 @@ import {
   entryHashParts,
   leafJson,
   leafJsonOfRow,
-} from '../../src/store/audit-chain.js';
+} from '../../src/store/audit/audit-chain.js';
 import type { ApiKeyRecord, AuditEntryInput } from '../../src/store/store.js';
 import { apiKeyRecord } from '../helpers/store-records.js';
 

@@ -6,8 +6,8 @@
 // (sqlite-writer.cjs, the in-process daemon's), and PostgreSQL's signbridge_group_commit_v4 (migration 0027).
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openPostgresStore } from '../../src/store/postgres-store.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { PendingRequestRecord, Store } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';

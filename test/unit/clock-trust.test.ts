@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/config-error.js';
-import { openPostgresStore } from '../../src/store/postgres-store.js';
+import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { ClockTrust, checkDatabase, checkNtp, type RunCommand } from '../../src/tsa/clock-trust.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';

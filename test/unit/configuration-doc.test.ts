@@ -20,7 +20,7 @@ import { EVENTS_DEFAULTS } from '../../src/events/event-settings.js';
 import { SMTP_DEFAULTS } from '../../src/events/smtp-settings.js';
 import { WEBHOOKS_DEFAULTS } from '../../src/events/webhook-settings.js';
 import { RETENTION_DEFAULTS } from '../../src/retention/retention-settings.js';
-import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../src/store/postgres-store.js';
+import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../../src/store/postgres/postgres-store.js';
 import { LOG_DEFAULTS } from '../../src/transparency/log-service.js';
 import { TRIAL_DEFAULTS } from '../../src/trial/trial-settings.js';
 import { TSA_DEFAULTS } from '../../src/tsa/tsa-settings.js';

@@ -1,4 +1,4 @@
-// The outbox and its deliveries (src/store/event-store.ts) on SQLite and PostgreSQL: an event is written with its
+// The outbox and its deliveries (src/store/events/event-store.ts) on SQLite and PostgreSQL: an event is written with its
 // change and not without it; fan-out follows subscriptions; a lease makes a delivery one sender's; a dead sender's
 // lease is taken over and its late outcome changes nothing; a request's events go out in order.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EventDispatcher } from '../../src/events/dispatcher.js';
-import type { SubscriptionRecord } from '../../src/store/event-store.js';
-import { openPostgresStore } from '../../src/store/postgres-store.js';
+import type { SubscriptionRecord } from '../../src/store/events/event-store.js';
+import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { EventInput } from '../../src/store/records/event-kinds.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { ConflictError, type PendingRequestRecord, type Store } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { keyRecord } from '../helpers/store-records.js';

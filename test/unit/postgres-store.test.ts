@@ -5,8 +5,13 @@ import { setImmediate } from 'node:timers/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChainVerifier, chainAuditRows } from '../../src/store/audit-chain.js';
-import { advisoryLockKey, openPostgresStore, type PostgresStore, redactUrl } from '../../src/store/postgres-store.js';
+import { ChainVerifier, chainAuditRows } from '../../src/store/audit/audit-chain.js';
+import {
+  advisoryLockKey,
+  openPostgresStore,
+  type PostgresStore,
+  redactUrl,
+} from '../../src/store/postgres/postgres-store.js';
 import type { AuditEntry, AuditEntryInput, PendingRequestRecord } from '../../src/store/store.js';
 import { ConflictError } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';

@@ -3,7 +3,7 @@
 // the same pg_db_role_setting row and one instance failed its start on the unique index. This is that start, with
 // more instances at once, on databases where the setting does not exist yet.
 import { afterAll, describe, expect, it } from 'vitest';
-import { openPostgresStore, type PostgresStore } from '../../src/store/postgres-store.js';
+import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 
 const stores: PostgresStore[] = [];

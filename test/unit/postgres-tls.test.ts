@@ -7,7 +7,7 @@ import { chmodSync, chownSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPostgresStore } from '../../src/store/postgres-store.js';
+import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { selfSignedP256 } from '../helpers/crypto.js';
 import { type PostgresCluster, postgresBinDir, startPostgresCluster, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';

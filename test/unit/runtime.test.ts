@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/paths.js';
-import { openSqlite, SQLITE_DRIVER_PACKAGE, SQLITE_DRIVER_PATH } from '../../src/store/sqlite-driver.js';
+import { openSqlite, SQLITE_DRIVER_PACKAGE, SQLITE_DRIVER_PATH } from '../../src/store/sqlite/sqlite-driver.js';
 import { node24Binary } from '../helpers/node-runtimes.js';
 
 const require = createRequire(import.meta.url);
@@ -47,13 +47,13 @@ describe('SQLite on Node 24 under garbage collection', () => {
   // better-sqlite3 12.11.1 built for Node 24 aborted (SIGABRT, `(env) != nullptr`) on this fixture in 5 runs of 5
   // (checked when the driver was chosen, 2026-11-26); 13 survives it.
   it.skipIf(!node24)('the driver Node 24 loads survives statements collected in socket callbacks', () => {
-    // What src/store/sqlite-driver.ts picks on Node 24, resolved by that runtime itself.
+    // What src/store/sqlite/sqlite-driver.ts picks on Node 24, resolved by that runtime itself.
     const picked = spawnSync(
       node24 as string,
       [
         '--input-type=module',
         '-e',
-        `import('${packagePath('dist', 'src', 'store', 'sqlite-driver.js')}').then((m) => console.log(m.SQLITE_DRIVER_PATH))`,
+        `import('${packagePath('dist', 'src', 'store', 'sqlite', 'sqlite-driver.js')}').then((m) => console.log(m.SQLITE_DRIVER_PATH))`,
       ],
       { encoding: 'utf8', timeout: 120_000 },
     );

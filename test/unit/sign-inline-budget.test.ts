@@ -9,8 +9,8 @@ import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { allowAll } from '../../src/policy/policy.js';
 import { SigningService } from '../../src/signing/signing-service.js';
-import { openSqlite } from '../../src/store/sqlite-driver.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { makeTempDir } from '../helpers/service.js';
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));

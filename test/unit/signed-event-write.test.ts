@@ -15,7 +15,7 @@ import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import { SigningService } from '../../src/signing/signing-service.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { makeTempDir } from '../helpers/service.js';
 import { subscriptionRecord } from '../helpers/subscription-record.js';
 

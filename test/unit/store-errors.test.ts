@@ -3,7 +3,7 @@
 // test/api/store-faults.test.ts, through the whole API.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openSqlite } from '../../src/store/sqlite-driver.js';
+import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
 import { permanentConnectionProblem, storeFault, storeUnavailable } from '../../src/store/store-errors.js';
 import { makeTempDir } from '../helpers/service.js';
 

@@ -284,7 +284,7 @@ describe('signed notes', () => {
 // ---- Leaves: the audit entry's canonical JSON ----
 
 const require = createRequire(import.meta.url);
-const auditHash = require('../../src/store/audit-hash.cjs') as { canonicalJson: (v: unknown) => string };
+const auditHash = require('../../src/store/audit/audit-hash.cjs') as { canonicalJson: (v: unknown) => string };
 
 const ENTRY = {
   seq: 5,

@@ -1,4 +1,4 @@
-// The workload store (src/store/workload-store.ts) on SQLite and PostgreSQL: trust rules round-trip, a token is
+// The workload store (src/store/people/workload-store.ts) on SQLite and PostgreSQL: trust rules round-trip, a token is
 // exchanged once, also when two instances race with it on one PostgreSQL database, and a workload key keeps the
 // verified identity it was minted with.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -8,8 +8,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createWorkloadApiKey, verifyApiKey } from '../../src/auth/api-keys.js';
 import type { TrustRule } from '../../src/auth/workload/trust-rule.js';
 import type { WorkloadIdentity } from '../../src/auth/workload/workload-identity.js';
-import { openPostgresStore } from '../../src/store/postgres-store.js';
-import { openSqliteStore } from '../../src/store/sqlite-store.js';
+import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 

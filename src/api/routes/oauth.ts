@@ -22,7 +22,7 @@ import {
 } from '../../auth/oidc/sessions.js';
 import type { OidcSettings } from '../../auth/oidc/settings.js';
 import { ApiError, isApiError } from '../../errors.js';
-import { GLOBAL_TENANT, type PersonRecord } from '../../store/people-store.js';
+import { GLOBAL_TENANT, type PersonRecord } from '../../store/people/people-store.js';
 import type { Role } from '../../store/records/roles.js';
 import type { Store } from '../../store/store.js';
 import { PAGE_HEADERS } from '../../web/layout.js';

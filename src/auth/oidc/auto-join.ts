@@ -1,6 +1,6 @@
 // Auto-join rules (config `oidc.autoJoin`): a verified email domain or a value of the IdP's group claim admits a
 // person to a tenant with a role at sign-in. An unverified email never matches.
-import type { SignInClaims } from '../../store/people-store.js';
+import type { SignInClaims } from '../../store/people/people-store.js';
 import type { Role } from '../../store/records/roles.js';
 import type { AutoJoin } from './settings.js';
 

@@ -2,7 +2,7 @@
 // IdP"). The claims come from another system: identity claims that break a limit refuse the sign-in (shortening
 // them would change who the person is), display data is shortened.
 import { ApiError } from '../../errors.js';
-import type { SignInClaims } from '../../store/people-store.js';
+import type { SignInClaims } from '../../store/people/people-store.js';
 
 /** OpenID Connect Core §2: `sub` "MUST NOT exceed 255 ASCII characters". */
 export const MAX_SUBJECT_LENGTH = 255;

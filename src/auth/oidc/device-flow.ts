@@ -4,7 +4,7 @@
 // alphabet (no vowels, no look-alikes), shown XXXX-XXXX, matched after upper-casing and dropping separators.
 import { randomInt } from 'node:crypto';
 import { ApiError } from '../../errors.js';
-import type { DeviceCodeRecord } from '../../store/people-store.js';
+import type { DeviceCodeRecord } from '../../store/people/people-store.js';
 import type { Role } from '../../store/records/roles.js';
 import type { AuditEntryInput, Store } from '../../store/store.js';
 import { createPersonApiKey } from '../api-keys.js';

@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import * as client from 'openid-client';
 import { ApiError } from '../../errors.js';
-import type { PeopleStore, SignInClaims } from '../../store/people-store.js';
+import type { PeopleStore, SignInClaims } from '../../store/people/people-store.js';
 import { signInClaims } from './claims.js';
 import type { OidcSettings } from './settings.js';
 

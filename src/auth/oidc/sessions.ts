@@ -3,7 +3,7 @@
 // absolute expiry. A new session is made at every sign-in (the old one, if the browser sent one, is deleted).
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { BrowserSessionRecord, PeopleStore, PersonRecord } from '../../store/people-store.js';
+import type { BrowserSessionRecord, PeopleStore, PersonRecord } from '../../store/people/people-store.js';
 import { randomToken, sha256Hex } from './relying-party.js';
 
 export interface SessionSettings {

@@ -1,4 +1,4 @@
-// An audit log entry, as the store keeps it (the hash chain over them: src/store/audit-chain.ts).
+// An audit log entry, as the store keeps it (the hash chain over them: src/store/audit/audit-chain.ts).
 
 /** What a caller asks to append to the audit log; the store assigns seq and the hash chain. */
 export interface AuditEntryInput {

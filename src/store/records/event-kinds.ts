@@ -1,5 +1,5 @@
 // The events the service emits (docs/events.md): one for each state change a person or a system would act on.
-// An event is written to the outbox in the same transaction as the change (src/store/event-store.ts), then sent to
+// An event is written to the outbox in the same transaction as the change (src/store/events/event-store.ts), then sent to
 // each subscription that wants its kind (src/events/dispatcher.ts). The body on the wire is the envelope below, as
 // the Standard Webhooks specification recommends: {"type", "timestamp", "data"}.
 

@@ -1,4 +1,4 @@
-// A log leaf is an audit entry's canonical JSON: the bytes the audit hash chain hashes (src/store/audit-hash.cjs),
+// A log leaf is an audit entry's canonical JSON: the bytes the audit hash chain hashes (src/store/audit/audit-hash.cjs),
 // keys sorted at every level, fields seq, at, tenant_id, actor, action, outcome, details. The leaf is only read
 // when it is exactly canonical, so that what is shown to the user is the one meaning the hashed bytes have (a
 // duplicated key, say, would let two JSON readers see two different entries).

@@ -1,7 +1,7 @@
 // The log's witnesses (log.witnesses): each checkpoint this instance publishes is offered to every witness's feed
 // (witness-feed.ts), and each cosignature is stored with its checkpoint, served from then on by GET
 // /log/checkpoint and in every proof against it.
-import type { LogStore, StoredCheckpoint } from '../../store/log-store.js';
+import type { LogStore, StoredCheckpoint } from '../../store/log/log-store.js';
 import type { CosignerKey } from '../verify/cosignature.js';
 import { WitnessFeed, type WitnessFeedDeps } from './witness-feed.js';
 import type { WitnessSettings } from './witness-settings.js';

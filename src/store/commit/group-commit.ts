@@ -1,0 +1,255 @@
+// The group commit of signature records and audit entries (and what rides along with them: their events, the
+// signatures' lookup rows): writes made in the same event-loop turn share one transaction. Each dialect commits a
+// batch its own way (commitWrites: SQLite with prepared statements, PostgreSQL in one function call); the SQLite
+// store may hand writes to a thread of its own instead (sqlite-writer.ts).
+import type { OutboxRow } from '../events/event-store.js';
+import type { AuditEntryInput } from '../records/audit-entry.js';
+import { isUniqueViolation } from '../store-context.js';
+import type { Database } from '../tables.js';
+
+/**
+ * A signature_lookups row as a write carries it (the digest in hex: writes cross to the SQLite writer thread, where
+ * a Buffer would arrive as a plain Uint8Array).
+ */
+export interface LookupRow {
+  audit_seq: number;
+  tenant_id: string;
+  signature_sha256: string;
+}
+
+/** A lookup row that takes the seq of the audit entry at index `audit` of its batch. */
+export type LookupOnEntry = Omit<LookupRow, 'audit_seq'> & { audit: number };
+
+/**
+ * A held request that a write's signature completes (an approval): in the write's transaction it moves from
+ * `signing` to `approved` with the signature and the seq of the write's `signed` entry, so that a process killed
+ * after the commit leaves it approved, never `signing` with its signature in the log (migration 0027). A request no
+ * longer in `signing` is left as it is.
+ */
+export interface RequestCompletion {
+  id: string;
+  updated_at: string;
+  /** A one-digest request's signature, standard base64 (it takes the seq of the write's first entry). */
+  signature?: string;
+  /** A held batch's digests and what each got (RequestBatch, each signature on the seq of its entry). */
+  batch?: CompletedBatch;
+}
+
+/**
+ * An approved batch as the store keeps it (records/signing-request.ts: RequestBatch), except that a signed digest
+ * names its `signed` entry by its index among the write's entries (`entry`): the store turns it into the entry's seq.
+ */
+export interface CompletedBatch {
+  hashes: string[];
+  results: Array<
+    | { signature: string; entry: number; signature_id: string }
+    | { error: { code: string; message: string; retryable: boolean } }
+  >;
+}
+
+/** A completion on the seq of the audit entry at index `audit` of its batch: the first of its write's entries. */
+export type CompletionOnEntry = RequestCompletion & { audit: number };
+
+/** The pending_requests columns a completion sets, once the seq of its write's first entry is known. */
+export interface CompletedRequestRow {
+  id: string;
+  updated_at: string;
+  signature: string | null;
+  signed_seq: number | null;
+  /** The batch with its results as JSON; null for a one-digest request (the column is left as it is). */
+  batch: string | null;
+}
+
+export function completedRequestRow({ audit, ...c }: CompletionOnEntry, firstSeq: number): CompletedRequestRow {
+  const seq = firstSeq + audit;
+  const batch = c.batch && {
+    hashes: c.batch.hashes,
+    results: c.batch.results.map((r) =>
+      'entry' in r ? { signature: r.signature, seq: seq + r.entry, signature_id: r.signature_id } : r,
+    ),
+  };
+  return {
+    id: c.id,
+    updated_at: c.updated_at,
+    signature: c.signature ?? null,
+    signed_seq: c.signature !== undefined ? seq : null,
+    batch: batch ? JSON.stringify(batch) : null,
+  };
+}
+
+/** A signature record with its `signed` entry (and lookup row), one of several a write commits together. */
+export interface SignatureWithEntry {
+  signature: Database['signatures'];
+  audit: AuditEntryInput;
+  lookup?: Omit<LookupRow, 'audit_seq'>;
+}
+
+/** Largest group-commit batch; bounds the statement's size and the number of distinct cached statements. */
+export const WRITE_BATCH_MAX = 64;
+/** Tries of a batch whose chain head another connection took meanwhile. */
+export const CHAIN_RACE_ATTEMPTS = 5;
+
+/** One caller's part of a group commit: a signature record to add or withdraw, and/or an audit entry. */
+export interface PendingWrite {
+  signature?: Database['signatures'];
+  /** Id of a signature record to delete (the key store failed after the record was written ahead). */
+  withdraw?: string;
+  audit?: AuditEntryInput;
+  /** Events told of by this write (signature.denied with its audit entry), in the same transaction. */
+  events?: OutboxRow[];
+  /** The signature's lookup row, on the seq of this write's audit entry (migration 0019). */
+  lookup?: Omit<LookupRow, 'audit_seq'>;
+  /** Lookup rows of signatures whose records were written earlier (ahead of the signature), riding along. */
+  lookups?: LookupRow[];
+  /**
+   * Several signatures with their entries, all or none (an approved batch); their entries follow `audit`'s, and
+   * the write settles with the seq of its first entry (the others follow it in order).
+   */
+  records?: SignatureWithEntry[];
+  /** The held request this write's signatures complete, on the seqs of this write's audit entries. */
+  completes?: RequestCompletion;
+  /** Settles with the seq assigned to this write's audit entry (undefined without one). */
+  resolve: (seq: number | undefined) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * What one group commit writes, in this order: records, withdrawals, then the audit entries chained on, with the
+ * lookup rows, events and request completions that go with them.
+ */
+export interface WriteBatch {
+  signatures: Database['signatures'][];
+  withdrawals: string[];
+  audits: AuditEntryInput[];
+  events: OutboxRow[];
+  /** Lookup rows with their seq (written ahead), and rows on the seq of one of `audits`. */
+  lookups: Array<LookupRow | LookupOnEntry>;
+  /** Held requests completed by signatures of this batch, each on the seq of one of `audits`. */
+  completions: CompletionOnEntry[];
+}
+
+export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
+  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [], lookups: [], completions: [] };
+  for (const w of writes) {
+    if (w.events) batch.events.push(...w.events);
+    if (w.signature) batch.signatures.push(w.signature);
+    if (w.withdraw !== undefined) batch.withdrawals.push(w.withdraw);
+    if (w.lookups) batch.lookups.push(...w.lookups);
+    if (w.completes && entriesOf(w) > 0) batch.completions.push({ ...w.completes, audit: batch.audits.length });
+    if (w.audit) {
+      if (w.lookup) batch.lookups.push({ ...w.lookup, audit: batch.audits.length });
+      batch.audits.push(w.audit);
+    }
+    for (const r of w.records ?? []) {
+      batch.signatures.push(r.signature);
+      if (r.lookup) batch.lookups.push({ ...r.lookup, audit: batch.audits.length });
+      batch.audits.push(r.audit);
+    }
+  }
+  return batch;
+}
+
+/** The rows of `lookups`, each with its seq: its own, or its entry's (entries get first, first + 1, ...). */
+export function lookupRows(lookups: WriteBatch['lookups'], firstSeq: number | undefined): LookupRow[] {
+  return lookups.map((l) => {
+    if (!('audit' in l)) return l;
+    const { audit, ...row } = l;
+    return { ...row, audit_seq: Number(firstSeq) + audit };
+  });
+}
+
+/** How many audit entries a write appends: its own and those of its records. */
+export function entriesOf(w: Pick<Write, 'audit' | 'records'>): number {
+  return (w.audit !== undefined ? 1 : 0) + (w.records?.length ?? 0);
+}
+
+/**
+ * Settles each write of a committed batch with the seq of its first audit entry: the batch's entries were chained
+ * in the writes' order from `firstSeq` on.
+ */
+export function settleWithSeqs(
+  writes: ReadonlyArray<{ entries: number; settle: (seq: number | undefined) => void }>,
+  firstSeq: number | undefined,
+): void {
+  let next = Number(firstSeq);
+  for (const w of writes) {
+    w.settle(w.entries > 0 && firstSeq !== undefined ? next : undefined);
+    next += w.entries;
+  }
+}
+
+/** A write as a caller hands it in (the queue adds how to settle it). */
+export type Write = Omit<PendingWrite, 'resolve' | 'reject'>;
+
+/** Another connection appended to the audit chain between our read of its head and our write. */
+function isChainRace(err: unknown): boolean {
+  return isUniqueViolation(err) || /^SQLITE_BUSY/.test(String((err as { code?: string })?.code));
+}
+
+export class GroupCommit {
+  /**
+   * `commitWrites` commits one batch in one transaction: the signature records, then the audit entries chained on
+   * the log's head; it resolves to the seq of the batch's first entry.
+   */
+  constructor(
+    private readonly commitWrites: (writes: WriteBatch) => Promise<number | undefined>,
+    /**
+     * One batch in flight at a time, the next gathering everything that arrives meanwhile (classic group commit).
+     * PostgreSQL sets it: its commits wait on the network, an fsync and the audit-chain lock, so starting a
+     * transaction every event-loop turn would make many small batches queue on the lock instead of a few large ones.
+     * SQLite commits synchronously, so its batches form by themselves.
+     */
+    private readonly serialFlushes: boolean,
+  ) {}
+
+  private readonly pendingWrites: PendingWrite[] = [];
+  private flushScheduled = false;
+  private flushing = false;
+
+  enqueue(write: Write): Promise<number | undefined> {
+    return new Promise((resolve, reject) => {
+      this.pendingWrites.push({ ...write, resolve, reject });
+      if (!this.flushScheduled && !this.flushing) {
+        this.flushScheduled = true;
+        setImmediate(() => void this.flushWrites());
+      }
+    });
+  }
+
+  private async flushWrites(): Promise<void> {
+    if (this.serialFlushes) {
+      this.flushScheduled = false;
+      this.flushing = true;
+      try {
+        while (this.pendingWrites.length > 0) await this.commitBatch(this.pendingWrites.splice(0, WRITE_BATCH_MAX));
+      } finally {
+        this.flushing = false;
+      }
+      return;
+    }
+    const batch = this.pendingWrites.splice(0, WRITE_BATCH_MAX);
+    if (this.pendingWrites.length > 0) setImmediate(() => void this.flushWrites());
+    else this.flushScheduled = false;
+    await this.commitBatch(batch);
+  }
+
+  /** Commits one batch and settles its callers' promises; never throws. */
+  private async commitBatch(batch: PendingWrite[]): Promise<void> {
+    const writes = toWriteBatch(batch);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const firstSeq = await this.commitWrites(writes);
+        settleWithSeqs(
+          batch.map((b) => ({ entries: entriesOf(b), settle: b.resolve })),
+          firstSeq,
+        );
+        return;
+      } catch (err) {
+        // Another process appended to the chain between our read and our write: read the new head, try again.
+        if (isChainRace(err) && writes.audits.length > 0 && attempt < CHAIN_RACE_ATTEMPTS) continue;
+        for (const b of batch) b.reject(err);
+        return;
+      }
+    }
+  }
+}
