@@ -4,6 +4,7 @@
 
 import type { AuditStore } from './audit/audit-store.js';
 import type { SignatureStore } from './audit/signature-store.js';
+import type { Write } from './commit/group-commit.js';
 import type { RequestCountStore } from './counters/request-count-store.js';
 import type { EventStore } from './events/event-store.js';
 import type { LogStore } from './log/log-store.js';
@@ -58,6 +59,13 @@ export interface Store {
    * SQLite this store. Closed with this store.
    */
   background(): Store;
+  /**
+   * Commits a write another process on this database handed over (a request worker's signature records and audit
+   * entries, src/workers/) in this store's own group commit, so that the audit chain has one appender and the
+   * writes of all processes that arrive in one turn share a transaction. Only a store that is its database's single
+   * writer has it (SQLite); on PostgreSQL every process is an ordinary client and commits its own.
+   */
+  commitRelayedWrite?(write: Write): Promise<number | undefined>;
   /** Figures read on a metrics scrape: requests waiting for a decision, entries in the audit log. */
   stats(): Promise<{ pendingApprovals: number; auditEntries: number }>;
   close(): Promise<void>;

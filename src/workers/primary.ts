@@ -14,7 +14,6 @@ import type { ServiceConfig } from '../config/config.js';
 import { startMetricsServer } from '../metrics/metrics-server.js';
 import { buildService, recordStart } from '../server.js';
 import { startStep } from '../start-timing.js';
-import type { SqliteKyselyStore } from '../store/sqlite/sqlite-store.js';
 import { clusterRegistry } from './cluster-metrics.js';
 import { ours } from './messages.js';
 import { WORKER_STOP_MS } from './worker.js';
@@ -49,8 +48,8 @@ export async function runPrimary(config: ServiceConfig): Promise<RunningCluster>
     await app.close().catch(() => undefined);
     throw err;
   }
-  const commit =
-    config.store.type === 'sqlite' ? (store as unknown as SqliteKyselyStore).commitWrite.bind(store) : undefined;
+  // The store that is its database's single writer (SQLite) commits the workers' writes; on PostgreSQL there is none.
+  const commit = store.commitRelayedWrite?.bind(store);
   cluster.setupPrimary({ serialization: 'advanced' });
 
   const fork = (): Worker => {

@@ -128,11 +128,8 @@ class SqliteStore extends KyselyStore {
     this.writer = undefined;
   }
 
-  /**
-   * Commits a write another process on this database handed over (a request worker's, src/workers/) with this
-   * store's own: one appender of the audit chain, one group commit for all of them.
-   */
-  commitWrite(write: Write): Promise<number | undefined> {
+  /** Store.commitRelayedWrite: a request worker's write goes into this store's group commit with its own. */
+  commitRelayedWrite(write: Write): Promise<number | undefined> {
     return this.enqueue(write);
   }
 
@@ -303,7 +300,7 @@ export interface SqliteStoreOptions {
 
 export type SqliteKyselyStore = KyselyStore & {
   checkpointNow(): Promise<CheckpointerStats | undefined>;
-  commitWrite(write: Write): Promise<number | undefined>;
+  commitRelayedWrite(write: Write): Promise<number | undefined>;
 };
 
 /** The embedded default store: one SQLite file in the data dir, WAL mode, private to its owner. */
