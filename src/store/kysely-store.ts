@@ -12,9 +12,10 @@ import { RequestCountStore } from './counters/request-count-store.js';
 import { EventStore, type EventTables } from './events/event-store.js';
 import { LogStore, type LogTables } from './log/log-store.js';
 import { MIGRATIONS } from './migrations.js';
+import { partContext } from './part-context.js';
 import { ApiKeyStore } from './people/api-key-store.js';
 import { PeopleStore, type PeopleTables } from './people/people-store.js';
-import { WorkloadStore, type WorkloadTables } from './people/workload-store.js';
+import { WorkloadStore, type WorkloadStoreTables } from './people/workload-store.js';
 import type { ApiKeyRecord } from './records/api-key.js';
 import type { EventKind } from './records/event-kinds.js';
 import { PENDING_STATUSES } from './records/signing-request.js';
@@ -70,17 +71,17 @@ export abstract class KyselyStore implements Store {
     readonly description: string,
     options: KyselyStoreOptions = {},
   ) {
-    // A write there changed whether some API key works (a person disabled, a membership and its keys gone).
-    this.people = new PeopleStore(db as unknown as Kysely<PeopleTables>, () => this.access.forget());
-    this.workload = new WorkloadStore(db as unknown as Kysely<WorkloadTables>);
-    this.tsa = new TsaStore(db as unknown as Kysely<TsaTables>);
     const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
-    this.events = new EventStore(db as unknown as Kysely<EventTables>, postgres, (write) =>
-      this.access.changing(write),
-    );
-    this.log = new LogStore(db as unknown as Kysely<LogTables>, postgres);
-    this.retention = new RetentionStore(db as unknown as Kysely<unknown>, postgres);
-    const ctx = new StoreContext(db, postgres, this.access, this.events);
+    // Every part is built from the one context: the parts that declare their own tables see the database through
+    // them (part-context.ts), the others through all of them.
+    const ctx = new StoreContext(db, postgres, this.access, () => this.events);
+    // A write there changed whether some API key works (a person disabled, a membership and its keys gone).
+    this.people = new PeopleStore(partContext<PeopleTables, Database>(ctx), () => this.access.forget());
+    this.workload = new WorkloadStore(partContext<WorkloadStoreTables, Database>(ctx));
+    this.tsa = new TsaStore(partContext<TsaTables, Database>(ctx));
+    this.events = new EventStore(partContext<EventTables, Database>(ctx), (write) => this.access.changing(write));
+    this.log = new LogStore(partContext<LogTables, Database>(ctx));
+    this.retention = new RetentionStore(partContext<unknown, Database>(ctx));
     // The dialect's hooks, bound once: the signing path calls them without a closure per call.
     this.tenants = new TenantStore(ctx, (tenantId) => this.readCurrentKey(tenantId));
     this.apiKeys = new ApiKeyStore(ctx, (id) => this.readApiKey(id));
@@ -106,6 +107,14 @@ export abstract class KyselyStore implements Store {
       recordLookup: (lookup) => this.writeSignatureLookup(lookup),
       onThread: () => this.commitsOnThread,
     });
+  }
+
+  /**
+   * The Kysely instance, for `admin migrate`'s copy of every table row for row (move-store.ts), which goes by the
+   * table names it reads from the source rather than through the parts.
+   */
+  get database(): Kysely<Database> {
+    return this.db;
   }
 
   /** Cache reads and misses, for tests and diagnostics. */

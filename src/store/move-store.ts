@@ -71,7 +71,7 @@ export interface MoveReport {
 type AnyDb = Kysely<any>;
 
 function dbOf(store: KyselyStore): AnyDb {
-  return (store as unknown as { db: AnyDb }).db;
+  return store.database;
 }
 
 /**

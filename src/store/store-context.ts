@@ -2,24 +2,32 @@
 // dialect, the signing path's access cache, and writing events in the transaction of the change they tell of.
 import type { Kysely, Transaction } from 'kysely';
 import type { AccessCache } from './access-cache.js';
-import { type EventStore, type EventTables, insertEvents } from './events/event-store.js';
+import { insertEvents } from './events/event-outbox.js';
+import type { EventStore } from './events/event-store.js';
+import type { EventTables } from './events/event-tables.js';
+import { narrowTables, type PartContext } from './part-context.js';
 import type { EventInput } from './records/event-kinds.js';
 import type { Database } from './tables.js';
 
-export class StoreContext {
+export class StoreContext implements PartContext<Database> {
   constructor(
     readonly db: Kysely<Database>,
     /** True on PostgreSQL, where a query must be written otherwise (JSON expressions). */
     readonly postgres: boolean,
     /** The signing path's reads, answered from memory until a change may have happened (access-cache.ts). */
     readonly access: AccessCache,
-    /** The outbox: told when events were written, so the dispatcher looks soon. */
-    readonly events: EventStore,
+    /** The event store, built from this context too (so asked for when needed). */
+    private readonly eventStore: () => EventStore,
   ) {}
+
+  /** The outbox: told when events were written, so the dispatcher looks soon. */
+  get events(): EventStore {
+    return this.eventStore();
+  }
 
   /** Writes `events` in the transaction `tx` (the change they tell of is in it too). */
   async writeEvents(tx: Kysely<Database>, events: readonly EventInput[] | undefined): Promise<void> {
-    await insertEvents(tx as unknown as Kysely<EventTables>, events, new Date().toISOString());
+    await insertEvents(narrowTables<EventTables, Database>(tx), events, new Date().toISOString());
     if (events && events.length > 0) this.events.onWritten?.();
   }
 }

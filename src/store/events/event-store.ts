@@ -7,7 +7,7 @@
 // - event-subscriptions.ts: the subscriptions, what they want, their pause and resumption;
 // - event-deliveries.ts: the deliveries, claimed under a lease, renewed, and each attempt's outcome.
 // Their tables and records are in event-tables.ts.
-import type { Kysely } from 'kysely';
+import type { PartContext } from '../part-context.js';
 import { EventDeliveries } from './event-deliveries.js';
 import { EventOutbox } from './event-outbox.js';
 import { EventSubscriptions } from './event-subscriptions.js';
@@ -37,8 +37,7 @@ export class EventStore {
   private readonly deliveries: EventDeliveries;
 
   constructor(
-    db: Kysely<EventTables>,
-    postgres: boolean,
+    { db, postgres }: PartContext<EventTables>,
     /** Runs a change to the subscriptions (EventSubscriptions says why); by default, just runs it. */
     changingSubscriptions?: <T>(write: () => Promise<T>) => Promise<T>,
   ) {

@@ -10,6 +10,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { KeySpec } from '../../crypto/algorithms.js';
 import type { KeyStoreKind } from '../../keys/key-store.js';
 import type { AuditRow } from '../audit/audit-chain.js';
+import type { PartContext } from '../part-context.js';
 import { advisoryLockKey } from '../postgres/advisory-lock.js';
 import type { Tile, TileKey } from '../records/tiles.js';
 import { tileId } from '../records/tiles.js';
@@ -134,11 +135,11 @@ class Reader implements LogReader {
 }
 
 export class LogStore extends Reader {
-  constructor(
-    db: Kysely<LogTables>,
-    private readonly postgres: boolean,
-  ) {
-    super(db);
+  private readonly postgres: boolean;
+
+  constructor(ctx: PartContext<LogTables>) {
+    super(ctx.db);
+    this.postgres = ctx.postgres;
   }
 
   /** The checkpoint of exactly `treeSize` entries, if one was published. */

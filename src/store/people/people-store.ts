@@ -5,6 +5,7 @@
 // raise the cache epoch in their transaction (migration 0006).
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
+import { type PartContext, partContext } from '../part-context.js';
 import type { Role } from '../records/roles.js';
 import { ConflictError } from '../store-errors.js';
 import { SignInFlowStore, type SignInFlowTables } from './sign-in-flow-store.js';
@@ -126,12 +127,14 @@ export function normaliseEmail(email: string): string {
 export class PeopleStore {
   /** `changed` runs after a write that may change whether an API key works (a cache in front must forget). */
   private readonly signInFlows: SignInFlowStore;
+  private readonly db: Kysely<PeopleTables>;
 
   constructor(
-    private readonly db: Kysely<PeopleTables>,
+    ctx: PartContext<PeopleTables>,
     private readonly changed: () => void = () => undefined,
   ) {
-    this.signInFlows = new SignInFlowStore(db as unknown as Kysely<SignInFlowTables>);
+    this.db = ctx.db;
+    this.signInFlows = new SignInFlowStore(partContext<SignInFlowTables, PeopleTables>(ctx));
   }
 
   /**

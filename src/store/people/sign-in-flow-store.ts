@@ -2,6 +2,7 @@
 // Plain Kysely, so SQLite and PostgreSQL share it like the rest of KyselyStore; the store hands it out as part of
 // `store.people` (PeopleStore forwards to it).
 import type { Kysely } from 'kysely';
+import type { PartContext } from '../part-context.js';
 import type { Role } from '../records/roles.js';
 
 export interface SignInFlowTables {
@@ -88,7 +89,11 @@ function toDeviceCode(row: SignInFlowTables['device_codes']): DeviceCodeRecord {
 }
 
 export class SignInFlowStore {
-  constructor(private readonly db: Kysely<SignInFlowTables>) {}
+  private readonly db: Kysely<SignInFlowTables>;
+
+  constructor(ctx: PartContext<SignInFlowTables>) {
+    this.db = ctx.db;
+  }
 
   async createAttempt(a: OAuthAttempt): Promise<void> {
     await this.db

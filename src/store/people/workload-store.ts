@@ -3,6 +3,7 @@
 // of KyselyStore. The keys an exchange mints are ordinary api_keys rows with a `workload` column (migration 0015).
 import type { Kysely } from 'kysely';
 import { type EventsFor, type EventTables, eventsOf, insertEvents } from '../events/event-store.js';
+import { narrowTables, type PartContext } from '../part-context.js';
 import type { EventInput } from '../records/event-kinds.js';
 import type { TrustRule, WorkloadRole } from '../records/trust-rule.js';
 
@@ -33,6 +34,9 @@ export interface WorkloadTables {
   };
 }
 
+/** What its transactions write: its own tables, and the outbox for the events of a change. */
+export interface WorkloadStoreTables extends WorkloadTables, EventTables {}
+
 function toRule(row: WorkloadTables['workload_trust_rules']): TrustRule {
   return {
     id: row.id,
@@ -50,17 +54,21 @@ function toRule(row: WorkloadTables['workload_trust_rules']): TrustRule {
 }
 
 export class WorkloadStore {
-  constructor(private readonly db: Kysely<WorkloadTables>) {}
+  private readonly db: Kysely<WorkloadStoreTables>;
+
+  constructor(ctx: PartContext<WorkloadStoreTables>) {
+    this.db = ctx.db;
+  }
 
   /** Adds the rule, with `events` (trust.changed) in the same transaction. */
   async addTrustRule(rule: TrustRule, events?: readonly EventInput[]): Promise<void> {
     await this.db.transaction().execute(async (tx) => {
       await this.insertTrustRule(tx, rule);
-      await insertEvents(tx as unknown as Kysely<EventTables>, events, rule.createdAt);
+      await insertEvents(narrowTables<EventTables, WorkloadStoreTables>(tx), events, rule.createdAt);
     });
   }
 
-  private async insertTrustRule(tx: Kysely<WorkloadTables>, rule: TrustRule): Promise<void> {
+  private async insertTrustRule(tx: Kysely<WorkloadStoreTables>, rule: TrustRule): Promise<void> {
     await tx
       .insertInto('workload_trust_rules')
       .values({
@@ -100,7 +108,11 @@ export class WorkloadStore {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx.deleteFrom('workload_trust_rules').where('id', '=', id).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0) return undefined;
-      await insertEvents(tx as unknown as Kysely<EventTables>, eventsOf(events, rule), new Date().toISOString());
+      await insertEvents(
+        narrowTables<EventTables, WorkloadStoreTables>(tx),
+        eventsOf(events, rule),
+        new Date().toISOString(),
+      );
       return rule;
     });
   }

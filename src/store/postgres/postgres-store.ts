@@ -339,6 +339,7 @@ function lockingPoolOfOne(client: pg.ClientBase): PostgresPool {
       return result;
     },
     release: () => undefined,
+    // The driver boundary: the one form of query() Kysely calls here, not all of pg's PoolClient it is typed as.
   } as unknown as PostgresPoolClient;
   return { connect: async () => connection, end: async () => undefined };
 }
@@ -366,6 +367,7 @@ export function openPostgresStore(
     idleTimeoutMillis: options.idleTimeoutMs ?? 10_000,
     connectionTimeoutMillis: waitMs,
     application_name: 'signbridge',
+    // The driver boundary: pg-pool takes any Client class; @types/pg's PoolConfig types it narrower.
     Client: TimedClient as unknown as pg.PoolConfig['Client'],
     onConnect: (client) => startSession(client, statementTimeoutMs, waitMs),
   };

@@ -14,6 +14,7 @@
 // claimDeliveries look only at pending deliveries and events not fanned out, so they see the same rows after a
 // prune as before.
 import { type Kysely, type RawBuilder, sql } from 'kysely';
+import type { PartContext } from '../part-context.js';
 
 /** Deliveries that nothing will send again (a 410 Gone is recorded as failed). */
 export const FINISHED_DELIVERY_STATUSES = ['delivered', 'failed'] as const;
@@ -41,10 +42,14 @@ export interface EventPruneStep {
 }
 
 export class RetentionStore {
-  constructor(
-    private readonly db: Kysely<unknown>,
-    private readonly postgres: boolean,
-  ) {}
+  private readonly db: Kysely<unknown>;
+  private readonly postgres: boolean;
+
+  /** Its statements are raw SQL over tables of several parts: it declares none. */
+  constructor(ctx: PartContext<unknown>) {
+    this.db = ctx.db;
+    this.postgres = ctx.postgres;
+  }
 
   private get skipLocked(): RawBuilder<unknown> {
     return this.postgres ? sql`FOR UPDATE SKIP LOCKED` : sql``;

@@ -42,6 +42,7 @@ function rollbackUnlessEnded(db: BetterSqlite3.Database): SqliteStatement {
     all: () => [],
     run: () => (db.inTransaction ? db.prepare('rollback').run() : { changes: 0, lastInsertRowid: 0 }),
     iterate: () => [][Symbol.iterator](),
+    // The driver boundary: what Kysely calls of a statement, not all of better-sqlite3's Statement it is typed as.
   } as unknown as SqliteStatement;
 }
 
@@ -53,6 +54,7 @@ function withStatementCache(db: BetterSqlite3.Database): SqliteDatabase {
       if (sql === 'rollback') return rollbackUnlessEnded(db);
       let stmt = cache.get(sql);
       if (!stmt) {
+        // The driver boundary: better-sqlite3's Statement and Kysely's SqliteStatement describe one object two ways.
         stmt = db.prepare(sql) as unknown as SqliteStatement;
         if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value as string);
         cache.set(sql, stmt);

@@ -10,6 +10,7 @@
 import type { Kysely } from 'kysely';
 import type { KeySpec } from '../../crypto/algorithms.js';
 import type { KeyStoreKind } from '../../keys/key-store.js';
+import type { PartContext } from '../part-context.js';
 import type { TsaSigningAlgorithm } from '../records/tsa-algorithms.js';
 
 export interface TsaTables {
@@ -64,7 +65,11 @@ function toIdentity(row: TsaTables['tsa_identities']): TsaIdentityRecord {
 }
 
 export class TsaStore {
-  constructor(private readonly db: Kysely<TsaTables>) {}
+  private readonly db: Kysely<TsaTables>;
+
+  constructor(ctx: PartContext<TsaTables>) {
+    this.db = ctx.db;
+  }
 
   async getIdentity(scope: string): Promise<TsaIdentityRecord | undefined> {
     const row = await this.db.selectFrom('tsa_identities').selectAll().where('scope', '=', scope).executeTakeFirst();
