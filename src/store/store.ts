@@ -23,7 +23,7 @@ export type { ExceptionRecord } from './exception-store.js';
 export type { CompletedBatch } from './group-commit.js';
 export type { IdempotencyClaim, IdempotencyState } from './idempotency-store.js';
 export type { ApiKeyRecord } from './records/api-key.js';
-export type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
+export type { AuditContent, AuditEntry, AuditEntryInput, AuditEntryInputOf } from './records/audit-entry.js';
 export {
   type BatchRequestResult,
   PENDING_STATUSES,
