@@ -29,7 +29,8 @@ export const AUDIT_VOCABULARY = {
   },
   sign_batch: {
     outcomes: SIGNING_OUTCOMES,
-    records: 'a batch through /v1/sign_batch or Vault transit: one decision for all its digests, one signed entry each',
+    records:
+      'a batch (/v1/sign_batch, Vault transit batch_input, the daemon coalescing): one decision, one signed entry per digest',
   },
   approve_sign: {
     outcomes: ['stage_approved', 'rejected', 'denied', 'expired', 'signing_abandoned', 'signed', 'sign_failed'],
