@@ -137,8 +137,8 @@ async function atScale(entries: number): Promise<Omit<LogBenchResult, 'throughpu
         at: new Date().toISOString(),
         tenantId: null,
         actor: 'bench',
-        action: 'bench',
-        outcome: 'ok',
+        action: 'sign',
+        outcome: 'signed',
         details: { i },
       });
       await service.checkpointNow();

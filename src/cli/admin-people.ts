@@ -5,8 +5,9 @@ import type { Command } from 'commander';
 import { TENANT_ID_PATTERN } from '../api/schemas.js';
 import { createPersonApiKey } from '../auth/api-keys.js';
 import { GLOBAL_TENANT, normaliseEmail, type PersonRecord } from '../store/people/people-store.js';
+import type { AuditAction, AuditOutcome } from '../store/records/audit-vocabulary.js';
 import { isRole, ROLES, type Role } from '../store/records/roles.js';
-import { type AuditEntryInput, ConflictError, type Store } from '../store/store.js';
+import { type AuditEntryInputOf, ConflictError, type Store } from '../store/store.js';
 
 export class PeopleUsageError extends Error {}
 
@@ -83,12 +84,12 @@ type WithStore = <T>(
   flags: { dataDir?: string; config?: string; database?: string },
   fn: (store: Store) => Promise<T>,
 ) => Promise<T>;
-type Audit = (
+type Audit = <A extends AuditAction>(
   tenantId: string | null,
-  action: string,
-  outcome: string,
+  action: A,
+  outcome: AuditOutcome<A>,
   details: Record<string, unknown>,
-) => AuditEntryInput;
+) => AuditEntryInputOf<A>;
 
 export function registerPeopleCommands(
   admin: Command,

@@ -12,9 +12,10 @@ import { EventBuilder } from '../events/event-builder.js';
 import { openStore } from '../open-stores.js';
 import { loadPolicyFile } from '../policy/policy-file.js';
 import { loadOsvPath } from '../policy/vulndb/osv.js';
-import { verifyAuditChain } from '../store/audit/verify-chain.js';
+import type { AuditAction, AuditOutcome } from '../store/records/audit-vocabulary.js';
 import { isRole, ROLES, type Role } from '../store/records/roles.js';
-import type { AuditEntryInput, Store } from '../store/store.js';
+import type { AuditEntryInputOf, Store } from '../store/store.js';
+import { verifyAuditChain } from '../store/audit/verify-chain.js';
 import { createAwsKeyFromCli, NoSealerError } from './admin-aws-key.js';
 import { backupDataDir } from './admin-backup.js';
 import { moveInstallation } from './admin-migrate.js';
@@ -88,12 +89,12 @@ function cliActor(): string {
   return `cli:${userInfo().username}`;
 }
 
-function cliAudit(
+function cliAudit<A extends AuditAction>(
   tenantId: string | null,
-  action: string,
-  outcome: string,
+  action: A,
+  outcome: AuditOutcome<A>,
   details: Record<string, unknown>,
-): AuditEntryInput {
+): AuditEntryInputOf<A> {
   return { at: new Date().toISOString(), tenantId, actor: cliActor(), action, outcome, details };
 }
 

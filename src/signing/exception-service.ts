@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../errors.js';
 import { EventBuilder } from '../events/event-builder.js';
+import type { AuditAction, AuditOutcome } from '../store/records/audit-vocabulary.js';
 import type { ExceptionRecord, Store } from '../store/store.js';
 
 export type ExceptionStatus = 'active' | 'expired' | 'revoked';
@@ -87,7 +88,13 @@ export class ExceptionService {
     return (await this.store.exceptions.get(tenantId, id)) as ExceptionRecord;
   }
 
-  private audit(tenantId: string, actor: string, action: string, outcome: string, details: Record<string, unknown>) {
+  private audit<A extends AuditAction>(
+    tenantId: string,
+    actor: string,
+    action: A,
+    outcome: AuditOutcome<A>,
+    details: Record<string, unknown>,
+  ) {
     return this.store.audit.append({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
   }
 

@@ -168,7 +168,7 @@ export class HeldRequests {
   private async continueRequest(
     request: PendingRequestRecord,
     req: SignRequest,
-    action: string,
+    action: NonNullable<SignRequest['action']>,
     about: Record<string, unknown>,
     start: number,
   ): Promise<SignOutcome> {

@@ -21,6 +21,7 @@ import {
 } from '../keys/key-store.js';
 import { Pkcs11KeyStore } from '../keys/pkcs11-key-store.js';
 import { SoftwareKeyStore } from '../keys/software-key-store.js';
+import type { AuditAction, AuditOutcome } from '../store/records/audit-vocabulary.js';
 import { ConflictError, type KeyImportRecord, type KeyRecord, type Store } from '../store/store.js';
 
 /** How long a wrapping key and its import token are valid (AWS: 24 hours). */
@@ -399,7 +400,13 @@ export class KeyImportService {
     }
   }
 
-  private audit(tenantId: string, actor: string, action: string, outcome: string, details: Record<string, unknown>) {
+  private audit<A extends AuditAction>(
+    tenantId: string,
+    actor: string,
+    action: A,
+    outcome: AuditOutcome<A>,
+    details: Record<string, unknown>,
+  ) {
     return this.store.audit.append({ at: this.now().toISOString(), tenantId, actor, action, outcome, details });
   }
 }

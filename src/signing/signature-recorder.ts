@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { type KeyStoreOutage, type KeyStores, outageOf, type SignOptions } from '../keys/key-store.js';
+import type { SignatureAction } from '../store/records/audit-vocabulary.js';
 import type { EventInput } from '../store/records/event-kinds.js';
 import type { AuditEntryInput, CompletedBatch, KeyRecord, SignatureRecord, Store } from '../store/store.js';
 import type { Audit } from './service-audit.js';
@@ -97,7 +98,7 @@ export class SignatureRecorder {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     callerId: string,
-    action: string,
+    action: SignatureAction,
     details: Record<string, unknown>,
     start = performance.now(),
     signedEvent?: (signatureId: string) => EventInput,
@@ -191,7 +192,7 @@ export class SignatureRecorder {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     callerId: string,
-    action: string,
+    action: SignatureAction,
     start = performance.now(),
     signOptions?: SignOptions,
   ): Promise<Buffer> {
@@ -214,7 +215,7 @@ export class SignatureRecorder {
     key: KeyRecord,
     algorithm: SigningAlgorithm,
     callerId: string,
-    action: string,
+    action: SignatureAction,
     made: ReadonlyArray<{ digest: Buffer; signature: Buffer; details: Record<string, unknown> }>,
     completes: CompletesBatch,
     start = performance.now(),
@@ -264,7 +265,7 @@ export class SignatureRecorder {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     callerId: string,
-    action: string,
+    action: SignatureAction,
     details: Record<string, unknown>,
     at: Date,
     signature?: Buffer,
@@ -309,7 +310,7 @@ export class SignatureRecorder {
     algorithm: SigningAlgorithm,
     digest: Buffer,
     callerId: string,
-    action: string,
+    action: SignatureAction,
     err: unknown,
     ahead?: { id: string; written: Promise<number | undefined> },
   ): Promise<void> {

@@ -25,7 +25,7 @@ export type { SignatureLookup, SignatureRecord } from './audit/signature-store.j
 export type { CompletedBatch } from './commit/group-commit.js';
 export type { RequestCount } from './counters/request-count-store.js';
 export type { ApiKeyRecord } from './records/api-key.js';
-export type { AuditEntry, AuditEntryInput } from './records/audit-entry.js';
+export type { AuditContent, AuditEntry, AuditEntryInput, AuditEntryInputOf } from './records/audit-entry.js';
 export {
   type BatchRequestResult,
   PENDING_STATUSES,

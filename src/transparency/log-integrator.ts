@@ -10,7 +10,7 @@ import {
   leafJsonOfRow,
 } from '../store/audit/audit-chain.js';
 import type { LogReader, LogWrites } from '../store/log/log-store.js';
-import type { AuditEntryInput } from '../store/store.js';
+import type { AuditContent } from '../store/store.js';
 import { leafHashOfText } from './merkle.js';
 import { appendLeaves, edgeTiles } from './tiles.js';
 
@@ -20,7 +20,7 @@ export class LogIntegrityError extends Error {
 }
 
 /** An audit row as the chain and the tree see it. */
-export function entryOfRow(row: AuditRow): AuditEntryInput {
+export function entryOfRow(row: AuditRow): AuditContent {
   return {
     at: row.at,
     tenantId: row.tenant_id,

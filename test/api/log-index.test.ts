@@ -265,11 +265,11 @@ describe.each(variants)('Signbridge-Log-Index and entry lookups (%s)', (variant)
   it('the lookup by digest leaves out a signature withdrawn after a key store failure', async () => {
     const digest = hashOf('withdrawn');
     const at = new Date().toISOString();
-    const entry = (outcome: string, details: Record<string, unknown>) => ({
+    const entry = (outcome: 'signed' | 'sign_failed', details: Record<string, unknown>) => ({
       at,
       tenantId: 'li-ec',
       actor: 'test',
-      action: 'sign',
+      action: 'sign' as const,
       outcome,
       details,
     });

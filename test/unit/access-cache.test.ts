@@ -13,7 +13,7 @@ import {
   leafJson,
   leafJsonOfRow,
 } from '../../src/store/audit/audit-chain.js';
-import type { ApiKeyRecord, AuditEntryInput } from '../../src/store/store.js';
+import type { ApiKeyRecord, AuditContent } from '../../src/store/store.js';
 import { apiKeyRecord } from '../helpers/store-records.js';
 
 const apiKey = (id: string, revokedAt: string | null = null) => apiKeyRecord(id, { revokedAt });
@@ -163,7 +163,7 @@ describe('AccessCache', () => {
 });
 
 describe('audit entry hash parts', () => {
-  const entries: AuditEntryInput[] = [
+  const entries: AuditContent[] = [
     { at: '2026-11-24T00:00:00.000Z', tenantId: null, actor: 'a', action: 'sign', outcome: 'ok', details: {} },
     {
       at: '2026-11-24T00:00:00.000Z',
@@ -193,7 +193,7 @@ describe('audit entry hash parts', () => {
     }
     const rows = chainAuditRows({ seq: 41, hash: 'f'.repeat(64) }, entries);
     rows.forEach((row, i) => {
-      const e = entries[i] as AuditEntryInput;
+      const e = entries[i] as AuditContent;
       expect(row.hash).toBe(entryHash(row.seq, row.prev_hash, e));
       // Details are stored as canonical JSON, so the integrator can rebuild the leaf from the row's texts.
       expect(row.details).toBe(canonicalJson(e.details));

@@ -2,7 +2,7 @@
 // removing or reordering entries breaks the chain at that point. Shared by the stores and `admin audit verify`.
 import { createRequire } from 'node:module';
 import { packagePath } from '../../paths.js';
-import type { AuditEntry, AuditEntryInput } from '../records/audit-entry.js';
+import type { AuditContent } from '../records/audit-entry.js';
 
 /** An audit_log row as stored (details as JSON text). */
 export interface AuditRow {
@@ -26,14 +26,14 @@ export interface EntryHashParts {
 interface AuditHash {
   GENESIS_HASH: string;
   canonicalJson(value: unknown): string;
-  entryHash(seq: number, prevHash: string, e: AuditEntryInput): string;
-  leafBytes(seq: number, e: AuditEntryInput): Buffer;
-  leafJson(seq: number, e: AuditEntryInput): string;
+  entryHash(seq: number, prevHash: string, e: AuditContent): string;
+  leafBytes(seq: number, e: AuditContent): Buffer;
+  leafJson(seq: number, e: AuditContent): string;
   entryHashOfLeaf(prevHash: string, leafJson: string): string;
-  entryHashParts(e: AuditEntryInput, detailsJson?: string): EntryHashParts;
+  entryHashParts(e: AuditContent, detailsJson?: string): EntryHashParts;
   leafJsonOfRow(row: AuditRow): string;
-  entryTexts(e: AuditEntryInput): { columns: Omit<AuditRow, 'seq' | 'prev_hash' | 'hash'>; parts: EntryHashParts };
-  chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditEntryInput[]): AuditRow[];
+  entryTexts(e: AuditContent): { columns: Omit<AuditRow, 'seq' | 'prev_hash' | 'hash'>; parts: EntryHashParts };
+  chainAuditRows(head: { seq: number | string; hash: string } | undefined, entries: AuditContent[]): AuditRow[];
 }
 
 // The computing part is CommonJS (audit-hash.cjs) so the store's writer thread runs the same code.
@@ -61,6 +61,13 @@ export const entryTexts = auditHash.entryTexts;
 /** The audit_log rows for `entries`, chained on the log's current head (undefined: the log is empty). */
 export const chainAuditRows = auditHash.chainAuditRows;
 
+/** An entry with its place in the chain, whatever words it holds (an AuditEntry, or a row being copied). */
+export interface ChainedEntry extends AuditContent {
+  seq: number;
+  prevHash: string;
+  hash: string;
+}
+
 export interface ChainProblem {
   seq: number;
   problem: string;
@@ -72,7 +79,7 @@ export class ChainVerifier {
   private expectedSeq: number | undefined;
   count = 0;
 
-  check(entry: AuditEntry): ChainProblem | undefined {
+  check(entry: ChainedEntry): ChainProblem | undefined {
     if (this.expectedSeq !== undefined && entry.seq !== this.expectedSeq) {
       return {
         seq: entry.seq,

@@ -1,9 +1,10 @@
 // The hash-chained audit log: appended through the group commit (group-commit.ts), read in order or a tenant's
 // latest, and the lookups from a signature or a digest to its `signed` entry (the transparency log's index).
 import { sql } from 'kysely';
-import type { Write } from '../commit/group-commit.js';
 import { outboxRows } from '../events/event-store.js';
-import type { AuditEntry, AuditEntryInput } from '../records/audit-entry.js';
+import type { Write } from '../commit/group-commit.js';
+import type { AuditEntry, AuditEntryInputOf } from '../records/audit-entry.js';
+import type { AuditAction, AuditOutcome } from '../records/audit-vocabulary.js';
 import type { EventInput } from '../records/event-kinds.js';
 import { type StoreContext, StorePart } from '../store-context.js';
 import type { Database } from '../tables.js';
@@ -14,8 +15,9 @@ function toAuditEntry(r: Database['audit_log']): AuditEntry {
     at: r.at,
     tenantId: r.tenant_id,
     actor: r.actor,
-    action: r.action,
-    outcome: r.outcome,
+    // Written through append, so words of the vocabulary, which never loses one (audit-vocabulary.ts).
+    action: r.action as AuditAction,
+    outcome: r.outcome as AuditOutcome,
     details: JSON.parse(r.details),
     prevHash: r.prev_hash,
     hash: r.hash,
@@ -36,9 +38,10 @@ export class AuditStore extends StorePart {
 
   /**
    * Appends to the hash-chained audit log. Entries appended in the same event-loop turn share one transaction
-   * (group commit); the promise settles once they are durable, and rejects if they are not.
+   * (group commit); the promise settles once they are durable, and rejects if they are not. Generic in the action
+   * so that an entry written out in place is checked to have an outcome its action has.
    */
-  async append(entry: AuditEntryInput, events?: readonly EventInput[]): Promise<void> {
+  async append<A extends AuditAction>(entry: AuditEntryInputOf<A>, events?: readonly EventInput[]): Promise<void> {
     if (events && events.length > 0) {
       this.ctx.events.onWritten?.();
       await this.enqueue({ audit: entry, events: outboxRows(events, entry.at) });
