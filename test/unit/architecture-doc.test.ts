@@ -13,7 +13,7 @@ const DOC = 'docs/architecture.md';
 const text = readFileSync(join(root, DOC), 'utf8');
 
 /** Folders of the repository a backticked path may start with. */
-const PATH_ROOTS = ['src/', 'daemon/', 'native/', 'test/', 'docs/', 'bench/', 'scripts/', 'assets/'];
+const PATH_ROOTS = ['src/', 'daemon/', 'wire/', 'native/', 'test/', 'docs/', 'bench/', 'scripts/', 'assets/'];
 
 /** The folders under `dir` that hold tracked files (build output such as native addons' build/ folders is not the map's). */
 function folders(dir: string): string[] {
@@ -68,7 +68,7 @@ describe('docs/architecture.md', () => {
 
   it('names only files that exist somewhere in the repository', () => {
     const names = new Set<string>();
-    for (const dir of ['src', 'daemon', 'native', 'test', 'docs', 'bench', 'scripts']) fileNames(dir, names);
+    for (const dir of ['src', 'daemon', 'wire', 'native', 'test', 'docs', 'bench', 'scripts']) fileNames(dir, names);
     const bare = backticked.filter((token) => /^[\w.-]+\.(ts|cjs|mjs|c|h|cc)$/.test(token));
     expect(bare.filter((name) => !names.has(name))).toEqual([]);
   });

@@ -23,7 +23,7 @@ const LAYERS: { name: string; paths: string[] }[] = [
       'src/net/',
     ],
   },
-  { name: 'wire', paths: ['daemon/protocol/', 'daemon/client.ts'] },
+  { name: 'wire', paths: ['wire/'] },
   { name: 'keys', paths: ['src/keys/'] },
   { name: 'store', paths: ['src/store/'] },
   {
@@ -89,7 +89,7 @@ function importsOf(file: string): { specifier: string; target: string }[] {
     }));
 }
 
-const files = [...sourceFiles('src'), ...sourceFiles('daemon')].sort();
+const files = [...sourceFiles('src'), ...sourceFiles('wire'), ...sourceFiles('daemon')].sort();
 const known = new Set(files);
 const graph = new Map(files.map((file) => [file, importsOf(file).filter((edge) => known.has(edge.target))]));
 
