@@ -97,7 +97,7 @@ describe('the service tarball', () => {
     }
     expect(statSync(launcher()).mode & 0o111).toBe(0o111);
     expect(runOk(join(top, 'node', 'bin', 'node'), ['--version'], env).stdout).toMatch(/^v24\./);
-    // The native ML-DSA signer loads into that Node and finds ML-DSA in its OpenSSL (src/keys/ml-dsa-addon.ts).
+    // The native ML-DSA signer loads into that Node and finds ML-DSA in its OpenSSL (src/keys/software/ml-dsa-addon.ts).
     const mlDsaAddon = join(top, 'app', 'src', 'keys', 'native', 'ml-dsa', 'build', 'Release', 'ml_dsa_sign.node');
     const described = runOk(
       join(top, 'node', 'bin', 'node'),
