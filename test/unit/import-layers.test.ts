@@ -30,7 +30,6 @@ const LAYERS: { name: string; paths: string[] }[] = [
     name: 'features',
     paths: [
       'src/auth/',
-      'src/certs/',
       'src/kms-api/',
       'src/events/',
       'src/metrics/',
