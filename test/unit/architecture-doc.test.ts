@@ -1,7 +1,8 @@
 // docs/architecture.md is the map a newcomer reads first, so it must not drift from the tree: it names every folder
-// under src/ and daemon/ (as `src/<folder>/`, in its layers table or its text), every path it names in backticks
-// exists, every bare file name it names is a file somewhere in the repository, and every link it makes lands on a
-// file and, with an anchor, on a heading of that file. It does not check the prose: that stays the reviewer's.
+// under src/, wire/ and daemon/ (as `src/<folder>/`, in its layers table or its text), every path it names in
+// backticks exists, every bare file name it names is a file somewhere in the repository, and every link it makes
+// lands on a file and, with an anchor, on a heading of that file. It does not check the prose: that stays the
+// reviewer's.
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -55,8 +56,8 @@ function anchorsIn(file: string): Set<string> {
 }
 
 describe('docs/architecture.md', () => {
-  it('names every folder under src/ and daemon/', () => {
-    const all = [...folders('src'), ...folders('daemon')];
+  it('names every folder under src/, wire/ and daemon/', () => {
+    const all = [...folders('src'), ...folders('wire'), ...folders('daemon')];
     expect(all.filter((folder) => !text.includes(`\`${folder}\``))).toEqual([]);
   });
 

@@ -172,7 +172,8 @@ function upwardImport(file: string, specifier: string, target: string): string |
   const from = layerOf(file);
   const to = layerOf(target);
   if (to <= from) return undefined;
-  return `${file} imports '${specifier}' (${target}): layer ${LAYERS[from]?.name} may not import from layer ${LAYERS[to]?.name}, which sits above it`;
+  const [fromName, toName] = [LAYERS[from]?.name, LAYERS[to]?.name];
+  return `${file} imports '${specifier}' (${target}): layer ${fromName} may not import from layer ${toName}, which sits above it`;
 }
 
 function packageBreach(file: string, specifier: string): string | undefined {
