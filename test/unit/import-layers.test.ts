@@ -79,8 +79,6 @@ const PACKAGE_RULES: { packages: RegExp; layers: string[]; why: string }[] = [
 const PACKAGE_EXCEPTIONS: { file: string; packages: string[] }[] = [
   // The browser session reads and sets its cookie on fastify's request and reply types.
   { file: 'src/auth/oidc/sessions.ts', packages: ['fastify'] },
-  // The request metrics hook into the fastify instance.
-  { file: 'src/metrics/instrument.ts', packages: ['fastify'] },
 ];
 
 /** Folders that never import another although the layers would allow it (peers in one layer). */
