@@ -1,6 +1,6 @@
 // ML-DSA-65 on each Node runtime of this machine, one thread, no service: noble signing μ (the software key store's
 // fallback), noble verifying the message, and where node:crypto has ML-DSA (Node 24, OpenSSL 3.5) its signing and
-// verifying of the message, and the service's native signer (src/keys/ml-dsa-addon.ts) signing μ with that same
+// verifying of the message, and the service's native signer (src/keys/software/ml-dsa-addon.ts) signing μ with that same
 // OpenSSL. The aim (issue 34): the addon at >= 0.5x node:crypto's own signing rate, per core.
 //   node dist/bench/ml-dsa-runtimes.js              every runtime (this Node, and Node 24 if there is one), writes
 //                                                   the section of docs/benchmarks.md; BENCH_SECONDS per row
@@ -14,7 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import { mlDsaMu } from '../src/crypto/message-representatives.js';
 import { nativeMlDsaAvailable, verifyMlDsaJs, verifyMlDsaNative } from '../src/crypto/ml-dsa-verify.js';
-import { loadMlDsaAddon } from '../src/keys/ml-dsa-addon.js';
+import { loadMlDsaAddon } from '../src/keys/software/ml-dsa-addon.js';
 import { packagePath } from '../src/paths.js';
 import { node24Binary } from '../test/helpers/node-runtimes.js';
 import { type Summary, timedLoop } from './stats.js';

@@ -7,7 +7,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MODULE_PATH } from '../src/cli/module-path.js';
-import { findSoftHsmModule } from '../src/keys/softhsm.js';
+import { findSoftHsmModule } from '../src/keys/pkcs11/softhsm.js';
 import { packagePath } from '../src/paths.js';
 import { CLI, createApiKeyCli, postAction, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';

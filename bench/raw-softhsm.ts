@@ -4,8 +4,8 @@
 import { performance } from 'node:perf_hooks';
 import * as graphene from 'graphene-pk11';
 import { DIGEST_INFO_PREFIX } from '../src/crypto/encoding.js';
-import { Pkcs11KeyStore } from '../src/keys/pkcs11-key-store.js';
-import { embeddedSoftHsmOptions } from '../src/keys/softhsm.js';
+import { Pkcs11KeyStore } from '../src/keys/pkcs11/pkcs11-key-store.js';
+import { embeddedSoftHsmOptions } from '../src/keys/pkcs11/softhsm.js';
 import { summarise } from './stats.js';
 
 const [dataDir, secondsArg] = process.argv.slice(2);

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import smCrypto from 'sm-crypto';
-import { loadMlDsaAddon } from '../src/keys/ml-dsa-addon.js';
+import { loadMlDsaAddon } from '../src/keys/software/ml-dsa-addon.js';
 import { timedLoop as loop, type Summary } from './stats.js';
 
 export interface SoftwareRow extends Summary {

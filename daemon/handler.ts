@@ -10,10 +10,6 @@ import {
   SIGNING_ALGORITHMS,
   type SigningAlgorithm,
 } from '../src/crypto/algorithms.js';
-import { CertificateChainError, type CertificateStore, checkChain } from './certificate-store.js';
-import { EC_FIELD_BYTES, ecdsaDerToRaw } from './ecdsa.js';
-import type { CatalogEntry, KeyCatalog } from './key-catalog.js';
-import type { LogProofKeeper } from './log-proofs.js';
 import type {
   ErrorMessage,
   Hello,
@@ -24,8 +20,12 @@ import type {
   Sign,
   WireKey,
   WireToken,
-} from './protocol/messages.js';
-import { PROTOCOL_VERSION, WireStatus, type WireStatusCode } from './protocol/wire.js';
+} from '../wire/messages.js';
+import { PROTOCOL_VERSION, WireStatus, type WireStatusCode } from '../wire/wire.js';
+import { CertificateChainError, type CertificateStore, checkChain } from './certificate-store.js';
+import { EC_FIELD_BYTES, ecdsaDerToRaw } from './ecdsa.js';
+import type { CatalogEntry, KeyCatalog } from './key-catalog.js';
+import type { LogProofKeeper } from './log-proofs.js';
 import { readSbom } from './sbom.js';
 import { leftOutOfToken } from './token-keys.js';
 import type { SignContext, SignResult, Upstream } from './upstream/upstream.js';

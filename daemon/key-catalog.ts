@@ -2,10 +2,10 @@
 // a new service key id, hence a new CKA_ID, at the latest when the cache entry expires, and at once when a
 // module asks to sign with a key id the cache does not know (see current(..., { refresh: true })).
 import type { Logger } from 'pino';
+import { WireStatus } from '../wire/wire.js';
 import type { CertificateStore } from './certificate-store.js';
 import { type KeyCertificates, loadCertificates } from './certificates.js';
 import { ckaIdFor } from './key-id.js';
-import { WireStatus } from './protocol/wire.js';
 import { publicKeyParts } from './public-key.js';
 import { type PublicKeyInfo, type Upstream, UpstreamError } from './upstream/upstream.js';
 

@@ -3,7 +3,7 @@
 // resolved against the peer process's working directory (/proc/<pid>/cwd), since the daemon's cwd means nothing.
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { WireStatus } from './protocol/wire.js';
+import { WireStatus } from '../wire/wire.js';
 import { UpstreamError } from './upstream/upstream.js';
 
 export const DEFAULT_SBOM_MAX_BYTES = 4 * 1024 * 1024;

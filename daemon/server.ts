@@ -5,11 +5,11 @@ import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { BusyPoll } from '../src/busy-poll.js';
+import { decodeMessage, encodeMessage, FrameReader, FrameTooLargeError } from '../wire/codec.js';
+import { type Message, REQUEST_TYPES, type Request, type Response } from '../wire/messages.js';
+import { ProtocolError, WireStatus } from '../wire/wire.js';
 import { errorMessage, type PeerInfo, type RequestHandler } from './handler.js';
 import { type PeerCred, peerOf } from './peercred.js';
-import { decodeMessage, encodeMessage, FrameReader, FrameTooLargeError } from './protocol/codec.js';
-import { type Message, REQUEST_TYPES, type Request, type Response } from './protocol/messages.js';
-import { ProtocolError, WireStatus } from './protocol/wire.js';
 import { currentUid, prepareSocketDir } from './socket-path.js';
 
 export interface DaemonServerOptions {

@@ -160,9 +160,9 @@ build_service() {
   cp bin/signbridge.js "$app/bin/"
   # tsc's output of the service and the daemon; the worker scripts and templates it reads at run time (packagePath).
   mkdir -p "$app/dist"
-  cp -r dist/src dist/daemon "$app/dist/"
+  cp -r dist/src dist/daemon dist/wire "$app/dist/"
   (cd src && find . -name '*.cjs' -o -name '*.mjs' | while read -r f; do install -D -m 0644 "$f" "$app/src/$f"; done)
-  # The native ML-DSA signer, where src/keys/ml-dsa-addon.ts looks for it (the tarball's Node 24 loads it).
+  # The native ML-DSA signer, where src/keys/software/ml-dsa-addon.ts looks for it (the tarball's Node 24 loads it).
   bash src/keys/native/ml-dsa/build.sh
   mkdir -p "$app/src/keys/native/ml-dsa/build/Release"
   strip --strip-unneeded -o "$app/src/keys/native/ml-dsa/build/Release/ml_dsa_sign.node" \

@@ -166,7 +166,7 @@ build_daemon_addon() {
 }
 
 build_ml_dsa_addon() {
-  # The service's native ML-DSA signer, against Node 24's own OpenSSL headers (src/keys/ml-dsa-addon.ts); quick
+  # The service's native ML-DSA signer, against Node 24's own OpenSSL headers (src/keys/software/ml-dsa-addon.ts); quick
   # when already built.
   bash src/keys/native/ml-dsa/build.sh
 }

@@ -13,6 +13,7 @@ import {
 } from './api/http-strict.js';
 import { IDEMPOTENCY_LIFETIME_MS } from './api/idempotency.js';
 import { registerKmsApis } from './api/kms-apis.js';
+import { instrumentApp } from './api/request-metrics.js';
 import { healthRoutes } from './api/routes/health.js';
 import { logRoutes } from './api/routes/log.js';
 import { type OAuthOptions, oauthRoutes } from './api/routes/oauth.js';
@@ -31,7 +32,6 @@ import { eventSweeps, type SweepSettings } from './events/event-sweeps.js';
 import type { WebhookSendSettings } from './events/webhook-sender.js';
 import { type KeyStore, KeyStores } from './keys/key-store.js';
 import { type KmsApiSettings, kmsApiSetting } from './kms-api/kms-api-settings.js';
-import { instrumentApp } from './metrics/instrument.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
 import type { PolicyEngine } from './policy/policy.js';
 import { Pruner } from './retention/pruner.js';

@@ -5,12 +5,12 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ServiceConfig } from './config/config.js';
 import { ensurePrivateDir } from './fs-private.js';
-import { AwsKmsKeyStore } from './keys/aws-kms-key-store.js';
+import { AwsKmsKeyStore } from './keys/aws-kms/aws-kms-key-store.js';
 import { type KeyStore, KeyStores } from './keys/key-store.js';
 import type { Pkcs11Setting } from './keys/key-store-settings.js';
-import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
-import { embeddedSoftHsmOptions } from './keys/softhsm.js';
-import { SoftwareKeyStore } from './keys/software-key-store.js';
+import { Pkcs11KeyStore } from './keys/pkcs11/pkcs11-key-store.js';
+import { embeddedSoftHsmOptions } from './keys/pkcs11/softhsm.js';
+import { SoftwareKeyStore } from './keys/software/software-key-store.js';
 import { startStep } from './start-timing.js';
 import {
   DEFAULT_STATEMENT_TIMEOUT_MS,

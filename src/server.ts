@@ -7,7 +7,7 @@ import { BusyPoll } from './busy-poll.js';
 import type { ServiceConfig } from './config/config.js';
 import { destinationsFor } from './events/destinations.js';
 import type { KeyStores } from './keys/key-store.js';
-import { Pkcs11KeyStore } from './keys/pkcs11-key-store.js';
+import { Pkcs11KeyStore } from './keys/pkcs11/pkcs11-key-store.js';
 import { startMetricsServer } from './metrics/metrics-server.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import { openStores } from './open-stores.js';

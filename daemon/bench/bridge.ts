@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
-import { DaemonClient } from '../client.js';
+import { DaemonClient } from '../../wire/client.js';
 import { startDaemon } from '../daemon.js';
 import { ckaIdFor } from '../key-id.js';
 import { silentLogger } from '../logger.js';

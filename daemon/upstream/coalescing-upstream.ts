@@ -7,7 +7,7 @@
 // for nobody. Beyond that, calls wait for the next answer of their group or `windowMs` (≤ 1 ms), whichever is first,
 // and go together, up to `maxBatch`.
 import type { Logger } from 'pino';
-import { WireStatus } from '../protocol/wire.js';
+import { WireStatus } from '../../wire/wire.js';
 import {
   BatchNeedsApproval,
   BatchUnsupported,

@@ -12,7 +12,7 @@ import { policySettings } from '../../src/signing/policy-settings.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import type { Store } from '../../src/store/store.js';
 import { storeFault, storeUnavailable } from '../../src/store/store-errors.js';
-import { WireStatus } from '../protocol/wire.js';
+import { WireStatus } from '../../wire/wire.js';
 import { messageFor, wireStatusFor } from './status-map.js';
 import {
   BatchNeedsApproval,

@@ -6,8 +6,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { WireStatus } from '../../wire/wire.js';
 import type { ApiKeySource } from '../credentials.js';
-import { WireStatus } from '../protocol/wire.js';
 import {
   batchItem,
   contextFields,

@@ -1,7 +1,7 @@
 // What the service's answers mean to the daemon, apart from how they travel (remote-upstream.ts): a held request,
 // the items of a sign_batch answer, the policy inputs under the API's names, and the answers that say the service
 // could not serve the request now.
-import { WireStatus } from '../protocol/wire.js';
+import { WireStatus } from '../../wire/wire.js';
 import { wireStatusForItem } from './status-map.js';
 import { type BatchItem, type SignContext, type SignResult, UpstreamError } from './upstream.js';
 

@@ -1,7 +1,7 @@
 // One table from the service's outcomes (HTTP status + error code) to wire statuses. Both upstreams use it, so
 // the module sees the same status for the same failure whichever carries the request.
 import { ERROR_CODES } from '../../src/errors.js';
-import { WireStatus, type WireStatusCode } from '../protocol/wire.js';
+import { WireStatus, type WireStatusCode } from '../../wire/wire.js';
 
 export function wireStatusFor(httpStatus: number, code: string | undefined): WireStatusCode {
   switch (httpStatus) {

@@ -1,6 +1,6 @@
 // How a request to the service failed on the way (remote-upstream.ts): no answer in time, no connection, an answer
 // too large to be one of the service's; each as the wire status the module should see.
-import { WireStatus } from '../protocol/wire.js';
+import { WireStatus } from '../../wire/wire.js';
 import { UpstreamError } from './upstream.js';
 
 /** The largest answer read from the service; its real answers are a few KB (a public key, a certificate chain). */

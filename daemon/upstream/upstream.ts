@@ -1,7 +1,7 @@
 // What the daemon needs from a signing service, whatever carries it: the remote service over HTTP(S)
 // (remote-upstream.ts) or the service's own SigningService in this process (in-process-upstream.ts).
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
-import { WireStatus, type WireStatusCode, wireStatusName } from '../protocol/wire.js';
+import { WireStatus, type WireStatusCode, wireStatusName } from '../../wire/wire.js';
 
 export interface PublicKeyInfo {
   /** The service's key id (a key version). */

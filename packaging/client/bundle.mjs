@@ -16,9 +16,9 @@ if (!outfile) throw new Error('usage: node packaging/client/bundle.mjs OUTFILE')
 const FORBIDDEN = [
   /node_modules\/(better-sqlite3|pkcs11js|graphene-pk11|fastify|@fastify\/[^/]+|pg|pg-[^/]+|kysely|@aws-sdk\/[^/]+|prom-client|oidc-provider|openid-client)\//,
   /^src\/(app|server)\.ts$/,
-  /^src\/store\/(sqlite|postgres|kysely)-[^/]*\.ts$/,
-  /^src\/keys\/(pkcs11|aws-kms|software)-key-store\.ts$/,
-  /^src\/keys\/softhsm\.ts$/,
+  /^src\/store\/(sqlite|postgres)\//,
+  /^src\/store\/kysely-store\.ts$/,
+  /^src\/keys\/(pkcs11|aws-kms|software)\//,
   /^daemon\/upstream\/in-process-upstream\.ts$/,
 ];
 

@@ -5,10 +5,10 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { defaultSocketPath } from '../../daemon/socket-path.js';
-import { connectDaemon, DaemonKeyError, describeWireError, openDaemonKey } from '../certs/daemon-key.js';
-import { parseSubject } from '../certs/subject-name.js';
-import { createCsr, createSelfSigned } from '../certs/x509-builder.js';
 import type { HashName } from '../crypto/algorithms.js';
+import { parseSubject } from '../crypto/subject-name.js';
+import { connectDaemon, DaemonKeyError, describeWireError, openDaemonKey } from './certs/daemon-key.js';
+import { createCsr, createSelfSigned } from './certs/x509-builder.js';
 
 interface CommonFlags {
   tenant: string;

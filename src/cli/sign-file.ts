@@ -5,10 +5,10 @@
 // carries only what a script reads (the request body for `digest`).
 import { writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { WireStatus } from '../../daemon/protocol/wire.js';
 import type { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
 import type { PublicKeyInfo, SignBatchResult, SignContext, SignResult } from '../../daemon/upstream/upstream.js';
 import { BatchNeedsApproval, BatchUnsupported, UpstreamError } from '../../daemon/upstream/upstream.js';
+import { WireStatus } from '../../wire/wire.js';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { chooseAlgorithm, fileRepresentative, RepresentativeError } from '../crypto/file-representative.js';
 import { verifyFileSignature } from '../crypto/verify-signature.js';

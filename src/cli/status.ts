@@ -2,11 +2,11 @@
 // Speaks the module's own protocol (HELLO + LIST), so it sees exactly what a PKCS#11 client would.
 import { createHash } from 'node:crypto';
 import type { Command } from 'commander';
-import { DaemonClient } from '../../daemon/client.js';
 import { loginFilesInUse } from '../../daemon/login-files.js';
-import type { Response } from '../../daemon/protocol/messages.js';
-import { WireStatus, wireStatusName } from '../../daemon/protocol/wire.js';
 import { defaultSocketPath } from '../../daemon/socket-path.js';
+import { DaemonClient } from '../../wire/client.js';
+import type { Response } from '../../wire/messages.js';
+import { WireStatus, wireStatusName } from '../../wire/wire.js';
 import { type LoginReport, loginStatus } from './login/login-status.js';
 import { expiryText } from './login.js';
 

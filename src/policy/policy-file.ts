@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
-import { patternProblem } from '../auth/workload/claim-pattern.js';
-import { FACT_FIELDS } from '../auth/workload/workload-identity.js';
+import { patternProblem } from './claim-pattern.js';
+import { FACT_FIELDS } from './workload-facts.js';
 
 export const SEVERITIES = ['LOW', 'MEDIUM', 'HIGH', 'CRITICAL'] as const;
 export type Severity = (typeof SEVERITIES)[number];

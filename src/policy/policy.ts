@@ -1,12 +1,13 @@
 // The policy seam every signature passes through. Policy code is pure: no fastify, no store writes.
 // The rule engine (rules-engine.ts) implements PolicyEngine; without a policy file the built-in default
 // (signing/policy-settings.ts) decides. allowAll is for unit tests of the signing path only.
-import type { WorkloadFacts } from '../auth/workload/workload-identity.js';
+
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import type { VelocityLimits } from './policy-file.js';
+import type { WorkloadFacts } from './workload-facts.js';
 
 /** Everything a policy may look at: the contract's policy inputs plus who asks, for which tenant and key. */
-/** The CI facts beyond project and environment (src/auth/workload/workload-identity.ts names each). */
+/** The CI facts beyond project and environment (workload-facts.ts names each). */
 type CiFacts = Omit<WorkloadFacts, 'project' | 'environment'>;
 
 export interface PolicyInput extends CiFacts {

@@ -1,9 +1,8 @@
 // The rule engine: policy as data (policy-file.ts) evaluated by named rules in a fixed, documented order.
 // The first deny wins over any pending outcome, which wins over allow. Pure: no I/O beyond what it is given.
 import { createHash } from 'node:crypto';
-import { matchesPattern } from '../auth/workload/claim-pattern.js';
-import { FACT_FIELDS, type WorkloadFacts } from '../auth/workload/workload-identity.js';
 import { ApiError } from '../errors.js';
+import { matchesPattern } from './claim-pattern.js';
 import type { PolicyDecision, PolicyEngine, PolicyInput } from './policy.js';
 import {
   type PolicyDocument,
@@ -13,6 +12,7 @@ import {
   type Severity,
   type VelocityLimits,
 } from './policy-file.js';
+import { FACT_FIELDS, type WorkloadFacts } from './workload-facts.js';
 
 export type MatchSeverity = Severity | 'UNKNOWN';
 

@@ -19,8 +19,8 @@ import {
   type WrappingAlgorithm,
   type WrappingKeySpec,
 } from '../keys/key-store.js';
-import { Pkcs11KeyStore } from '../keys/pkcs11-key-store.js';
-import { SoftwareKeyStore } from '../keys/software-key-store.js';
+import { Pkcs11KeyStore } from '../keys/pkcs11/pkcs11-key-store.js';
+import { SoftwareKeyStore } from '../keys/software/software-key-store.js';
 import type { AuditAction, AuditOutcome } from '../store/records/audit-vocabulary.js';
 import { ConflictError, type KeyImportRecord, type KeyRecord, type Store } from '../store/store.js';
 

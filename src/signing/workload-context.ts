@@ -1,13 +1,9 @@
 // A workload key's verified facts as policy inputs, and the request body's word on them checked against those facts
 // (docs/policy.md, "CI workload facts"). The body may repeat a fact, never contradict it: every conflict is a 400
 // claims_conflict naming the field and the verified value, so no caller can assert a fact the token did not carry.
-import {
-  FACT_FIELDS,
-  type WorkloadFacts,
-  type WorkloadIdentity,
-  workloadIdentityId,
-} from '../auth/workload/workload-identity.js';
+import { type WorkloadIdentity, workloadIdentityId } from '../auth/workload/workload-identity.js';
 import { ApiError } from '../errors.js';
+import { FACT_FIELDS, type WorkloadFacts } from '../policy/workload-facts.js';
 import type { PolicyContext } from './policy-context.js';
 
 /** The CI fact fields of a request body (all facts but project and environment, which any key may state). */

@@ -2,7 +2,7 @@
 // key makes (over a digest computed here, so the key can be anywhere: a PKCS#11 token, AWS KMS, the software store).
 //
 // ASN.1 library: @peculiar/asn1-tsp 2.6.0 with @peculiar/asn1-cms / -x509 / -csr / -schema 2.11.1, pinned exactly.
-// They are the family @peculiar/x509 (already used in src/certs/) is built on, so the tree has one copy of
+// They are the family @peculiar/x509 (already used in src/cli/certs/) is built on, so the tree has one copy of
 // asn1-schema and asn1js; they ship CommonJS and ES builds and run on Node 20 and 24 (checked on both). Two gaps are
 // filled here and in the modules beside it: asn1-tsp's PKIFailureInfoFlags numbers every bit but badAlg one place too
 // low (badRequest = 2 is bit 1, not bit 2), so failure bits are set by their RFC 3161 bit numbers; and the family has

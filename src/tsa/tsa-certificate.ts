@@ -29,7 +29,7 @@ import {
   Validity,
   Version,
 } from '@peculiar/asn1-x509';
-import { parseSubject } from '../certs/subject-name.js';
+import { parseSubject } from '../crypto/subject-name.js';
 import {
   certificateSignatureAlgorithmId,
   type SignDigest,
@@ -50,7 +50,7 @@ export interface TsaKey {
 }
 
 export interface TsaCertificateOptions {
-  /** `/CN=Example TSA/O=Example` or `CN=Example TSA, O=Example` (src/certs/subject-name.ts). */
+  /** `/CN=Example TSA/O=Example` or `CN=Example TSA, O=Example` (src/crypto/subject-name.ts). */
   subject: string;
   /** Validity in days; the CA/B BRs cap a TSA certificate at 135 months, its key's use at 15. */
   days: number;

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
-import { AwsKmsKeyStore } from '../../src/keys/aws-kms-key-store.js';
+import { AwsKmsKeyStore } from '../../src/keys/aws-kms/aws-kms-key-store.js';
 import { wrapKeyMaterial } from '../../src/keys/import/client-wrap.js';
 import { KeyStores, type WrappingAlgorithm, type WrappingKeySpec } from '../../src/keys/key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import { defaultAlgorithm, KEY_SPECS, type KeySpec, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
-import { AwsKmsKeyStore } from '../../src/keys/aws-kms-key-store.js';
+import { AwsKmsKeyStore } from '../../src/keys/aws-kms/aws-kms-key-store.js';
 import { KeyStores } from '../../src/keys/key-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';

@@ -11,8 +11,8 @@ import { mlDsaMu, sm2Digest } from '../../src/crypto/message-representatives.js'
 import { type MlDsaLevel, mlDsaLevel, verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
 import { parseMlDsaSpki, parseSm2Spki } from '../../src/crypto/spki.js';
 import { ApiError } from '../../src/errors.js';
-import { SoftwareKeyStore } from '../../src/keys/software-key-store.js';
-import { SoftwareSignPool } from '../../src/keys/software-sign-pool.js';
+import { SoftwareKeyStore } from '../../src/keys/software/software-key-store.js';
+import { SoftwareSignPool } from '../../src/keys/software/software-sign-pool.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const level = (spec: KeySpec): MlDsaLevel => mlDsaLevel(spec) as MlDsaLevel;

@@ -6,7 +6,7 @@ import { createHash, createPublicKey, verify } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { findSoftHsmModule } from '../../src/keys/softhsm.js';
+import { findSoftHsmModule } from '../../src/keys/pkcs11/softhsm.js';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { makeTempDir } from '../helpers/service.js';
 

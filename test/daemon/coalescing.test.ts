@@ -11,7 +11,6 @@ import { apiKeyFromEnv } from '../../daemon/credentials.js';
 import { RequestHandler } from '../../daemon/handler.js';
 import { KeyCatalog } from '../../daemon/key-catalog.js';
 import { silentLogger } from '../../daemon/logger.js';
-import { WireStatus } from '../../daemon/protocol/wire.js';
 import {
   type CoalescingOptions,
   CoalescingUpstream,
@@ -30,6 +29,7 @@ import {
   type Upstream,
   UpstreamError,
 } from '../../daemon/upstream/upstream.js';
+import { WireStatus } from '../../wire/wire.js';
 import { tempDir } from './helpers.js';
 
 /** What the scripted service "signs": a value only this digest gives, so a mix-up between callers shows. */

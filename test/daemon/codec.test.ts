@@ -7,9 +7,9 @@ import {
   FrameReader,
   FrameTooLargeError,
   frameBytes,
-} from '../../daemon/protocol/codec.js';
-import type { Message } from '../../daemon/protocol/messages.js';
-import { MAX_FRAME_LENGTH, MessageType, ProtocolError, Tag } from '../../daemon/protocol/wire.js';
+} from '../../wire/codec.js';
+import type { Message } from '../../wire/messages.js';
+import { MAX_FRAME_LENGTH, MessageType, ProtocolError, Tag } from '../../wire/wire.js';
 
 const b = (hex: string) => Buffer.from(hex, 'hex');
 

@@ -3,11 +3,11 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { decodeFrame, encodeMessage } from '../../daemon/protocol/codec.js';
-import type { Message } from '../../daemon/protocol/messages.js';
-import { type FieldSpec, MESSAGE_FIELDS } from '../../daemon/protocol/schema.js';
-import { ProtocolError, Tag } from '../../daemon/protocol/wire.js';
 import { packagePath } from '../../src/paths.js';
+import { decodeFrame, encodeMessage } from '../../wire/codec.js';
+import type { Message } from '../../wire/messages.js';
+import { type FieldSpec, MESSAGE_FIELDS } from '../../wire/schema.js';
+import { ProtocolError, Tag } from '../../wire/wire.js';
 
 const DIR = process.env.SIGNBRIDGE_GOLDEN_WIRE_DIR ?? packagePath('test', 'golden', 'wire');
 const files = existsSync(DIR)

@@ -8,15 +8,15 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonClient } from '../../daemon/client.js';
 import type { DaemonConfig } from '../../daemon/config.js';
 import type { RunningDaemon } from '../../daemon/daemon.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
-import { WireStatus } from '../../daemon/protocol/wire.js';
 import { CoalescingUpstream, DEFAULT_COALESCING } from '../../daemon/upstream/coalescing-upstream.js';
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { DaemonClient } from '../../wire/client.js';
+import { WireStatus } from '../../wire/wire.js';
 import { makeTempDir } from '../helpers/service.js';
 import { ensurePeercredBuilt, startTestDaemon, tempSocketPath } from './helpers.js';
 

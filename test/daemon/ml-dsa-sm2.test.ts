@@ -8,12 +8,12 @@ import { RequestHandler } from '../../daemon/handler.js';
 import { KeyCatalog } from '../../daemon/key-catalog.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
 import { silentLogger } from '../../daemon/logger.js';
-import type { ListOk, Response } from '../../daemon/protocol/messages.js';
-import { WireStatus } from '../../daemon/protocol/wire.js';
 import type { CollectInput, PublicKeyInfo, SignInput, SignResult, Upstream } from '../../daemon/upstream/upstream.js';
 import { UpstreamError } from '../../daemon/upstream/upstream.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { mlDsaSpkiDer, mlDsaSpkiPem, sm2SpkiPem } from '../../src/crypto/spki.js';
+import type { ListOk, Response } from '../../wire/messages.js';
+import { WireStatus } from '../../wire/wire.js';
 
 class ScriptedUpstream implements Upstream {
   readonly description = 'scripted';

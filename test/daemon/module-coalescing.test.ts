@@ -6,11 +6,11 @@
 import { createPublicKey, verify } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonClient } from '../../daemon/client.js';
 import type { DaemonConfig } from '../../daemon/config.js';
 import type { RunningDaemon } from '../../daemon/daemon.js';
 import { DEFAULT_COALESCING } from '../../daemon/upstream/coalescing-upstream.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
+import { DaemonClient } from '../../wire/client.js';
 import { digestOf } from '../helpers/crypto.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { ensurePeercredBuilt, remoteConfig, startTestDaemon, tempDir } from './helpers.js';

@@ -5,13 +5,13 @@
 // (the daemon's token leaves SM2 keys out). On today's main the service signed with the new key and audited it, and
 // the daemon answered KEY_NOT_FOUND only afterwards.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DaemonClient } from '../../daemon/client.js';
 import type { RunningDaemon } from '../../daemon/daemon.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
-import { WireStatus } from '../../daemon/protocol/wire.js';
 import { CoalescingUpstream, DEFAULT_COALESCING } from '../../daemon/upstream/coalescing-upstream.js';
 import { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { DaemonClient } from '../../wire/client.js';
+import { WireStatus } from '../../wire/wire.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { ensurePeercredBuilt, keySource, remoteConfig, startTestDaemon } from './helpers.js';
 

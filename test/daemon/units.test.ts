@@ -15,8 +15,6 @@ import { RequestHandler } from '../../daemon/handler.js';
 import { KeyCatalog } from '../../daemon/key-catalog.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
 import { silentLogger } from '../../daemon/logger.js';
-import type { Response } from '../../daemon/protocol/messages.js';
-import { WireStatus } from '../../daemon/protocol/wire.js';
 import { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
 import { messageFor, wireStatusFor } from '../../daemon/upstream/status-map.js';
 import {
@@ -29,6 +27,8 @@ import {
 } from '../../daemon/upstream/upstream.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { ecdsaRawToDer } from '../../src/crypto/encoding.js';
+import type { Response } from '../../wire/messages.js';
+import { WireStatus } from '../../wire/wire.js';
 import { tempDir } from './helpers.js';
 
 const tmp = () => tempDir('sbd-unit-');

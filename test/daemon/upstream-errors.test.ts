@@ -1,8 +1,8 @@
 import { expect, it } from 'vitest';
-import { WireStatus } from '../../daemon/protocol/wire.js';
 import { upstreamErrorFor } from '../../daemon/upstream/in-process-upstream.js';
 import { ApiError } from '../../src/errors.js';
 import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
+import { WireStatus } from '../../wire/wire.js';
 
 /** A real SQLITE_FULL from SQLite: a database that may not grow by one page. */
 function sqliteFull(): unknown {

@@ -2,7 +2,7 @@
 // store opened on FAULT_SHIM signs with the real token until the test asks the shim to fail calls.
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { findSoftHsmModule } from '../../src/keys/softhsm.js';
+import { findSoftHsmModule } from '../../src/keys/pkcs11/softhsm.js';
 import { packagePath } from '../../src/paths.js';
 
 export const FAULT_SHIM = packagePath('build', 'native', 'test', 'libsbfault.so');

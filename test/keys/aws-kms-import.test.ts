@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { mlDsaSpkiDer, toPem } from '../../src/crypto/spki.js';
 import { ApiError } from '../../src/errors.js';
-import { AwsKmsKeyStore } from '../../src/keys/aws-kms-key-store.js';
+import { AwsKmsKeyStore } from '../../src/keys/aws-kms/aws-kms-key-store.js';
 import type { WrappingAlgorithm, WrappingKeySpec } from '../../src/keys/key-store.js';
 import { signingInput, spkiDer, verifiesIndependently } from '../helpers/independent-verify.js';
 import { type KmsDouble, startKmsDouble } from '../helpers/kms-double/kms-double.js';

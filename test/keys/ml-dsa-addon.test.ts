@@ -12,10 +12,10 @@ import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { mlDsaMu } from '../../src/crypto/message-representatives.js';
 import { type MlDsaLevel, verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
 import { mlDsaSpkiDer, parseMlDsaSpki } from '../../src/crypto/spki.js';
-import { loadMlDsaAddon, ML_DSA_ADDON_PATH, type MlDsaAddon } from '../../src/keys/ml-dsa-addon.js';
-import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
-import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
-import { SoftwareKeyStore } from '../../src/keys/software-key-store.js';
+import { Pkcs11KeyStore } from '../../src/keys/pkcs11/pkcs11-key-store.js';
+import { embeddedSoftHsmOptions } from '../../src/keys/pkcs11/softhsm.js';
+import { loadMlDsaAddon, ML_DSA_ADDON_PATH, type MlDsaAddon } from '../../src/keys/software/ml-dsa-addon.js';
+import { SoftwareKeyStore } from '../../src/keys/software/software-key-store.js';
 import { packagePath } from '../../src/paths.js';
 import { makeTempDir } from '../helpers/service.js';
 

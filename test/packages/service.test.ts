@@ -82,7 +82,10 @@ describe('the service tarball', () => {
       'app/package.json',
       'app/bin/signbridge.js',
       'app/dist/src/cli/main.js',
+      'app/dist/wire/codec.js',
       'app/src/store/audit/audit-hash.cjs',
+      'app/src/keys/pkcs11/pkcs11-sign-worker.cjs',
+      'app/src/keys/software/software-sign-worker.mjs',
       'app/softhsm-config/softhsm2.conf.template',
       'app/node_modules/better-sqlite3/package.json',
       'app/node_modules/fastify/package.json',
@@ -97,7 +100,7 @@ describe('the service tarball', () => {
     }
     expect(statSync(launcher()).mode & 0o111).toBe(0o111);
     expect(runOk(join(top, 'node', 'bin', 'node'), ['--version'], env).stdout).toMatch(/^v24\./);
-    // The native ML-DSA signer loads into that Node and finds ML-DSA in its OpenSSL (src/keys/ml-dsa-addon.ts).
+    // The native ML-DSA signer loads into that Node and finds ML-DSA in its OpenSSL (src/keys/software/ml-dsa-addon.ts).
     const mlDsaAddon = join(top, 'app', 'src', 'keys', 'native', 'ml-dsa', 'build', 'Release', 'ml_dsa_sign.node');
     const described = runOk(
       join(top, 'node', 'bin', 'node'),

@@ -1,7 +1,8 @@
 // docs/architecture.md is the map a newcomer reads first, so it must not drift from the tree: it names every folder
-// under src/ and daemon/ (as `src/<folder>/`, in its layers table or its text), every path it names in backticks
-// exists, every bare file name it names is a file somewhere in the repository, and every link it makes lands on a
-// file and, with an anchor, on a heading of that file. It does not check the prose: that stays the reviewer's.
+// under src/, wire/ and daemon/ (as `src/<folder>/`, in its layers table or its text), every path it names in
+// backticks exists, every bare file name it names is a file somewhere in the repository, and every link it makes
+// lands on a file and, with an anchor, on a heading of that file. It does not check the prose: that stays the
+// reviewer's.
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -13,7 +14,7 @@ const DOC = 'docs/architecture.md';
 const text = readFileSync(join(root, DOC), 'utf8');
 
 /** Folders of the repository a backticked path may start with. */
-const PATH_ROOTS = ['src/', 'daemon/', 'native/', 'test/', 'docs/', 'bench/', 'scripts/', 'assets/'];
+const PATH_ROOTS = ['src/', 'daemon/', 'wire/', 'native/', 'test/', 'docs/', 'bench/', 'scripts/', 'assets/'];
 
 /** The folders under `dir` that hold tracked files (build output such as native addons' build/ folders is not the map's). */
 function folders(dir: string): string[] {
@@ -55,8 +56,8 @@ function anchorsIn(file: string): Set<string> {
 }
 
 describe('docs/architecture.md', () => {
-  it('names every folder under src/ and daemon/', () => {
-    const all = [...folders('src'), ...folders('daemon')];
+  it('names every folder under src/, wire/ and daemon/', () => {
+    const all = [...folders('src'), ...folders('wire'), ...folders('daemon')];
     expect(all.filter((folder) => !text.includes(`\`${folder}\``))).toEqual([]);
   });
 
@@ -68,7 +69,7 @@ describe('docs/architecture.md', () => {
 
   it('names only files that exist somewhere in the repository', () => {
     const names = new Set<string>();
-    for (const dir of ['src', 'daemon', 'native', 'test', 'docs', 'bench', 'scripts']) fileNames(dir, names);
+    for (const dir of ['src', 'daemon', 'wire', 'native', 'test', 'docs', 'bench', 'scripts']) fileNames(dir, names);
     const bare = backticked.filter((token) => /^[\w.-]+\.(ts|cjs|mjs|c|h|cc)$/.test(token));
     expect(bare.filter((name) => !names.has(name))).toEqual([]);
   });

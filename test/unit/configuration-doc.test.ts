@@ -33,12 +33,6 @@ const DOCUMENTED_AS_ONE: Record<string, string> = {
   'keyStore.legacy': 'a keyStore block of type softhsm or pkcs11, whose keys the table lists under keyStore',
 };
 
-/**
- * Files under src/ that read SIGNBRIDGE_* variables of the clients, not of the service (docs/daemon.md, docs/ci.md,
- * docs/clients.md list those). src/cli/ is the clients' too.
- */
-const CLIENT_SIDE = ['src/certs/daemon-key.ts'];
-
 /** The file key of every setting: object properties in dotted paths; the variants of a union of blocks merged. */
 function settingKeys(schema: TSchema, prefix = ''): string[] {
   if (prefix in DOCUMENTED_AS_ONE) return [prefix];
@@ -130,12 +124,15 @@ function settingsTable(): Row[] {
   return rows;
 }
 
-/** Every SIGNBRIDGE_* name in the service's source (src/ but the clients'), comments included. */
+/**
+ * Every SIGNBRIDGE_* name in the service's source, comments included: src/ but src/cli/, whose variables are the
+ * clients' (docs/daemon.md, docs/ci.md, docs/clients.md list those).
+ */
 function variablesInSource(dir = 'src'): Map<string, string> {
   const found = new Map<string, string>();
   for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
     const path = `${dir}/${entry.name}`;
-    if (path === 'src/cli' || CLIENT_SIDE.includes(path)) continue;
+    if (path === 'src/cli') continue;
     if (entry.isDirectory()) {
       for (const [name, file] of variablesInSource(path)) found.set(name, file);
     } else if (entry.name.endsWith('.ts')) {

@@ -5,8 +5,8 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
-import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
+import { Pkcs11KeyStore } from '../../src/keys/pkcs11/pkcs11-key-store.js';
+import { embeddedSoftHsmOptions } from '../../src/keys/pkcs11/softhsm.js';
 import { allowAll } from '../../src/policy/policy.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';

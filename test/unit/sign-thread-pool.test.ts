@@ -1,9 +1,9 @@
 // The key store's signing threads: they sign for real, report PKCS#11 errors, and a dead thread is replaced.
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Pkcs11KeyStore } from '../../src/keys/pkcs11-key-store.js';
-import type { SignThreadPool } from '../../src/keys/sign-thread-pool.js';
-import { embeddedSoftHsmOptions } from '../../src/keys/softhsm.js';
+import { Pkcs11KeyStore } from '../../src/keys/pkcs11/pkcs11-key-store.js';
+import type { SignThreadPool } from '../../src/keys/pkcs11/sign-thread-pool.js';
+import { embeddedSoftHsmOptions } from '../../src/keys/pkcs11/softhsm.js';
 import { makeTempDir } from '../helpers/service.js';
 import { waitFor } from '../helpers/wait.js';
 

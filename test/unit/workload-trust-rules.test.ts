@@ -1,7 +1,6 @@
 // Claim patterns and trust-rule validation (src/auth/workload/): the edges issue 22 names, each of which a looser
 // matcher (Vault's glob, an unanchored regular expression, a prefix test) gets wrong.
 import { describe, expect, it } from 'vitest';
-import { claimMatches, matchesPattern, patternProblem } from '../../src/auth/workload/claim-pattern.js';
 import {
   matchTrustRules,
   parseTokenLifetime,
@@ -11,6 +10,7 @@ import {
 } from '../../src/auth/workload/trust-rule.js';
 import { trustRuleWarnings } from '../../src/auth/workload/trust-rules-service.js';
 import { factsFromClaims, issuerKind, runUrlOf, stableIdentityOf } from '../../src/auth/workload/workload-identity.js';
+import { claimMatches, matchesPattern, patternProblem } from '../../src/policy/claim-pattern.js';
 
 const GITHUB = 'https://token.actions.githubusercontent.com';
 

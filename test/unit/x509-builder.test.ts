@@ -1,4 +1,4 @@
-// Certificates and requests for keys that sign in the service: built by src/certs/x509-builder.ts, signed by
+// Certificates and requests for keys that sign in the service: built by src/cli/certs/x509-builder.ts, signed by
 // SoftHSM keys through POST /v1/sign, and checked by OpenSSL (a separate implementation from the builder's).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createPublicKey, X509Certificate } from 'node:crypto';
@@ -6,15 +6,15 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EC_FIELD_BYTES, ecdsaDerToRaw } from '../../daemon/ecdsa.js';
-import { parseSubject, SubjectError } from '../../src/certs/subject-name.js';
 import {
   certificateAlgorithm,
   createCsr,
   createSelfSigned,
   type RemoteKey,
   UnsupportedKeyError,
-} from '../../src/certs/x509-builder.js';
+} from '../../src/cli/certs/x509-builder.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
+import { parseSubject, SubjectError } from '../../src/crypto/subject-name.js';
 import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
 
 let service: TestService;

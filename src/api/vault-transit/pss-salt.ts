@@ -4,7 +4,7 @@
 // PSSSaltLengthAuto: emLen - hLen - 2 bytes, 222 for RSA-2048 with SHA-256); verifying, auto accepts any length.
 // A length the key cannot hold is refused when signing; a signature cannot have one, so verifying says invalid.
 import { DIGEST_LENGTH, type HashName, keyInfo } from '../../crypto/algorithms.js';
-import { kmsPssSaltRefusal } from '../../keys/aws-kms-key-store.js';
+import { kmsPssSaltRefusal } from '../../keys/aws-kms/aws-kms-key-store.js';
 import type { KeyRecord } from '../../store/store.js';
 import { VaultError } from './errors.js';
 

@@ -1,8 +1,9 @@
 // A tenant's trust in a CI issuer: which tokens of that issuer may become a short-lived signer key of the tenant
 // (docs/ci.md, "Trust rules"). A rule is a set of claim conditions that must all hold; it is checked when it is
 // saved, so a rule that would admit every repository of an issuer never exists.
+
+import { claimMatches, claimText, patternProblem, readClaim } from '../../policy/claim-pattern.js';
 import { type TrustRule, WORKLOAD_ROLES, type WorkloadRole } from '../../store/records/trust-rule.js';
-import { claimMatches, claimText, patternProblem, readClaim } from './claim-pattern.js';
 
 export { type TrustRule, WORKLOAD_ROLES, type WorkloadRole };
 

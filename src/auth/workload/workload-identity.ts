@@ -2,41 +2,11 @@
 // into policy inputs on every signature (docs/ci.md, "Facts the policy decides on"). Each CI system names the same
 // facts differently; this file is the one place that knows how.
 import { createHash } from 'node:crypto';
+import { claimText, readClaim } from '../../policy/claim-pattern.js';
+import { FACT_FIELDS, WORKLOAD_FACT_NAMES } from '../../policy/workload-facts.js';
 import type { IssuerKind, WorkloadFacts, WorkloadIdentity } from '../../store/records/workload-identity.js';
-import { claimText, readClaim } from './claim-pattern.js';
 
 export type { IssuerKind, WorkloadFacts, WorkloadIdentity };
-
-export const WORKLOAD_FACT_NAMES = [
-  'project',
-  'environment',
-  'ref',
-  'refType',
-  'refProtected',
-  'workflow',
-  'sha',
-  'runId',
-  'runAttempt',
-  'actor',
-  'eventName',
-  'runnerEnvironment',
-] as const satisfies readonly (keyof WorkloadFacts)[];
-
-/** The request body's (and policy file's) snake_case name of each fact. */
-export const FACT_FIELDS: Record<keyof WorkloadFacts, string> = {
-  project: 'project',
-  environment: 'environment',
-  ref: 'ref',
-  refType: 'ref_type',
-  refProtected: 'ref_protected',
-  workflow: 'workflow',
-  sha: 'sha',
-  runId: 'run_id',
-  runAttempt: 'run_attempt',
-  actor: 'actor',
-  eventName: 'event_name',
-  runnerEnvironment: 'runner_environment',
-};
 
 /** GitHub's tokens carry run_id and repository; GitLab's pipeline_id and project_path; Kubernetes' its own claim. */
 export function issuerKind(claims: Record<string, unknown>): IssuerKind {

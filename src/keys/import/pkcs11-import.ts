@@ -16,7 +16,7 @@ import pkcs11js from 'pkcs11js';
 import { type KeySpec, keyInfo, type NamedCurve } from '../../crypto/algorithms.js';
 import { ApiError } from '../../errors.js';
 import type { CreatedKey, WrappingAlgorithm, WrappingKeySpec } from '../key-store.js';
-import type { Pkcs11KeyStore } from '../pkcs11-key-store.js';
+import type { Pkcs11KeyStore } from '../pkcs11/pkcs11-key-store.js';
 import { recoverEcPublicKey } from './ec-public-key.js';
 import { isKeyWrap, oaepHashOf } from './import-rules.js';
 import { OaepDecodeError, oaepDecode } from './oaep.js';

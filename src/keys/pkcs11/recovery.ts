@@ -4,7 +4,7 @@
 import type * as graphene from 'graphene-pk11';
 import { ApiError } from '../../errors.js';
 import { KeyStoreOutage } from '../key-store.js';
-import { keyStoreUnavailable, tokenFault } from '../pkcs11-faults.js';
+import { keyStoreUnavailable, tokenFault } from './pkcs11-faults.js';
 
 /**
  * Back-off between attempts to re-open a token that is away: the first after 1 s, then twice as long each time up

@@ -3,7 +3,7 @@
 import * as graphene from 'graphene-pk11';
 import pkcs11js from 'pkcs11js';
 import { ApiError } from '../../errors.js';
-import { tokenFault } from '../pkcs11-faults.js';
+import { tokenFault } from './pkcs11-faults.js';
 import { sessionAnswers } from './token.js';
 
 /** The token's AES key that seals the software key store's private keys (never a key ref: no key ref has no '='). */

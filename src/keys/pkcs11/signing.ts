@@ -5,9 +5,9 @@ import type * as graphene from 'graphene-pk11';
 import pkcs11js from 'pkcs11js';
 import type { DigestAlgorithmInfo, KeySpec } from '../../crypto/algorithms.js';
 import { DIGEST_INFO_PREFIX } from '../../crypto/encoding.js';
-import type { SignJob, SignThreadPool } from '../sign-thread-pool.js';
 import { promisify } from './promisify.js';
 import type { SessionPool } from './session-pool.js';
+import type { SignJob, SignThreadPool } from './sign-thread-pool.js';
 
 /** Weight of the newest measurement in the moving average of a key spec's signing time. */
 const SIGN_COST_WEIGHT = 0.2;

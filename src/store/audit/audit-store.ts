@@ -1,8 +1,8 @@
 // The hash-chained audit log: appended through the group commit (group-commit.ts), read in order or a tenant's
 // latest, and the lookups from a signature or a digest to its `signed` entry (the transparency log's index).
 import { sql } from 'kysely';
-import { outboxRows } from '../events/event-store.js';
 import type { Write } from '../commit/group-commit.js';
+import { outboxRows } from '../events/event-store.js';
 import type { AuditEntry, AuditEntryInputOf } from '../records/audit-entry.js';
 import type { AuditAction, AuditOutcome } from '../records/audit-vocabulary.js';
 import type { EventInput } from '../records/event-kinds.js';

@@ -10,12 +10,12 @@ import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import smCrypto from 'sm-crypto';
-import { type KeySpec, keyInfo, type MlDsaKeyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';
-import { mlDsaSpkiPem, sm2SpkiPem } from '../crypto/spki.js';
-import { ApiError } from '../errors.js';
-import type { CreatedKey, KeyStore, KeyStoreOutage } from './key-store.js';
+import { type KeySpec, keyInfo, type MlDsaKeyInfo, type SigningAlgorithm } from '../../crypto/algorithms.js';
+import { mlDsaSpkiPem, sm2SpkiPem } from '../../crypto/spki.js';
+import { ApiError } from '../../errors.js';
+import type { CreatedKey, KeyStore, KeyStoreOutage } from '../key-store.js';
+import type { Sealer } from '../sealer.js';
 import { loadMlDsaAddon, type MlDsaAddonLoad, mlDsaFallbackNote } from './ml-dsa-addon.js';
-import type { Sealer } from './sealer.js';
 import { SoftwareSignPool } from './software-sign-pool.js';
 
 const KEY_REF_PREFIX = 'software:v1:';

@@ -1,9 +1,9 @@
 // A RemoteKey reached through the build-host daemon, the way the PKCS#11 module reaches it (HELLO, LIST, SIGN,
 // POLL): `signbridge cert` needs no credentials of its own, and its signatures pass the same policy as any other.
-import { DaemonClient } from '../../daemon/client.js';
-import type { Response, SignContext, WireKey } from '../../daemon/protocol/messages.js';
-import { wireStatusName } from '../../daemon/protocol/wire.js';
-import { KEY_SPECS, type KeySpec } from '../crypto/algorithms.js';
+import { DaemonClient } from '../../../wire/client.js';
+import type { Response, SignContext, WireKey } from '../../../wire/messages.js';
+import { wireStatusName } from '../../../wire/wire.js';
+import { KEY_SPECS, type KeySpec } from '../../crypto/algorithms.js';
 import type { RemoteKey } from './x509-builder.js';
 
 export class DaemonKeyError extends Error {}

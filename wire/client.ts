@@ -1,9 +1,9 @@
 // A small client for the daemon's socket: `signbridge status` uses it, and so do the tests (the same codec the
 // daemon uses, on the other side of the socket).
 import { connect, type Socket } from 'node:net';
-import { decodeMessage, encodeMessage, FrameReader } from './protocol/codec.js';
-import type { Request, Response } from './protocol/messages.js';
-import { PROTOCOL_VERSION } from './protocol/wire.js';
+import { decodeMessage, encodeMessage, FrameReader } from './codec.js';
+import type { Request, Response } from './messages.js';
+import { PROTOCOL_VERSION } from './wire.js';
 
 export class DaemonClient {
   private readonly reader = new FrameReader();

@@ -2,7 +2,7 @@
 // handles): an HSM that restarted, was unplugged, logged the service out or could not read its storage for a while.
 // After one of these the key store opens its sessions again, logs in again and finds its keys again
 // (pkcs11/recovery.ts); any other error is about the request and is reported as it is.
-import { type KeyStoreOutage, KeyStoreUnavailableError } from './key-store.js';
+import { type KeyStoreOutage, KeyStoreUnavailableError } from '../key-store.js';
 
 const TOKEN_FAULTS = new Set([
   'CKR_GENERAL_ERROR',

@@ -2,8 +2,8 @@
 // key store cannot serve (by the fault behind them).
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
+import type { ServiceMetrics } from '../metrics/service-metrics.js';
 import { storeFault } from '../store/store-errors.js';
-import type { ServiceMetrics } from './service-metrics.js';
 
 export function instrumentApp(app: FastifyInstance, metrics: ServiceMetrics): void {
   app.addHook('onResponse', (request, reply, done) => {

@@ -1,8 +1,8 @@
 // The embedded default key store: a SoftHSM token that lives in the service's data dir.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensurePrivateDir, readOrCreateSecret, replacePrivateFile } from '../fs-private.js';
-import { packagePath } from '../paths.js';
+import { ensurePrivateDir, readOrCreateSecret, replacePrivateFile } from '../../fs-private.js';
+import { packagePath } from '../../paths.js';
 import type { Pkcs11KeyStoreOptions } from './pkcs11-key-store.js';
 
 export const SOFTHSM_MODULE_CANDIDATES = [

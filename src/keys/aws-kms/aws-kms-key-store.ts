@@ -25,11 +25,10 @@ import {
   type KeySpec,
   keyInfo,
   type SigningAlgorithm,
-} from '../crypto/algorithms.js';
-import { ecdsaInputForCurve } from '../crypto/ecdsa-digest.js';
-import { parseMlDsaSpki, parseSm2Spki, toPem } from '../crypto/spki.js';
-import { ApiError } from '../errors.js';
-import { isNotFound, kmsError, kmsErrorName } from './aws-kms-errors.js';
+} from '../../crypto/algorithms.js';
+import { ecdsaInputForCurve } from '../../crypto/ecdsa-digest.js';
+import { parseMlDsaSpki, parseSm2Spki, toPem } from '../../crypto/spki.js';
+import { ApiError } from '../../errors.js';
 import type {
   CreatedKey,
   ImportParameters,
@@ -38,7 +37,8 @@ import type {
   SignOptions,
   WrappingAlgorithm,
   WrappingKeySpec,
-} from './key-store.js';
+} from '../key-store.js';
+import { isNotFound, kmsError, kmsErrorName } from './aws-kms-errors.js';
 
 /** KMS signs RSA PSS with a salt as long as the hash, and only so: why another salt length is refused. */
 export function kmsPssSaltRefusal(hashLength: number, asked: number): string {

@@ -2,8 +2,8 @@
 // faster than noble (docs/benchmarks.md). It loads only where that OpenSSL has ML-DSA (3.5+); on Node 20, or without
 // the build, the software key store signs with @noble/post-quantum as before and says so once.
 import { createRequire } from 'node:module';
-import type { MlDsaLevel } from '../crypto/ml-dsa-verify.js';
-import { packagePath } from '../paths.js';
+import type { MlDsaLevel } from '../../crypto/ml-dsa-verify.js';
+import { packagePath } from '../../paths.js';
 
 export interface MlDsaSignOptions {
   /** rnd = 0 (FIPS 204's deterministic variant); the default is hedged (fresh rnd). */

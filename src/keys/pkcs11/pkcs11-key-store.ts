@@ -5,19 +5,22 @@
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import type * as graphene from 'graphene-pk11';
-import { algorithmInfo, DIGEST_LENGTH, type KeySpec, keyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';
-import { ecdsaRawToDer } from '../crypto/encoding.js';
-import { EC_FIELD_BYTES } from '../crypto/spki.js';
-import { ApiError } from '../errors.js';
-import { withLockFile } from '../fs-private.js';
-import type { CreatedKey, KeyStore, KeyStoreOutage, SignOptions } from './key-store.js';
-import { findPrivateKeyHandle, generateKeyPair, keyIdOf, keyRefOf } from './pkcs11/key-objects.js';
-import type { Pkcs11KeyStoreOptions } from './pkcs11/options.js';
-import { tokenPublicKeyPem } from './pkcs11/public-key-pem.js';
-import { TokenRecovery } from './pkcs11/recovery.js';
-import { findOrCreateSealingKey, gcmDecrypt, gcmEncrypt, SEALING_KEY_LABEL } from './pkcs11/sealing.js';
-import { closeQuietly, SessionPool } from './pkcs11/session-pool.js';
-import { SignPlacement, signInput, signMechanism, signOnLibuv } from './pkcs11/signing.js';
+import { algorithmInfo, DIGEST_LENGTH, type KeySpec, keyInfo, type SigningAlgorithm } from '../../crypto/algorithms.js';
+import { ecdsaRawToDer } from '../../crypto/encoding.js';
+import { EC_FIELD_BYTES } from '../../crypto/spki.js';
+import { ApiError } from '../../errors.js';
+import { withLockFile } from '../../fs-private.js';
+import type { CreatedKey, KeyStore, KeyStoreOutage, SignOptions } from '../key-store.js';
+import type { Sealer } from '../sealer.js';
+import { findPrivateKeyHandle, generateKeyPair, keyIdOf, keyRefOf } from './key-objects.js';
+import type { Pkcs11KeyStoreOptions } from './options.js';
+import { tokenFault } from './pkcs11-faults.js';
+import { tokenPublicKeyPem } from './public-key-pem.js';
+import { TokenRecovery } from './recovery.js';
+import { findOrCreateSealingKey, gcmDecrypt, gcmEncrypt, SEALING_KEY_LABEL } from './sealing.js';
+import { closeQuietly, SessionPool } from './session-pool.js';
+import { type SignJob, SignThreadPool } from './sign-thread-pool.js';
+import { SignPlacement, signInput, signMechanism, signOnLibuv } from './signing.js';
 import {
   findOrInitialiseToken,
   isLoggedIn,
@@ -25,13 +28,10 @@ import {
   openLoggedIn,
   openUsableSessions,
   reinitialiseModule,
-} from './pkcs11/token.js';
-import { tokenFault } from './pkcs11-faults.js';
-import type { Sealer } from './sealer.js';
-import { type SignJob, SignThreadPool } from './sign-thread-pool.js';
+} from './token.js';
 
-export type { Pkcs11KeyStoreOptions } from './pkcs11/options.js';
-export { REOPEN_BACKOFF } from './pkcs11/recovery.js';
+export type { Pkcs11KeyStoreOptions } from './options.js';
+export { REOPEN_BACKOFF } from './recovery.js';
 
 /** How often a key not found makes the module read the token's objects again (mayRescanFor). */
 const RESCAN_EVERY_MS = 10_000;

@@ -2,7 +2,7 @@
 // timeouts, a network that drops) are 503 key_store_unavailable with Retry-After, after the SDK's own retries;
 // a key KMS will not use now (disabled, pending deletion or import, gone) is 409 key_not_usable naming why; the
 // import refusals keep AWS's names. Anything else is a bug or a misconfiguration and stays an error of its own.
-import { ApiError } from '../errors.js';
+import { ApiError } from '../../errors.js';
 
 /** KMS error names (`__type`) that mean "not now": the SDK already retried them. */
 const TRANSIENT = new Set([

@@ -5,7 +5,7 @@
 // and (de)serialisations are paid per turn, not per signature.
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { packagePath } from '../paths.js';
+import { packagePath } from '../../paths.js';
 
 export interface SignJob {
   mechanism: { mechanism: number; parameter?: Record<string, number> };
@@ -48,7 +48,7 @@ interface Thread {
   queued: JobMessage[];
 }
 
-const WORKER_PATH = packagePath('src', 'keys', 'pkcs11-sign-worker.cjs');
+const WORKER_PATH = packagePath('src', 'keys', 'pkcs11', 'pkcs11-sign-worker.cjs');
 const pkcs11jsPath = createRequire(import.meta.url).resolve('pkcs11js');
 
 export class SignThreadPool {

@@ -2,8 +2,8 @@
 // ~10 ms of CPU and SM2 through sm-crypto about as long (docs/benchmarks.md): on the event loop, each would stall
 // every other request for that long; on threads the loop only passes messages and both cores sign.
 import { Worker } from 'node:worker_threads';
-import { ApiError } from '../errors.js';
-import { packagePath } from '../paths.js';
+import { ApiError } from '../../errors.js';
+import { packagePath } from '../../paths.js';
 
 export interface SoftwareSignJob {
   family: 'ml-dsa' | 'sm2';
@@ -28,7 +28,7 @@ interface Thread {
   pending: Map<number, Pending>;
 }
 
-const WORKER_PATH = packagePath('src', 'keys', 'software-sign-worker.mjs');
+const WORKER_PATH = packagePath('src', 'keys', 'software', 'software-sign-worker.mjs');
 
 export class SoftwareSignPool {
   private readonly threads: Thread[] = [];

@@ -11,8 +11,8 @@ import {
   type KeySpec,
   keyInfo,
   type SigningAlgorithm,
-} from '../crypto/algorithms.js';
-import { SubjectError } from './subject-name.js';
+} from '../../crypto/algorithms.js';
+import { SubjectError } from '../../crypto/subject-name.js';
 
 /** A key whose private half lives elsewhere: its spec, its public key, and a way to sign a digest with it. */
 export interface RemoteKey {
