@@ -13,6 +13,7 @@ import { awsEndpointRoutes } from './aws-endpoint.js';
 import { kmsHandler } from './aws-kms/kms-handler.js';
 import { stsHandler } from './aws-sts/sts-handler.js';
 import { rescueRefusedRequests } from './http-strict.js';
+import type { ExchangeLimit } from './token-exchange-limit.js';
 import { listVerbRescue } from './vault-transit/list-verb.js';
 import { vaultTransitRoutes } from './vault-transit/routes.js';
 
@@ -27,7 +28,7 @@ export interface KmsApisOptions {
   /** The service's public URL: a held call names the console page that decides it. */
   publicUrl?: string | undefined;
   /** STS calls an address may make per window, shared with POST /oauth/token (workload.exchangeLimit). */
-  exchangeLimit?: { max: number; windowMs: number } | undefined;
+  exchangeLimit?: ExchangeLimit | undefined;
   /** The transparency log: KMS Sign with `Prefer: wait-for-log` answers its proof in a header. */
   log?: LogService | undefined;
 }

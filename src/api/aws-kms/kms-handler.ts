@@ -8,6 +8,7 @@ import type { SigV4Refusal } from '../../auth/sigv4/refusal.js';
 import { SigV4Verifier } from '../../auth/sigv4/verify-request.js';
 import { ApiError } from '../../errors.js';
 import type { SigningService } from '../../signing/signing-service.js';
+import { counterKey } from '../../store/records/counter-names.js';
 import type { ApiKeyRecord, Store } from '../../store/store.js';
 import type { LogService } from '../../transparency/log-service.js';
 import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
@@ -57,7 +58,11 @@ export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
 
   async function auditRefusal(refusal: SigV4Refusal, call: AwsCall, operation: string | undefined): Promise<void> {
     const at = opts.now();
-    const counted = await opts.store.requestCounts.count(`kms-refusal:${call.request.ip}`, at.getTime(), 60_000);
+    const counted = await opts.store.requestCounts.count(
+      counterKey('kmsRefusal', call.request.ip),
+      at.getTime(),
+      60_000,
+    );
     if (counted.count > REFUSALS_AUDITED_PER_MINUTE) return;
     // The refusal's recorded forms only: the id when it has signbridge's form, the message without the client's text.
     const issued = refusal.accessKeyId !== undefined && parseAccessKeyId(refusal.accessKeyId) !== undefined;

@@ -13,6 +13,7 @@ import type { Sealer } from '../../keys/sealer.js';
 import type { ApiKeyRecord, Store } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
+import { countTokenExchange, DEFAULT_EXCHANGE_LIMIT, type ExchangeLimit } from '../token-exchange-limit.js';
 import { callerIdentityResult } from './caller-identity.js';
 import { StsError, serviceUnavailable, stsErrorForExchange } from './sts-errors.js';
 import { element, resultDocument, STS_CONTENT_TYPE } from './sts-xml.js';
@@ -34,11 +35,8 @@ export interface StsHandlerOptions {
    * Calls an address may make per window (default 60 a minute), counted with POST /oauth/token's exchanges: both
    * are the same unauthenticated exchange, so a job has one allowance, not one per protocol.
    */
-  limit?: { max: number; windowMs: number };
+  limit?: ExchangeLimit;
 }
-
-/** The store counter both exchange endpoints share (oauth-token.ts counts under the same name). */
-const counterOf = (ip: string) => `token-exchange ${ip}`;
 
 /** Form fields; a field given twice is refused (which one would count is not for a server to guess). */
 function parseForm(body: Buffer): Map<string, string> {
@@ -56,7 +54,7 @@ function stsTime(time: Date): string {
 }
 
 export function stsHandler(opts: StsHandlerOptions): AwsHandler {
-  const limit = opts.limit ?? { max: 60, windowMs: 60_000 };
+  const limit = opts.limit ?? DEFAULT_EXCHANGE_LIMIT;
   const verifier = new SigV4Verifier<ApiKeyRecord>({
     service: 'sts',
     secretFor: (id, token) => opts.secrets.secretFor(id, token),
@@ -64,9 +62,7 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
   });
 
   async function throttle(call: AwsCall): Promise<void> {
-    const nowMs = opts.now().getTime();
-    const { count } = await opts.store.requestCounts.count(counterOf(call.request.ip), nowMs, limit.windowMs);
-    if (count > limit.max) {
+    if ((await countTokenExchange(opts.store, call.request.ip, limit, opts.now().getTime())) !== undefined) {
       // STS's own throttling answer; the SDKs retry it with backoff.
       throw new StsError(
         'Throttling',

@@ -9,6 +9,7 @@ import { EXCHANGE_RETRY_AFTER_S, ExchangeError, type TokenExchange } from '../..
 import type { Store } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import { TENANT_ID_PATTERN } from '../schemas.js';
+import { countTokenExchange, DEFAULT_EXCHANGE_LIMIT, type ExchangeLimit } from '../token-exchange-limit.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const SUBJECT_TOKEN_TYPES = ['urn:ietf:params:oauth:token-type:jwt', 'urn:ietf:params:oauth:token-type:id_token'];
@@ -19,7 +20,7 @@ export interface OAuthTokenOptions {
   now: () => Date;
   exchange: TokenExchange;
   /** Exchanges an address may ask for per window (default 60 per minute). */
-  limit?: { max: number; windowMs: number };
+  limit?: ExchangeLimit;
 }
 
 const TokenExchangeRequest = Type.Object(
@@ -84,7 +85,7 @@ function parseForm(body: string): Record<string, string> {
 
 export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOptions): Promise<void> {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
-  const limit = opts.limit ?? { max: 60, windowMs: 60_000 };
+  const limit = opts.limit ?? DEFAULT_EXCHANGE_LIMIT;
 
   // This plugin's own parsers: only forms, as RFC 8693 §2.1 says.
   app.removeAllContentTypeParsers();
@@ -132,16 +133,10 @@ export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOpt
     {
       bodyLimit: 64 * 1024,
       // Unauthenticated: limited per address with the store's counters (shared by every instance, kept across
-      // restarts), like the device flow's start.
+      // restarts), one allowance with STS's AssumeRoleWithWebIdentity (token-exchange-limit.ts).
       onRequest: async (request, reply) => {
-        const nowMs = opts.now().getTime();
-        const { count, windowStartMs } = await opts.store.requestCounts.count(
-          `token-exchange ${request.ip}`,
-          nowMs,
-          limit.windowMs,
-        );
-        if (count <= limit.max) return;
-        const retryS = Math.max(1, Math.ceil((windowStartMs + limit.windowMs - nowMs) / 1000));
+        const retryS = await countTokenExchange(opts.store, request.ip, limit, opts.now().getTime());
+        if (retryS === undefined) return;
         return sendError(
           reply,
           429,

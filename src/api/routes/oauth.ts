@@ -23,6 +23,7 @@ import {
 import type { OidcSettings } from '../../auth/oidc/settings.js';
 import { ApiError, isApiError } from '../../errors.js';
 import { GLOBAL_TENANT, type PersonRecord } from '../../store/people-store.js';
+import { counterKey } from '../../store/records/counter-names.js';
 import type { Role } from '../../store/records/roles.js';
 import type { Store } from '../../store/store.js';
 import { PAGE_HEADERS } from '../../web/layout.js';
@@ -102,11 +103,14 @@ class EntryLimiter {
   ) {}
 
   async blocked(address: string, now: number): Promise<boolean> {
-    return (await this.store.requestCounts.read(`wrong-code ${address}`, now, this.limit.windowMs)) >= this.limit.max;
+    return (
+      (await this.store.requestCounts.read(counterKey('wrongCode', address), now, this.limit.windowMs)) >=
+      this.limit.max
+    );
   }
 
   async failed(address: string, now: number): Promise<void> {
-    await this.store.requestCounts.count(`wrong-code ${address}`, now, this.limit.windowMs);
+    await this.store.requestCounts.count(counterKey('wrongCode', address), now, this.limit.windowMs);
   }
 }
 
@@ -267,7 +271,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       onRequest: async (request, reply) => {
         const nowMs = opts.now().getTime();
         const { count, windowStartMs } = await opts.store.requestCounts.count(
-          `device-start ${request.ip}`,
+          counterKey('deviceStart', request.ip),
           nowMs,
           startLimit.windowMs,
         );
