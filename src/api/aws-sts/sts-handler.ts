@@ -10,6 +10,7 @@ import { type AwsSecrets, createTemporaryAwsKey, NO_SEALER } from '../../auth/aw
 import { SigV4Verifier } from '../../auth/sigv4/verify-request.js';
 import { ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
 import type { Sealer } from '../../keys/sealer.js';
+import { formFields } from '../../net/form-fields.js';
 import type { ApiKeyRecord, Store } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
@@ -38,15 +39,9 @@ export interface StsHandlerOptions {
   limit?: ExchangeLimit;
 }
 
-/** Form fields; a field given twice is refused (which one would count is not for a server to guess). */
-function parseForm(body: Buffer): Map<string, string> {
-  const fields = new Map<string, string>();
-  for (const [name, value] of new URLSearchParams(body.toString('utf8'))) {
-    if (fields.has(name)) throw new StsError('InvalidParameterValue', `Parameter ${name} is given more than once`);
-    fields.set(name, value);
-  }
-  return fields;
-}
+/** A field given twice is refused: which one would count is not for a server to guess. */
+const repeatedParameter = (name: string) =>
+  new StsError('InvalidParameterValue', `Parameter ${name} is given more than once`);
 
 /** ISO 8601 in seconds, as STS writes its timestamps (2026-11-28T17:00:00Z). */
 function stsTime(time: Date): string {
@@ -126,7 +121,7 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
   }
 
   async function answer(call: AwsCall): Promise<AwsAnswer> {
-    const params = parseForm(call.body);
+    const params = formFields(call.body, { refuseRepeated: repeatedParameter });
     const action = params.get('Action');
     if (action === undefined || action === '') {
       throw new StsError('MissingAction', 'The request is missing an action or a required parameter');

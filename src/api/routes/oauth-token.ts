@@ -2,10 +2,12 @@
 // with or without an IdP configured (a plugin of its own, apart from oauth.ts's sign-in endpoints), takes only
 // form-encoded bodies, and answers errors as RFC 6749 §5.2 says: {"error", "error_description"} plus "reason" (the
 // same text, the field every other signbridge error has).
+
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EXCHANGE_RETRY_AFTER_S, ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
+import { formObject } from '../../net/form-fields.js';
 import type { Store } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import { TENANT_ID_PATTERN } from '../schemas.js';
@@ -73,15 +75,9 @@ function sendError(reply: FastifyReply, status: number, error: string, descripti
     .send({ error, error_description: description, reason: description });
 }
 
-/** Form fields, each at most once (RFC 6749 §3.1: a parameter sent twice is an invalid request). */
-function parseForm(body: string): Record<string, string> {
-  const fields: Record<string, string> = {};
-  for (const [name, value] of new URLSearchParams(body)) {
-    if (Object.hasOwn(fields, name)) throw new ExchangeError('invalid_request', 400, `${name} is given more than once`);
-    fields[name] = value;
-  }
-  return fields;
-}
+/** RFC 6749 §3.1: a parameter sent twice is an invalid request. */
+const repeatedParameter = (name: string) =>
+  new ExchangeError('invalid_request', 400, `${name} is given more than once`);
 
 export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOptions): Promise<void> {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -91,7 +87,7 @@ export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOpt
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
     try {
-      done(null, parseForm(body as string));
+      done(null, formObject(body as string, { refuseRepeated: repeatedParameter }));
     } catch (err) {
       done(err as Error, undefined);
     }
