@@ -7,6 +7,7 @@
 // jobs: STS web identity".
 
 import { type AwsSecrets, createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
+import { quoted } from '../../auth/credential-echo.js';
 import { SigV4Verifier } from '../../auth/sigv4/verify-request.js';
 import { ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
 import type { Sealer } from '../../keys/sealer.js';
@@ -18,7 +19,7 @@ import { countTokenExchange, DEFAULT_EXCHANGE_LIMIT, type ExchangeLimit } from '
 import { callerIdentityResult } from './caller-identity.js';
 import { StsError, serviceUnavailable, stsErrorForExchange } from './sts-errors.js';
 import { element, resultDocument, STS_CONTENT_TYPE } from './sts-xml.js';
-import { quoted, webIdentityRequest } from './web-identity-request.js';
+import { webIdentityRequest } from './web-identity-request.js';
 
 export const STS_VERSION = '2011-06-15';
 const OPERATION = 'AssumeRoleWithWebIdentity';
