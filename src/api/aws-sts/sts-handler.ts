@@ -6,13 +6,13 @@
 // GetCallerIdentity (SigV4-signed) answers who such credentials are (caller-identity.ts). docs/kms-api.md, "CI
 // jobs: STS web identity".
 
-import { type AwsSecrets, createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
+import { createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
+import type { AwsRequestVerifier } from '../../auth/aws-credentials/aws-request-verifier.js';
 import { quoted } from '../../auth/credential-echo.js';
-import { SigV4Verifier } from '../../auth/sigv4/verify-request.js';
 import { ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
 import type { Sealer } from '../../keys/sealer.js';
 import { formFields } from '../../net/form-fields.js';
-import type { ApiKeyRecord, Store } from '../../store/store.js';
+import type { Store } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
 import { countTokenExchange, DEFAULT_EXCHANGE_LIMIT, type ExchangeLimit } from '../token-exchange-limit.js';
@@ -30,8 +30,8 @@ export interface StsHandlerOptions {
   /** Seals the temporary secret access keys; absent (AWS KMS key store alone): every call says NO_SEALER. */
   sealer: Sealer | undefined;
   exchange: TokenExchange;
-  /** The KMS endpoint's secrets: GetCallerIdentity checks the same SigV4 credentials. */
-  secrets: AwsSecrets;
+  /** The KMS endpoint's SigV4 verifier: GetCallerIdentity checks the same credentials (kms-apis.ts). */
+  verifier: AwsRequestVerifier;
   now: () => Date;
   /**
    * Calls an address may make per window (default 60 a minute), counted with POST /oauth/token's exchanges: both
@@ -51,11 +51,6 @@ function stsTime(time: Date): string {
 
 export function stsHandler(opts: StsHandlerOptions): AwsHandler {
   const limit = opts.limit ?? DEFAULT_EXCHANGE_LIMIT;
-  const verifier = new SigV4Verifier<ApiKeyRecord>({
-    service: 'sts',
-    secretFor: (id, token) => opts.secrets.secretFor(id, token),
-    now: () => opts.now().getTime(),
-  });
 
   async function throttle(call: AwsCall): Promise<void> {
     if ((await countTokenExchange(opts.store, call.request.ip, limit, opts.now().getTime())) !== undefined) {
@@ -68,12 +63,10 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
   }
 
   async function getCallerIdentity(call: AwsCall): Promise<AwsAnswer> {
-    const result = await verifier.verify({
-      method: call.request.method,
-      url: call.request.url,
-      headers: call.headers,
-      body: call.body,
-    });
+    const result = await opts.verifier.verify(
+      { method: call.request.method, url: call.request.url, headers: call.headers, body: call.body },
+      'sts',
+    );
     if (!result.ok) throw new StsError(result.refusal.type, result.refusal.message, result.refusal.status);
     return {
       status: 200,
