@@ -1,5 +1,5 @@
 // The one table of request counter names (src/store/records/counter-names.ts): no two counters can write into one
-// row, and no code under src/ counts or reads a counter under a key it spelled itself.
+// row, and no code under src/ (.ts, .js, .cjs, .mjs) counts or reads a counter under a key it spelled itself.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ function sourceFiles(dir: string): string[] {
   for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
     const path = `${dir}/${entry.name}`;
     if (entry.isDirectory()) out.push(...sourceFiles(path));
-    else if (/\.(c|m)?ts$/.test(entry.name) && !entry.name.endsWith('.d.ts')) out.push(path);
+    else if (/\.(ts|js|cjs|mjs)$/.test(entry.name) && !entry.name.endsWith('.d.ts')) out.push(path);
   }
   return out;
 }
