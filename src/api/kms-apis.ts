@@ -1,7 +1,7 @@
 // The drop-in KMS endpoints, wired: AWS KMS and STS at the root path (aws-endpoint.ts), Vault transit under
 // /v1/<mount>/. app.ts calls this once; each protocol lives in its own folder (aws-kms/, aws-sts/, vault-transit/).
 import type { FastifyInstance } from 'fastify';
-import { AwsSecrets } from '../auth/aws-credentials/aws-credentials.js';
+import { awsRequestVerifier } from '../auth/aws-credentials/aws-request-verifier.js';
 import type { TokenExchange } from '../auth/workload/token-exchange.js';
 import { type KeyStore, KeyStores } from '../keys/key-store.js';
 import { sealerAmong } from '../keys/sealer.js';
@@ -13,6 +13,7 @@ import { awsEndpointRoutes } from './aws-endpoint.js';
 import { kmsHandler } from './aws-kms/kms-handler.js';
 import { stsHandler } from './aws-sts/sts-handler.js';
 import { rescueRefusedRequests } from './http-strict.js';
+import type { ExchangeLimit } from './token-exchange-limit.js';
 import { listVerbRescue } from './vault-transit/list-verb.js';
 import { vaultTransitRoutes } from './vault-transit/routes.js';
 
@@ -27,7 +28,7 @@ export interface KmsApisOptions {
   /** The service's public URL: a held call names the console page that decides it. */
   publicUrl?: string | undefined;
   /** STS calls an address may make per window, shared with POST /oauth/token (workload.exchangeLimit). */
-  exchangeLimit?: { max: number; windowMs: number } | undefined;
+  exchangeLimit?: ExchangeLimit | undefined;
   /** The transparency log: KMS Sign with `Prefer: wait-for-log` answers its proof in a header. */
   log?: LogService | undefined;
 }
@@ -35,12 +36,13 @@ export interface KmsApisOptions {
 export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions): Promise<void> {
   if (!opts.settings.enabled) return;
   const sealer = sealerAmong(KeyStores.of(opts.keyStore).stores);
-  const secrets = new AwsSecrets(opts.store, sealer, opts.now);
+  // One verifier of the AWS-format credentials for both doors that take them.
+  const verifier = awsRequestVerifier(opts.store, sealer, opts.now);
   await app.register(awsEndpointRoutes, {
     kms: kmsHandler({
       store: opts.store,
       signing: opts.signing,
-      secrets,
+      verifier,
       heldWaitMs: opts.settings.heldWaitMs,
       now: opts.now,
       publicUrl: opts.publicUrl,
@@ -50,7 +52,7 @@ export async function registerKmsApis(app: FastifyInstance, opts: KmsApisOptions
       store: opts.store,
       sealer,
       exchange: opts.exchange,
-      secrets,
+      verifier,
       now: opts.now,
       ...(opts.exchangeLimit && { limit: opts.exchangeLimit }),
     }),

@@ -32,6 +32,14 @@ export function recordableAccessKeyId(accessKeyId: string): string {
 }
 
 /**
+ * What a client wrote, quoted back in an answer to that client: at most `max` characters, printable ASCII only (any
+ * other character becomes `?`), so that no control character or terminal escape reaches whoever reads the answer.
+ */
+export function quoted(clientText: string, max = 100): string {
+  return clientText.slice(0, max).replace(/[^\x20-\x7e]/g, '?');
+}
+
+/**
  * A refusal's message in two forms from one template: `shown`, for the caller who sent the request, with its own
  * text quoted back (bounded, printable ASCII) as AWS's answers do; and `recorded`, for the logs, with every quoted
  * part left out, since that text may be a secret sent in the wrong field.
@@ -41,7 +49,7 @@ export function echoed(template: (quote: (clientText: string) => string) => stri
   recorded: string;
 } {
   return {
-    shown: template((text) => text.slice(0, 100).replace(/[^\x20-\x7e]/g, '?')),
+    shown: template((text) => quoted(text)),
     recorded: template((text) => `(${text.length} characters, not recorded)`),
   };
 }

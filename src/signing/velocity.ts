@@ -5,6 +5,7 @@
 import type { WorkloadIdentity } from '../auth/workload/workload-identity.js';
 import { workloadIdentityId } from '../auth/workload/workload-identity.js';
 import type { VelocityLimit, VelocityLimits } from '../policy/policy-file.js';
+import { type Counter, counterKey } from '../store/records/counter-names.js';
 import type { Store } from '../store/store.js';
 
 export type VelocityScope = 'perIdentity' | 'perRun' | 'perTenant';
@@ -25,13 +26,18 @@ export interface VelocityCaller {
   workload?: WorkloadIdentity | null;
 }
 
-/** The counters a request counts against, most specific first, each under its own store key. */
-function countersOf(
-  limits: VelocityLimits,
-  caller: VelocityCaller,
-): Array<{ scope: VelocityScope; limit: VelocityLimit; subject: string; key: string }> {
+interface VelocityCounter {
+  scope: VelocityScope;
+  limit: VelocityLimit;
+  subject: string;
+  counter: Counter;
+  of: string[];
+}
+
+/** The counters a request counts against, most specific first, each its own counter of what it counts (`of`). */
+function countersOf(limits: VelocityLimits, caller: VelocityCaller): VelocityCounter[] {
   const { tenantId, workload } = caller;
-  const counters: Array<{ scope: VelocityScope; limit: VelocityLimit; subject: string; key: string }> = [];
+  const counters: VelocityCounter[] = [];
   if (limits.perIdentity) {
     // The workload's stable identity counts across its keys, runs and refs (each run of a job gets new keys, and
     // GitHub's sub changes with every tag); a key minted before stable identities by issuer and subject; any other
@@ -45,7 +51,8 @@ function countersOf(
       scope: 'perIdentity',
       limit: limits.perIdentity,
       subject,
-      key: `velocity identity ${tenantId} ${subject}`,
+      counter: 'velocityIdentity',
+      of: [tenantId, subject],
     });
   }
   const runId = workload?.facts.runId;
@@ -53,14 +60,21 @@ function countersOf(
     // All attempts of a run count together: a retried job does not get a fresh allowance. Each new run gets its own,
     // by design (perIdentity is what bounds a workload across runs).
     const subject = `${workload.issuer} ${workload.facts.project ?? workload.subject} run ${runId}`;
-    counters.push({ scope: 'perRun', limit: limits.perRun, subject, key: `velocity run ${tenantId} ${subject}` });
+    counters.push({
+      scope: 'perRun',
+      limit: limits.perRun,
+      subject,
+      counter: 'velocityRun',
+      of: [tenantId, subject],
+    });
   }
   if (limits.perTenant) {
     counters.push({
       scope: 'perTenant',
       limit: limits.perTenant,
       subject: `tenant ${tenantId}`,
-      key: `velocity tenant ${tenantId}`,
+      counter: 'velocityTenant',
+      of: [tenantId],
     });
   }
   return counters;
@@ -80,9 +94,14 @@ export async function countVelocity(
   signatures = 1,
 ): Promise<VelocityExceeded | undefined> {
   if (!limits) return undefined;
-  for (const { scope, limit, subject, key } of countersOf(limits, caller)) {
+  for (const { scope, limit, subject, counter, of } of countersOf(limits, caller)) {
     const windowMs = limit.windowSeconds * 1000;
-    const { count, windowStartMs } = await store.requestCounts.count(key, nowMs, windowMs, signatures);
+    const { count, windowStartMs } = await store.requestCounts.count(
+      counterKey(counter, ...of),
+      nowMs,
+      windowMs,
+      signatures,
+    );
     if (count <= limit.max) continue;
     return {
       limit: scope,

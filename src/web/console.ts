@@ -8,6 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BrowserSessions, CSRF_FIELD, csrfValid } from '../auth/oidc/sessions.js';
 import { isApiError } from '../errors.js';
+import { formObject } from '../net/form-fields.js';
 import { GLOBAL_TENANT } from '../store/people/people-store.js';
 import type { Role } from '../store/records/roles.js';
 import { apiKeyRoutes } from './api-key-pages.js';
@@ -69,7 +70,7 @@ export async function consoleRoutes(app: FastifyInstance, opts: ConsoleOptions):
 
   // Forms post urlencoded (the application's root scope parses JSON only).
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
-    done(null, Object.fromEntries(new URLSearchParams(body as string)));
+    done(null, formObject(body as string));
   });
 
   // The session (and, for a POST, its CSRF token) before any handler; the person's roles are read once per request.

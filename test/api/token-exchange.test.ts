@@ -548,6 +548,18 @@ describe('requests that are not a token exchange', () => {
     });
     expect(missing.statusCode).toBe(400);
     expect(missing.json()).toMatchObject({ error: 'invalid_request', error_description: 'subject_token is required' });
+    // Fields named like Object properties are unknown parameters, ignored as RFC 6749 says (the shared form reader).
+    const objectNames = await svc.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: `__proto__=x&constructor=y&grant_type=${encodeURIComponent(GRANT)}&tenant_id=ci&subject_token_type=${encodeURIComponent(JWT_TYPE)}`,
+    });
+    expect(objectNames.statusCode).toBe(400);
+    expect(objectNames.json()).toMatchObject({
+      error: 'invalid_request',
+      error_description: 'subject_token is required',
+    });
     const twice = await svc.app.inject({
       method: 'POST',
       url: '/oauth/token',

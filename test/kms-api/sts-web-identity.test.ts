@@ -20,7 +20,8 @@ import { awsEndpointRoutes } from '../../src/api/aws-endpoint.js';
 import { stsHandler } from '../../src/api/aws-sts/sts-handler.js';
 import { webIdentityRequest } from '../../src/api/aws-sts/web-identity-request.js';
 import { buildApp } from '../../src/app.js';
-import { AwsSecrets, NO_SEALER } from '../../src/auth/aws-credentials/aws-credentials.js';
+import { NO_SEALER } from '../../src/auth/aws-credentials/aws-credentials.js';
+import { awsRequestVerifier } from '../../src/auth/aws-credentials/aws-request-verifier.js';
 import { parseAccessKeyId } from '../../src/auth/aws-credentials/credential-format.js';
 import { IssuerKeys } from '../../src/auth/workload/issuer-keys.js';
 import { TokenExchange } from '../../src/auth/workload/token-exchange.js';
@@ -636,7 +637,7 @@ async function stsApp(
   });
   await app.register(awsEndpointRoutes, {
     kms: async () => ({ status: 500, contentType: 'text/plain', body: 'not here' }),
-    sts: stsHandler({ store, sealer, exchange, secrets: new AwsSecrets(store, sealer, now), now, limit }),
+    sts: stsHandler({ store, sealer, exchange, verifier: awsRequestVerifier(store, sealer, now), now, limit }),
   });
   await app.ready();
   return app;

@@ -22,7 +22,6 @@ const SIX_MINUTES = 6 * 60 * 1000;
 
 function verifierFor(offset: number): SigV4Verifier<string> {
   return new SigV4Verifier({
-    service: 'kms',
     now: () => Date.now() + offset,
     secretFor: async (id) => {
       const key = KEYS[id];
@@ -48,7 +47,10 @@ beforeAll(async () => {
           ? verifiers.behind
           : verifiers.plain;
       const body = Buffer.concat(chunks);
-      const result = await verifier.verify({ method: req.method ?? 'GET', url, headers: req.headersDistinct, body });
+      const result = await verifier.verify(
+        { method: req.method ?? 'GET', url, headers: req.headersDistinct, body },
+        'kms',
+      );
       if (!result.ok) {
         sendAwsJsonError(res, new AwsJsonError(result.refusal.type, result.refusal.message, result.refusal.status));
         return;

@@ -112,17 +112,14 @@ describe.skipIf(missing)(`SigV4 canonical request against botocore's ${missing ?
         +signedAt.slice(13, 15),
       );
       const verifier = new SigV4Verifier({
-        service: 'kms',
         now: () => when,
         secretFor: async (id) =>
           id === 'AKIDEXAMPLE' ? { secret: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', principal: null } : undefined,
       });
-      const result = await verifier.verify({
-        method: testCase.method,
-        url: target,
-        headers: answer.headers,
-        body: testCase.body,
-      });
+      const result = await verifier.verify(
+        { method: testCase.method, url: target, headers: answer.headers, body: testCase.body },
+        'kms',
+      );
       expect(result.ok ? 'verified' : result.refusal.message, testCase.name).toBe('verified');
     }
   });

@@ -15,15 +15,17 @@ const BODY = '{"KeyId": "alias/acme"}';
 const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const BODY_SHA256 = createHash('sha256').update(BODY).digest('hex');
 
+function sharedVerifier(state: { secret: string }) {
+  return new SigV4Verifier({
+    secretFor: async (id) => (id === 'AKIDEXAMPLE' ? { secret: state.secret, principal: 'acme' } : undefined),
+  });
+}
+
+/** A verifier of one credential, as a door of `service` uses it. */
 function verifier(service: 'kms' | 'sts', secret = SECRET) {
   const state = { secret };
-  return {
-    state,
-    verifier: new SigV4Verifier({
-      service,
-      secretFor: async (id) => (id === 'AKIDEXAMPLE' ? { secret: state.secret, principal: 'acme' } : undefined),
-    }),
-  };
+  const shared = sharedVerifier(state);
+  return { state, verifier: { verify: (request: SigV4Request) => shared.verify(request, service) } };
 }
 
 async function signed(
@@ -146,6 +148,21 @@ describe.skipIf(missing)(`SigV4 refusals no SDK sends by itself ${missing ?? ''}
       const result = await sts.verifier.verify(variant);
       expect(result.ok ? 'verified' : `${result.refusal.type} ${result.refusal.status}`).toBe(expected);
     }
+  });
+
+  it("serves both doors from one verifier: each request checked for its door's service, refused in its words", async () => {
+    const shared = sharedVerifier({ secret: SECRET });
+    const [kmsRequest, stsRequest] = [await signed('kms'), await signed('sts')];
+    expect((await shared.verify(kmsRequest, 'kms')).ok).toBe(true);
+    expect((await shared.verify(stsRequest, 'sts')).ok).toBe(true);
+    const crossed = await shared.verify(stsRequest, 'kms');
+    expect(crossed.ok ? 'verified' : `${crossed.refusal.type}: ${crossed.refusal.message}`).toBe(
+      "IncompleteSignatureException: Credential should be scoped to correct service: 'kms'.",
+    );
+    const unsigned = await shared.verify(withHeaders(kmsRequest, { authorization: undefined }), 'sts');
+    expect(unsigned.ok ? 'verified' : `${unsigned.refusal.type} ${unsigned.refusal.status}`).toBe(
+      'MissingAuthenticationToken 403',
+    );
   });
 
   it('does not keep a signing key derived from a secret that has since changed', async () => {

@@ -2,13 +2,13 @@
 // API key, or an STS session's temporary credentials), and each operation answers in KMS's shapes and errors.
 // Operations signbridge does not offer answer UnsupportedOperationException. docs/kms-api.md.
 
-import type { AwsSecrets } from '../../auth/aws-credentials/aws-credentials.js';
+import type { AwsRequestVerifier } from '../../auth/aws-credentials/aws-request-verifier.js';
 import { parseAccessKeyId } from '../../auth/aws-credentials/credential-format.js';
 import type { SigV4Refusal } from '../../auth/sigv4/refusal.js';
-import { SigV4Verifier } from '../../auth/sigv4/verify-request.js';
 import { ApiError } from '../../errors.js';
 import type { SigningService } from '../../signing/signing-service.js';
-import type { ApiKeyRecord, Store } from '../../store/store.js';
+import { counterKey } from '../../store/records/counter-names.js';
+import type { Store } from '../../store/store.js';
 import type { LogService } from '../../transparency/log-service.js';
 import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
 import { asApiError } from '../error-handler.js';
@@ -21,7 +21,8 @@ import { signOperations } from './sign-operations.js';
 export interface KmsHandlerOptions {
   store: Store;
   signing: SigningService;
-  secrets: AwsSecrets;
+  /** The SigV4 verifier of the AWS-format credentials, shared with STS (kms-apis.ts). */
+  verifier: AwsRequestVerifier;
   heldWaitMs: number;
   now: () => Date;
   publicUrl?: string | undefined;
@@ -40,11 +41,6 @@ const OTHER_OPERATION = '(not an operation signbridge serves)';
 const REFUSALS_AUDITED_PER_MINUTE = 20;
 
 export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
-  const verifier = new SigV4Verifier<ApiKeyRecord>({
-    service: 'kms',
-    secretFor: (id, token) => opts.secrets.secretFor(id, token),
-    now: () => opts.now().getTime(),
-  });
   const operations: Record<string, KmsOperation> = {
     ...signOperations({
       signing: opts.signing,
@@ -57,7 +53,11 @@ export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
 
   async function auditRefusal(refusal: SigV4Refusal, call: AwsCall, operation: string | undefined): Promise<void> {
     const at = opts.now();
-    const counted = await opts.store.requestCounts.count(`kms-refusal:${call.request.ip}`, at.getTime(), 60_000);
+    const counted = await opts.store.requestCounts.count(
+      counterKey('kmsRefusal', call.request.ip),
+      at.getTime(),
+      60_000,
+    );
     if (counted.count > REFUSALS_AUDITED_PER_MINUTE) return;
     // The refusal's recorded forms only: the id when it has signbridge's form, the message without the client's text.
     const issued = refusal.accessKeyId !== undefined && parseAccessKeyId(refusal.accessKeyId) !== undefined;
@@ -82,12 +82,10 @@ export function kmsHandler(opts: KmsHandlerOptions): AwsHandler {
     const target = call.request.headers['x-amz-target'];
     const operation =
       typeof target === 'string' && target.startsWith(TARGET_PREFIX) ? target.slice(TARGET_PREFIX.length) : undefined;
-    const result = await verifier.verify({
-      method: call.request.method,
-      url: call.request.url,
-      headers: call.headers,
-      body: call.body,
-    });
+    const result = await opts.verifier.verify(
+      { method: call.request.method, url: call.request.url, headers: call.headers, body: call.body },
+      'kms',
+    );
     if (!result.ok) {
       await auditRefusal(result.refusal, call, operation);
       throw new AwsJsonError(result.refusal.type, result.refusal.message, result.refusal.status);

@@ -6,17 +6,20 @@
 // GetCallerIdentity (SigV4-signed) answers who such credentials are (caller-identity.ts). docs/kms-api.md, "CI
 // jobs: STS web identity".
 
-import { type AwsSecrets, createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
-import { SigV4Verifier } from '../../auth/sigv4/verify-request.js';
+import { createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
+import type { AwsRequestVerifier } from '../../auth/aws-credentials/aws-request-verifier.js';
+import { quoted } from '../../auth/credential-echo.js';
 import { ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
 import type { Sealer } from '../../keys/sealer.js';
-import type { ApiKeyRecord, Store } from '../../store/store.js';
+import { formFields } from '../../net/form-fields.js';
+import type { Store } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
+import { countTokenExchange, DEFAULT_EXCHANGE_LIMIT, type ExchangeLimit } from '../token-exchange-limit.js';
 import { callerIdentityResult } from './caller-identity.js';
 import { StsError, serviceUnavailable, stsErrorForExchange } from './sts-errors.js';
 import { element, resultDocument, STS_CONTENT_TYPE } from './sts-xml.js';
-import { quoted, webIdentityRequest } from './web-identity-request.js';
+import { webIdentityRequest } from './web-identity-request.js';
 
 export const STS_VERSION = '2011-06-15';
 const OPERATION = 'AssumeRoleWithWebIdentity';
@@ -27,28 +30,19 @@ export interface StsHandlerOptions {
   /** Seals the temporary secret access keys; absent (AWS KMS key store alone): every call says NO_SEALER. */
   sealer: Sealer | undefined;
   exchange: TokenExchange;
-  /** The KMS endpoint's secrets: GetCallerIdentity checks the same SigV4 credentials. */
-  secrets: AwsSecrets;
+  /** The KMS endpoint's SigV4 verifier: GetCallerIdentity checks the same credentials (kms-apis.ts). */
+  verifier: AwsRequestVerifier;
   now: () => Date;
   /**
    * Calls an address may make per window (default 60 a minute), counted with POST /oauth/token's exchanges: both
    * are the same unauthenticated exchange, so a job has one allowance, not one per protocol.
    */
-  limit?: { max: number; windowMs: number };
+  limit?: ExchangeLimit;
 }
 
-/** The store counter both exchange endpoints share (oauth-token.ts counts under the same name). */
-const counterOf = (ip: string) => `token-exchange ${ip}`;
-
-/** Form fields; a field given twice is refused (which one would count is not for a server to guess). */
-function parseForm(body: Buffer): Map<string, string> {
-  const fields = new Map<string, string>();
-  for (const [name, value] of new URLSearchParams(body.toString('utf8'))) {
-    if (fields.has(name)) throw new StsError('InvalidParameterValue', `Parameter ${name} is given more than once`);
-    fields.set(name, value);
-  }
-  return fields;
-}
+/** A field given twice is refused: which one would count is not for a server to guess. */
+const repeatedParameter = (name: string) =>
+  new StsError('InvalidParameterValue', `Parameter ${name} is given more than once`);
 
 /** ISO 8601 in seconds, as STS writes its timestamps (2026-11-28T17:00:00Z). */
 function stsTime(time: Date): string {
@@ -56,17 +50,10 @@ function stsTime(time: Date): string {
 }
 
 export function stsHandler(opts: StsHandlerOptions): AwsHandler {
-  const limit = opts.limit ?? { max: 60, windowMs: 60_000 };
-  const verifier = new SigV4Verifier<ApiKeyRecord>({
-    service: 'sts',
-    secretFor: (id, token) => opts.secrets.secretFor(id, token),
-    now: () => opts.now().getTime(),
-  });
+  const limit = opts.limit ?? DEFAULT_EXCHANGE_LIMIT;
 
   async function throttle(call: AwsCall): Promise<void> {
-    const nowMs = opts.now().getTime();
-    const { count } = await opts.store.requestCounts.count(counterOf(call.request.ip), nowMs, limit.windowMs);
-    if (count > limit.max) {
+    if ((await countTokenExchange(opts.store, call.request.ip, limit, opts.now().getTime())) !== undefined) {
       // STS's own throttling answer; the SDKs retry it with backoff.
       throw new StsError(
         'Throttling',
@@ -76,12 +63,10 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
   }
 
   async function getCallerIdentity(call: AwsCall): Promise<AwsAnswer> {
-    const result = await verifier.verify({
-      method: call.request.method,
-      url: call.request.url,
-      headers: call.headers,
-      body: call.body,
-    });
+    const result = await opts.verifier.verify(
+      { method: call.request.method, url: call.request.url, headers: call.headers, body: call.body },
+      'sts',
+    );
     if (!result.ok) throw new StsError(result.refusal.type, result.refusal.message, result.refusal.status);
     return {
       status: 200,
@@ -130,7 +115,7 @@ export function stsHandler(opts: StsHandlerOptions): AwsHandler {
   }
 
   async function answer(call: AwsCall): Promise<AwsAnswer> {
-    const params = parseForm(call.body);
+    const params = formFields(call.body, { refuseRepeated: repeatedParameter });
     const action = params.get('Action');
     if (action === undefined || action === '') {
       throw new StsError('MissingAction', 'The request is missing an action or a required parameter');

@@ -4,6 +4,7 @@
 // detected: Value ... at 'roleSessionName' failed to satisfy constraint: ..."); a RoleArn that is no role ARN is
 // "Request ARN is invalid". The account of the role ARN is the signbridge tenant. The token is never quoted back.
 
+import { quoted } from '../../auth/credential-echo.js';
 import { StsError } from './sts-errors.js';
 
 export interface WebIdentityRequest {
@@ -24,11 +25,6 @@ export const DURATION_RANGE_S = { min: 900, max: 43_200 };
 
 /** Parameters STS has for this call that signbridge refuses rather than ignores (they would narrow the session). */
 const UNSUPPORTED = ['Policy', 'PolicyArns', 'ProviderId'];
-
-/** What a client wrote, quoted back: bounded, printable ASCII only. */
-export function quoted(value: string, max = 100): string {
-  return value.slice(0, max).replace(/[^\x20-\x7e]/g, '?');
-}
 
 function lengthProblems(field: string, value: string, min: number, max: number, quote = true): string[] {
   const shown = quote ? `Value '${quoted(value)}' at '${field}'` : `The value at '${field}'`;

@@ -2,13 +2,16 @@
 // with or without an IdP configured (a plugin of its own, apart from oauth.ts's sign-in endpoints), takes only
 // form-encoded bodies, and answers errors as RFC 6749 §5.2 says: {"error", "error_description"} plus "reason" (the
 // same text, the field every other signbridge error has).
+
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EXCHANGE_RETRY_AFTER_S, ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
+import { formObject } from '../../net/form-fields.js';
 import type { Store } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import { TENANT_ID_PATTERN } from '../schemas.js';
+import { countTokenExchange, DEFAULT_EXCHANGE_LIMIT, type ExchangeLimit } from '../token-exchange-limit.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const SUBJECT_TOKEN_TYPES = ['urn:ietf:params:oauth:token-type:jwt', 'urn:ietf:params:oauth:token-type:id_token'];
@@ -19,7 +22,7 @@ export interface OAuthTokenOptions {
   now: () => Date;
   exchange: TokenExchange;
   /** Exchanges an address may ask for per window (default 60 per minute). */
-  limit?: { max: number; windowMs: number };
+  limit?: ExchangeLimit;
 }
 
 const TokenExchangeRequest = Type.Object(
@@ -72,25 +75,19 @@ function sendError(reply: FastifyReply, status: number, error: string, descripti
     .send({ error, error_description: description, reason: description });
 }
 
-/** Form fields, each at most once (RFC 6749 §3.1: a parameter sent twice is an invalid request). */
-function parseForm(body: string): Record<string, string> {
-  const fields: Record<string, string> = {};
-  for (const [name, value] of new URLSearchParams(body)) {
-    if (Object.hasOwn(fields, name)) throw new ExchangeError('invalid_request', 400, `${name} is given more than once`);
-    fields[name] = value;
-  }
-  return fields;
-}
+/** RFC 6749 §3.1: a parameter sent twice is an invalid request. */
+const repeatedParameter = (name: string) =>
+  new ExchangeError('invalid_request', 400, `${name} is given more than once`);
 
 export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOptions): Promise<void> {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
-  const limit = opts.limit ?? { max: 60, windowMs: 60_000 };
+  const limit = opts.limit ?? DEFAULT_EXCHANGE_LIMIT;
 
   // This plugin's own parsers: only forms, as RFC 8693 §2.1 says.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
     try {
-      done(null, parseForm(body as string));
+      done(null, formObject(body as string, { refuseRepeated: repeatedParameter }));
     } catch (err) {
       done(err as Error, undefined);
     }
@@ -132,16 +129,10 @@ export async function oauthTokenRoutes(app: FastifyInstance, opts: OAuthTokenOpt
     {
       bodyLimit: 64 * 1024,
       // Unauthenticated: limited per address with the store's counters (shared by every instance, kept across
-      // restarts), like the device flow's start.
+      // restarts), one allowance with STS's AssumeRoleWithWebIdentity (token-exchange-limit.ts).
       onRequest: async (request, reply) => {
-        const nowMs = opts.now().getTime();
-        const { count, windowStartMs } = await opts.store.requestCounts.count(
-          `token-exchange ${request.ip}`,
-          nowMs,
-          limit.windowMs,
-        );
-        if (count <= limit.max) return;
-        const retryS = Math.max(1, Math.ceil((windowStartMs + limit.windowMs - nowMs) / 1000));
+        const retryS = await countTokenExchange(opts.store, request.ip, limit, opts.now().getTime());
+        if (retryS === undefined) return;
         return sendError(
           reply,
           429,

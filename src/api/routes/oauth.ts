@@ -1,6 +1,7 @@
 // /oauth/*: browser sign-in through the organisation's IdP, the device flow for `signbridge login`, and a key's
 // self-service (whoami, revoke). Without an IdP configured, every sign-in endpoint answers 503
 // oauth_not_configured; whoami and revoke need only an API key and always work. docs/oauth.md.
+
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { rolesOf } from '../../auth/api-keys.js';
@@ -22,7 +23,9 @@ import {
 } from '../../auth/oidc/sessions.js';
 import type { OidcSettings } from '../../auth/oidc/settings.js';
 import { ApiError, isApiError } from '../../errors.js';
+import { formObject } from '../../net/form-fields.js';
 import { GLOBAL_TENANT, type PersonRecord } from '../../store/people/people-store.js';
+import { counterKey } from '../../store/records/counter-names.js';
 import type { Role } from '../../store/records/roles.js';
 import type { Store } from '../../store/store.js';
 import { PAGE_HEADERS } from '../../web/layout.js';
@@ -102,11 +105,14 @@ class EntryLimiter {
   ) {}
 
   async blocked(address: string, now: number): Promise<boolean> {
-    return (await this.store.requestCounts.read(`wrong-code ${address}`, now, this.limit.windowMs)) >= this.limit.max;
+    return (
+      (await this.store.requestCounts.read(counterKey('wrongCode', address), now, this.limit.windowMs)) >=
+      this.limit.max
+    );
   }
 
   async failed(address: string, now: number): Promise<void> {
-    await this.store.requestCounts.count(`wrong-code ${address}`, now, this.limit.windowMs);
+    await this.store.requestCounts.count(counterKey('wrongCode', address), now, this.limit.windowMs);
   }
 }
 
@@ -137,7 +143,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
 
   // Forms post urlencoded; an empty JSON body counts as {} (the device start body is optional).
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
-    done(null, Object.fromEntries(new URLSearchParams(body as string)));
+    done(null, formObject(body as string));
   });
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
@@ -267,7 +273,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: OAuthOptions): Pro
       onRequest: async (request, reply) => {
         const nowMs = opts.now().getTime();
         const { count, windowStartMs } = await opts.store.requestCounts.count(
-          `device-start ${request.ip}`,
+          counterKey('deviceStart', request.ip),
           nowMs,
           startLimit.windowMs,
         );

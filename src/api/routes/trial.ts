@@ -4,6 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
+import { counterKey } from '../../store/records/counter-names.js';
 import type { Store } from '../../store/store.js';
 import { TRIAL_MOCK_SIGNATURE, TrialSigner } from '../../trial/trial-signer.js';
 import { documented, errorResponse } from '../responses.js';
@@ -23,7 +24,11 @@ function trialLimit(opts: TrialOptions) {
   const window = opts.windowMs % 3_600_000 === 0 ? `${opts.windowMs / 3_600_000} h` : `${opts.windowMs / 1000} s`;
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const nowMs = opts.now().getTime();
-    const { count, windowStartMs } = await opts.store.requestCounts.count(request.ip, nowMs, opts.windowMs);
+    const { count, windowStartMs } = await opts.store.requestCounts.count(
+      counterKey('trial', request.ip),
+      nowMs,
+      opts.windowMs,
+    );
     const resetS = Math.max(1, Math.ceil((windowStartMs + opts.windowMs - nowMs) / 1000));
     reply.header('x-ratelimit-limit', opts.max);
     reply.header('x-ratelimit-remaining', Math.max(0, opts.max - count));

@@ -10,6 +10,7 @@ import { BlockList } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../errors.js';
 import { addCidr, unmapped } from '../../net/outbound-request.js';
+import { type Counter, counterKey } from '../../store/records/counter-names.js';
 import type { Store } from '../../store/store.js';
 import { clientNetwork } from '../../tsa/client-network.js';
 import type { TsaService } from '../../tsa/tsa-service.js';
@@ -55,7 +56,7 @@ function rateLimit(store: Store, limit: TsaRouteOptions['limit'], now: () => Dat
     const nowMs = now().getTime();
     // Their own counter name, so time-stamping and the trial endpoint do not share an address's budget.
     const network = clientNetwork(request.ip);
-    const resetS = await overLimit(store, `tsa:${network}`, limit.max, limit.windowMs, nowMs);
+    const resetS = await overLimit(store, 'tsaQueries', [network], limit.max, limit.windowMs, nowMs);
     if (resetS !== undefined) {
       reply.header('retry-after', resetS);
       throw new ApiError(
@@ -76,8 +77,8 @@ function anonymousDailyQuota(store: Store, quota: AnonymousQuota, now: () => Dat
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const nowMs = now().getTime();
     const network = clientNetwork(request.ip);
-    const own = await overLimit(store, `tsa-day:${network}`, quota.perAddress, DAY_MS, nowMs);
-    const all = own ?? (await overLimit(store, 'tsa-day:*', quota.perDay, DAY_MS, nowMs));
+    const own = await overLimit(store, 'tsaAnonymousDaily', [network], quota.perAddress, DAY_MS, nowMs);
+    const all = own ?? (await overLimit(store, 'tsaAnonymousDailyTotal', [], quota.perDay, DAY_MS, nowMs));
     if (all === undefined) return;
     reply.header('retry-after', all);
     throw new ApiError(
@@ -89,15 +90,16 @@ function anonymousDailyQuota(store: Store, quota: AnonymousQuota, now: () => Dat
   };
 }
 
-/** Counts one query against `client`'s window; the seconds until the window ends when it is over `max`. */
+/** Counts one query against `counter` of `of`; the seconds until the window ends when it is over `max`. */
 async function overLimit(
   store: Store,
-  client: string,
+  counter: Counter,
+  of: string[],
   max: number,
   windowMs: number,
   nowMs: number,
 ): Promise<number | undefined> {
-  const { count, windowStartMs } = await store.requestCounts.count(client, nowMs, windowMs);
+  const { count, windowStartMs } = await store.requestCounts.count(counterKey(counter, ...of), nowMs, windowMs);
   if (count <= max) return undefined;
   return Math.max(1, Math.ceil((windowStartMs + windowMs - nowMs) / 1000));
 }

@@ -1,9 +1,11 @@
 // Checks an incoming request's AWS Signature Version 4 (`Authorization: AWS4-HMAC-SHA256 Credential=...,
 // SignedHeaders=..., Signature=...`) exactly as AWS does for its JSON and query services: the credential scope
-// (`<key id>/<YYYYMMDD>/<region>/<service>/aws4_request`, the service the expected one, any region, the date that of
+// (`<key id>/<YYYYMMDD>/<region>/<service>/aws4_request`, the service the door's, any region, the date that of
 // X-Amz-Date), `host` and any X-Amz-Security-Token among the signed headers, a five-minute clock window, the canonical
 // request rebuilt from what arrived (canonical-request.ts), and the signature compared in constant time. Where the
-// secret comes from is the caller's (`secretFor`): this file holds no store. docs/kms-api.md, "Request signatures".
+// secret comes from is the caller's (`secretFor`): this file holds no store. One verifier serves one set of
+// credentials at every door that takes them; each door names its service per request, which decides the scope
+// checked and the dialect of the refusals. docs/kms-api.md, "Request signatures".
 
 import * as nodeCrypto from 'node:crypto';
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -61,7 +63,6 @@ export interface SigV4Identity<P> {
 export type SigV4Result<P> = { ok: true; identity: SigV4Identity<P> } | { ok: false; refusal: SigV4Refusal };
 
 export interface SigV4VerifierOptions<P> {
-  service: SigV4Service;
   /** The access key's secret, or undefined when the key is unknown, revoked or expired (but see `expired`). */
   secretFor(accessKeyId: string, sessionToken: string | undefined): Promise<SigV4Secret<P> | undefined>;
   now?: () => number;
@@ -129,33 +130,34 @@ function parseAuthorization(value: string): { algorithm: string; parts: Authoriz
 }
 
 export class SigV4Verifier<P> {
-  private readonly service: SigV4Service;
   private readonly secretFor: SigV4VerifierOptions<P>['secretFor'];
   private readonly now: () => number;
   private readonly signingKeys = new SigningKeyCache();
 
   constructor(options: SigV4VerifierOptions<P>) {
-    this.service = options.service;
     this.secretFor = options.secretFor;
     this.now = options.now ?? Date.now;
   }
 
   private refuse(
+    service: SigV4Service,
     reason: SigV4Refusal['reason'],
     message: string | ReturnType<typeof echoed>,
     accessKeyId?: string,
   ): SigV4Result<P> {
-    return { ok: false, refusal: new SigV4Refusal(reason, message, this.service, accessKeyId) };
+    return { ok: false, refusal: new SigV4Refusal(reason, message, service, accessKeyId) };
   }
 
-  async verify(request: SigV4Request): Promise<SigV4Result<P>> {
+  /** Checks `request`, signed for `service` (the door it came in at), and answers refusals in that service's names. */
+  async verify(request: SigV4Request, service: SigV4Service): Promise<SigV4Result<P>> {
     const authorization = single(request.headers, 'authorization');
     if (authorization === undefined || authorization === '') {
-      return this.refuse('missing', MISSING_TOKEN_MESSAGE[this.service]);
+      return this.refuse(service, 'missing', MISSING_TOKEN_MESSAGE[service]);
     }
     const { algorithm, parts } = parseAuthorization(authorization);
     if (algorithm !== SIGV4_ALGORITHM) {
       return this.refuse(
+        service,
         'incomplete',
         echoed((quote) => `Unsupported AWS 'algorithm': '${quote(algorithm)}'.`),
       );
@@ -169,11 +171,12 @@ export class SigV4Verifier<P> {
     if (amzDate === undefined && httpDate === undefined) {
       missing.push("Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.");
     }
-    if (missing.length > 0) return this.refuse('incomplete', missing.join(' '));
+    if (missing.length > 0) return this.refuse(service, 'incomplete', missing.join(' '));
 
     const scope = parts.credential!.split('/');
     if (scope.length !== 5) {
       return this.refuse(
+        service,
         'incomplete',
         echoed(
           (quote) =>
@@ -182,10 +185,11 @@ export class SigV4Verifier<P> {
         ),
       );
     }
-    const [accessKeyId, scopeDate, region, service, terminator] = scope as [string, string, string, string, string];
-    if (!ACCESS_KEY_ID.test(accessKeyId)) return this.refuse('unknown_key', UNKNOWN_KEY_MESSAGE, accessKeyId);
+    const [accessKeyId, scopeDate, region, scopedTo, terminator] = scope as [string, string, string, string, string];
+    if (!ACCESS_KEY_ID.test(accessKeyId)) return this.refuse(service, 'unknown_key', UNKNOWN_KEY_MESSAGE, accessKeyId);
     if (terminator !== 'aws4_request') {
       return this.refuse(
+        service,
         'incomplete',
         echoed(
           (quote) => `Credential should be scoped with a valid terminator: 'aws4_request', not '${quote(terminator)}'.`,
@@ -193,15 +197,16 @@ export class SigV4Verifier<P> {
         accessKeyId,
       );
     }
-    if (service !== this.service) {
+    if (scopedTo !== service) {
       return this.refuse(
+        service,
         'incomplete',
-        `Credential should be scoped to correct service: '${this.service}'.`,
+        `Credential should be scoped to correct service: '${service}'.`,
         accessKeyId,
       );
     }
     if (!REGION.test(region)) {
-      return this.refuse('incomplete', 'Credential should be scoped to a valid region.', accessKeyId);
+      return this.refuse(service, 'incomplete', 'Credential should be scoped to a valid region.', accessKeyId);
     }
 
     // The string to sign always carries the ISO 8601 basic form, also when the client dated the request with Date.
@@ -217,6 +222,7 @@ export class SigV4Verifier<P> {
     }
     if (signedAt === undefined) {
       return this.refuse(
+        service,
         'incomplete',
         echoed(
           (quote) =>
@@ -227,6 +233,7 @@ export class SigV4Verifier<P> {
     }
     if (scopeDate !== timestamp.slice(0, 8)) {
       return this.refuse(
+        service,
         'incomplete',
         echoed(
           (quote) =>
@@ -240,6 +247,7 @@ export class SigV4Verifier<P> {
     const signedHeaders = parts.signedHeaders!.split(';');
     if (!signedHeaders.includes('host')) {
       return this.refuse(
+        service,
         'incomplete',
         "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.",
         accessKeyId,
@@ -248,6 +256,7 @@ export class SigV4Verifier<P> {
     const sessionToken = single(request.headers, 'x-amz-security-token');
     if (sessionToken !== undefined && !signedHeaders.includes('x-amz-security-token')) {
       return this.refuse(
+        service,
         'incomplete',
         "'X-Amz-Security-Token' must be a 'SignedHeader' in the AWS Authorization.",
         accessKeyId,
@@ -257,6 +266,7 @@ export class SigV4Verifier<P> {
     const now = this.now();
     if (signedAt < now - CLOCK_WINDOW_MS) {
       return this.refuse(
+        service,
         'expired',
         `Signature expired: ${timestamp} is now earlier than ${isoBasic(now - CLOCK_WINDOW_MS)} ` +
           `(${isoBasic(now)} - 5 min.)`,
@@ -265,6 +275,7 @@ export class SigV4Verifier<P> {
     }
     if (signedAt > now + CLOCK_WINDOW_MS) {
       return this.refuse(
+        service,
         'expired',
         `Signature not yet current: ${timestamp} is still later than ${isoBasic(now + CLOCK_WINDOW_MS)} ` +
           `(${isoBasic(now)} + 5 min.)`,
@@ -273,7 +284,7 @@ export class SigV4Verifier<P> {
     }
 
     const known = await this.secretFor(accessKeyId, sessionToken);
-    if (known === undefined) return this.refuse('unknown_key', UNKNOWN_KEY_MESSAGE, accessKeyId);
+    if (known === undefined) return this.refuse(service, 'unknown_key', UNKNOWN_KEY_MESSAGE, accessKeyId);
 
     // The payload is always hashed here: a client's X-Amz-Content-SHA256 (S3 style) must then say the same, so a body
     // swapped under an unchanged header is refused, and UNSIGNED-PAYLOAD is never accepted.
@@ -281,6 +292,7 @@ export class SigV4Verifier<P> {
     const declaredHash = single(request.headers, 'x-amz-content-sha256');
     if (declaredHash !== undefined && declaredHash.toLowerCase() !== bodyHash) {
       return this.refuse(
+        service,
         'mismatch',
         "The provided 'x-amz-content-sha256' header does not match what was computed.",
         accessKeyId,
@@ -301,15 +313,15 @@ export class SigV4Verifier<P> {
     const expected = this.signingKeys.get(accessKeyId, known.secret, scopeDate, region, service).digest(stringToSign);
     const given = HEX_SIGNATURE.test(parts.signature!) ? Buffer.from(parts.signature!, 'hex') : undefined;
     if (given === undefined || !timingSafeEqual(expected, given)) {
-      return this.refuse('mismatch', MISMATCH_MESSAGE, accessKeyId);
+      return this.refuse(service, 'mismatch', MISMATCH_MESSAGE, accessKeyId);
     }
-    if (known.expired) return this.refuse('expired_token', EXPIRED_TOKEN_MESSAGE, accessKeyId);
+    if (known.expired) return this.refuse(service, 'expired_token', EXPIRED_TOKEN_MESSAGE, accessKeyId);
     return {
       ok: true,
       identity: {
         accessKeyId,
         region,
-        service: this.service,
+        service,
         sessionToken,
         signedAt: new Date(signedAt),
         principal: known.principal,
