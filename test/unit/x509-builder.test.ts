@@ -5,7 +5,6 @@ import { createPublicKey, X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EC_FIELD_BYTES, ecdsaDerToRaw } from '../../daemon/ecdsa.js';
 import { parseSubject, SubjectError } from '../../src/certs/subject-name.js';
 import {
   certificateAlgorithm,
@@ -14,7 +13,8 @@ import {
   type RemoteKey,
   UnsupportedKeyError,
 } from '../../src/certs/x509-builder.js';
-import type { KeySpec } from '../../src/crypto/algorithms.js';
+import { EC_FIELD_BYTES, type KeySpec, keyInfo } from '../../src/crypto/algorithms.js';
+import { ecdsaDerToRaw } from '../../src/crypto/der.js';
 import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
 
 let service: TestService;
@@ -44,8 +44,8 @@ beforeAll(async () => {
         });
         if (res.status !== 200) throw new Error(JSON.stringify(res.body));
         const der = Buffer.from(res.body.signature as string, 'base64');
-        const field = EC_FIELD_BYTES[spec];
-        return field ? ecdsaDerToRaw(der, field) : der;
+        const info = keyInfo(spec);
+        return info.family === 'ec' ? ecdsaDerToRaw(der, EC_FIELD_BYTES[info.curve]) : der;
       },
     });
   }
