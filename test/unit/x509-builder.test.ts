@@ -14,7 +14,7 @@ import {
   UnsupportedKeyError,
 } from '../../src/certs/x509-builder.js';
 import { EC_FIELD_BYTES, type KeySpec, keyInfo } from '../../src/crypto/algorithms.js';
-import { ecdsaDerToRaw } from '../../src/crypto/der.js';
+import { derStructureProblem, ecdsaDerToRaw } from '../../src/crypto/der.js';
 import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
 
 let service: TestService;
@@ -73,6 +73,11 @@ describe('parseSubject', () => {
     expect(der('CN=a\\, b+UID=u, O=x')).toBe(der('/O=x/UID=u+CN=a, b'));
     expect(() => parseSubject('/Uid=x')).toThrow(/ambiguous.*UID is userId, uid uniqueIdentifier/);
     expect(() => parseSubject('/sha256=x')).toThrow(/unknown attribute type "sha256"/);
+  });
+  it('writes a NumericString value (countryCode3n) as a DER NumericString, tag 0x12', () => {
+    const der = Buffer.from(parseSubject('/countryCode3n=276/CN=x').toArrayBuffer());
+    expect(derStructureProblem(der)).toBeUndefined();
+    expect(der.toString('hex')).toContain('06035504631203323736'); // 2.5.4.99, NumericString "276"
   });
   it.each(['', '   ', '/CN', '/=x', 'CN='])('refuses %j with a SubjectError', (text) => {
     expect(() => parseSubject(text)).toThrow(SubjectError);
