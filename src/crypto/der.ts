@@ -143,17 +143,19 @@ export function encodeLength(length: number): Buffer {
 
 /** One element: tag, length, contents. */
 export function tlv(tag: number, ...content: Uint8Array[]): Buffer {
-  const body = Buffer.concat(content);
-  return Buffer.concat([Buffer.from([tag]), encodeLength(body.length), body]);
+  let length = 0;
+  for (const part of content) length += part.length;
+  // One copy of the contents: ECDSA signatures from the token are converted here on every signing.
+  return Buffer.concat([Buffer.from([tag]), encodeLength(length), ...content]);
 }
 
 /** The INTEGER holding the unsigned big-endian `magnitude`: leading zeros dropped, one 00 kept when the top bit is set. */
 export function unsignedInteger(magnitude: Uint8Array): Buffer {
   let i = 0;
   while (i < magnitude.length - 1 && magnitude[i] === 0) i++;
-  const body = Buffer.from(magnitude.subarray(i));
+  const body = magnitude.subarray(i);
   if (body.length === 0) return tlv(TAG.INTEGER, Buffer.from([0]));
-  return tlv(TAG.INTEGER, (body[0] as number) & 0x80 ? Buffer.from([0]) : Buffer.alloc(0), body);
+  return (body[0] as number) & 0x80 ? tlv(TAG.INTEGER, Buffer.from([0]), body) : tlv(TAG.INTEGER, body);
 }
 
 /** The magnitude of a non-negative INTEGER's contents, refusing the empty, the negative and a needless leading 00. */
