@@ -4,12 +4,14 @@ import type { Logger } from 'pino';
 import {
   algorithmInfo,
   algorithmsForKey,
+  EC_FIELD_BYTES,
   inputLength,
   type KeySpec,
   keyInfo,
   SIGNING_ALGORITHMS,
   type SigningAlgorithm,
 } from '../src/crypto/algorithms.js';
+import { ecdsaDerToRaw } from '../src/crypto/der.js';
 import type {
   ErrorMessage,
   Hello,
@@ -23,7 +25,6 @@ import type {
 } from '../wire/messages.js';
 import { PROTOCOL_VERSION, WireStatus, type WireStatusCode } from '../wire/wire.js';
 import { CertificateChainError, type CertificateStore, checkChain } from './certificate-store.js';
-import { EC_FIELD_BYTES, ecdsaDerToRaw } from './ecdsa.js';
 import type { CatalogEntry, KeyCatalog } from './key-catalog.js';
 import type { LogProofKeeper } from './log-proofs.js';
 import { readSbom } from './sbom.js';
@@ -431,8 +432,6 @@ function wireKey(entry: CatalogEntry): WireKey {
   };
 }
 
-const RSA_MODULUS_BYTES: Partial<Record<KeySpec, number>> = { RSA_2048: 256, RSA_3072: 384, RSA_4096: 512 };
-
 /**
  * RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s, as wide as the
  * key's curve (not the algorithm's hash: an EC key signs every SHA-2 digest); ML-DSA: the raw signature, exactly as
@@ -453,17 +452,18 @@ function toPkcs11Signature(keySpec: KeySpec | undefined, algorithm: SigningAlgor
     return signature;
   }
   if (padding === 'ecdsa') {
-    const field = keySpec && EC_FIELD_BYTES[keySpec];
-    if (!field) throw bad(`no curve size for ${keySpec ?? 'an unknown key'}`);
+    const info = keySpec && keyInfo(keySpec);
+    if (!info || info.family !== 'ec') throw bad(`no curve size for ${keySpec ?? 'an unknown key'}`);
     try {
-      return ecdsaDerToRaw(signature, field);
+      return ecdsaDerToRaw(signature, EC_FIELD_BYTES[info.curve]);
     } catch (err) {
       throw bad((err as Error).message);
     }
   }
   if (keySpec === undefined) return signature;
-  const modulusBytes = RSA_MODULUS_BYTES[keySpec];
-  if (!modulusBytes) throw bad(`${keySpec} is not an RSA key`);
+  const info = keyInfo(keySpec);
+  if (info.family !== 'rsa') throw bad(`${keySpec} is not an RSA key`);
+  const modulusBytes = info.bits / 8;
   if (signature.length > modulusBytes) throw bad(`${signature.length} bytes for a ${modulusBytes}-byte modulus`);
   if (signature.length === modulusBytes) return signature;
   return Buffer.concat([Buffer.alloc(modulusBytes - signature.length), signature]);

@@ -36,6 +36,14 @@ export const DIGEST_LENGTH: Record<HashName, number> = { sha256: 32, sha384: 48,
 
 export type KeyFamily = 'rsa' | 'ec' | 'ml-dsa' | 'sm2';
 export type NamedCurve = 'P-256' | 'P-384' | 'P-521';
+/** Bytes of a coordinate on each NIST curve, and of r and of s in a fixed-width (PKCS#11, JWS) ECDSA signature. */
+export const EC_FIELD_BYTES: Record<NamedCurve, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 };
+/** Each NIST curve's namedCurve OBJECT IDENTIFIER (RFC 5480), as in CKA_EC_PARAMS and an EC SubjectPublicKeyInfo. */
+export const EC_CURVE_OID: Record<NamedCurve, string> = {
+  'P-256': '1.2.840.10045.3.1.7',
+  'P-384': '1.3.132.0.34',
+  'P-521': '1.3.132.0.35',
+};
 
 export interface RsaKeyInfo {
   family: 'rsa';

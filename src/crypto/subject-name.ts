@@ -10,6 +10,7 @@ import 'reflect-metadata';
 import { AsnConvert } from '@peculiar/asn1-schema';
 import { AttributeTypeAndValue, AttributeValue, Name, RelativeDistinguishedName } from '@peculiar/asn1-x509';
 import * as x509 from '@peculiar/x509';
+import { tlv } from '../crypto/der.js';
 
 export class SubjectError extends Error {}
 
@@ -265,7 +266,7 @@ function attributeValue(string: StringType, value: string): AttributeValue {
     case 'numeric': {
       // No NumericString in AttributeValue's choice: the DER (tag 0x12) as the value's raw encoding.
       const bytes = Buffer.from(value, 'latin1');
-      return new AttributeValue({ anyValue: Uint8Array.from([0x12, bytes.length, ...bytes]).buffer });
+      return new AttributeValue({ anyValue: Uint8Array.from(tlv(0x12, bytes)).buffer });
     }
     default:
       return new AttributeValue({ utf8String: value });

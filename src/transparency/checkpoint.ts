@@ -1,5 +1,5 @@
-// C2SP tlog-checkpoint bodies (c2sp.org/tlog-checkpoint): `<origin>\n<tree size>\n<base64 root hash>\n`, signed as
-// a signed note whose key name is the origin.
+// C2SP tlog-checkpoint bodies (c2sp.org/tlog-checkpoint) as the log writes them: `<origin>\n<tree size>\n<base64
+// root hash>\n`, signed as a signed note whose key name is the origin. Reading one is verify/checkpoint.ts's.
 export interface CheckpointBody {
   origin: string;
   size: number;
@@ -8,13 +8,4 @@ export interface CheckpointBody {
 
 export function formatCheckpoint(c: CheckpointBody): string {
   return `${c.origin}\n${c.size}\n${c.root.toString('base64')}\n`;
-}
-
-/** Parses a checkpoint's note text (extension lines after the root are allowed and ignored). */
-export function parseCheckpoint(text: string): CheckpointBody | undefined {
-  const lines = text.split('\n');
-  if (lines.length < 4 || lines[lines.length - 1] !== '') return undefined;
-  const [origin, size, root] = lines as [string, string, string];
-  if (!origin || !/^(0|[1-9][0-9]*)$/.test(size) || !/^[A-Za-z0-9+/]{43}=$/.test(root)) return undefined;
-  return { origin, size: Number(size), root: Buffer.from(root, 'base64') };
 }

@@ -11,8 +11,8 @@ import {
 } from '../store/audit/audit-chain.js';
 import type { LogReader, LogWrites } from '../store/log/log-store.js';
 import type { AuditContent } from '../store/store.js';
-import { leafHashOfText } from './merkle.js';
 import { appendLeaves, edgeTiles } from './tiles.js';
+import { leafHashOfText } from './verify/merkle.js';
 
 /** The stored log does not hold together: the service refuses to extend or sign it (docs/transparency.md). */
 export class LogIntegrityError extends Error {

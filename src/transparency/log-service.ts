@@ -5,21 +5,15 @@ import { randomBytes, verify } from 'node:crypto';
 import type { KeyStores } from '../keys/key-store.js';
 import type { LogKeyRecord, LogReader, LogStore, LogWrites, StoredCheckpoint } from '../store/log/log-store.js';
 import { LogRaceError } from '../store/log/log-store.js';
-import { formatCheckpoint, parseCheckpoint } from './checkpoint.js';
+import { formatCheckpoint } from './checkpoint.js';
 import { InclusionWaiters } from './inclusion-waiters.js';
 import { LogIntegrityError, leafBytesOfRow, planIntegration } from './log-integrator.js';
-import type { NodeSource } from './merkle.js';
-import { consistencyProof, EMPTY_ROOT, inclusionProof, leafHash, rootAt, verifyConsistency } from './merkle.js';
-import {
-  formatSignedNote,
-  isValidKeyName,
-  type NoteKey,
-  noteDigest,
-  noteKey,
-  verifierKey,
-  verifySignedNote,
-} from './signed-note.js';
+import { consistencyProof, inclusionProof, type NodeSource, rootAt } from './merkle.js';
+import { formatSignedNote, type NoteKey, noteDigest, noteKey, verifierKey } from './signed-note.js';
 import { TileNodeSource, tileId, tilesNeeded } from './tiles.js';
+import { type Checkpoint, CheckpointError, openCheckpoint } from './verify/checkpoint.js';
+import { EMPTY_ROOT, leafHash, verifyConsistency } from './verify/merkle.js';
+import { validKeyName } from './verify/note.js';
 import { WitnessedWaiters } from './witnessed-waiters.js';
 import type { WitnessSettings } from './witnesses/witness-settings.js';
 
@@ -117,7 +111,7 @@ function defaultOrigin(publicUrl: string | undefined): string {
   if (publicUrl && !publicUrl.includes('{')) {
     try {
       const host = new URL(publicUrl).host;
-      if (host && isValidKeyName(`signbridge/${host}`)) return `signbridge/${host}`;
+      if (host && validKeyName(`signbridge/${host}`)) return `signbridge/${host}`;
     } catch {
       // not a URL: fall through
     }
@@ -429,9 +423,14 @@ export class LogService {
       throw new LogIntegrityError(`the stored tiles cannot give the tree of ${size}: ${(err as Error).message}`);
     }
     if (!previous) return root;
-    const text = verifySignedNote(previous.note, key);
-    const body = text && parseCheckpoint(text);
-    if (!body || body.origin !== key.name || body.size !== previous.treeSize || !body.root.equals(previous.rootHash)) {
+    // Read as a client reads it: signed by the log key, its origin the key's name.
+    let body: Checkpoint | undefined;
+    try {
+      body = openCheckpoint(previous.note, key.verifier);
+    } catch (err) {
+      if (!(err instanceof CheckpointError)) throw err;
+    }
+    if (!body || body.size !== previous.treeSize || !body.root.equals(previous.rootHash)) {
       throw new LogIntegrityError(
         `the stored checkpoint of size ${previous.treeSize} is not one this log signed: refusing to sign another`,
       );

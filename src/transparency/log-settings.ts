@@ -2,7 +2,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { ConfigError } from '../config-error.js';
 import { LOG_DEFAULTS, type LogSettings } from './log-service.js';
-import { isValidKeyName } from './signed-note.js';
+import { validKeyName } from './verify/note.js';
 import { MAX_WITNESSES, WitnessConfigSchema, witnessSettings } from './witnesses/witness-settings.js';
 
 /** The transparency log over the audit entries (docs/transparency.md, docs/configuration.md). */
@@ -21,7 +21,7 @@ export type LogConfigFile = Static<typeof LogConfigSchema>;
 
 /** log.* with the defaults of LOG_DEFAULTS; the origin must be a signed-note key name (no spaces, no '+'). */
 export function logSetting(file: LogConfigFile | undefined): LogSettings {
-  if (file?.origin !== undefined && !isValidKeyName(file.origin)) {
+  if (file?.origin !== undefined && !validKeyName(file.origin)) {
     throw new ConfigError(`log.origin must have no spaces, control characters or '+', got "${file.origin}"`);
   }
   return {

@@ -3,7 +3,8 @@
 // right-edge tile of each level grows until it is full. Any node of the tree is computed from at most 128 hashes
 // of one tile, and a proof at 1M entries needs a handful of tiles.
 import { type Tile, type TileKey, tileId } from '../store/records/tiles.js';
-import { HASH_SIZE, type NodeSource, nodeHash } from './merkle.js';
+import type { NodeSource } from './merkle.js';
+import { HASH_SIZE, nodeHash } from './verify/merkle.js';
 
 export { type Tile, type TileKey, tileId };
 

@@ -4,8 +4,8 @@
 import { AsnConvert } from '@peculiar/asn1-schema';
 import { TimeStampReq } from '@peculiar/asn1-tsp';
 import { DIGEST_LENGTH, type HashName } from '../crypto/algorithms.js';
-import { derChildren, derStructureProblem } from './der-structure.js';
-import { decodeObjectIdentifier } from './object-identifier.js';
+import { derStructureProblem, readChildren } from '../crypto/der.js';
+import { decodeObjectIdentifier } from '../crypto/object-identifier.js';
 import { IMPRINT_HASHES, SHA1_OID } from './tsa-algorithms.js';
 
 /** PKIFailureInfo's named bits (RFC 3161 §2.4.2), by bit number. */
@@ -164,18 +164,18 @@ interface QueryObjectIdentifiers {
  * hash algorithm, reqPolicy, each extension's extnID. Undefined when one is not a valid encoding.
  */
 function queryObjectIdentifiers(der: Uint8Array): QueryObjectIdentifiers | undefined {
-  const fields = derChildren(derChildren(der)[0]?.content ?? new Uint8Array());
+  const fields = readChildren(readChildren(der)[0]?.content ?? new Uint8Array());
   const firstOid = (content: Uint8Array | undefined) => {
-    const element = derChildren(content ?? new Uint8Array())[0];
+    const element = readChildren(content ?? new Uint8Array())[0];
     return element?.tag === 0x06 ? decodeObjectIdentifier(element.content) : undefined;
   };
   // messageImprint SEQUENCE { AlgorithmIdentifier SEQUENCE { algorithm OID, ... }, ... }
-  const hashAlgorithm = firstOid(derChildren(fields[1]?.content ?? new Uint8Array())[0]?.content);
+  const hashAlgorithm = firstOid(readChildren(fields[1]?.content ?? new Uint8Array())[0]?.content);
   if (hashAlgorithm === undefined) return undefined;
   const policyField = fields.find((f) => f.tag === 0x06);
   const reqPolicy = policyField && decodeObjectIdentifier(policyField.content);
   if (policyField && reqPolicy === undefined) return undefined;
-  const extensionIds = derChildren(fields.find((f) => f.tag === 0xa0)?.content ?? new Uint8Array()).map((e) =>
+  const extensionIds = readChildren(fields.find((f) => f.tag === 0xa0)?.content ?? new Uint8Array()).map((e) =>
     firstOid(e.content),
   );
   if (extensionIds.some((id) => id === undefined)) return undefined;

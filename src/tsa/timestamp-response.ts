@@ -34,9 +34,9 @@ import {
   TSTInfo,
 } from '@peculiar/asn1-tsp';
 import { AlgorithmIdentifier, Certificate, GeneralName } from '@peculiar/asn1-x509';
-import { derChildren } from './der-structure.js';
+import { readChildren, TAG, tlv } from '../crypto/der.js';
+import { encodeObjectIdentifier } from '../crypto/object-identifier.js';
 import { ID_AA_SIGNING_CERTIFICATE_V2, signingCertificateV2 } from './ess-signing-certificate.js';
-import { encodeObjectIdentifier } from './object-identifier.js';
 import { PKI_FAILURE_BITS, type PkiFailure, type TimeStampRequest } from './timestamp-request.js';
 import {
   cmsSignatureAlgorithmId,
@@ -182,12 +182,10 @@ function withPolicy(tstInfo: Buffer, policy: string): Buffer {
   } catch (err) {
     throw new TsaConfigurationError(`policy: ${(err as Error).message}`);
   }
-  const [version, , ...rest] = derChildren(derChildren(tstInfo)[0]?.content ?? new Uint8Array());
+  const [version, , ...rest] = readChildren(readChildren(tstInfo)[0]?.content ?? new Uint8Array());
   if (!version) throw new TsaConfigurationError('TSTInfo was not encoded');
-  const element = (e: { tag: number; content: Uint8Array }) =>
-    Buffer.concat([Buffer.from([e.tag]), derLength(e.content.length), e.content]);
-  const body = Buffer.concat([element(version), policyDer, ...rest.map(element)]);
-  return Buffer.concat([Buffer.from([0x30]), derLength(body.length), body]);
+  const element = (e: { tag: number; content: Uint8Array }) => tlv(e.tag, e.content);
+  return tlv(TAG.SEQUENCE, element(version), policyDer, ...rest.map(element));
 }
 
 /**
@@ -216,11 +214,7 @@ export async function buildGrantedResponse(options: GrantOptions, identity: TsaI
   const sortedAttrs = sortForSet(signedAttrs);
   // What is signed is the DER of the attributes as a SET OF (tag 0x31), not the [0] IMPLICIT form in SignerInfo
   // (RFC 5652 §5.4); the content is the same bytes, so encode the SignerInfo once and retag its attributes.
-  const signedAttrsDer = Buffer.concat([
-    Buffer.from([0x31]),
-    derLength(sortedAttrs.reduce((n, a) => n + AsnConvert.serialize(a).byteLength, 0)),
-    ...sortedAttrs.map((a) => Buffer.from(AsnConvert.serialize(a))),
-  ]);
+  const signedAttrsDer = tlv(TAG.SET, ...sortedAttrs.map((a) => Buffer.from(AsnConvert.serialize(a))));
   const spki = Buffer.from(AsnConvert.serialize(cert.tbsCertificate.subjectPublicKeyInfo));
   const signature = await signChecked(signedAttrsDer, identity.algorithm, identity.sign, spki);
 
@@ -256,11 +250,4 @@ export async function buildGrantedResponse(options: GrantOptions, identity: TsaI
   const token = new TimeStampToken({ contentType: id_signedData, content: AsnConvert.serialize(signedData) });
   const resp = new TimeStampResp({ status: statusInfo(PKIStatus.granted), timeStampToken: token });
   return Buffer.from(AsnConvert.serialize(resp));
-}
-
-function derLength(len: number): Buffer {
-  if (len < 0x80) return Buffer.from([len]);
-  if (len < 0x100) return Buffer.from([0x81, len]);
-  if (len < 0x10000) return Buffer.from([0x82, len >> 8, len & 0xff]);
-  return Buffer.from([0x83, len >> 16, (len >> 8) & 0xff, len & 0xff]);
 }

@@ -2,9 +2,9 @@
 import { BlockList } from 'node:net';
 import { type Static, Type } from '@sinclair/typebox';
 import { ConfigError } from '../config-error.js';
+import { encodeObjectIdentifier } from '../crypto/object-identifier.js';
 import { addCidr } from '../net/outbound-request.js';
 import { CLOCK_CHECKS, type ClockCheck, type ClockTrustSettings } from './clock-trust.js';
-import { encodeObjectIdentifier } from './object-identifier.js';
 
 /** The environment variables the TSA settings read. */
 export const TSA_ENV = ['SIGNBRIDGE_TSA_CLOCK_CHECK'] as const;

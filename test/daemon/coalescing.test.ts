@@ -355,7 +355,7 @@ describe('CoalescingUpstream', () => {
       signingAlgorithms: ['ECDSA_SHA_256'],
     });
     let approved = false;
-    const { ecdsaRawToDer } = await import('../../src/crypto/encoding.js');
+    const { ecdsaRawToDer } = await import('../../src/crypto/der.js');
     service.batchAnswer = (input) =>
       input.requestId === undefined || !approved
         ? { kind: 'pending', requestId: 'req-h', status: 'pending_approval', message: 'held' }

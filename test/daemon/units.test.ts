@@ -10,7 +10,6 @@ import { CertificateStore } from '../../daemon/certificate-store.js';
 import { DaemonConfigError, resolveDaemonConfig } from '../../daemon/config.js';
 import { apiKeyFromEnv, apiKeyFromFile, CredentialError } from '../../daemon/credentials.js';
 import { isPlaintextRemote } from '../../daemon/daemon.js';
-import { ecdsaDerToRaw } from '../../daemon/ecdsa.js';
 import { RequestHandler } from '../../daemon/handler.js';
 import { KeyCatalog } from '../../daemon/key-catalog.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
@@ -26,7 +25,7 @@ import {
   UpstreamError,
 } from '../../daemon/upstream/upstream.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
-import { ecdsaRawToDer } from '../../src/crypto/encoding.js';
+import { ecdsaDerToRaw, ecdsaRawToDer } from '../../src/crypto/der.js';
 import type { Response } from '../../wire/messages.js';
 import { WireStatus } from '../../wire/wire.js';
 import { tempDir } from './helpers.js';

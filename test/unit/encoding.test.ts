@@ -1,7 +1,8 @@
 import { generateKeyPairSync, sign as nodeSign, verify } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { algorithmForPkcs11, algorithmsForKey, checkSigningRequest, keyInfo } from '../../src/crypto/algorithms.js';
-import { decodeBase64Field, ecdsaRawToDer } from '../../src/crypto/encoding.js';
+import { ecdsaRawToDer } from '../../src/crypto/der.js';
+import { decodeBase64Field } from '../../src/crypto/encoding.js';
 import { ApiError } from '../../src/errors.js';
 
 describe('decodeBase64Field', () => {

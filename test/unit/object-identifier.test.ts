@@ -1,10 +1,10 @@
-// OIDs with arcs of any size, read and written exactly (src/tsa/object-identifier.ts), checked against OpenSSL's
+// OIDs with arcs of any size, read and written exactly (src/crypto/object-identifier.ts), checked against OpenSSL's
 // encoding of the same dotted text.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { decodeObjectIdentifier, encodeObjectIdentifier } from '../../src/tsa/object-identifier.js';
+import { decodeObjectIdentifier, encodeObjectIdentifier } from '../../src/crypto/object-identifier.js';
 import { DEFAULT_TSA_POLICY } from '../../src/tsa/tsa-settings.js';
 import { makeTempDir } from '../helpers/service.js';
 

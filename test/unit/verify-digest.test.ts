@@ -4,7 +4,7 @@
 import { createHash, constants as cryptoConstants, generateKeyPairSync, sign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
-import { ecdsaDerToRaw, ecdsaRawToDer } from '../../src/crypto/encoding.js';
+import { ecdsaDerToRaw, ecdsaRawToDer } from '../../src/crypto/der.js';
 import { verifyDigestSignature } from '../../src/crypto/verify-digest.js';
 
 const message = Buffer.from('the artifact');

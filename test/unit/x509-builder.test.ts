@@ -5,7 +5,6 @@ import { createPublicKey, X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EC_FIELD_BYTES, ecdsaDerToRaw } from '../../daemon/ecdsa.js';
 import {
   certificateAlgorithm,
   createCsr,
@@ -13,7 +12,8 @@ import {
   type RemoteKey,
   UnsupportedKeyError,
 } from '../../src/cli/certs/x509-builder.js';
-import type { KeySpec } from '../../src/crypto/algorithms.js';
+import { EC_FIELD_BYTES, type KeySpec, keyInfo } from '../../src/crypto/algorithms.js';
+import { derStructureProblem, ecdsaDerToRaw } from '../../src/crypto/der.js';
 import { parseSubject, SubjectError } from '../../src/crypto/subject-name.js';
 import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
 
@@ -44,8 +44,8 @@ beforeAll(async () => {
         });
         if (res.status !== 200) throw new Error(JSON.stringify(res.body));
         const der = Buffer.from(res.body.signature as string, 'base64');
-        const field = EC_FIELD_BYTES[spec];
-        return field ? ecdsaDerToRaw(der, field) : der;
+        const info = keyInfo(spec);
+        return info.family === 'ec' ? ecdsaDerToRaw(der, EC_FIELD_BYTES[info.curve]) : der;
       },
     });
   }
@@ -73,6 +73,11 @@ describe('parseSubject', () => {
     expect(der('CN=a\\, b+UID=u, O=x')).toBe(der('/O=x/UID=u+CN=a, b'));
     expect(() => parseSubject('/Uid=x')).toThrow(/ambiguous.*UID is userId, uid uniqueIdentifier/);
     expect(() => parseSubject('/sha256=x')).toThrow(/unknown attribute type "sha256"/);
+  });
+  it('writes a NumericString value (countryCode3n) as a DER NumericString, tag 0x12', () => {
+    const der = Buffer.from(parseSubject('/countryCode3n=276/CN=x').toArrayBuffer());
+    expect(derStructureProblem(der)).toBeUndefined();
+    expect(der.toString('hex')).toContain('06035504631203323736'); // 2.5.4.99, NumericString "276"
   });
   it.each(['', '   ', '/CN', '/=x', 'CN='])('refuses %j with a SubjectError', (text) => {
     expect(() => parseSubject(text)).toThrow(SubjectError);

@@ -1,8 +1,8 @@
 // Vault's signature strings: `vault:v<N>:<base64>`, N the key version that signed. `asn1` (the default) carries the
 // signature as the key type encodes it (DER for ECDSA and SM2) in standard base64; `jws` carries ECDSA and SM2 as
 // fixed-width r||s (RFC 7518 section 3.4) and any signature in unpadded URL-safe base64, as Vault does.
-import { type KeySpec, keyInfo } from '../../crypto/algorithms.js';
-import { ecdsaDerToRaw, ecdsaRawToDer } from '../../crypto/encoding.js';
+import { EC_FIELD_BYTES, type KeySpec, keyInfo } from '../../crypto/algorithms.js';
+import { ecdsaDerToRaw, ecdsaRawToDer } from '../../crypto/der.js';
 import { VaultError } from './errors.js';
 
 export const MARSHALING_ALGORITHMS = ['asn1', 'jws'] as const;
@@ -13,7 +13,7 @@ function rawWidth(spec: KeySpec): number | undefined {
   const info = keyInfo(spec);
   if (info.family === 'sm2') return 32;
   if (info.family !== 'ec') return undefined;
-  return { 'P-256': 32, 'P-384': 48, 'P-521': 66 }[info.curve];
+  return EC_FIELD_BYTES[info.curve];
 }
 
 export function marshalSignature(spec: KeySpec, version: number, signature: Buffer, marshaling: Marshaling): string {

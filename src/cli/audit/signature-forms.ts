@@ -3,10 +3,11 @@
 // CKM_ECDSA returns, the fixed-width r‖s (64, 96 or 132 bytes for P-256, P-384, P-521): the same signature, which
 // the look-up converts to DER.
 import { createHash } from 'node:crypto';
-import { ecdsaRawToDer } from '../../crypto/encoding.js';
+import { EC_FIELD_BYTES } from '../../crypto/algorithms.js';
+import { ecdsaRawToDer } from '../../crypto/der.js';
 
 /** r‖s lengths: twice the field size of P-256, P-384 and P-521. */
-const RAW_ECDSA_LENGTHS = [64, 96, 132];
+const RAW_ECDSA_LENGTHS = Object.values(EC_FIELD_BYTES).map((field) => 2 * field);
 
 /** SHA-256 (hex) of each form the log may know the signature by: the bytes as they are first, then their DER. */
 export function signatureSha256Forms(signature: Buffer): string[] {

@@ -13,7 +13,8 @@
 import { createDecipheriv, createPublicKey, randomBytes } from 'node:crypto';
 import * as graphene from 'graphene-pk11';
 import pkcs11js from 'pkcs11js';
-import { type KeySpec, keyInfo, type NamedCurve } from '../../crypto/algorithms.js';
+import { EC_CURVE_OID, EC_FIELD_BYTES, type KeySpec, keyInfo } from '../../crypto/algorithms.js';
+import { encodeObjectIdentifier } from '../../crypto/object-identifier.js';
 import { ApiError } from '../../errors.js';
 import type { CreatedKey, WrappingAlgorithm, WrappingKeySpec } from '../key-store.js';
 import type { Pkcs11KeyStore } from '../pkcs11/pkcs11-key-store.js';
@@ -27,18 +28,12 @@ const WRAPPING_BITS: Record<WrappingKeySpec, number> = { RSA_2048: 2048, RSA_307
 /** RFC 5649's alternative initial value, which every AWS-style client (openssl -iv A65959A6, Node) uses. */
 const KWP_IV = Buffer.from('A65959A6', 'hex');
 
-const CURVE_PARAMS: Record<NamedCurve, Buffer> = {
-  'P-256': Buffer.from('06082a8648ce3d030107', 'hex'),
-  'P-384': Buffer.from('06052b81040022', 'hex'),
-  'P-521': Buffer.from('06052b81040023', 'hex'),
-};
 const CURVE_NAMES: Record<string, string> = {
   '06082a8648ce3d030107': 'ECC_NIST_P256',
   '06052b81040022': 'ECC_NIST_P384',
   '06052b81040023': 'ECC_NIST_P521',
   '06082a811ccf5501822d': 'SM2',
 };
-const FIELD_BYTES: Record<NamedCurve, number> = { 'P-256': 32, 'P-384': 48, 'P-521': 66 };
 
 const OAEP_SHA1: pkcs11js.Mechanism = {
   mechanism: pkcs11js.CKM_RSA_PKCS_OAEP,
@@ -304,10 +299,10 @@ export class Pkcs11Importer {
       const info = keyInfo(spec);
       checkMaterial(spec, pkcs8);
       if (info.family !== 'ec') throw new Error('only EC material comes without an AES key wrap');
-      scalar = ecPrivateScalar(pkcs8, FIELD_BYTES[info.curve]);
+      scalar = ecPrivateScalar(pkcs8, EC_FIELD_BYTES[info.curve]);
       session.lib.C_CreateObject(session.handle, [
         ...template,
-        { type: pkcs11js.CKA_EC_PARAMS, value: CURVE_PARAMS[info.curve] },
+        { type: pkcs11js.CKA_EC_PARAMS, value: encodeObjectIdentifier(EC_CURVE_OID[info.curve]) },
         { type: pkcs11js.CKA_VALUE, value: scalar },
       ]);
       return { keyRef, publicKeyPem: pem(publicKeyOf(pkcs8)) };
@@ -426,7 +421,7 @@ function checkAndReadPublicKey(session: graphene.Session, handle: Buffer, spec: 
   // The token keeps no public point with an unwrapped EC key (SoftHSM stores CKA_EC_PARAMS and CKA_VALUE only).
   return recoverEcPublicKey(info.curve, (digest) => {
     lib.C_SignInit(session.handle, { mechanism: pkcs11js.CKM_ECDSA }, handle);
-    return lib.C_Sign(session.handle, digest, Buffer.alloc(2 * FIELD_BYTES[info.curve]));
+    return lib.C_Sign(session.handle, digest, Buffer.alloc(2 * EC_FIELD_BYTES[info.curve]));
   });
 }
 

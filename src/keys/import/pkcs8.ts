@@ -4,8 +4,9 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import type { KeySpec } from '../../crypto/algorithms.js';
+import { type DerElement, DerError, readChildren, readSingle, TAG } from '../../crypto/der.js';
+import { decodeObjectIdentifier } from '../../crypto/object-identifier.js';
 import { parseSm2Spki } from '../../crypto/spki.js';
-import { DerError, oidToString, readChildren, readTlv } from './der.js';
 
 const OID_EC_PUBLIC_KEY = '1.2.840.10045.2.1';
 const OID_SM2 = '1.2.156.10197.1.301';
@@ -36,22 +37,29 @@ interface PrivateKeyInfo {
 
 function privateKeyInfo(der: Buffer): PrivateKeyInfo {
   try {
-    const outer = readTlv(der);
-    if (outer.tag !== 0x30 || outer.end !== der.length) throw new DerError('not a SEQUENCE');
-    const [version, algId, key] = readChildren(outer.value);
-    if (version?.tag !== 0x02 || algId?.tag !== 0x30 || key?.tag !== 0x04) throw new DerError('not PrivateKeyInfo');
-    const [oid, param] = readChildren(algId.value);
-    if (oid?.tag !== 0x06) throw new DerError('no algorithm OID');
+    const outer = readSingle(der, TAG.SEQUENCE);
+    const [version, algId, key] = readChildren(outer.content);
+    if (version?.tag !== TAG.INTEGER || algId?.tag !== TAG.SEQUENCE || key?.tag !== TAG.OCTET_STRING) {
+      throw new DerError('not PrivateKeyInfo');
+    }
+    const [oid, param] = readChildren(algId.content);
+    if (oid?.tag !== TAG.OBJECT_IDENTIFIER) throw new DerError('no algorithm OID');
     return {
-      algorithm: oidToString(oid.value),
-      ...(param?.tag === 0x06 && { parameter: oidToString(param.value) }),
-      privateKey: key.value,
+      algorithm: objectIdentifier(oid),
+      ...(param?.tag === TAG.OBJECT_IDENTIFIER && { parameter: objectIdentifier(param) }),
+      privateKey: key.content,
     };
   } catch (err) {
     if (err instanceof DerError)
       throw new KeyMaterialError(`the key material is not a PKCS#8 private key (${err.message})`);
     throw err;
   }
+}
+
+function objectIdentifier(element: DerElement): string {
+  const dotted = decodeObjectIdentifier(element.content);
+  if (dotted === undefined) throw new DerError('an OBJECT IDENTIFIER that is not valid DER');
+  return dotted;
 }
 
 /** The key spec of PKCS#8 DER material, or a description of what it is when no key spec fits. */
@@ -89,11 +97,11 @@ export function publicKeyOf(der: Buffer): Buffer {
 
 /** The private scalar of an EC PKCS#8 (ECPrivateKey.privateKey, RFC 5915), left-padded to `size` bytes. */
 export function ecPrivateScalar(der: Buffer, size: number): Buffer {
-  const ecPrivateKey = readTlv(privateKeyInfo(der).privateKey);
-  const [, d] = readChildren(ecPrivateKey.value);
-  if (d?.tag !== 0x04 || d.value.length > size) throw new KeyMaterialError('malformed ECPrivateKey');
+  const ecPrivateKey = readSingle(privateKeyInfo(der).privateKey, TAG.SEQUENCE);
+  const [, d] = readChildren(ecPrivateKey.content);
+  if (d?.tag !== TAG.OCTET_STRING || d.content.length > size) throw new KeyMaterialError('malformed ECPrivateKey');
   const out = Buffer.alloc(size);
-  d.value.copy(out, size - d.value.length);
+  d.content.copy(out, size - d.content.length);
   return out;
 }
 
@@ -111,9 +119,9 @@ export function mlDsaKeyParts(spec: KeySpec, der: Buffer): SoftwareKeyParts {
   const alg = ML_DSA[spec];
   if (!alg) throw new Error(`${spec} is not an ML-DSA key spec`);
   const inner = privateKeyInfo(der).privateKey;
-  let choice: ReturnType<typeof readTlv>;
+  let choice: DerElement;
   try {
-    choice = readTlv(inner);
+    choice = readSingle(inner);
   } catch {
     throw new KeyMaterialError('malformed ML-DSA private key (RFC 9881)');
   }
@@ -128,13 +136,15 @@ export function mlDsaKeyParts(spec: KeySpec, der: Buffer): SoftwareKeyParts {
     }
     return { secret: Buffer.from(sk), publicKey: Buffer.from(alg.getPublicKey(sk)) };
   };
-  if (choice.tag === 0x80) return fromSeed(choice.value);
-  if (choice.tag === 0x04) return fromExpanded(choice.value);
-  if (choice.tag === 0x30) {
-    const [seed, expanded] = readChildren(choice.value);
-    if (seed?.tag !== 0x04 || expanded?.tag !== 0x04) throw new KeyMaterialError('malformed ML-DSA "both" key');
-    const a = fromSeed(seed.value);
-    const b = fromExpanded(expanded.value);
+  if (choice.tag === 0x80) return fromSeed(choice.content);
+  if (choice.tag === TAG.OCTET_STRING) return fromExpanded(choice.content);
+  if (choice.tag === TAG.SEQUENCE) {
+    const [seed, expanded] = readChildren(choice.content);
+    if (seed?.tag !== TAG.OCTET_STRING || expanded?.tag !== TAG.OCTET_STRING) {
+      throw new KeyMaterialError('malformed ML-DSA "both" key');
+    }
+    const a = fromSeed(seed.content);
+    const b = fromExpanded(expanded.content);
     b.secret.fill(0);
     if (!a.publicKey.equals(b.publicKey)) {
       a.secret.fill(0);

@@ -1,17 +1,11 @@
 // The key store's key objects on the token: key references, the templates of a new key pair, finding a private key.
 import * as graphene from 'graphene-pk11';
-import type { EcKeyInfo, NamedCurve, RsaKeyInfo } from '../../crypto/algorithms.js';
+import { EC_CURVE_OID, type EcKeyInfo, type RsaKeyInfo } from '../../crypto/algorithms.js';
+import { encodeObjectIdentifier } from '../../crypto/object-identifier.js';
 import { ApiError } from '../../errors.js';
 import { promisify } from './promisify.js';
 
 const KEY_REF_PREFIX = 'pkcs11:id=';
-
-/** DER-encoded namedCurve OIDs for CKA_EC_PARAMS. */
-const CURVE_PARAMS: Record<NamedCurve, Buffer> = {
-  'P-256': Buffer.from('06082a8648ce3d030107', 'hex'),
-  'P-384': Buffer.from('06052b81040022', 'hex'),
-  'P-521': Buffer.from('06052b81040023', 'hex'),
-};
 
 /** The key reference of the key pair whose CKA_ID is `id`. */
 export function keyRefOf(id: Buffer): string {
@@ -49,7 +43,12 @@ export function generateKeyPair(
     : promisify<graphene.IKeyPair>((cb) =>
         session.generateKeyPair(
           graphene.KeyGenMechanism.EC,
-          { ...common, keyType: graphene.KeyType.EC, verify: true, paramsEC: CURVE_PARAMS[info.curve] },
+          {
+            ...common,
+            keyType: graphene.KeyType.EC,
+            verify: true,
+            paramsEC: encodeObjectIdentifier(EC_CURVE_OID[info.curve]),
+          },
           privateTemplate(common, graphene.KeyType.EC),
           cb,
         ),

@@ -5,9 +5,15 @@
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import type * as graphene from 'graphene-pk11';
-import { algorithmInfo, DIGEST_LENGTH, type KeySpec, keyInfo, type SigningAlgorithm } from '../../crypto/algorithms.js';
-import { ecdsaRawToDer } from '../../crypto/encoding.js';
-import { EC_FIELD_BYTES } from '../../crypto/spki.js';
+import {
+  algorithmInfo,
+  DIGEST_LENGTH,
+  EC_FIELD_BYTES,
+  type KeySpec,
+  keyInfo,
+  type SigningAlgorithm,
+} from '../../crypto/algorithms.js';
+import { ecdsaRawToDer } from '../../crypto/der.js';
 import { ApiError } from '../../errors.js';
 import { withLockFile } from '../../fs-private.js';
 import type { CreatedKey, KeyStore, KeyStoreOutage, SignOptions } from '../key-store.js';

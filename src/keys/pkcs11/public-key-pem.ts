@@ -1,8 +1,9 @@
 // A token's public key attributes as SPKI PEM, the form the key store hands out.
 import { createPublicKey } from 'node:crypto';
 import type * as graphene from 'graphene-pk11';
-import type { EcKeyInfo, NamedCurve, RsaKeyInfo } from '../../crypto/algorithms.js';
-import { EC_FIELD_BYTES, ecPointSpkiPem } from '../../crypto/spki.js';
+import { EC_FIELD_BYTES, type EcKeyInfo, type NamedCurve, type RsaKeyInfo } from '../../crypto/algorithms.js';
+import { readSingle, TAG } from '../../crypto/der.js';
+import { ecPointSpkiPem } from '../../crypto/spki.js';
 
 /** The SPKI PEM of a public key object the token just generated for a key of `info`. */
 export function tokenPublicKeyPem(info: RsaKeyInfo | EcKeyInfo, publicKey: graphene.PublicKey): string {
@@ -22,14 +23,10 @@ function rsaPublicKeyPem(attrs: { modulus?: Buffer | null; publicExponent?: Buff
 }
 
 function ecPublicKeyPem(curve: NamedCurve, pointEc: Buffer): string {
-  // CKA_EC_POINT is a DER OCTET STRING around the uncompressed point 04||X||Y.
-  let point = pointEc;
-  if (point[0] === 0x04 && point.length !== 1 + 2 * EC_FIELD_BYTES[curve]) {
-    const lenByte = point[1] ?? 0;
-    point = point.subarray(lenByte & 0x80 ? 2 + (lenByte & 0x7f) : 2);
-  }
   try {
-    return ecPointSpkiPem(curve, point);
+    // CKA_EC_POINT is a DER OCTET STRING around the uncompressed point 04||X||Y (some tokens give the bare point).
+    const bare = pointEc[0] === 0x04 && pointEc.length === 1 + 2 * EC_FIELD_BYTES[curve];
+    return ecPointSpkiPem(curve, bare ? pointEc : readSingle(pointEc, TAG.OCTET_STRING).content);
   } catch {
     throw new Error('token returned a malformed EC point');
   }

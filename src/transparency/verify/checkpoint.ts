@@ -1,8 +1,7 @@
 // C2SP tlog-checkpoint (c2sp.org/tlog-checkpoint): a signed note whose text is origin, tree size and root hash,
 // then optional extension lines. Only a checkpoint signed by the pinned key is read, and its origin must be that
 // key's name, so a note of another log signed by the same key is not taken for this log's.
-import { createHash } from 'node:crypto';
-import { HASH_SIZE } from './merkle.js';
+import { EMPTY_ROOT, HASH_SIZE } from './merkle.js';
 import { NoteError, strictBase64, type VerifierKey, verifyNote } from './note.js';
 
 export interface Checkpoint {
@@ -15,8 +14,6 @@ export interface Checkpoint {
 }
 
 export class CheckpointError extends Error {}
-
-const EMPTY_ROOT = createHash('sha256').digest();
 
 export function parseCheckpointText(text: string): Checkpoint {
   if (!text.endsWith('\n')) throw new CheckpointError('checkpoint text does not end with a newline');

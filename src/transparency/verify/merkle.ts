@@ -1,26 +1,39 @@
 // RFC 9162 §2.1 Merkle tree hashing and the two proof checks a log's client needs: an entry is in a tree
 // (§2.1.3.2) and a smaller tree is a prefix of a bigger one (§2.1.4.2). Pure functions over bytes; the tree sizes
-// are bigints inside, because the RFC's right shifts on JS numbers would wrap at 2^31.
-import { createHash } from 'node:crypto';
+// are bigints inside, because the RFC's right shifts on JS numbers would wrap at 2^31. The log (src/transparency/)
+// hashes its leaves and nodes with these same functions; its tiles and proofs are built in ../merkle.ts.
+// A namespace import: Node before 20.12 has no crypto.hash, which a named import would fail to link.
+import * as crypto from 'node:crypto';
 
 export const HASH_SIZE = 32;
 /** More proof hashes than a tree of 2^64 entries needs: anything longer is not a proof. */
 export const MAX_PROOF_HASHES = 64;
 
+const LEAF_PREFIX = Buffer.from([0x00]);
+const NODE_PREFIX = Buffer.from([0x01]);
+
+/** SHA-256(0x00 ‖ entry): the prefix keeps a leaf from ever passing for an interior node (second preimages). */
 export function leafHash(entry: Uint8Array): Buffer {
-  return createHash('sha256')
-    .update(Buffer.from([0x00]))
-    .update(entry)
-    .digest();
+  return crypto.createHash('sha256').update(LEAF_PREFIX).update(entry).digest();
 }
 
-export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
-  return createHash('sha256')
-    .update(Buffer.from([0x01]))
-    .update(left)
-    .update(right)
-    .digest();
-}
+/**
+ * leafHash of a text's UTF-8, hashed in one call: U+0000 is the single byte 0x00 in UTF-8, so '\0' + text is the
+ * prefixed leaf. The log's integrator hashes every entry this way (crypto.hash: Node 20.12+, 21.7+).
+ */
+export const leafHashOfText: (text: string) => Buffer =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', `\0${text}`, 'buffer')
+    : (text) => leafHash(Buffer.from(text, 'utf8'));
+
+/** SHA-256(0x01 ‖ left ‖ right); in one call where Node has crypto.hash (a third less time than three updates). */
+export const nodeHash: (left: Uint8Array, right: Uint8Array) => Buffer =
+  typeof crypto.hash === 'function'
+    ? (left, right) => crypto.hash('sha256', Buffer.concat([NODE_PREFIX, left, right]), 'buffer')
+    : (left, right) => crypto.createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+
+/** The root of the empty tree: SHA-256 of nothing. */
+export const EMPTY_ROOT: Buffer = crypto.createHash('sha256').digest();
 
 function wellFormed(hashes: readonly Uint8Array[]): boolean {
   return hashes.length <= MAX_PROOF_HASHES && hashes.every((h) => h.length === HASH_SIZE);
@@ -105,6 +118,7 @@ export function verifyConsistency(
   return sn === 0n && fr.equals(root1) && sr.equals(root2);
 }
 
-function isPowerOfTwo(n: bigint): boolean {
+/** n = 2^k for some k ≥ 0 (bigint: a tree size may pass 2^31, where JS's bit operators wrap). */
+export function isPowerOfTwo(n: bigint): boolean {
   return n > 0n && (n & (n - 1n)) === 0n;
 }

@@ -39,9 +39,16 @@ export interface VerifierKey {
 
 const EM_DASH_PREFIX = '\u2014 ';
 
-/** Non-empty, no Unicode space and no plus (signed-note "Key names"). */
+/**
+ * Non-empty, no Unicode space and no plus (signed-note "Key names"), and no control character: a note holding one
+ * is refused (parseSignedNote), so no note signed under such a name could ever be read. The log's origin is
+ * checked with this too.
+ */
 export function validKeyName(name: string): boolean {
-  return name.length > 0 && !/[\s+\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]/u.test(name);
+  const control = [...name].some((c) => (c.codePointAt(0) as number) < 0x20);
+  return (
+    name.length > 0 && !control && !/[\s+\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]/u.test(name)
+  );
 }
 
 /** Standard base64 with padding, and nothing Buffer.from would silently skip. */

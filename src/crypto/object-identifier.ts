@@ -1,6 +1,8 @@
 // OBJECT IDENTIFIER contents (X.690 §8.19) to and from dotted text, each arc a bigint. asn1js (under asn1-schema)
 // reads an arc of more than 8 octets as hex and one above 2^53 imprecisely, and writes such arcs wrongly or not at
-// all, yet 2.25.<UUID> OIDs (X.667, the default TSA policy) have a 128-bit arc.
+// all, yet 2.25.<UUID> OIDs (X.667, the default TSA policy) have a 128-bit arc. Key import reads PKCS#8's OIDs
+// with it too.
+import { TAG, tlv } from './der.js';
 
 /** The dotted form of an OID's contents octets, or undefined when they are not a valid DER encoding. */
 export function decodeObjectIdentifier(content: Uint8Array): string | undefined {
@@ -40,5 +42,5 @@ export function encodeObjectIdentifier(dotted: string): Buffer {
     octets.push(...groups);
   }
   if (octets.length > 127) throw new Error(`${dotted} is too long`);
-  return Buffer.from([0x06, octets.length, ...octets]);
+  return tlv(TAG.OBJECT_IDENTIFIER, Buffer.from(octets));
 }
