@@ -6,12 +6,12 @@ import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
 import type { ExpirationModel, WrappingAlgorithm, WrappingKeySpec } from '../../keys/key-store.js';
 import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
+import { describeHeld } from '../../signing/held-description.js';
 import type { KeyImportService } from '../../signing/key-import-service.js';
 import type { BatchOutcome, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
 import type { ExceptionRecord, Store } from '../../store/store.js';
 import type { LogService } from '../../transparency/log-service.js';
-import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { asApiError } from '../error-handler.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
@@ -409,11 +409,12 @@ function isReply(value: unknown): value is Reply {
 }
 
 /** 200 with the signature, or 202 with the pending request (ApprovalResponse) and where to decide it. */
-function signOutcome(outcome: SignOutcome, publicUrl: string | undefined): Reply {
+export function signOutcome(outcome: SignOutcome, publicUrl: string | undefined): Reply {
   if (outcome.kind === 'pending') {
-    const body = { message: outcome.message, request_id: outcome.requestId, status: outcome.status };
-    if (publicUrl === undefined) return { status: 202, body };
-    return { status: 202, body: { ...body, approve_url: consolePageFor(publicUrl, outcome.requestId) } };
+    const held = describeHeld(outcome, publicUrl);
+    const body = { message: held.message, request_id: held.requestId, status: held.status };
+    if (held.consolePage === undefined) return { status: 202, body };
+    return { status: 202, body: { ...body, approve_url: held.consolePage } };
   }
   return {
     status: 200,

@@ -3,11 +3,11 @@
 // `batch_input` is one sign_batch request: sign-batch-inputs.ts). A request held for a person's decision is waited on up to heldWaitMs (Vault's clients know no 202); still waiting,
 // it is an error that names the request and where to decide it, and the same call sent again continues it.
 import { ApiError } from '../../errors.js';
+import { describeHeld } from '../../signing/held-description.js';
 import { waitForDecision } from '../../signing/held-wait.js';
 import type { Pending, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
-import { consolePageFor } from '../../web/request-pages.js';
 import { signingContext } from '../signing-inputs.js';
 import { VaultError, vaultErrorOf } from './errors.js';
 import { signingSaltLength } from './pss-salt.js';
@@ -31,11 +31,12 @@ export type InputOutcome = SignedInput | VaultError;
 
 /** The error of a request still held when the wait ended: what it is, where to decide it, and what to do then. */
 export function heldError(pending: Pending, publicUrl: string | undefined): VaultError {
-  const where = publicUrl
-    ? `approve it at ${consolePageFor(publicUrl, pending.requestId)} (or with POST /v1/approve_sign)`
+  const held = describeHeld(pending, publicUrl);
+  const where = held.consolePage
+    ? `approve it at ${held.consolePage} (or with POST /v1/approve_sign)`
     : 'approve it in the signbridge console or with POST /v1/approve_sign';
   return new VaultError(400, [
-    `signing request ${pending.requestId} is ${pending.status}: it waits for a person's decision; ${where}, then ` +
+    `signing request ${held.requestId} is ${held.status}: it waits for a person's decision; ${where}, then ` +
       'send the same request again: it continues this request and returns the signature once approved',
   ]);
 }
