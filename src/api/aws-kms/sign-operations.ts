@@ -9,7 +9,7 @@ import { ApiError } from '../../errors.js';
 import { keyArn } from '../../kms-api/key-ids.js';
 import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../kms-api/sign-input.js';
 import { describeHeld } from '../../signing/held-description.js';
-import { waitForDecision } from '../../signing/held-wait.js';
+import { signDigest } from '../../signing/signing-entry.js';
 import type { Pending, SigningService } from '../../signing/signing-service.js';
 import type { LogService } from '../../transparency/log-service.js';
 import { logPreferenceOf, logProofHeaders, logProofsOf } from '../log-proof-preference.js';
@@ -90,31 +90,25 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
     }
     const digest = signingInput(resolved.key, algorithm, messageType, message);
     if (optionalBoolean(input, 'DryRun')) dryRun();
-    const first = await signing
-      .sign({
+    const outcome = await signDigest(
+      signing,
+      { apiKey: caller },
+      {
         action: 'sign',
         tenantId: resolved.key.tenantId,
-        callerId: caller.id,
-        personId: caller.personId ?? null,
-        workload: caller.workload ?? null,
         digest,
         algorithm,
         // The digest was built from this version (ML-DSA's mu and SM2's e depend on its public key): only it signs.
         expectedKeyId: resolved.key.id,
         context: signingContext({}, caller),
         via: { api: 'aws-kms', region: call.region, access_key_id: call.accessKeyId, message_type: messageType },
-      })
-      .catch((err: unknown) => {
-        if (err instanceof ApiError && err.code === 'key_changed') throw keyChanged(arn, resolved.key.tenantId);
-        throw err;
-      });
-    const outcome =
-      first.kind === 'pending'
-        ? await waitForDecision(signing, resolved.key.tenantId, first, digest, {
-            waitMs: opts.heldWaitMs,
-            signal: call.signal,
-          })
-        : first;
+      },
+      // A KMS client knows no 202: a held call waits for the decision, until the client goes away.
+      { waitMs: opts.heldWaitMs, signal: call.signal },
+    ).catch((err: unknown) => {
+      if (err instanceof ApiError && err.code === 'key_changed') throw keyChanged(arn, resolved.key.tenantId);
+      throw err;
+    });
     if (outcome.kind === 'pending') {
       throw new AwsJsonError('KMSInvalidStateException', heldMessage(outcome, opts.publicUrl, opts.heldWaitMs));
     }

@@ -26,7 +26,7 @@ import {
   vaultResponses,
 } from './response-schemas.js';
 import { signBatchInputs } from './sign-batch-inputs.js';
-import { signInputs } from './sign-inputs.js';
+import { signInput } from './sign-inputs.js';
 import { vaultAuthenticate } from './vault-token.js';
 import { verifyItem } from './verify-inputs.js';
 
@@ -179,18 +179,16 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     const deps = { signing: opts.signing, heldWaitMs: opts.heldWaitMs, publicUrl: opts.publicUrl };
     const signal = clientGoneSignal(reply.raw);
     // A batch is one sign_batch request (one policy decision); one input is one sign request.
-    const results = batch
-      ? await signBatchInputs(deps, caller, name, scheme, body.key_version, inputs, signal)
-      : await signInputs(deps, caller, name, scheme, body.key_version, inputs, signal);
     if (batch) {
+      const results = await signBatchInputs(deps, caller, name, scheme, body.key_version, inputs, signal);
       const batchResults = results.map((r, i) => ({
         ...(r instanceof VaultError ? { error: r.message } : r),
         ...(batch[i]?.reference !== undefined && { reference: batch[i]?.reference }),
       }));
       return reply.send({ data: { batch_results: batchResults } });
     }
-    const [only] = results;
-    if (only === undefined || only instanceof VaultError) throw only;
+    const only = await signInput(deps, caller, name, scheme, body.key_version, inputs[0] as Buffer, signal);
+    if (only instanceof VaultError) throw only;
     if (only.log_index !== undefined) reply.header(LOG_INDEX_HEADER, String(only.log_index));
     return reply.send({ data: { signature: only.signature, key_version: only.key_version } });
   };
