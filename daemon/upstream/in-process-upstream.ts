@@ -9,6 +9,7 @@ import type { KeyStore, KeyStores } from '../../src/keys/key-store.js';
 import { openStores } from '../../src/open-stores.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
 import { policySettings } from '../../src/signing/policy-settings.js';
+import { type SigningCaller, signDigest, signDigests } from '../../src/signing/signing-entry.js';
 import { SigningService } from '../../src/signing/signing-service.js';
 import type { Store } from '../../src/store/store.js';
 import { storeFault, storeUnavailable } from '../../src/store/store-errors.js';
@@ -59,7 +60,8 @@ export class InProcessUpstream implements Upstream {
   readonly signing: SigningService;
   private readonly store: Store;
   private readonly keyStore: KeyStore | KeyStores;
-  private readonly callerId: string;
+  /** The daemon signs as itself: it holds the data dir, not an API key (signing-entry.ts). */
+  private readonly caller: SigningCaller;
   /** Named by every `signed` entry this daemon makes, as the HTTP doors name theirs (docs/api.md). */
   private readonly via: Record<string, string>;
 
@@ -67,7 +69,7 @@ export class InProcessUpstream implements Upstream {
     this.store = store;
     this.keyStore = keyStore;
     this.signing = signing;
-    this.callerId = callerId;
+    this.caller = { inProcess: callerId };
     this.via = { api: 'daemon-in-process', caller: callerId };
     this.description = `in-process (${keyStore.description}, ${store.description})`;
   }
@@ -105,14 +107,13 @@ export class InProcessUpstream implements Upstream {
 
   async pkcs11Sign(input: SignInput): Promise<SignResult> {
     const out = (await guard(() =>
-      this.signing.pkcs11Sign({
+      signDigest(this.signing, this.caller, {
         tenantId: input.tenantId,
-        callerId: this.callerId,
         via: this.via,
         digest: input.digest,
         keySpec: input.keySpec,
         pss: input.pss,
-        ...(input.keyId !== undefined && { expectedKeyId: input.keyId }),
+        expectedKeyId: input.keyId,
         context: { ...input.context },
       }),
     )) as unknown as ServiceOutcome;
@@ -128,15 +129,14 @@ export class InProcessUpstream implements Upstream {
     const asked =
       input.requestId !== undefined
         ? this.signing.collectBatch(input.tenantId, input.requestId, input.digests)
-        : this.signing.signBatch({
+        : signDigests(this.signing, this.caller, {
             tenantId: input.tenantId,
-            callerId: this.callerId,
             via: this.via,
             digests: input.digests,
             keySpec: input.keySpec,
             pss: input.pss,
-            ...(input.algorithm !== undefined && { algorithm: input.algorithm }),
-            ...(input.keyId !== undefined && { expectedKeyId: input.keyId }),
+            algorithm: input.algorithm,
+            expectedKeyId: input.keyId,
             context: { ...input.context },
           });
     const outcome = await asked.catch((err: unknown) => {

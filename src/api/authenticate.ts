@@ -1,7 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import { checkApiKey, rolesOf } from '../auth/api-keys.js';
+import { checkApiKey } from '../auth/api-keys.js';
 import { ApiError } from '../errors.js';
-import { ACTION_ROLES, type Action } from '../store/records/roles.js';
 import type { ApiKeyRecord, Store } from '../store/store.js';
 
 declare module 'fastify' {
@@ -29,14 +28,5 @@ export function authenticate(store: Store, now: () => Date = () => new Date()) {
   };
 }
 
-/** The caller's role must allow the action, and a tenant key may act only on its own tenant. */
-export function authorize(caller: ApiKeyRecord, action: Action, tenantId: string): void {
-  const allowed = ACTION_ROLES[action];
-  const roles = rolesOf(caller);
-  if (!roles.some((r) => allowed.includes(r))) {
-    throw new ApiError('forbidden', `role ${roles.join('+')} may not call ${action} (allowed: ${allowed.join(', ')})`);
-  }
-  if (caller.tenantId !== null && caller.tenantId !== tenantId) {
-    throw new ApiError('forbidden', `this API key belongs to another tenant and may not act on ${tenantId}`);
-  }
-}
+/** The role and tenant check, which the signing entry point makes too (src/signing/caller-authorization.ts). */
+export { authorize } from '../signing/caller-authorization.js';

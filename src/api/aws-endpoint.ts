@@ -6,6 +6,7 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AWS_JSON_CONTENT_TYPE, AwsJsonError } from './aws-kms/errors.js';
+import { clientGoneSignal } from './client-gone.js';
 
 /** What a protocol handler is given: the raw body and the request (headers, url, client address). */
 export interface AwsCall {
@@ -109,18 +110,6 @@ function distinctHeaders(request: FastifyRequest): Record<string, string[]> {
   return headers;
 }
 
-/**
- * Aborted when the client goes away before its answer was written: the response closes unwritten (the request's own
- * 'close' fires as soon as its body was read). Made when a handler first asks (only a held call waits on it).
- */
-function closeSignal(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  const response = reply.raw;
-  if (response.destroyed && !response.writableEnded) controller.abort();
-  else response.once('close', () => !response.writableEnded && controller.abort());
-  return controller.signal;
-}
-
 function send(reply: FastifyReply, answer: AwsAnswer): FastifyReply {
   reply.code(answer.status).type(answer.contentType);
   for (const [name, value] of Object.entries(answer.headers ?? {})) reply.header(name, value);
@@ -168,7 +157,7 @@ export async function awsEndpointRoutes(app: FastifyInstance, opts: AwsEndpointO
       request,
       headers: distinctHeaders(request),
       get signal() {
-        return closeSignal(reply);
+        return clientGoneSignal(reply.raw);
       },
     };
     if (isForm(request) && request.headers['x-amz-target'] === undefined) {

@@ -233,18 +233,16 @@ export class Approvals {
     try {
       // The request moves to `approved` with its signature in the commit of the signature's `signed` entry: a crash
       // leaves either both or neither (docs/api.md, "Retries of approve_sign").
-      signed = await this.recorder.signNow(
+      signed = await this.recorder.signNow({
         key,
-        request.algorithm,
-        Buffer.from(request.hash, 'base64'),
-        caller.id,
-        'approve_sign',
-        signedAbout,
-        undefined,
-        undefined,
-        { requestId, events: (signatureId) => [approvedEvent, signedEvent(signatureId)] },
-        request.pssSaltLength == null ? undefined : { pssSaltLength: request.pssSaltLength },
-      );
+        algorithm: request.algorithm,
+        digest: Buffer.from(request.hash, 'base64'),
+        callerId: caller.id,
+        action: 'approve_sign',
+        details: signedAbout,
+        completes: { requestId, events: (signatureId) => [approvedEvent, signedEvent(signatureId)] },
+        signOptions: request.pssSaltLength == null ? undefined : { pssSaltLength: request.pssSaltLength },
+      });
     } catch (err) {
       // Not signed: put the request back so it can be approved again.
       await this.store.requests.update(requestId, 'signing', { status: stage, decisions: request.decisions });

@@ -6,16 +6,13 @@
 // (held-requests.ts, with pending_requests.batch): approved once, signed at approval (approvals.ts), collected whole
 // with sign_batch, its request_id and the same digests (collect below).
 import { randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { ApiError, type ErrorCode } from '../errors.js';
-import type { PolicyDecided } from '../events/event-builder.js';
 import type { KeyRecord, PendingRequestRecord } from '../store/store.js';
 import { type BatchItem, batchDigest, signEach } from './batch-items.js';
-import { denial } from './policy-check.js';
+import { decide } from './decision-step.js';
 import type { Pending, SignRequest } from './sign-outcome.js';
 import type { SignerDeps } from './signer.js';
-import { workloadAuditDetails } from './workload-context.js';
 
 /** The most digests one batch may carry (the request schema's limit too). */
 export const BATCH_MAX = 1000;
@@ -47,14 +44,13 @@ export class BatchSigner {
   constructor(private readonly deps: BatchSignerDeps) {}
 
   async signBatch(req: BatchSignRequest): Promise<BatchOutcome | Pending> {
-    const { keys, policy, store } = this.deps;
+    const { keys } = this.deps;
     if (req.digests.length === 0 || req.digests.length > BATCH_MAX) {
       throw new ApiError('invalid_request', `hashes must hold 1 to ${BATCH_MAX} digests, got ${req.digests.length}`);
     }
     const key = await keys.signingKey(req.tenantId, req.expectedKeyId);
     const algorithm = this.algorithmOf(key, req);
     keys.requireUsable(key);
-    const start = performance.now();
     const batchId = randomUUID();
     const batch = {
       id: batchId,
@@ -62,50 +58,14 @@ export class BatchSigner {
       // What the batch was, in one hash: SHA-256 over its digests in order.
       digests_sha256: batchDigest(req.digests).toString('hex'),
     };
-    const told = store.wantsEvent(req.tenantId, 'signature.signed');
-    told.catch(() => undefined);
-    const workload = req.workload ? { workload: workloadAuditDetails(req.workload) } : {};
     const first = { ...req, action: 'sign_batch' as const, digest: req.digests[0] as Buffer };
-    await policy.enforceVelocity(key, algorithm, first, { ...workload, batch }, req.digests.length);
-    const decision = await policy.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
-    const about = {
-      key_id: key.id,
+    // One decision for the batch, as for one digest; each digest's `hash` goes in its own entry below.
+    const { decision, about, decided, wantsSignedEvent, start } = await decide(this.deps, {
+      key,
       algorithm,
-      rule: decision.rule,
-      reason: decision.reason,
-      inputs_digest: decision.inputsDigest,
-      ...(req.personId && { person: req.personId }),
-      ...workload,
-      ...(req.via && { via: req.via }),
-      ...(req.pssSaltLength !== undefined && { pss_salt_length: req.pssSaltLength }),
-    };
-    const decided = (digest: Buffer): PolicyDecided => ({
-      tenantId: req.tenantId,
-      keyId: key.id,
-      algorithm,
-      digest: digest.toString('base64'),
-      rule: decision.rule,
-      reason: decision.reason,
-      inputs: req.context as Record<string, unknown>,
-      requester: req.callerId,
+      req: first,
+      batch: { details: batch, size: batch.size },
     });
-    if (decision.outcome === 'deny') {
-      const denied = await this.deps.events.denied({
-        ...decided(first.digest),
-        ...(decision.vulnId !== undefined && { vulnId: decision.vulnId }),
-        ...(decision.fixVersion !== undefined && { fixVersion: decision.fixVersion }),
-      });
-      await this.deps.audit(
-        req.tenantId,
-        req.callerId,
-        'sign_batch',
-        'denied',
-        { ...about, batch, vuln_id: decision.vulnId, fix_version: decision.fixVersion },
-        [denied],
-      );
-      this.deps.observe('denied', algorithm, req.tenantId, (performance.now() - start) / 1000);
-      throw denial(decision);
-    }
     if (decision.outcome !== 'allow') {
       // One request for the whole batch: its `hash` is the batch's digest, its digests are kept with it.
       const held = await this.deps.held.holdForDecision(
@@ -121,24 +81,23 @@ export class BatchSigner {
       // A repeat of a batch approved within the retry window: its signatures, as collecting it gives them.
       return this.approvedBatch(await this.deps.held.pendingRequest(req.tenantId, held.requestId as string));
     }
-    const wantsEvent = await told;
+    const wantsEvent = await wantsSignedEvent;
     const signOptions = req.pssSaltLength === undefined ? undefined : { pssSaltLength: req.pssSaltLength };
     const items = await signEach(req.digests, async (digest, index) => {
       const signedEvent = wantsEvent
         ? await this.deps.events.signedAtOnce({ ...decided(digest), personId: req.personId ?? null })
         : undefined;
-      return this.deps.recorder.signNow(
+      return this.deps.recorder.signNow({
         key,
         algorithm,
         digest,
-        req.callerId,
-        'sign_batch',
-        { ...about, hash: digest.toString('base64'), batch: { id: batchId, index, size: batch.size } },
+        callerId: req.callerId,
+        action: 'sign_batch',
+        details: { ...about, hash: digest.toString('base64'), batch: { id: batchId, index, size: batch.size } },
         start,
         signedEvent,
-        undefined,
         signOptions,
-      );
+      });
     });
     return { kind: 'signed', batchId, keyId: key.id, algorithm, items };
   }

@@ -31,6 +31,23 @@ export interface CompletesBatch {
   batch: (recorded: ReadonlyArray<{ signature: string; signature_id: string; entry: number }>) => CompletedBatch;
 }
 
+/** One signature for signNow: what signs what, for whom, and what its record and `signed` entry carry. */
+export interface SignNowRequest {
+  key: KeyRecord;
+  algorithm: SigningAlgorithm;
+  digest: Buffer;
+  callerId: string;
+  /** The audit entry's action (sign, pkcs11_sign, sign_batch, approve_sign). */
+  action: SignatureAction;
+  /** The `signed` entry's details. */
+  details: Record<string, unknown>;
+  /** When the request's decision started (for /metrics); default now. */
+  start?: number | undefined;
+  signedEvent?: ((signatureId: string) => EventInput) | undefined;
+  completes?: CompletesRequest | undefined;
+  signOptions?: SignOptions | undefined;
+}
+
 export interface SignatureRecorderDeps {
   store: Store;
   keyStores: KeyStores;
@@ -93,18 +110,9 @@ export class SignatureRecorder {
    * moment leaves either no `signed` entry and the request in `signing`, or both the entry and the request
    * approved with the signature its approver's retry gets.
    */
-  async signNow(
-    key: KeyRecord,
-    algorithm: SigningAlgorithm,
-    digest: Buffer,
-    callerId: string,
-    action: SignatureAction,
-    details: Record<string, unknown>,
-    start = performance.now(),
-    signedEvent?: (signatureId: string) => EventInput,
-    completes?: CompletesRequest,
-    signOptions?: SignOptions,
-  ): Promise<Signed> {
+  async signNow(request: SignNowRequest): Promise<Signed> {
+    const { key, algorithm, digest, callerId, action, details, signedEvent, completes, signOptions } = request;
+    const start = request.start ?? performance.now();
     // `signature`: known when the record follows the signature; its lookup row then goes with the record.
     const record = (signature?: Buffer): { id: string; written: Promise<number | undefined> } => {
       const at = this.now();

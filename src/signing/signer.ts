@@ -1,19 +1,18 @@
-// A signing request decided and signed: the key's current version (the one the request is pinned to, if it names
-// one: tenant-keys.ts signingKey), the policy (velocity limits, then the rules),
-// then a signature at once, a denial, or a request held for a person's decision.
+// A signing request for one digest decided and signed: the key's current version (the one the request is pinned
+// to, if it names one: tenant-keys.ts signingKey), the decision step (decision-step.ts: velocity limits, then the
+// rules, a denial recorded), then a signature at once or a request held for a person's decision.
 
-import { performance } from 'node:perf_hooks';
 import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
-import type { EventBuilder, PolicyDecided } from '../events/event-builder.js';
+import type { EventBuilder } from '../events/event-builder.js';
 import type { KeyRecord, Store } from '../store/store.js';
+import { type DecisionDeps, decide } from './decision-step.js';
 import type { HeldRequests } from './held-requests.js';
-import { denial, type PolicyCheck } from './policy-check.js';
+import type { PolicyCheck } from './policy-check.js';
 import type { Audit } from './service-audit.js';
 import type { SignOutcome, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
 import type { SignatureRecorder } from './signature-recorder.js';
 import type { TenantKeys } from './tenant-keys.js';
-import { workloadAuditDetails } from './workload-context.js';
 
 export interface SignerDeps {
   store: Store;
@@ -27,24 +26,19 @@ export interface SignerDeps {
 }
 
 export class Signer {
-  private readonly store: Store;
   private readonly events: EventBuilder;
-  private readonly observe: SignOutcomeObserver;
-  private readonly audit: Audit;
   private readonly keys: TenantKeys;
-  private readonly policy: PolicyCheck;
   private readonly recorder: SignatureRecorder;
   private readonly held: HeldRequests;
+  /** What the decision step uses (decision-step.ts). */
+  private readonly decisionDeps: DecisionDeps;
 
   constructor(deps: SignerDeps) {
-    this.store = deps.store;
     this.events = deps.events;
-    this.observe = deps.observe;
-    this.audit = deps.audit;
     this.keys = deps.keys;
-    this.policy = deps.policy;
     this.recorder = deps.recorder;
     this.held = deps.held;
+    this.decisionDeps = deps;
   }
 
   /** `sign`: the caller names the algorithm (KMS names); it must fit the key and the digest. */
@@ -69,69 +63,27 @@ export class Signer {
 
   private async decideAndSign(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<SignOutcome> {
     this.keys.requireUsable(key);
-    const start = performance.now();
-    // Asked now, in the turn the key was read in: the cache's epoch check (one round trip on PostgreSQL) is then
-    // the one that turn made already. Awaited only if the policy allows; a failure then fails the request.
-    const told = this.store.wantsEvent(req.tenantId, 'signature.signed');
-    told.catch(() => undefined);
-    const workload = req.workload ? { workload: workloadAuditDetails(req.workload) } : {};
-    await this.policy.enforceVelocity(key, algorithm, req, workload);
-    const decision = await this.policy.evaluate(key, algorithm, req.callerId, req.tenantId, req.context);
-    const about = {
-      key_id: key.id,
-      algorithm,
-      hash: req.digest.toString('base64'),
-      rule: decision.rule,
-      reason: decision.reason,
-      inputs_digest: decision.inputsDigest,
-      ...(req.personId && { person: req.personId }),
-      ...workload,
-      ...(req.via && { via: req.via }),
-      ...(req.pssSaltLength !== undefined && { pss_salt_length: req.pssSaltLength }),
-    };
-    const decided: PolicyDecided = {
-      tenantId: req.tenantId,
-      keyId: key.id,
-      algorithm,
-      digest: req.digest.toString('base64'),
-      rule: decision.rule,
-      reason: decision.reason,
-      inputs: req.context as Record<string, unknown>,
-      requester: req.callerId,
-    };
-    if (decision.outcome === 'deny') {
-      const denied = await this.events.denied({
-        ...decided,
-        ...(decision.vulnId !== undefined && { vulnId: decision.vulnId }),
-        ...(decision.fixVersion !== undefined && { fixVersion: decision.fixVersion }),
-      });
-      await this.audit(
-        req.tenantId,
-        req.callerId,
-        req.action ?? 'sign',
-        'denied',
-        { ...about, vuln_id: decision.vulnId, fix_version: decision.fixVersion },
-        [denied],
-      );
-      this.observe('denied', algorithm, req.tenantId, (performance.now() - start) / 1000);
-      throw denial(decision);
-    }
-    if (decision.outcome !== 'allow') return this.held.holdForDecision(key, algorithm, req, decision, about, start);
-    // signature.signed for every signature made at once, where a subscription of the tenant wants it (docs/events.md).
-    const signedEvent = (await told)
-      ? await this.events.signedAtOnce({ ...decided, personId: req.personId ?? null })
-      : undefined;
-    return this.recorder.signNow(
+    const { decision, about, decided, wantsSignedEvent, start } = await decide(this.decisionDeps, {
       key,
       algorithm,
-      req.digest,
-      req.callerId,
-      req.action ?? 'sign',
-      about,
+      req,
+      hash: req.digest.toString('base64'),
+    });
+    if (decision.outcome !== 'allow') return this.held.holdForDecision(key, algorithm, req, decision, about, start);
+    // signature.signed for every signature made at once, where a subscription of the tenant wants it (docs/events.md).
+    const signedEvent = (await wantsSignedEvent)
+      ? await this.events.signedAtOnce({ ...decided(req.digest), personId: req.personId ?? null })
+      : undefined;
+    return this.recorder.signNow({
+      key,
+      algorithm,
+      digest: req.digest,
+      callerId: req.callerId,
+      action: req.action ?? 'sign',
+      details: about,
       start,
       signedEvent,
-      undefined,
-      req.pssSaltLength === undefined ? undefined : { pssSaltLength: req.pssSaltLength },
-    );
+      signOptions: req.pssSaltLength === undefined ? undefined : { pssSaltLength: req.pssSaltLength },
+    });
   }
 }

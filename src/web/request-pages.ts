@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
 import { parseSbom } from '../policy/sbom/parse-sbom.js';
+import { requestAnchor } from '../signing/held-description.js';
 import type { PolicyContext } from '../signing/signing-service.js';
 import type { Role } from '../store/records/roles.js';
 import type { ApiKeyRecord, PendingRequestRecord } from '../store/store.js';
@@ -149,19 +150,6 @@ function sbomSummary(text: string | undefined): string {
   } catch (err) {
     return `not readable (${(err as Error).message})`;
   }
-}
-
-/** The anchor of a request on the console's request list. */
-function requestAnchor(requestId: string): string {
-  return `req-${requestId}`;
-}
-
-/**
- * The console page where a person decides request `requestId`, under the service's public URL: a signing client
- * that waits for the decision shows it (the 202's approve_url; the module's notice line).
- */
-export function consolePageFor(publicUrl: string, requestId: string): string {
-  return `${publicUrl.replace(/\/+$/, '')}/console/requests#${requestAnchor(encodeURIComponent(requestId))}`;
 }
 
 /** The digest a person approves: one, or a batch's digests (each signed at approval), shown by their count. */

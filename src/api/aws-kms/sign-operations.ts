@@ -8,10 +8,10 @@ import { verifyDigestSignature } from '../../crypto/verify-digest.js';
 import { ApiError } from '../../errors.js';
 import { keyArn } from '../../kms-api/key-ids.js';
 import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../kms-api/sign-input.js';
-import { waitForDecision } from '../../signing/held-wait.js';
+import { describeHeld } from '../../signing/held-description.js';
+import { signDigest } from '../../signing/signing-entry.js';
 import type { Pending, SigningService } from '../../signing/signing-service.js';
 import type { LogService } from '../../transparency/log-service.js';
-import { consolePageFor } from '../../web/request-pages.js';
 import { logPreferenceOf, logProofHeaders, logProofsOf } from '../log-proof-preference.js';
 import { LOG_INDEX_HEADER } from '../responses.js';
 import { signingContext } from '../signing-inputs.js';
@@ -39,12 +39,12 @@ const MAX_SIGNATURE_BYTES = 6144;
 
 /** Still undecided after the wait: what is held, where a person decides it, and that a retry continues it. */
 export function heldMessage(pending: Pending, publicUrl: string | undefined, waitedMs: number): string {
-  const what = pending.status === 'pending_security_review' ? 'a security review' : 'approval';
-  const where = publicUrl ? `at ${consolePageFor(publicUrl, pending.requestId)}` : 'in the web console';
+  const held = describeHeld(pending, publicUrl);
+  const where = held.consolePage ? `at ${held.consolePage}` : 'in the web console';
   return (
-    `signing request ${pending.requestId} is held for ${what} (${pending.status}) and was not decided within ` +
+    `signing request ${held.requestId} is held for ${held.awaits} (${held.status}) and was not decided within ` +
     `${Math.round(waitedMs / 1000)} s; decide it ${where} (or with POST /v1/approve_sign), then repeat this call: ` +
-    `it continues the same request and returns the signature (${pending.message})`
+    `it continues the same request and returns the signature (${held.message})`
   );
 }
 
@@ -90,31 +90,25 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
     }
     const digest = signingInput(resolved.key, algorithm, messageType, message);
     if (optionalBoolean(input, 'DryRun')) dryRun();
-    const first = await signing
-      .sign({
+    const outcome = await signDigest(
+      signing,
+      { apiKey: caller },
+      {
         action: 'sign',
         tenantId: resolved.key.tenantId,
-        callerId: caller.id,
-        personId: caller.personId ?? null,
-        workload: caller.workload ?? null,
         digest,
         algorithm,
         // The digest was built from this version (ML-DSA's mu and SM2's e depend on its public key): only it signs.
         expectedKeyId: resolved.key.id,
         context: signingContext({}, caller),
         via: { api: 'aws-kms', region: call.region, access_key_id: call.accessKeyId, message_type: messageType },
-      })
-      .catch((err: unknown) => {
-        if (err instanceof ApiError && err.code === 'key_changed') throw keyChanged(arn, resolved.key.tenantId);
-        throw err;
-      });
-    const outcome =
-      first.kind === 'pending'
-        ? await waitForDecision(signing, resolved.key.tenantId, first, digest, {
-            waitMs: opts.heldWaitMs,
-            signal: call.signal,
-          })
-        : first;
+      },
+      // A KMS client knows no 202: a held call waits for the decision, until the client goes away.
+      { waitMs: opts.heldWaitMs, signal: call.signal },
+    ).catch((err: unknown) => {
+      if (err instanceof ApiError && err.code === 'key_changed') throw keyChanged(arn, resolved.key.tenantId);
+      throw err;
+    });
     if (outcome.kind === 'pending') {
       throw new AwsJsonError('KMSInvalidStateException', heldMessage(outcome, opts.publicUrl, opts.heldWaitMs));
     }

@@ -6,12 +6,13 @@ import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
 import type { ExpirationModel, WrappingAlgorithm, WrappingKeySpec } from '../../keys/key-store.js';
 import type { ExceptionService, ExceptionStatus } from '../../signing/exception-service.js';
+import { describeHeld } from '../../signing/held-description.js';
 import type { KeyImportService } from '../../signing/key-import-service.js';
+import { signDigest, signDigests } from '../../signing/signing-entry.js';
 import type { BatchOutcome, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
 import type { ExceptionRecord, Store } from '../../store/store.js';
 import type { LogService } from '../../transparency/log-service.js';
-import { consolePageFor } from '../../web/request-pages.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { asApiError } from '../error-handler.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
@@ -147,18 +148,20 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       const digest = decodeBase64Field('hash', body.hash as string);
       if (body.request_id !== undefined)
         return signOutcome(await signing.collect(tenantId, body.request_id as string, digest), opts.publicUrl);
-      const outcome = await signing.sign({
-        action: 'sign',
-        tenantId,
-        callerId: callerOf(request).id,
-        personId: callerOf(request).personId ?? null,
-        workload: callerOf(request).workload ?? null,
-        digest,
-        algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
-        ...(body.key_id !== undefined && { expectedKeyId: body.key_id as string }),
-        context: signingContext(body, callerOf(request)),
-        via: ownApi(callerOf(request)),
-      });
+      const caller = callerOf(request);
+      const outcome = await signDigest(
+        signing,
+        { apiKey: caller },
+        {
+          action: 'sign',
+          tenantId,
+          digest,
+          algorithm: (body.algorithm as SigningAlgorithm | undefined) ?? 'RSASSA_PKCS1_V1_5_SHA_256',
+          expectedKeyId: body.key_id as string | undefined,
+          context: signingContext(body, caller),
+          via: ownApi(caller),
+        },
+      );
       return signOutcome(outcome, opts.publicUrl);
     },
     async pkcs11_sign(body, request) {
@@ -166,19 +169,21 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       const digest = decodeBase64Field('hash', body.hash as string);
       if (body.request_id !== undefined)
         return signOutcome(await signing.collect(tenantId, body.request_id as string, digest), opts.publicUrl);
-      const outcome = await signing.pkcs11Sign({
-        action: 'pkcs11_sign',
-        tenantId,
-        callerId: callerOf(request).id,
-        personId: callerOf(request).personId ?? null,
-        workload: callerOf(request).workload ?? null,
-        digest,
-        pss: (body.pss_padding as boolean | undefined) ?? false,
-        ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
-        ...(body.key_id !== undefined && { expectedKeyId: body.key_id as string }),
-        context: signingContext(body, callerOf(request)),
-        via: ownApi(callerOf(request)),
-      });
+      const caller = callerOf(request);
+      const outcome = await signDigest(
+        signing,
+        { apiKey: caller },
+        {
+          action: 'pkcs11_sign',
+          tenantId,
+          digest,
+          pss: (body.pss_padding as boolean | undefined) ?? false,
+          keySpec: body.key_spec as KeySpec | undefined,
+          expectedKeyId: body.key_id as string | undefined,
+          context: signingContext(body, caller),
+          via: ownApi(caller),
+        },
+      );
       return signOutcome(outcome, opts.publicUrl);
     },
     async sign_batch(body, request) {
@@ -190,19 +195,20 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         if (collected.kind === 'pending') return signOutcome(collected, opts.publicUrl);
         return { status: 200, body: batchBody(tenantId, collected, request) };
       }
-      const outcome = await signing.signBatch({
-        tenantId,
-        callerId: caller.id,
-        personId: caller.personId ?? null,
-        workload: caller.workload ?? null,
-        digests,
-        ...(body.algorithm !== undefined && { algorithm: body.algorithm as SigningAlgorithm }),
-        ...(body.key_spec !== undefined && { keySpec: body.key_spec as KeySpec }),
-        pss: (body.pss_padding as boolean | undefined) ?? false,
-        ...(body.key_id !== undefined && { expectedKeyId: body.key_id as string }),
-        context: signingContext(body, caller),
-        via: ownApi(caller),
-      });
+      const outcome = await signDigests(
+        signing,
+        { apiKey: caller },
+        {
+          tenantId,
+          digests,
+          algorithm: body.algorithm as SigningAlgorithm | undefined,
+          keySpec: body.key_spec as KeySpec | undefined,
+          pss: (body.pss_padding as boolean | undefined) ?? false,
+          expectedKeyId: body.key_id as string | undefined,
+          context: signingContext(body, caller),
+          via: ownApi(caller),
+        },
+      );
       if (outcome.kind === 'pending') return signOutcome(outcome, opts.publicUrl);
       return { status: 200, body: batchBody(tenantId, outcome, request) };
     },
@@ -409,11 +415,12 @@ function isReply(value: unknown): value is Reply {
 }
 
 /** 200 with the signature, or 202 with the pending request (ApprovalResponse) and where to decide it. */
-function signOutcome(outcome: SignOutcome, publicUrl: string | undefined): Reply {
+export function signOutcome(outcome: SignOutcome, publicUrl: string | undefined): Reply {
   if (outcome.kind === 'pending') {
-    const body = { message: outcome.message, request_id: outcome.requestId, status: outcome.status };
-    if (publicUrl === undefined) return { status: 202, body };
-    return { status: 202, body: { ...body, approve_url: consolePageFor(publicUrl, outcome.requestId) } };
+    const held = describeHeld(outcome, publicUrl);
+    const body = { message: held.message, request_id: held.requestId, status: held.status };
+    if (held.consolePage === undefined) return { status: 202, body };
+    return { status: 202, body: { ...body, approve_url: held.consolePage } };
   }
   return {
     status: 200,

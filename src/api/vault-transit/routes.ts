@@ -10,6 +10,7 @@ import type { SigningService } from '../../signing/signing-service.js';
 import { ACTION_ROLES } from '../../store/records/roles.js';
 import type { ApiKeyRecord, Store } from '../../store/store.js';
 import { authorize } from '../authenticate.js';
+import { clientGoneSignal } from '../client-gone.js';
 import { LOG_INDEX_HEADER } from '../responses.js';
 import { TENANT_ID_PATTERN } from '../schemas.js';
 import { PERMISSION_DENIED, sendVaultError, VaultError, vaultErrorOf } from './errors.js';
@@ -25,7 +26,7 @@ import {
   vaultResponses,
 } from './response-schemas.js';
 import { signBatchInputs } from './sign-batch-inputs.js';
-import { signInputs } from './sign-inputs.js';
+import { signInput } from './sign-inputs.js';
 import { vaultAuthenticate } from './vault-token.js';
 import { verifyItem } from './verify-inputs.js';
 
@@ -55,16 +56,6 @@ const SECURITY = [{ bearerAuth: [] }];
 function callerOf(request: FastifyRequest): ApiKeyRecord {
   if (!request.caller) throw new VaultError(403, [PERMISSION_DENIED]);
   return request.caller;
-}
-
-/** Aborted when the client goes away: a held call then stops waiting. */
-function abortedWhenGone(reply: FastifyReply): AbortSignal {
-  const aborted = new AbortController();
-  // The response's close, not the request's: a request's close fires once its body is read.
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableEnded) aborted.abort();
-  });
-  return aborted.signal;
 }
 
 /** A key that may read public keys sees its own tenant, or every tenant when it is bound to none. */
@@ -186,20 +177,18 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
       ? batch.map((item, i) => attempt(() => decodeInput(`batch_input[${i}].input`, item.input)))
       : [decodeInput('input', body.input as string)];
     const deps = { signing: opts.signing, heldWaitMs: opts.heldWaitMs, publicUrl: opts.publicUrl };
-    const signal = abortedWhenGone(reply);
+    const signal = clientGoneSignal(reply.raw);
     // A batch is one sign_batch request (one policy decision); one input is one sign request.
-    const results = batch
-      ? await signBatchInputs(deps, caller, name, scheme, body.key_version, inputs, signal)
-      : await signInputs(deps, caller, name, scheme, body.key_version, inputs, signal);
     if (batch) {
+      const results = await signBatchInputs(deps, caller, name, scheme, body.key_version, inputs, signal);
       const batchResults = results.map((r, i) => ({
         ...(r instanceof VaultError ? { error: r.message } : r),
         ...(batch[i]?.reference !== undefined && { reference: batch[i]?.reference }),
       }));
       return reply.send({ data: { batch_results: batchResults } });
     }
-    const [only] = results;
-    if (only === undefined || only instanceof VaultError) throw only;
+    const only = await signInput(deps, caller, name, scheme, body.key_version, inputs[0] as Buffer, signal);
+    if (only instanceof VaultError) throw only;
     if (only.log_index !== undefined) reply.header(LOG_INDEX_HEADER, String(only.log_index));
     return reply.send({ data: { signature: only.signature, key_version: only.key_version } });
   };

@@ -6,8 +6,7 @@
 // and the same call sent again (the same digests) continues it and collects its signatures whole.
 import { checkSigningRequest } from '../../crypto/algorithms.js';
 import { ApiError } from '../../errors.js';
-import { waitForDecision } from '../../signing/held-wait.js';
-import { BATCH_MAX, type BatchOutcome, type Pending } from '../../signing/signing-service.js';
+import { signDigests } from '../../signing/signing-entry.js';
 import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
 import { VaultError, vaultErrorOf } from './errors.js';
 import { representativeOf, type Scheme } from './request-fields.js';
@@ -30,7 +29,7 @@ export async function signBatchInputs(
   signal: AbortSignal,
 ): Promise<InputOutcome[]> {
   const { signing } = deps;
-  const { current, algorithm, request } = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
+  const { current, algorithm, ask } = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
   // Checked one by one here: sign_batch refuses a whole batch for one digest of the wrong length.
   const digests = inputs.map((input): Buffer | VaultError => {
     if (input instanceof VaultError) return input;
@@ -44,41 +43,28 @@ export async function signBatchInputs(
     }
   });
   const signable = digests.flatMap((d, index) => (d instanceof VaultError ? [] : [index]));
-  const chunks: number[][] = [];
-  for (let at = 0; at < signable.length; at += BATCH_MAX) chunks.push(signable.slice(at, at + BATCH_MAX));
-  const first: Array<BatchOutcome | Pending | VaultError> = [];
-  // Batches of at most BATCH_MAX digests (the schema allows 100, so one), one after another.
-  for (const chunk of chunks) {
-    const chunkDigests = chunk.map((i) => digests[i] as Buffer);
-    first.push(await signing.signBatch({ ...request, digests: chunkDigests }).catch(itemError));
-  }
-  // A held batch is collected whole, with its digests; held ones wait together, for one heldWaitMs in all.
-  const decided = await Promise.all(
-    first.map((outcome, c) => {
-      if (outcome instanceof VaultError || outcome.kind === 'signed') return outcome;
-      const chunkDigests = (chunks[c] as number[]).map((i) => digests[i] as Buffer);
-      // The collector brings the batch's own digests: the one-digest argument is unused.
-      const collector = { collect: (t: string, id: string) => signing.collectBatch(t, id, chunkDigests) };
-      return waitForDecision<BatchOutcome>(collector, tenantId, outcome, Buffer.alloc(0), {
-        waitMs: deps.heldWaitMs,
-        signal,
-      }).catch(itemError);
-    }),
-  );
-  // The items that failed alone already hold their error; every other one is filled in from its batch's outcome.
+  // One sign_batch request: the schema's MAX_BATCH_ITEMS (100) is within BATCH_MAX. A batch held for a person is
+  // waited on whole, and collected with its own digests.
+  const outcome =
+    signable.length === 0
+      ? undefined
+      : await signDigests(
+          signing,
+          { apiKey: caller },
+          { ...ask, algorithm, digests: signable.map((i) => digests[i] as Buffer) },
+          { waitMs: deps.heldWaitMs, signal },
+        ).catch(itemError);
+  // The items that failed alone already hold their error; every other one is filled in from the batch's outcome.
   const results = digests.map((d) => (d instanceof VaultError ? d : undefined)) as InputOutcome[];
   const versions = new Map<string, KeyRecord>([[current.id, current]]);
-  for (const [c, outcome] of decided.entries()) {
-    const chunk = chunks[c] as number[];
-    for (const [position, index] of chunk.entries()) {
-      if (outcome instanceof VaultError) results[index] = outcome;
-      else if (outcome.kind === 'pending') results[index] = heldError(outcome, deps.publicUrl);
-      else {
-        const item = outcome.items[position];
-        if (item?.kind === 'signed') {
-          results[index] = await signedInput(signing, tenantId, versions, item.signed, scheme);
-        } else results[index] = itemError(item?.error);
-      }
+  for (const [position, index] of signable.entries()) {
+    if (outcome instanceof VaultError) results[index] = outcome;
+    else if (outcome?.kind === 'pending') results[index] = heldError(outcome, deps.publicUrl);
+    else {
+      const item = outcome?.items[position];
+      if (item?.kind === 'signed') {
+        results[index] = await signedInput(signing, tenantId, versions, item.signed, scheme);
+      } else results[index] = itemError(item?.error);
     }
   }
   return results;

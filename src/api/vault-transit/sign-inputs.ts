@@ -1,13 +1,14 @@
-// Transit's sign of one `input`: a signing request through the signing service (policy, velocity limits, audit
-// entry, events, transparency log), as POST /v1/sign makes it, with the policy inputs of the caller's key (a
-// `batch_input` is one sign_batch request: sign-batch-inputs.ts). A request held for a person's decision is waited on up to heldWaitMs (Vault's clients know no 202); still waiting,
-// it is an error that names the request and where to decide it, and the same call sent again continues it.
+// Transit's sign of one `input`: one digest through the signing entry point (src/signing/signing-entry.ts: the
+// policy, velocity limits, audit entry, events, transparency log), as POST /v1/sign makes it, with the policy inputs
+// of the caller's key (a `batch_input` is one sign_batch request: sign-batch-inputs.ts). A request held for a
+// person's decision is waited on up to heldWaitMs (Vault's clients know no 202); still waiting, it is an error that
+// names the request and where to decide it, and the same call sent again continues it.
 import { ApiError } from '../../errors.js';
-import { waitForDecision } from '../../signing/held-wait.js';
+import { describeHeld } from '../../signing/held-description.js';
+import { type SigningAsk, signDigest } from '../../signing/signing-entry.js';
 import type { Pending, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
-import { consolePageFor } from '../../web/request-pages.js';
 import { signingContext } from '../signing-inputs.js';
 import { VaultError, vaultErrorOf } from './errors.js';
 import { signingSaltLength } from './pss-salt.js';
@@ -31,11 +32,12 @@ export type InputOutcome = SignedInput | VaultError;
 
 /** The error of a request still held when the wait ended: what it is, where to decide it, and what to do then. */
 export function heldError(pending: Pending, publicUrl: string | undefined): VaultError {
-  const where = publicUrl
-    ? `approve it at ${consolePageFor(publicUrl, pending.requestId)} (or with POST /v1/approve_sign)`
+  const held = describeHeld(pending, publicUrl);
+  const where = held.consolePage
+    ? `approve it at ${held.consolePage} (or with POST /v1/approve_sign)`
     : 'approve it in the signbridge console or with POST /v1/approve_sign';
   return new VaultError(400, [
-    `signing request ${pending.requestId} is ${pending.status}: it waits for a person's decision; ${where}, then ` +
+    `signing request ${held.requestId} is ${held.status}: it waits for a person's decision; ${where}, then ` +
       'send the same request again: it continues this request and returns the signature once approved',
   ]);
 }
@@ -48,9 +50,9 @@ export function itemError(err: unknown): VaultError {
 
 /**
  * The key a transit sign uses and what it signs with: the tenant's current version (checked against key_version),
- * the scheme's algorithm and PSS salt, and the request fields every item shares, pinned to that version
- * (expectedKeyId: a rotation before the signature refuses it rather than signing with another key) and naming the
- * door and the credential in `via` (the API key's id, never the token itself).
+ * the scheme's algorithm and PSS salt, and the ask every item shares, pinned to that version (expectedKeyId: a
+ * rotation before the signature refuses it rather than signing with another key) and naming the door and the
+ * credential in `via` (the API key's id, never the token itself).
  */
 export async function transitSigningKey(
   signing: SigningService,
@@ -63,61 +65,42 @@ export async function transitSigningKey(
   checkKeyVersion(keyVersion, current);
   const algorithm = algorithmFor(current.keySpec, scheme);
   const pssSaltLength = scheme.rsa === 'pss' ? signingSaltLength(current, hashNameOf(scheme), scheme.salt) : undefined;
-  const request = {
+  const ask: SigningAsk = {
     tenantId,
-    callerId: caller.id,
-    personId: caller.personId ?? null,
-    workload: caller.workload ?? null,
-    algorithm,
     expectedKeyId: current.id,
     context: signingContext({}, caller),
     via: { api: 'vault-transit', api_key_id: caller.id },
-    ...(pssSaltLength !== undefined && { pssSaltLength }),
+    pssSaltLength,
   };
-  return { current, algorithm, request };
+  return { current, algorithm, ask };
 }
 
-export async function signInputs(
+/**
+ * Transit's `input`: one item, so one sign request. Vault treats `input` as a batch of one (its sign path runs the
+ * batch loop over one item), and one digest through sign keeps the audit action `sign` that such calls always had;
+ * `batch_input` is the batch path (sign-batch-inputs.ts). Held, it is waited on up to heldWaitMs.
+ */
+export async function signInput(
   deps: TransitSigning,
   caller: ApiKeyRecord,
   tenantId: string,
   scheme: Scheme,
   keyVersion: number | string | undefined,
-  inputs: Array<Buffer | VaultError>,
+  input: Buffer,
   signal: AbortSignal,
-): Promise<InputOutcome[]> {
+): Promise<InputOutcome> {
   const { signing } = deps;
-  const { current, request } = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
-  const digests = inputs.map((input) =>
-    input instanceof VaultError ? input : representativeOf(current, scheme, input),
-  );
-  const first: Array<SignOutcome | VaultError> = [];
-  // One after another: their audit entries keep the batch's order.
-  for (const digest of digests) {
-    if (digest instanceof VaultError) {
-      first.push(digest);
-      continue;
-    }
-    first.push(await signing.sign({ ...request, digest }).catch(itemError));
-  }
-  // Held ones wait together, for one heldWaitMs in all.
-  const decided = await Promise.all(
-    first.map((outcome, i) =>
-      outcome instanceof VaultError || outcome.kind === 'signed'
-        ? outcome
-        : waitForDecision(signing, tenantId, outcome, digests[i] as Buffer, { waitMs: deps.heldWaitMs, signal }).catch(
-            itemError,
-          ),
-    ),
-  );
-  const versions = new Map<string, KeyRecord>([[current.id, current]]);
-  const results: InputOutcome[] = [];
-  for (const outcome of decided) {
-    if (outcome instanceof VaultError) results.push(outcome);
-    else if (outcome.kind === 'pending') results.push(heldError(outcome, deps.publicUrl));
-    else results.push(await signedInput(signing, tenantId, versions, outcome, scheme));
-  }
-  return results;
+  const { current, algorithm, ask } = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
+  const digest = representativeOf(current, scheme, input);
+  const outcome = await signDigest(
+    signing,
+    { apiKey: caller },
+    { ...ask, algorithm, digest },
+    { waitMs: deps.heldWaitMs, signal },
+  ).catch(itemError);
+  if (outcome instanceof VaultError) return outcome;
+  if (outcome.kind === 'pending') return heldError(outcome, deps.publicUrl);
+  return signedInput(signing, tenantId, new Map([[current.id, current]]), outcome, scheme);
 }
 
 export async function signedInput(
