@@ -1,4 +1,5 @@
-// STS AssumeRoleWithWebIdentity on signbridge (POST /, the query protocol), called by clients nobody here wrote:
+// The STS door's conformance: AssumeRoleWithWebIdentity and GetCallerIdentity on signbridge (POST /, the query
+// protocol), called by clients nobody here wrote, one `describe` a client and then the errors they read:
 // boto3's `sts` client, boto3's own credential chain from AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE +
 // AWS_ENDPOINT_URL_STS, the AWS CLI, and @aws-sdk/client-kms's default chain. The web identity token is a CI job's
 // OIDC token from the local HTTPS issuer (test/helpers/ci-issuer.ts); the temporary credentials then authenticate on
