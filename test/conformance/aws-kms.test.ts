@@ -67,6 +67,20 @@ function digestFile(bytes: Buffer): string {
   return `fileb://${path}`;
 }
 
+/** `aws kms sign` or `verify` arguments: key, message type, algorithm, the message (and signature) as files. */
+function kmsArgs(
+  op: 'sign' | 'verify',
+  keyId: string,
+  type: string,
+  alg: string,
+  message: Buffer,
+  signature?: Buffer,
+): string[] {
+  const signatureArgs = signature ? ['--signature', digestFile(signature)] : [];
+  const common = ['--key-id', keyId, '--message-type', type, '--signing-algorithm', alg];
+  return ['kms', op, ...common, '--message', digestFile(message), ...signatureArgs];
+}
+
 describe.skipIf(missing)('the AWS CLI', () => {
   let profile: AwsProfile;
 
@@ -141,18 +155,7 @@ describe.skipIf(missing)('the AWS CLI', () => {
       { type: 'RAW', alg: 'RSASSA_PSS_SHA_512', input: message },
     ];
     for (const c of cases) {
-      const signed = await runAws(endpoint, profile, [
-        'kms',
-        'sign',
-        '--key-id',
-        'alias/rsa-team',
-        '--message-type',
-        c.type,
-        '--signing-algorithm',
-        c.alg,
-        '--message',
-        digestFile(c.input),
-      ]);
+      const signed = await runAws(endpoint, profile, kmsArgs('sign', 'alias/rsa-team', c.type, c.alg, c.input));
       expect(signed.code, signed.stderr).toBe(0);
       expect(signed.json?.SigningAlgorithm).toBe(c.alg);
       const signature = Buffer.from(signed.json?.Signature as string, 'base64');
@@ -167,20 +170,11 @@ describe.skipIf(missing)('the AWS CLI', () => {
         : publicPem['rsa-team']!;
       expect(cryptoVerify(hash, message, key, signature), `${c.type} ${c.alg}`).toBe(true);
 
-      const verified = await runAws(endpoint, profile, [
-        'kms',
-        'verify',
-        '--key-id',
-        'alias/rsa-team',
-        '--message-type',
-        c.type,
-        '--signing-algorithm',
-        c.alg,
-        '--message',
-        digestFile(c.input),
-        '--signature',
-        digestFile(signature),
-      ]);
+      const verified = await runAws(
+        endpoint,
+        profile,
+        kmsArgs('verify', 'alias/rsa-team', c.type, c.alg, c.input, signature),
+      );
       expect(verified.code, verified.stderr).toBe(0);
       expect(verified.json?.SignatureValid).toBe(true);
     }
@@ -189,37 +183,17 @@ describe.skipIf(missing)('the AWS CLI', () => {
   it('signs with a P-256 key, DER ECDSA, and refuses a signature of another message in verify', async () => {
     const ecProfile = await profileOf('ec-team');
     const message = Buffer.from('kernel module');
-    const signed = await runAws(endpoint, ecProfile, [
-      'kms',
-      'sign',
-      '--key-id',
-      'alias/ec-team',
-      '--message-type',
-      'RAW',
-      '--signing-algorithm',
-      'ECDSA_SHA_256',
-      '--message',
-      digestFile(message),
-    ]);
+    const signed = await runAws(endpoint, ecProfile, kmsArgs('sign', 'alias/ec-team', 'RAW', 'ECDSA_SHA_256', message));
     expect(signed.code, signed.stderr).toBe(0);
     const signature = Buffer.from(signed.json?.Signature as string, 'base64');
     expect(signature[0]).toBe(0x30); // DER SEQUENCE
     expect(cryptoVerify('sha256', message, publicPem['ec-team']!, signature)).toBe(true);
 
-    const wrong = await runAws(endpoint, ecProfile, [
-      'kms',
-      'verify',
-      '--key-id',
-      'alias/ec-team',
-      '--message-type',
-      'RAW',
-      '--signing-algorithm',
-      'ECDSA_SHA_256',
-      '--message',
-      digestFile(Buffer.from('another module')),
-      '--signature',
-      digestFile(signature),
-    ]);
+    const wrong = await runAws(
+      endpoint,
+      ecProfile,
+      kmsArgs('verify', 'alias/ec-team', 'RAW', 'ECDSA_SHA_256', Buffer.from('another module'), signature),
+    );
     expect(wrong.code).toBe(254);
     expect(wrong.stderr).toContain('(KMSInvalidSignatureException)');
   });
@@ -244,18 +218,11 @@ describe.skipIf(missing)('the AWS CLI', () => {
     const notFound = await runAws(endpoint, rsa, ['kms', 'get-public-key', '--key-id', 'alias/ec-team']);
     expect(notFound.code).toBe(254);
     expect(notFound.stderr).toMatch(/\(NotFoundException\) when calling the GetPublicKey operation/);
-    const short = await runAws(endpoint, rsa, [
-      'kms',
-      'sign',
-      '--key-id',
-      'alias/rsa-team',
-      '--message-type',
-      'DIGEST',
-      '--signing-algorithm',
-      'RSASSA_PKCS1_V1_5_SHA_256',
-      '--message',
-      digestFile(Buffer.alloc(20)),
-    ]);
+    const short = await runAws(
+      endpoint,
+      rsa,
+      kmsArgs('sign', 'alias/rsa-team', 'DIGEST', 'RSASSA_PKCS1_V1_5_SHA_256', Buffer.alloc(20)),
+    );
     expect(short.code).toBe(254);
     expect(short.stderr).toMatch(/\(ValidationException\) when calling the Sign operation/);
   });

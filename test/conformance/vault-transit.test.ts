@@ -629,6 +629,12 @@ describe("cosign's hashivault:// signer, end to end", () => {
   }
 });
 
+// jsign's requests as its source builds them: jsign-crypto/src/main/java/net/jsign/jca/HashiCorpVaultSigningService.java
+// (ebourg/jsign, commit 3179d354): the token as `Authorization: Bearer` (line 65); `GET keys?list=true` (line 87);
+// `GET keys/<name>` for `type` (line 117); `POST sign/<name>` (line 168) with `key_version` the part of the alias
+// after ':' as a JSON string (lines 147-152; JsonWriter.java quotes a String), `input`, `prehashed: true`,
+// `hash_algorithm`, and `signature_algorithm: pkcs1v15` for RSA (lines 157-163); the signature is the third field of
+// `vault:vN:<base64>` (line 178).
 describe.skipIf(missing)("jsign's HASHICORPVAULT requests (Authorization: Bearer)", () => {
   const jsign = (token: string, path: string, body?: unknown) =>
     fetch(`${url}/v1/transit/${path}`, {
@@ -650,7 +656,7 @@ describe.skipIf(missing)("jsign's HASHICORPVAULT requests (Authorization: Bearer
     expect(key.type).toBe('rsa-2048');
     const digest = sha('sha256', 'app.exe');
     const signed = await jsign(token, 'sign/v-rsa', {
-      key_version: key.latest_version,
+      key_version: String(key.latest_version),
       input: b64(digest),
       prehashed: true,
       hash_algorithm: 'sha2-256',
