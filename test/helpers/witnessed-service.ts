@@ -11,11 +11,19 @@ import { callAction, startTestService, type TestService } from './service.js';
 import { TestWitness } from './tlog-witness.js';
 import { waitFor } from './wait.js';
 
-export const ed25519Witness = () => new TestWitness({ name: 'witness.test/ed25519', kind: 'ed25519' });
-export const mlDsaWitness = () => new TestWitness({ name: 'witness.test/ml-dsa-44', kind: 'ml-dsa-44' });
+const ed25519Witness = () => new TestWitness({ name: 'witness.test/ed25519', kind: 'ed25519' });
+const mlDsaWitness = () => new TestWitness({ name: 'witness.test/ml-dsa-44', kind: 'ml-dsa-44' });
 /** It cosigned a tree of one entry with another root: the real log is a fork to it (every proof fails, 422). */
 export const forkedWitness = () =>
   new TestWitness({ name: 'witness.test/forked', kind: 'ed25519', seed: { size: 1, root: randomBytes(32) } });
+
+/** Two honest cosigners (Ed25519, ML-DSA-44) and the forked one, and the three as one list. */
+export function honestAndForkedWitnesses() {
+  const ed = ed25519Witness();
+  const pq = mlDsaWitness();
+  const forked = forkedWitness();
+  return { ed, pq, forked, all: [ed, pq, forked] };
+}
 
 export interface WitnessedService {
   svc: TestService;

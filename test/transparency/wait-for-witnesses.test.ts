@@ -13,18 +13,13 @@ import { makeTempDir, type TestService } from '../helpers/service.js';
 import type { TestWitness } from '../helpers/tlog-witness.js';
 import { waitFor } from '../helpers/wait.js';
 import {
-  ed25519Witness,
-  forkedWitness,
-  mlDsaWitness,
+  honestAndForkedWitnesses,
   startWitnessedService,
   type WitnessedService,
 } from '../helpers/witnessed-service.js';
 
 const TENANT = 'witnessed';
-const ed = ed25519Witness();
-const pq = mlDsaWitness();
-const forked = forkedWitness();
-const all = [ed, pq, forked];
+const { ed, pq, forked, all } = honestAndForkedWitnesses();
 const dir = makeTempDir('sb-wait-witnessed-');
 let svc: TestService;
 let url: string;

@@ -15,18 +15,13 @@ import { logGet } from '../helpers/log-client.js';
 import { callAction, makeTempDir, type TestService } from '../helpers/service.js';
 import { waitFor } from '../helpers/wait.js';
 import {
-  ed25519Witness,
-  forkedWitness,
-  mlDsaWitness,
+  honestAndForkedWitnesses,
   startWitnessedService,
   type WitnessedService,
 } from '../helpers/witnessed-service.js';
 
 const TENANT = 'wit';
-const ed = ed25519Witness();
-const pq = mlDsaWitness();
-const forked = forkedWitness();
-const all = [ed, pq, forked];
+const { ed, pq, forked, all } = honestAndForkedWitnesses();
 const dir = makeTempDir('sb-witnesses-');
 let svc: TestService;
 let url: string;
