@@ -26,8 +26,9 @@ if [ "$#" -eq 0 ]; then
   # Every API test and the drop-in KMS endpoints' tests again with the service on PostgreSQL (test/helpers/service.ts:
   # a fresh database per service), the people, trust-rule and webhook admin commands with --database, and event
   # delivery.
-  echo "[test] vitest on Node 24: test/api, test/kms-api, the admin commands and event delivery on PostgreSQL (SIGNBRIDGE_TEST_STORE=postgres)" >&2
+  echo "[test] vitest on Node 24: test/api, test/kms-api, the KMS, STS and Vault conformance files, the admin commands and event delivery on PostgreSQL (SIGNBRIDGE_TEST_STORE=postgres)" >&2
   on_node24 env SIGNBRIDGE_TEST_STORE=postgres node_modules/.bin/vitest run test/api test/kms-api \
+    test/conformance/aws-kms.test.ts test/conformance/aws-sts.test.ts test/conformance/vault-transit.test.ts \
     test/cli/admin-people.test.ts test/cli/admin-trust.test.ts test/cli/admin-webhook.test.ts \
     test/events/delivery.test.ts test/events/approver-mail.test.ts test/events/signed-events.test.ts
   # The packages (docs/packages.md), built and then installed on this machine and signed through: a step of its own,

@@ -3,40 +3,38 @@
 // refusal of issue 22's list with the check it names, the issuer going down and coming back, outbound checks, and
 // one use per token across two instances on PostgreSQL. The service's clock is virtual (real time plus an offset
 // the tests move) and tokens are minted at that time, so nothing depends on how fast the machine is.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import formats from 'ajv-formats';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
-import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AppOptions, buildApp } from '../../src/app.js';
-import { type NewTrustRule, validateTrustRule } from '../../src/auth/workload/trust-rule.js';
+import type { NewTrustRule } from '../../src/auth/workload/trust-rule.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
+import type { CiIssuer } from '../helpers/ci-issuer.js';
 import { digestOf, verifyWithNode } from '../helpers/crypto.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
+import { KEY_CACHE, PUBLIC_URL, WorkloadStand } from '../helpers/workload-stand.js';
 
-const PUBLIC_URL = 'https://signbridge.test.example';
 const GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const JWT_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 
-let offsetMs = 0;
-const now = () => new Date(Date.now() + offsetMs);
-const nowS = () => Math.floor(now().getTime() / 1000);
-/** Moves the service's clock (and the time tokens are minted at) forward. */
-const advance = (ms: number) => {
-  offsetMs += ms;
-};
-
-// The floor and the refresh age are long so that no real time passing between two requests could cross them.
-const KEY_CACHE = { refetchFloorMs: 5 * 60_000, refreshAfterMs: 30 * 60_000, maxKeyAgeMs: 24 * 3_600_000 };
-
+let stand: WorkloadStand;
 let issuer: CiIssuer;
+const now = () => stand.now();
+const nowS = () => stand.nowS();
+const advance = (ms: number) => stand.advance(ms);
+const workloadOptions = (extra: Partial<NonNullable<AppOptions['workload']>> = {}) => stand.options(extra);
+const addRule = (store: KyselyStore, rule: Omit<NewTrustRule, 'issuer'> & { issuer?: string }) =>
+  stand.addRule(store, rule);
+const mint = (claims: Record<string, unknown> = {}, opts: Parameters<CiIssuer['mint']>[1] = {}) =>
+  stand.mint(claims, opts);
+
 let svc: TestService;
 // biome-ignore lint/suspicious/noExplicitAny: OpenAPI responses are untyped JSON
 let documentedResponses: Record<string, any>;
@@ -44,26 +42,6 @@ const ajv = new Ajv({ strict: false, allErrors: true });
 // ajv-formats is CommonJS: its plugin is the module's default export.
 (formats as unknown as { default: (ajv: Ajv) => Ajv }).default(ajv);
 let publicKeyPem: string;
-
-function workloadOptions(extra: Partial<NonNullable<AppOptions['workload']>> = {}): Partial<AppOptions> {
-  return {
-    now,
-    publicUrl: PUBLIC_URL,
-    workload: { allow: ['127.0.0.1'], caPem: readFileSync(issuer.caFile, 'utf8'), keys: KEY_CACHE, ...extra },
-  };
-}
-
-async function addRule(store: KyselyStore, rule: Omit<NewTrustRule, 'issuer'> & { issuer?: string }): Promise<string> {
-  const valid = validateTrustRule({ issuer: issuer.url, ...rule });
-  const id = `tr_${randomBytes(8).toString('hex')}`;
-  await store.workload.addTrustRule({ ...valid, id, createdAt: now().toISOString(), createdBy: 'test' });
-  return id;
-}
-
-/** A GitHub-like token for `aud` (the service's public URL unless given), minted at the service's time. */
-function mint(claims: Record<string, unknown> = {}, opts: Parameters<CiIssuer['mint']>[1] = {}) {
-  return issuer.mint({ ...issuer.github.claims, aud: PUBLIC_URL, ...claims }, { issuedAt: nowS(), ...opts });
-}
 
 interface Answer {
   status: number;
@@ -112,7 +90,8 @@ function expectRefused(answer: Answer, reason: RegExp, error = 'invalid_grant', 
 }
 
 beforeAll(async () => {
-  issuer = await startCiIssuer();
+  stand = await WorkloadStand.start();
+  issuer = stand.issuer;
   svc = await startTestService(workloadOptions());
   documentedResponses = (await svc.app.inject({ method: 'GET', url: '/api/openapi.json' })).json().paths['/oauth/token']
     .post.responses;
@@ -138,7 +117,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await svc?.close();
-  await issuer?.close();
+  await stand?.close();
 });
 
 describe('a good exchange', () => {
@@ -312,14 +291,7 @@ describe('every refusal names the check that failed (RFC 6749 §5.2 invalid_gran
   });
 
   it('a self-made token gets the same answer for a tenant that exists and one that does not (no tenant oracle)', async () => {
-    const { privateKey } = await generateKeyPair('ES256');
-    const selfMade = await new SignJWT({ sub: 'anyone' })
-      .setProtectedHeader({ alg: 'ES256', kid: 'mine' })
-      .setIssuer('https://self-made.example')
-      .setAudience(PUBLIC_URL)
-      .setIssuedAt(nowS())
-      .setExpirationTime(nowS() + 300)
-      .sign(privateKey);
+    const selfMade = await stand.selfMadeToken();
     const raw = async (tenant: string) => {
       const res = await svc.app.inject({
         method: 'POST',

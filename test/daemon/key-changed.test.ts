@@ -13,18 +13,20 @@ import type { RunningDaemon } from '../../daemon/daemon.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
 import { CoalescingUpstream, DEFAULT_COALESCING } from '../../daemon/upstream/coalescing-upstream.js';
 import { InProcessUpstream } from '../../daemon/upstream/in-process-upstream.js';
-import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { DaemonClient } from '../../wire/client.js';
 import { WireStatus } from '../../wire/wire.js';
+import {
+  expectCoalescedRefused,
+  type KeyChangedCase,
+  keyChangedTenants,
+  listedKeyId,
+  signedState,
+} from '../helpers/key-changed.js';
 import { makeTempDir } from '../helpers/service.js';
 import { ensurePeercredBuilt, startTestDaemon, tempSocketPath } from './helpers.js';
 
-const TENANTS: Record<string, { spec: KeySpec; algorithm: SigningAlgorithm; digestBytes: number }> = {
-  'kc-rsa': { spec: 'RSA_2048', algorithm: 'RSASSA_PKCS1_V1_5_SHA_256', digestBytes: 32 },
-  'kc-p256': { spec: 'ECC_NIST_P256', algorithm: 'ECDSA_SHA_256', digestBytes: 32 },
-  'kc-mldsa': { spec: 'ML_DSA_44', algorithm: 'ML_DSA_SHAKE_256', digestBytes: 64 },
-};
+const TENANTS = keyChangedTenants('kc');
 
 let dataDir: string;
 let daemon: RunningDaemon;
@@ -55,28 +57,14 @@ afterAll(async () => {
 
 const inProcess = () => daemon.upstream as InProcessUpstream;
 
-/** The tenant's `signed` audit entries and signature records: what a refused request must leave as they were. */
-async function signedState(tenant: string): Promise<{ signatures: number; signedEntries: number }> {
+/** The tenant's signed state, read from the daemon's database as another process would. */
+async function signedStateOf(tenant: string): Promise<{ signatures: number; signedEntries: number }> {
   const store = openSqliteStore(join(dataDir, 'signbridge.db'));
   try {
-    const entries = await store.audit.read(0, 1_000_000);
-    return {
-      signatures: (await store.signatures.list(tenant, 100_000)).length,
-      signedEntries: entries.filter((e) => e.tenantId === tenant && e.outcome === 'signed').length,
-    };
+    return await signedState(store, tenant);
   } finally {
     await store.close();
   }
-}
-
-/** The key id LIST shows for the tenant (its CKA_LABEL), which the daemon's catalog now holds. */
-async function listedKeyId(client: DaemonClient, tenant: string): Promise<string> {
-  const res = await client.request({ type: 'LIST' });
-  if (res.type !== 'LIST_OK') throw new Error(JSON.stringify(res));
-  const token = res.tokens.find((t) => t.tenant === tenant);
-  const label = token?.keys[0]?.label;
-  if (!label) throw new Error(`LIST shows no key for ${tenant}: ${JSON.stringify(token)}`);
-  return label;
 }
 
 describe('daemon: a key rotated after the module listed it', () => {
@@ -86,12 +74,12 @@ describe('daemon: a key rotated after the module listed it', () => {
       for (const [tenant, { algorithm, digestBytes }] of Object.entries(TENANTS)) {
         const listed = await listedKeyId(client, tenant);
         const rotated = await inProcess().signing.rotateKey(tenant, 'test');
-        const before = await signedState(tenant);
+        const before = await signedStateOf(tenant);
         const digest = Buffer.alloc(digestBytes, 7);
         const res = await client.request({ type: 'SIGN', tenant, keyId: ckaIdFor(listed), algorithm, digest });
         expect(res, tenant).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_CHANGED });
         if (res.type === 'ERROR') expect(res.message).toContain('key_changed');
-        expect(await signedState(tenant)).toEqual(before);
+        expect(await signedStateOf(tenant)).toEqual(before);
         // The refusal dropped the catalog's entry: LIST shows the new key, and it signs.
         expect(await listedKeyId(client, tenant)).toBe(rotated.key.id);
         const again = await client.request({
@@ -110,27 +98,12 @@ describe('daemon: a key rotated after the module listed it', () => {
 
   it('coalesced into sign_batch, every caller is refused KEY_CHANGED and nothing is signed', async () => {
     const coalescer = new CoalescingUpstream(inProcess(), DEFAULT_COALESCING);
-    for (const [tenant, { spec, digestBytes }] of Object.entries(TENANTS)) {
+    for (const tenant of Object.keys(TENANTS)) {
       const old = (await inProcess().getPublicKey(tenant)).keyId;
       await inProcess().signing.rotateKey(tenant, 'test');
-      const before = await signedState(tenant);
-      const results = await Promise.allSettled(
-        Array.from({ length: 12 }, (_, i) =>
-          coalescer.pkcs11Sign({
-            tenantId: tenant,
-            digest: Buffer.alloc(digestBytes, i + 1),
-            keySpec: spec,
-            pss: false,
-            keyId: old,
-            context: {},
-          }),
-        ),
-      );
-      for (const r of results) {
-        expect(r.status, tenant).toBe('rejected');
-        if (r.status === 'rejected') expect(r.reason).toMatchObject({ status: WireStatus.KEY_CHANGED });
-      }
-      expect(await signedState(tenant)).toEqual(before);
+      const before = await signedStateOf(tenant);
+      await expectCoalescedRefused(coalescer, tenant, TENANTS[tenant] as KeyChangedCase, old);
+      expect(await signedStateOf(tenant)).toEqual(before);
     }
   });
 });

@@ -4,22 +4,25 @@
 // nothing: ERROR KEY_CHANGED to the module, no `signed` entry; listed again, the new key signs. RSA, P-256 and ML-DSA
 // (the daemon's token leaves SM2 keys out). On today's main the service signed with the new key and audited it, and
 // the daemon answered KEY_NOT_FOUND only afterwards.
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningDaemon } from '../../daemon/daemon.js';
 import { ckaIdFor } from '../../daemon/key-id.js';
 import { CoalescingUpstream, DEFAULT_COALESCING } from '../../daemon/upstream/coalescing-upstream.js';
 import { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
-import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { DaemonClient } from '../../wire/client.js';
 import { WireStatus } from '../../wire/wire.js';
+import {
+  expectCoalescedRefused,
+  type KeyChangedCase,
+  keyChangedTenants,
+  listedKeyId,
+  signedState,
+} from '../helpers/key-changed.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 import { ensurePeercredBuilt, keySource, remoteConfig, startTestDaemon } from './helpers.js';
 
-const TENANTS: Record<string, { spec: KeySpec; algorithm: SigningAlgorithm; digestBytes: number }> = {
-  'rk-rsa': { spec: 'RSA_2048', algorithm: 'RSASSA_PKCS1_V1_5_SHA_256', digestBytes: 32 },
-  'rk-p256': { spec: 'ECC_NIST_P256', algorithm: 'ECDSA_SHA_256', digestBytes: 32 },
-  'rk-mldsa': { spec: 'ML_DSA_44', algorithm: 'ML_DSA_SHAKE_256', digestBytes: 64 },
-};
+const TENANTS = keyChangedTenants('rk');
 
 let svc: TestService;
 let url: string;
@@ -57,35 +60,19 @@ afterAll(async () => {
   await svc?.close();
 });
 
-async function signedState(tenant: string): Promise<{ signatures: number; signedEntries: number }> {
-  const entries = await svc.store.audit.read(0, 1_000_000);
-  return {
-    signatures: (await svc.store.signatures.list(tenant, 100_000)).length,
-    signedEntries: entries.filter((e) => e.tenantId === tenant && e.outcome === 'signed').length,
-  };
-}
-
-async function listedKeyId(client: DaemonClient, tenant: string): Promise<string> {
-  const res = await client.request({ type: 'LIST' });
-  if (res.type !== 'LIST_OK') throw new Error(JSON.stringify(res));
-  const label = res.tokens.find((t) => t.tenant === tenant)?.keys[0]?.label;
-  if (!label) throw new Error(`LIST shows no key for ${tenant}`);
-  return label;
-}
-
 describe('daemon over HTTP: a key rotated between the module listing it and the service signing', () => {
   it('SIGN is ERROR KEY_CHANGED, nothing signed or audited as signed; listed again, the new key signs', async () => {
     const { client } = await DaemonClient.open(daemon.socketPath);
     try {
       for (const [tenant, { algorithm, digestBytes }] of Object.entries(TENANTS)) {
         const listed = await listedKeyId(client, tenant);
-        const before = await signedState(tenant);
+        const before = await signedState(svc.store, tenant);
         const digest = Buffer.alloc(digestBytes, 3);
         rotateInTheWindow.add(tenant);
         const res = await client.request({ type: 'SIGN', tenant, keyId: ckaIdFor(listed), algorithm, digest });
         expect(rotateInTheWindow.has(tenant), 'the seam rotated').toBe(false);
         expect(res, tenant).toMatchObject({ type: 'ERROR', status: WireStatus.KEY_CHANGED });
-        expect(await signedState(tenant)).toEqual(before);
+        expect(await signedState(svc.store, tenant)).toEqual(before);
         const current = await listedKeyId(client, tenant);
         expect(current).not.toBe(listed);
         const again = await client.request({ type: 'SIGN', tenant, keyId: ckaIdFor(current), algorithm, digest });
@@ -111,30 +98,15 @@ describe('daemon over HTTP: a key rotated between the module listing it and the 
     };
     const coalescer = new CoalescingUpstream(remote, DEFAULT_COALESCING);
     try {
-      for (const [tenant, { spec, digestBytes }] of Object.entries(TENANTS)) {
+      for (const tenant of Object.keys(TENANTS)) {
         const listed = (await remote.getPublicKey(tenant)).keyId;
         // Rotated for real before the calls (the seam would catch one lane only: a call that read the key before
         // the rotation was committed rightly signs with the key it named).
         const rotated = await callAction(svc.app, admins.get(tenant), 'rotate_key', { tenant_id: tenant });
         expect(rotated.status).toBe(200);
-        const before = await signedState(tenant);
-        const results = await Promise.allSettled(
-          Array.from({ length: 12 }, (_, i) =>
-            coalescer.pkcs11Sign({
-              tenantId: tenant,
-              digest: Buffer.alloc(digestBytes, i + 1),
-              keySpec: spec,
-              pss: false,
-              keyId: listed,
-              context: {},
-            }),
-          ),
-        );
-        for (const r of results) {
-          expect(r.status, tenant).toBe('rejected');
-          if (r.status === 'rejected') expect(r.reason).toMatchObject({ status: WireStatus.KEY_CHANGED });
-        }
-        expect(await signedState(tenant)).toEqual(before);
+        const before = await signedState(svc.store, tenant);
+        await expectCoalescedRefused(coalescer, tenant, TENANTS[tenant] as KeyChangedCase, listed);
+        expect(await signedState(svc.store, tenant)).toEqual(before);
         expect(batchKeyIds.length, `${tenant}: a sign_batch went out`).toBeGreaterThan(0);
         expect(batchKeyIds.every((id) => id === listed)).toBe(true);
         batchKeyIds.length = 0;

@@ -1,11 +1,10 @@
-// Vault transit writes as the clients that are not hvac send them, byte for byte on a bare socket (or by the real
-// curl): Vault's Go client (the vault CLI, Terraform's provider and cosign's hashivault:// all write through it), the
-// curl examples of Vault's transit docs, and cosign's hashivault:// signer end to end. Vault takes a write as PUT or
-// POST and reads its body as JSON whatever the Content-Type; the transit routes do too, and stay strict otherwise.
-// The `signed` audit entry of a transit signature names the door and the API key. On SQLite, and on PostgreSQL with
-// SIGNBRIDGE_TEST_STORE=postgres.
+// Vault transit writes as the curl examples of Vault's transit docs send them (the real curl, or byte for byte on a
+// bare socket). Vault takes a write as PUT or POST and reads its body as JSON whatever the Content-Type; the transit
+// routes do too, and stay strict otherwise. The `signed` audit entry of a transit signature names the door and the
+// API key. Vault's Go client, the vault CLI and cosign's hashivault:// are test/conformance/vault-transit.test.ts's.
+// On SQLite, and on PostgreSQL with SIGNBRIDGE_TEST_STORE=postgres.
 import { execFile } from 'node:child_process';
-import { createHash, createPublicKey, constants as cryptoConstants, verify } from 'node:crypto';
+import { createHash, createPublicKey, verify } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +20,7 @@ let port: number;
 let host: string;
 const signers: Record<string, string> = {};
 const pems: Record<string, string> = {};
-const TENANTS = { 'w-ec': 'ECC_NIST_P256', 'w-rsa': 'RSA_2048' } as const;
+const TENANTS = { 'w-ec': 'ECC_NIST_P256' } as const;
 const BODY_LIMIT = 16 * 1024;
 
 beforeAll(async () => {
@@ -48,83 +47,6 @@ const sha256 = (data: string) => createHash('sha256').update(data).digest();
 const sigBytes = (text: string) => Buffer.from(text.split(':')[2] as string, 'base64');
 /** The API key's id: the part between `sbk_` and the secret. */
 const keyIdOf = (token: string) => token.split('_')[1] as string;
-
-/**
- * A request as Vault's Go client (github.com/hashicorp/vault/api) puts it on the wire:
- * - api/logical.go (commit 0050583, lines 24-26): Write is `NewRequest("PUT", "/v1/"+path)` with SetJSONBody; Read
- *   is a GET with no body.
- * - api/request.go (commit dc215f9, lines 44-53): SetJSONBody is `json.Marshal(val)`: compact, map keys sorted, no
- *   trailing newline; toRetryableHTTP sets the token as `X-Vault-Token` and sets no Content-Type.
- * - api/client.go (commit 043ca62, NewRequest): the method and path as given, the token, the client's headers.
- *   `X-Vault-Request: true` (what Vault Agent's require_request_header asks for, sent by current clients) is added
- *   from memory of newer releases, not from the revision read here; the server ignores it either way.
- * - Go's net/http writes Host, User-Agent `Go-http-client/1.1`, Content-Length (for a body), the client's headers
- *   in sorted order, and `Accept-Encoding: gzip`; HTTP/1.1 keep-alive (no Connection header).
- * The body here is built as json.Marshal builds it: `JSON.stringify` of an object whose keys are already sorted.
- */
-function goClientRequest(method: 'GET' | 'PUT', path: string, token: string, data?: Record<string, unknown>): string {
-  const body =
-    data === undefined
-      ? ''
-      : JSON.stringify(Object.fromEntries(Object.entries(data).sort(([a], [b]) => (a < b ? -1 : 1))));
-  return (
-    `${method} /v1/${path} HTTP/1.1\r\nHost: ${host}\r\nUser-Agent: Go-http-client/1.1\r\n` +
-    (data === undefined ? '' : `Content-Length: ${Buffer.byteLength(body)}\r\n`) +
-    `X-Vault-Request: true\r\nX-Vault-Token: ${token}\r\nAccept-Encoding: gzip\r\n\r\n${body}`
-  );
-}
-
-async function goClient(method: 'GET' | 'PUT', path: string, token: string, data?: Record<string, unknown>) {
-  const answer = await rawExchange(port, [goClientRequest(method, path, token, data)]);
-  // biome-ignore lint/suspicious/noExplicitAny: Vault's answers are untyped JSON
-  return { status: answer.status, headers: answer.headers, json: JSON.parse(answer.body) as any };
-}
-
-describe("Vault's Go client (Logical().Write is PUT, JSON with no Content-Type)", () => {
-  it('signs and verifies with PUT, with and without the hash in the path; reads stay GET', async () => {
-    const token = signers['w-ec'] as string;
-    const key = await goClient('GET', 'transit/keys/w-ec', token);
-    expect(key.status).toBe(200);
-    const pem = key.json.data.keys['1'].public_key as string;
-    for (const path of ['transit/sign/w-ec', 'transit/sign/w-ec/sha2-256']) {
-      const signed = await goClient('PUT', path, token, { input: b64('go client release') });
-      expect(signed.status, JSON.stringify(signed.json)).toBe(200);
-      expect(signed.headers['content-type']).toBe('application/json');
-      const signature = signed.json.data.signature as string;
-      expect(verify('sha256', Buffer.from('go client release'), createPublicKey(pem), sigBytes(signature))).toBe(true);
-      const verified = await goClient('PUT', path.replace('/sign/', '/verify/'), token, {
-        input: b64('go client release'),
-        signature,
-      });
-      expect(verified.status).toBe(200);
-      expect(verified.json).toEqual({ data: { valid: true } });
-    }
-    // A read with PUT is no write transit has: Vault's own 405-less answer is an unsupported path here.
-    const readWithPut = await goClient('PUT', 'transit/keys/w-ec', token, {});
-    expect(readWithPut.status).toBe(404);
-    expect(readWithPut.json).toEqual({ errors: ['unsupported path'] });
-  });
-
-  it("the vault CLI's `vault write transit/sign/<key> input=... prehashed=true hash_algorithm=sha2-256`: every value a string", async () => {
-    // command/write.go parses each key=value into map[string]interface{} as a string and calls Logical().Write.
-    const token = signers['w-rsa'] as string;
-    const digest = sha256('cli artifact');
-    const signed = await goClient('PUT', 'transit/sign/w-rsa', token, {
-      input: b64(digest),
-      prehashed: 'true',
-      hash_algorithm: 'sha2-256',
-      signature_algorithm: 'pkcs1v15',
-    });
-    expect(signed.status, JSON.stringify(signed.json)).toBe(200);
-    const pem = pems['w-rsa'] as string;
-    expect(
-      verify('sha256', Buffer.from('cli artifact'), createPublicKey(pem), sigBytes(signed.json.data.signature)),
-    ).toBe(true);
-    const notABool = await goClient('PUT', 'transit/sign/w-rsa', token, { input: b64(digest), prehashed: 'yes' });
-    expect(notABool.status).toBe(400);
-    expect(notABool.json.errors[0]).toMatch(/^prehashed must be boolean/);
-  });
-});
 
 describe("the curl examples of Vault's transit docs (--data @payload.json: a form Content-Type)", () => {
   it('signs with the real curl, POST and PUT, and a form body that is not JSON is refused in Vault shape', async () => {
@@ -219,50 +141,6 @@ describe('still strict on the transit routes, and the JSON API unchanged', () =>
     ]);
     expect(put.status).toBe(405);
   });
-});
-
-describe("cosign's hashivault:// signer, end to end", () => {
-  // sigstore/sigstore pkg/signature/kms/hashivault/client.go (v1.4.0, summarised in
-  // test/fixtures/sigstore-go/README.md): fetchPublicKey reads `keys/<name>` with Logical().Read and takes
-  // data.keys[<data.latest_version>].public_key; sign() writes `sign/<name>/sha2-256` with Logical().Write
-  // {"input": base64 of the digest, "prehashed": true, "key_version": "0"} and strips `vault:vN:` from
-  // data.signature; verify() writes `verify/<name>/sha2-256` with {"input", "prehashed": true, "signature"} and reads
-  // data.valid. No signature_algorithm is sent: an RSA key signs PSS, Vault's default.
-  for (const tenant of Object.keys(TENANTS)) {
-    it(`signs a digest with ${tenant} and the signature verifies with the public key it read`, async () => {
-      const token = signers[tenant] as string;
-      const key = await goClient('GET', `transit/keys/${tenant}`, token);
-      expect(key.status).toBe(200);
-      const latest = key.json.data.latest_version as number;
-      expect(typeof latest).toBe('number');
-      const publicKey = createPublicKey(key.json.data.keys[String(latest)].public_key as string);
-      const payload = Buffer.from('{"critical":{"image":{"docker-manifest-digest":"sha256:abc"}}}');
-      const digest = createHash('sha256').update(payload).digest();
-      const signed = await goClient('PUT', `transit/sign/${tenant}/sha2-256`, token, {
-        input: b64(digest),
-        key_version: '0',
-        prehashed: true,
-      });
-      expect(signed.status, JSON.stringify(signed.json)).toBe(200);
-      const encoded = (signed.json.data.signature as string).replace(/vault:v[0-9]+:/, '');
-      const signature = Buffer.from(encoded, 'base64');
-      const verifyKey =
-        tenant === 'w-rsa'
-          ? {
-              key: publicKey,
-              padding: cryptoConstants.RSA_PKCS1_PSS_PADDING,
-              saltLength: cryptoConstants.RSA_PSS_SALTLEN_AUTO,
-            }
-          : publicKey;
-      expect(verify('sha256', payload, verifyKey, signature)).toBe(true);
-      const verified = await goClient('PUT', `transit/verify/${tenant}/sha2-256`, token, {
-        input: b64(digest),
-        prehashed: true,
-        signature: `vault:v1:${encoded}`,
-      });
-      expect(verified.json).toEqual({ data: { valid: true } });
-    });
-  }
 });
 
 describe('where a transit signature came from', () => {

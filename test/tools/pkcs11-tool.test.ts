@@ -1,7 +1,7 @@
 // pkcs11-tool (OpenSC) through the module, against the real daemon and service: the object listing, the mechanism
 // list, and a signature with every sign mechanism the module offers for each key type, each verified by `openssl`
 // with the service's public key. Not here (covered elsewhere): the pkcs11-tool --test --login conformance run
-// (module/pkcs11js.test.ts), the slot listing, approvals and denials (daemon/module-e2e.test.ts), and the CKR codes
+// (module/pkcs11js.test.ts), the slot listing, approvals and denials (conformance/pkcs11.test.ts), and the CKR codes
 // for wrong mechanisms and digest sizes (module/pkcs11js.test.ts).
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

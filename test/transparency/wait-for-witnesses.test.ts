@@ -4,34 +4,29 @@
 // refuses the log. A signing answer waits for a checkpoint both honest witnesses cosigned (the refusing one is not
 // waited for), so the proof kept at signing time passes `audit prove --bundle --witness-policy` offline; a witness
 // that is away makes the wait end at its bound, and the answer says it is not witnessed.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOG_DEFAULTS } from '../../src/transparency/log-service.js';
-import { witnessSettings } from '../../src/transparency/witnesses/witness-settings.js';
 import { runCliAsync } from '../helpers/cli.js';
-import { logGet } from '../helpers/log-client.js';
-import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
-import { TestWitness } from '../helpers/tlog-witness.js';
+import { makeTempDir, type TestService } from '../helpers/service.js';
+import type { TestWitness } from '../helpers/tlog-witness.js';
 import { waitFor } from '../helpers/wait.js';
+import {
+  honestAndForkedWitnesses,
+  startWitnessedService,
+  type WitnessedService,
+} from '../helpers/witnessed-service.js';
 
 const TENANT = 'witnessed';
-const ed = new TestWitness({ name: 'witness.test/ed25519', kind: 'ed25519' });
-const pq = new TestWitness({ name: 'witness.test/ml-dsa-44', kind: 'ml-dsa-44' });
-const forked = new TestWitness({
-  name: 'witness.test/forked',
-  kind: 'ed25519',
-  seed: { size: 1, root: randomBytes(32) },
-});
-const all = [ed, pq, forked];
+const { ed, pq, forked, all } = honestAndForkedWitnesses();
 const dir = makeTempDir('sb-wait-witnessed-');
 let svc: TestService;
 let url: string;
 let vkey: string;
 let signer: string;
-const warnings: string[] = [];
+let warnings: string[];
+let stand: WitnessedService;
 
 async function signPreferring(prefer: string, message: string) {
   const res = await svc.app.inject({
@@ -63,28 +58,14 @@ function policyFile(name: string, quorumLines: string): string {
 }
 
 beforeAll(async () => {
-  for (const w of all) await w.start();
-  svc = await startTestService({
-    log: { ...LOG_DEFAULTS, witnesses: witnessSettings(all.map((w) => ({ url: w.url, key: w.vkey }))) },
-  });
-  svc.app.log.warn = ((msg: unknown, text?: string) => {
-    warnings.push(typeof msg === 'string' ? msg : String(text));
-  }) as typeof svc.app.log.warn;
-  await svc.app.listen({ port: 0, host: '127.0.0.1' });
-  url = `http://127.0.0.1:${(svc.app.server.address() as AddressInfo).port}`;
-  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: TENANT, key_spec: 'ECC_NIST_P256' });
-  signer = await svc.apiKey('signer', TENANT);
-  vkey = (await logGet(svc.app, '/log/public-key', signer)).text.trim();
-  for (const w of all) w.trust(vkey);
+  stand = await startWitnessedService(TENANT, all, { listen: true, trust: 'at-once' });
+  ({ svc, url, vkey, signer, warnings } = stand);
   // The forked witness refuses the log (and so is not waited for) once it has been sent a checkpoint.
   await waitFor('the forked witness to refuse the log', () =>
     warnings.some((w) => w.includes(forked.name) && /another history|another root/.test(w)),
   );
 }, 120_000);
-afterAll(async () => {
-  await svc?.close();
-  for (const w of all) await w.stop();
-});
+afterAll(async () => stand?.close());
 
 describe('Prefer: wait-for-log=witnessed', () => {
   it('answers with a proof against a checkpoint every witness that does not refuse the log cosigned', async () => {

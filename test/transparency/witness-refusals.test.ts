@@ -7,12 +7,11 @@
 // there, once the log has passed it.
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOG_DEFAULTS } from '../../src/transparency/log-service.js';
-import { witnessSettings } from '../../src/transparency/witnesses/witness-settings.js';
 import { logGet, publishCheckpoint } from '../helpers/log-client.js';
-import { callAction, startTestService, type TestService } from '../helpers/service.js';
+import { callAction, type TestService } from '../helpers/service.js';
 import { TestWitness } from '../helpers/tlog-witness.js';
 import { until, waitFor } from '../helpers/wait.js';
+import { forkedWitness, startWitnessedService, type WitnessedService } from '../helpers/witnessed-service.js';
 
 const TENANT = 'refusals';
 const AHEAD_SIZE = 1_000_000;
@@ -23,17 +22,14 @@ const ahead = new TestWitness({
   seed: { size: AHEAD_SIZE, root: randomBytes(32) },
 });
 // It cosigned one entry with another root: every consistency proof from there fails (422).
-const forked = new TestWitness({
-  name: 'witness.test/forked',
-  kind: 'ed25519',
-  seed: { size: 1, root: randomBytes(32) },
-});
+const forked = forkedWitness();
 // Honest at first; later given a history of its own a few entries ahead of the log (the third test).
 const near = new TestWitness({ name: 'witness.test/near', kind: 'ed25519' });
 const all = [ahead, forked, near];
 let svc: TestService;
 let signer: string;
-const warnings: string[] = [];
+let warnings: string[];
+let stand: WitnessedService;
 
 const warned = (witness: TestWitness, pattern: RegExp) =>
   warnings.filter((w) => w.includes(witness.name) && pattern.test(w));
@@ -52,26 +48,11 @@ async function signAndPublish(i: number): Promise<number> {
 }
 
 beforeAll(async () => {
-  for (const w of all) await w.start();
-  svc = await startTestService({
-    log: { ...LOG_DEFAULTS, witnesses: witnessSettings(all.map((w) => ({ url: w.url, key: w.vkey }))) },
-  });
-  svc.app.log.warn = ((msg: unknown, text?: string) => {
-    warnings.push(typeof msg === 'string' ? msg : String(text));
-  }) as typeof svc.app.log.warn;
-  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: TENANT, key_spec: 'ECC_NIST_P256' });
-  signer = await svc.apiKey('signer', TENANT);
-  const vkey = (await logGet(svc.app, '/log/public-key', signer)).text.trim();
   // Trusted once each has answered a checkpoint with 404 (unknown log), as in witnesses.test.ts.
-  await waitFor('a checkpoint sent to every witness before it trusts the log', () =>
-    all.every((w) => w.statuses.length > 0),
-  );
-  for (const w of all) w.trust(vkey);
+  stand = await startWitnessedService(TENANT, all, { trust: 'after-404' });
+  ({ svc, signer, warnings } = stand);
 }, 120_000);
-afterAll(async () => {
-  await svc?.close();
-  for (const w of all) await w.stop();
-});
+afterAll(async () => stand?.close());
 
 describe('witnesses that refuse the log', () => {
   it('are sent every new checkpoint, and each condition is warned about once', async () => {

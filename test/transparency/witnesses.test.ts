@@ -4,36 +4,31 @@
 // The service sends each checkpoint per tlog-witness (learning each witness's size from its 409, then a consistency
 // proof), stores the cosignatures with the checkpoint and serves them; `signbridge audit prove` and `audit watch`
 // with --witness-policy (C2SP tlog-policy) pass when the quorum is met and fail, naming it, when it is not.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOG_DEFAULTS } from '../../src/transparency/log-service.js';
 import { parseWitnessPolicy } from '../../src/transparency/verify/witness-policy.js';
 import { witnessSettings } from '../../src/transparency/witnesses/witness-settings.js';
 import { runCliAsync } from '../helpers/cli.js';
 import { logGet } from '../helpers/log-client.js';
-import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
-import { TestWitness } from '../helpers/tlog-witness.js';
+import { callAction, makeTempDir, type TestService } from '../helpers/service.js';
 import { waitFor } from '../helpers/wait.js';
+import {
+  honestAndForkedWitnesses,
+  startWitnessedService,
+  type WitnessedService,
+} from '../helpers/witnessed-service.js';
 
 const TENANT = 'wit';
-const ed = new TestWitness({ name: 'witness.test/ed25519', kind: 'ed25519' });
-const pq = new TestWitness({ name: 'witness.test/ml-dsa-44', kind: 'ml-dsa-44' });
-// It cosigned a tree of one entry with another root: the real log is a fork to it.
-const forked = new TestWitness({
-  name: 'witness.test/forked',
-  kind: 'ed25519',
-  seed: { size: 1, root: randomBytes(32) },
-});
-const all = [ed, pq, forked];
+const { ed, pq, forked, all } = honestAndForkedWitnesses();
 const dir = makeTempDir('sb-witnesses-');
 let svc: TestService;
 let url: string;
 let vkey: string;
 let signer: string;
-const warnings: string[] = [];
+let warnings: string[];
+let stand: WitnessedService;
 
 async function sign(i: number): Promise<number> {
   const r = await callAction(svc.app, signer, 'sign', {
@@ -67,33 +62,10 @@ function policyFile(name: string, quorumLines: string): string {
 }
 
 beforeAll(async () => {
-  for (const w of all) await w.start();
-  svc = await startTestService({
-    log: {
-      ...LOG_DEFAULTS,
-      witnesses: witnessSettings(all.map((w) => ({ url: w.url, key: w.vkey }))),
-    },
-  });
-  svc.app.log.warn = ((msg: unknown, text?: string) => {
-    warnings.push(typeof msg === 'string' ? msg : String(text));
-  }) as typeof svc.app.log.warn;
-  await svc.app.listen({ port: 0, host: '127.0.0.1' });
-  url = `http://127.0.0.1:${(svc.app.server.address() as AddressInfo).port}`;
-  await callAction(svc.app, svc.operator, 'create_tenant', { tenant_id: TENANT, key_spec: 'ECC_NIST_P256' });
-  signer = await svc.apiKey('signer', TENANT);
-  vkey = (await logGet(svc.app, '/log/public-key', signer)).text.trim();
-  // The witnesses learn the log's key only once each has been sent a checkpoint and answered 404 (an unknown log),
-  // as a real one would: waited for, so that the retry after a 404 is tested whatever the machine's speed (trusting
-  // at once let the first checkpoint arrive after the trust on one CI run).
-  await waitFor('a checkpoint sent to every witness before it trusts the log', () =>
-    all.every((w) => w.statuses.length > 0),
-  );
-  for (const w of all) w.trust(vkey);
+  stand = await startWitnessedService(TENANT, all, { listen: true, trust: 'after-404' });
+  ({ svc, url, vkey, signer, warnings } = stand);
 }, 120_000);
-afterAll(async () => {
-  await svc?.close();
-  for (const w of all) await w.stop();
-});
+afterAll(async () => stand?.close());
 
 describe('witnesses', () => {
   it('sends each new checkpoint to every witness; their cosignatures are served with it; a forked witness refuses', async () => {

@@ -78,7 +78,7 @@ const ISO_BASIC = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;
 const HEX_SIGNATURE = /^[0-9a-f]{64}$/;
 /**
  * Empty too: sigstore's AWS KMS client (cosign's awskms://HOST, aws-sdk-go-v2 with a custom endpoint and no region
- * resolver) signs with an empty region, `<key id>/<date>//kms/aws4_request` (test/kms-api/sigstore-go.test.ts).
+ * resolver) signs with an empty region, `<key id>/<date>//kms/aws4_request` (test/conformance/aws-kms.test.ts).
  */
 const REGION = /^[a-z0-9-]{0,64}$/;
 const ACCESS_KEY_ID = /^[A-Za-z0-9_-]{1,128}$/;

@@ -1,4 +1,5 @@
-// STS AssumeRoleWithWebIdentity on signbridge (POST /, the query protocol), called by clients nobody here wrote:
+// The STS door's conformance: AssumeRoleWithWebIdentity and GetCallerIdentity on signbridge (POST /, the query
+// protocol), called by clients nobody here wrote, one `describe` a client and then the errors they read:
 // boto3's `sts` client, boto3's own credential chain from AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE +
 // AWS_ENDPOINT_URL_STS, the AWS CLI, and @aws-sdk/client-kms's default chain. The web identity token is a CI job's
 // OIDC token from the local HTTPS issuer (test/helpers/ci-issuer.ts); the temporary credentials then authenticate on
@@ -12,7 +13,6 @@ import { createHash, randomBytes, verify } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fastify from 'fastify';
-import { generateKeyPair, SignJWT } from 'jose';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -25,12 +25,13 @@ import { awsRequestVerifier } from '../../src/auth/aws-credentials/aws-request-v
 import { parseAccessKeyId } from '../../src/auth/aws-credentials/credential-format.js';
 import { IssuerKeys } from '../../src/auth/workload/issuer-keys.js';
 import { TokenExchange } from '../../src/auth/workload/token-exchange.js';
-import { type NewTrustRule, validateTrustRule } from '../../src/auth/workload/trust-rule.js';
+import type { NewTrustRule } from '../../src/auth/workload/trust-rule.js';
 import { sealerAmong } from '../../src/keys/sealer.js';
 import type { Store } from '../../src/store/store.js';
 import { AWS_CLI, botocoreMissing, isolatedAwsEnv, PYTHON } from '../helpers/botocore.js';
-import { type CiIssuer, startCiIssuer } from '../helpers/ci-issuer.js';
+import type { CiIssuer } from '../helpers/ci-issuer.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
+import { KEY_CACHE, PUBLIC_URL, WorkloadStand } from '../helpers/workload-stand.js';
 
 const missing = botocoreMissing();
 
@@ -47,19 +48,15 @@ function newerBotocorePython(): string[] {
     return [];
   }
 }
-const PUBLIC_URL = 'https://signbridge.test.example';
 const CLIENTS = join(import.meta.dirname, '..', 'fixtures', 'kms-api', 'sts_clients.py');
 const SDK_SCRIPT = join(import.meta.dirname, '..', 'fixtures', 'kms-api', 'sdk_web_identity.mjs');
-const KEY_CACHE = { refetchFloorMs: 5 * 60_000, refreshAfterMs: 30 * 60_000, maxKeyAgeMs: 24 * 3_600_000 };
 
-let offsetMs = 0;
-const now = () => new Date(Date.now() + offsetMs);
-const nowS = () => Math.floor(now().getTime() / 1000);
-
+let stand: WorkloadStand;
 let issuer: CiIssuer;
+const now = () => stand.now();
+const nowS = () => stand.nowS();
 let svc: TestService;
 let endpoint: string;
-let caPem: string;
 const publicPem: Record<string, string> = {};
 const ruleIds: Record<string, string> = {};
 
@@ -73,31 +70,21 @@ interface Outcome {
   [field: string]: any;
 }
 
-function workloadOptions() {
-  // The exchange limit per address is raised: every client here calls from 127.0.0.1 (its own test is below).
-  return {
-    now,
-    publicUrl: PUBLIC_URL,
-    workload: { allow: ['127.0.0.1'], caPem, keys: KEY_CACHE, exchangeLimit: { max: 10_000, windowMs: 60_000 } },
-  };
-}
+/** The exchange limit per address is raised: every client here calls from 127.0.0.1 (its own test is below). */
+const workloadOptions = () => stand.options({ exchangeLimit: { max: 10_000, windowMs: 60_000 } });
 
-async function addRule(tenantId: string, rule: Partial<Omit<NewTrustRule, 'tenantId'>> = {}): Promise<string> {
-  const valid = validateTrustRule({
-    issuer: issuer.url,
+/** A rule of `tenantId` that admits a push to main of acme/app (what `mint` makes), unless `rule` says otherwise. */
+function addRule(tenantId: string, rule: Partial<Omit<NewTrustRule, 'tenantId'>> = {}): Promise<string> {
+  return stand.addRule(svc.store, {
     tenantId,
     conditions: { repository_id: '100200300', ref: 'refs/heads/main' },
     ...rule,
   });
-  const id = `tr_${randomBytes(8).toString('hex')}`;
-  await svc.store.workload.addTrustRule({ ...valid, id, createdAt: now().toISOString(), createdBy: 'test' });
-  return id;
 }
 
 /** A GitHub-like token of a push to main of acme/app, for the service's public URL, minted at the service's time. */
-function mint(claims: Record<string, unknown> = {}, opts: Parameters<CiIssuer['mint']>[1] = {}) {
-  return issuer.mint({ ...issuer.github.claims, aud: PUBLIC_URL, ...claims }, { issuedAt: nowS(), ...opts });
-}
+const mint = (claims: Record<string, unknown> = {}, opts: Parameters<CiIssuer['mint']>[1] = {}) =>
+  stand.mint(claims, opts);
 
 const roleArn = (tenant: string, role = 'signer') => `arn:aws:iam::${tenant}:role/${role}`;
 
@@ -183,8 +170,8 @@ function expectRefused(outcome: Outcome, code: string, status: number, message: 
 
 beforeAll(async () => {
   if (missing) return;
-  issuer = await startCiIssuer();
-  caPem = readFileSync(issuer.caFile, 'utf8');
+  stand = await WorkloadStand.start();
+  issuer = stand.issuer;
   svc = await startTestService(workloadOptions());
   for (const tenant of ['ci', 'short', 'bystander']) {
     const made = await callAction(svc.app, svc.operator, 'create_tenant', {
@@ -204,7 +191,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await svc?.close();
-  await issuer?.close();
+  await stand?.close();
 });
 
 describe.skipIf(missing)('boto3: sts.assume_role_with_web_identity', () => {
@@ -389,14 +376,7 @@ describe.skipIf(missing)('refusals: STS’s code, the audit entry, nothing minte
   });
 
   it('a self-made token gets the same answer for a tenant that exists and one that does not (no tenant oracle)', async () => {
-    const { privateKey } = await generateKeyPair('ES256');
-    const selfMade = await new SignJWT({ sub: 'anyone' })
-      .setProtectedHeader({ alg: 'ES256', kid: 'mine' })
-      .setIssuer('https://self-made.example')
-      .setAudience(PUBLIC_URL)
-      .setIssuedAt(nowS())
-      .setExpirationTime(nowS() + 300)
-      .sign(privateKey);
+    const selfMade = await stand.selfMadeToken();
     const tenants = ['bystander', 'ci', 'no-such-tenant'];
     // boto3's sts client: the code, type, status and message it raises, the tenant's name taken out.
     const outcomes = await assume(Object.fromEntries(tenants.map((tenant) => [tenant, { token: selfMade, tenant }])));
@@ -513,7 +493,7 @@ describe.skipIf(missing)('temporary credentials past their expiry on the KMS end
     expect(Date.parse(credentials.Expiration as string) - now().getTime()).toBeLessThanOrEqual(60_000);
     await expectAuthenticated(await kmsWith(credentials, 'short'), 'short', credentials.AccessKeyId as string);
     // 61 s later by the service's clock, still well within SigV4's 5-minute window of the client's.
-    offsetMs += 61_000;
+    stand.advance(61_000);
     const late = await kmsWith(credentials, 'short');
     expect(late.list_keys).toMatchObject({
       ok: false,
@@ -629,7 +609,7 @@ async function stsApp(
   const app = fastify();
   const exchange = new TokenExchange({
     store,
-    keys: new IssuerKeys({ allow: ['127.0.0.1'], extraCaPem: caPem, ...KEY_CACHE }, now),
+    keys: new IssuerKeys({ allow: ['127.0.0.1'], extraCaPem: stand.caPem, ...KEY_CACHE }, now),
     now,
     publicUrl: () => PUBLIC_URL,
     clockToleranceS: 60,

@@ -1,16 +1,23 @@
-// `signbridge sign FILE` and `signbridge digest FILE` through the real CLI against a real service (SoftHSM for RSA
-// and EC, the software key store for ML-DSA and SM2), every signature checked by a verifier that owes nothing to
-// the signing path: ML-DSA over the whole file (node:crypto on Node 24, noble on Node 20, through the thin
-// src/crypto/ml-dsa-verify.ts), `openssl pkeyutl` with KMS's distinguishing ID for SM2, `openssl dgst` for RSA and
-// EC. Approval (202) with --request-id and --wait; the errors a user meets.
+// The /v1 signing API's conformance, with its two clients: the `signbridge` CLI (`signbridge sign FILE` and
+// `signbridge digest FILE`, the real CLI against a real service process: SoftHSM for RSA and EC, the software key
+// store for ML-DSA and SM2) and the daemon's remote upstream (daemon/upstream/remote-upstream.ts, what the PKCS#11
+// module's signatures go through: pkcs11_sign and get_public_key over HTTP). Every signature is checked by a
+// verifier that owes nothing to the signing path: ML-DSA over the whole file (node:crypto on Node 24, noble on Node
+// 20, through the thin src/crypto/ml-dsa-verify.ts), `openssl pkeyutl` with KMS's distinguishing ID for SM2,
+// `openssl dgst` for RSA and EC, node:crypto for the upstream's. Approval (202) with --request-id and --wait; the
+// errors a user meets, and those the upstream maps to the daemon's wire statuses.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, constants as cryptoConstants, verify as cryptoVerify, randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RemoteUpstream } from '../../daemon/upstream/remote-upstream.js';
+import { UpstreamError } from '../../daemon/upstream/upstream.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import { type MlDsaLevel, mlDsaLevel, verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
 import { parseMlDsaSpki } from '../../src/crypto/spki.js';
+import { WireStatus } from '../../wire/wire.js';
+import { keySource } from '../daemon/helpers.js';
 import { CLI, createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
 import { loginEnv, startCli } from '../helpers/cli-child.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -349,5 +356,68 @@ describe('errors', () => {
     expect(res.code).toBe(1);
     expect(res.stderr).toContain('cannot reach the service');
     expect(res.stderr).toContain('(temporary: try again)');
+  });
+});
+
+describe("the daemon's remote upstream (pkcs11_sign over HTTP)", () => {
+  const ec = tenantOf('ECC_NIST_P384');
+  const rsa = tenantOf('RSA_2048');
+  const message = Buffer.from('an object file the module signs');
+  const digest = createHash('sha384').update(message).digest();
+  let upstream: RemoteUpstream;
+  beforeAll(() => {
+    upstream = new RemoteUpstream({
+      url: server.url,
+      tenantApiKeys: new Map([
+        [ec, keySource(signers.get('ECC_NIST_P384') as string)],
+        [rsa, keySource(signers.get('RSA_2048') as string)],
+        // A key of another tenant: what a daemon configured with the wrong key sends.
+        [tenantOf('SM2'), keySource(signers.get('ECC_NIST_P384') as string)],
+      ]),
+      timeoutMs: 15_000,
+    });
+  });
+  afterAll(() => upstream?.close());
+
+  it('reads the public key and signs a digest with P-384 and RSA PSS, each verified by node:crypto', async () => {
+    const ecKey = await upstream.getPublicKey(ec);
+    expect(ecKey.publicKeyPem).toBe(publicKeys.get('ECC_NIST_P384'));
+    const ecSigned = await upstream.pkcs11Sign({
+      tenantId: ec,
+      digest,
+      keySpec: 'ECC_NIST_P384',
+      pss: false,
+      keyId: ecKey.keyId,
+      context: {},
+    });
+    expect(ecSigned).toMatchObject({ kind: 'signed', keyId: ecKey.keyId, algorithm: 'ECDSA_SHA_384' });
+    if (ecSigned.kind !== 'signed') return;
+    expect(cryptoVerify('sha384', message, ecKey.publicKeyPem, ecSigned.signature)).toBe(true);
+
+    const rsaKey = await upstream.getPublicKey(rsa);
+    const rsaSigned = await upstream.pkcs11Sign({ tenantId: rsa, digest, keySpec: 'RSA_2048', pss: true, context: {} });
+    expect(rsaSigned).toMatchObject({ kind: 'signed', algorithm: 'RSASSA_PSS_SHA_384' });
+    if (rsaSigned.kind !== 'signed') return;
+    const pss = { key: rsaKey.publicKeyPem, padding: cryptoConstants.RSA_PKCS1_PSS_PADDING, saltLength: 48 };
+    expect(cryptoVerify('sha384', message, pss, rsaSigned.signature)).toBe(true);
+  });
+
+  it("maps the refusals a module meets to wire statuses: another tenant's key, a tenant with no key, bad input", async () => {
+    const refusal = (promise: Promise<unknown>) =>
+      promise.then(
+        (value) => ({ value }),
+        (error: unknown) => (error instanceof UpstreamError ? { status: error.status } : { error: String(error) }),
+      );
+    const wrongKey = await refusal(
+      upstream.pkcs11Sign({ tenantId: tenantOf('SM2'), digest, keySpec: 'SM2', pss: false, context: {} }),
+    );
+    const noKey = await refusal(upstream.getPublicKey('nobody-configured'));
+    const shortDigest = await refusal(
+      upstream.pkcs11Sign({ tenantId: ec, digest: Buffer.alloc(7), keySpec: 'ECC_NIST_P384', pss: false, context: {} }),
+    );
+    // The service's 403 for a key of another tenant; no key configured for the tenant; a digest no hash makes.
+    expect(wrongKey).toEqual({ status: WireStatus.FORBIDDEN });
+    expect(noKey).toEqual({ status: WireStatus.UNAUTHENTICATED });
+    expect(shortDigest).toEqual({ status: WireStatus.BAD_REQUEST });
   });
 });

@@ -1,6 +1,10 @@
-// End to end through the real PKCS#11 module: pkcs11-tool loads libsignbridge-pkcs11.so, which talks to the daemon,
-// which talks to the service (this file's SoftHSM token); openssl verifies what comes out. Also pkcs11-tool's own
-// retry of a signature held for approval (issue 21).
+// The PKCS#11 door's conformance: end to end through the real module, as a PKCS#11 application uses it. pkcs11-tool
+// (OpenSC) loads libsignbridge-pkcs11.so, which talks to the daemon, which talks to the service (this file's SoftHSM
+// token) over HTTP; openssl verifies what comes out. The round trip (slots, objects by CKA_ID, ECDSA and RSA
+// signatures), the errors a tool reads (a key the token does not hold, a mechanism the key does not take, a policy
+// denial, a revoked API key, a key rotated under the tool: CKR_KEY_CHANGED), and pkcs11-tool's own retry of a
+// signature held for approval (issue 21). OpenSSL's pkcs11 provider and engine through the module are
+// test/tools/openssl-provider.test.ts and openssl-engine.test.ts; the CKR codes in depth, test/tools/pkcs11-tool.test.ts.
 import { execFile } from 'node:child_process';
 import { createPublicKey } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,8 +17,8 @@ import { ckaIdFor } from '../../daemon/key-id.js';
 import { MODULE_PATH } from '../../src/cli/module-path.js';
 import type { KeySpec } from '../../src/crypto/algorithms.js';
 import type { PolicyEngine } from '../../src/policy/policy.js';
+import { ensurePeercredBuilt, remoteConfig, startTestDaemon, tempDir } from '../daemon/helpers.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
-import { ensurePeercredBuilt, remoteConfig, startTestDaemon, tempDir } from './helpers.js';
 
 const run = promisify(execFile);
 // SIGNBRIDGE_TEST_PKCS11_MODULE: a module built elsewhere (e.g. a sanitizer build) instead of build/native.
@@ -139,6 +143,43 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     await tool([...base, '-m', 'SHA384-RSA-PKCS-PSS', '--output-file', join(dir, 'pss.sig')]);
     const pss = ['-sigopt', 'rsa_padding_mode:pss', '-sigopt', 'rsa_pss_saltlen:auto'];
     expect(await verify('sha384', 'e2e-rsa', join(dir, 'pss.sig'), pss)).toBe('Verified OK');
+  });
+
+  /** pkcs11-tool's output when it fails (stdout and stderr), or 'signed' when it did not. */
+  const failure = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+    tool(args, env).then(
+      () => 'signed',
+      (err: { stderr?: string; stdout?: string }) => `${err.stdout ?? ''}${err.stderr ?? ''}`,
+    );
+
+  it('a key id the token does not hold, and a mechanism the key does not take: refused, nothing signed', async () => {
+    const signedBefore = (await svc.store.signatures.list('e2e-p256', 100)).length;
+    const digest = join(dir, 'refused.digest');
+    await run('openssl', ['dgst', '-sha256', '-binary', '-out', digest, join(dir, 'msg')]);
+    const out = ['--input-file', digest, '--output-file', join(dir, 'refused.sig')];
+    const absent = await failure([
+      '--token-label',
+      'e2e-p256 token',
+      '--sign',
+      '--id',
+      'deadbeef',
+      '-m',
+      'ECDSA',
+      ...out,
+    ]);
+    expect(absent).toMatch(/[Pp]rivate key not found/);
+    const rsaOnEc = await failure([
+      '--token-label',
+      'e2e-p256 token',
+      '--sign',
+      '--id',
+      id('e2e-p256'),
+      '-m',
+      'SHA256-RSA-PKCS',
+      ...out,
+    ]);
+    expect(rsaOnEc).toMatch(/CKR_MECHANISM_INVALID|CKR_KEY_TYPE_INCONSISTENT/);
+    expect((await svc.store.signatures.list('e2e-p256', 100)).length).toBe(signedBefore);
   });
 
   it("a policy denial reaches the tool as CKR_FUNCTION_REJECTED, with the service's reason in the module log", async () => {

@@ -1,7 +1,11 @@
-// Vault transit on /v1/transit/ with a client nobody here wrote: hvac (Debian's python3-hvac, its defaults: LIST for
-// list_keys), and jsign's HASHICORPVAULT requests sent as jsign sends them (Authorization: Bearer). Every signature
-// is checked by node:crypto; every refusal has Vault's shape and status and signs nothing. On SQLite, and on
-// PostgreSQL with SIGNBRIDGE_TEST_STORE=postgres.
+// The Vault transit door's conformance: one `describe` a client, on one service on /v1/transit/. hvac (Debian's
+// python3-hvac, its defaults: LIST for list_keys); HashiCorp's Go client (github.com/hashicorp/vault/api) and the
+// `vault` CLI's `vault write` (which writes through it), their requests rebuilt byte for byte from its source;
+// sigstore's hashivault:// signer (cosign's, not in Debian's package: its requests rebuilt from its source too); and
+// jsign's HASHICORPVAULT requests (Authorization: Bearer). Every signature is checked by node:crypto (sm-crypto for
+// SM2); every refusal has Vault's shape and status and signs nothing. On SQLite, and on PostgreSQL with
+// SIGNBRIDGE_TEST_STORE=postgres. Transit writes that are no client's (curl, strictness) are
+// test/kms-api/vault-write-requests.test.ts's.
 import { createHash, createPublicKey, constants as cryptoConstants, verify } from 'node:crypto';
 import smCrypto from 'sm-crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +13,7 @@ import { sm2PublicPoint } from '../../src/crypto/file-representative.js';
 import { ApiError } from '../../src/errors.js';
 import type { PolicyEngine, PolicyInput } from '../../src/policy/policy.js';
 import { type HvacMethod, hvacMissing, runHvac } from '../helpers/hvac.js';
+import { rawExchange } from '../helpers/raw-http.js';
 import { callAction, startTestService, type TestService } from '../helpers/service.js';
 
 const missing = hvacMissing();
@@ -44,10 +49,12 @@ const TENANTS = {
   'v-sm2': 'SM2',
   'v-deny': 'ECC_NIST_P256',
   'v-held': 'ECC_NIST_P256',
+  // Vault's Go client's and cosign's (never rotated, unlike v-rsa).
+  'g-ec': 'ECC_NIST_P256',
+  'g-rsa': 'RSA_2048',
 } as const;
 
 beforeAll(async () => {
-  if (missing) return;
   svc = await startTestService({
     policy,
     publicUrl: PUBLIC_URL,
@@ -501,6 +508,133 @@ describe.skipIf(missing)('Vault transit when the key store or the database canno
   });
 });
 
+/**
+ * A request as Vault's Go client (github.com/hashicorp/vault/api) puts it on the wire:
+ * - api/logical.go (commit 0050583, lines 24-26): Write is `NewRequest("PUT", "/v1/"+path)` with SetJSONBody; Read
+ *   is a GET with no body.
+ * - api/request.go (commit dc215f9, lines 44-53): SetJSONBody is `json.Marshal(val)`: compact, map keys sorted, no
+ *   trailing newline; toRetryableHTTP sets the token as `X-Vault-Token` and sets no Content-Type.
+ * - api/client.go (commit 043ca62, NewRequest): the method and path as given, the token, the client's headers.
+ *   `X-Vault-Request: true` (what Vault Agent's require_request_header asks for, sent by current clients) is added
+ *   from memory of newer releases, not from the revision read here; the server ignores it either way.
+ * - Go's net/http writes Host, User-Agent `Go-http-client/1.1`, Content-Length (for a body), the client's headers
+ *   in sorted order, and `Accept-Encoding: gzip`; HTTP/1.1 keep-alive (no Connection header).
+ * The body here is built as json.Marshal builds it: `JSON.stringify` of an object whose keys are already sorted.
+ */
+function goClientRequest(method: 'GET' | 'PUT', path: string, token: string, data?: Record<string, unknown>): string {
+  const body =
+    data === undefined
+      ? ''
+      : JSON.stringify(Object.fromEntries(Object.entries(data).sort(([a], [b]) => (a < b ? -1 : 1))));
+  return (
+    `${method} /v1/${path} HTTP/1.1\r\nHost: ${new URL(url).host}\r\nUser-Agent: Go-http-client/1.1\r\n` +
+    (data === undefined ? '' : `Content-Length: ${Buffer.byteLength(body)}\r\n`) +
+    `X-Vault-Request: true\r\nX-Vault-Token: ${token}\r\nAccept-Encoding: gzip\r\n\r\n${body}`
+  );
+}
+
+async function goClient(method: 'GET' | 'PUT', path: string, token: string, data?: Record<string, unknown>) {
+  const answer = await rawExchange(Number(new URL(url).port), [goClientRequest(method, path, token, data)]);
+  // biome-ignore lint/suspicious/noExplicitAny: Vault's answers are untyped JSON
+  return { status: answer.status, headers: answer.headers, json: JSON.parse(answer.body) as any };
+}
+
+describe("Vault's Go client (Logical().Write is PUT, JSON with no Content-Type)", () => {
+  it('signs and verifies with PUT, with and without the hash in the path; reads stay GET', async () => {
+    const token = signers['g-ec'] as string;
+    const key = await goClient('GET', 'transit/keys/g-ec', token);
+    expect(key.status).toBe(200);
+    const pem = key.json.data.keys['1'].public_key as string;
+    for (const path of ['transit/sign/g-ec', 'transit/sign/g-ec/sha2-256']) {
+      const signed = await goClient('PUT', path, token, { input: b64('go client release') });
+      expect(signed.status, JSON.stringify(signed.json)).toBe(200);
+      expect(signed.headers['content-type']).toBe('application/json');
+      const signature = signed.json.data.signature as string;
+      expect(verify('sha256', Buffer.from('go client release'), createPublicKey(pem), sigBytes(signature))).toBe(true);
+      const verified = await goClient('PUT', path.replace('/sign/', '/verify/'), token, {
+        input: b64('go client release'),
+        signature,
+      });
+      expect(verified.status).toBe(200);
+      expect(verified.json).toEqual({ data: { valid: true } });
+    }
+    // A read with PUT is no write transit has: Vault's own 405-less answer is an unsupported path here.
+    const readWithPut = await goClient('PUT', 'transit/keys/g-ec', token, {});
+    expect(readWithPut.status).toBe(404);
+    expect(readWithPut.json).toEqual({ errors: ['unsupported path'] });
+  });
+
+  it("the vault CLI's `vault write transit/sign/<key> input=... prehashed=true hash_algorithm=sha2-256`: every value a string", async () => {
+    // command/write.go parses each key=value into map[string]interface{} as a string and calls Logical().Write.
+    const token = signers['g-rsa'] as string;
+    const digest = sha('sha256', 'cli artifact');
+    const signed = await goClient('PUT', 'transit/sign/g-rsa', token, {
+      input: b64(digest),
+      prehashed: 'true',
+      hash_algorithm: 'sha2-256',
+      signature_algorithm: 'pkcs1v15',
+    });
+    expect(signed.status, JSON.stringify(signed.json)).toBe(200);
+    const pem = pems['g-rsa'] as string;
+    expect(
+      verify('sha256', Buffer.from('cli artifact'), createPublicKey(pem), sigBytes(signed.json.data.signature)),
+    ).toBe(true);
+    const notABool = await goClient('PUT', 'transit/sign/g-rsa', token, { input: b64(digest), prehashed: 'yes' });
+    expect(notABool.status).toBe(400);
+    expect(notABool.json.errors[0]).toMatch(/^prehashed must be boolean/);
+  });
+});
+
+describe("cosign's hashivault:// signer, end to end", () => {
+  // sigstore/sigstore pkg/signature/kms/hashivault/client.go (v1.4.0, summarised in
+  // test/fixtures/sigstore-go/README.md): fetchPublicKey reads `keys/<name>` with Logical().Read and takes
+  // data.keys[<data.latest_version>].public_key; sign() writes `sign/<name>/sha2-256` with Logical().Write
+  // {"input": base64 of the digest, "prehashed": true, "key_version": "0"} and strips `vault:vN:` from
+  // data.signature; verify() writes `verify/<name>/sha2-256` with {"input", "prehashed": true, "signature"} and reads
+  // data.valid. No signature_algorithm is sent: an RSA key signs PSS, Vault's default.
+  for (const tenant of ['g-ec', 'g-rsa']) {
+    it(`signs a digest with ${tenant} and the signature verifies with the public key it read`, async () => {
+      const token = signers[tenant] as string;
+      const key = await goClient('GET', `transit/keys/${tenant}`, token);
+      expect(key.status).toBe(200);
+      const latest = key.json.data.latest_version as number;
+      expect(typeof latest).toBe('number');
+      const publicKey = createPublicKey(key.json.data.keys[String(latest)].public_key as string);
+      const payload = Buffer.from('{"critical":{"image":{"docker-manifest-digest":"sha256:abc"}}}');
+      const digest = createHash('sha256').update(payload).digest();
+      const signed = await goClient('PUT', `transit/sign/${tenant}/sha2-256`, token, {
+        input: b64(digest),
+        key_version: '0',
+        prehashed: true,
+      });
+      expect(signed.status, JSON.stringify(signed.json)).toBe(200);
+      const encoded = (signed.json.data.signature as string).replace(/vault:v[0-9]+:/, '');
+      const signature = Buffer.from(encoded, 'base64');
+      const verifyKey =
+        tenant === 'g-rsa'
+          ? {
+              key: publicKey,
+              padding: cryptoConstants.RSA_PKCS1_PSS_PADDING,
+              saltLength: cryptoConstants.RSA_PSS_SALTLEN_AUTO,
+            }
+          : publicKey;
+      expect(verify('sha256', payload, verifyKey, signature)).toBe(true);
+      const verified = await goClient('PUT', `transit/verify/${tenant}/sha2-256`, token, {
+        input: b64(digest),
+        prehashed: true,
+        signature: `vault:v1:${encoded}`,
+      });
+      expect(verified.json).toEqual({ data: { valid: true } });
+    });
+  }
+});
+
+// jsign's requests as its source builds them: jsign-crypto/src/main/java/net/jsign/jca/HashiCorpVaultSigningService.java
+// (ebourg/jsign, commit 3179d354): the token as `Authorization: Bearer` (line 65); `GET keys?list=true` (line 87);
+// `GET keys/<name>` for `type` (line 117); `POST sign/<name>` (line 168) with `key_version` the part of the alias
+// after ':' as a JSON string (lines 147-152; JsonWriter.java quotes a String), `input`, `prehashed: true`,
+// `hash_algorithm`, and `signature_algorithm: pkcs1v15` for RSA (lines 157-163); the signature is the third field of
+// `vault:vN:<base64>` (line 178).
 describe.skipIf(missing)("jsign's HASHICORPVAULT requests (Authorization: Bearer)", () => {
   const jsign = (token: string, path: string, body?: unknown) =>
     fetch(`${url}/v1/transit/${path}`, {
@@ -522,7 +656,7 @@ describe.skipIf(missing)("jsign's HASHICORPVAULT requests (Authorization: Bearer
     expect(key.type).toBe('rsa-2048');
     const digest = sha('sha256', 'app.exe');
     const signed = await jsign(token, 'sign/v-rsa', {
-      key_version: key.latest_version,
+      key_version: String(key.latest_version),
       input: b64(digest),
       prehashed: true,
       hash_algorithm: 'sha2-256',
