@@ -4,8 +4,8 @@
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ErrorCode } from '../errors.js';
-import { isAwsJsonRequest, replyAwsJsonError } from './aws-endpoint.js';
-import { AwsJsonError } from './aws-kms/errors.js';
+import { isAwsJsonRequest, replyAwsJsonError } from './aws/endpoint.js';
+import { AwsJsonError } from './aws/kms/errors.js';
 import { errorBody } from './error-handler.js';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;

@@ -1,5 +1,5 @@
-// The drop-in KMS endpoints, wired: AWS KMS and STS at the root path (aws-endpoint.ts), Vault transit under
-// /v1/<mount>/. app.ts calls this once; each protocol lives in its own folder (aws-kms/, aws-sts/, vault-transit/).
+// The drop-in KMS endpoints, wired: AWS KMS and STS at the root path (aws/endpoint.ts), Vault transit under
+// /v1/<mount>/. app.ts calls this once; each protocol lives in its own folder (aws/: endpoint.ts, kms/, sts/; vault-transit/).
 import type { FastifyInstance } from 'fastify';
 import { awsRequestVerifier } from '../auth/aws-credentials/aws-request-verifier.js';
 import type { TokenExchange } from '../auth/workload/token-exchange.js';
@@ -9,9 +9,9 @@ import type { KmsApiSettings } from '../kms-api/kms-api-settings.js';
 import type { SigningService } from '../signing/signing-service.js';
 import type { Store } from '../store/store.js';
 import type { LogService } from '../transparency/log-service.js';
-import { awsEndpointRoutes } from './aws-endpoint.js';
-import { kmsHandler } from './aws-kms/kms-handler.js';
-import { stsHandler } from './aws-sts/sts-handler.js';
+import { awsEndpointRoutes } from './aws/endpoint.js';
+import { kmsHandler } from './aws/kms/kms-handler.js';
+import { stsHandler } from './aws/sts/sts-handler.js';
 import { rescueRefusedRequests } from './http-strict.js';
 import type { ExchangeLimit } from './token-exchange-limit.js';
 import { listVerbRescue } from './vault-transit/list-verb.js';

@@ -1,7 +1,7 @@
 // What KMS's Sign and Verify take (Message, MessageType, SigningAlgorithm) turned into what signbridge's key stores
 // sign: the digest for RSA and ECDSA, ML-DSA's μ, SM2's e. RAW messages (at most 4096 bytes, as KMS) are hashed
 // here; DIGEST must be the algorithm's digest; EXTERNAL_MU is ML-DSA's μ itself. A request KMS would refuse is
-// refused here with the ApiError whose AWS name aws-kms/errors.ts gives.
+// refused here with the ApiError whose AWS name src/api/aws/kms/errors.ts gives.
 
 import { createHash } from 'node:crypto';
 import { algorithmInfo, inputLength, type KeySpec, keyInfo, type SigningAlgorithm } from '../crypto/algorithms.js';

@@ -4,7 +4,7 @@
 // (src/api/client-gone.ts with src/signing/held-wait.ts).
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { heldMessage } from '../../src/api/aws-kms/sign-operations.js';
+import { heldMessage } from '../../src/api/aws/kms/sign-operations.js';
 import { type ClosingResponse, clientGoneSignal } from '../../src/api/client-gone.js';
 import { signOutcome } from '../../src/api/routes/v1.js';
 import { heldError } from '../../src/api/vault-transit/sign-inputs.js';

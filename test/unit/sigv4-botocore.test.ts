@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AwsJsonError, sendAwsJsonError } from '../../src/api/aws-kms/errors.js';
+import { AwsJsonError, sendAwsJsonError } from '../../src/api/aws/kms/errors.js';
 import { type SigV4Identity, SigV4Verifier } from '../../src/auth/sigv4/verify-request.js';
 import { AWS_CLI, botocoreMissing, isolatedAwsEnv, runBotocore } from '../helpers/botocore.js';
 

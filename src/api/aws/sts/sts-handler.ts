@@ -6,16 +6,16 @@
 // GetCallerIdentity (SigV4-signed) answers who such credentials are (caller-identity.ts). docs/kms-api.md, "CI
 // jobs: STS web identity".
 
-import { createTemporaryAwsKey, NO_SEALER } from '../../auth/aws-credentials/aws-credentials.js';
-import type { AwsRequestVerifier } from '../../auth/aws-credentials/aws-request-verifier.js';
-import { quoted } from '../../auth/credential-echo.js';
-import { ExchangeError, type TokenExchange } from '../../auth/workload/token-exchange.js';
-import type { Sealer } from '../../keys/sealer.js';
-import { formFields } from '../../net/form-fields.js';
-import type { Store } from '../../store/store.js';
-import { storeFault } from '../../store/store-errors.js';
-import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
-import { countTokenExchange, DEFAULT_EXCHANGE_LIMIT, type ExchangeLimit } from '../token-exchange-limit.js';
+import { createTemporaryAwsKey, NO_SEALER } from '../../../auth/aws-credentials/aws-credentials.js';
+import type { AwsRequestVerifier } from '../../../auth/aws-credentials/aws-request-verifier.js';
+import { quoted } from '../../../auth/credential-echo.js';
+import { ExchangeError, type TokenExchange } from '../../../auth/workload/token-exchange.js';
+import type { Sealer } from '../../../keys/sealer.js';
+import { formFields } from '../../../net/form-fields.js';
+import type { Store } from '../../../store/store.js';
+import { storeFault } from '../../../store/store-errors.js';
+import { countTokenExchange, DEFAULT_EXCHANGE_LIMIT, type ExchangeLimit } from '../../token-exchange-limit.js';
+import type { AwsAnswer, AwsCall, AwsHandler } from '../endpoint.js';
 import { callerIdentityResult } from './caller-identity.js';
 import { StsError, serviceUnavailable, stsErrorForExchange } from './sts-errors.js';
 import { element, resultDocument, STS_CONTENT_TYPE } from './sts-xml.js';

@@ -3,18 +3,18 @@
 // client knows no 202, and then fails with KMSInvalidStateException naming the request and where to approve it; the
 // same call repeated continues that request. docs/kms-api.md, "Sign" and "Held for approval".
 
-import { SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../crypto/algorithms.js';
-import { verifyDigestSignature } from '../../crypto/verify-digest.js';
-import { ApiError } from '../../errors.js';
-import { keyArn } from '../../kms-api/key-ids.js';
-import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../kms-api/sign-input.js';
-import { describeHeld } from '../../signing/held-description.js';
-import { signDigest } from '../../signing/signing-entry.js';
-import type { Pending, SigningService } from '../../signing/signing-service.js';
-import type { LogService } from '../../transparency/log-service.js';
-import { logPreferenceOf, logProofHeaders, logProofsOf } from '../log-proof-preference.js';
-import { LOG_INDEX_HEADER } from '../responses.js';
-import { signingContext } from '../signing-inputs.js';
+import { SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../../crypto/algorithms.js';
+import { verifyDigestSignature } from '../../../crypto/verify-digest.js';
+import { ApiError } from '../../../errors.js';
+import { keyArn } from '../../../kms-api/key-ids.js';
+import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../../kms-api/sign-input.js';
+import { describeHeld } from '../../../signing/held-description.js';
+import { signDigest } from '../../../signing/signing-entry.js';
+import type { Pending, SigningService } from '../../../signing/signing-service.js';
+import type { LogService } from '../../../transparency/log-service.js';
+import { logPreferenceOf, logProofHeaders, logProofsOf } from '../../log-proof-preference.js';
+import { LOG_INDEX_HEADER } from '../../responses.js';
+import { signingContext } from '../../signing-inputs.js';
 import { AwsJsonError } from './errors.js';
 import { resolveKey } from './key-resolver.js';
 import type { KmsCall, KmsOperation, KmsResult } from './operation.js';

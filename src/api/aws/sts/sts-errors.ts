@@ -2,8 +2,8 @@
 // exchange becomes one. The SDKs raise the Code: botocore's ClientError Error.Code, the JS SDK's exception name.
 // botocore retries IDPCommunicationError (its retry rules name it for STS, status 400) and every 503.
 
-import { EXCHANGE_RETRY_AFTER_S, type ExchangeError } from '../../auth/workload/token-exchange.js';
-import type { AwsAnswer } from '../aws-endpoint.js';
+import { EXCHANGE_RETRY_AFTER_S, type ExchangeError } from '../../../auth/workload/token-exchange.js';
+import type { AwsAnswer } from '../endpoint.js';
 import { errorDocument, STS_CONTENT_TYPE } from './sts-xml.js';
 
 export class StsError extends Error {

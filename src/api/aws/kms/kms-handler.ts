@@ -2,16 +2,16 @@
 // API key, or an STS session's temporary credentials), and each operation answers in KMS's shapes and errors.
 // Operations signbridge does not offer answer UnsupportedOperationException. docs/kms-api.md.
 
-import type { AwsRequestVerifier } from '../../auth/aws-credentials/aws-request-verifier.js';
-import { parseAccessKeyId } from '../../auth/aws-credentials/credential-format.js';
-import type { SigV4Refusal } from '../../auth/sigv4/refusal.js';
-import { ApiError } from '../../errors.js';
-import type { SigningService } from '../../signing/signing-service.js';
-import { counterKey } from '../../store/records/counter-names.js';
-import type { Store } from '../../store/store.js';
-import type { LogService } from '../../transparency/log-service.js';
-import type { AwsAnswer, AwsCall, AwsHandler } from '../aws-endpoint.js';
-import { asApiError } from '../error-handler.js';
+import type { AwsRequestVerifier } from '../../../auth/aws-credentials/aws-request-verifier.js';
+import { parseAccessKeyId } from '../../../auth/aws-credentials/credential-format.js';
+import type { SigV4Refusal } from '../../../auth/sigv4/refusal.js';
+import { ApiError } from '../../../errors.js';
+import type { SigningService } from '../../../signing/signing-service.js';
+import { counterKey } from '../../../store/records/counter-names.js';
+import type { Store } from '../../../store/store.js';
+import type { LogService } from '../../../transparency/log-service.js';
+import { asApiError } from '../../error-handler.js';
+import type { AwsAnswer, AwsCall, AwsHandler } from '../endpoint.js';
 import { AWS_JSON_CONTENT_TYPE, AwsJsonError, awsErrorFor } from './errors.js';
 import { keyOperations } from './key-operations.js';
 import type { KmsOperation } from './operation.js';

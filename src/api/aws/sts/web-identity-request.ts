@@ -4,7 +4,7 @@
 // detected: Value ... at 'roleSessionName' failed to satisfy constraint: ..."); a RoleArn that is no role ARN is
 // "Request ARN is invalid". The account of the role ARN is the signbridge tenant. The token is never quoted back.
 
-import { quoted } from '../../auth/credential-echo.js';
+import { quoted } from '../../../auth/credential-echo.js';
 import { StsError } from './sts-errors.js';
 
 export interface WebIdentityRequest {

@@ -1,9 +1,9 @@
 // KMS's read-only key operations: DescribeKey, GetPublicKey, ListKeys, ListAliases. A tenant is an account with one
 // alias (alias/<tenant>, its current key) and one KMS key per key version; lists show the caller's own tenant.
 
-import { aliasArn, keyArn } from '../../kms-api/key-ids.js';
-import { keyMetadata, publicKeyAnswer } from '../../kms-api/key-metadata.js';
-import type { SigningService } from '../../signing/signing-service.js';
+import { aliasArn, keyArn } from '../../../kms-api/key-ids.js';
+import { keyMetadata, publicKeyAnswer } from '../../../kms-api/key-metadata.js';
+import type { SigningService } from '../../../signing/signing-service.js';
 import { AwsJsonError } from './errors.js';
 import { callerTenant, resolveKey } from './key-resolver.js';
 import type { KmsCall, KmsOperation, KmsResult } from './operation.js';

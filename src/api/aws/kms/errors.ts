@@ -3,7 +3,7 @@
 // (anything before a `#` is a namespace they drop) as the error code: ClientError's Error.Code, the exception class.
 
 import type { ServerResponse } from 'node:http';
-import type { ApiError, ErrorCode } from '../../errors.js';
+import type { ApiError, ErrorCode } from '../../../errors.js';
 
 export const AWS_JSON_CONTENT_TYPE = 'application/x-amz-json-1.1';
 

@@ -1,5 +1,5 @@
 // What every KMS operation is handed and answers (kms-handler.ts dispatches; one file per group of operations).
-import type { ApiKeyRecord } from '../../store/store.js';
+import type { ApiKeyRecord } from '../../../store/store.js';
 import type { KmsInput } from './request-fields.js';
 
 export interface KmsCall {

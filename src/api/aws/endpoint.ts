@@ -5,8 +5,8 @@
 // kept as bytes: the SigV4 check hashes exactly what arrived. docs/kms-api.md.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AWS_JSON_CONTENT_TYPE, AwsJsonError } from './aws-kms/errors.js';
-import { clientGoneSignal } from './client-gone.js';
+import { clientGoneSignal } from '../client-gone.js';
+import { AWS_JSON_CONTENT_TYPE, AwsJsonError } from './kms/errors.js';
 
 /** What a protocol handler is given: the raw body and the request (headers, url, client address). */
 export interface AwsCall {

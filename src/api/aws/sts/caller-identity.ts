@@ -4,9 +4,9 @@
 // temporary credentials: their Arn names the trust rule that admitted the job's token and the access key
 // (arn:aws:sts::<tenant>:assumed-role/<rule id>/<access key id>); a long-term key is a "user" named by its key id.
 
-import { parseAccessKeyId } from '../../auth/aws-credentials/credential-format.js';
-import type { SigV4Identity } from '../../auth/sigv4/verify-request.js';
-import type { ApiKeyRecord } from '../../store/store.js';
+import { parseAccessKeyId } from '../../../auth/aws-credentials/credential-format.js';
+import type { SigV4Identity } from '../../../auth/sigv4/verify-request.js';
+import type { ApiKeyRecord } from '../../../store/store.js';
 import { element } from './sts-xml.js';
 
 /** The account of a key without a tenant (an operator's): no AWS account id, so the service's name. */

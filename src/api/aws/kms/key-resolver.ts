@@ -4,12 +4,12 @@
 // that is not the caller's answers NotFoundException, the same for another tenant's alias and one that names nothing,
 // as AWS answers an alias its account does not have. Names without a tenant (a bare key id) are the caller's own.
 
-import { ApiError } from '../../errors.js';
-import { aliasArn, aliasExists, keyArn, parseKeyName } from '../../kms-api/key-ids.js';
-import type { SigningService } from '../../signing/signing-service.js';
-import type { Action } from '../../store/records/roles.js';
-import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
-import { authorize } from '../authenticate.js';
+import { ApiError } from '../../../errors.js';
+import { aliasArn, aliasExists, keyArn, parseKeyName } from '../../../kms-api/key-ids.js';
+import type { SigningService } from '../../../signing/signing-service.js';
+import type { Action } from '../../../store/records/roles.js';
+import type { ApiKeyRecord, KeyRecord } from '../../../store/store.js';
+import { authorize } from '../../authenticate.js';
 import { AwsJsonError } from './errors.js';
 
 export interface ResolvedKey {
