@@ -10,6 +10,9 @@ import { parseVerifierKey, SIG_TYPE_ECDSA, SIG_TYPE_ED25519, type VerifierKey, v
 
 const EM_DASH = '\u2014';
 
+/** The lines the log puts on a checkpoint at most: ECDSA, then Ed25519 (the witnesses' cosignatures follow). */
+export const LOG_SIGNATURE_LINES = 2;
+
 export interface NoteKey {
   name: string;
   /** DER SubjectPublicKeyInfo of a P-256 or an Ed25519 key. */
