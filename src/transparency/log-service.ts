@@ -231,8 +231,8 @@ export class LogService {
       );
     }
     const key = noteKey(record.origin, record.publicKeyPem);
-    // Made before the ECDSA key counts as ready: a pass never signs a checkpoint without the Ed25519 line once a
-    // sealer is there to keep its key.
+    // The Ed25519 key is made or read before this.key is set (which is what lets a pass sign): with a sealer to keep
+    // it, no checkpoint is signed without its line.
     if (this.opts.sealer) await this.ensureEd25519Key(this.opts.sealer, record.origin);
     this.record = record;
     this.key = key;
