@@ -11,8 +11,10 @@ APT_PACKAGES=(
   softhsm2 opensc p11-kit libengine-pkcs11-openssl gnutls-bin gcc-mingw-w64-x86-64 unzip
   openjdk-17-jdk-headless cmake build-essential libssl-dev libp11-kit-dev openssl curl jq ca-certificates
   chromium postgresql-15 pgbouncer linux-kbuild-6.1 buildah mmdebstrap runc
-  python3-boto3 python3-botocore awscli python3-hvac golang-go
+  python3-boto3 python3-botocore awscli python3-hvac golang-go golang-golang-x-mod-dev
 )
+# golang-golang-x-mod-dev: Go's sumdb/note and sumdb/tlog, which test/fixtures/go-note-verifier builds offline to check
+# the log's Ed25519 checkpoints and tiles with the standard code (docs/transparency.md).
 # python3-boto3, python3-botocore, awscli, python3-hvac: real AWS and Vault clients for the KMS, STS and Vault transit
 # front doors (docs/kms-api.md); the tests run them as /usr/bin/python3 and /usr/bin/aws, never a pyenv shim.
 # buildah, mmdebstrap, runc: `npm run package -- oci` builds the service's OCI image without a container daemon

@@ -31,6 +31,7 @@ import { EventBuilder } from './events/event-builder.js';
 import { eventSweeps, type SweepSettings } from './events/event-sweeps.js';
 import type { WebhookSendSettings } from './events/webhook-sender.js';
 import { type KeyStore, KeyStores } from './keys/key-store.js';
+import { sealerAmong } from './keys/sealer.js';
 import { type KmsApiSettings, kmsApiSetting } from './kms-api/kms-api-settings.js';
 import type { ServiceMetrics } from './metrics/service-metrics.js';
 import type { PolicyEngine } from './policy/policy.js';
@@ -326,6 +327,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       ...(wake && { integratesElsewhere: () => wake('log') }),
       store: background.log,
       keyStores: KeyStores.of(opts.keyStore),
+      // Keeps the log's Ed25519 key sealed, as the software key store keeps its keys.
+      sealer: sealerAmong(KeyStores.of(opts.keyStore).stores),
       settings: opts.log,
       ...(typeof opts.publicUrl === 'string' && { publicUrl: opts.publicUrl }),
       now,

@@ -3,13 +3,23 @@
 // turns (LogStore.asIntegrator), so all of them extend and sign one tree.
 import { randomBytes, verify } from 'node:crypto';
 import type { KeyStores } from '../keys/key-store.js';
+import type { Sealer } from '../keys/sealer.js';
 import type { LogKeyRecord, LogReader, LogStore, LogWrites, StoredCheckpoint } from '../store/log/log-store.js';
 import { LogRaceError } from '../store/log/log-store.js';
 import { formatCheckpoint } from './checkpoint.js';
 import { InclusionWaiters } from './inclusion-waiters.js';
 import { LogIntegrityError, leafBytesOfRow, planIntegration } from './log-integrator.js';
 import { consistencyProof, inclusionProof, type NodeSource, rootAt } from './merkle.js';
-import { formatSignedNote, type NoteKey, noteDigest, noteKey, verifierKey } from './signed-note.js';
+import { createSealedEd25519Key, ED25519_LOG_KEY_SPEC, signWithSealedEd25519Key } from './sealed-ed25519-key.js';
+import {
+  ed25519NoteKey,
+  formatMultiSignedNote,
+  type NoteKey,
+  type NoteSigning,
+  noteDigest,
+  noteKey,
+  verifierKey,
+} from './signed-note.js';
 import { TileNodeSource, tileId, tilesNeeded } from './tiles.js';
 import { type Checkpoint, CheckpointError, openCheckpoint } from './verify/checkpoint.js';
 import { EMPTY_ROOT, leafHash, verifyConsistency } from './verify/merkle.js';
@@ -54,6 +64,11 @@ export const LOG_DEFAULTS = {
 export interface LogServiceOptions {
   store: LogStore;
   keyStores: KeyStores;
+  /**
+   * Seals the log's Ed25519 key (the key stores' sealer: a PKCS#11 token). Without one (AWS KMS alone) the
+   * checkpoints carry the ECDSA line only.
+   */
+  sealer?: Sealer | undefined;
   settings: LogSettings;
   /** The service's public URL: the default origin is named after its host. */
   publicUrl?: string;
@@ -62,8 +77,8 @@ export interface LogServiceOptions {
   onIntegrityFailure?: (message: string) => void;
   onError?: (message: string) => void;
   /**
-   * Told once, by the instance whose key became the log's key: the caller records it in the audit log (the log's
-   * own first entries then commit to the key that signs them).
+   * Told once per key (ECDSA, then Ed25519), by the instance whose key became the log's key: the caller records it
+   * in the audit log (the log's own entries then commit to the keys that sign them).
    */
   onKeyCreated?: (record: LogKeyRecord, verifierKey: string) => Promise<void>;
   /** Told of each checkpoint this instance published, once committed (the witnesses are sent it). */
@@ -125,6 +140,8 @@ const IDLE_MAX_MS = 15_000;
 export class LogService {
   private key?: NoteKey;
   private record?: LogKeyRecord;
+  /** The Ed25519 key, once made or read (ensureKey), when there is a sealer. */
+  private ed25519?: { key: NoteKey; record: LogKeyRecord; sealer: Sealer };
   private timer: NodeJS.Timeout | undefined;
   /** When `timer` fires (Date.now() time), for nudge(). */
   private timerAt: number | undefined;
@@ -213,13 +230,53 @@ export class LogService {
           '(the origin names the log and cannot change; remove log.origin or set it to the recorded one)',
       );
     }
+    const key = noteKey(record.origin, record.publicKeyPem);
+    // The Ed25519 key is made or read before this.key is set (which is what lets a pass sign): with a sealer to keep
+    // it, no checkpoint is signed without its line.
+    if (this.opts.sealer) await this.ensureEd25519Key(this.opts.sealer, record.origin);
     this.record = record;
-    this.key = noteKey(record.origin, record.publicKeyPem);
-    return this.key;
+    this.key = key;
+    return key;
   }
 
+  /**
+   * The Ed25519 key of the log of `origin`, made on the first start that has a sealer (an installation from before
+   * it gets its key then; its older checkpoints keep their ECDSA line only).
+   */
+  private async ensureEd25519Key(sealer: Sealer, origin: string): Promise<void> {
+    if (this.ed25519) return;
+    const { store } = this.opts;
+    let record = await store.getKey('ed25519');
+    if (!record) {
+      const created = await createSealedEd25519Key(sealer, origin);
+      record = await store.putKeyIfAbsent(
+        {
+          origin,
+          keyStore: 'software',
+          keyRef: created.keyRef,
+          keySpec: ED25519_LOG_KEY_SPEC,
+          publicKeyPem: created.publicKeyPem,
+          createdAt: this.now().toISOString(),
+        },
+        'ed25519',
+      );
+      // Another instance recorded its key first: ours was only ever in memory.
+      if (record.keyRef === created.keyRef) {
+        await this.opts.onKeyCreated?.(record, verifierKey(ed25519NoteKey(origin, record.publicKeyPem)));
+      }
+    }
+    this.ed25519 = { key: ed25519NoteKey(record.origin, record.publicKeyPem), record, sealer };
+  }
+
+  /** The ECDSA verifier key: the one every checkpoint carries. */
   async verifierKey(): Promise<string> {
     return verifierKey(await this.ensureKey());
+  }
+
+  /** The Ed25519 verifier key, or undefined when the log has none (no sealer). */
+  async ed25519VerifierKey(): Promise<string | undefined> {
+    await this.ensureKey();
+    return this.ed25519 && verifierKey(this.ed25519.key);
   }
 
   /** Starts the background integrator (idempotent). */
@@ -386,7 +443,10 @@ export class LogService {
     }
     const root = await this.checkedRoot(session, key, previous, size);
     const text = formatCheckpoint({ origin: key.name, size, root });
-    const note = formatSignedNote(text, key, await this.sign(key, text));
+    // ECDSA first: verifiers, pinned keys and tlog-proof files from before the Ed25519 key read the same note.
+    const signings: NoteSigning[] = [{ key, signature: await this.sign(key, text) }];
+    if (this.ed25519) signings.push({ key: this.ed25519.key, signature: await this.signEd25519(text) });
+    const note = formatMultiSignedNote(text, signings);
     return {
       from: state,
       tiles: [],
@@ -452,6 +512,16 @@ export class LogService {
     // A key store fault must not publish a checkpoint nobody can verify.
     if (!verify('sha256', Buffer.from(text, 'utf8'), key.publicKey, signature)) {
       throw new Error('the key store returned a log signature that does not verify');
+    }
+    return signature;
+  }
+
+  private async signEd25519(text: string): Promise<Buffer> {
+    const { key, record, sealer } = this.ed25519 as NonNullable<LogService['ed25519']>;
+    const message = Buffer.from(text, 'utf8');
+    const signature = await signWithSealedEd25519Key(sealer, record.keyRef, record.origin, message);
+    if (!verify(null, message, key.publicKey, signature)) {
+      throw new Error('the sealed Ed25519 log key made a signature that does not verify');
     }
     return signature;
   }

@@ -4,7 +4,7 @@
 // hashes to its leaf) and the log's tables rewritten to another history (watch fails on the next checkpoint).
 // test/cli/audit-log-verify.test.ts covers every failure mode against a stand-in; this file shows the commands work
 // with the service's own endpoints, key and checkpoints.
-import { createHash } from 'node:crypto';
+import { createHash, generateKeyPairSync } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -143,6 +143,41 @@ describe('audit prove against the service', () => {
       {},
     );
     expect(offline.code, offline.stderr).toBe(0);
+  });
+
+  it("proves with the log's Ed25519 vkey pinned; another Ed25519 key of the same name is refused", async () => {
+    const edVkey = (
+      await (
+        await fetch(`${server.url}/log/public-key?type=ed25519`, { headers: { authorization: `Bearer ${operator}` } })
+      ).text()
+    ).trim();
+    const name = vkey.split('+')[0] as string;
+    expect(edVkey.startsWith(`${name}+`)).toBe(true);
+    const { sig } = await signFile('ed25519-pinned.bin', 'proved under the Ed25519 key\n');
+    await checkpointNow();
+    const proved = runCli(['audit', 'prove', '--tenant', TENANT, '--signature', sig, '--public-key', edVkey], env());
+    expect(proved.code, proved.stderr).toBe(0);
+    expect(proved.stdout).toContain('verified:');
+    // The same name, another key: its key ID is not on the checkpoint, so nothing is proved.
+    const raw = Buffer.from(
+      generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x as string,
+      'base64url',
+    );
+    const typed = Buffer.concat([Buffer.from([0x01]), raw]);
+    const id = createHash('sha256')
+      .update(Buffer.concat([Buffer.from(`${name}\n`), typed]))
+      .digest()
+      .subarray(0, 4);
+    const wrong = `${name}+${id.toString('hex')}+${typed.toString('base64')}`;
+    const refused = runCli(['audit', 'prove', '--tenant', TENANT, '--signature', sig, '--public-key', wrong], env());
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/not signed by/);
+    // audit watch follows the log under the Ed25519 key too.
+    const watched = runCli(
+      ['audit', 'watch', '--state', join(dataDir, 'watch-ed25519.json'), '--public-key', edVkey, '--once'],
+      env(),
+    );
+    expect(watched.code, watched.stderr).toBe(0);
   });
 
   it('a signature the tenant never made is not proved', async () => {

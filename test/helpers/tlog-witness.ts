@@ -1,6 +1,7 @@
 // A transparency-log witness written for the tests from the C2SP specs alone (tlog-witness, tlog-cosignature,
 // signed-note, tlog-checkpoint), sharing no code with src/transparency. It STANDS IN FOR A REAL WITNESS (the
-// Armored Witness, litewitness, a witness of a public network): it trusts one log key (ECDSA, note type 0x02),
+// Armored Witness, litewitness, a witness of a public network): it trusts one log key (ECDSA, note type 0x02, or
+// Ed25519, type 0x01, the only one a public network's witness takes),
 // keeps the latest size and root it cosigned, answers add-checkpoint with 404 / 403 / 400 / 409 (its size, as
 // text/x.tlog.size) / 422 as the protocol says, and cosigns with Ed25519 or ML-DSA-44. `seed` gives it a history
 // of its own (another root at some size) so it refuses the log as a fork, as a real witness that saw another view
@@ -31,6 +32,7 @@ export class TestWitness {
   private recorded: Recorded | undefined;
   private logOrigin = '';
   private logKey: KeyObject | undefined;
+  private logKeyType = 0;
   private logKeyId = Buffer.alloc(0);
   private readonly kind: CosignerKind;
   private readonly ed25519?: { privateKey: KeyObject; raw: Buffer };
@@ -54,10 +56,21 @@ export class TestWitness {
   trust(logVkey: string): void {
     const [origin, , b64] = splitVkey(logVkey);
     const raw = Buffer.from(b64, 'base64');
-    if (raw[0] !== 0x02) throw new Error('the test witness trusts ECDSA (0x02) log keys');
     this.logOrigin = origin;
-    this.logKey = createPublicKey({ key: raw.subarray(1), format: 'der', type: 'spki' });
-    this.logKeyId = createHash('sha256').update(raw.subarray(1)).digest().subarray(0, 4);
+    this.logKeyType = raw[0] as number;
+    if (raw[0] === 0x02) {
+      this.logKey = createPublicKey({ key: raw.subarray(1), format: 'der', type: 'spki' });
+      this.logKeyId = createHash('sha256').update(raw.subarray(1)).digest().subarray(0, 4);
+    } else if (raw[0] === 0x01) {
+      const x = raw.subarray(1).toString('base64url');
+      this.logKey = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' });
+      this.logKeyId = createHash('sha256')
+        .update(Buffer.concat([Buffer.from(`${origin}\n`), raw]))
+        .digest()
+        .subarray(0, 4);
+    } else {
+      throw new Error('the test witness trusts ECDSA (0x02) or Ed25519 (0x01) log keys');
+    }
   }
 
   /** The cosigner vkey: name+keyID+base64(type || key), type 0x04 (Ed25519) or 0x06 (ML-DSA-44). */
@@ -137,7 +150,8 @@ export class TestWitness {
       .map((l) => Buffer.from(l.split(' ')[2] as string, 'base64'))
       .some(
         (sig) =>
-          sig.subarray(0, 4).equals(this.logKeyId) && verify('sha256', Buffer.from(text), logKey, sig.subarray(4)),
+          sig.subarray(0, 4).equals(this.logKeyId) &&
+          verify(this.logKeyType === 0x01 ? null : 'sha256', Buffer.from(text), logKey, sig.subarray(4)),
       );
     if (!signed) return reply(403, 'no signature of a trusted key\n');
     const size = Number(sizeLine);

@@ -50,6 +50,11 @@ export async function startWitnessedService(
      * speed: trusting at once let the first checkpoint arrive after the trust on one CI run).
      */
     trust: 'at-once' | 'after-404';
+    /**
+     * Witnesses that trust the log's Ed25519 key (`/log/public-key?type=ed25519`), as a witness of the public network
+     * would (it verifies no ECDSA); the others trust the ECDSA key. Each is sent the whole checkpoint, both lines.
+     */
+    ed25519?: TestWitness[];
   },
 ): Promise<WitnessedService> {
   const stopWitnesses = async () => {
@@ -79,7 +84,10 @@ export async function startWitnessedService(
         witnesses.every((w) => w.statuses.length > 0),
       );
     }
-    for (const w of witnesses) w.trust(vkey);
+    const edVkey = opts.ed25519?.length
+      ? (await logGet(started.app, '/log/public-key?type=ed25519', signer)).text.trim()
+      : undefined;
+    for (const w of witnesses) w.trust(edVkey !== undefined && opts.ed25519?.includes(w) ? edVkey : vkey);
     return {
       svc: started,
       url,

@@ -2,7 +2,7 @@
 // with node:crypto against the published vkey, every inclusion proof and the consistency proofs between
 // checkpoints verified by the independent RFC 9162 implementation in test/helpers; tenants see only their own
 // entries' bytes; errors are ErrorResponses.
-import { createHash } from 'node:crypto';
+import { createHash, createPublicKey, verify } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTilePath } from '../../src/api/routes/log.js';
@@ -76,12 +76,65 @@ describe('transparency log endpoints', () => {
     expect(new Set(sizes).size).toBe(3);
   });
 
-  it('records the log key it began with in the audit log, once', async () => {
+  it('records the log keys it began with in the audit log, once each: ECDSA, then Ed25519', async () => {
     const made = (await svc.store.audit.read(0, 100_000)).filter((e) => e.action === 'log_key_create');
-    expect(made).toHaveLength(1);
-    expect(made[0]).toMatchObject({ actor: 'service', outcome: 'created', tenantId: null });
-    expect(made[0]?.details).toMatchObject({ origin: vkey.name, key_spec: 'ECC_NIST_P256' });
+    expect(made).toHaveLength(2);
+    for (const entry of made) expect(entry).toMatchObject({ actor: 'service', outcome: 'created', tenantId: null });
+    expect(made.map((e) => e.details.key_spec)).toEqual(['ECC_NIST_P256', 'ECC_NIST_EDWARDS25519']);
+    expect(made.map((e) => e.details.origin)).toEqual([vkey.name, vkey.name]);
     expect(made[0]?.details.verifier_key).toBe((await logGet(svc.app, '/log/public-key', signerA)).text.trim());
+    expect(made[1]?.details.verifier_key).toBe(
+      (await logGet(svc.app, '/log/public-key?type=ed25519', signerA)).text.trim(),
+    );
+  });
+
+  it('serves both vkeys: ECDSA by default (unchanged), Ed25519 on request, both ECDSA first with type=all', async () => {
+    const ecdsa = (await logGet(svc.app, '/log/public-key?type=ecdsa', signerA)).text;
+    expect(ecdsa).toBe((await logGet(svc.app, '/log/public-key', signerA)).text);
+    const ed = await logGet(svc.app, '/log/public-key?type=ed25519', signerA);
+    expect(ed.status).toBe(200);
+    const [, name, id, b64] = /^([^+]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/]{44})\n$/.exec(ed.text) ?? [];
+    expect(name).toBe(vkey.name);
+    // The C2SP key ID: SHA-256(name ‖ 0x0A ‖ 0x01 ‖ key)[:4].
+    const typed = Buffer.from(b64 as string, 'base64');
+    expect(typed[0]).toBe(0x01);
+    const want = createHash('sha256')
+      .update(Buffer.concat([Buffer.from(`${vkey.name}\n`), typed]))
+      .digest()
+      .subarray(0, 4);
+    expect(id).toBe(want.toString('hex'));
+    expect((await logGet(svc.app, '/log/public-key?type=all', signerA)).text).toBe(`${ecdsa}${ed.text}`);
+    expect((await logGet(svc.app, '/log/public-key?type=rsa', signerA)).status).toBe(400);
+  });
+
+  it('signs every checkpoint with both keys: the ECDSA line first, then an Ed25519 line that verifies', async () => {
+    await sign(signerA, 'la', 'both lines');
+    expect((await publishCheckpoint(svc.app, svc.operator)).status).toBe(200);
+    const note = (await logGet(svc.app, '/log/checkpoint', signerA)).text;
+    const edLine = (await logGet(svc.app, '/log/public-key?type=ed25519', signerA)).text.trim();
+    const [, edId, edKey] = /^[^+]+\+([0-9a-f]{8})\+(.+)$/.exec(edLine) as RegExpExecArray;
+    const text = note.slice(0, note.lastIndexOf('\n\n') + 1);
+    const lines = note
+      .slice(text.length + 1)
+      .trimEnd()
+      .split('\n');
+    expect(lines).toHaveLength(2);
+    const raw = lines.map((l) => Buffer.from(l.split(' ')[2] as string, 'base64'));
+    expect(raw[0]?.subarray(0, 4).equals(vkey.keyId)).toBe(true);
+    expect(raw[1]?.subarray(0, 4).toString('hex')).toBe(edId);
+    const publicKey = createPublicKey({
+      key: {
+        kty: 'OKP',
+        crv: 'Ed25519',
+        x: Buffer.from(edKey as string, 'base64')
+          .subarray(1)
+          .toString('base64url'),
+      },
+      format: 'jwk',
+    });
+    const ok = (t: string) => verify(null, Buffer.from(t), publicKey, raw[1]?.subarray(4) as Buffer);
+    expect(ok(text)).toBe(true);
+    expect(ok(text.replace(/\n\d+\n/, '\n999999\n'))).toBe(false);
   });
 
   it('serves an inclusion proof for every entry; the entry bytes only to its own tenant', async () => {

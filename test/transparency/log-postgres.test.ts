@@ -58,10 +58,14 @@ describe.skipIf(!enabled)('transparency log on PostgreSQL, two instances', () =>
     const vkeyA = (await logGet(a.app, '/log/public-key', signer)).text;
     expect((await logGet(b, '/log/public-key', signer)).text).toBe(vkeyA);
     const vkey = parseVkey(vkeyA);
-    expect((await a.run<{ n: string }>(sql`SELECT count(*) AS n FROM log_keys`))[0]?.n).toBe('1');
-    // One instance made the key and recorded it; the other's key was not needed and is not in the record.
+    const edVkeyA = (await logGet(a.app, '/log/public-key?type=ed25519', signer)).text;
+    expect((await logGet(b, '/log/public-key?type=ed25519', signer)).text).toBe(edVkeyA);
+    // One row per key: ECDSA and Ed25519.
+    expect((await a.run<{ n: string }>(sql`SELECT count(*) AS n FROM log_keys`))[0]?.n).toBe('2');
+    // One instance made each key and recorded it; the other's key was not needed and is not in the record.
     const made = (await a.store.audit.read(0, 100_000)).filter((e) => e.action === 'log_key_create');
-    expect(made.map((e) => e.details.verifier_key)).toEqual([vkeyA.trim()]);
+    // (In either order: the instance that lost the ECDSA race may make the Ed25519 key before the winner records its.)
+    expect(made.map((e) => e.details.verifier_key).sort()).toEqual([vkeyA.trim(), edVkeyA.trim()].sort());
 
     const rows = await a.run<{ tree_size: string; note: string }>(
       sql`SELECT tree_size, note FROM log_checkpoints ORDER BY tree_size`,

@@ -62,7 +62,8 @@ function policyFile(name: string, quorumLines: string): string {
 }
 
 beforeAll(async () => {
-  stand = await startWitnessedService(TENANT, all, { listen: true, trust: 'after-404' });
+  // `ed` trusts the log's Ed25519 key, as a witness of the public network would; the others the ECDSA key.
+  stand = await startWitnessedService(TENANT, all, { listen: true, trust: 'after-404', ed25519: [ed] });
   ({ svc, url, vkey, signer, warnings } = stand);
 }, 120_000);
 afterAll(async () => stand?.close());
@@ -93,13 +94,15 @@ describe('witnesses', () => {
     await waitFor('the service to say the forked witness holds another history', () =>
       warnings.some((w) => w.includes('witness.test/forked') && /another history|another root/.test(w)),
     );
-    // The note stays a valid checkpoint for the log's own verifiers: its signature first, then the cosignatures.
+    // The note stays a valid checkpoint for the log's own verifiers: its signatures first (ECDSA, then Ed25519: the
+    // witnesses were sent both and verified the one they know), then the cosignatures.
     const lines = note
       .slice(note.indexOf('\n\n') + 2)
       .trimEnd()
       .split('\n');
     expect(lines[0]?.startsWith(`\u2014 ${vkey.split('+')[0]} `)).toBe(true);
-    expect(lines).toHaveLength(3);
+    expect(lines[1]?.startsWith(`\u2014 ${vkey.split('+')[0]} `)).toBe(true);
+    expect(lines).toHaveLength(4);
   });
 
   it('audit prove and audit watch pass with a quorum of the two honest witnesses and fail when it needs the third', async () => {

@@ -41,6 +41,19 @@ const InclusionQuery = Type.Object(
   { additionalProperties: false },
 );
 
+const PublicKeyQuery = Type.Object(
+  {
+    type: Type.Optional(
+      Type.Union([Type.Literal('ecdsa'), Type.Literal('ed25519'), Type.Literal('all')], {
+        description:
+          'ecdsa (default): the key every checkpoint carries; ed25519: the key the standard signed-note verifiers and ' +
+          'witnesses accept; all: both lines, ECDSA first',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 const ConsistencyQuery = Type.Object(
   { from: Count('the older tree size'), to: Count('the newer tree size') },
   { additionalProperties: false },
@@ -150,13 +163,25 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
     {
       schema: {
         operationId: 'log_public_key',
-        summary: "The log's verifier key, signed-note form: <origin>+<hex key ID>+<base64(0x02 ‖ DER SPKI)>",
+        summary:
+          "The log's verifier keys, signed-note form: ECDSA <origin>+<hex key ID>+<base64(0x02 ‖ DER SPKI)> by " +
+          'default, Ed25519 <origin>+<hex key ID>+<base64(0x01 ‖ key)> with type=ed25519, both with type=all',
         tags: ['log'],
         security,
-        response: { 200: text('the verifier key line'), ...errors(401, 500, 503) },
+        querystring: PublicKeyQuery,
+        response: { 200: text('the verifier key line (type=all: one per line)'), ...errors(400, 401, 404, 500, 503) },
       },
     },
-    async (_request, reply) => reply.type('text/plain; charset=utf-8').send(`${await log.verifierKey()}\n`),
+    async (request, reply) => {
+      const type = request.query.type ?? 'ecdsa';
+      const ecdsa = type === 'ed25519' ? undefined : await log.verifierKey();
+      const ed25519 = type === 'ecdsa' ? undefined : await log.ed25519VerifierKey();
+      if (type === 'ed25519' && ed25519 === undefined) {
+        throw new ApiError('not_found', 'this log has no Ed25519 key (its key stores have no sealer to keep one)');
+      }
+      const lines = [ecdsa, ed25519].filter((line): line is string => line !== undefined);
+      return reply.type('text/plain; charset=utf-8').send(lines.map((line) => `${line}\n`).join(''));
+    },
   );
 
   typed.get(

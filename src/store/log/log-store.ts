@@ -46,12 +46,19 @@ export interface StoredCheckpoint {
   createdAt: string;
 }
 
+/**
+ * The log's two keys: `ecdsa`, the P-256 key in the key store that signed every checkpoint from the first, and
+ * `ed25519`, the key the standard verifiers and the witness network accept (one row each in log_keys).
+ */
+export type LogKeyRole = 'ecdsa' | 'ed25519';
+
 export interface LogKeyRecord {
   /** The checkpoints' origin line and the signed-note key name. */
   origin: string;
   keyStore: KeyStoreKind;
   keyRef: string;
-  keySpec: KeySpec;
+  /** ECC_NIST_P256 (ecdsa), ECC_NIST_EDWARDS25519 (ed25519: the private key sealed, src/transparency/). */
+  keySpec: KeySpec | 'ECC_NIST_EDWARDS25519';
   publicKeyPem: string;
   createdAt: string;
 }
@@ -79,7 +86,8 @@ export interface LogWrites {
 export class LogRaceError extends Error {}
 
 const INTEGRATOR_LOCK = advisoryLockKey('signbridge transparency log integrator');
-const LOG_KEY_ID = 'log';
+/** log_keys.id per role: 'log' is the row the ECDSA key always had. */
+const LOG_KEY_IDS: Record<LogKeyRole, string> = { ecdsa: 'log', ed25519: 'log-ed25519' };
 const FULL_TILE_BYTES = 256 * 32;
 
 function toCheckpoint(r: LogTables['log_checkpoints']): StoredCheckpoint {
@@ -195,14 +203,14 @@ export class LogStore extends Reader {
     return r && { ...r, seq: Number(r.seq) };
   }
 
-  async getKey(): Promise<LogKeyRecord | undefined> {
-    const r = await this.db.selectFrom('log_keys').selectAll().where('id', '=', LOG_KEY_ID).executeTakeFirst();
+  async getKey(role: LogKeyRole = 'ecdsa'): Promise<LogKeyRecord | undefined> {
+    const r = await this.db.selectFrom('log_keys').selectAll().where('id', '=', LOG_KEY_IDS[role]).executeTakeFirst();
     return (
       r && {
         origin: r.origin,
         keyStore: r.key_store as KeyStoreKind,
         keyRef: r.key_ref,
-        keySpec: r.key_spec as KeySpec,
+        keySpec: r.key_spec as LogKeyRecord['keySpec'],
         publicKeyPem: r.public_key_pem,
         createdAt: r.created_at,
       }
@@ -210,11 +218,11 @@ export class LogStore extends Reader {
   }
 
   /** Records the log key unless another instance recorded one first; returns the one that is recorded. */
-  async putKeyIfAbsent(k: LogKeyRecord): Promise<LogKeyRecord> {
+  async putKeyIfAbsent(k: LogKeyRecord, role: LogKeyRole = 'ecdsa'): Promise<LogKeyRecord> {
     await this.db
       .insertInto('log_keys')
       .values({
-        id: LOG_KEY_ID,
+        id: LOG_KEY_IDS[role],
         origin: k.origin,
         key_store: k.keyStore,
         key_ref: k.keyRef,
@@ -224,7 +232,7 @@ export class LogStore extends Reader {
       })
       .onConflict((oc) => oc.column('id').doNothing())
       .execute();
-    return (await this.getKey()) as LogKeyRecord;
+    return (await this.getKey(role)) as LogKeyRecord;
   }
 
   /**

@@ -3,10 +3,15 @@
 // may point anywhere the operator chooses, internal addresses included.
 import { type Static, Type } from '@sinclair/typebox';
 import { ConfigError } from '../../config-error.js';
+import { LOG_SIGNATURE_LINES } from '../signed-note.js';
 import { type CosignerKey, parseCosignerKey } from '../verify/cosignature.js';
+import { MAX_SIGNATURES } from '../verify/note.js';
 
-/** A signed note holds at most 16 signature lines a verifier must read: the log's own and 15 cosignatures. */
-export const MAX_WITNESSES = 15;
+/**
+ * A signed note holds at most 16 signature lines a verifier must read: the log's own (ECDSA and Ed25519) and 14
+ * cosignatures. More witnesses would make a fully cosigned checkpoint one that verifiers refuse.
+ */
+export const MAX_WITNESSES = MAX_SIGNATURES - LOG_SIGNATURE_LINES;
 
 export const WitnessConfigSchema = Type.Object(
   {
@@ -27,7 +32,10 @@ export interface WitnessSettings {
 export function witnessSettings(list: readonly WitnessConfig[] | undefined): WitnessSettings[] {
   if (!list) return [];
   if (list.length > MAX_WITNESSES) {
-    throw new ConfigError(`log.witnesses: at most ${MAX_WITNESSES} (a checkpoint note holds 16 signatures)`);
+    throw new ConfigError(
+      `log.witnesses: at most ${MAX_WITNESSES} (a checkpoint note holds ${MAX_SIGNATURES} signatures, ` +
+        `${LOG_SIGNATURE_LINES} of them the log's own)`,
+    );
   }
   const names = new Set<string>();
   return list.map((w, i) => {
