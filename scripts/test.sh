@@ -12,7 +12,7 @@ MACHINE_NODE_MAJOR=$(node -p 'process.versions.node.split(".")[0]')
 # SIGNBRIDGE_EXPECT_NODE_MAJOR lets test/unit/runtime.test.ts fail when a phase runs on another Node than it says.
 on_node24() { PATH="$NODE24_BIN:$PATH" SIGNBRIDGE_EXPECT_NODE_MAJOR=24 "$@"; }
 on_machine_node() { SIGNBRIDGE_EXPECT_NODE_MAJOR="$MACHINE_NODE_MAJOR" "$@"; }
-export SIGNBRIDGE_REQUIRE_POSTGRES=1 SIGNBRIDGE_REQUIRE_NODE24=1 SIGNBRIDGE_REQUIRE_SIGSTORE_GO=1
+export SIGNBRIDGE_REQUIRE_POSTGRES=1 SIGNBRIDGE_REQUIRE_NODE24=1 SIGNBRIDGE_REQUIRE_SIGSTORE_GO=1 SIGNBRIDGE_REQUIRE_GO_NOTE=1
 
 echo "[test] lint (biome)" >&2
 node_modules/.bin/biome check .
