@@ -122,6 +122,8 @@ function algorithmsToTry(spec: KeySpec): SigningAlgorithm[] {
   if (info.family === 'rsa') return ['RSASSA_PKCS1_V1_5_SHA_256', 'RSASSA_PSS_SHA_384', 'RSASSA_PSS_SHA_512'];
   if (info.family === 'ec') return ['ECDSA_SHA_256', 'ECDSA_SHA_384', 'ECDSA_SHA_512'];
   if (info.family === 'ml-dsa') return ['ML_DSA_SHAKE_256'];
+  // Pure Ed25519 signs the message, which a key store's digest path never carries.
+  if (info.family === 'ed25519') return ['ED25519_PH_SHA_512'];
   return ['SM2DSA'];
 }
 

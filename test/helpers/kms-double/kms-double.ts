@@ -210,6 +210,10 @@ export async function startKmsDouble(options: KmsDoubleOptions = {}): Promise<Km
     if (type === 'EXTERNAL_MU' && !key.spec.startsWith('ML_DSA')) {
       throw new KmsFault('ValidationException', 'MessageType EXTERNAL_MU is valid only for ML-DSA keys');
     }
+    if (type === 'DIGEST' && algorithm === 'ED25519_SHA_512') {
+      // Pure Ed25519 signs the message itself: KMS's model says it "requires MessageType RAW".
+      throw new KmsFault('ValidationException', 'ED25519_SHA_512 requires MessageType RAW');
+    }
     if (type === 'DIGEST' && key.spec.startsWith('ML_DSA')) {
       throw new KmsFault('ValidationException', 'ML-DSA keys take MessageType RAW or EXTERNAL_MU');
     }
