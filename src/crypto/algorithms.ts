@@ -187,6 +187,14 @@ export function algorithmsForKey(spec: KeySpec): SigningAlgorithm[] {
   return SIGNING_ALGORITHMS.filter((alg) => ALGORITHM_INFO[alg].family === info.family);
 }
 
+/**
+ * The algorithms of the key that sign a hash, i.e. all of algorithmsForKey but pure Ed25519, which signs the message:
+ * what the hash doors (the JSON API's `sign`) can accept for the key.
+ */
+export function hashAlgorithmsForKey(spec: KeySpec): SigningAlgorithm[] {
+  return algorithmsForKey(spec).filter((alg) => ALGORITHM_INFO[alg].hash !== 'message');
+}
+
 /** The algorithm a `sign` without `algorithm` uses: the contract's default for RSA, the only one for the others. */
 export function defaultAlgorithm(spec: KeySpec): SigningAlgorithm {
   const info = keyInfo(spec);
@@ -200,11 +208,10 @@ export function defaultAlgorithm(spec: KeySpec): SigningAlgorithm {
 
 /** Checks that `algorithm` fits the key and the digest; throws the precise 400 otherwise. */
 export function checkSigningRequest(spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): void {
-  const allowed = algorithmsForKey(spec);
-  if (!allowed.includes(algorithm)) {
+  if (!algorithmsForKey(spec).includes(algorithm)) {
     throw new ApiError(
       'algorithm_key_mismatch',
-      `algorithm ${algorithm} cannot be used with a ${spec} key; allowed: ${allowed.join(', ')}`,
+      `algorithm ${algorithm} cannot be used with a ${spec} key; allowed: ${hashAlgorithmsForKey(spec).join(', ')}`,
     );
   }
   const expected = inputLength(algorithm);
