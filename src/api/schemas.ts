@@ -34,8 +34,10 @@ export const RequestFields = {
     pattern: DIGEST_BASE64_PATTERN,
     description:
       'pre-computed digest to sign (32, 48 or 64 bytes, as the algorithm needs): SHA-2 of the message for RSA and ' +
-      'ECDSA, the 64-byte mu of FIPS 204 for ML_DSA_SHAKE_256, SM3(Z_A || M) with ID 1234567812345678 for SM2DSA ' +
-      '(docs/keys.md); standard or URL-safe base64, padded or not',
+      'ECDSA (secp256k1 too), the 64-byte SHA-512 of the message for ED25519_PH_SHA_512 (signed as Ed25519ph, as ' +
+      "KMS's MessageType DIGEST; pure ED25519_SHA_512 needs the message and is refused here), the 64-byte mu of " +
+      'FIPS 204 for ML_DSA_SHAKE_256, SM3(Z_A || M) with ID 1234567812345678 for SM2DSA (docs/keys.md); standard ' +
+      'or URL-safe base64, padded or not',
   }),
   hashes: Type.Array(Type.String({ pattern: DIGEST_BASE64_PATTERN, description: 'one digest, as `hash` of `sign`' }), {
     minItems: 1,
@@ -346,7 +348,7 @@ export const GetPublicKeyResponse = Type.Object(
     key_store: StringEnum(KEY_STORE_KINDS, {
       description:
         'signbridge: the key store that holds this key and signs with it: the PKCS#11 token, AWS KMS, or the ' +
-        'software store sealed by the token (ML-DSA and SM2 on the embedded default; docs/keys.md)',
+        'software store sealed by the token (ML-DSA, SM2 and Ed25519 on the embedded default; docs/keys.md)',
     }),
   },
   { $id: 'GetPublicKeyResponse', title: 'GetPublicKeyResponse' },

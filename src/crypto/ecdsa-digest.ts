@@ -5,19 +5,20 @@
 import { DIGEST_LENGTH, type NamedCurve } from './algorithms.js';
 
 /** Bits of each curve's order n. */
-const ORDER_BITS: Record<NamedCurve, number> = { 'P-256': 256, 'P-384': 384, 'P-521': 521 };
+const ORDER_BITS: Record<NamedCurve, number> = { 'P-256': 256, 'P-384': 384, 'P-521': 521, secp256k1: 256 };
 /** The digest length each curve pairs with (what a KMS-like key store accepts). */
 const CURVE_DIGEST_BYTES: Record<NamedCurve, number> = {
   'P-256': DIGEST_LENGTH.sha256,
   'P-384': DIGEST_LENGTH.sha384,
   'P-521': DIGEST_LENGTH.sha512,
+  secp256k1: DIGEST_LENGTH.sha256,
 };
 
 /**
  * `digest` as the curve's digest length without changing what ECDSA signs: a shorter digest is left-padded with
  * zeros (the same integer, and never longer than the order, so nothing is truncated away); a longer one keeps its
  * leftmost bytes, which are exactly the bits ECDSA would have used (the curve's digest length is the order's size
- * for P-256 and P-384; P-521's 64 bytes are longer than any SHA-2 digest, so it is only ever padded).
+ * for P-256, P-384 and secp256k1; P-521's 64 bytes are longer than any SHA-2 digest, so it is only ever padded).
  */
 export function ecdsaInputForCurve(curve: NamedCurve, digest: Buffer): Buffer {
   const want = CURVE_DIGEST_BYTES[curve];

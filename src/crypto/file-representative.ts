@@ -81,6 +81,10 @@ export function fileRepresentative(path: string, key: PublicKeyOf, algorithm: Si
   if (alg.family === 'ml-dsa' || alg.family === 'sm2') {
     throw new RepresentativeError(`${algorithm} does not fit a ${key.keySpec} key`);
   }
+  if (alg.hash === 'message') {
+    throw new RepresentativeError(`${algorithm} signs the file itself, not a hash; use ED25519_PH_SHA_512`);
+  }
+  // SHA-2 for RSA and ECDSA; SHA-512 for Ed25519ph.
   const hash = createHash(alg.hash);
   for (const chunk of fileChunks(path)) hash.update(chunk);
   return hash.digest();

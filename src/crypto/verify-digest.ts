@@ -5,13 +5,15 @@
 // file (Vault transit's verify, KMS's Verify).
 import { createHash, createPublicKey, constants as cryptoConstants, publicDecrypt } from 'node:crypto';
 import { p256, p384, p521 } from '@noble/curves/nist.js';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
 import smCrypto from 'sm-crypto';
 import { algorithmInfo, DIGEST_LENGTH, type HashName, keyInfo, type SigningAlgorithm } from './algorithms.js';
+import { verifyEd25519phDigest } from './ed25519ph.js';
 import { DIGEST_INFO_PREFIX } from './encoding.js';
 import { mlDsaPublicKey, type PublicKeyOf, sm2PublicPoint } from './file-representative.js';
 import { verifyMlDsa } from './ml-dsa-verify.js';
 
-const CURVES = { 'P-256': p256, 'P-384': p384, 'P-521': p521 } as const;
+const CURVES = { 'P-256': p256, 'P-384': p384, 'P-521': p521, secp256k1 } as const;
 
 export interface DigestVerifyOptions {
   /**
@@ -40,7 +42,11 @@ export function verifyDigestSignature(
     );
   }
   const alg = algorithmInfo(algorithm);
-  if (alg.family === 'ml-dsa' || alg.family === 'sm2') return false;
+  if (info.family === 'ed25519') {
+    // Only Ed25519ph has a digest to check; pure Ed25519 is verified over the message (verify-signature.ts).
+    return alg.padding === 'ed25519ph' && verifyEd25519ph(key.publicKeyPem, representative, signature);
+  }
+  if (alg.family === 'ml-dsa' || alg.family === 'sm2' || alg.family === 'ed25519') return false;
   const hash = alg.hash as HashName;
   if (representative.length !== DIGEST_LENGTH[hash]) return false;
   if (info.family === 'ec') return verifyEcdsa(key.publicKeyPem, info.curve, representative, signature);
@@ -67,6 +73,12 @@ function verifyEcdsa(pem: string, curve: keyof typeof CURVES, digest: Buffer, de
   } catch {
     return false; // not DER at all
   }
+}
+
+/** Ed25519ph over the SHA-512 digest of the message (ed25519ph.ts). */
+function verifyEd25519ph(pem: string, digest: Buffer, signature: Buffer): boolean {
+  const publicKey = Buffer.from(createPublicKey(pem).export({ format: 'jwk' }).x ?? '', 'base64url');
+  return verifyEd25519phDigest(publicKey, digest, signature);
 }
 
 /** s^e mod n as the modulus' bytes, and the encoded message's bit length (modBits - 1). */

@@ -24,7 +24,11 @@ export function verifyFileSignature(
     return verifyDigestSignature(key, algorithm, representative, signature);
   }
   const alg = algorithmInfo(algorithm);
-  if (alg.family === 'ml-dsa' || alg.family === 'sm2') return false;
+  // Ed25519ph: `representative` is the file's SHA-512, checked as the digest it is (the file is not read again).
+  if (info.family === 'ed25519') {
+    return alg.padding === 'ed25519ph' && verifyDigestSignature(key, algorithm, representative, signature);
+  }
+  if (alg.family === 'ml-dsa' || alg.family === 'sm2' || alg.family === 'ed25519') return false;
   const verifier = createVerify(alg.hash);
   for (const chunk of fileChunks(path)) verifier.update(chunk);
   const publicKey = createPublicKey(key.publicKeyPem);

@@ -20,6 +20,9 @@ export function awsSigningAlgorithms(spec: KeySpec): SigningAlgorithm[] {
       return ['ML_DSA_SHAKE_256'];
     case 'sm2':
       return ['SM2DSA'];
+    case 'ed25519':
+      // AWS's order for ECC_NIST_EDWARDS25519 (botocore's KMS model): pure first, then the prehashed one.
+      return ['ED25519_SHA_512', 'ED25519_PH_SHA_512'];
   }
 }
 

@@ -52,6 +52,17 @@ export function signingInput(
     }
     return exactLength(message, algorithm, 'DIGEST');
   }
+  if (family === 'ed25519') {
+    // KMS: ED25519_PH_SHA_512 requires DIGEST; pure ED25519_SHA_512 over RAW needs a key store path that signs the
+    // message, which this door does not have yet (issue 47's door part). Refused, never hashed into a wrong signature.
+    throw new ApiError(
+      'invalid_request',
+      algorithm === 'ED25519_PH_SHA_512'
+        ? 'ED25519_PH_SHA_512 requires MessageType DIGEST (the 64-byte SHA-512 of the message)'
+        : `${algorithm} with MessageType RAW is not supported by this service yet; sign the message's SHA-512 with ` +
+            'ED25519_PH_SHA_512 and MessageType DIGEST',
+    );
+  }
   if (family === 'ml-dsa') return mlDsaMu(mlDsaPublicKey(key), [message]);
   if (family === 'sm2') return sm2Digest(sm2PublicPoint(key), [message]);
   const info = algorithmInfo(algorithm);

@@ -9,7 +9,7 @@ import { ApiError } from '../errors.js';
 import { EventBuilder } from '../events/event-builder.js';
 import { checkWrapping } from '../keys/import/import-rules.js';
 import { makeImportToken, openImportToken } from '../keys/import/import-token.js';
-import { KeyMaterialError, mlDsaKeyParts, sm2KeyParts } from '../keys/import/pkcs8.js';
+import { KeyMaterialError, softwareKeyParts } from '../keys/import/pkcs8.js';
 import { checkMaterial, Pkcs11Importer } from '../keys/import/pkcs11-import.js';
 import {
   type CreatedKey,
@@ -340,7 +340,7 @@ export class KeyImportService {
     const plain = await importer.unwrapToProcess(wrappingKeyRef, algorithm, req.encryptedKeyMaterial);
     try {
       checkMaterial(spec, plain);
-      const parts = keyInfo(spec).family === 'sm2' ? sm2KeyParts(plain) : mlDsaKeyParts(spec, plain);
+      const parts = softwareKeyParts(spec, plain);
       return await target.importKey(spec, parts);
     } catch (err) {
       if (err instanceof KeyMaterialError) throw new ApiError('invalid_key_material', err.message);

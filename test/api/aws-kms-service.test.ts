@@ -1,4 +1,4 @@
-// The service on AWS KMS (the KMS double, test/helpers/kms-double/): every one of the ten key specs created,
+// The service on AWS KMS (the KMS double, test/helpers/kms-double/): every one of the twelve key specs created,
 // signed, verified independently, rotated (the alias moves; the old version still answers get_public_key) and
 // signed again through the HTTP API, as test/api/key-specs.test.ts does on the embedded default; and what a caller
 // sees when KMS will not sign: 409 key_not_usable for a disabled key, 503 with Retry-After while KMS throttles,

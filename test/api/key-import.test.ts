@@ -63,7 +63,7 @@ async function exchange(
 }
 
 // Every wrapping algorithm x wrapping key spec AWS allows, each with material it may carry; together every kind
-// of material (RSA 2048/3072/4096, the three NIST curves, ML-DSA in each RFC 9881 form, SM2).
+// of material (RSA 2048/3072/4096, the three NIST curves, ML-DSA in each RFC 9881 form, SM2, Ed25519, secp256k1).
 const MATRIX: Array<[WrappingAlgorithm, WrappingKeySpec, KeySpec, 'PKCS#8' | 'seed' | 'expanded' | 'both']> = [
   ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'RSA_2048', 'PKCS#8'],
   ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_3072', 'ECC_NIST_P384', 'PKCS#8'],
@@ -80,6 +80,8 @@ const MATRIX: Array<[WrappingAlgorithm, WrappingKeySpec, KeySpec, 'PKCS#8' | 'se
   ['RSAES_OAEP_SHA_1', 'RSA_3072', 'ML_DSA_65', 'seed'],
   ['RSAES_OAEP_SHA_1', 'RSA_4096', 'ECC_NIST_P384', 'PKCS#8'],
   ['RSAES_OAEP_SHA_1', 'RSA_2048', 'ECC_NIST_P256', 'PKCS#8'],
+  ['RSAES_OAEP_SHA_256', 'RSA_2048', 'ECC_NIST_EDWARDS25519', 'PKCS#8'],
+  ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'ECC_SECG_P256K1', 'PKCS#8'],
 ];
 
 describe('import end to end, every wrapping algorithm and wrapping key spec', () => {
@@ -101,7 +103,8 @@ describe('import end to end, every wrapping algorithm and wrapping key spec', ()
 
     const [key] = (await svc.store.tenants.listKeys(t.id)).filter((k) => k.id === p.body.kms_key_id);
     expect(key?.origin).toBe('imported');
-    expect(key?.keyStore).toBe(spec.startsWith('ML_DSA') || spec === 'SM2' ? 'software' : 'pkcs11');
+    const software = spec.startsWith('ML_DSA') || spec === 'SM2' || spec === 'ECC_NIST_EDWARDS25519';
+    expect(key?.keyStore).toBe(software ? 'software' : 'pkcs11');
   });
 });
 
@@ -115,6 +118,8 @@ const OPENSSL: Array<[WrappingAlgorithm, WrappingKeySpec, KeySpec]> = [
   ['RSAES_OAEP_SHA_256', 'RSA_2048', 'ECC_NIST_P256'],
   ['RSA_AES_KEY_WRAP_SHA_256', 'RSA_2048', 'ML_DSA_65'],
   ['RSAES_OAEP_SHA_256', 'RSA_2048', 'SM2'],
+  ['RSAES_OAEP_SHA_1', 'RSA_2048', 'ECC_NIST_EDWARDS25519'],
+  ['RSAES_OAEP_SHA_256', 'RSA_2048', 'ECC_SECG_P256K1'],
 ];
 
 describe('import end to end, material wrapped by openssl', () => {

@@ -1,5 +1,5 @@
-// Every one of the contract's ten key specs on the embedded default (SoftHSM for RSA and EC, the software key
-// store sealed by the token for ML-DSA and SM2): create, sign, verify with an independent verifier, rotate.
+// Every one of the contract's twelve key specs on the embedded default (SoftHSM for RSA and EC, the software key
+// store sealed by the token for ML-DSA, SM2 and Ed25519): create, sign, verify with an independent verifier, rotate.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultAlgorithm, KEY_SPECS, type KeySpec, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { signingInput, tampered, verifiesIndependently } from '../helpers/independent-verify.js';
@@ -26,7 +26,7 @@ function verifyIndependently(spec: KeySpec, pem: string, signature: Buffer): boo
 
 /** The key store that holds a key of this spec on the embedded default. */
 function storeOf(spec: KeySpec): string {
-  return spec.startsWith('ML_DSA') || spec === 'SM2' ? 'software' : 'pkcs11';
+  return spec.startsWith('ML_DSA') || spec === 'SM2' || spec === 'ECC_NIST_EDWARDS25519' ? 'software' : 'pkcs11';
 }
 
 const SIGNATURE_BYTES: Partial<Record<KeySpec, number>> = { ML_DSA_44: 2420, ML_DSA_65: 3309, ML_DSA_87: 4627 };

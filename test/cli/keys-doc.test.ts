@@ -1,7 +1,8 @@
 // The commands and programs of docs/keys.md, run as written against a real service: μ and SM3(Z_A || M) computed
 // with OpenSSL 3.0 and with the Node program agree with each other and with `signbridge digest`; signatures
 // requested with curl verify with the documented verifiers (OpenSSL with distid for SM2, noble for ML-DSA), which
-// refuse a changed file; `signbridge sign` as documented.
+// refuse a changed file; `signbridge sign` as documented. Ed25519: the SHA-512 request, and the noble program
+// that verifies the Ed25519ph signature over the file.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,6 +27,7 @@ beforeAll(async () => {
   for (const [tenant, spec] of [
     ['doc-mldsa', 'ML_DSA_65'],
     ['doc-sm2', 'SM2'],
+    ['doc-ed25519', 'ECC_NIST_EDWARDS25519'],
   ]) {
     const created = await postAction(server.url, 'create_tenant', operator, { tenant_id: tenant, key_spec: spec });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -168,5 +170,30 @@ describe('SM2', () => {
     expect(requestHash(cwd)).toBe(sm2Digest(point, [readFileSync(join(cwd, 'release.bin'))]).toString('base64'));
     const verified = shOk('keys-sm2-verify', cwd, tenant);
     expect(verified.stdout).toContain('Signature Verified Successfully');
+  });
+});
+
+describe('Ed25519', () => {
+  const tenant = 'doc-ed25519';
+  it("the SHA-512 request signs as Ed25519ph: the page's program verifies it over the file, not another file", () => {
+    const cwd = workDir('ed25519');
+    shOk('keys-get-public-key', cwd, tenant);
+    shOk('keys-ed25519ph-request', cwd, tenant);
+    const request = JSON.parse(readFileSync(join(cwd, 'sign-request.json'), 'utf8')) as { algorithm: string };
+    expect(request.algorithm).toBe('ED25519_PH_SHA_512');
+    expect(Buffer.from(requestHash(cwd), 'base64')).toHaveLength(64);
+    shOk('keys-sign-curl', cwd, tenant);
+    expect(readFileSync(join(cwd, 'release.bin.sig'))).toHaveLength(64);
+    const args = ['pub.pem', 'release.bin', 'release.bin.sig'];
+    const verified = node('keys-verify-ed25519ph-node', 'verify-ed25519ph.mjs', cwd, args);
+    expect(verified.code, verified.stderr).toBe(0);
+    expect(verified.stdout).toContain('Signature Verified Successfully');
+    writeFileSync(join(cwd, 'other.bin'), 'another file');
+    const refused = node('keys-verify-ed25519ph-node', 'verify-ed25519ph.mjs', cwd, [
+      'pub.pem',
+      'other.bin',
+      'release.bin.sig',
+    ]);
+    expect(refused.code).toBe(1);
   });
 });

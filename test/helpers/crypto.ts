@@ -5,10 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { algorithmInfo, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
 
-/** The digest an algorithm signs. For ML-DSA a 64-byte SHAKE256 stands in for μ (it needs the key: mlDsaMu). */
+/** The digest an algorithm signs (Ed25519ph: SHA-512). For ML-DSA a 64-byte SHAKE256 stands in for μ (it needs the key: mlDsaMu). */
 export function digestOf(algorithm: SigningAlgorithm, message: Buffer): Buffer {
   const { hash } = algorithmInfo(algorithm);
   if (hash === 'mu') return createHash('shake256', { outputLength: 64 }).update(message).digest();
+  // Pure Ed25519 signs the message, not a digest; its SHA-512 stands in where a test sends it as a `hash` anyway.
+  if (hash === 'message') return createHash('sha512').update(message).digest();
   return createHash(hash).update(message).digest();
 }
 

@@ -1,12 +1,14 @@
 // What a client sends as `hash` for a message, and a check of the signature over the message itself with
 // verifiers that owe nothing to the key store that signed: node:crypto (RSA, ECDSA), node:crypto on Node 24 or
 // @noble/post-quantum on Node 20 over the MESSAGE (ML-DSA; the key stores sign μ),
-// and openssl with KMS's distinguishing ID (SM2; its default ID is empty).
+// openssl with KMS's distinguishing ID (SM2; its default ID is empty), and @noble/curves' ed25519ph over the MESSAGE
+// (Ed25519ph; node:crypto and OpenSSL 3.0 have pure Ed25519 only, which node:crypto checks).
 import { execFileSync } from 'node:child_process';
 import { constants, createHash, createPublicKey, verify } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ed25519ph } from '@noble/curves/ed25519.js';
 import type { KeySpec, SigningAlgorithm } from '../../src/crypto/algorithms.js';
 import { mlDsaMu, sm2Digest } from '../../src/crypto/message-representatives.js';
 import { mlDsaLevel, verifyMlDsa } from '../../src/crypto/ml-dsa-verify.js';
@@ -51,6 +53,11 @@ export function verifiesIndependently(
   }
   if (spec === 'SM2') return opensslSm2Verify(pem, message, signature);
   const key = createPublicKey(pem);
+  if (algorithm === 'ED25519_PH_SHA_512') {
+    const publicKey = Buffer.from(key.export({ format: 'jwk' }).x ?? '', 'base64url');
+    return ed25519ph.verify(signature, message, publicKey);
+  }
+  if (algorithm === 'ED25519_SHA_512') return verify(null, message, key, signature);
   if (algorithm.startsWith('RSASSA_PSS')) {
     const saltLength = Number(algorithm.slice(-3)) / 8;
     return verify(hashOf(algorithm), message, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength }, signature);

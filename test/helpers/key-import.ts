@@ -80,12 +80,21 @@ const CURVES: Partial<Record<KeySpec, string>> = {
   ECC_NIST_P256: 'P-256',
   ECC_NIST_P384: 'P-384',
   ECC_NIST_P521: 'P-521',
+  ECC_SECG_P256K1: 'secp256k1',
 };
 
-/** Any of the ten key specs. */
+/** Any of the twelve key specs. */
 export function material(spec: KeySpec): Material {
   if (spec.startsWith('ML_DSA')) return mlDsaMaterial(spec);
   if (spec === 'SM2') return sm2Material();
+  if (spec === 'ECC_NIST_EDWARDS25519') {
+    const pair = generateKeyPairSync('ed25519');
+    return {
+      spec,
+      pkcs8: pair.privateKey.export({ type: 'pkcs8', format: 'der' }),
+      publicKeyPem: pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+    };
+  }
   const pair = spec.startsWith('RSA')
     ? generateKeyPairSync('rsa', { modulusLength: Number(spec.slice(4)) })
     : generateKeyPairSync('ec', { namedCurve: CURVES[spec] as string });

@@ -10,7 +10,13 @@ import { createPublicKey } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { DescribeKeyCommand, KMSClient, ListAliasesCommand, VerifyCommand } from '@aws-sdk/client-kms';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KEY_SPECS, type KeySpec, keyInfo, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import {
+  EC_OPENSSL_CURVE,
+  KEY_SPECS,
+  type KeySpec,
+  keyInfo,
+  type SigningAlgorithm,
+} from '../../src/crypto/algorithms.js';
 import { parseMlDsaSpki, parseSm2Spki } from '../../src/crypto/spki.js';
 import { ApiError } from '../../src/errors.js';
 import { AwsKmsKeyStore } from '../../src/keys/aws-kms/aws-kms-key-store.js';
@@ -106,7 +112,8 @@ function publicKeyIs(spec: KeySpec, pem: string): boolean {
   if (info.family === 'sm2') return parseSm2Spki(spkiDer(pem)) !== undefined;
   const details = createPublicKey(pem).asymmetricKeyDetails;
   if (info.family === 'rsa') return details?.modulusLength === info.bits;
-  return details?.namedCurve === { 'P-256': 'prime256v1', 'P-384': 'secp384r1', 'P-521': 'secp521r1' }[info.curve];
+  if (info.family === 'ed25519') return createPublicKey(pem).asymmetricKeyType === 'ed25519';
+  return details?.namedCurve === EC_OPENSSL_CURVE[info.curve];
 }
 
 /** Algorithms worth signing with per key spec: for EC also a digest of another length than the curve's. */
@@ -115,6 +122,8 @@ function algorithmsToTry(spec: KeySpec): SigningAlgorithm[] {
   if (info.family === 'rsa') return ['RSASSA_PKCS1_V1_5_SHA_256', 'RSASSA_PSS_SHA_384', 'RSASSA_PSS_SHA_512'];
   if (info.family === 'ec') return ['ECDSA_SHA_256', 'ECDSA_SHA_384', 'ECDSA_SHA_512'];
   if (info.family === 'ml-dsa') return ['ML_DSA_SHAKE_256'];
+  // Pure Ed25519 signs the message, which a key store's digest path never carries.
+  if (info.family === 'ed25519') return ['ED25519_PH_SHA_512'];
   return ['SM2DSA'];
 }
 

@@ -10,7 +10,7 @@ import { ecdsaInputForCurve } from '../../src/crypto/ecdsa-digest.js';
 const dir = mkdtempSync(join(tmpdir(), 'sb-ecdsa-digest-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const CURVES: NamedCurve[] = ['P-256', 'P-384', 'P-521'];
+const CURVES: NamedCurve[] = ['P-256', 'P-384', 'P-521', 'secp256k1'];
 const HASHES: HashName[] = ['sha256', 'sha384', 'sha512'];
 const keys = new Map(
   CURVES.map((curve) => {
@@ -37,7 +37,9 @@ describe('ecdsaInputForCurve: the curve-length input for any SHA-2 digest', () =
     const message = Buffer.from(`artifact for ${curve} ${hash}`);
     const digest = createHash(hash).update(message).digest();
     const input = ecdsaInputForCurve(curve, digest);
-    const curveHash = ({ 'P-256': 'sha256', 'P-384': 'sha384', 'P-521': 'sha512' } as const)[curve];
+    const curveHash = ({ 'P-256': 'sha256', 'P-384': 'sha384', 'P-521': 'sha512', secp256k1: 'sha256' } as const)[
+      curve
+    ];
     expect(input.length).toBe(DIGEST_LENGTH[curveHash]);
     const publicKey = keys.get(curve)?.publicKey;
     if (!publicKey) throw new Error('no key');

@@ -1,7 +1,7 @@
 // POST /v1/<action>: one route per action of the contract, each with its own schema.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { algorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../crypto/algorithms.js';
+import { hashAlgorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../crypto/algorithms.js';
 import { decodeBase64Field } from '../../crypto/encoding.js';
 import { ApiError } from '../../errors.js';
 import type { ExpirationModel, WrappingAlgorithm, WrappingKeySpec } from '../../keys/key-store.js';
@@ -298,7 +298,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         key_usage: 'SIGN_VERIFY',
         public_key_pem: key.publicKeyPem,
         tenant_id: tenantId,
-        signing_algorithms: algorithmsForKey(key.keySpec),
+        signing_algorithms: hashAlgorithmsForKey(key.keySpec),
         current: key.id === current.id,
         key_store: key.keyStore,
       };

@@ -14,11 +14,14 @@ export function vaultKeyType(spec: KeySpec): string {
     case 'rsa':
       return `rsa-${info.bits}`;
     case 'ec':
-      return `ecdsa-p${info.curve.slice(2)}`;
+      // Vault has no secp256k1 key type; named in Vault's pattern, as SM2 is.
+      return info.curve === 'secp256k1' ? 'ecdsa-secp256k1' : `ecdsa-p${info.curve.slice(2)}`;
     case 'ml-dsa':
       return `mldsa-${info.level}`;
     case 'sm2':
       return 'sm2';
+    case 'ed25519':
+      return 'ed25519';
   }
 }
 

@@ -20,6 +20,7 @@ import {
 } from '@aws-sdk/client-kms';
 import {
   algorithmInfo,
+  EC_OPENSSL_CURVE,
   inputLength,
   KEY_SPECS,
   type KeySpec,
@@ -396,13 +397,13 @@ function spkiMatches(spec: KeySpec, der: Buffer): boolean {
     const details = createPublicKey({ key: der, format: 'der', type: 'spki' }).asymmetricKeyDetails;
     return info.family === 'rsa'
       ? details?.modulusLength === info.bits
-      : details?.namedCurve === NODE_CURVE[info.curve];
+      : info.family === 'ec'
+        ? details?.namedCurve === EC_OPENSSL_CURVE[info.curve]
+        : createPublicKey({ key: der, format: 'der', type: 'spki' }).asymmetricKeyType === 'ed25519';
   } catch {
     return false;
   }
 }
-
-const NODE_CURVE = { 'P-256': 'prime256v1', 'P-384': 'secp384r1', 'P-521': 'secp521r1' } as const;
 
 function describe(err: unknown): string {
   return `${kmsErrorName(err)}: ${(err as Error)?.message ?? ''}`;

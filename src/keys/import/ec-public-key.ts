@@ -3,10 +3,11 @@
 // candidate that verifies the second is it. Used for keys unwrapped in the token, which keep no public point.
 import { randomBytes } from 'node:crypto';
 import { p256, p384, p521 } from '@noble/curves/nist.js';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
 import type { NamedCurve } from '../../crypto/algorithms.js';
 import { ecPointSpkiPem } from '../../crypto/spki.js';
 
-const NOBLE = { 'P-256': p256, 'P-384': p384, 'P-521': p521 } as const;
+const NOBLE = { 'P-256': p256, 'P-384': p384, 'P-521': p521, secp256k1 } as const;
 
 /** `sign`: raw ECDSA over a digest, r || s (CKM_ECDSA). Returns the public key, PEM SubjectPublicKeyInfo. */
 export function recoverEcPublicKey(curve: NamedCurve, sign: (digest: Buffer) => Buffer): string {

@@ -1,9 +1,10 @@
 // What a PKCS#8 PrivateKeyInfo holds, for key import: which key spec it is (to refuse material that does not
 // match the key_spec with a reason naming what it is), and the parts the software key store keeps (ML-DSA per
-// RFC 9881, SM2 per GB/T 32918 on curve 1.2.156.10197.1.301). RSA and NIST EC keys are named through node:crypto.
+// RFC 9881, SM2 per GB/T 32918 on curve 1.2.156.10197.1.301, Ed25519 per RFC 8410, secp256k1 as any EC key). RSA,
+// EC and Ed25519 keys are named through node:crypto.
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
-import type { KeySpec } from '../../crypto/algorithms.js';
+import { type KeySpec, keyInfo } from '../../crypto/algorithms.js';
 import { type DerElement, DerError, readChildren, readSingle, TAG } from '../../crypto/der.js';
 import { decodeObjectIdentifier } from '../../crypto/object-identifier.js';
 import { parseSm2Spki } from '../../crypto/spki.js';
@@ -19,6 +20,7 @@ const CURVE_SPEC: Record<string, KeySpec> = {
   prime256v1: 'ECC_NIST_P256',
   secp384r1: 'ECC_NIST_P384',
   secp521r1: 'ECC_NIST_P521',
+  secp256k1: 'ECC_SECG_P256K1',
 };
 const ML_DSA = { ML_DSA_44: ml_dsa44, ML_DSA_65: ml_dsa65, ML_DSA_87: ml_dsa87 } as Partial<
   Record<KeySpec, typeof ml_dsa65>
@@ -86,6 +88,7 @@ export function identifyKeyMaterial(der: Buffer): { spec: KeySpec } | { other: s
     const spec = CURVE_SPEC[details.namedCurve ?? ''];
     return spec ? { spec } : { other: `an EC key on curve ${details.namedCurve}` };
   }
+  if (key.asymmetricKeyType === 'ed25519') return { spec: 'ECC_NIST_EDWARDS25519' };
   return { other: `a ${key.asymmetricKeyType ?? info.algorithm} key` };
 }
 
@@ -105,7 +108,10 @@ export function ecPrivateScalar(der: Buffer, size: number): Buffer {
   return out;
 }
 
-/** What the software key store keeps: ML-DSA sk/pk (FIPS 204 encodings), SM2 d and the point 04||x||y. */
+/**
+ * What the software key store keeps: ML-DSA sk/pk (FIPS 204 encodings), SM2 and secp256k1 d and the point 04||x||y,
+ * Ed25519 the 32-byte private key and A.
+ */
 export interface SoftwareKeyParts {
   secret: Buffer;
   publicKey: Buffer;
@@ -174,4 +180,26 @@ export function sm2KeyParts(der: Buffer): SoftwareKeyParts {
     throw new KeyMaterialError('the SM2 private key has no public point on the SM2 curve');
   }
   return { secret, publicKey: point };
+}
+
+/** The parts the software key store keeps for material of `spec` (checked to be of that spec already). */
+export function softwareKeyParts(spec: KeySpec, der: Buffer): SoftwareKeyParts {
+  const info = keyInfo(spec);
+  if (info.family === 'sm2') return sm2KeyParts(der);
+  if (info.family === 'ml-dsa') return mlDsaKeyParts(spec, der);
+  if (info.family === 'ed25519' || (info.family === 'ec' && info.curve === 'secp256k1')) return jwkKeyParts(der);
+  throw new Error(`the software key store does not hold ${spec} keys`);
+}
+
+/** Ed25519 (d: the private key, x: A) and secp256k1 (d, and the point 04||x||y), as node:crypto reads them. */
+function jwkKeyParts(der: Buffer): SoftwareKeyParts {
+  const jwk = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }).export({ format: 'jwk' });
+  if (!jwk.d || !jwk.x) throw new KeyMaterialError('the private key could not be read');
+  const x = Buffer.from(jwk.x, 'base64url');
+  if (jwk.kty === 'OKP') return { secret: Buffer.from(jwk.d, 'base64url'), publicKey: x };
+  const d = Buffer.from(jwk.d, 'base64url');
+  const secret = Buffer.alloc(32);
+  d.copy(secret, 32 - d.length);
+  d.fill(0);
+  return { secret, publicKey: Buffer.concat([Buffer.from([4]), x, Buffer.from(jwk.y ?? '', 'base64url')]) };
 }

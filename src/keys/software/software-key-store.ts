@@ -3,15 +3,26 @@
 // sm-crypto for SM2 with KMS's distinguishing ID), while the private keys exist only sealed under an AES key that
 // never leaves the token (Sealer). The sealed blob is the key reference itself, so nothing else needs storing; it is
 // opened for one signature and dropped.
+// Ed25519 lives here too: SoftHSM 2.6.1 signs pure Ed25519 only, and the hash doors need Ed25519ph over a SHA-512
+// digest (docs/keys.md). So does secp256k1 when no PKCS#11 token is configured before this store.
 // Signatures run on worker threads (software-sign-pool.ts): the key is unsealed here, where the token session is,
 // and its secret moved to the thread, which zeroes it after use. Unsealing on the thread would need a PKCS#11
 // session and login per thread, and would tie this store to a PKCS#11 sealer; the Sealer interface stays abstract.
-import { randomBytes } from 'node:crypto';
+import { createPublicKey, randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
+import { ed25519 } from '@noble/curves/ed25519.js';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import smCrypto from 'sm-crypto';
-import { type KeySpec, keyInfo, type MlDsaKeyInfo, type SigningAlgorithm } from '../../crypto/algorithms.js';
-import { mlDsaSpkiPem, sm2SpkiPem } from '../../crypto/spki.js';
+import {
+  algorithmInfo,
+  type KeySpec,
+  keyInfo,
+  type MlDsaKeyInfo,
+  type SigningAlgorithm,
+} from '../../crypto/algorithms.js';
+import { ed25519PublicKey, signEd25519phDigest } from '../../crypto/ed25519ph.js';
+import { ecPointSpkiPem, mlDsaSpkiPem, sm2SpkiPem } from '../../crypto/spki.js';
 import { ApiError } from '../../errors.js';
 import type { CreatedKey, KeyStore, KeyStoreOutage } from '../key-store.js';
 import type { Sealer } from '../sealer.js';
@@ -24,9 +35,12 @@ const ML_DSA = { 44: ml_dsa44, 65: ml_dsa65, 87: ml_dsa87 } as const;
 
 /** What a sealed key holds: the private key and, to check an import, its public half. */
 interface SoftwareKey {
-  /** ML-DSA: the expanded secret key (FIPS 204 skEncode); SM2: the 32-byte private scalar d. */
+  /**
+   * ML-DSA: the expanded secret key (FIPS 204 skEncode); SM2 and secp256k1: the 32-byte private scalar d;
+   * Ed25519: the 32-byte private key (RFC 8032's seed).
+   */
   secret: Buffer;
-  /** ML-DSA: pk (FIPS 204 pkEncode); SM2: the uncompressed point 04||x||y. */
+  /** ML-DSA: pk (FIPS 204 pkEncode); SM2 and secp256k1: the uncompressed point 04||x||y; Ed25519: the 32-byte A. */
   publicKey: Buffer;
 }
 
@@ -83,8 +97,13 @@ export class SoftwareKeyStore implements KeyStore {
   }
 
   supports(spec: KeySpec): boolean {
-    const { family } = keyInfo(spec);
-    return family === 'ml-dsa' || family === 'sm2';
+    const info = keyInfo(spec);
+    return (
+      info.family === 'ml-dsa' ||
+      info.family === 'sm2' ||
+      info.family === 'ed25519' ||
+      (info.family === 'ec' && info.curve === 'secp256k1')
+    );
   }
 
   async createKey(spec: KeySpec, _label: string): Promise<CreatedKey> {
@@ -100,6 +119,14 @@ export class SoftwareKeyStore implements KeyStore {
         publicKey: Buffer.from(pair.publicKey, 'hex'),
       });
     }
+    if (info.family === 'ed25519') {
+      const seed = randomBytes(32);
+      return this.keep(spec, { secret: seed, publicKey: ed25519PublicKey(seed) });
+    }
+    if (info.family === 'ec' && info.curve === 'secp256k1') {
+      const d = Buffer.from(secp256k1.utils.randomSecretKey());
+      return this.keep(spec, { secret: d, publicKey: Buffer.from(secp256k1.getPublicKey(d, false)) });
+    }
     throw new ApiError('unsupported_key_spec', `key_spec ${spec} is not held by the software key store`);
   }
 
@@ -110,15 +137,26 @@ export class SoftwareKeyStore implements KeyStore {
 
   async sign(keyRef: string, spec: KeySpec, algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer> {
     const info = keyInfo(spec);
+    const alg = algorithmInfo(algorithm);
     const fits =
       (info.family === 'ml-dsa' && algorithm === 'ML_DSA_SHAKE_256') ||
-      (info.family === 'sm2' && algorithm === 'SM2DSA');
+      (info.family === 'sm2' && algorithm === 'SM2DSA') ||
+      (info.family === 'ed25519' && alg.family === 'ed25519') ||
+      (info.family === 'ec' && info.curve === 'secp256k1' && alg.family === 'ec');
     if (!fits) throw new Error(`the software key store cannot sign ${algorithm} with a ${spec} key`);
     if (this.closed) throw new ApiError('key_store_unavailable', 'the key store is shutting down');
     const key = await this.open(keyRef, spec);
     if (this.closed) {
       key.secret.fill(0); // closed while the key was being unsealed: start no new threads
       throw new ApiError('key_store_unavailable', 'the key store is shutting down');
+    }
+    if (info.family === 'ed25519' || info.family === 'ec') {
+      // Well under a millisecond each: signed here, where a thread's message passing would cost more than it saves.
+      try {
+        return signCurve(algorithm, key.secret, digest);
+      } finally {
+        key.secret.fill(0);
+      }
     }
     if (this.signThreads > 0) {
       this.pool ??= new SoftwareSignPool(this.signThreads, this.mlDsaSigner.path);
@@ -174,7 +212,7 @@ export class SoftwareKeyStore implements KeyStore {
     const plain = encodeKey(key);
     try {
       const sealed = await this.sealer.seal(plain, aadFor(spec));
-      const publicKeyPem = spec === 'SM2' ? sm2SpkiPem(key.publicKey) : mlDsaSpkiPem(spec, key.publicKey);
+      const publicKeyPem = publicKeyPemOf(spec, key.publicKey);
       return { keyRef: KEY_REF_PREFIX + sealed.toString('base64url'), publicKeyPem };
     } finally {
       plain.fill(0);
@@ -187,6 +225,30 @@ export class SoftwareKeyStore implements KeyStore {
     const sealed = Buffer.from(keyRef.slice(KEY_REF_PREFIX.length), 'base64url');
     return decodeKey(await this.sealer.unseal(sealed, aadFor(spec)));
   }
+}
+
+/**
+ * Ed25519ph over the SHA-512 digest, pure Ed25519 over the message itself (for the doors that carry one), or ECDSA
+ * on secp256k1 over the digest as given (no hashing here), DER with low S as blockchain verifiers require.
+ */
+function signCurve(algorithm: SigningAlgorithm, secret: Buffer, input: Buffer): Buffer {
+  const alg = algorithmInfo(algorithm);
+  if (alg.family === 'ed25519') {
+    return alg.padding === 'ed25519ph' ? signEd25519phDigest(secret, input) : Buffer.from(ed25519.sign(input, secret));
+  }
+  return Buffer.from(secp256k1.sign(input, secret, { prehash: false, lowS: true, format: 'der' }));
+}
+
+function publicKeyPemOf(spec: KeySpec, publicKey: Buffer): string {
+  const info = keyInfo(spec);
+  if (info.family === 'sm2') return sm2SpkiPem(publicKey);
+  if (info.family === 'ec') return ecPointSpkiPem(info.curve, publicKey);
+  if (info.family === 'ed25519') {
+    return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: publicKey.toString('base64url') }, format: 'jwk' })
+      .export({ type: 'spki', format: 'pem' })
+      .toString();
+  }
+  return mlDsaSpkiPem(spec, publicKey);
 }
 
 const AAD_PING = Buffer.from('signbridge software key store ping');

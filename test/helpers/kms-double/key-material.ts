@@ -1,7 +1,10 @@
 // The KMS double's private keys and signatures, one kind per key spec. It owes nothing to the code under test (no
 // imports from src/): RSA through node:crypto with the padding done here, ECDSA over a digest as given by
 // @noble/curves (Node has no "sign this digest" for EC), ML-DSA over an external μ by @noble/post-quantum, SM2
-// over e = SM3(Z_A || M) by sm-crypto (KMS's distinguishing ID 1234567812345678).
+// over e = SM3(Z_A || M) by sm-crypto (KMS's distinguishing ID 1234567812345678). One exception: Ed25519ph over a
+// given SHA-512 digest (KMS's ED25519_PH_SHA_512 with MessageType DIGEST), which no library offers, comes from
+// src/crypto/ed25519ph.ts, itself checked against RFC 8032's test vector (test/unit/ed25519ph.test.ts); the tests
+// verify it independently with noble's ed25519ph over the message.
 import {
   createHash,
   createPrivateKey,
@@ -14,9 +17,12 @@ import {
   randomBytes,
 } from 'node:crypto';
 import { promisify } from 'node:util';
+import { ed25519 } from '@noble/curves/ed25519.js';
 import { p256, p384, p521 } from '@noble/curves/nist.js';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from '@noble/post-quantum/ml-dsa.js';
 import smCrypto from 'sm-crypto';
+import { signEd25519phDigest, verifyEd25519phDigest } from '../../../src/crypto/ed25519ph.js';
 
 export const KMS_KEY_SPECS = [
   'RSA_2048',
@@ -29,6 +35,8 @@ export const KMS_KEY_SPECS = [
   'ML_DSA_65',
   'ML_DSA_87',
   'SM2',
+  'ECC_NIST_EDWARDS25519',
+  'ECC_SECG_P256K1',
 ] as const;
 export type KmsKeySpec = (typeof KMS_KEY_SPECS)[number];
 
@@ -41,6 +49,8 @@ export function signingAlgorithms(spec: KmsKeySpec): string[] {
   if (spec === 'ECC_NIST_P384') return ['ECDSA_SHA_384'];
   if (spec === 'ECC_NIST_P521') return ['ECDSA_SHA_512'];
   if (spec === 'SM2') return ['SM2DSA'];
+  if (spec === 'ECC_SECG_P256K1') return ['ECDSA_SHA_256'];
+  if (spec === 'ECC_NIST_EDWARDS25519') return ['ED25519_SHA_512', 'ED25519_PH_SHA_512'];
   return ['ML_DSA_SHAKE_256'];
 }
 
@@ -54,14 +64,20 @@ export function digestLength(algorithm: string): number {
 /** A private key of the double; `spki` is what GetPublicKey answers. */
 export type Material =
   | { kind: 'rsa'; key: KeyObject; spki: Buffer }
-  | { kind: 'ec'; curve: 'P-256' | 'P-384' | 'P-521'; secret: Uint8Array; spki: Buffer }
+  | { kind: 'ec'; curve: 'P-256' | 'P-384' | 'P-521' | 'secp256k1'; secret: Uint8Array; spki: Buffer }
+  | { kind: 'ed25519'; seed: Uint8Array; spki: Buffer }
   | { kind: 'ml-dsa'; level: 44 | 65 | 87; secret: Uint8Array; spki: Buffer }
   | { kind: 'sm2'; dHex: string; spki: Buffer };
 
 const ML_DSA = { 44: ml_dsa44, 65: ml_dsa65, 87: ml_dsa87 } as const;
-const NOBLE_CURVE = { 'P-256': p256, 'P-384': p384, 'P-521': p521 } as const;
-const EC_SPEC_CURVE = { ECC_NIST_P256: 'P-256', ECC_NIST_P384: 'P-384', ECC_NIST_P521: 'P-521' } as const;
-const EC_FIELD_BYTES = { 'P-256': 32, 'P-384': 48, 'P-521': 66 } as const;
+const NOBLE_CURVE = { 'P-256': p256, 'P-384': p384, 'P-521': p521, secp256k1 } as const;
+const EC_SPEC_CURVE = {
+  ECC_NIST_P256: 'P-256',
+  ECC_NIST_P384: 'P-384',
+  ECC_NIST_P521: 'P-521',
+  ECC_SECG_P256K1: 'secp256k1',
+} as const;
+const EC_FIELD_BYTES = { 'P-256': 32, 'P-384': 48, 'P-521': 66, secp256k1: 32 } as const;
 /** id-ml-dsa-44/65/87 (2.16.840.1.101.3.4.3.17-19) and the SM2 curve (1.2.156.10197.1.301), DER. */
 const ML_DSA_OID = { 44: '0609608648016503040311', 65: '0609608648016503040312', 87: '0609608648016503040313' };
 const SM2_ALGORITHM = '301306072a8648ce3d020106082a811ccf5501822d';
@@ -78,6 +94,7 @@ export async function generate(spec: KmsKeySpec): Promise<Material> {
     return ecMaterial(curve, NOBLE_CURVE[curve].utils.randomSecretKey());
   }
   if (spec === 'SM2') return sm2Material(smCrypto.sm2.generateKeyPairHex().privateKey.padStart(64, '0'));
+  if (spec === 'ECC_NIST_EDWARDS25519') return ed25519Material(randomBytes(32));
   const level = Number(spec.slice(-2)) as 44 | 65 | 87;
   return mlDsaMaterial(level, ML_DSA[level].keygen(randomBytes(32)).secretKey);
 }
@@ -86,7 +103,16 @@ function rsaMaterial(key: KeyObject): Material {
   return { kind: 'rsa', key, spki: createPublicKey(key).export({ type: 'spki', format: 'der' }) };
 }
 
-function ecMaterial(curve: 'P-256' | 'P-384' | 'P-521', secret: Uint8Array): Material {
+function ed25519Material(seed: Uint8Array): Material {
+  const x = Buffer.from(ed25519.getPublicKey(seed)).toString('base64url');
+  const spki = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x }, format: 'jwk' }).export({
+    type: 'spki',
+    format: 'der',
+  });
+  return { kind: 'ed25519', seed, spki };
+}
+
+function ecMaterial(curve: keyof typeof NOBLE_CURVE, secret: Uint8Array): Material {
   const point = NOBLE_CURVE[curve].getPublicKey(secret, false);
   const size = EC_FIELD_BYTES[curve];
   const jwk = {
@@ -127,6 +153,10 @@ export function fromPkcs8(spec: KmsKeySpec, der: Buffer): Material | undefined {
       const jwk = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }).export({ format: 'jwk' });
       if (jwk.crv !== curve || !jwk.d) return undefined;
       return ecMaterial(curve, Buffer.from(jwk.d, 'base64url'));
+    }
+    if (spec === 'ECC_NIST_EDWARDS25519') {
+      const jwk = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }).export({ format: 'jwk' });
+      return jwk.crv === 'Ed25519' && jwk.d ? ed25519Material(Buffer.from(jwk.d, 'base64url')) : undefined;
     }
     if (spec === 'SM2') {
       // ECPrivateKey inside PKCS#8 on the SM2 curve: the 32-byte d follows "02 01 01 04 20".
@@ -170,6 +200,10 @@ export function sign(material: Material, algorithm: string, message: Buffer): Bu
     const signature = NOBLE_CURVE[material.curve].sign(message, material.secret, { prehash: false, format: 'der' });
     return Buffer.from(signature);
   }
+  if (material.kind === 'ed25519') {
+    // DIGEST: Ed25519ph of the message whose SHA-512 this is (KMS applies no hash of its own, only the prehash step).
+    return signEd25519phDigest(material.seed, message);
+  }
   if (material.kind === 'ml-dsa') {
     return Buffer.from(ML_DSA[material.level].internal.sign(message, material.secret, { externalMu: true }));
   }
@@ -198,6 +232,9 @@ export function verify(material: Material, algorithm: string, message: Buffer, s
     if (material.kind === 'ec') {
       const point = NOBLE_CURVE[material.curve].getPublicKey(material.secret, false);
       return NOBLE_CURVE[material.curve].verify(signature, message, point, { prehash: false, format: 'der' });
+    }
+    if (material.kind === 'ed25519') {
+      return verifyEd25519phDigest(ed25519.getPublicKey(material.seed), message, signature);
     }
     if (material.kind === 'ml-dsa') {
       const pk = ML_DSA[material.level].getPublicKey(material.secret);

@@ -6,7 +6,7 @@
 // - Protocol: AWS JSON 1.1. POST / with `X-Amz-Target: TrentService.<Operation>` and
 //   `Content-Type: application/x-amz-json-1.1`; blobs are base64, timestamps epoch seconds; errors are HTTP 400 with
 //   `{"__type": "<Name>Exception", "message": ...}` (5xx for KMS's own failures). Requests are not signature-checked.
-// - Keys (§3 "real KMS" column): CreateKey for the ten key specs with KeyUsage SIGN_VERIFY; Origin AWS_KMS makes
+// - Keys (§3 "real KMS" column): CreateKey for the twelve key specs with KeyUsage SIGN_VERIFY; Origin AWS_KMS makes
 //   the key now, Origin EXTERNAL leaves it `PendingImport` with no material. Key ids are UUIDs; KeyId parameters
 //   take the id, its ARN, an alias name or an alias ARN.
 // - GetPublicKey: DER SubjectPublicKeyInfo plus `KeySpec` (moto lacks KeySpec).
@@ -14,7 +14,8 @@
 //   match the length of hashed messages" for the algorithm (ValidationException otherwise); an EC key signs only
 //   with its curve's ECDSA_SHA_*; RSASSA_PSS uses a salt as long as the digest ("along with a 256-bit salt" for
 //   SHA-256); EXTERNAL_MU only for ML-DSA, exactly 64 bytes, giving the pure ML-DSA signature of the message;
-//   SM2DSA with DIGEST signs e = SM3(Z_A || M) (ID 1234567812345678). RAW is not implemented (signbridge never
+//   SM2DSA with DIGEST signs e = SM3(Z_A || M) (ID 1234567812345678); ED25519_PH_SHA_512 with DIGEST signs
+//   Ed25519ph of the message whose 64-byte SHA-512 it is, and ED25519_SHA_512 requires RAW. RAW is not implemented (signbridge never
 //   sends it) and is refused. A "region" can be started without SM2 (KMS has SM2 in its China Regions only).
 // - Key states: a Disabled key answers DisabledException; PendingDeletion and PendingImport answer
 //   KMSInvalidStateException ("... is pending deletion/import"), for Sign and GetPublicKey alike (moto signs).
@@ -209,6 +210,10 @@ export async function startKmsDouble(options: KmsDoubleOptions = {}): Promise<Km
     }
     if (type === 'EXTERNAL_MU' && !key.spec.startsWith('ML_DSA')) {
       throw new KmsFault('ValidationException', 'MessageType EXTERNAL_MU is valid only for ML-DSA keys');
+    }
+    if (type === 'DIGEST' && algorithm === 'ED25519_SHA_512') {
+      // Pure Ed25519 signs the message itself: KMS's model says it "requires MessageType RAW".
+      throw new KmsFault('ValidationException', 'ED25519_SHA_512 requires MessageType RAW');
     }
     if (type === 'DIGEST' && key.spec.startsWith('ML_DSA')) {
       throw new KmsFault('ValidationException', 'ML-DSA keys take MessageType RAW or EXTERNAL_MU');
