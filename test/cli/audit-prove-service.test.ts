@@ -4,12 +4,13 @@
 // hashes to its leaf) and the log's tables rewritten to another history (watch fails on the next checkpoint).
 // test/cli/audit-log-verify.test.ts covers every failure mode against a stand-in; this file shows the commands work
 // with the service's own endpoints, key and checkpoints.
-import { createHash, generateKeyPairSync } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../helpers/cli.js';
+import { unrelatedEd25519Vkey } from '../helpers/log-client.js';
 import { makeTempDir } from '../helpers/service.js';
 
 let dataDir: string;
@@ -159,16 +160,7 @@ describe('audit prove against the service', () => {
     expect(proved.code, proved.stderr).toBe(0);
     expect(proved.stdout).toContain('verified:');
     // The same name, another key: its key ID is not on the checkpoint, so nothing is proved.
-    const raw = Buffer.from(
-      generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x as string,
-      'base64url',
-    );
-    const typed = Buffer.concat([Buffer.from([0x01]), raw]);
-    const id = createHash('sha256')
-      .update(Buffer.concat([Buffer.from(`${name}\n`), typed]))
-      .digest()
-      .subarray(0, 4);
-    const wrong = `${name}+${id.toString('hex')}+${typed.toString('base64')}`;
+    const wrong = unrelatedEd25519Vkey(name);
     const refused = runCli(['audit', 'prove', '--tenant', TENANT, '--signature', sig, '--public-key', wrong], env());
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/not signed by/);

@@ -1,6 +1,6 @@
 // What a verifier outside the service does with /log answers, written with node:crypto only (no src/transparency):
 // parse the vkey, verify a checkpoint note's ECDSA signature (signed-note type 0x02), parse the checkpoint body.
-import { createHash, createPublicKey, type KeyObject, verify } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync, type KeyObject, verify } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { canonicalJson } from '../../src/store/audit/audit-chain.js';
 import type { AuditEntry } from '../../src/store/store.js';
@@ -90,4 +90,18 @@ export function leavesOfEntries(entries: readonly AuditEntry[]): Buffer[] {
       ),
     ),
   );
+}
+
+/**
+ * A signed-note vkey of a fresh Ed25519 key under `name` (type 0x01, key ID = SHA-256(name || "\n" || 0x01 || key)
+ * [:4], as C2SP signed-note defines it): the log's name with a key that never signed anything.
+ */
+export function unrelatedEd25519Vkey(name: string): string {
+  const raw = Buffer.from(generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x as string, 'base64url');
+  const typed = Buffer.concat([Buffer.from([0x01]), raw]);
+  const id = createHash('sha256')
+    .update(Buffer.concat([Buffer.from(`${name}\n`), typed]))
+    .digest()
+    .subarray(0, 4);
+  return `${name}+${id.toString('hex')}+${typed.toString('base64')}`;
 }

@@ -5,11 +5,12 @@
 // Go's note tooling need of the log's Ed25519 line (docs/transparency.md); it fails without that line, on a
 // tampered note and under another key.
 import { execFile, execFileSync } from 'node:child_process';
-import { createHash, generateKeyPairSync } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unrelatedEd25519Vkey } from '../helpers/log-client.js';
 import { callAction, makeTempDir, startTestService, type TestService } from '../helpers/service.js';
 
 const SOURCE = join(import.meta.dirname, '..', 'fixtures', 'go-note-verifier');
@@ -159,16 +160,7 @@ describe.skipIf(missing)(`Go's sumdb/note and tlog check the log${missing ? `: $
   it('refuses the checkpoint under another Ed25519 key of the same name', async () => {
     const note = await checkpointNow();
     const name = vkey.split('+')[0] as string;
-    const raw = Buffer.from(
-      generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x as string,
-      'base64url',
-    );
-    const typed = Buffer.concat([Buffer.from([0x01]), raw]);
-    const id = createHash('sha256')
-      .update(Buffer.concat([Buffer.from(`${name}\n`), typed]))
-      .digest()
-      .subarray(0, 4);
-    const other = `${name}+${id.toString('hex')}+${typed.toString('base64')}`;
+    const other = unrelatedEd25519Vkey(name);
     const r = await new Promise<{ code: number; stderr: string }>((resolve) =>
       execFile(
         (built as { binary: string }).binary,
