@@ -2,13 +2,7 @@
 // to, if it names one: tenant-keys.ts signingKey), the decision step (decision-step.ts: velocity limits, then the
 // rules, a denial recorded), then a signature at once or a request held for a person's decision.
 
-import {
-  algorithmForPkcs11,
-  algorithmInfo,
-  checkSigningRequest,
-  type KeySpec,
-  type SigningAlgorithm,
-} from '../crypto/algorithms.js';
+import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
 import type { EventBuilder } from '../events/event-builder.js';
 import type { KeyRecord, Store } from '../store/store.js';
@@ -51,11 +45,9 @@ export class Signer {
   /** `sign`: the caller names the algorithm (KMS names); it must fit the key and the digest. */
   async sign(req: SignRequest & { algorithm: SigningAlgorithm }): Promise<SignOutcome> {
     const key = await this.keys.signingKey(req.tenantId, req.expectedKeyId);
-    if (req.message !== undefined || algorithmInfo(req.algorithm).hash === 'message') {
-      checkPureEd25519Request(key.keySpec, req.algorithm, req.message);
-    } else {
-      checkSigningRequest(key.keySpec, req.algorithm, req.digest);
-    }
+    // A message is signed only by pure Ed25519; without one, pure Ed25519 is refused by checkSigningRequest's words.
+    if (req.message !== undefined) checkPureEd25519Request(key.keySpec, req.algorithm, req.message);
+    else checkSigningRequest(key.keySpec, req.algorithm, req.digest);
     return this.decideAndSign(key, req.algorithm, req);
   }
 
