@@ -17,6 +17,12 @@ export interface SignRequest {
   workload?: WorkloadIdentity | null;
   digest: Buffer;
   /**
+   * Pure Ed25519 only (ED25519_SHA_512, at the doors that carry the message: KMS RAW, Vault transit): the message
+   * the key store signs. `digest` is then its SHA-512, which the policy, the audit entries and the log name instead,
+   * so that the message itself is never stored (docs/kms-api.md, "Ed25519").
+   */
+  message?: Buffer;
+  /**
    * The key version the client named or the door resolved (and built the digest from): the signer refuses with
    * key_changed, before any policy decision, audit entry or signature, when it is not the tenant's current one.
    * Absent: whatever version is current signs.

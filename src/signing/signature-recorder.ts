@@ -36,6 +36,8 @@ export interface SignNowRequest {
   key: KeyRecord;
   algorithm: SigningAlgorithm;
   digest: Buffer;
+  /** Pure Ed25519: the message the key store signs; `digest`, its SHA-512, is what the record names. */
+  message?: Buffer | undefined;
   callerId: string;
   /** The audit entry's action (sign, pkcs11_sign, sign_batch, approve_sign). */
   action: SignatureAction;
@@ -155,7 +157,7 @@ export class SignatureRecorder {
     try {
       signature = await this.keyStores
         .forKey(key.keyStore)
-        .sign(key.keyRef, key.keySpec, algorithm, digest, signOptions);
+        .sign(key.keyRef, key.keySpec, algorithm, request.message ?? digest, signOptions);
     } catch (err) {
       await this.recordFailure(key, algorithm, digest, callerId, action, err, ahead);
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);

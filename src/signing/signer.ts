@@ -9,6 +9,7 @@ import type { KeyRecord, Store } from '../store/store.js';
 import { type DecisionDeps, decide } from './decision-step.js';
 import type { HeldRequests } from './held-requests.js';
 import type { PolicyCheck } from './policy-check.js';
+import { checkPureEd25519Request, pureEd25519NotHeld } from './pure-ed25519.js';
 import type { Audit } from './service-audit.js';
 import type { SignOutcome, SignOutcomeObserver, SignRequest } from './sign-outcome.js';
 import type { SignatureRecorder } from './signature-recorder.js';
@@ -44,12 +45,17 @@ export class Signer {
   /** `sign`: the caller names the algorithm (KMS names); it must fit the key and the digest. */
   async sign(req: SignRequest & { algorithm: SigningAlgorithm }): Promise<SignOutcome> {
     const key = await this.keys.signingKey(req.tenantId, req.expectedKeyId);
-    checkSigningRequest(key.keySpec, req.algorithm, req.digest);
+    // A message is signed only by pure Ed25519; without one, pure Ed25519 is refused by checkSigningRequest's words.
+    if (req.message !== undefined) checkPureEd25519Request(key.keySpec, req.algorithm, req.message);
+    else checkSigningRequest(key.keySpec, req.algorithm, req.digest);
     return this.decideAndSign(key, req.algorithm, req);
   }
 
   /** `pkcs11_sign`: the algorithm follows from the key spec, the digest length and `pss`. */
   async pkcs11Sign(req: SignRequest & { keySpec?: KeySpec; pss: boolean }): Promise<SignOutcome> {
+    if (req.message !== undefined) {
+      throw new ApiError('invalid_request', 'pkcs11_sign takes a digest; a message is signed only with pure Ed25519');
+    }
     const key = await this.keys.signingKey(req.tenantId, req.expectedKeyId);
     if (req.keySpec !== undefined && req.keySpec !== key.keySpec) {
       throw new ApiError(
@@ -69,7 +75,11 @@ export class Signer {
       req,
       hash: req.digest.toString('base64'),
     });
-    if (decision.outcome !== 'allow') return this.held.holdForDecision(key, algorithm, req, decision, about, start);
+    if (decision.outcome !== 'allow') {
+      // A held request is signed on approval from what its record keeps, and that is never the message.
+      if (req.message !== undefined) throw pureEd25519NotHeld(decision.rule);
+      return this.held.holdForDecision(key, algorithm, req, decision, about, start);
+    }
     // signature.signed for every signature made at once, where a subscription of the tenant wants it (docs/events.md).
     const signedEvent = (await wantsSignedEvent)
       ? await this.events.signedAtOnce({ ...decided(req.digest), personId: req.personId ?? null })
@@ -78,6 +88,7 @@ export class Signer {
       key,
       algorithm,
       digest: req.digest,
+      ...(req.message !== undefined && { message: req.message }),
       callerId: req.callerId,
       action: req.action ?? 'sign',
       details: about,

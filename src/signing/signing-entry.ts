@@ -5,6 +5,7 @@
 // the ask (tenant, pinned key version, policy inputs, via), one decision for one digest or many (signer.ts,
 // batch-signer.ts), and the held wait for the doors whose clients know no 202 (held-wait.ts), ended when the
 // client goes away. A held request is described once, in held-description.ts.
+import { createHash } from 'node:crypto';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
 import type { ApiKeyRecord } from '../store/store.js';
 import type { BatchOutcome, BatchSignRequest } from './batch-signer.js';
@@ -36,6 +37,20 @@ export interface SigningAsk {
 /** `sign`: the algorithm named; or `pkcs11_sign`: worked out from the key spec, the digest and `pss`. */
 export type SigningScheme = { algorithm: SigningAlgorithm } | { pss: boolean; keySpec?: KeySpec | undefined };
 
+/**
+ * What is signed: a digest (or ML-DSA's mu, SM2's e), or for pure Ed25519 (ED25519_SHA_512) the message itself, at
+ * the doors that carry it. The message's SHA-512 then stands for it as the request's digest: what the policy, the
+ * audit entries and the log name, so that no record holds the message.
+ */
+export type SigningInput = { digest: Buffer } | { message: Buffer };
+
+/** The digest a request is recorded under, and the message that a pure Ed25519 key store signs. */
+export function inputFields(input: SigningInput): { digest: Buffer; message?: Buffer } {
+  if ('message' in input)
+    return { digest: createHash('sha512').update(input.message).digest(), message: input.message };
+  return { digest: input.digest };
+}
+
 /** The caller's part of every SignRequest, after its authorization for the tenant. */
 function requestFor(caller: SigningCaller, ask: SigningAsk, action: NonNullable<SignRequest['action']>) {
   if ('inProcess' in caller) return { callerId: caller.inProcess };
@@ -59,20 +74,21 @@ function askFields(ask: SigningAsk) {
 }
 
 /**
- * One digest: signed at once, refused (thrown: denied, rate limited, key_changed...), or held; a held one is waited
+ * One digest (or one message, pure Ed25519): signed at once, refused (thrown: denied, rate limited, key_changed...), or held; a held one is waited
  * on when `wait` is given (it ends pending when the wait or the client ended first).
  */
 export async function signDigest(
   signing: SigningService,
   caller: SigningCaller,
-  ask: SigningAsk & SigningScheme & { digest: Buffer },
+  ask: SigningAsk & SigningScheme & SigningInput,
   wait?: HeldWaitOptions,
 ): Promise<SignOutcome> {
+  const input = inputFields(ask);
   const request: SignRequest = {
     ...(ask.action !== undefined && { action: ask.action }),
     ...askFields(ask),
     ...requestFor(caller, ask, ask.action ?? 'sign'),
-    digest: ask.digest,
+    ...input,
   };
   const first =
     'algorithm' in ask
@@ -83,7 +99,7 @@ export async function signDigest(
           ...(ask.keySpec !== undefined && { keySpec: ask.keySpec }),
         });
   if (first.kind !== 'pending' || wait === undefined) return first;
-  return waitForDecision(signing, ask.tenantId, first, ask.digest, wait);
+  return waitForDecision(signing, ask.tenantId, first, input.digest, wait);
 }
 
 /**

@@ -2,6 +2,7 @@
 // asked: the SignRequest every door gets is built from the caller and the ask alone, the caller is authorized for
 // the tenant before anything is asked, the daemon in process signs as itself, and a held request is waited on
 // (one digest's collect, a batch collected whole with its digests) until the client goes away.
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { signDigest, signDigests } from '../../src/signing/signing-entry.js';
 import type { BatchOutcome, Pending, SigningService, SignOutcome } from '../../src/signing/signing-service.js';
@@ -48,6 +49,22 @@ const signer: ApiKeyRecord = {
 const digest = Buffer.alloc(32, 1);
 
 describe('signDigest', () => {
+  it('hands a pure Ed25519 message on as the message, recorded under its SHA-512 (held: collected by that)', async () => {
+    const { signing, calls } = recordingService({ first: pending, collected: signed });
+    const message = Buffer.from('the message itself');
+    const sha512 = createHash('sha512').update(message).digest();
+    await signDigest(
+      signing,
+      { apiKey: signer },
+      { tenantId: 'acme', message, algorithm: 'ED25519_SHA_512', context: {} },
+      { waitMs: 1000, signal: new AbortController().signal },
+    );
+    const request = calls[0]?.args[0] as { digest: Buffer; message: Buffer };
+    expect(request.message).toEqual(message);
+    expect(request.digest).toEqual(sha512);
+    expect(calls[1]).toMatchObject({ method: 'collect', args: ['acme', 'req-1', sha512] });
+  });
+
   it('builds the SignRequest from the caller and the ask: who, person, workload, pin, inputs, via', async () => {
     const { signing, calls } = recordingService();
     const outcome = await signDigest(

@@ -3,6 +3,7 @@
 // derived or deletable through this API. cosign reads `keys.<version>.public_key`, jsign reads `type`.
 import { type KeySpec, keyInfo } from '../../crypto/algorithms.js';
 import type { KeyRecord } from '../../store/store.js';
+import { VAULT_SECP256K1_TYPE } from './request-fields.js';
 
 /**
  * Vault's key type names; ML-DSA as OpenBao's transit names it (openbao/openbao#3909), SM2 signbridge's own (neither
@@ -14,8 +15,9 @@ export function vaultKeyType(spec: KeySpec): string {
     case 'rsa':
       return `rsa-${info.bits}`;
     case 'ec':
-      // Vault has no secp256k1 key type; named in Vault's pattern, as SM2 is.
-      return info.curve === 'secp256k1' ? 'ecdsa-secp256k1' : `ecdsa-p${info.curve.slice(2)}`;
+      // Vault has no secp256k1 key type; named in Vault's pattern, as SM2 is (sign and verify refuse it here:
+      // request-fields.ts algorithmFor).
+      return info.curve === 'secp256k1' ? VAULT_SECP256K1_TYPE : `ecdsa-p${info.curve.slice(2)}`;
     case 'ml-dsa':
       return `mldsa-${info.level}`;
     case 'sm2':

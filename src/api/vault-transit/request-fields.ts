@@ -131,11 +131,31 @@ export function schemeOf(body: SchemeFields, urlHash: string | undefined): Schem
 /** The hash of the scheme, by signbridge's name. */
 export const hashNameOf = (scheme: Scheme): HashName => HASHES[scheme.hash];
 
-/** signbridge's algorithm for a key spec and the scheme (hash and RSA scheme apply only where the key has them). */
+/**
+ * signbridge's algorithm for a key spec and the scheme (hash and RSA scheme apply only where the key has them). An
+ * `ed25519` key signs pure Ed25519 over the input, as Vault's does: Vault's hash_algorithm does not apply to it
+ * (Vault ignores it), and `prehashed` is refused (Ed25519ph is not Vault's ed25519 signature). secp256k1 has no
+ * Vault key type: refused as Vault refuses a key type it cannot sign with.
+ */
 export function algorithmFor(spec: KeySpec, scheme: Scheme): SigningAlgorithm {
   const info = keyInfo(spec);
   if (info.family === 'ml-dsa') return 'ML_DSA_SHAKE_256';
   if (info.family === 'sm2') return 'SM2DSA';
+  if (info.family === 'ed25519') {
+    if (scheme.prehashed) {
+      throw new VaultError(400, [
+        'prehashed is not supported for key type ed25519: Vault signs an ed25519 input as the message itself ' +
+          '(pure Ed25519); send the message with prehashed false',
+      ]);
+    }
+    return 'ED25519_SHA_512';
+  }
+  if (info.family === 'ec' && info.curve === 'secp256k1') {
+    throw new VaultError(400, [
+      `key type ${VAULT_SECP256K1_TYPE} does not support signing: Vault transit has no secp256k1 key type; sign ` +
+        "with this key through signbridge's AWS KMS API (ECDSA_SHA_256) or POST /v1/sign",
+    ]);
+  }
   const bits = HASHES[scheme.hash].slice(3);
   if (info.family === 'ec') return `ECDSA_SHA_${bits}` as SigningAlgorithm;
   return (scheme.rsa === 'pss' ? `RSASSA_PSS_SHA_${bits}` : `RSASSA_PKCS1_V1_5_SHA_${bits}`) as SigningAlgorithm;
@@ -147,6 +167,22 @@ const STRICT_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]
 export function decodeInput(field: string, value: string): Buffer {
   if (!STRICT_BASE64.test(value)) throw new VaultError(400, [`unable to decode ${field} as base64`]);
   return Buffer.from(value, 'base64');
+}
+
+/** The name signbridge's keys/<name> gives a secp256k1 key, for which Vault itself has no key type. */
+export const VAULT_SECP256K1_TYPE = 'ecdsa-secp256k1';
+
+/**
+ * What the key signs for `input`: the message itself for an ed25519 key (pure Ed25519, as Vault signs it; the signing
+ * entry point records its SHA-512), else the digest-like representative below.
+ */
+export function signingInputOf(
+  key: KeyRecord,
+  scheme: Scheme,
+  input: Buffer,
+): { digest: Buffer } | { message: Buffer } {
+  if (keyInfo(key.keySpec).family === 'ed25519') return { message: input };
+  return { digest: representativeOf(key, scheme, input) };
 }
 
 /**

@@ -3,8 +3,9 @@
 // own record, `signed` entry and log leaf. An item that does not decode, or whose digest the key cannot sign, fails
 // alone in its place. A batch the policy denies, or a velocity limit or a rotated key refuses, gives every one of its
 // items that error; a batch held for a person is one request, waited on up to heldWaitMs, then every item names it,
-// and the same call sent again (the same digests) continues it and collects its signatures whole.
-import { checkSigningRequest } from '../../crypto/algorithms.js';
+// and the same call sent again (the same digests) continues it and collects its signatures whole. An ed25519 key
+// signs each message with a sign request of its own (sign_batch carries digests, pure Ed25519 the message).
+import { checkSigningRequest, keyInfo } from '../../crypto/algorithms.js';
 import { ApiError } from '../../errors.js';
 import { signDigests } from '../../signing/signing-entry.js';
 import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
@@ -15,6 +16,7 @@ import {
   type InputOutcome,
   itemError,
   signedInput,
+  signOneInput,
   type TransitSigning,
   transitSigningKey,
 } from './sign-inputs.js';
@@ -29,7 +31,19 @@ export async function signBatchInputs(
   signal: AbortSignal,
 ): Promise<InputOutcome[]> {
   const { signing } = deps;
-  const { current, algorithm, ask } = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
+  const signingKey = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
+  const { current, algorithm, ask } = signingKey;
+  if (keyInfo(current.keySpec).family === 'ed25519') {
+    // Pure Ed25519 signs each message, and sign_batch carries digests: each item is a sign request of its own, as
+    // `input` is (its own decision), in order.
+    const results: InputOutcome[] = [];
+    for (const input of inputs) {
+      results.push(
+        input instanceof VaultError ? input : await signOneInput(deps, caller, signingKey, scheme, input, signal),
+      );
+    }
+    return results;
+  }
   // Checked one by one here: sign_batch refuses a whole batch for one digest of the wrong length.
   const digests = inputs.map((input): Buffer | VaultError => {
     if (input instanceof VaultError) return input;

@@ -12,7 +12,7 @@ import { storeFault } from '../../store/store-errors.js';
 import { signingContext } from '../signing-inputs.js';
 import { VaultError, vaultErrorOf } from './errors.js';
 import { signingSaltLength } from './pss-salt.js';
-import { algorithmFor, checkKeyVersion, hashNameOf, representativeOf, type Scheme } from './request-fields.js';
+import { algorithmFor, checkKeyVersion, hashNameOf, type Scheme, signingInputOf } from './request-fields.js';
 import { marshalSignature } from './signature-marshaling.js';
 
 export interface TransitSigning {
@@ -89,18 +89,29 @@ export async function signInput(
   input: Buffer,
   signal: AbortSignal,
 ): Promise<InputOutcome> {
+  const signingKey = await transitSigningKey(deps.signing, caller, tenantId, scheme, keyVersion);
+  return signOneInput(deps, caller, signingKey, scheme, input, signal);
+}
+
+/** One input through one sign request, with the key transitSigningKey chose. */
+export async function signOneInput(
+  deps: TransitSigning,
+  caller: ApiKeyRecord,
+  { current, algorithm, ask }: Awaited<ReturnType<typeof transitSigningKey>>,
+  scheme: Scheme,
+  input: Buffer,
+  signal: AbortSignal,
+): Promise<InputOutcome> {
   const { signing } = deps;
-  const { current, algorithm, ask } = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
-  const digest = representativeOf(current, scheme, input);
   const outcome = await signDigest(
     signing,
     { apiKey: caller },
-    { ...ask, algorithm, digest },
+    { ...ask, algorithm, ...signingInputOf(current, scheme, input) },
     { waitMs: deps.heldWaitMs, signal },
   ).catch(itemError);
   if (outcome instanceof VaultError) return outcome;
   if (outcome.kind === 'pending') return heldError(outcome, deps.publicUrl);
-  return signedInput(signing, tenantId, new Map([[current.id, current]]), outcome, scheme);
+  return signedInput(signing, ask.tenantId, new Map([[current.id, current]]), outcome, scheme);
 }
 
 export async function signedInput(

@@ -4,10 +4,10 @@
 // same call repeated continues that request. docs/kms-api.md, "Sign" and "Held for approval".
 
 import { SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../../crypto/algorithms.js';
-import { verifyDigestSignature } from '../../../crypto/verify-digest.js';
 import { ApiError } from '../../../errors.js';
 import { keyArn } from '../../../kms-api/key-ids.js';
 import { MAX_MESSAGE_BYTES, MESSAGE_TYPES, signingInput } from '../../../kms-api/sign-input.js';
+import { verifySigningInput } from '../../../kms-api/verify-input.js';
 import { describeHeld } from '../../../signing/held-description.js';
 import { signDigest } from '../../../signing/signing-entry.js';
 import type { Pending, SigningService } from '../../../signing/signing-service.js';
@@ -88,7 +88,8 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
           `its current version (alias/${resolved.key.tenantId}); older versions still verify`,
       );
     }
-    const digest = signingInput(resolved.key, algorithm, messageType, message);
+    // A digest, or for pure Ed25519 the message itself (the entry point records its SHA-512 in its place).
+    const toSign = signingInput(resolved.key, algorithm, messageType, message);
     if (optionalBoolean(input, 'DryRun')) dryRun();
     const outcome = await signDigest(
       signing,
@@ -96,7 +97,7 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
       {
         action: 'sign',
         tenantId: resolved.key.tenantId,
-        digest,
+        ...toSign,
         algorithm,
         // The digest was built from this version (ML-DSA's mu and SM2's e depend on its public key): only it signs.
         expectedKeyId: resolved.key.id,
@@ -145,10 +146,10 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
     const messageType = enumValue(input, 'MessageType', MESSAGE_TYPES, 'RAW');
     grantTokens(input);
     const { key } = await resolveKey(signing, call.caller, call.accessKeyId, call.region, keyId, 'kms:Verify');
-    const representative = signingInput(key, algorithm, messageType, message);
+    const signed = signingInput(key, algorithm, messageType, message);
     if (optionalBoolean(input, 'DryRun')) dryRun();
     // KMS answers an invalid signature with an error, not with SignatureValid false.
-    if (!verifyDigestSignature(key, algorithm, representative, signature, { pssSaltLength: 'hash' })) {
+    if (!verifySigningInput(key, algorithm, signed, signature, { pssSaltLength: 'hash' })) {
       throw new AwsJsonError(
         'KMSInvalidSignatureException',
         'the signature is not valid for this key, message and algorithm',
