@@ -1,6 +1,7 @@
 // A tenant's public key as the module needs it: the SubjectPublicKeyInfo (DER) from the service's PEM, and for
-// ML-DSA also the raw key (CKA_VALUE; μ starts with SHAKE256 of it). node:crypto reads RSA and EC keys; Node 20
-// cannot read ML-DSA or SM2 keys, so those are parsed by src/crypto/spki.ts and checked against the key spec.
+// ML-DSA also the raw key (CKA_VALUE; μ starts with SHAKE256 of it). node:crypto reads RSA, EC (secp256k1 too) and
+// Ed25519 keys; Node 20 cannot read ML-DSA or SM2 keys, so those are parsed by src/crypto/spki.ts and checked against
+// the key spec.
 import { createPublicKey } from 'node:crypto';
 import { keyInfo } from '../src/crypto/algorithms.js';
 import { parseMlDsaSpki, parseSm2Spki } from '../src/crypto/spki.js';
@@ -18,6 +19,12 @@ export function publicKeyParts(key: PublicKeyInfo): PublicKeyParts {
   const family = keyInfo(key.keySpec).family;
   if (family === 'rsa' || family === 'ec') {
     return { spki: createPublicKey(key.publicKeyPem).export({ type: 'spki', format: 'der' }) };
+  }
+  if (family === 'ed25519') {
+    const ed = createPublicKey(key.publicKeyPem);
+    if (ed.asymmetricKeyType !== 'ed25519')
+      throw new Error(`an ${ed.asymmetricKeyType} key where the service says ${key.keySpec}`);
+    return { spki: ed.export({ type: 'spki', format: 'der' }) };
   }
   const spki = pemBody(key.publicKeyPem);
   if (family === 'sm2') {

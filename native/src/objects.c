@@ -78,6 +78,8 @@ typedef struct pubkey {
 static const uint8_t OID_P256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
 static const uint8_t OID_P384[] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22};
 static const uint8_t OID_P521[] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23};
+/* secp256k1 (SEC 2, 1.3.132.0.10): AWS KMS's ECC_SECG_P256K1, signed with CKM_ECDSA like the NIST curves. */
+static const uint8_t OID_K256[] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x0a};
 
 static const struct {
   const char *spec;
@@ -94,6 +96,7 @@ static const struct {
     {"ECC_NIST_P256", SBP11_EC, 256, "prime256v1", OID_P256, sizeof(OID_P256), SBP11_SHA256},
     {"ECC_NIST_P384", SBP11_EC, 384, "secp384r1", OID_P384, sizeof(OID_P384), SBP11_SHA384},
     {"ECC_NIST_P521", SBP11_EC, 521, "secp521r1", OID_P521, sizeof(OID_P521), SBP11_SHA512},
+    {"ECC_SECG_P256K1", SBP11_EC, 256, "secp256k1", OID_K256, sizeof(OID_K256), SBP11_SHA256},
 };
 
 /*

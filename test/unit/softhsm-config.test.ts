@@ -55,7 +55,7 @@ describe('the embedded SoftHSM configuration with several processes starting at 
     const dataDir = makeTempDir();
     const softhsmDir = join(dataDir, 'softhsm');
     const script = `
-      const { writeSoftHsmConfig } = await import(${JSON.stringify(DIST('keys', 'softhsm.js'))});
+      const { writeSoftHsmConfig } = await import(${JSON.stringify(DIST('keys', 'pkcs11', 'softhsm.js'))});
       for (let i = 0; i < 400; i++) writeSoftHsmConfig(process.argv[1]);
     `;
     // The first write, to know what a whole file is.
