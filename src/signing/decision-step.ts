@@ -1,9 +1,11 @@
 // The one decision step of a signing request, for one digest (signer.ts) or many (batch-signer.ts): the velocity
 // limits counted, the policy's rules evaluated, and a denial recorded (its event and `denied` audit entry) and
 // thrown. What an allowed or held request becomes is the caller's: one signature or each digest's, one held
-// request for the digest or for the batch.
+// request for the digest or for the batch. A request that cannot be held (pure Ed25519: its message is not kept to
+// be signed on approval) is refused where the policy would hold it, and that refusal is recorded as a denial too.
 import { performance } from 'node:perf_hooks';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
+import type { ApiError } from '../errors.js';
 import type { EventBuilder, PolicyDecided } from '../events/event-builder.js';
 import type { PolicyDecision } from '../policy/policy.js';
 import type { KeyRecord, Store } from '../store/store.js';
@@ -29,6 +31,11 @@ export interface DecisionAsk {
   hash?: string;
   /** A batch: its details (id, size, digests_sha256) in the velocity and denial entries, and its signature count. */
   batch?: { details: Record<string, unknown>; size: number };
+  /**
+   * Set for a request that cannot wait for a person's decision: a hold becomes this refusal (given the holding
+   * rule), recorded like a denial (`denied` entry, signature.denied event) with the refusal's words as its reason.
+   */
+  refuseHold?: (rule: string) => ApiError;
 }
 
 export interface Decided {
@@ -78,22 +85,27 @@ export async function decide(deps: DecisionDeps, ask: DecisionAsk): Promise<Deci
     inputs: req.context as Record<string, unknown>,
     requester: req.callerId,
   });
-  if (decision.outcome === 'deny') {
+  // Recorded and thrown: the policy's denial, or a hold of a request that cannot be held.
+  const refuse = async (refusal: ApiError, deny?: { vulnId?: string; fixVersion?: string }): Promise<never> => {
+    const reason = deny ? decision.reason : refusal.message;
     const denied = await deps.events.denied({
       ...decided(req.digest),
-      ...(decision.vulnId !== undefined && { vulnId: decision.vulnId }),
-      ...(decision.fixVersion !== undefined && { fixVersion: decision.fixVersion }),
+      reason,
+      ...(deny?.vulnId !== undefined && { vulnId: deny.vulnId }),
+      ...(deny?.fixVersion !== undefined && { fixVersion: deny.fixVersion }),
     });
     await deps.audit(
       req.tenantId,
       req.callerId,
       req.action ?? 'sign',
       'denied',
-      { ...about, ...batchDetails, vuln_id: decision.vulnId, fix_version: decision.fixVersion },
+      { ...about, reason, ...batchDetails, vuln_id: deny?.vulnId, fix_version: deny?.fixVersion },
       [denied],
     );
     deps.observe('denied', algorithm, req.tenantId, (performance.now() - start) / 1000);
-    throw denial(decision);
-  }
+    throw refusal;
+  };
+  if (decision.outcome === 'deny') return refuse(denial(decision), decision);
+  if (decision.outcome !== 'allow' && ask.refuseHold) return refuse(ask.refuseHold(decision.rule));
   return { decision, about, decided, wantsSignedEvent, start };
 }

@@ -74,10 +74,10 @@ export class Signer {
       algorithm,
       req,
       hash: req.digest.toString('base64'),
+      // A held request is signed on approval from what its record keeps, and that is never the message.
+      ...(req.message !== undefined && { refuseHold: pureEd25519NotHeld }),
     });
     if (decision.outcome !== 'allow') {
-      // A held request is signed on approval from what its record keeps, and that is never the message.
-      if (req.message !== undefined) throw pureEd25519NotHeld(decision.rule);
       return this.held.holdForDecision(key, algorithm, req, decision, about, start);
     }
     // signature.signed for every signature made at once, where a subscription of the tenant wants it (docs/events.md).
