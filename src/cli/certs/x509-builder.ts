@@ -2,7 +2,9 @@
 // @peculiar/x509 does the ASN.1; it signs through a WebCrypto object, so we hand it one whose `sign` hashes the
 // to-be-signed bytes here and sends only the digest to the remote key. Everything else is Node's own WebCrypto.
 import 'reflect-metadata';
-import { createHash, X509Certificate as NodeX509Certificate, webcrypto } from 'node:crypto';
+import { createHash, createPublicKey, X509Certificate as NodeX509Certificate, verify, webcrypto } from 'node:crypto';
+import { CertificationRequest } from '@peculiar/asn1-csr';
+import { AsnConvert } from '@peculiar/asn1-schema';
 import * as x509 from '@peculiar/x509';
 import {
   algorithmInfo,
@@ -93,9 +95,16 @@ function remoteCrypto(key: RemoteKey, algorithm: SigningAlgorithm): webcrypto.Cr
     const signature = await key.sign(algorithm, createHash(hash).update(bytes).digest());
     return new Uint8Array(signature).buffer;
   };
+  // A stand-in public key (spkiStandIn) exports as the SPKI it stands for.
+  const exportKey = (format: string, cryptoKey: object) => {
+    const spki = SPKI_OF.get(cryptoKey);
+    if (spki && format === 'spki') return Promise.resolve(new Uint8Array(spki).buffer);
+    return subtle.exportKey(format as 'spki', cryptoKey as webcrypto.CryptoKey);
+  };
   const proxied = new Proxy(subtle, {
     get(target, prop) {
       if (prop === 'sign') return signRemotely;
+      if (prop === 'exportKey') return exportKey;
       const value = Reflect.get(target, prop, target);
       return typeof value === 'function' ? value.bind(target) : value;
     },
@@ -126,9 +135,34 @@ async function codeSigningExtensions(publicKey: webcrypto.CryptoKey, crypto: web
 }
 
 async function publicCryptoKey(key: RemoteKey): Promise<webcrypto.CryptoKey> {
+  if (withoutWebCrypto(key.keySpec)) return spkiStandIn(key);
   return webcrypto.subtle.importKey('spki', key.spki, importParams(key.keySpec), true, [
     'verify',
   ]) as Promise<webcrypto.CryptoKey>;
+}
+
+/**
+ * secp256k1: Node's WebCrypto knows no such curve (importKey refuses it), while @peculiar/x509 does (K-256: its
+ * OID, its signature's width). The library only ever needs the public key's SPKI, so it gets a stand-in public
+ * CryptoKey that the remote crypto's `exportKey` answers with the SPKI as it is; signatures are checked with
+ * node:crypto (OpenSSL's secp256k1) instead of WebCrypto.
+ */
+function withoutWebCrypto(keySpec: KeySpec): boolean {
+  const info = keyInfo(keySpec);
+  return info.family === 'ec' && info.curve === 'secp256k1';
+}
+
+const SPKI_OF = new WeakMap<object, Buffer>();
+
+function spkiStandIn(key: RemoteKey): webcrypto.CryptoKey {
+  const standIn = {
+    type: 'public',
+    extractable: true,
+    usages: ['verify'],
+    algorithm: { name: 'ECDSA', namedCurve: 'K-256' },
+  };
+  SPKI_OF.set(standIn, key.spki);
+  return standIn as unknown as webcrypto.CryptoKey;
 }
 
 /** A PKCS#10 request for the remote key, asking for a code-signing certificate; its signature is checked here. */
@@ -148,10 +182,23 @@ export async function createCsr(key: RemoteKey, options: BuildOptions): Promise<
     },
     crypto,
   );
-  if (!(await csr.verify(webcrypto as unknown as webcrypto.Crypto))) {
+  const verified = withoutWebCrypto(key.keySpec)
+    ? verifiesWithNode(key, algorithm, AsnConvert.serialize(csrAsn(csr).certificationRequestInfo), csr.signature)
+    : await csr.verify(webcrypto as unknown as webcrypto.Crypto);
+  if (!verified) {
     throw new Error('the signature on the new request does not verify with the key; nothing was written');
   }
   return csr;
+}
+
+function csrAsn(csr: x509.Pkcs10CertificateRequest): CertificationRequest {
+  return AsnConvert.parse(csr.rawData, CertificationRequest);
+}
+
+/** An ECDSA signature (DER, as X.509 carries it) over `tbs`, checked by node:crypto with the key's SPKI. */
+function verifiesWithNode(key: RemoteKey, algorithm: SigningAlgorithm, tbs: ArrayBuffer, signature: ArrayBuffer) {
+  const publicKey = createPublicKey({ key: key.spki, format: 'der', type: 'spki' });
+  return verify(algorithmInfo(algorithm).hash, Buffer.from(tbs), publicKey, Buffer.from(signature));
 }
 
 export interface SelfSignedOptions extends BuildOptions {
