@@ -18,19 +18,9 @@ import type { Store } from '../store/store.js';
 import { SERVICE_TSA_SCOPE, type TsaIdentityRecord } from '../store/tsa/tsa-store.js';
 import type { TsaSigningAlgorithm } from '../tsa/tsa-algorithms.js';
 import { createTsaCertificate, createTsaCsr, tsaCertificateProblems } from '../tsa/tsa-certificate.js';
+import { DEFAULT_TSA_KEY_SPEC, TSA_KEY_SPECS, tsaAlgorithmFor } from '../tsa/tsa-key-specs.js';
 import { pemCertificates } from '../tsa/tsa-service.js';
 import { storeOptions as adminStoreOptions } from './admin.js';
-
-/** The key specs a TSA key may have, and the signature each makes (the one that also signs its certificate). */
-const TSA_KEY_SPECS: Record<string, TsaSigningAlgorithm> = {
-  RSA_2048: 'RSASSA_PKCS1_V1_5_SHA_256',
-  RSA_3072: 'RSASSA_PKCS1_V1_5_SHA_256',
-  RSA_4096: 'RSASSA_PKCS1_V1_5_SHA_256',
-  ECC_NIST_P256: 'ECDSA_SHA_256',
-  ECC_NIST_P384: 'ECDSA_SHA_384',
-};
-/** CA/B Code Signing BRs §6.1.5: RSA keys of TSAs have at least 3072 bits since 2021. */
-const DEFAULT_KEY_SPEC = 'RSA_3072';
 
 export class TsaCommandError extends Error {}
 
@@ -99,12 +89,8 @@ interface InitFlags extends StoreFlags {
 
 async function init(flags: InitFlags): Promise<string> {
   const scope = scopeOf(flags.tenant);
-  const algorithm = TSA_KEY_SPECS[flags.keySpec];
-  if (!algorithm) {
-    throw new TsaCommandError(
-      `--key-spec must be one of ${Object.keys(TSA_KEY_SPECS).join(', ')}, got ${flags.keySpec}`,
-    );
-  }
+  const algorithm = tsaAlgorithmFor(flags.keySpec);
+  if (typeof algorithm !== 'string') throw new TsaCommandError(`--key-spec: ${algorithm.refused}`);
   if (Boolean(flags.selfSigned) === Boolean(flags.csr)) {
     throw new TsaCommandError('give either --self-signed (a certificate for trials) or --csr FILE (for your CA)');
   }
@@ -279,7 +265,7 @@ export function registerTsaCommands(program: Command): void {
   const tsa = program.command('tsa').description('the RFC 3161 time-stamping authority (docs/tsa.md)');
   storeOptions(tsa.command('init'))
     .description('make the TSA key and a self-signed certificate (trials) or a certificate request (your CA)')
-    .option('--key-spec <spec>', `${Object.keys(TSA_KEY_SPECS).join(' | ')}`, DEFAULT_KEY_SPEC)
+    .option('--key-spec <spec>', `${Object.keys(TSA_KEY_SPECS).join(' | ')}`, DEFAULT_TSA_KEY_SPEC)
     .option('--self-signed', 'make a self-signed certificate (clients must trust it explicitly)')
     .option('--csr <file>', 'write a PKCS#10 certificate request (PEM) to this file')
     .option('--subject <dn>', 'the certificate subject, e.g. "CN=Example TSA, O=Example"')
