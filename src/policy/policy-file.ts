@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import YAML from 'yaml';
+import { KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
 import { patternProblem } from './claim-pattern.js';
 import { FACT_FIELDS } from './workload-facts.js';
 
@@ -39,6 +40,10 @@ export const PolicyRulesSchema = Type.Object(
     denyInactiveIdentities: Type.Optional(Type.Boolean()),
     projects: Type.Optional(AllowDeny),
     artifactTypes: Type.Optional(AllowDeny),
+    /** The key specs a tenant's key may have to sign (KMS names: ECC_NIST_EDWARDS25519, ECC_SECG_P256K1, ...). */
+    keySpecs: Type.Optional(AllowDeny),
+    /** The signing algorithms a request may use (KMS names: ED25519_SHA_512, ED25519_PH_SHA_512, ...). */
+    algorithms: Type.Optional(AllowDeny),
     environments: Type.Optional(
       Type.Object(
         {
@@ -164,10 +169,24 @@ export function loadPolicyFile(path: string): PolicyDocument {
 /** Catches contradictions the schema cannot: a name both allowed and denied. */
 function checkRuleConsistency(rules: PolicyRules | undefined, where: string): void {
   if (!rules) return;
-  for (const section of ['projects', 'artifactTypes', 'environments'] as const) {
+  for (const section of ['projects', 'artifactTypes', 'environments', 'keySpecs', 'algorithms'] as const) {
     const lists = rules[section];
     const both = (lists?.allow ?? []).filter((n) => (lists?.deny ?? []).includes(n));
     if (both.length > 0) throw new PolicyFileError(`${where}/${section}: ${both.join(', ')} both allowed and denied`);
+  }
+  // A misspelt key spec or algorithm would never match, silently: refused, naming the ones that exist.
+  for (const [section, known] of [
+    ['keySpecs', KEY_SPECS],
+    ['algorithms', SIGNING_ALGORITHMS],
+  ] as const) {
+    for (const list of ['allow', 'deny'] as const) {
+      const unknown = (rules[section]?.[list] ?? []).filter((n) => !(known as readonly string[]).includes(n));
+      if (unknown.length > 0) {
+        throw new PolicyFileError(
+          `${where}/${section}/${list}: ${unknown.join(', ')} unknown (one of ${known.join(', ')})`,
+        );
+      }
+    }
   }
   for (const [fact, pattern] of Object.entries(rules.workload?.require ?? {})) {
     if (!REQUIRABLE_FACTS.includes(fact)) {

@@ -58,8 +58,8 @@ export interface Rule {
 function listRule(
   id: string,
   description: string,
-  section: 'projects' | 'artifactTypes' | 'environments',
-  field: 'project' | 'artifactType' | 'environment',
+  section: 'projects' | 'artifactTypes' | 'environments' | 'keySpecs' | 'algorithms',
+  field: 'project' | 'artifactType' | 'environment' | 'keySpec' | 'algorithm',
   label: string,
 ): Rule {
   return {
@@ -160,6 +160,20 @@ export const RULES: Rule[] = [
     'environments',
     'environment',
     'environment',
+  ),
+  listRule(
+    'key-spec-lists',
+    "The tenant's key spec must be allowed and not denied (keySpecs).",
+    'keySpecs',
+    'keySpec',
+    'key spec',
+  ),
+  listRule(
+    'algorithm-lists',
+    'The signing algorithm must be allowed and not denied (algorithms).',
+    'algorithms',
+    'algorithm',
+    'algorithm',
   ),
   {
     id: 'sbom-required',
