@@ -1,10 +1,12 @@
 // Serves one decoded request: HELLO, LIST, SIGN, POLL. Transport-free (server.ts owns sockets), so tests and
 // other transports can drive it directly. Every failure becomes an ERROR with a status the module can map.
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   algorithmInfo,
   algorithmsForKey,
   EC_FIELD_BYTES,
+  ED25519_MAX_MESSAGE_BYTES,
   inputLength,
   type KeySpec,
   keyInfo,
@@ -23,7 +25,13 @@ import type {
   WireKey,
   WireToken,
 } from '../wire/messages.js';
-import { PROTOCOL_VERSION, WireStatus, type WireStatusCode } from '../wire/wire.js';
+import {
+  MESSAGE_SIGNING_VERSION,
+  PROTOCOL_VERSION,
+  PROTOCOL_VERSION_MIN,
+  WireStatus,
+  type WireStatusCode,
+} from '../wire/wire.js';
 import { CertificateChainError, type CertificateStore, checkChain } from './certificate-store.js';
 import type { CatalogEntry, KeyCatalog } from './key-catalog.js';
 import type { LogProofKeeper } from './log-proofs.js';
@@ -62,6 +70,8 @@ interface Asked {
   algorithm?: SigningAlgorithm;
 }
 
+const ED25519_SIGNATURE_BYTES = 64;
+
 /** Pending requests remembered at most; the oldest is forgotten first. */
 const MAX_PENDING = 10_000;
 
@@ -84,15 +94,16 @@ export class RequestHandler {
     this.opts = opts;
   }
 
-  async handle(request: Request, peer: PeerInfo): Promise<Response> {
+  /** `version`: what HELLO chose on the request's connection (a version 1 module is shown no Ed25519 key). */
+  async handle(request: Request, peer: PeerInfo, version = PROTOCOL_VERSION): Promise<Response> {
     try {
       switch (request.type) {
         case 'HELLO':
           return this.hello(request);
         case 'LIST':
-          return await this.list();
+          return await this.list(version);
         case 'SIGN':
-          return await this.sign(request, peer);
+          return await this.sign(request, peer, version);
         case 'POLL':
           return await this.poll(request, peer);
         case 'IMPORT_CERTIFICATES':
@@ -114,17 +125,20 @@ export class RequestHandler {
     }
   }
 
+  /** HELLO: the highest version both sides speak (docs/wire-protocol.md, "Versions"). */
   hello(request: Hello): Response {
-    if (request.versionMin > PROTOCOL_VERSION || request.versionMax < PROTOCOL_VERSION) {
+    const version = Math.min(request.versionMax, PROTOCOL_VERSION);
+    if (request.versionMin > request.versionMax || version < Math.max(request.versionMin, PROTOCOL_VERSION_MIN)) {
       return errorMessage(
         WireStatus.VERSION_UNSUPPORTED,
-        `the daemon speaks protocol version ${PROTOCOL_VERSION}; the module asked for ${request.versionMin}..${request.versionMax}`,
+        `the daemon speaks protocol versions ${PROTOCOL_VERSION_MIN}..${PROTOCOL_VERSION}; the module asked for ` +
+          `${request.versionMin}..${request.versionMax}`,
       );
     }
-    return { type: 'HELLO_OK', version: PROTOCOL_VERSION, server: DAEMON_NAME };
+    return { type: 'HELLO_OK', version, server: DAEMON_NAME };
   }
 
-  async list(): Promise<Response> {
+  async list(version = PROTOCOL_VERSION): Promise<Response> {
     const { catalog, log } = this.opts;
     const results = await Promise.allSettled(catalog.tenantList.map((t) => catalog.current(t.tenantId)));
     // A failure that hits every tenant (no service, the one shared key revoked) fails the whole LIST, so the user
@@ -141,7 +155,7 @@ export class RequestHandler {
     for (const [i, tenant] of catalog.tenantList.entries()) {
       const result = results[i];
       if (result?.status === 'fulfilled') {
-        const leftOut = leftOutOfToken(result.value.key);
+        const leftOut = leftOutOfToken(result.value.key, version);
         if (leftOut) {
           log.warn(
             { tenant: tenant.tenantId, keyId: result.value.key.keyId, reason: leftOut },
@@ -171,12 +185,14 @@ export class RequestHandler {
     return { type: 'LIST_OK', tokens };
   }
 
-  async sign(request: Sign, peer: PeerInfo): Promise<Response> {
+  async sign(request: Sign, peer: PeerInfo, version = PROTOCOL_VERSION): Promise<Response> {
     const { catalog, upstream, log } = this.opts;
     if (!(SIGNING_ALGORITHMS as readonly string[]).includes(request.algorithm)) {
       return errorMessage(WireStatus.ALGORITHM_INVALID, `unknown algorithm ${request.algorithm}`);
     }
     const algorithm = request.algorithm as SigningAlgorithm;
+    const messageRefusal = checkMessageInput(request, algorithm, version);
+    if (messageRefusal) return messageRefusal;
     let entry = await catalog.current(request.tenant, { staleOnOutage: true });
     if (!entry.ckaId.equals(request.keyId)) {
       // Perhaps rotated since the cache was filled: look again before refusing.
@@ -197,7 +213,7 @@ export class RequestHandler {
         `a ${keySpec} key does not allow ${algorithm}; allowed: ${allowed.join(', ')}`,
       );
     }
-    const expected = inputLength(algorithm);
+    const expected = request.data === undefined ? inputLength(algorithm) : request.digest.length;
     if (request.digest.length !== expected) {
       return errorMessage(
         WireStatus.BAD_REQUEST,
@@ -208,6 +224,7 @@ export class RequestHandler {
     const result = await upstream.pkcs11Sign({
       tenantId: request.tenant,
       digest: request.digest,
+      ...(request.data !== undefined && { message: request.data }),
       keySpec,
       pss: algorithmInfo(algorithm).padding === 'pss',
       // The key the module holds: rotated before the service signs, it signs nothing (key_changed, KEY_CHANGED).
@@ -420,6 +437,41 @@ export class RequestHandler {
   }
 }
 
+/**
+ * SIGN's DATA (version 2): the message pure Ed25519 signs, with DIGEST its SHA-512 (what the service records). Only
+ * ED25519_SHA_512 carries it and needs it; undefined when the request is consistent, else the ERROR to answer.
+ */
+function checkMessageInput(request: Sign, algorithm: SigningAlgorithm, version: number): ErrorMessage | undefined {
+  const signsMessage = algorithmInfo(algorithm).hash === 'message';
+  if (request.data === undefined) {
+    if (!signsMessage) return undefined;
+    return errorMessage(
+      WireStatus.BAD_REQUEST,
+      `${algorithm} is pure Ed25519 and signs the message itself, which this SIGN does not carry (DATA)`,
+    );
+  }
+  if (version < MESSAGE_SIGNING_VERSION) {
+    return errorMessage(
+      WireStatus.BAD_REQUEST,
+      `SIGN carries DATA, which protocol version ${version} (this connection's) does not have; it came in version ` +
+        `${MESSAGE_SIGNING_VERSION}`,
+    );
+  }
+  if (!signsMessage) {
+    return errorMessage(WireStatus.BAD_REQUEST, `${algorithm} signs a digest; only ED25519_SHA_512 carries DATA`);
+  }
+  if (request.data.length > ED25519_MAX_MESSAGE_BYTES) {
+    return errorMessage(
+      WireStatus.BAD_REQUEST,
+      `${algorithm} signs at most ${ED25519_MAX_MESSAGE_BYTES} bytes of message, got ${request.data.length}`,
+    );
+  }
+  if (!createHash('sha512').update(request.data).digest().equals(request.digest)) {
+    return errorMessage(WireStatus.BAD_REQUEST, `DIGEST is not the SHA-512 of DATA (${algorithm})`);
+  }
+  return undefined;
+}
+
 function wireKey(entry: CatalogEntry): WireKey {
   return {
     keyId: entry.ckaId,
@@ -434,7 +486,7 @@ function wireKey(entry: CatalogEntry): WireKey {
 
 /**
  * RSA: the modulus-sized value (left-padded if the service trimmed it); ECDSA: fixed-width r||s, as wide as the
- * key's curve (not the algorithm's hash: an EC key signs every SHA-2 digest); ML-DSA: the raw signature, exactly as
+ * key's curve (not the algorithm's hash: an EC key signs every SHA-2 digest); Ed25519: its 64 bytes; ML-DSA: the raw signature, exactly as
  * long as the parameter set makes it (2,420 / 3,309 / 4,627 bytes). Without the key spec an RSA or ML-DSA signature
  * is taken as it is (the module checks its length).
  */
@@ -442,6 +494,13 @@ function toPkcs11Signature(keySpec: KeySpec | undefined, algorithm: SigningAlgor
   const bad = (why: string) => new UpstreamError(WireStatus.INTERNAL, `the service's signature is unusable: ${why}`);
   const { padding } = algorithmInfo(algorithm);
   if (padding === 'sm2') throw bad('SM2 signatures are not offered through PKCS#11');
+  if (padding === 'ed25519' || padding === 'ed25519ph') {
+    // RFC 8032's R || S, as CKM_EDDSA returns it.
+    if (signature.length !== ED25519_SIGNATURE_BYTES) {
+      throw bad(`${signature.length} bytes; an Ed25519 signature has ${ED25519_SIGNATURE_BYTES}`);
+    }
+    return signature;
+  }
   if (padding === 'ml-dsa') {
     const info = keySpec && keyInfo(keySpec);
     if (!info) return signature;

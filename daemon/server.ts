@@ -139,6 +139,8 @@ class Connection {
   private readonly queue: Request[] = [];
   private busy = false;
   private greeted = false;
+  /** The protocol version HELLO chose for this connection. */
+  private version = 0;
   private closed = false;
   private stopping = false;
   private serving: Request['type'] | undefined;
@@ -264,10 +266,11 @@ class Connection {
       }
       const response = this.handler.hello(request);
       this.greeted = response.type === 'HELLO_OK';
-      this.log.debug({ client: request.client, pid: request.pid, ok: this.greeted }, 'hello');
+      if (response.type === 'HELLO_OK') this.version = response.version;
+      this.log.debug({ client: request.client, pid: request.pid, ok: this.greeted, version: this.version }, 'hello');
       return { response, close: !this.greeted };
     }
-    return { response: await this.handler.handle(request, this.peer), close: false };
+    return { response: await this.handler.handle(request, this.peer, this.version), close: false };
   }
 
   private protocolError(err: unknown): void {

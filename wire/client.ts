@@ -3,7 +3,7 @@
 import { connect, type Socket } from 'node:net';
 import { decodeMessage, encodeMessage, FrameReader } from './codec.js';
 import type { Request, Response } from './messages.js';
-import { PROTOCOL_VERSION } from './wire.js';
+import { PROTOCOL_VERSION, PROTOCOL_VERSION_MIN } from './wire.js';
 
 export class DaemonClient {
   private readonly reader = new FrameReader();
@@ -47,7 +47,7 @@ export class DaemonClient {
     const c = await DaemonClient.connect(path);
     const hello = await c.request({
       type: 'HELLO',
-      versionMin: PROTOCOL_VERSION,
+      versionMin: PROTOCOL_VERSION_MIN,
       versionMax: PROTOCOL_VERSION,
       client,
       pid: process.pid,

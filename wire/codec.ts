@@ -1,5 +1,6 @@
-// Encoder and strict decoder for wire protocol v1 frames. Anything malformed throws ProtocolError; the caller
-// closes the connection. Decoding never trusts a length before checking it against what is really there.
+// Encoder and strict decoder for wire protocol frames (versions 1 and 2 share the format). Anything malformed throws
+// ProtocolError; the caller closes the connection. Decoding never trusts a length before checking it against what
+// is really there.
 import type { Message } from './messages.js';
 import { type FieldSpec, MESSAGE_FIELDS, messageNameOf } from './schema.js';
 import {

@@ -1,4 +1,4 @@
-// Typed messages of wire protocol v1. Property names are those of the field table in schema.ts.
+// Typed messages of the wire protocol (version 2; version 1 is the same without SIGN's data). Property names are those of the field table in schema.ts.
 
 export interface Hello {
   type: 'HELLO';
@@ -55,7 +55,10 @@ export interface Sign extends SignContext {
   tenant: string;
   keyId: Buffer;
   algorithm: string;
+  /** With data: the message's SHA-512, which the service records in place of the message. */
   digest: Buffer;
+  /** Version 2, ED25519_SHA_512 only: the message itself, which pure Ed25519 signs (at most 4,096 bytes). */
+  data?: Buffer;
 }
 export interface SignOk {
   type: 'SIGN_OK';

@@ -56,6 +56,8 @@ export const MESSAGE_FIELDS: Record<MessageName, readonly FieldSpec[]> = {
     { tag: Tag.KEY_ID, name: 'keyId', kind: 'bytes', required: true, minBytes: 1, maxBytes: 64 },
     { tag: Tag.ALGORITHM, name: 'algorithm', kind: 'str', required: true },
     { tag: Tag.DIGEST, name: 'digest', kind: 'bytes', required: true },
+    // Version 2: the message itself, for pure Ed25519 (DIGEST is then its SHA-512, what the records name).
+    { tag: Tag.DATA, name: 'data', kind: 'bytes', minBytes: 1 },
     { tag: Tag.CTX_PROJECT, name: 'project', kind: 'str' },
     { tag: Tag.CTX_ENVIRONMENT, name: 'environment', kind: 'str' },
     { tag: Tag.CTX_ARTIFACT_TYPE, name: 'artifactType', kind: 'str' },

@@ -1,7 +1,12 @@
-// Wire protocol v1 between libsignbridge-pkcs11.so and the daemon: the numbers of docs/wire-protocol.md, in one
+// The wire protocol between libsignbridge-pkcs11.so and the daemon: the numbers of docs/wire-protocol.md, in one
 // place. Nothing else in the daemon spells a tag or a type byte.
 
-export const PROTOCOL_VERSION = 1;
+/** The newest version this side speaks; HELLO negotiates the highest both sides speak. */
+export const PROTOCOL_VERSION = 2;
+/** The oldest version this side still speaks: version 1 is version 2 without messages to sign (SIGN's DATA). */
+export const PROTOCOL_VERSION_MIN = 1;
+/** The first version whose SIGN may carry DATA, the message itself (pure Ed25519, CKM_EDDSA). */
+export const MESSAGE_SIGNING_VERSION = 2;
 
 /** Largest value of a frame's length field (type byte + body). */
 export const MAX_FRAME_LENGTH = 1024 * 1024;
@@ -51,6 +56,7 @@ export const Tag = {
   MESSAGE: 0x0025,
   STATUS: 0x0026,
   CONSOLE_URL: 0x0027,
+  DATA: 0x0028,
   CTX_PROJECT: 0x0030,
   CTX_ENVIRONMENT: 0x0031,
   CTX_ARTIFACT_TYPE: 0x0032,

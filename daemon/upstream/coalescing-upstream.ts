@@ -96,7 +96,8 @@ export class CoalescingUpstream implements Upstream {
   }
 
   pkcs11Sign(input: SignInput): Promise<SignResult> {
-    if (!this.batching) return this.inner.pkcs11Sign(input);
+    // sign_batch carries digests only: a message (pure Ed25519) goes alone.
+    if (!this.batching || input.message !== undefined) return this.inner.pkcs11Sign(input);
     const id = groupId(input);
     let group = this.groups.get(id);
     if (!group) {

@@ -106,16 +106,23 @@ export class InProcessUpstream implements Upstream {
   }
 
   async pkcs11Sign(input: SignInput): Promise<SignResult> {
+    const ask = {
+      tenantId: input.tenantId,
+      via: this.via,
+      expectedKeyId: input.keyId,
+      context: { ...input.context },
+    };
+    // A message (CKM_EDDSA) is pure Ed25519 over it, as the /v1 door's pkcs11_sign with `message` signs it; the
+    // signer records it under its SHA-512.
     const out = (await guard(() =>
-      signDigest(this.signing, this.caller, {
-        tenantId: input.tenantId,
-        via: this.via,
-        digest: input.digest,
-        keySpec: input.keySpec,
-        pss: input.pss,
-        expectedKeyId: input.keyId,
-        context: { ...input.context },
-      }),
+      input.message !== undefined
+        ? signDigest(this.signing, this.caller, { ...ask, algorithm: 'ED25519_SHA_512', message: input.message })
+        : signDigest(this.signing, this.caller, {
+            ...ask,
+            digest: input.digest,
+            keySpec: input.keySpec,
+            pss: input.pss,
+          }),
     )) as unknown as ServiceOutcome;
     return fromService(out);
   }

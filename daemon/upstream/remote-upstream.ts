@@ -135,6 +135,7 @@ export class RemoteUpstream implements Upstream {
     const { context } = input;
     return this.signCall('pkcs11_sign', input.tenantId, true, {
       hash: input.digest.toString('base64'),
+      ...(input.message !== undefined && { message: input.message.toString('base64') }),
       key_spec: input.keySpec,
       pss_padding: input.pss,
       ...(input.keyId !== undefined && { key_id: input.keyId }),

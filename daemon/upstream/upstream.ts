@@ -22,7 +22,10 @@ export interface SignContext {
 
 export interface SignInput {
   tenantId: string;
+  /** With message: its SHA-512, which the service records in place of the message. */
   digest: Buffer;
+  /** Pure Ed25519 (CKM_EDDSA): the message itself, which the key signs (sent as pkcs11_sign's `message`). */
+  message?: Buffer;
   keySpec: KeySpec;
   pss: boolean;
   /**

@@ -1,6 +1,6 @@
 /* PKCS#11: p11-kit's header (version 2.40) plus the few version 3.0 definitions this module needs, written from
  * the OASIS PKCS#11 v3.0 base specification (section 5: CK_INTERFACE, CK_FUNCTION_LIST_3_0, the new functions),
- * and the version 3.2 ML-DSA definitions. */
+ * CK_EDDSA_PARAMS, and the version 3.2 ML-DSA definitions. */
 #ifndef SBP11_PKCS11_H
 #define SBP11_PKCS11_H
 
@@ -46,6 +46,17 @@ typedef struct CK_SIGN_ADDITIONAL_CONTEXT {
   CK_BYTE_PTR pContext;
   CK_ULONG ulContextLen;
 } CK_SIGN_ADDITIONAL_CONTEXT;
+#endif
+
+/* PKCS#11 3.0 EdDSA (section 2.3.14 of the current mechanisms): CKM_EDDSA's optional parameter. Without it, or with
+ * phFlag false and no context, CKM_EDDSA on an Ed25519 key is pure Ed25519; phFlag true is Ed25519ph. */
+#ifndef CKD_NULL_EDDSA_PARAMS_DEFINED
+#define CKD_NULL_EDDSA_PARAMS_DEFINED
+typedef struct CK_EDDSA_PARAMS {
+  CK_BBOOL phFlag;
+  CK_ULONG ulContextDataLen;
+  CK_BYTE_PTR pContextData;
+} CK_EDDSA_PARAMS;
 #endif
 
 typedef struct CK_INTERFACE {

@@ -94,8 +94,10 @@ static int may_retry(int io, int resendable) {
 
 /* One request, one answer. While the daemon cannot be reached (it restarts, or is starting) the request waits up
  * to SIGNBRIDGE_DAEMON_WAIT_SECONDS, retrying with a short backoff; a pooled connection that turns out dead is
- * replaced at once (the pool is drained: its other connections lead to the same dead daemon). */
-static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resendable, char *why, size_t whylen) {
+ * replaced at once (the pool is drained: its other connections lead to the same dead daemon). A request that needs
+ * a newer protocol than the daemon chose (min_version) is never sent: an older daemon would not read it as meant. */
+static CK_RV call_v(const sbw_buf *req, sbw_msg *resp, const char *what, int resendable, uint32_t min_version,
+                    char *why, size_t whylen) {
   long long start = now_ms();
   long long deadline = start + (long long)daemon_wait_s * 1000;
   int io = SBP11_IO_OK, nap_ms = 50, waited = 0, pooled_retries = 0;
@@ -103,6 +105,13 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resen
     sbp11_conn *c;
     int fresh = 1;
     io = sbp11_conn_get(&c, &fresh, why, whylen);
+    if (io == SBP11_IO_OK && c->version < min_version) {
+      snprintf(why, whylen, "the daemon speaks wire protocol version %u, and %s needs version %u; update the "
+               "signbridge daemon", (unsigned)c->version, what, (unsigned)min_version);
+      sbp11_conn_put(c);
+      SBP11_ERR("%s: %s", what, why);
+      return CKR_DEVICE_ERROR;
+    }
     if (io == SBP11_IO_OK) {
       io = sbp11_exchange(c, req, resp, why, whylen);
       if (io == SBP11_IO_OK) {
@@ -143,6 +152,10 @@ static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resen
   }
   SBP11_ERR("%s: %s (daemon socket %s)", what, why, sbp11_transport_socket_path());
   return io_to_ckr(io);
+}
+
+static CK_RV call(const sbw_buf *req, sbw_msg *resp, const char *what, int resendable, char *why, size_t whylen) {
+  return call_v(req, resp, what, resendable, SBW_VERSION_MIN, why, whylen);
 }
 
 /* What the person running the tool is told when the service refuses a signature. */
@@ -242,6 +255,7 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
   sbw_put(&b, SBW_T_KEY_ID, req->key_id, req->key_id_len);
   sbw_put_str(&b, SBW_T_ALGORITHM, req->algorithm);
   sbw_put(&b, SBW_T_DIGEST, req->digest, req->digest_len);
+  if (req->data) sbw_put(&b, SBW_T_DATA, req->data, req->data_len);
   put_context(&b);
   if (sbw_frame_end(&b) != 0) {
     sbw_buf_free(&b);
@@ -249,7 +263,8 @@ CK_RV sbp11_client_sign(const sbp11_sign_request *req, uint8_t *sig) {
   }
   char why[300] = "";
   sbw_msg m;
-  CK_RV rv = call(&b, &m, "SIGN", 0, why, sizeof(why));
+  CK_RV rv = call_v(&b, &m, req->data ? "SIGN with a message (CKM_EDDSA)" : "SIGN", 0,
+                    req->data ? SBW_MESSAGE_SIGNING_VERSION : SBW_VERSION_MIN, why, sizeof(why));
   sbw_buf_free(&b);
   if (rv != CKR_OK) {
     sbp11_notice("cannot sign for tenant %s: %s", req->tenant, why);

@@ -22,8 +22,10 @@ typedef struct sbp11_sign_request {
   const uint8_t *key_id;
   size_t key_id_len;
   const char *algorithm;
-  const uint8_t *digest;
+  const uint8_t *digest; /* with data: the SHA-512 of data, which the service records */
   size_t digest_len;
+  const uint8_t *data; /* CKM_EDDSA: the message itself (SIGN's DATA, protocol version 2); NULL otherwise */
+  size_t data_len;
   size_t sig_len; /* the exact signature length the key makes */
 } sbp11_sign_request;
 

@@ -18,6 +18,9 @@ static const sbp11_mech MECHS[] = {
     {CKM_ECDSA_SHA512, "CKM_ECDSA_SHA512", SBP11_EC, SBP11_ECDSA, SBP11_SHA512},
     /* The whole message; the module computes μ and the service signs it (pure ML-DSA, empty context). */
     {CKM_ML_DSA, "CKM_ML_DSA", SBP11_MLDSA, SBP11_MLDSA_PURE, SBP11_MU},
+    /* The whole message, forwarded as it is (up to SBP11_EDDSA_MESSAGE_MAX): pure Ed25519 hashes it twice, with
+     * the key's own prefix in between, so no digest can stand for it. */
+    {CKM_EDDSA, "CKM_EDDSA", SBP11_EDDSA, SBP11_EDDSA_PURE, SBP11_HASH_NONE},
 };
 #define NMECHS (sizeof(MECHS) / sizeof(MECHS[0]))
 
@@ -44,6 +47,11 @@ CK_RV sbp11_mech_info(CK_MECHANISM_TYPE type, CK_MECHANISM_INFO *info) {
   if (m->family == SBP11_RSA) {
     info->ulMinKeySize = 2048;
     info->ulMaxKeySize = 4096;
+    info->flags = CKF_SIGN;
+  } else if (m->family == SBP11_EDDSA) {
+    /* Ed25519 only (no Ed448): key size in bits, as SoftHSM and OpenSC give it. */
+    info->ulMinKeySize = 256;
+    info->ulMaxKeySize = 256;
     info->flags = CKF_SIGN;
   } else if (m->family == SBP11_MLDSA) {
     /* PKCS#11 3.2 (ML-DSA): the range of public key sizes in bytes, ML-DSA-44 to ML-DSA-87. */
@@ -96,6 +104,7 @@ const char *sbp11_algorithm_name(int scheme, int hash) {
       {"ECDSA_SHA_256", "ECDSA_SHA_384", "ECDSA_SHA_512"},
   };
   if (scheme == SBP11_MLDSA_PURE) return hash == SBP11_MU ? "ML_DSA_SHAKE_256" : NULL;
+  if (scheme == SBP11_EDDSA_PURE) return "ED25519_SHA_512";
   if (scheme < SBP11_PKCS1 || scheme > SBP11_ECDSA || hash < SBP11_SHA256 || hash > SBP11_SHA512) return NULL;
   return names[scheme - 1][hash - 1];
 }
@@ -136,9 +145,21 @@ CK_RV sbp11_mech_plan(const CK_MECHANISM *m, const sbp11_keyinfo *key, sbp11_sig
     plan->has_pss = 1;
   } else if (mech->scheme == SBP11_MLDSA_PURE) {
     return sbp11_mldsa_params_check(m);
+  } else if (mech->scheme == SBP11_EDDSA_PURE) {
+    return sbp11_eddsa_params_check(m);
   } else if (m->ulParameterLen != 0) {
     return CKR_MECHANISM_PARAM_INVALID;
   }
+  return CKR_OK;
+}
+
+CK_RV sbp11_eddsa_params_check(const CK_MECHANISM *m) {
+  if (!m->pParameter && m->ulParameterLen == 0) return CKR_OK; /* pure Ed25519 */
+  if (!m->pParameter || m->ulParameterLen != sizeof(CK_EDDSA_PARAMS)) return CKR_MECHANISM_PARAM_INVALID;
+  CK_EDDSA_PARAMS p;
+  memcpy(&p, m->pParameter, sizeof(p));
+  /* Ed25519ph (phFlag) and Ed25519ctx (a context) are other signatures than the pure Ed25519 the service makes. */
+  if (p.phFlag != CK_FALSE || p.ulContextDataLen != 0) return CKR_MECHANISM_PARAM_INVALID;
   return CKR_OK;
 }
 

@@ -7,13 +7,19 @@
 
 #include "sbp11_pkcs11.h"
 
-enum sbp11_family { SBP11_RSA = 1, SBP11_EC = 2, SBP11_MLDSA = 3 };
+enum sbp11_family { SBP11_RSA = 1, SBP11_EC = 2, SBP11_MLDSA = 3, SBP11_EDDSA = 4 };
+#define SBP11_FAMILY_LAST SBP11_EDDSA
 /* SBP11_MU: ML-DSA's message representative μ = SHAKE256(tr || 0x00 || 0x00 || M, 64), tr = SHAKE256(pk, 64)
  * (FIPS 204, pure ML-DSA with the empty context): what the service signs for an ML-DSA key (KMS EXTERNAL_MU). */
 enum sbp11_hash { SBP11_HASH_NONE = 0, SBP11_SHA256 = 1, SBP11_SHA384 = 2, SBP11_SHA512 = 3, SBP11_MU = 4 };
-enum sbp11_scheme { SBP11_PKCS1 = 1, SBP11_PSS = 2, SBP11_ECDSA = 3, SBP11_MLDSA_PURE = 4 };
+/* SBP11_EDDSA_PURE: CKM_EDDSA on an Ed25519 key, pure Ed25519: the message itself goes to the daemon. */
+enum sbp11_scheme { SBP11_PKCS1 = 1, SBP11_PSS = 2, SBP11_ECDSA = 3, SBP11_MLDSA_PURE = 4, SBP11_EDDSA_PURE = 5 };
 
 #define SBP11_MU_LEN 64
+/* The most bytes of message CKM_EDDSA signs: the service's one bound for pure Ed25519 at every door (AWS KMS's
+ * RAW bound, ED25519_MAX_MESSAGE_BYTES in src/crypto/algorithms.ts). Past it: CKR_DATA_LEN_RANGE. */
+#define SBP11_EDDSA_MESSAGE_MAX 4096
+#define SBP11_ED25519_SIG_LEN 64
 #define SBP11_SIG_MAX 4627 /* the largest signature a key makes: ML-DSA-87 */
 
 typedef struct sbp11_mech {
@@ -52,6 +58,8 @@ size_t sbp11_mech_allowed(const sbp11_keyinfo *key, CK_MECHANISM_TYPE *out, size
 /* C_SignInit's checks, before anything touches the network. CKM_ML_DSA takes no parameter or a
  * CK_SIGN_ADDITIONAL_CONTEXT with an empty context and a hedge the service gives (not CKH_DETERMINISTIC_REQUIRED). */
 CK_RV sbp11_mech_plan(const CK_MECHANISM *m, const sbp11_keyinfo *key, sbp11_signplan *plan);
+/* CKM_EDDSA's parameter alone: none, or CK_EDDSA_PARAMS with phFlag false and no context (pure Ed25519). */
+CK_RV sbp11_eddsa_params_check(const CK_MECHANISM *m);
 /* CKM_ML_DSA's parameter alone: CKR_OK or CKR_MECHANISM_PARAM_INVALID (refusal.c says which rule). */
 CK_RV sbp11_mldsa_params_check(const CK_MECHANISM *m);
 /* Turns the data of a mechanism without hashing into the digest to sign: CKM_RSA_PKCS parses the DER DigestInfo

@@ -4,6 +4,7 @@
 #include "module.h"
 
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,11 @@ static CK_RV op_start(sbp11_session *s, const CK_MECHANISM *m, CK_OBJECT_HANDLE 
   return CKR_OK;
 }
 
+/* The most input a mechanism without hashing buffers: CKM_EDDSA the message itself, the others a digest. */
+static size_t raw_input_max(const sbp11_signplan *plan) {
+  return plan->mech->scheme == SBP11_EDDSA_PURE ? SBP11_EDDSA_MESSAGE_MAX : SBP11_RAW_INPUT_MAX;
+}
+
 static CK_RV op_append(sbp11_sign_op *op, const uint8_t *p, size_t n) {
   if (op->plan.mech->hash != SBP11_HASH_NONE) {
     if (n && !EVP_DigestUpdate(op->md, p, n)) return CKR_GENERAL_ERROR;
@@ -66,7 +72,7 @@ static CK_RV op_append(sbp11_sign_op *op, const uint8_t *p, size_t n) {
       op->buf = NULL, op->len = op->cap = 0, op->unsaveable = 1;
       return CKR_OK;
     }
-  } else if (op->len + n > SBP11_RAW_INPUT_MAX) {
+  } else if (op->len + n > raw_input_max(&op->plan)) {
     return CKR_DATA_LEN_RANGE;
   }
   if (op->len + n > op->cap) {
@@ -109,10 +115,11 @@ CK_RV sbp11_sign_update(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG 
   } else {
     rv = (!pPart && ulPartLen) ? CKR_ARGUMENTS_BAD : op_append(&s->op, pPart, ulPartLen);
     if (rv == CKR_DATA_LEN_RANGE) {
-      SBP11_WARN("signature refused (CKR 0x%lx): more than %d bytes of input for %s, which takes a digest",
-                 (unsigned long)rv, SBP11_RAW_INPUT_MAX, s->op.plan.mech->name);
-      sbp11_notice("signature refused: more than %d bytes of input for %s, which takes a digest",
-                   SBP11_RAW_INPUT_MAX, s->op.plan.mech->name);
+      const char *takes = s->op.plan.mech->scheme == SBP11_EDDSA_PURE ? "signs a message of at most that" : "takes a digest";
+      SBP11_WARN("signature refused (CKR 0x%lx): more than %zu bytes of input for %s, which %s",
+                 (unsigned long)rv, raw_input_max(&s->op.plan), s->op.plan.mech->name, takes);
+      sbp11_notice("signature refused: more than %zu bytes of input for %s, which %s", raw_input_max(&s->op.plan),
+                   s->op.plan.mech->name, takes);
     }
     s->op.multipart = 1;
     if (rv != CKR_OK) sbp11_sign_op_end(&s->op); /* an error ends the operation */
@@ -135,6 +142,8 @@ static CK_RV sign_common(CK_SESSION_HANDLE hSession, const uint8_t *data, size_t
   sbp11_sign_request req = {0};
   uint8_t key_id[64];
   char tenant[256];
+  uint8_t message[SBP11_EDDSA_MESSAGE_MAX]; /* CKM_EDDSA: a copy, so that it outlives the lock */
+  size_t mlen = 0;
   if (!op->active) {
     rv = CKR_OPERATION_NOT_INITIALIZED;
     keep = 1;
@@ -182,6 +191,18 @@ static CK_RV sign_common(CK_SESSION_HANDLE hSession, const uint8_t *data, size_t
       goto out;
     }
     dlen = dl;
+  } else if (op->plan.mech->scheme == SBP11_EDDSA_PURE) {
+    /* Pure Ed25519: the message itself travels (SIGN's DATA), with its SHA-512, which the service records. */
+    const uint8_t *in = final ? op->buf : data;
+    mlen = final ? op->len : len;
+    if (mlen < 1 || mlen > SBP11_EDDSA_MESSAGE_MAX) {
+      rv = CKR_DATA_LEN_RANGE;
+      sbp11_refusal_input(rv, &op->plan, &key->info, in, mlen);
+      goto out;
+    }
+    memcpy(message, in, mlen);
+    SHA512(message, mlen, digest);
+    dlen = SHA512_DIGEST_LENGTH;
   } else {
     const uint8_t *in = final ? op->buf : data, *dp;
     size_t inlen = final ? op->len : len;
@@ -200,6 +221,10 @@ static CK_RV sign_common(CK_SESSION_HANDLE hSession, const uint8_t *data, size_t
   req.algorithm = sbp11_algorithm_name(op->plan.mech->scheme, op->plan.hash);
   req.digest = digest;
   req.digest_len = dlen;
+  if (mlen) {
+    req.data = message;
+    req.data_len = mlen;
+  }
   req.sig_len = siglen;
   op->busy = 1;
   sbp11_unlock();

@@ -191,7 +191,7 @@ CK_RV sbp11_get_mechanism_list(CK_SLOT_ID slotID, CK_MECHANISM_TYPE_PTR pList, C
   if (rv == CKR_OK) {
     CK_MECHANISM_TYPE all[32];
     size_t n = 0;
-    for (int fam = SBP11_RSA; fam <= SBP11_MLDSA; fam++)
+    for (int fam = SBP11_RSA; fam <= SBP11_FAMILY_LAST; fam++)
       if (!t->families || (t->families & (1 << fam))) n += sbp11_mech_list(fam, all + n, 32 - n);
     n += sbp11_digest_list(all + n, 32 - n);
     if (pList) {

@@ -69,7 +69,7 @@ typedef struct pubkey {
   size_t exponent_len;
   const uint8_t *ec_params; /* DER OID of the named curve */
   size_t ec_params_len;
-  uint8_t ec_point[140]; /* DER OCTET STRING around the uncompressed point */
+  uint8_t ec_point[140]; /* DER OCTET STRING around the uncompressed point (Ed25519: around the 32-byte key) */
   size_t ec_point_len;
   const uint8_t *ml_dsa_pk; /* ML-DSA: the raw public key, inside the SPKI */
   size_t ml_dsa_pk_len;
@@ -98,6 +98,35 @@ static const struct {
     {"ECC_NIST_P521", SBP11_EC, 521, "secp521r1", OID_P521, sizeof(OID_P521), SBP11_SHA512},
     {"ECC_SECG_P256K1", SBP11_EC, 256, "secp256k1", OID_K256, sizeof(OID_K256), SBP11_SHA256},
 };
+
+/*
+ * Ed25519 (RFC 8410): CKK_EC_EDWARDS, and CKA_EC_PARAMS the DER OID 1.3.101.112 (id-Ed25519). PKCS#11 3.0 allows
+ * that or the PrintableString "edwards25519"; the OID is what SoftHSM 2.6 emits, and it is the form the tools here
+ * read: pkcs11-provider 1.0 and GnuTLS 3.7 map it to Ed25519 (GnuTLS knows no curve name), OpenSC's pkcs11-tool
+ * prints either. CKA_EC_POINT: the 32-byte key in a DER OCTET STRING, as SoftHSM writes it.
+ */
+static const uint8_t OID_ED25519[] = {0x06, 0x03, 0x2b, 0x65, 0x70};
+/* An Ed25519 SPKI is always these 12 bytes and the 32-byte key. */
+static const uint8_t ED25519_SPKI_PREFIX[] = {0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00};
+#define ED25519_KEY_LEN 32
+
+static int parse_ed25519_spki(const uint8_t *der, size_t len, pubkey *pk, char *why, size_t whylen) {
+  if (len != sizeof(ED25519_SPKI_PREFIX) + ED25519_KEY_LEN ||
+      memcmp(der, ED25519_SPKI_PREFIX, sizeof(ED25519_SPKI_PREFIX)) != 0) {
+    snprintf(why, whylen, "PUBLIC_KEY is not an Ed25519 SubjectPublicKeyInfo as KEY_SPEC ECC_NIST_EDWARDS25519 says");
+    return -1;
+  }
+  pk->ec_point[0] = 0x04; /* OCTET STRING */
+  pk->ec_point[1] = ED25519_KEY_LEN;
+  memcpy(pk->ec_point + 2, der + sizeof(ED25519_SPKI_PREFIX), ED25519_KEY_LEN);
+  pk->ec_point_len = 2 + ED25519_KEY_LEN;
+  pk->ec_params = OID_ED25519;
+  pk->ec_params_len = sizeof(OID_ED25519);
+  pk->info.family = SBP11_EDDSA;
+  pk->info.bits = 256;
+  pk->info.sig_len = SBP11_ED25519_SIG_LEN;
+  return 0;
+}
 
 /*
  * The EC point, straight from the SPKI's BIT STRING (uncompressed form expected). Not from the EVP_PKEY: in a
@@ -192,6 +221,7 @@ out:
 static int parse_spki(const char *spec, const uint8_t *der, size_t len, const sbw_item *raw, pubkey *pk, char *why,
                       size_t whylen) {
   memset(pk, 0, sizeof(*pk));
+  if (!strcmp(spec, "ECC_NIST_EDWARDS25519")) return parse_ed25519_spki(der, len, pk, why, whylen);
   for (size_t m = 0; m < sizeof(ML_DSA_SPECS) / sizeof(ML_DSA_SPECS[0]); m++)
     if (!strcmp(ML_DSA_SPECS[m].spec, spec)) return parse_ml_dsa_spki(m, der, len, raw, pk, why, whylen);
   size_t s;
@@ -324,15 +354,20 @@ static void add_common(attr_list *l, CK_OBJECT_CLASS cls, const char *label, con
 static void add_key_common(attr_list *l, const pubkey *pk, const uint8_t *spki, size_t spki_len,
                            const certinfo *leaf) {
   int family = pk->info.family;
-  add_ulong(l, CKA_KEY_TYPE, family == SBP11_RSA ? CKK_RSA : family == SBP11_EC ? CKK_EC : CKK_ML_DSA);
+  add_ulong(l, CKA_KEY_TYPE,
+            family == SBP11_RSA     ? CKK_RSA
+            : family == SBP11_EC    ? CKK_EC
+            : family == SBP11_EDDSA ? CKK_EC_EDWARDS
+                                    : CKK_ML_DSA);
   add(l, CKA_START_DATE, NULL, 0, 0);
   add(l, CKA_END_DATE, NULL, 0, 0);
   add_bool(l, CKA_DERIVE, 0);
   add_bool(l, CKA_LOCAL, 1);
   add_ulong(l, CKA_KEY_GEN_MECHANISM,
-            family == SBP11_RSA  ? CKM_RSA_PKCS_KEY_PAIR_GEN
-            : family == SBP11_EC ? CKM_EC_KEY_PAIR_GEN
-                                 : CKM_ML_DSA_KEY_PAIR_GEN);
+            family == SBP11_RSA     ? CKM_RSA_PKCS_KEY_PAIR_GEN
+            : family == SBP11_EC    ? CKM_EC_KEY_PAIR_GEN
+            : family == SBP11_EDDSA ? CKM_EC_EDWARDS_KEY_PAIR_GEN
+                                    : CKM_ML_DSA_KEY_PAIR_GEN);
   CK_MECHANISM_TYPE allowed[16];
   size_t na = sbp11_mech_allowed(&pk->info, allowed, 16);
   add(l, CKA_ALLOWED_MECHANISMS, allowed, na * sizeof(CK_MECHANISM_TYPE), 0);

@@ -69,13 +69,20 @@ void sbp11_refusal_sign_init(CK_RV rv, const CK_MECHANISM *m, const sbp11_keyinf
                !key                          ? " private"
                : key->family == SBP11_EC     ? "n EC"
                : key->family == SBP11_MLDSA  ? "n ML-DSA"
+               : key->family == SBP11_EDDSA  ? "n Ed25519"
                                              : "n RSA",
-               key && key->family == SBP11_MLDSA ? " (ML-DSA keys sign with CKM_ML_DSA)" : "");
+               key && key->family == SBP11_MLDSA   ? " (ML-DSA keys sign with CKM_ML_DSA)"
+               : key && key->family == SBP11_EDDSA ? " (Ed25519 keys sign with CKM_EDDSA)"
+                                                   : "");
     return;
   case CKR_MECHANISM_PARAM_INVALID: {
     const sbp11_mech *mech = sbp11_mech_find(m->mechanism);
     if (mech && mech->scheme == SBP11_MLDSA_PURE) {
       mldsa_param_refusal(m, name);
+    } else if (mech && mech->scheme == SBP11_EDDSA_PURE) {
+      SBP11_WARN("C_SignInit refused: %s with CK_EDDSA_PARAMS asking for Ed25519ph (phFlag) or Ed25519ctx (a "
+                 "context); the service signs pure Ed25519 only: pass no parameter, or phFlag false and no context",
+                 name);
     } else if (!mech || mech->scheme != SBP11_PSS) {
       SBP11_WARN("C_SignInit refused: %s takes no parameters", name);
     } else if (!m->pParameter || m->ulParameterLen != sizeof(CK_RSA_PKCS_PSS_PARAMS)) {
@@ -120,6 +127,9 @@ void sbp11_refusal_input(CK_RV rv, const sbp11_signplan *plan, const sbp11_keyin
   } else if (plan->mech->scheme == SBP11_PKCS1) {
     snprintf(why, sizeof(why), "%s input is %zu bytes, more than a %zu-byte key signs", name, len,
              key ? key->sig_len : 0);
+  } else if (plan->mech->scheme == SBP11_EDDSA_PURE) {
+    snprintf(why, sizeof(why), "%s input is %zu bytes; it signs a message of 1 to %d bytes (the service's bound "
+             "for pure Ed25519)", name, len, SBP11_EDDSA_MESSAGE_MAX);
   } else if (plan->mech->scheme == SBP11_ECDSA && plan->mech->hash == SBP11_HASH_NONE) {
     /* CKM_ECDSA takes any SHA-2 digest, so no one length is "the" one. */
     snprintf(why, sizeof(why), "%s input is %zu bytes%s; it takes a SHA-256, SHA-384 or SHA-512 digest (32, 48 or "

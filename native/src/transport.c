@@ -166,7 +166,7 @@ static const char *program_name(void) {
 static int hello(sbp11_conn *c, char *why, size_t whylen) {
   sbw_buf b = {0};
   sbw_frame_begin(&b, SBW_HELLO);
-  sbw_put_u32(&b, SBW_T_VERSION_MIN, SBW_VERSION);
+  sbw_put_u32(&b, SBW_T_VERSION_MIN, SBW_VERSION_MIN);
   sbw_put_u32(&b, SBW_T_VERSION_MAX, SBW_VERSION);
   sbw_put_str(&b, SBW_T_CLIENT, program_name());
   sbw_put_u32(&b, SBW_T_PID, (uint32_t)getpid());
@@ -183,10 +183,12 @@ static int hello(sbp11_conn *c, char *why, size_t whylen) {
     char server[80];
     sbw_get_str(&m.body, SBW_T_SERVER, server, sizeof(server));
     sbw_msg_free(&m);
-    if (v != SBW_VERSION) {
-      snprintf(why, whylen, "the daemon chose protocol version %u; this module speaks %u", (unsigned)v, SBW_VERSION);
+    if (v < SBW_VERSION_MIN || v > SBW_VERSION) {
+      snprintf(why, whylen, "the daemon chose protocol version %u; this module speaks %u..%u", (unsigned)v,
+               SBW_VERSION_MIN, SBW_VERSION);
       return SBP11_IO_PROTOCOL;
     }
+    c->version = v; /* a version 1 daemon: everything but signing a message (CKM_EDDSA) */
     SBP11_DEBUG("connected to %s (%s), protocol v%u", config.socket_path, server, (unsigned)v);
     return SBP11_IO_OK;
   }

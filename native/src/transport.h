@@ -4,6 +4,7 @@
 #define SBP11_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "wire.h"
@@ -24,6 +25,7 @@ enum sbp11_io {
 
 typedef struct sbp11_conn {
   int fd;
+  uint32_t version; /* the protocol version HELLO chose */
   pid_t pid; /* the process that opened it: a forked child never uses its parent's connections */
   struct sbp11_conn *next;
 } sbp11_conn;

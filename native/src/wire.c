@@ -1,4 +1,4 @@
-/* Wire protocol v1 codec. The message table below is docs/wire-protocol.md's, row for row; the decoder is driven
+/* Wire protocol codec (versions 1 and 2: version 2 added SIGN's DATA). The message table below is docs/wire-protocol.md's, row for row; the decoder is driven
  * by it alone. */
 #include "wire.h"
 
@@ -46,6 +46,7 @@ static const sbw_spec SIGN_FIELDS[] = {
     F(KEY_ID, BYTES, 1, 0, 1, 64),
     F(ALGORITHM, STR, 1, 0, 0, 0),
     F(DIGEST, BYTES, 1, 0, 0, 0),
+    F(DATA, BYTES, 0, 0, 1, 0), /* version 2: the message pure Ed25519 signs; DIGEST is then its SHA-512 */
     F(CTX_PROJECT, STR, 0, 0, 0, 0),
     F(CTX_ENVIRONMENT, STR, 0, 0, 0, 0),
     F(CTX_ARTIFACT_TYPE, STR, 0, 0, 0, 0),

@@ -1,4 +1,4 @@
-/* Wire protocol v1 between the module and the daemon (docs/wire-protocol.md): frame encoder and strict decoder.
+/* The wire protocol between the module and the daemon (docs/wire-protocol.md): frame encoder and strict decoder.
  * The decoder trusts no length before checking it against the bytes that are really there; anything malformed
  * is a protocol error, after which the caller closes the connection. */
 #ifndef SBW_WIRE_H
@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SBW_VERSION 1u
+/* HELLO offers SBW_VERSION_MIN..SBW_VERSION; version 2 added SIGN's DATA (the message, for CKM_EDDSA). */
+#define SBW_VERSION 2u
+#define SBW_VERSION_MIN 1u
+#define SBW_MESSAGE_SIGNING_VERSION 2u
 #define SBW_MAX_FRAME (1024u * 1024u) /* largest value of a frame's length field (type + body) */
 #define SBW_FRAME_HEADER 5u           /* u32 length + u8 type */
 #define SBW_FIELD_HEADER 6u           /* u16 tag + u32 length */
@@ -50,6 +53,7 @@ enum sbw_tag {
   SBW_T_MESSAGE = 0x0025,
   SBW_T_STATUS = 0x0026,
   SBW_T_CONSOLE_URL = 0x0027,
+  SBW_T_DATA = 0x0028,
   SBW_T_CTX_PROJECT = 0x0030,
   SBW_T_CTX_ENVIRONMENT = 0x0031,
   SBW_T_CTX_ARTIFACT_TYPE = 0x0032,

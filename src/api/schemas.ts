@@ -2,7 +2,7 @@
 // fields) and the OpenAPI document. Field names are the contract's (../shared/SIGNING-API.md section 2);
 // fields signbridge adds are marked "signbridge:" in their description and listed in docs/api.md.
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox';
-import { KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
+import { ED25519_MAX_MESSAGE_BYTES, KEY_SPECS, SIGNING_ALGORITHMS } from '../crypto/algorithms.js';
 import { KEY_STORE_KINDS } from '../keys/key-store.js';
 import { BATCH_MAX } from '../signing/batch-signer.js';
 import { ACTIONS, type Action } from '../store/records/roles.js';
@@ -39,6 +39,12 @@ export const RequestFields = {
       'FIPS 204 for ML_DSA_SHAKE_256, SM3(Z_A || M) with ID 1234567812345678 for SM2DSA (docs/keys.md); standard ' +
       'or URL-safe base64, padded or not',
   }),
+  message: Base64(
+    'signbridge: `pkcs11_sign` only, for an ECC_NIST_EDWARDS25519 key: the message itself (1 to ' +
+      `${ED25519_MAX_MESSAGE_BYTES} bytes, base64), signed as pure Ed25519 (ED25519_SHA_512), what the PKCS#11 ` +
+      "module's CKM_EDDSA forwards; `hash` is then the message's SHA-512, which the records name (docs/api.md)",
+    Math.ceil(ED25519_MAX_MESSAGE_BYTES / 3) * 4,
+  ),
   hashes: Type.Array(Type.String({ pattern: DIGEST_BASE64_PATTERN, description: 'one digest, as `hash` of `sign`' }), {
     minItems: 1,
     maxItems: BATCH_MAX,
@@ -176,7 +182,7 @@ export const ACTION_FIELDS: Record<Action, { required: readonly FieldName[]; opt
   sign: { required: ['hash'], optional: ['algorithm', 'key_id', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS] },
   pkcs11_sign: {
     required: ['hash'],
-    optional: ['key_spec', 'key_id', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
+    optional: ['message', 'key_spec', 'key_id', 'pss_padding', 'request_id', ...POLICY_INPUTS, ...CI_FACT_INPUTS],
   },
   sign_batch: {
     required: ['hashes'],

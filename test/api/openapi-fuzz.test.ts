@@ -29,10 +29,10 @@ function prng(seed: number) {
 const TENANTS = ['fz-rsa', 'fz-ec', 'fz-mldsa', 'fz-sm2', 'fz-new'];
 /**
  * Optional fields added after the main seed's requests were laid down, drawn from a stream of their own so that
- * every other request stays the one the main seed always made: the CI facts (issue 22) and the pinned key version
- * `key_id` (issue 45), which, random, is always a key_changed refusal.
+ * every other request stays the one the main seed always made: the CI facts (issue 22), the pinned key version
+ * `key_id` (issue 45), which, random, is always a key_changed refusal, and pkcs11_sign's `message` (issue 47).
  */
-const SIDE_FIELDS = [...CI_FACT_FIELDS, 'key_id'];
+const SIDE_FIELDS = [...CI_FACT_FIELDS, 'key_id', 'message'];
 /** Each tenant's current key spec, followed through the fuzzed create_tenant and rotate_key answers. */
 const specs = new Map<string, KeySpec>();
 

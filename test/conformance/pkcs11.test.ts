@@ -147,19 +147,54 @@ describe(`pkcs11-tool -> ${MODULE} -> daemon -> service`, () => {
     expect(objects.stdout.toLowerCase()).toContain('06052b8104000a');
   });
 
-  it('an Ed25519 tenant is a token without keys, and `signbridge status` says why (not an error)', async () => {
-    const objects = await tool(['--list-objects', '--token-label', 'e2e-ed25519 token']);
-    expect(objects.stdout.toLowerCase()).not.toContain(id('e2e-ed25519'));
-    // Asynchronously: the daemon answers from this process.
+  it('Ed25519 is CKK_EC_EDWARDS with CKM_EDDSA; pkcs11-tool -m EDDSA signs the file itself, openssl pkeyutl -rawin verifies', async () => {
+    const label = 'e2e-ed25519 token';
+    const objects = await tool(['--list-objects', '--type', 'pubkey', '--token-label', label]);
+    expect(objects.stdout).toMatch(/Public Key Object; EC_EDWARDS/);
+    expect(objects.stdout.toLowerCase()).toContain(id('e2e-ed25519'));
+    const mechanisms = await tool(['--list-mechanisms', '--token-label', label]);
+    expect(mechanisms.stdout).toMatch(/EDDSA.*sign/);
+    expect(mechanisms.stdout).not.toMatch(/ECDSA|RSA-PKCS/);
+    const sig = join(dir, 'ed25519.sig');
+    const args = ['--token-label', label, '--sign', '--id', id('e2e-ed25519'), '-m', 'EDDSA'];
+    await tool([...args, '--input-file', join(dir, 'msg'), '--output-file', sig]);
+    expect(readFileSync(sig)).toHaveLength(64);
+    const pub = keys.get('e2e-ed25519')?.pemFile as string;
+    const verified = await run(
+      'openssl',
+      ['pkeyutl', '-verify', '-pubin', '-inkey', pub, '-rawin', '-in', join(dir, 'msg'), '-sigfile', sig],
+      { encoding: 'utf8' },
+    );
+    expect(verified.stdout).toContain('Signature Verified Successfully');
+    // `signbridge status` (protocol version 2) lists the key, with no note.
     const status = await runCliAsync(['status', '--socket', daemon.socketPath, '--json']);
     expect(status.code, status.stderr).toBe(0);
-    const report = JSON.parse(status.stdout) as {
-      tokens: Array<{ tenant: string; note?: string; error?: string; keys: unknown[] }>;
-    };
+    const report = JSON.parse(status.stdout) as { tokens: Array<{ tenant: string; note?: string; keys: unknown[] }> };
     const ed = report.tokens.find((t) => t.tenant === 'e2e-ed25519');
-    expect(ed?.keys).toEqual([]);
-    expect(ed?.error).toBeUndefined();
-    expect(ed?.note).toContain('left out: this module does not show Ed25519 keys yet');
+    expect(ed?.keys).toHaveLength(1);
+    expect(ed?.note).toBeUndefined();
+  });
+
+  it('Ed25519: a message past 4,096 bytes is CKR_DATA_LEN_RANGE, and nothing reaches the service', async () => {
+    const signedEntries = async () =>
+      (await svc.store.audit.read(0, 100_000)).filter((e) => e.tenantId === 'e2e-ed25519' && e.outcome === 'signed')
+        .length;
+    const before = await signedEntries();
+    const big = join(dir, 'ed25519-big');
+    writeFileSync(big, Buffer.alloc(4097, 0x61));
+    const args = ['--token-label', 'e2e-ed25519 token', '--sign', '--id', id('e2e-ed25519'), '-m', 'EDDSA'];
+    const out = await run('pkcs11-tool', ['--module', MODULE, ...args, '--input-file', big], {
+      env: { ...process.env, SIGNBRIDGE_SOCKET: daemon.socketPath },
+      encoding: 'utf8',
+      timeout: 30_000,
+    }).then(
+      () => 'signed',
+      (err: { stdout?: string; stderr?: string }) => `${err.stdout ?? ''}${err.stderr ?? ''}`,
+    );
+    expect(out).toMatch(/CKR_DATA_LEN_RANGE/);
+    // pkcs11-tool signs a file in parts: the part that passes the bound is refused.
+    expect(out).toMatch(/more than 4096 bytes of input for CKM_EDDSA/);
+    expect(await signedEntries()).toBe(before);
   });
 
   it('RSA PKCS#1 v1.5 and PSS, hashed by the module; openssl verifies', async () => {

@@ -84,7 +84,7 @@ afterAll(async () => {
 
 async function session(path = daemon.socketPath): Promise<DaemonClient> {
   const { client, hello } = await DaemonClient.open(path, 'daemon.test');
-  expect(hello).toMatchObject({ type: 'HELLO_OK', version: 1 });
+  expect(hello).toMatchObject({ type: 'HELLO_OK', version: 2 });
   return client;
 }
 
@@ -127,13 +127,13 @@ function verifyPkcs11(algorithm: SigningAlgorithm, pem: string, message: Buffer,
 describe('HELLO', () => {
   it('answers HELLO_OK with version 1', async () => {
     const { client, hello } = await DaemonClient.open(daemon.socketPath);
-    expect(hello).toEqual({ type: 'HELLO_OK', version: 1, server: expect.stringMatching(/^signbridge-daemon/) });
+    expect(hello).toEqual({ type: 'HELLO_OK', version: 2, server: expect.stringMatching(/^signbridge-daemon/) });
     client.close();
   });
 
-  it('refuses a version range without 1, then closes', async () => {
+  it('refuses a version range without 1 or 2, then closes', async () => {
     const client = await DaemonClient.connect(daemon.socketPath);
-    const res = await client.request({ type: 'HELLO', versionMin: 2, versionMax: 3, client: 'x', pid: 1 });
+    const res = await client.request({ type: 'HELLO', versionMin: 3, versionMax: 4, client: 'x', pid: 1 });
     expectError(res, WireStatus.VERSION_UNSUPPORTED);
     await client.closed();
   });

@@ -79,6 +79,10 @@ fake_daemon *fd_start(const char *path) {
     X509_free(leaf);
   }
   X509_free(ca);
+  d->ed.pkey = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+  if (!d->ed.pkey) return NULL;
+  for (int b = 0; b < 16; b++) d->ed.id[b] = (uint8_t)(0xe0 + b);
+  d->ed.spki_len = i2d_PUBKEY(d->ed.pkey, &d->ed.spki);
   static const struct {
     const char *spec, *tenant, *oid;
     size_t pk, sig;
@@ -238,13 +242,58 @@ static uint32_t do_sign_mldsa(const fd_mldsa *k, const char *alg, const uint8_t 
   return 0;
 }
 
+/* The Ed25519 key's index, after the others. */
+#define FD_ED25519_KEY (FD_NKEYS + FD_NMLDSA)
+
+/* Pure Ed25519 over DATA, as the daemon checks SIGN: ED25519_SHA_512, DIGEST = SHA-512(DATA), at most 4096 bytes. */
+static uint32_t do_sign_ed25519(const fd_ed25519 *k, const char *alg, const uint8_t *dg, size_t dlen,
+                                const sbw_item *data, uint8_t *sig, size_t *siglen, char *msg, size_t msglen) {
+  if (strcmp(alg, "ED25519_SHA_512") != 0) {
+    snprintf(msg, msglen, "an ECC_NIST_EDWARDS25519 key does not allow %s here", alg);
+    return SBW_S_ALGORITHM_INVALID;
+  }
+  if (!data) {
+    snprintf(msg, msglen, "ED25519_SHA_512 signs the message itself, which this SIGN does not carry (DATA)");
+    return SBW_S_BAD_REQUEST;
+  }
+  uint8_t h[64];
+  if (data->len > 4096) {
+    snprintf(msg, msglen, "ED25519_SHA_512 signs at most 4096 bytes of message, got %u", (unsigned)data->len);
+    return SBW_S_BAD_REQUEST;
+  }
+  EVP_Digest(data->p, data->len, h, NULL, EVP_sha512(), NULL);
+  if (dlen != 64 || memcmp(h, dg, 64) != 0) {
+    snprintf(msg, msglen, "DIGEST is not the SHA-512 of DATA");
+    return SBW_S_BAD_REQUEST;
+  }
+  EVP_MD_CTX *c = EVP_MD_CTX_new();
+  *siglen = 64;
+  int ok = c && EVP_DigestSignInit(c, NULL, NULL, NULL, k->pkey) > 0 &&
+           EVP_DigestSign(c, sig, siglen, data->p, data->len) > 0;
+  EVP_MD_CTX_free(c);
+  if (!ok) {
+    snprintf(msg, msglen, "libcrypto failed to sign");
+    return SBW_S_INTERNAL;
+  }
+  return 0;
+}
+
 static int answer_signature(fake_daemon *d, int fd, int ki, const char *alg, const uint8_t *dg, size_t dlen,
-                            const char *rid) {
+                            const sbw_item *data, const char *rid) {
   uint8_t sig[4700];
   size_t siglen = 0;
   char msg[160];
-  uint32_t st = ki >= FD_NKEYS ? do_sign_mldsa(&d->mldsa[ki - FD_NKEYS], alg, dg, dlen, sig, &siglen, msg, sizeof(msg))
-                               : do_sign(&d->keys[ki], alg, dg, dlen, sig, &siglen, msg, sizeof(msg));
+  uint32_t st;
+  if (data && ki != FD_ED25519_KEY) {
+    snprintf(msg, sizeof(msg), "%s signs a digest; only ED25519_SHA_512 carries DATA", alg);
+    st = SBW_S_BAD_REQUEST;
+  } else if (ki == FD_ED25519_KEY) {
+    st = do_sign_ed25519(&d->ed, alg, dg, dlen, data, sig, &siglen, msg, sizeof(msg));
+  } else if (ki >= FD_NKEYS) {
+    st = do_sign_mldsa(&d->mldsa[ki - FD_NKEYS], alg, dg, dlen, sig, &siglen, msg, sizeof(msg));
+  } else {
+    st = do_sign(&d->keys[ki], alg, dg, dlen, sig, &siglen, msg, sizeof(msg));
+  }
   if (st) return send_error(fd, st, msg, rid);
   pthread_mutex_lock(&d->mu);
   if (d->short_sig_next) {
@@ -267,7 +316,7 @@ static int handle_list(fake_daemon *d, int fd) {
   pthread_mutex_lock(&d->mu);
   d->lists++;
   int err = d->list_error, failed = d->list_failed_key - 1;
-  int ml_dsa = d->ml_dsa, no_raw = d->ml_dsa_no_raw, bad_raw = d->ml_dsa_bad_raw;
+  int ml_dsa = d->ml_dsa, no_raw = d->ml_dsa_no_raw, bad_raw = d->ml_dsa_bad_raw, ed25519 = d->ed25519;
   pthread_mutex_unlock(&d->mu);
   if (err) return send_error(fd, (uint32_t)err, "the daemon has no valid credentials (injected)", NULL);
   sbw_buf b = {0};
@@ -310,6 +359,18 @@ static int handle_list(fake_daemon *d, int fd) {
     sbw_nested_end(&b, km);
     sbw_nested_end(&b, t);
   }
+  if (ed25519) {
+    size_t t = sbw_nested_begin(&b, SBW_T_TOKEN);
+    sbw_put_str(&b, SBW_T_TOKEN_LABEL, "fake ed25519");
+    sbw_put_str(&b, SBW_T_TENANT, "t-ed25519");
+    size_t km = sbw_nested_begin(&b, SBW_T_KEY);
+    sbw_put(&b, SBW_T_KEY_ID, d->ed.id, sizeof(d->ed.id));
+    sbw_put_str(&b, SBW_T_KEY_LABEL, "ed25519 key");
+    sbw_put_str(&b, SBW_T_KEY_SPEC, "ECC_NIST_EDWARDS25519");
+    sbw_put(&b, SBW_T_PUBLIC_KEY, d->ed.spki, (size_t)d->ed.spki_len);
+    sbw_nested_end(&b, km);
+    sbw_nested_end(&b, t);
+  }
   int rc = send_buf(fd, &b);
   sbw_buf_free(&b);
   return rc;
@@ -317,13 +378,16 @@ static int handle_list(fake_daemon *d, int fd) {
 
 static void copy_str(const sbw_node *n, uint16_t tag, char *dst, size_t len) { sbw_get_str(n, tag, dst, len); }
 
-static int handle_sign(fake_daemon *d, int fd, const sbw_msg *m) {
+static int handle_sign(fake_daemon *d, int fd, const sbw_msg *m, uint32_t version) {
   char tenant[64], alg[40];
   sbw_get_str(&m->body, SBW_T_TENANT, tenant, sizeof(tenant));
   sbw_get_str(&m->body, SBW_T_ALGORITHM, alg, sizeof(alg));
   const sbw_item *id = sbw_get(&m->body, SBW_T_KEY_ID), *dg = sbw_get(&m->body, SBW_T_DIGEST);
+  const sbw_item *data = sbw_get(&m->body, SBW_T_DATA);
   pthread_mutex_lock(&d->mu);
   d->signs++;
+  d->last_data_len = data && data->len <= sizeof(d->last_data) ? data->len : 0;
+  if (d->last_data_len) memcpy(d->last_data, data->p, d->last_data_len);
   snprintf(d->last_algorithm, sizeof(d->last_algorithm), "%s", alg);
   snprintf(d->last_tenant, sizeof(d->last_tenant), "%s", tenant);
   d->last_dlen = dg->len <= sizeof(d->last_digest) ? dg->len : sizeof(d->last_digest);
@@ -357,13 +421,15 @@ static int handle_sign(fake_daemon *d, int fd, const sbw_msg *m) {
   char rid[40];
   snprintf(rid, sizeof(rid), "req-%04d", reqno);
   if (fail) return send_error(fd, fail, fail_msg, rid);
+  if (data && version < 2) return send_error(fd, SBW_S_BAD_REQUEST, "SIGN carries DATA, which version 1 lacks", rid);
   int ki = -1;
+  if (!strcmp(tenant, "t-ed25519") && id->len == 16 && !memcmp(d->ed.id, id->p, 16)) ki = FD_ED25519_KEY;
   for (int i = 0; i < FD_NKEYS; i++)
     if (!strcmp(d->keys[i].tenant, tenant) && id->len == 16 && !memcmp(d->keys[i].id, id->p, 16)) ki = i;
   for (int i = 0; i < FD_NMLDSA; i++)
     if (!strcmp(d->mldsa[i].tenant, tenant) && id->len == 16 && !memcmp(d->mldsa[i].id, id->p, 16)) ki = FD_NKEYS + i;
   if (ki < 0) return send_error(fd, SBW_S_KEY_NOT_FOUND, "no such tenant or key", rid);
-  if (pending > 0) {
+  if (pending > 0 && !data) { /* pure Ed25519 is never held: the service keeps no message to sign on approval */
     pthread_mutex_lock(&d->mu);
     snprintf(d->pend_id, sizeof(d->pend_id), "%s", rid);
     d->pend_key = ki;
@@ -381,7 +447,7 @@ static int handle_sign(fake_daemon *d, int fd, const sbw_msg *m) {
     sbw_buf_free(&b);
     return rc;
   }
-  return answer_signature(d, fd, ki, alg, dg->p, dg->len, rid);
+  return answer_signature(d, fd, ki, alg, dg->p, dg->len, data, rid);
 }
 
 static int handle_poll(fake_daemon *d, int fd, const sbw_msg *m) {
@@ -409,7 +475,7 @@ static int handle_poll(fake_daemon *d, int fd, const sbw_msg *m) {
     return rc;
   }
   if (outcome) return send_error(fd, outcome, "rejected by an approver (test)", rid);
-  return answer_signature(d, fd, ki, alg, dg->p, dg->len, rid);
+  return answer_signature(d, fd, ki, alg, dg->p, dg->len, NULL, rid);
 }
 
 typedef struct conn_arg {
@@ -436,6 +502,7 @@ static void *serve(void *arg) {
   int fd = ca->fd;
   free(ca);
   int greeted = 0;
+  uint32_t version = 0;
   for (;;) {
     uint8_t h[5];
     if (read_full(fd, h, 5) != 0) break;
@@ -460,11 +527,13 @@ static void *serve(void *arg) {
     case SBW_HELLO: {
       pthread_mutex_lock(&d->mu);
       d->hellos++;
+      uint32_t max = sbw_get(&m.body, SBW_T_VERSION_MAX)->u32;
+      version = d->hello_version ? d->hello_version : max < 2 ? max : 2;
       pthread_mutex_unlock(&d->mu);
       greeted = 1;
       sbw_buf b = {0};
       sbw_frame_begin(&b, SBW_HELLO_OK);
-      sbw_put_u32(&b, SBW_T_VERSION, 1);
+      sbw_put_u32(&b, SBW_T_VERSION, version);
       sbw_put_str(&b, SBW_T_SERVER, "fake-daemon");
       rc = send_buf(fd, &b);
       sbw_buf_free(&b);
@@ -480,7 +549,7 @@ static void *serve(void *arg) {
       break;
     }
     case SBW_LIST: rc = handle_list(d, fd); break;
-    case SBW_SIGN: rc = handle_sign(d, fd, &m); break;
+    case SBW_SIGN: rc = handle_sign(d, fd, &m, version); break;
     case SBW_POLL: rc = handle_poll(d, fd, &m); break;
     default: rc = send_error(fd, SBW_S_BAD_REQUEST, "not a request", NULL);
     }
@@ -558,6 +627,8 @@ void fd_free(fake_daemon *d) {
   }
   EVP_PKEY_free(d->ca);
   OPENSSL_free(d->ca_cert);
+  EVP_PKEY_free(d->ed.pkey);
+  OPENSSL_free(d->ed.spki);
   pthread_mutex_destroy(&d->mu);
   free(d);
 }

@@ -1,5 +1,6 @@
-/* A daemon for the module's tests: speaks wire protocol v1 on a Unix socket from threads of the test process,
- * serves LIST from real keys (RSA-2048, P-256, P-384, P-521) with certificates, signs for real with libcrypto,
+/* A daemon for the module's tests: speaks wire protocol v1 and v2 on a Unix socket from threads of the test process,
+ * serves LIST from real keys (RSA-2048, P-256, P-384, P-521; Ed25519 on request) with certificates, signs for real
+ * with libcrypto (Ed25519: pure, over SIGN's DATA),
  * and injects errors, delays, pending approvals, dropped connections and restarts on request. */
 #ifndef FAKE_DAEMON_H
 #define FAKE_DAEMON_H
@@ -33,6 +34,14 @@ typedef struct fd_mldsa {
   size_t pk_len, spki_len, sig_len;
 } fd_mldsa;
 
+/* The Ed25519 key (listed when fake_daemon.ed25519 is set): tenant "t-ed25519", signed for real over SIGN's DATA. */
+typedef struct fd_ed25519 {
+  EVP_PKEY *pkey;
+  uint8_t id[16];
+  uint8_t *spki;
+  int spki_len;
+} fd_ed25519;
+
 typedef struct fake_daemon {
   char path[108];
   int lfd;
@@ -44,6 +53,9 @@ typedef struct fake_daemon {
   int ml_dsa;         /* list the ML-DSA tokens too (after the FD_NKEYS others) */
   int ml_dsa_no_raw;  /* leave RAW_PUBLIC_KEY out of their KEY fields */
   int ml_dsa_bad_raw; /* send a RAW_PUBLIC_KEY that differs from the SPKI's key */
+  fd_ed25519 ed;
+  int ed25519;          /* list the Ed25519 token too (after the others) */
+  uint32_t hello_version; /* 0: the highest the module offers, up to 2; else always this one (an older daemon) */
   EVP_PKEY *ca;
   uint8_t *ca_cert;
   int ca_cert_len;
@@ -70,6 +82,8 @@ typedef struct fake_daemon {
   int hellos, lists, signs, polls, accepted;
   uint8_t last_digest[64];
   size_t last_dlen;
+  uint8_t last_data[4200]; /* the last SIGN's DATA (the message CKM_EDDSA forwards) */
+  size_t last_data_len;
   char last_algorithm[40], last_tenant[64], last_project[64], last_environment[64], last_artifact_type[64],
       last_artifact_version[64], last_sbom[256];
   /* The pending request. */

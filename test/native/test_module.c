@@ -8,6 +8,7 @@
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/rsa.h>
+#include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1949,6 +1950,199 @@ static void t_ml_dsa_refusals(void) {
   fin();
 }
 
+/* ---- Ed25519: CKK_EC_EDWARDS, CKM_EDDSA forwarding the message (SIGN's DATA, protocol version 2) ---- */
+
+/* The Ed25519 token comes after the FD_NKEYS others (the ML-DSA ones are not listed in these tests). */
+static CK_SLOT_ID ed25519_slot(void) { return (CK_SLOT_ID)FD_NKEYS; }
+
+static CK_OBJECT_HANDLE find_ed25519(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls) {
+  CK_KEY_TYPE kt = CKK_EC_EDWARDS;
+  CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}, {CKA_KEY_TYPE, &kt, sizeof(kt)}};
+  CK_OBJECT_HANDLE o = 0;
+  CK_ULONG n = 0;
+  CHECK_RV(F->C_FindObjectsInit(h, t, 2), CKR_OK);
+  CHECK_RV(F->C_FindObjects(h, &o, 1, &n), CKR_OK);
+  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
+  CHECK(n == 1);
+  return o;
+}
+
+/* Pure Ed25519 verification with libcrypto, against the fake daemon's key. */
+static int ed25519_verifies(const uint8_t *msg, size_t len, const uint8_t *sig, size_t siglen) {
+  EVP_MD_CTX *c = EVP_MD_CTX_new();
+  int ok = c && EVP_DigestVerifyInit(c, NULL, NULL, NULL, D->ed.pkey) > 0 &&
+           EVP_DigestVerify(c, sig, siglen, msg, len) == 1;
+  EVP_MD_CTX_free(c);
+  return ok;
+}
+
+static void t_ed25519_objects(void) {
+  DSET(ed25519, 1);
+  init();
+  CK_ULONG nslots = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
+  CHECK(nslots == FD_NKEYS + 1);
+  CK_SESSION_HANDLE h = 0;
+  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_OBJECT_HANDLE priv = find_ed25519(h, CKO_PRIVATE_KEY), pub = find_ed25519(h, CKO_PUBLIC_KEY);
+  uint8_t params[16], point[40], spki[64], raw[32];
+  CK_MECHANISM_TYPE allowed[4];
+  CK_ULONG gen = 0;
+  CK_ATTRIBUTE pt[] = {{CKA_EC_PARAMS, params, sizeof(params)},
+                       {CKA_EC_POINT, point, sizeof(point)},
+                       {CKA_PUBLIC_KEY_INFO, spki, sizeof(spki)},
+                       {CKA_ALLOWED_MECHANISMS, allowed, sizeof(allowed)},
+                       {CKA_KEY_GEN_MECHANISM, &gen, sizeof(gen)}};
+  CHECK_RV(F->C_GetAttributeValue(h, pub, pt, 5), CKR_OK);
+  /* CKA_EC_PARAMS: the DER OID 1.3.101.112 (id-Ed25519), as SoftHSM writes it. */
+  static const uint8_t oid[] = {0x06, 0x03, 0x2b, 0x65, 0x70};
+  CHECK(pt[0].ulValueLen == sizeof(oid) && !memcmp(params, oid, sizeof(oid)));
+  /* CKA_EC_POINT: the 32-byte key in a DER OCTET STRING. */
+  size_t rawlen = sizeof(raw);
+  REQUIRE(EVP_PKEY_get_raw_public_key(D->ed.pkey, raw, &rawlen) == 1 && rawlen == 32);
+  CHECK(pt[1].ulValueLen == 34 && point[0] == 0x04 && point[1] == 32 && !memcmp(point + 2, raw, 32));
+  CHECK(pt[2].ulValueLen == (CK_ULONG)D->ed.spki_len && !memcmp(spki, D->ed.spki, pt[2].ulValueLen));
+  CHECK(pt[3].ulValueLen == sizeof(CK_MECHANISM_TYPE) && allowed[0] == CKM_EDDSA);
+  CHECK(gen == CKM_EC_EDWARDS_KEY_PAIR_GEN);
+  CK_BBOOL sign = 0;
+  CK_ATTRIBUTE st[] = {{CKA_SIGN, &sign, 1}, {CKA_EC_PARAMS, params, sizeof(params)}};
+  CHECK_RV(F->C_GetAttributeValue(h, priv, st, 2), CKR_OK);
+  CHECK(sign && st[1].ulValueLen == sizeof(oid));
+  CK_ATTRIBUTE secret[] = {{CKA_VALUE, raw, sizeof(raw)}};
+  CHECK_RV(F->C_GetAttributeValue(h, priv, secret, 1), CKR_ATTRIBUTE_SENSITIVE);
+  /* CKM_EDDSA in the token's mechanisms (sign only, 256-bit keys); no RSA, ECDSA or ML-DSA ones. */
+  CK_MECHANISM_TYPE mechs[32];
+  CK_ULONG nm = 32;
+  CHECK_RV(F->C_GetMechanismList(ed25519_slot(), mechs, &nm), CKR_OK);
+  int has_eddsa = 0, has_other = 0;
+  for (CK_ULONG m = 0; m < nm; m++) {
+    if (mechs[m] == CKM_EDDSA) has_eddsa = 1;
+    if (mechs[m] == CKM_RSA_PKCS || mechs[m] == CKM_ECDSA || mechs[m] == CKM_ML_DSA) has_other = 1;
+  }
+  CHECK(has_eddsa && !has_other);
+  CK_MECHANISM_INFO info;
+  CHECK_RV(F->C_GetMechanismInfo(ed25519_slot(), CKM_EDDSA, &info), CKR_OK);
+  CHECK(info.ulMinKeySize == 256 && info.ulMaxKeySize == 256 && info.flags == CKF_SIGN);
+  nm = 32;
+  CHECK_RV(F->C_GetMechanismList(slot_of("ECC_NIST_P256"), mechs, &nm), CKR_OK);
+  for (CK_ULONG m = 0; m < nm; m++) CHECK(mechs[m] != CKM_EDDSA);
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  fin();
+}
+
+static void t_ed25519_sign(void) {
+  DSET(ed25519, 1);
+  init();
+  CK_ULONG nslots = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
+  CK_SESSION_HANDLE h = 0;
+  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_OBJECT_HANDLE key = find_ed25519(h, CKO_PRIVATE_KEY);
+  static const char msg[] = "signbridge: pure Ed25519 through PKCS#11";
+  size_t len = sizeof(msg) - 1;
+  uint8_t sig[128], h512[64];
+  SHA512((const uint8_t *)msg, len, h512);
+  /* No parameter, and CK_EDDSA_PARAMS with phFlag false and no context: both pure Ed25519. */
+  CK_EDDSA_PARAMS pure = {CK_FALSE, 0, NULL};
+  CK_MECHANISM mechs[2] = {{CKM_EDDSA, NULL, 0}, {CKM_EDDSA, &pure, sizeof(pure)}};
+  for (int i = 0; i < 2; i++) {
+    CK_ULONG siglen = 0;
+    CHECK_RV(F->C_SignInit(h, &mechs[i], key), CKR_OK);
+    int signs = dcount(&D->signs);
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)msg, len, NULL, &siglen), CKR_OK); /* size query: no network */
+    CHECK(siglen == 64 && dcount(&D->signs) == signs);
+    siglen = 10;
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)msg, len, sig, &siglen), CKR_BUFFER_TOO_SMALL);
+    CHECK(siglen == 64 && dcount(&D->signs) == signs);
+    siglen = sizeof(sig);
+    CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR)msg, len, sig, &siglen), CKR_OK);
+    CHECK(siglen == 64 && ed25519_verifies((const uint8_t *)msg, len, sig, siglen));
+    /* The daemon got the message itself as DATA, and its SHA-512 as DIGEST, with ED25519_SHA_512. */
+    pthread_mutex_lock(&D->mu);
+    CHECK(!strcmp(D->last_algorithm, "ED25519_SHA_512"));
+    CHECK(D->last_data_len == len && !memcmp(D->last_data, msg, len));
+    CHECK(D->last_dlen == 64 && !memcmp(D->last_digest, h512, 64));
+    pthread_mutex_unlock(&D->mu);
+  }
+  /* In parts (C_SignUpdate, C_SignFinal), up to the bound of 4,096 bytes. */
+  uint8_t big[4096];
+  for (size_t i = 0; i < sizeof(big); i++) big[i] = (uint8_t)(i * 13);
+  CK_ULONG siglen = sizeof(sig);
+  CHECK_RV(F->C_SignInit(h, &mechs[0], key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(h, big, 1000), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(h, big + 1000, sizeof(big) - 1000), CKR_OK);
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OK);
+  CHECK(siglen == 64 && ed25519_verifies(big, sizeof(big), sig, siglen));
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  fin();
+}
+
+static void t_ed25519_refusals(void) {
+  DSET(ed25519, 1);
+  init();
+  CK_ULONG nslots = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
+  CK_SESSION_HANDLE h = 0;
+  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_OBJECT_HANDLE key = find_ed25519(h, CKO_PRIVATE_KEY);
+  int signs = dcount(&D->signs);
+  /* Ed25519ph (phFlag) and Ed25519ctx (a context) are not what the service signs. */
+  CK_BYTE ctx[] = {'c'};
+  CK_EDDSA_PARAMS ph = {CK_TRUE, 0, NULL}, withctx = {CK_FALSE, 1, ctx};
+  CK_MECHANISM m_ph = {CKM_EDDSA, &ph, sizeof(ph)}, m_ctx = {CKM_EDDSA, &withctx, sizeof(withctx)},
+               m_short = {CKM_EDDSA, &ph, 1}, plain = {CKM_EDDSA, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &m_ph, key), CKR_MECHANISM_PARAM_INVALID);
+  CHECK_RV(F->C_SignInit(h, &m_ctx, key), CKR_MECHANISM_PARAM_INVALID);
+  CHECK_RV(F->C_SignInit(h, &m_short, key), CKR_MECHANISM_PARAM_INVALID);
+  CHECK(log_contains("asking for Ed25519ph (phFlag) or Ed25519ctx"));
+  /* CKM_ECDSA on the Ed25519 key, CKM_EDDSA on an EC key: the mechanism does not fit the key. */
+  CK_MECHANISM ecdsa = {CKM_ECDSA, NULL, 0};
+  CHECK_RV(F->C_SignInit(h, &ecdsa, key), CKR_KEY_TYPE_INCONSISTENT);
+  CK_SESSION_HANDLE hp = open_session("ECC_NIST_P256");
+  CHECK_RV(F->C_SignInit(hp, &plain, find_one(hp, CKO_PRIVATE_KEY)), CKR_KEY_TYPE_INCONSISTENT);
+  CHECK_RV(F->C_CloseSession(hp), CKR_OK);
+  /* A message past the bound: CKR_DATA_LEN_RANGE in one part and in parts, and an empty one; nothing sent. */
+  static uint8_t big[4097];
+  uint8_t sig[64];
+  CK_ULONG siglen = sizeof(sig);
+  CHECK_RV(F->C_SignInit(h, &plain, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, big, sizeof(big), sig, &siglen), CKR_DATA_LEN_RANGE);
+  CHECK(log_contains("CKM_EDDSA input is 4097 bytes; it signs a message of 1 to 4096 bytes"));
+  CHECK_RV(F->C_SignInit(h, &plain, key), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(h, big, 4000), CKR_OK);
+  CHECK_RV(F->C_SignUpdate(h, big, 97), CKR_DATA_LEN_RANGE);
+  CHECK_RV(F->C_SignFinal(h, sig, &siglen), CKR_OPERATION_NOT_INITIALIZED); /* the error ended it */
+  CHECK_RV(F->C_SignInit(h, &plain, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, big, 0, sig, &siglen), CKR_DATA_LEN_RANGE);
+  CHECK(dcount(&D->signs) == signs);
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  fin();
+}
+
+/* A daemon that speaks only version 1 (older than DATA): the module never sends it a message to sign, and says
+ * why; the other keys sign as before. */
+static void t_ed25519_old_daemon(void) {
+  DSET(ed25519, 1); /* as if a version 2 daemon had listed the key before an older one took its place */
+  DSET(hello_version, 1);
+  init();
+  CK_ULONG nslots = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
+  CK_SESSION_HANDLE h = 0;
+  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_OBJECT_HANDLE key = find_ed25519(h, CKO_PRIVATE_KEY);
+  CK_MECHANISM plain = {CKM_EDDSA, NULL, 0};
+  uint8_t sig[64];
+  CK_ULONG siglen = sizeof(sig);
+  int signs = dcount(&D->signs);
+  CHECK_RV(F->C_SignInit(h, &plain, key), CKR_OK);
+  CHECK_RV(F->C_Sign(h, (CK_BYTE_PTR) "m", 1, sig, &siglen), CKR_DEVICE_ERROR);
+  CHECK(dcount(&D->signs) == signs);
+  CHECK(log_contains("the daemon speaks wire protocol version 1, and SIGN with a message (CKM_EDDSA) needs version 2"));
+  CHECK_RV(F->C_CloseSession(h), CKR_OK);
+  sign_ok("ECC_NIST_P256", CKM_ECDSA_SHA256);
+  fin();
+}
+
 static const struct {
   const char *name;
   void (*fn)(void);
@@ -1962,6 +2156,8 @@ static const struct {
     {"refusals", t_refusals, 0},       {"daemon_wait", t_daemon_wait, 0},
     {"ml_dsa_objects", t_ml_dsa_objects, 0}, {"ml_dsa_sign", t_ml_dsa_sign, 0},
     {"ml_dsa_refusals", t_ml_dsa_refusals, 0},
+    {"ed25519_objects", t_ed25519_objects, 0}, {"ed25519_sign", t_ed25519_sign, 0},
+    {"ed25519_refusals", t_ed25519_refusals, 0}, {"ed25519_old_daemon", t_ed25519_old_daemon, 0},
 };
 
 int main(int argc, char **argv) {

@@ -1,4 +1,5 @@
 // POST /v1/<action>: one route per action of the contract, each with its own schema.
+import { createHash } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hashAlgorithmsForKey, type KeySpec, type SigningAlgorithm } from '../../crypto/algorithms.js';
@@ -125,6 +126,30 @@ function errorResponses(action: Action): Record<number, unknown> {
   return Object.fromEntries(statuses.map((status) => [status, errorResponse(status)]));
 }
 
+/**
+ * pkcs11_sign's `message` (the module's CKM_EDDSA): only for an Ed25519 key, with `hash` its SHA-512, never with
+ * PSS or a request to collect (pure Ed25519 is never held). Undefined without one; a bad one is a 400, nothing
+ * signed. The bound and the key spec are the signer's checks (src/signing/pure-ed25519.ts).
+ */
+function pkcs11Message(body: Record<string, unknown>, digest: Buffer): Buffer | undefined {
+  if (body.message === undefined) return undefined;
+  const message = decodeBase64Field('message', body.message as string);
+  if (body.key_spec !== undefined && body.key_spec !== 'ECC_NIST_EDWARDS25519') {
+    throw new ApiError(
+      'invalid_request',
+      `message is signed only by an ECC_NIST_EDWARDS25519 key (pure Ed25519); a ${String(body.key_spec)} key signs ` +
+        'the hash alone',
+    );
+  }
+  if (body.pss_padding === true || body.request_id !== undefined) {
+    throw new ApiError('invalid_request', 'message (pure Ed25519) takes neither pss_padding nor request_id');
+  }
+  if (!createHash('sha512').update(message).digest().equals(digest)) {
+    throw new ApiError('invalid_hash', 'with message, hash must be the SHA-512 of the message (64 bytes)');
+  }
+  return message;
+}
+
 /** The API a /v1 signing request came through, and its credential, for its audit entries (SignRequest.via). */
 function ownApi(caller: { id: string }): Record<string, string> {
   return { api: 'signbridge', api_key_id: caller.id };
@@ -167,9 +192,27 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
     async pkcs11_sign(body, request) {
       const tenantId = body.tenant_id as string;
       const digest = decodeBase64Field('hash', body.hash as string);
+      const message = pkcs11Message(body, digest);
       if (body.request_id !== undefined)
         return signOutcome(await signing.collect(tenantId, body.request_id as string, digest), opts.publicUrl);
       const caller = callerOf(request);
+      if (message !== undefined) {
+        // Pure Ed25519 over the message, recorded under its SHA-512 (the signer refuses any other key spec).
+        const signed = await signDigest(
+          signing,
+          { apiKey: caller },
+          {
+            action: 'pkcs11_sign',
+            tenantId,
+            message,
+            algorithm: 'ED25519_SHA_512',
+            expectedKeyId: body.key_id as string | undefined,
+            context: signingContext(body, caller),
+            via: ownApi(caller),
+          },
+        );
+        return signOutcome(signed, opts.publicUrl);
+      }
       const outcome = await signDigest(
         signing,
         { apiKey: caller },

@@ -1,9 +1,10 @@
 // A RemoteKey reached through the build-host daemon, the way the PKCS#11 module reaches it (HELLO, LIST, SIGN,
 // POLL): `signbridge cert` needs no credentials of its own, and its signatures pass the same policy as any other.
+import { createHash } from 'node:crypto';
 import { DaemonClient } from '../../../wire/client.js';
 import type { Response, SignContext, WireKey } from '../../../wire/messages.js';
 import { wireStatusName } from '../../../wire/wire.js';
-import { KEY_SPECS, type KeySpec } from '../../crypto/algorithms.js';
+import { algorithmInfo, KEY_SPECS, type KeySpec } from '../../crypto/algorithms.js';
 import type { RemoteKey } from './x509-builder.js';
 
 export class DaemonKeyError extends Error {}
@@ -86,9 +87,13 @@ export async function openDaemonKey(
     if (!(KEY_SPECS as readonly string[]).includes(key.keySpec)) {
       throw new DaemonKeyError(`tenant ${tenant}'s key has a key spec this tool does not know: ${key.keySpec}`);
     }
-    const sign: RemoteKey['sign'] = async (algorithm, digest) => {
+    const sign: RemoteKey['sign'] = async (algorithm, input) => {
       const context = options.context ?? contextFromEnv();
-      let res = await client.request({ type: 'SIGN', tenant, keyId: key.keyId, algorithm, digest, ...context });
+      // Pure Ed25519: the message travels as DATA with its SHA-512 as DIGEST (wire protocol version 2).
+      const pure = algorithmInfo(algorithm).hash === 'message';
+      const digest = pure ? createHash('sha512').update(input).digest() : input;
+      const signed = { type: 'SIGN' as const, tenant, keyId: key.keyId, algorithm, digest, ...context };
+      let res = await client.request(pure ? { ...signed, data: input } : signed);
       const deadline = Date.now() + (options.approvalTimeoutMs ?? 600_000);
       while (res.type === 'SIGN_PENDING') {
         options.onPending?.(res.requestId, res.status, res.message);

@@ -1,6 +1,7 @@
 // PKCS#10 requests and certificates for a key that signs elsewhere (the service, reached through the daemon).
 // @peculiar/x509 does the ASN.1; it signs through a WebCrypto object, so we hand it one whose `sign` hashes the
-// to-be-signed bytes here and sends only the digest to the remote key. Everything else is Node's own WebCrypto.
+// to-be-signed bytes here and sends only the digest to the remote key (for Ed25519, whose certificate signature is
+// pure Ed25519 over the TBS (RFC 8410), the TBS bytes themselves). Everything else is Node's own WebCrypto.
 import 'reflect-metadata';
 import { createHash, createPublicKey, X509Certificate as NodeX509Certificate, verify, webcrypto } from 'node:crypto';
 import { CertificationRequest } from '@peculiar/asn1-csr';
@@ -22,10 +23,10 @@ export interface RemoteKey {
   /** SubjectPublicKeyInfo, DER. */
   spki: Buffer;
   /**
-   * Signs a digest. RSA: the modulus-sized signature; ECDSA: fixed-width r||s (what PKCS#11 and WebCrypto return,
-   * and what the daemon answers).
+   * Signs a digest, or for ED25519_SHA_512 (pure Ed25519) the message itself. RSA: the modulus-sized signature;
+   * ECDSA: fixed-width r||s (what PKCS#11 and WebCrypto return, and what the daemon answers); Ed25519: 64 bytes.
    */
-  sign(algorithm: SigningAlgorithm, digest: Buffer): Promise<Buffer>;
+  sign(algorithm: SigningAlgorithm, input: Buffer): Promise<Buffer>;
 }
 
 /** A key this builder makes no certificate for (ML-DSA, SM2), with the reason and what to do instead. */
@@ -48,6 +49,13 @@ export function certificateAlgorithm(keySpec: KeySpec, options: { hash?: HashNam
         `${info.family === 'ml-dsa' ? 'ML-DSA' : 'SM2 (with SM3 and its distinguishing ID)'} to build or use one; ` +
         'sign files with `signbridge sign` and distribute the public key from get_public_key (docs/keys.md)',
     );
+  }
+  if (info.family === 'ed25519') {
+    // RFC 8410: an Ed25519 certificate or request is signed with pure Ed25519 over the TBS bytes, no hash to choose.
+    if (options.hash !== undefined || options.pss) {
+      throw new SubjectError('an Ed25519 key signs with pure Ed25519 (RFC 8410): --hash and --pss do not apply');
+    }
+    return { algorithm: 'ED25519_SHA_512' as SigningAlgorithm, web: { name: 'Ed25519' } };
   }
   const hash = options.hash ?? (info.family === 'ec' ? info.hash : 'sha256');
   if (info.family === 'ec' && options.pss) throw new SubjectError('PSS is for RSA keys only');
@@ -75,6 +83,7 @@ const DIGEST_BYTES: Record<HashName, number> = { sha256: 32, sha384: 48, sha512:
 /** The WebCrypto import parameters for the key's public half (only used to compute key identifiers). */
 function importParams(keySpec: KeySpec) {
   const info = keyInfo(keySpec);
+  if (info.family === 'ed25519') return { name: 'Ed25519' };
   return info.family === 'ec'
     ? { name: 'ECDSA', namedCurve: info.curve }
     : { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' };
@@ -92,7 +101,9 @@ function remoteCrypto(key: RemoteKey, algorithm: SigningAlgorithm): webcrypto.Cr
     const bytes = ArrayBuffer.isView(data)
       ? Buffer.from(data.buffer, data.byteOffset, data.byteLength)
       : Buffer.from(data as ArrayBuffer);
-    const signature = await key.sign(algorithm, createHash(hash).update(bytes).digest());
+    // Pure Ed25519 signs the TBS bytes themselves (the daemon forwards them, as the module's CKM_EDDSA does).
+    const input = hash === 'message' ? bytes : createHash(hash).update(bytes).digest();
+    const signature = await key.sign(algorithm, input);
     return new Uint8Array(signature).buffer;
   };
   // A stand-in public key (spkiStandIn) exports as the SPKI it stands for.
