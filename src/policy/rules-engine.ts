@@ -238,11 +238,33 @@ function exceptionFor(input: PolicyInput, vulnId: string) {
   );
 }
 
+/**
+ * The digests of the inputs seen lately, by their canonical text: a caller's requests repeat the same inputs
+ * (tenant, key, algorithm, caller, context; the digest signed is not one of them), and the SHA-256 was most of what
+ * the rules cost per `sign`. Only short texts (an SBOM's are not kept); the map is emptied when full. The text is
+ * the key, so a changed input can never find another input's digest.
+ */
+const recentDigests = new Map<string, string>();
+export const REMEMBERED_DIGESTS = 1024;
+const REMEMBERED_TEXT_LENGTH = 1024;
+
 /** SHA-256 over the inputs in a canonical form (sorted keys), so a decision can be tied to what it saw. */
 export function inputsDigest(input: PolicyInput): string {
   const { exceptions: _e, ...rest } = input;
   const canonical = JSON.stringify(rest, Object.keys(rest).sort());
-  return `sha256:${createHash('sha256').update(canonical).digest('hex')}`;
+  const known = recentDigests.get(canonical);
+  if (known !== undefined) return known;
+  const digest = `sha256:${createHash('sha256').update(canonical).digest('hex')}`;
+  if (canonical.length <= REMEMBERED_TEXT_LENGTH) {
+    if (recentDigests.size >= REMEMBERED_DIGESTS) recentDigests.clear();
+    recentDigests.set(canonical, digest);
+  }
+  return digest;
+}
+
+/** How many input digests are remembered (tests: the memory stays bounded). */
+export function rememberedInputDigests(): number {
+  return recentDigests.size;
 }
 
 export class RulesPolicyEngine implements PolicyEngine {
