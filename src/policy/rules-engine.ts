@@ -248,10 +248,29 @@ const recentDigests = new Map<string, string>();
 export const REMEMBERED_DIGESTS = 1024;
 const REMEMBERED_TEXT_LENGTH = 1024;
 
+/**
+ * The inputs' canonical text: `JSON.stringify(rest, sortedKeys)`, which the digests have always hashed. Built by
+ * hand when every value is a string, number or boolean (every request but a CI workload's facts): the replacer
+ * array sends JSON.stringify down its slow path, as long as the SHA-256 itself. Same text (the test compares).
+ */
+export function canonicalInputsText(input: PolicyInput): string {
+  const { exceptions: _e, ...rest } = input;
+  const keys = Object.keys(rest).sort();
+  const values = rest as Record<string, unknown>;
+  let text = '{';
+  for (const key of keys) {
+    const value = values[key];
+    if (value === undefined) continue;
+    const kind = typeof value;
+    if (kind !== 'string' && kind !== 'number' && kind !== 'boolean') return JSON.stringify(rest, keys);
+    text += `${text === '{' ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(value)}`;
+  }
+  return `${text}}`;
+}
+
 /** SHA-256 over the inputs in a canonical form (sorted keys), so a decision can be tied to what it saw. */
 export function inputsDigest(input: PolicyInput): string {
-  const { exceptions: _e, ...rest } = input;
-  const canonical = JSON.stringify(rest, Object.keys(rest).sort());
+  const canonical = canonicalInputsText(input);
   const known = recentDigests.get(canonical);
   if (known !== undefined) return known;
   const digest = `sha256:${createHash('sha256').update(canonical).digest('hex')}`;

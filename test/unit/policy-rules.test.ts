@@ -8,6 +8,7 @@ import { packagePath } from '../../src/paths.js';
 import type { PolicyInput } from '../../src/policy/policy.js';
 import { PolicyFileError, parsePolicyDocument } from '../../src/policy/policy-file.js';
 import {
+  canonicalInputsText,
   inputsDigest,
   REMEMBERED_DIGESTS,
   RULES,
@@ -199,6 +200,22 @@ describe('SBOM problems and digests', () => {
     const b = inputsDigest({ environment: 'e', project: 'p', ...base });
     expect(a).toBe(b);
     expect(inputsDigest({ ...base, project: 'q', environment: 'e' })).not.toBe(a);
+  });
+
+  it("builds the inputs' canonical text as JSON.stringify with the sorted keys as replacer did", () => {
+    const replacer = (input: PolicyInput) => {
+      const { exceptions: _e, ...rest } = input;
+      return JSON.stringify(rest, Object.keys(rest).sort());
+    };
+    const inputs: PolicyInput[] = [
+      base,
+      { ...base, project: 'p "quoted" \\ ünïcode \u2028', environment: undefined, requireTee: true },
+      { ...base, exceptions: [{ id: 'x', vulnId: 'CVE-1' }], identityStatus: 'active' },
+      { ...base, workloadIssuer: 'https://token.actions.githubusercontent.com', workloadSubject: 'repo:a/b' },
+      // A value that is not a string, number or boolean: the generic form, nested keys filtered as before.
+      { ...base, ...({ nested: { tenantId: 't', other: 1 }, list: [1, 'a'] } as object) },
+    ];
+    for (const input of inputs) expect(canonicalInputsText(input)).toBe(replacer(input));
   });
 
   it('remembers recent digests by their inputs: a changed input gets its own, the memory stays bounded', () => {
