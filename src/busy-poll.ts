@@ -13,12 +13,16 @@ import { performance } from 'node:perf_hooks';
 export const DEFAULT_BUSY_POLL_MS = 0.5;
 /** The longest a single touch keeps the loop polling: a longer wait (an approval, a slow HSM) sleeps. */
 export const MAX_BUSY_POLL_MS = 10;
-/** How often, while polling, the loop checks that it got the CPU it spun for (ms of wall time). */
-export const CONTENTION_SAMPLE_MS = 2;
+/**
+ * How often, while polling, the loop checks that it got the CPU it spun for (ms of wall time). A thread's CPU time
+ * (getrusage) moves only at the scheduler's ticks and switches, 1-4 ms apart here (10 ms with HZ=100): over 25 ms a
+ * thread that ran throughout shows at least 60% even then, so only real preemption falls below CONTENDED_SHARE.
+ */
+export const CONTENTION_SAMPLE_MS = 25;
 /** A sample in which this thread ran less than this share of the wall time: the cores are oversubscribed. */
 export const CONTENDED_SHARE = 0.5;
-/** How long polling stays off after a contended sample. */
-export const CONTENTION_BACK_OFF_MS = 100;
+/** How long polling stays off after a contended sample: one sample a second at most spins on busy cores. */
+export const CONTENTION_BACK_OFF_MS = 1_000;
 
 /** This thread's CPU time in ms, where Node can tell (process.threadCpuUsage: Node 23.9 and later). */
 function threadCpuMsOf(): (() => number) | undefined {
@@ -134,7 +138,7 @@ export class BusyPoll {
   /**
    * True when the last CONTENTION_SAMPLE_MS of polling ran on the CPU for less than CONTENDED_SHARE of the wall
    * time (this thread only polls or works while it polls, never sleeps): polling then stops for
-   * CONTENTION_BACK_OFF_MS, so that it tries again at most ~2% of the time while the cores stay oversubscribed.
+   * CONTENTION_BACK_OFF_MS, so that it spins at most ~2.5% of the time while the cores stay oversubscribed.
    */
   private contended(now: number): boolean {
     if (now < this.backOffUntil) return true;

@@ -130,8 +130,10 @@ describe('BusyPoll', () => {
   it('stops polling for a while when it does not get the CPU it spins for (the cores are oversubscribed)', async () => {
     const clock = manualClock();
     let cpuMs = 0;
-    const poll = new BusyPoll(MAX_BUSY_POLL_MS, { now: clock.now, threadCpuMs: () => cpuMs, cores: 2 });
-    poll.begin();
+    // A window long enough for samples to be taken while it lasts.
+    const window = CONTENTION_SAMPLE_MS * 4;
+    const poll = new BusyPoll(window, { now: clock.now, threadCpuMs: () => cpuMs, cores: 2 });
+    poll.touch();
     // Running all the time it polls: it goes on.
     clock.advance(CONTENTION_SAMPLE_MS);
     cpuMs += CONTENTION_SAMPLE_MS;
@@ -143,7 +145,6 @@ describe('BusyPoll', () => {
     await nextTurn();
     await nextTurn();
     expect(poll.active).toBe(false);
-    poll.end();
     poll.touch(); // new work during the back-off: it sleeps
     await nextTurn();
     expect(poll.active).toBe(false);
@@ -151,8 +152,8 @@ describe('BusyPoll', () => {
     poll.touch(); // after it: polls again
     await nextTurn();
     expect(poll.active).toBe(true);
-    clock.advance(MAX_BUSY_POLL_MS + 1);
-    cpuMs += MAX_BUSY_POLL_MS + 1;
+    clock.advance(window + 1);
+    cpuMs += window + 1;
     await nextTurn();
     await nextTurn();
     expect(poll.active).toBe(false);
