@@ -129,8 +129,11 @@ export async function withP11Kit<T>(
 }
 
 /** The embedded service on `dataDir`, one tenant per key spec, each with a signer key in `<dir>/<tenant>.key`. */
-export async function startBenchService(dir: string, dataDir: string): Promise<ServerProcess> {
-  const server = await startServerProcess(['--data-dir', dataDir], { SIGNBRIDGE_LOG_LEVEL: 'warn' });
+export async function startBenchService(dir: string, dataDir: string, nodeArgs: string[] = []): Promise<ServerProcess> {
+  const server = await startServerProcess(['--data-dir', dataDir], {
+    SIGNBRIDGE_LOG_LEVEL: 'warn',
+    ...(nodeArgs.length > 0 ? { SIGNBRIDGE_SERVER_NODE_ARGS: nodeArgs.join(' ') } : {}),
+  });
   const operator = createApiKeyCli(dataDir, 'operator');
   for (const [tenant, spec] of [
     ['bench-rsa', 'RSA_2048'],
@@ -143,12 +146,16 @@ export async function startBenchService(dir: string, dataDir: string): Promise<S
   return server;
 }
 
-/** `signbridge daemon` in front of the bench service while `fn` runs; `extraYaml` adds settings to its file. */
+/**
+ * `signbridge daemon` in front of the bench service while `fn` runs; `extraYaml` adds settings to its file,
+ * `nodeArgs` go to its Node (e.g. `--cpu-prof`).
+ */
 export async function withRemoteDaemon<T>(
   dir: string,
   serviceUrl: string,
   extraYaml: string,
   fn: (socket: string) => T | Promise<T>,
+  nodeArgs: string[] = [],
 ): Promise<T> {
   const socket = join(makeTempDir('sbp-'), 'run', 'd.sock');
   const configFile = join(dir, `daemon-${Date.now()}.yaml`);
@@ -156,7 +163,7 @@ export async function withRemoteDaemon<T>(
     configFile,
     `socket: ${socket}\nlogLevel: warn\nservice:\n  url: ${serviceUrl}\ntenants:\n  - id: bench-rsa\n    apiKeyFile: ${join(dir, 'bench-rsa.key')}\n  - id: bench-ec\n    apiKeyFile: ${join(dir, 'bench-ec.key')}\n${extraYaml}`,
   );
-  const daemon = spawn(process.execPath, [CLI, 'daemon', '--config', configFile], { stdio: 'ignore' });
+  const daemon = spawn(process.execPath, [...nodeArgs, CLI, 'daemon', '--config', configFile], { stdio: 'ignore' });
   try {
     await waitForFile(socket);
     return await fn(socket);

@@ -13,6 +13,26 @@ import { performance } from 'node:perf_hooks';
 export const DEFAULT_BUSY_POLL_MS = 0.5;
 /** The longest a single touch keeps the loop polling: a longer wait (an approval, a slow HSM) sleeps. */
 export const MAX_BUSY_POLL_MS = 10;
+/**
+ * How often, while polling, the loop checks that it got the CPU it spun for (ms of wall time). A thread's CPU time
+ * (getrusage) moves only at the scheduler's ticks and switches, 1-4 ms apart here (10 ms with HZ=100): over 25 ms a
+ * thread that ran throughout shows at least 60% even then, so only real preemption falls below CONTENDED_SHARE.
+ */
+export const CONTENTION_SAMPLE_MS = 25;
+/** A sample in which this thread ran less than this share of the wall time: the cores are oversubscribed. */
+export const CONTENDED_SHARE = 0.5;
+/** How long polling stays off after a contended sample: one sample a second at most spins on busy cores. */
+export const CONTENTION_BACK_OFF_MS = 1_000;
+
+/** This thread's CPU time in ms, where Node can tell (process.threadCpuUsage: Node 23.9 and later). */
+function threadCpuMsOf(): (() => number) | undefined {
+  const usage = (process as { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage;
+  if (typeof usage !== 'function') return undefined;
+  return () => {
+    const { user, system } = usage.call(process);
+    return (user + system) / 1000;
+  };
+}
 
 export interface BusyPollOptions {
   /**
@@ -25,6 +45,13 @@ export interface BusyPollOptions {
   cores?: number;
   /** The clock in ms (default: performance.now); tests pass one they move by hand. */
   now?: () => number;
+  /**
+   * This thread's CPU time in ms (default: process.threadCpuUsage where Node has it; else no contention check).
+   * A loop that spins while other processes want the cores is preempted and runs only part of the wall time: the
+   * daemon spinning for the service's answer on a busy 2-core machine held a core the service needed, and the
+   * full path fell from ~450 to ~60 signatures/s (p50 14 ms). Such a sample turns polling off for a while.
+   */
+  threadCpuMs?: (() => number) | undefined;
 }
 
 export class BusyPoll {
@@ -36,11 +63,21 @@ export class BusyPoll {
   private readonly busyThreads: () => number;
   private readonly cores: number;
   private readonly now: () => number;
+  private readonly threadCpuMs: (() => number) | undefined;
+  /** The contention sample under way: when it started, and this thread's CPU time then. */
+  private sampleAt = 0;
+  private sampleCpuMs = 0;
+  /** No polling before this (a contended sample was seen). */
+  private backOffUntil = 0;
   private readonly poll = (): void => {
     const now = this.now();
     const wanted = now < this.until || (this.open > 0 && now < this.openUntil);
-    if (wanted && this.busyThreads() + 1 < this.cores) setImmediate(this.poll);
-    else this.polling = false;
+    // Each piece of work under way beyond the first waits on another process (the service signing it), which
+    // needs a core of its own as a busy signing thread does; the first is the sequential client's wait.
+    const othersWaitedOn = Math.max(0, this.open - 1);
+    if (wanted && this.busyThreads() + othersWaitedOn + 1 < this.cores && !this.contended(now)) {
+      setImmediate(this.poll);
+    } else this.polling = false;
   };
 
   constructor(
@@ -50,6 +87,8 @@ export class BusyPoll {
     this.busyThreads = options.busyThreads ?? (() => 0);
     this.cores = options.cores ?? availableParallelism();
     this.now = options.now ?? (() => performance.now());
+    // A test's hand-moved clock and this thread's real CPU time would disagree: the check then takes both or none.
+    this.threadCpuMs = 'threadCpuMs' in options ? options.threadCpuMs : options.now ? undefined : threadCpuMsOf();
   }
 
   /** True while the loop is kept polling. */
@@ -84,10 +123,31 @@ export class BusyPoll {
   }
 
   private start(): void {
-    if (!this.polling) {
+    if (!this.polling && this.now() >= this.backOffUntil) {
       this.polling = true;
+      this.startSample(this.now());
       setImmediate(this.poll);
     }
+  }
+
+  private startSample(now: number): void {
+    this.sampleAt = now;
+    this.sampleCpuMs = this.threadCpuMs?.() ?? 0;
+  }
+
+  /**
+   * True when the last CONTENTION_SAMPLE_MS of polling ran on the CPU for less than CONTENDED_SHARE of the wall
+   * time (this thread only polls or works while it polls, never sleeps): polling then stops for
+   * CONTENTION_BACK_OFF_MS, so that it spins at most ~2.5% of the time while the cores stay oversubscribed.
+   */
+  private contended(now: number): boolean {
+    if (now < this.backOffUntil) return true;
+    if (!this.threadCpuMs || now - this.sampleAt < CONTENTION_SAMPLE_MS) return false;
+    const ran = (this.threadCpuMs() - this.sampleCpuMs) / (now - this.sampleAt);
+    this.startSample(now);
+    if (ran >= CONTENDED_SHARE) return false;
+    this.backOffUntil = now + CONTENTION_BACK_OFF_MS;
+    return true;
   }
 }
 

@@ -252,11 +252,52 @@ function exceptionFor(input: PolicyInput, vulnId: string) {
   );
 }
 
+/**
+ * The digests of the inputs seen lately, by their canonical text: a caller's requests repeat the same inputs
+ * (tenant, key, algorithm, caller, context; the digest signed is not one of them), and the SHA-256 was most of what
+ * the rules cost per `sign`. Only short texts (an SBOM's are not kept); the map is emptied when full. The text is
+ * the key, so a changed input can never find another input's digest.
+ */
+const recentDigests = new Map<string, string>();
+export const REMEMBERED_DIGESTS = 1024;
+const REMEMBERED_TEXT_LENGTH = 1024;
+
+/**
+ * The inputs' canonical text: `JSON.stringify(rest, sortedKeys)`, which the digests have always hashed. Built by
+ * hand when every value is a string, number or boolean (every request but a CI workload's facts): the replacer
+ * array sends JSON.stringify down its slow path, as long as the SHA-256 itself. Same text (the test compares).
+ */
+export function canonicalInputsText(input: PolicyInput): string {
+  const { exceptions: _e, ...rest } = input;
+  const keys = Object.keys(rest).sort();
+  const values = rest as Record<string, unknown>;
+  let text = '{';
+  for (const key of keys) {
+    const value = values[key];
+    if (value === undefined) continue;
+    const kind = typeof value;
+    if (kind !== 'string' && kind !== 'number' && kind !== 'boolean') return JSON.stringify(rest, keys);
+    text += `${text === '{' ? '' : ','}${JSON.stringify(key)}:${JSON.stringify(value)}`;
+  }
+  return `${text}}`;
+}
+
 /** SHA-256 over the inputs in a canonical form (sorted keys), so a decision can be tied to what it saw. */
 export function inputsDigest(input: PolicyInput): string {
-  const { exceptions: _e, ...rest } = input;
-  const canonical = JSON.stringify(rest, Object.keys(rest).sort());
-  return `sha256:${createHash('sha256').update(canonical).digest('hex')}`;
+  const canonical = canonicalInputsText(input);
+  const known = recentDigests.get(canonical);
+  if (known !== undefined) return known;
+  const digest = `sha256:${createHash('sha256').update(canonical).digest('hex')}`;
+  if (canonical.length <= REMEMBERED_TEXT_LENGTH) {
+    if (recentDigests.size >= REMEMBERED_DIGESTS) recentDigests.clear();
+    recentDigests.set(canonical, digest);
+  }
+  return digest;
+}
+
+/** How many input digests are remembered (tests: the memory stays bounded). */
+export function rememberedInputDigests(): number {
+  return recentDigests.size;
 }
 
 export class RulesPolicyEngine implements PolicyEngine {

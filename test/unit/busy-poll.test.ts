@@ -4,7 +4,14 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DaemonConfigError, resolveDaemonConfig } from '../../daemon/config.js';
-import { BusyPoll, busyPollSetting, DEFAULT_BUSY_POLL_MS, MAX_BUSY_POLL_MS } from '../../src/busy-poll.js';
+import {
+  BusyPoll,
+  busyPollSetting,
+  CONTENTION_BACK_OFF_MS,
+  CONTENTION_SAMPLE_MS,
+  DEFAULT_BUSY_POLL_MS,
+  MAX_BUSY_POLL_MS,
+} from '../../src/busy-poll.js';
 import { resolveConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/config-error.js';
 import { makeTempDir } from '../helpers/service.js';
@@ -98,6 +105,58 @@ describe('BusyPoll', () => {
     await nextTurn();
     expect(poll.active).toBe(false);
     poll.end();
+  });
+
+  it('waits on a second piece of work asleep: it needs a core elsewhere (the service), as a busy thread does', async () => {
+    const clock = manualClock();
+    const poll = new BusyPoll(1, { cores: 2, now: clock.now });
+    poll.begin(); // one client's request at the service: the sequential client's wait, polled
+    await nextTurn();
+    expect(poll.active).toBe(true);
+    poll.begin(); // a second client's request too: the service needs both cores
+    await nextTurn();
+    await nextTurn();
+    expect(poll.active).toBe(false);
+    poll.end(); // one answered: back to one wait, polled again
+    await nextTurn();
+    expect(poll.active).toBe(true);
+    poll.end();
+    clock.advance(2);
+    await nextTurn();
+    await nextTurn();
+    expect(poll.active).toBe(false);
+  });
+
+  it('stops polling for a while when it does not get the CPU it spins for (the cores are oversubscribed)', async () => {
+    const clock = manualClock();
+    let cpuMs = 0;
+    // A window long enough for samples to be taken while it lasts.
+    const window = CONTENTION_SAMPLE_MS * 4;
+    const poll = new BusyPoll(window, { now: clock.now, threadCpuMs: () => cpuMs, cores: 2 });
+    poll.touch();
+    // Running all the time it polls: it goes on.
+    clock.advance(CONTENTION_SAMPLE_MS);
+    cpuMs += CONTENTION_SAMPLE_MS;
+    await nextTurn();
+    expect(poll.active).toBe(true);
+    // Preempted: a quarter of the wall time on the CPU.
+    clock.advance(CONTENTION_SAMPLE_MS);
+    cpuMs += CONTENTION_SAMPLE_MS / 4;
+    await nextTurn();
+    await nextTurn();
+    expect(poll.active).toBe(false);
+    poll.touch(); // new work during the back-off: it sleeps
+    await nextTurn();
+    expect(poll.active).toBe(false);
+    clock.advance(CONTENTION_BACK_OFF_MS);
+    poll.touch(); // after it: polls again
+    await nextTurn();
+    expect(poll.active).toBe(true);
+    clock.advance(window + 1);
+    cpuMs += window + 1;
+    await nextTurn();
+    await nextTurn();
+    expect(poll.active).toBe(false);
   });
 
   it('does nothing with a window of 0', () => {

@@ -1,15 +1,19 @@
 // The rule engine, table-driven: every rule alone and in combination, in the documented precedence
 // (deny > pending > allow), with per-tenant overrides and exceptions. SBOM scanning is given as a table of
 // matches here; the real SBOM/OSV scanner has its own tests.
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/paths.js';
 import type { PolicyInput } from '../../src/policy/policy.js';
 import { PolicyFileError, parsePolicyDocument } from '../../src/policy/policy-file.js';
 import {
+  canonicalInputsText,
   inputsDigest,
+  REMEMBERED_DIGESTS,
   RULES,
   RulesPolicyEngine,
+  rememberedInputDigests,
   SbomRejected,
   type SbomScanner,
   type VulnerabilityMatch,
@@ -196,6 +200,50 @@ describe('SBOM problems and digests', () => {
     const b = inputsDigest({ environment: 'e', project: 'p', ...base });
     expect(a).toBe(b);
     expect(inputsDigest({ ...base, project: 'q', environment: 'e' })).not.toBe(a);
+  });
+
+  it("builds the inputs' canonical text as JSON.stringify with the sorted keys as replacer did", () => {
+    const replacer = (input: PolicyInput) => {
+      const { exceptions: _e, ...rest } = input;
+      return JSON.stringify(rest, Object.keys(rest).sort());
+    };
+    const inputs: PolicyInput[] = [
+      base,
+      { ...base, project: 'p "quoted" \\ ünïcode \u2028', environment: undefined, requireTee: true },
+      { ...base, exceptions: [{ id: 'x', vulnId: 'CVE-1' }], identityStatus: 'active' },
+      { ...base, workloadIssuer: 'https://token.actions.githubusercontent.com', workloadSubject: 'repo:a/b' },
+      // A value that is not a string, number or boolean: the generic form, nested keys filtered as before.
+      { ...base, ...({ nested: { tenantId: 't', other: 1 }, list: [1, 'a'] } as object) },
+    ];
+    for (const input of inputs) expect(canonicalInputsText(input)).toBe(replacer(input));
+  });
+
+  it('remembers recent digests by their inputs: a changed input gets its own, the memory stays bounded', () => {
+    const fresh = (input: PolicyInput) => {
+      const { exceptions: _e, ...rest } = input;
+      const text = JSON.stringify(rest, Object.keys(rest).sort());
+      return `sha256:${createHash('sha256').update(text).digest('hex')}`;
+    };
+    const first = { ...base, project: 'p' };
+    expect(inputsDigest(first)).toBe(fresh(first));
+    expect(inputsDigest(first)).toBe(fresh(first)); // remembered
+    // Each input that changes after the first request (a rotated key, a changed context) gets the digest of what
+    // it is now, never the remembered one.
+    for (const changed of [
+      { ...first, keyId: 'k2' },
+      { ...first, project: 'q' },
+      { ...first, environment: 'prod' },
+      { ...first, callerId: 'other' },
+    ]) {
+      expect(inputsDigest(changed)).toBe(fresh(changed));
+      expect(inputsDigest(changed)).not.toBe(inputsDigest(first));
+    }
+    for (let i = 0; i < REMEMBERED_DIGESTS + 10; i++) inputsDigest({ ...base, project: `p${i}` });
+    expect(rememberedInputDigests()).toBeLessThanOrEqual(REMEMBERED_DIGESTS);
+    const sbom = { ...base, sbom: 'x'.repeat(5000) };
+    const before = rememberedInputDigests();
+    expect(inputsDigest(sbom)).toBe(fresh(sbom));
+    expect(rememberedInputDigests()).toBe(before); // long texts (an SBOM) are not kept
   });
 
   it('docs/policy.md lists the rules in RULES order', () => {
