@@ -201,7 +201,7 @@ export function workersSetting(flag: string | undefined, env: NodeJS.ProcessEnv,
 /**
  * What each request worker may hold. `semiSpaceMb`: V8's young generation (its semi-spaces) of each worker, given as
  * --max-semi-space-size; V8 sizes it for the machine's memory (64 MB semi-spaces, 128 MB of young generation, on a
- * machine with 16 GB or more), which a worker fills under load and keeps. 0 leaves it to V8. `restartAboveMb`: a
+ * 23 GB test host), which a worker fills under load and keeps. 0 leaves it to V8. `restartAboveMb`: a
  * worker whose resident set stays above this is replaced by a fresh one (src/workers/memory-bounds.ts); SoftHSM
  * keeps a few bytes of every signature (docs/benchmarks.md), so only a new process gives them back. 0: never.
  */

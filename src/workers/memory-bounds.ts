@@ -3,7 +3,7 @@
 //   - the primary's key store has no signing threads (primaryKeyStore): it signs only the log's checkpoints, one
 //     every second or so and well under a millisecond each, and each signing thread is an isolate of its own;
 //   - its young generation, given to V8 when the primary forks it (workerExecArgv): V8 sizes it for the machine's
-//     memory, up to 128 MB on a machine with 16 GB or more, and a worker under load fills it and keeps it;
+//     memory (128 MB on a 23 GB test host), and a worker under load fills it and keeps it;
 //   - its resident set over time (ResidentSetWatch): SoftHSM keeps a few bytes of every signature outside anything
 //     the process can free, so a worker that stays above the limit asks the primary for a fresh one to take over.
 import type { Worker } from 'node:cluster';
