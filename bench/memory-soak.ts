@@ -3,10 +3,15 @@
 // 256 connections for BENCH_SOAK_SECONDS (default 600); the resident set of every process of the service sampled
 // every 10 s from /proc. Flat means the last third's mean is within 10% of the middle third's: the first third is
 // warm-up (caches, pools, JIT, SQLite's page cache). Run alone: `node dist/bench/memory-soak.js`; prints a
-// markdown table and one JSON line. Linux only (/proc).
-import { readdirSync, readFileSync } from 'node:fs';
+// markdown table and one JSON line. Linux only (/proc). `BENCH_WORKERS=2 BENCH_SOAK_CONNECTIONS=64` is issue 46's
+// case. Every process of the service also loads bench/memory-probe.ts, so the report splits each one's resident
+// set into V8's heap (its young and old generations), what V8 knows of outside it, and the native rest.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createApiKeyCli, postAction, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
+import type { MemorySample } from './memory-probe.js';
 import { signLoad } from './sign-load.js';
 
 const log = (msg: string) => process.stderr.write(`[bench:soak] ${msg}\n`);
@@ -63,8 +68,14 @@ interface Sample {
 const dataDir = makeTempDir('sb-bench-soak-');
 const operator = createApiKeyCli(dataDir, 'operator');
 const workers = process.env.BENCH_WORKERS;
+const probeFile = join(dataDir, 'memory-probe.jsonl');
+const probe = fileURLToPath(new URL('./memory-probe.js', import.meta.url));
 const server = await startServerProcess(['--data-dir', dataDir, ...(workers ? ['--workers', workers] : [])], {
   SIGNBRIDGE_LOG_LEVEL: 'warn',
+  // The probe's path must hold no space (startServerProcess splits the arguments on spaces).
+  SIGNBRIDGE_SERVER_NODE_ARGS: `${process.env.SIGNBRIDGE_SERVER_NODE_ARGS ?? ''} --import ${probe}`,
+  SIGNBRIDGE_MEMORY_PROBE_FILE: probeFile,
+  SIGNBRIDGE_MEMORY_PROBE_MS: String(SAMPLE_MS),
 });
 const samples: Sample[] = [];
 let total = 0;
@@ -132,6 +143,60 @@ process.stdout.write(
     '',
   ].join('\n'),
 );
+
+// Per process (the primary, each worker by its cluster id): its resident set over the run and, at its last sample,
+// where it goes. A worker that was replaced shows under its pid's role again (the role names the cluster id).
+const probes: MemorySample[] = existsSync(probeFile)
+  ? readFileSync(probeFile, 'utf8')
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as MemorySample)
+  : [];
+const mb = (bytes: number) => bytes / 2 ** 20;
+const byProcess = new Map<string, MemorySample[]>();
+for (const p of probes) {
+  const key = `${p.role} (pid ${p.pid})`;
+  byProcess.set(key, [...(byProcess.get(key) ?? []), p]);
+}
+const perProcess = [...byProcess].map(([name, list]) => {
+  const rss = list.map((p) => mb(p.rss));
+  const n = Math.max(1, Math.floor(rss.length / 3));
+  const end = list.at(-1) as MemorySample;
+  return {
+    name,
+    samples: rss.length,
+    firstMb: rss[0] as number,
+    middleMb: mean(rss.slice(n, 2 * n)),
+    lastMb: mean(rss.slice(-n)),
+    peakMb: Math.max(...rss),
+    end: {
+      rss: mb(end.rss),
+      young: mb(end.newSpace),
+      old: mb(end.oldSpace),
+      heapTotal: mb(end.heapTotal),
+      heapUsed: mb(end.heapUsed),
+      external: mb(end.external),
+      native: mb(end.rss - end.heapTotal - end.external),
+    },
+  };
+});
+const f = (x: number) => x.toFixed(0);
 process.stdout.write(
-  `${JSON.stringify({ seconds: SECONDS, connections: CONNECTIONS, signatures: total, peakMb: Math.max(...largest), middleMb: middle, lastMb: last, mbPerMillionSignatures: perMillion })}\n`,
+  [
+    'Per process: resident set (MB) over the run, and where it went at the last sample (V8 heap = young + old +',
+    "V8's other spaces; native = RSS - heap - external: signing threads' isolates, SQLite, SoftHSM, malloc):",
+    '',
+    '| process | first | middle third | last third | peak | last: heap (young / old) | heap used | external | native |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...perProcess.map(
+      (p) =>
+        `| ${p.name} | ${f(p.firstMb)} | ${f(p.middleMb)} | ${f(p.lastMb)} | ${f(p.peakMb)} | ` +
+        `${f(p.end.heapTotal)} (${f(p.end.young)} / ${f(p.end.old)}) | ${f(p.end.heapUsed)} | ${f(p.end.external)} | ${f(p.end.native)} |`,
+    ),
+    '',
+  ].join('\n'),
+);
+process.stdout.write(
+  `${JSON.stringify({ seconds: SECONDS, connections: CONNECTIONS, signatures: total, peakMb: Math.max(...largest), middleMb: middle, lastMb: last, mbPerMillionSignatures: perMillion, perProcess })}\n`,
 );

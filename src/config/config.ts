@@ -65,6 +65,8 @@ import {
   requestHandlingSetting,
   SERVER_ENV,
   ServerConfigProperties as Server,
+  type WorkerMemorySettings,
+  workerMemorySetting,
   workersSetting,
 } from './server-settings.js';
 
@@ -101,6 +103,7 @@ export const ConfigFileSchema = Type.Object(
     policyFile: Type.Optional(PolicyFileConfigSchema),
     busyPollMs: Server.busyPollMs,
     workers: Server.workers,
+    workerMemory: Server.workerMemory,
     metrics: Type.Optional(MetricsConfigSchema),
     /** Sign-in through the organisation's OpenID Connect provider (docs/oauth.md). */
     oidc: Type.Optional(OidcConfigSchema),
@@ -137,6 +140,8 @@ export interface ServiceConfig {
   busyPollMs: number;
   /** Processes taking requests behind the listening address (workersSetting; 1: this process alone). */
   workers: number;
+  /** What each request worker may hold: its young generation, when it is replaced (workerMemorySetting). */
+  workerMemory: WorkerMemorySettings;
   /** Where /metrics is served; absent: not served. */
   metrics?: { host: string; port: number };
   /** Absent when no IdP is configured (the /oauth/* endpoints then answer 503 oauth_not_configured). */
@@ -214,6 +219,7 @@ export function resolveConfig(sources: ConfigSources): ServiceConfig {
     kmsApi: kmsApiSetting(file.kmsApi),
     ...server,
     workers: workersSetting(sources.workers, env, file),
+    workerMemory: workerMemorySetting(env, file),
     ...metricsSetting(env, file.metrics),
     ...oidcSetting(file, env),
     workload: workloadSetting(file.workload, env),

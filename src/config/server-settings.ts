@@ -11,6 +11,13 @@ import { parseListen } from '../net/listen-address.js';
 /** The most request workers one instance runs (`workers`). */
 export const MAX_WORKERS = 256;
 
+/** The largest young-generation semi-space a worker may be given (V8 takes up to 1 GB; past this it only wastes). */
+export const MAX_SEMI_SPACE_MB = 256;
+/** The largest resident set a worker may be allowed before it is replaced (64 GB). */
+export const MAX_RESTART_ABOVE_MB = 65_536;
+/** Below this a worker would be replaced before it finished starting (a worker starts at about 200 MB). */
+export const MIN_RESTART_ABOVE_MB = 256;
+
 /** The environment variables the server's own settings read. */
 export const SERVER_ENV = [
   'SIGNBRIDGE_DATA_DIR',
@@ -21,6 +28,8 @@ export const SERVER_ENV = [
   'SIGNBRIDGE_PUBLIC_URL',
   'SIGNBRIDGE_BUSY_POLL_MS',
   'SIGNBRIDGE_WORKERS',
+  'SIGNBRIDGE_WORKER_SEMI_SPACE_MB',
+  'SIGNBRIDGE_WORKER_RESTART_ABOVE_MB',
   // Read by src/start-timing.ts: `1` prints where each step of a start went (a diagnosis, not a setting).
   'SIGNBRIDGE_START_TIMING',
 ] as const;
@@ -42,6 +51,16 @@ export const ServerConfigProperties = {
   busyPollMs: Type.Optional(Type.Number({ minimum: 0, maximum: 10 })),
   /** Processes that take requests behind the one listening address (src/workers/); 1: this process alone. */
   workers: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_WORKERS })),
+  /** What each request worker may hold (workerMemorySetting; docs/configuration.md, "Request workers"). */
+  workerMemory: Type.Optional(
+    Type.Object(
+      {
+        semiSpaceMb: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_SEMI_SPACE_MB })),
+        restartAboveMb: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_RESTART_ABOVE_MB })),
+      },
+      { additionalProperties: false },
+    ),
+  ),
 };
 
 /** The file's keys as it spells them, with what applies when one is not set. */
@@ -177,4 +196,49 @@ export function workersSetting(flag: string | undefined, env: NodeJS.ProcessEnv,
     throw new ConfigError(`${source} must be a whole number from 1 to ${MAX_WORKERS}, got "${given}"`);
   }
   return Number(given);
+}
+
+/**
+ * What each request worker may hold. `semiSpaceMb`: V8's young generation (its semi-spaces) of each worker, given as
+ * --max-semi-space-size; V8 sizes it for the machine's memory (64 MB semi-spaces, 128 MB of young generation, on a
+ * 23 GB test host), which a worker fills under load and keeps. 0 leaves it to V8. `restartAboveMb`: a
+ * worker whose resident set stays above this is replaced by a fresh one (src/workers/memory-bounds.ts); SoftHSM
+ * keeps a few bytes of every signature (docs/benchmarks.md), so only a new process gives them back. 0: never.
+ */
+export type WorkerMemorySettings = {
+  semiSpaceMb: number;
+  restartAboveMb: number;
+};
+
+export const WORKER_MEMORY_DEFAULTS: WorkerMemorySettings = { semiSpaceMb: 16, restartAboveMb: 0 };
+
+/** SIGNBRIDGE_WORKER_SEMI_SPACE_MB / SIGNBRIDGE_WORKER_RESTART_ABOVE_MB over the file's workerMemory over the defaults. */
+export function workerMemorySetting(env: NodeJS.ProcessEnv, file: ServerConfigFile): WorkerMemorySettings {
+  const semiSpaceMb = wholeMb(
+    'SIGNBRIDGE_WORKER_SEMI_SPACE_MB',
+    env.SIGNBRIDGE_WORKER_SEMI_SPACE_MB,
+    file.workerMemory?.semiSpaceMb ?? WORKER_MEMORY_DEFAULTS.semiSpaceMb,
+    MAX_SEMI_SPACE_MB,
+  );
+  const restartAboveMb = wholeMb(
+    'SIGNBRIDGE_WORKER_RESTART_ABOVE_MB',
+    env.SIGNBRIDGE_WORKER_RESTART_ABOVE_MB,
+    file.workerMemory?.restartAboveMb ?? WORKER_MEMORY_DEFAULTS.restartAboveMb,
+    MAX_RESTART_ABOVE_MB,
+  );
+  if (restartAboveMb > 0 && restartAboveMb < MIN_RESTART_ABOVE_MB) {
+    throw new ConfigError(
+      `workerMemory.restartAboveMb must be 0 (never) or at least ${MIN_RESTART_ABOVE_MB}: a worker starts at about ` +
+        `200 MB and would be replaced again and again (got ${restartAboveMb})`,
+    );
+  }
+  return { semiSpaceMb, restartAboveMb };
+}
+
+function wholeMb(name: string, fromEnv: string | undefined, fallback: number, max: number): number {
+  if (fromEnv === undefined || fromEnv === '') return fallback;
+  if (!/^\d{1,6}$/.test(fromEnv) || Number(fromEnv) > max) {
+    throw new ConfigError(`${name} must be a whole number of MB from 0 to ${max}, got "${fromEnv}"`);
+  }
+  return Number(fromEnv);
 }

@@ -33,6 +33,12 @@ export interface ListeningMessage {
   url: string;
 }
 
+/** The worker's resident set stayed above `workerMemory.restartAboveMb`: the primary replaces it (memory-bounds.ts). */
+export interface RetireMessage {
+  signbridge: 'retire';
+  rssMb: number;
+}
+
 /** The primary asks a worker for its metrics (for one scrape). */
 export interface MetricsRequest {
   signbridge: 'metrics?';
@@ -54,7 +60,7 @@ export interface StopMessage {
   signbridge: 'stop';
 }
 
-export type ToPrimary = WritesMessage | NudgeMessage | ListeningMessage | MetricsAnswer;
+export type ToPrimary = WritesMessage | NudgeMessage | ListeningMessage | MetricsAnswer | RetireMessage;
 export type ToWorker = WrittenMessage | MetricsRequest | StopMessage;
 
 /** `message` if it is one of ours of kind `kind`. */

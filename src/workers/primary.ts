@@ -7,7 +7,9 @@
 //   - the event dispatcher and its sweeps, the log integrator, the pruner (its app, which does not listen);
 //   - the metrics listener, adding up the workers' metrics (cluster-metrics.ts), and the `service_start` entry.
 // A worker that ends (a crash, kill -9) is started again; what it answered was durable before it answered. The
-// workers end with the primary: Node's cluster ends a worker whose IPC channel closes.
+// workers end with the primary: Node's cluster ends a worker whose IPC channel closes. A worker whose resident set
+// stays above `workerMemory.restartAboveMb` is replaced by a fresh one, and the primary's key store has no signing
+// threads (memory-bounds.ts).
 import cluster, { type Worker } from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import type { ServiceConfig } from '../config/config.js';
@@ -15,6 +17,7 @@ import { startMetricsServer } from '../metrics/metrics-server.js';
 import { buildService, recordStart } from '../server.js';
 import { startStep } from '../start-timing.js';
 import { clusterRegistry } from './cluster-metrics.js';
+import { primaryKeyStore, replaceWorker, workerExecArgv } from './memory-bounds.js';
 import { ours } from './messages.js';
 import { WORKER_STOP_MS } from './worker.js';
 import { relayWrites } from './write-relay.js';
@@ -34,10 +37,15 @@ export interface RunningCluster {
 const RESTART_AFTER_MS = 1_000;
 
 export async function runPrimary(config: ServiceConfig): Promise<RunningCluster> {
-  const parts = await buildService(config, { serves: false, background: true });
+  const parts = await buildService(
+    { ...config, keyStore: primaryKeyStore(config.keyStore) },
+    { serves: false, background: true },
+  );
   const { app, store } = parts;
   let stopping = false;
   const workers = new Set<Worker>();
+  /** Workers being replaced (memory-bounds.ts): their end is not a crash to restart. */
+  const retiring = new WeakSet<Worker>();
   try {
     // The log key is made, and the passes start, before any worker takes a request.
     await app.ready();
@@ -50,7 +58,10 @@ export async function runPrimary(config: ServiceConfig): Promise<RunningCluster>
   }
   // The store that is its database's single writer (SQLite) commits the workers' writes; on PostgreSQL there is none.
   const commit = store.commitRelayedWrite?.bind(store);
-  cluster.setupPrimary({ serialization: 'advanced' });
+  cluster.setupPrimary({
+    serialization: 'advanced',
+    execArgv: workerExecArgv(process.execArgv, process.env.NODE_OPTIONS, config.workerMemory.semiSpaceMb),
+  });
 
   const fork = (): Worker => {
     const worker = cluster.fork();
@@ -61,10 +72,19 @@ export async function runPrimary(config: ServiceConfig): Promise<RunningCluster>
       const nudge = ours(message, 'nudge');
       if (nudge?.pass === 'events') app.eventDispatcher?.nudge();
       else if (nudge?.pass === 'log') app.transparencyLog?.nudge();
+      const retire = ours(message, 'retire');
+      if (retire && !stopping && !retiring.has(worker)) {
+        retiring.add(worker);
+        app.log.warn(
+          { pid: worker.process.pid, rssMb: retire.rssMb, restartAboveMb: config.workerMemory.restartAboveMb },
+          'request worker above its memory limit; replacing it',
+        );
+        replaceWorker(worker, fork, whenListening, (old) => void stopWorker(old));
+      }
     });
     worker.on('exit', (code, signal) => {
       workers.delete(worker);
-      if (stopping) return;
+      if (stopping || retiring.has(worker)) return;
       app.log.error({ pid: worker.process.pid, code, signal }, 'request worker ended; starting another');
       const wait = Math.max(0, RESTART_AFTER_MS - (Date.now() - startedAt));
       setTimeout(() => {
@@ -116,6 +136,16 @@ export async function runPrimary(config: ServiceConfig): Promise<RunningCluster>
       await app.close();
     },
   };
+}
+
+/** Calls `then` once `worker` says it listens. */
+function whenListening(worker: Worker, then: () => void): void {
+  const onMessage = (message: unknown) => {
+    if (!ours(message, 'listening')) return;
+    worker.off('message', onMessage);
+    then();
+  };
+  worker.on('message', onMessage);
 }
 
 /** Forks `count` workers; resolves with the URL they listen on once all do, fails if one ends first. */

@@ -9,6 +9,7 @@ import { buildService, busyPollAround, closeServing } from '../server.js';
 import { startStep } from '../start-timing.js';
 import { answerMetrics } from './cluster-metrics.js';
 import { IpcCommitSink, type PrimaryChannel } from './ipc-commit-sink.js';
+import { ResidentSetWatch } from './memory-bounds.js';
 import { ours } from './messages.js';
 
 /** How long a stopping worker waits for its requests in flight before it ends anyway. */
@@ -53,6 +54,12 @@ export async function runWorker(config: ServiceConfig): Promise<void> {
   startStep('worker: listens');
   app.log.info({ pid: process.pid, url }, 'request worker ready');
   primary.send({ signbridge: 'listening', url }, () => undefined);
+  const { restartAboveMb } = config.workerMemory;
+  if (restartAboveMb > 0) {
+    new ResidentSetWatch(restartAboveMb, (rssMb) => {
+      if (primary.connected) primary.send({ signbridge: 'retire', rssMb: Math.round(rssMb) }, () => undefined);
+    }).start();
+  }
 }
 
 /**

@@ -15,7 +15,7 @@ import { DEFAULT_PERSON_KEY_HOURS } from '../../src/auth/oidc/settings.js';
 import { WORKLOAD_DEFAULTS } from '../../src/auth/workload/workload-settings.js';
 import { DEFAULT_BUSY_POLL_MS } from '../../src/busy-poll.js';
 import { ConfigFileSchema, SETTINGS_ENV } from '../../src/config/config.js';
-import { SERVER_DEFAULTS } from '../../src/config/server-settings.js';
+import { SERVER_DEFAULTS, WORKER_MEMORY_DEFAULTS } from '../../src/config/server-settings.js';
 import { EVENTS_DEFAULTS } from '../../src/events/event-settings.js';
 import { SMTP_DEFAULTS } from '../../src/events/smtp-settings.js';
 import { WEBHOOKS_DEFAULTS } from '../../src/events/webhook-settings.js';
@@ -53,6 +53,7 @@ function defaults(): Record<string, string> {
     Object.entries(values).map(([key, value]) => [section ? `${section}.${key}` : key, value] as const);
   const entries = [
     ...within('', SERVER_DEFAULTS),
+    ...within('workerMemory', WORKER_MEMORY_DEFAULTS),
     ['busyPollMs', DEFAULT_BUSY_POLL_MS] as const,
     ['store.statementTimeoutMs', DEFAULT_STATEMENT_TIMEOUT_MS] as const,
     ...within('trial', TRIAL_DEFAULTS),
