@@ -101,7 +101,7 @@ export class AccessCache {
 
   /** Undefined once this turn's epoch is known; else the read every request of this turn waits for. */
   private checkEpoch(): Promise<void> | undefined {
-    if (this.turn === 'checked' || (process.env.XNOEPOCH && this.seenEpoch !== undefined)) return undefined;
+    if (this.turn === 'checked') return undefined;
     if (this.turn) return this.turn;
     setImmediate(this.nextTurn);
     const epoch = this.readEpoch();
