@@ -62,6 +62,11 @@ export interface DispatcherSettings {
   /** Attempts in flight at once for one subscription, from this instance (default 16). */
   perSubscription?: number;
   /**
+   * Entries read from the log after a subscription's cursor at once, and sent through its slots before the cursor
+   * moves (default 256): one lease, one read and one cursor write for that many events.
+   */
+  logBatch?: number;
+  /**
    * Attempts in flight at once from this instance, all subscriptions together (default 256): bounds the sockets
    * and memory. Each hanging receiver holds at most perSubscription of them (one once its attempts time out).
    */
@@ -88,6 +93,7 @@ export class EventDispatcher {
   private readonly pollMs: number;
   private readonly leaseMs: number;
   private readonly perSubscription: number;
+  private readonly logBatch: number;
   private readonly concurrency: number;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -120,6 +126,7 @@ export class EventDispatcher {
     this.idleMs = this.pollMs;
     this.leaseMs = settings.leaseMs ?? 60_000;
     this.perSubscription = Math.max(1, settings.perSubscription ?? 16);
+    this.logBatch = Math.max(1, settings.logBatch ?? 256);
     this.concurrency = Math.max(1, settings.concurrency ?? 256);
   }
 
@@ -257,16 +264,18 @@ export class EventDispatcher {
   ): Promise<Promise<void> | undefined> {
     if (!readsTheLog(subscription) || subscription.pausedAt !== null || this.logBatches.has(subscription.id)) return;
     const busy = this.inFlight.get(subscription.id)?.size ?? 0;
-    let limit = Math.min(this.concurrency - this.inFlightCount, this.perSubscription - busy);
+    let slots = Math.min(this.concurrency - this.inFlightCount, this.perSubscription - busy);
+    let limit = this.logBatch;
     if (subscription.failingSince) {
       if (busy > 0 || (await this.store.events.hasPendingDeliveries(subscription.id))) return;
-      limit = Math.min(limit, 1);
+      slots = Math.min(slots, 1);
+      limit = 1;
     }
-    if (limit <= 0) return;
+    if (slots <= 0) return;
     const lease = await this.store.events.leaseLogEntries(this.owner, subscription, now, leaseUntil, limit);
     if (!lease) return;
     this.startRenewing();
-    const batch = this.sendLogBatch(subscription, lease).finally(() => {
+    const batch = this.sendLogBatch(subscription, lease, slots).finally(() => {
       this.logBatches.delete(subscription.id);
       if (this.inFlightCount === 0 && this.logBatches.size === 0) this.stopRenewing();
       this.refill();
@@ -276,19 +285,27 @@ export class EventDispatcher {
   }
 
   /**
-   * Sends a lease's entries at once, each holding one of the subscription's slots; once all have ended, moves the
-   * cursor past them and keeps the failed attempts as delivery rows, whose outcome is then recorded as any other's.
+   * Sends a lease's entries in seq order through `slots` of the subscription's slots at a time; stops taking more at
+   * the first attempt that fails (a receiver that is down is not sent the whole batch). Once the attempts under way
+   * have ended, moves the cursor past the entries tried, in one unbroken run from the start, and keeps the failed
+   * attempts as delivery rows, whose outcome is then recorded as any other's.
    */
-  private async sendLogBatch(subscription: SubscriptionRecord, lease: LogLease): Promise<void> {
-    const results = await Promise.all(
-      lease.entries.map(async (entry) => {
+  private async sendLogBatch(subscription: SubscriptionRecord, lease: LogLease, slots: number): Promise<void> {
+    const tried: Array<{ claim: DeliveryClaim; result: DeliveryResult } | undefined> = [];
+    let next = 0;
+    let stop = false;
+    const sendNext = async (): Promise<void> => {
+      while (!stop && next < lease.entries.length) {
+        const i = next++;
+        const entry = lease.entries[i] as SignedEntry;
         let event: EventRecord;
         try {
           event = await this.eventOfEntry(entry);
         } catch (err) {
-          // Not sent: the cursor does not move, and the batch is read again once the lease ends.
+          // Not sent: the cursor stops before it, and it is read again in a later pass.
           this.settings.onError?.(`could not read the event of log entry ${entry.seq}: ${(err as Error).message}`);
-          return undefined;
+          stop = true;
+          return;
         }
         const claim: DeliveryClaim = {
           event,
@@ -298,11 +315,18 @@ export class EventDispatcher {
           createdAt: event.timestamp,
           fromLog: true,
         };
-        return { claim, result: await this.track(claim, this.send(claim)) };
-      }),
-    );
-    if (results.some((r) => r === undefined)) return;
-    const sent = results as Array<{ claim: DeliveryClaim; result: DeliveryResult }>;
+        const result = await this.track(claim, this.send(claim));
+        tried[i] = { claim, result };
+        if (result.outcome !== 'delivered') stop = true;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, slots) }, sendNext));
+    const firstGap = Array.from({ length: lease.entries.length }, (_, i) => tried[i]).findIndex((t) => !t);
+    const sent = tried.slice(0, firstGap === -1 ? lease.entries.length : firstGap) as Array<{
+      claim: DeliveryClaim;
+      result: DeliveryResult;
+    }>;
+    if (sent.length === 0) return;
     const at = this.now();
     const leaseUntil = new Date(at.getTime() + this.leaseMs).toISOString();
     const failed = sent.filter((r) => r.result.outcome !== 'delivered');
@@ -311,7 +335,7 @@ export class EventDispatcher {
       moved = await this.store.events.advanceLogCursor(
         this.owner,
         lease,
-        lease.entries[lease.entries.length - 1]?.seq ?? lease.afterSeq,
+        sent[sent.length - 1]?.claim.event.seq ?? lease.afterSeq,
         {
           deliveredAt: failed.length < sent.length ? at.toISOString() : null,
           kept: failed.map((r) => ({ event: r.claim.event, leaseUntil })),
