@@ -11,13 +11,24 @@
 //   transaction keeps each attempt that failed as an outbox row and a delivery row (leased to the sender, which
 //   then records the failure as any other): only failed or pending deliveries have a row, and a retry, the
 //   failing receiver's wait and the pause and probe work on them as documented.
-import { type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
 import type { EventRecord } from '../records/event-kinds.js';
 import { releaseHeld } from './event-holds.js';
 import type { EventTables } from './event-tables.js';
 
 /** The actions whose `signed` entries are signatures made at once, told of from the log (migration 0028's index). */
 export const SIGNED_AT_ONCE_ACTIONS = ['sign', 'pkcs11_sign'] as const;
+
+/**
+ * The partial index's condition, word for word and in literals: a planner uses a partial index only where the query
+ * implies its condition, and bound parameters imply nothing (SQLite then took another index and sorted).
+ */
+const AT_ONCE_SIGNED = sql<boolean>`outcome = 'signed' AND action IN (${sql.raw(
+  SIGNED_AT_ONCE_ACTIONS.map((a) => `'${a}'`).join(', '),
+)})`;
+const AT_ONCE_SIGNED_OF_A = sql<boolean>`a.outcome = 'signed' AND a.action IN (${sql.raw(
+  SIGNED_AT_ONCE_ACTIONS.map((a) => `'${a}'`).join(', '),
+)})`;
 
 /** A `signed` entry of a signature made at once, as the dispatcher turns it into its event. */
 export interface SignedEntry {
@@ -43,7 +54,10 @@ export interface KeptAttempt {
 }
 
 export class EventLogCursors {
-  constructor(private readonly db: Kysely<EventTables>) {}
+  constructor(
+    private readonly db: Kysely<EventTables>,
+    private readonly postgres: boolean,
+  ) {}
 
   /**
    * Up to `limit` entries after the subscription's cursor, with the cursor leased to `owner` until `leaseUntil`;
@@ -67,16 +81,7 @@ export class EventLogCursors {
       return undefined;
     }
     const afterSeq = Number(cursor.after_seq);
-    const rows = await this.db
-      .selectFrom('audit_log')
-      .select(['seq', 'at', 'tenant_id', 'actor', 'details'])
-      .where('tenant_id', '=', subscription.tenantId)
-      .where('outcome', '=', 'signed')
-      .where('action', 'in', SIGNED_AT_ONCE_ACTIONS)
-      .where('seq', '>', afterSeq)
-      .orderBy('seq')
-      .limit(limit)
-      .execute();
+    const rows = await this.signedAfter(subscription.tenantId, afterSeq, limit).execute();
     if (rows.length === 0) return undefined;
     const taken = await this.db
       .updateTable('event_log_cursors')
@@ -192,16 +197,35 @@ export class EventLogCursors {
       .selectFrom('event_log_cursors as c')
       .innerJoin('webhook_subscriptions as s', 's.id', 'c.subscription_id')
       .innerJoin('audit_log as a', (join) =>
-        join
-          .onRef('a.tenant_id', '=', 's.tenant_id')
-          .onRef('a.seq', '>', 'c.after_seq')
-          .on('a.outcome', '=', 'signed')
-          .on('a.action', 'in', SIGNED_AT_ONCE_ACTIONS),
+        join.onRef('a.tenant_id', '=', 's.tenant_id').onRef('a.seq', '>', 'c.after_seq').on(AT_ONCE_SIGNED_OF_A),
       )
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .where('c.subscription_id', 'in', subscriptionIds)
       .executeTakeFirstOrThrow();
     return Number(row.n);
+  }
+
+  /** The plan of the read after a cursor (EXPLAIN QUERY PLAN on SQLite, EXPLAIN on PostgreSQL), one line per step. */
+  async explainLogRead(tenantId: string): Promise<string[]> {
+    // The statement as compiled, not as a subquery (SQLite takes no parentheses after EXPLAIN).
+    const query = this.signedAfter(tenantId, 0, 256).compile();
+    const explain = this.postgres ? 'EXPLAIN ' : 'EXPLAIN QUERY PLAN ';
+    const plan = await this.db.executeQuery<{ 'QUERY PLAN'?: string; detail?: string }>(
+      CompiledQuery.raw(explain + query.sql, [...query.parameters]),
+    );
+    return plan.rows.map((r) => r['QUERY PLAN'] ?? r.detail ?? '');
+  }
+
+  /** A tenant's `signed` entries of signatures made at once after `afterSeq`, in seq order (audit_log_signed_at_once). */
+  private signedAfter(tenantId: string, afterSeq: number, limit: number) {
+    return this.db
+      .selectFrom('audit_log')
+      .select(['seq', 'at', 'tenant_id', 'actor', 'details'])
+      .where('tenant_id', '=', tenantId)
+      .where(AT_ONCE_SIGNED)
+      .where('seq', '>', afterSeq)
+      .orderBy('seq')
+      .limit(limit);
   }
 
   private cursor(subscriptionId: string) {

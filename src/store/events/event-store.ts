@@ -54,7 +54,7 @@ export class EventStore {
     this.outbox = new EventOutbox(db, postgres);
     this.subscriptions = new EventSubscriptions(db, changingSubscriptions);
     this.deliveries = new EventDeliveries(db, postgres);
-    this.logCursors = new EventLogCursors(db);
+    this.logCursors = new EventLogCursors(db, postgres);
   }
 
   // The outbox and its fan-out (event-outbox.ts).
@@ -155,6 +155,10 @@ export class EventStore {
 
   advanceLogCursor(...args: Parameters<EventLogCursors['advanceLogCursor']>) {
     return this.logCursors.advanceLogCursor(...args);
+  }
+
+  explainLogRead(...args: Parameters<EventLogCursors['explainLogRead']>) {
+    return this.logCursors.explainLogRead(...args);
   }
 
   countLogBacklog(...args: Parameters<EventLogCursors['countLogBacklog']>) {
