@@ -3,11 +3,12 @@
 // concurrency 32, in rounds that alternate the tenant's subscriptions:
 // - none: no subscription (the signing path asks its cache and writes no event);
 // - other: a subscription to signature.pending only (the same, with a subscription to look at);
-// - signed: a subscription to signature.signed, delivered to a receiver on 127.0.0.1 that answers 204: each
-//   signature writes its event in its group commit, and the dispatcher fans it out and sends it;
-// - paused: the same subscription, but the receiver answers its first delivery 410 Gone, which pauses it: each
-//   signature writes its event and the dispatcher fans it out, and nothing is sent (the cost of the write alone,
-//   with a receiver that went away).
+// - signed: a subscription to signature.signed, delivered to a receiver on 127.0.0.1 that answers 204: since issue
+//   46 the dispatcher reads each signature's `signed` entry after the subscription's cursor and sends its event
+//   (before, each signature wrote its event in its group commit, and the dispatcher fanned it out and sent it);
+// - paused: the same subscription, but the receiver answers its first delivery 410 Gone, which pauses it: nothing
+//   is sent, and since issue 46 nothing is written for the event either (the cursor waits).
+// Issue 46's lag under full load (p50/p99, backlog): bench/event-lag.ts.
 // Per round: signatures/s while signing, and the service's CPU per signature counted until the receiver has every
 // event of the round (so delivery is in the cost). Rounds alternate so that drift on a shared machine spreads over
 // every mode; the medians are printed as a Markdown table. BENCH_SECONDS (default 6) per round, BENCH_ROUNDS (3),

@@ -308,6 +308,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       { onError: (message) => app.log.warn(message), ...settings },
       now,
       eventSweeps(background, events, (iso) => expireOverdueRequests(background, events, iso), sweeps, now),
+      // signature.signed read from the log, with the console's links (docs/events.md).
+      (entry) => events.signedFromLog(entry),
     );
     app.decorate('eventDispatcher', dispatcher);
     opts.store.events.onWritten = () => dispatcher.nudge();

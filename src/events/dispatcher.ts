@@ -10,14 +10,28 @@
 // At least once: a sender that dies after the receiver answered 2xx but before recording it leaves the delivery to
 // be sent again once its lease ends, with the same webhook-id; receivers dedupe by it.
 //
+// Events read from the log (docs/events.md, "Events read from the log"): a subscription that wants signature.signed
+// is also handed the `signed` entries of signatures made at once, read after its cursor into the audit log
+// (src/store/events/event-log-cursors.ts) and turned into their events as they are sent. A batch of them holds the
+// subscription's slots like leased deliveries; once every attempt of the batch has ended, the cursor moves past it,
+// and the attempts that failed are kept as delivery rows, retried from there like any other.
+//
 // Failing and pausing: a subscription whose attempts fail gets one attempt in flight at a time until one succeeds
 // (a struggling receiver is not hammered, and holds one slot), and while a retry is scheduled its deliveries not
 // tried yet are held behind it by the store (src/store/events/event-holds.ts), so it gets the retry schedule only. Failing for pauseAfterFailingMs (default 1 h) with no
 // success pauses it; a paused subscription is probed with one delivery at a time on the back-off schedule (a wait
 // as long as it has been failing, up to retryMaxMs), and the first 2xx resumes it with its backlog due at once.
 import { randomBytes } from 'node:crypto';
-import type { DeliveryClaim, DeliveryWant, SubscriptionRecord } from '../store/events/event-store.js';
+import type {
+  DeliveryClaim,
+  DeliveryWant,
+  LogLease,
+  SignedEntry,
+  SubscriptionRecord,
+} from '../store/events/event-store.js';
+import type { EventRecord } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
+import { EventBuilder } from './event-builder.js';
 
 /** What happened to one attempt (src/events/webhook-sender.ts and the mailer classify their answers so). */
 export type DeliveryResult =
@@ -48,6 +62,11 @@ export interface DispatcherSettings {
   /** Attempts in flight at once for one subscription, from this instance (default 16). */
   perSubscription?: number;
   /**
+   * Entries read from the log after a subscription's cursor at once, and sent through its slots before the cursor
+   * moves (default 256): one lease, one read and one cursor write for that many events.
+   */
+  logBatch?: number;
+  /**
    * Attempts in flight at once from this instance, all subscriptions together (default 256): bounds the sockets
    * and memory. Each hanging receiver holds at most perSubscription of them (one once its attempts time out).
    */
@@ -74,6 +93,7 @@ export class EventDispatcher {
   private readonly pollMs: number;
   private readonly leaseMs: number;
   private readonly perSubscription: number;
+  private readonly logBatch: number;
   private readonly concurrency: number;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -88,6 +108,8 @@ export class EventDispatcher {
   private renewing: Promise<void> | undefined;
   /** Where the next pass starts in the list of subscriptions: each pass one further, so none is always last. */
   private turn = 0;
+  /** The subscriptions whose cursor into the log this instance holds, with a batch of its entries being sent. */
+  private readonly logBatches = new Map<string, Promise<void>>();
 
   constructor(
     private readonly store: Store,
@@ -96,11 +118,15 @@ export class EventDispatcher {
     private readonly now: () => Date = () => new Date(),
     /** Runs at the start of every pass (expiry, reminders; src/events/event-sweeps.ts). */
     private readonly sweep?: () => Promise<void>,
+    /** Turns a `signed` entry into its signature.signed event (the app's builder, with the console's links). */
+    private readonly eventOfEntry: (entry: SignedEntry) => Promise<EventRecord> = (entry) =>
+      new EventBuilder(store, undefined).signedFromLog(entry),
   ) {
     this.pollMs = settings.pollMs ?? 1000;
     this.idleMs = this.pollMs;
     this.leaseMs = settings.leaseMs ?? 60_000;
     this.perSubscription = Math.max(1, settings.perSubscription ?? 16);
+    this.logBatch = Math.max(1, settings.logBatch ?? 256);
     this.concurrency = Math.max(1, settings.concurrency ?? 256);
   }
 
@@ -143,8 +169,9 @@ export class EventDispatcher {
 
   /** The attempts under way now, settled (tests). */
   async settled(): Promise<void> {
-    while (this.inFlightCount > 0) {
+    while (this.inFlightCount > 0 || this.logBatches.size > 0) {
       await Promise.all([...this.inFlight.values()].flatMap((m) => [...m.values()]));
+      await Promise.all(this.logBatches.values());
     }
   }
 
@@ -210,11 +237,131 @@ export class EventDispatcher {
       const want = await this.want(subscription, iso, leaseUntil);
       if (want) wants.push(want);
     }
-    if (wants.length === 0) return [];
-    // Probes first: a probe won (takeProbe) must not go unsent because the others filled the room.
-    wants.sort((a, b) => Number(b.probe ?? false) - Number(a.probe ?? false));
-    const claims = await this.store.events.claimDeliveries(this.owner, iso, leaseUntil, wants, room);
-    return claims.map((claim) => this.launch(claim));
+    const started: Promise<void>[] = [];
+    if (wants.length > 0) {
+      // Probes first: a probe won (takeProbe) must not go unsent because the others filled the room.
+      wants.sort((a, b) => Number(b.probe ?? false) - Number(a.probe ?? false));
+      const claims = await this.store.events.claimDeliveries(this.owner, iso, leaseUntil, wants, room);
+      started.push(...claims.map((claim) => this.launch(claim)));
+    }
+    for (const subscription of [...subscriptions.slice(start), ...subscriptions.slice(0, start)]) {
+      const batch = await this.fromLog(subscription, iso, leaseUntil);
+      if (batch) started.push(batch);
+    }
+    return started;
+  }
+
+  /**
+   * Starts sending the next entries after `subscription`'s cursor into the log, as many as it has free slots, if it
+   * reads the log and this instance can lease its cursor. Not while it is paused (its cursor waits: a person's resume
+   * or a probe's success lets it go on from there), and, while it is failing, one at a time and only when no
+   * delivery of its is pending: a scheduled retry (and what is held behind it) goes first.
+   */
+  private async fromLog(
+    subscription: SubscriptionRecord,
+    now: string,
+    leaseUntil: string,
+  ): Promise<Promise<void> | undefined> {
+    if (!readsTheLog(subscription) || subscription.pausedAt !== null || this.logBatches.has(subscription.id)) return;
+    const busy = this.inFlight.get(subscription.id)?.size ?? 0;
+    let slots = Math.min(this.concurrency - this.inFlightCount, this.perSubscription - busy);
+    let limit = this.logBatch;
+    if (subscription.failingSince) {
+      if (busy > 0 || (await this.store.events.hasPendingDeliveries(subscription.id))) return;
+      slots = Math.min(slots, 1);
+      limit = 1;
+    }
+    if (slots <= 0) return;
+    const lease = await this.store.events.leaseLogEntries(this.owner, subscription, now, leaseUntil, limit);
+    if (!lease) return;
+    this.startRenewing();
+    const batch = this.sendLogBatch(subscription, lease, slots).finally(() => {
+      this.logBatches.delete(subscription.id);
+      if (this.inFlightCount === 0 && this.logBatches.size === 0) this.stopRenewing();
+      this.refill();
+    });
+    this.logBatches.set(subscription.id, batch);
+    return batch;
+  }
+
+  /**
+   * Sends a lease's entries in seq order through `slots` of the subscription's slots at a time; stops taking more at
+   * the first attempt that fails (a receiver that is down is not sent the whole batch). Once the attempts under way
+   * have ended, moves the cursor past the entries tried, in one unbroken run from the start, and keeps the failed
+   * attempts as delivery rows, whose outcome is then recorded as any other's.
+   */
+  private async sendLogBatch(subscription: SubscriptionRecord, lease: LogLease, slots: number): Promise<void> {
+    const tried: Array<{ claim: DeliveryClaim; result: DeliveryResult } | undefined> = [];
+    let next = 0;
+    let stop = false;
+    const sendNext = async (): Promise<void> => {
+      while (!stop && next < lease.entries.length) {
+        const i = next++;
+        const entry = lease.entries[i] as SignedEntry;
+        let event: EventRecord;
+        try {
+          event = await this.eventOfEntry(entry);
+        } catch (err) {
+          // Not sent: the cursor stops before it, and it is read again in a later pass.
+          this.settings.onError?.(`could not read the event of log entry ${entry.seq}: ${(err as Error).message}`);
+          stop = true;
+          return;
+        }
+        const claim: DeliveryClaim = {
+          event,
+          subscription,
+          attempts: 1,
+          owner: this.owner,
+          createdAt: event.timestamp,
+          fromLog: true,
+        };
+        const result = await this.track(claim, this.send(claim));
+        tried[i] = { claim, result };
+        if (result.outcome !== 'delivered') stop = true;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, slots) }, sendNext));
+    const firstGap = Array.from({ length: lease.entries.length }, (_, i) => tried[i]).findIndex((t) => !t);
+    const sent = tried.slice(0, firstGap === -1 ? lease.entries.length : firstGap) as Array<{
+      claim: DeliveryClaim;
+      result: DeliveryResult;
+    }>;
+    if (sent.length === 0) return;
+    const at = this.now();
+    const leaseUntil = new Date(at.getTime() + this.leaseMs).toISOString();
+    const failed = sent.filter((r) => r.result.outcome !== 'delivered');
+    let moved: Awaited<ReturnType<Store['events']['advanceLogCursor']>>;
+    try {
+      moved = await this.store.events.advanceLogCursor(
+        this.owner,
+        lease,
+        sent[sent.length - 1]?.claim.event.seq ?? lease.afterSeq,
+        {
+          deliveredAt: failed.length < sent.length ? at.toISOString() : null,
+          kept: failed.map((r) => ({ event: r.claim.event, leaseUntil })),
+        },
+      );
+    } catch (err) {
+      // Not moved: the lease ends and the entries are sent again (at least once, with the same ids).
+      this.settings.onError?.(`could not move the log cursor of ${subscription.id}: ${(err as Error).message}`);
+      return;
+    }
+    for (const { claim, result } of sent) {
+      if (result.outcome === 'delivered' && moved.advanced) this.settings.onOutcome?.(claim, result);
+    }
+    if (!moved.advanced) return;
+    // The failed attempts are delivery rows now (attempt 1, leased to this instance): their outcome is recorded
+    // on those rows, which schedules the retry, holds what follows, or pauses the subscription.
+    for (const [i, { claim, result }] of failed.entries()) {
+      const kept: DeliveryClaim = {
+        event: { ...claim.event, seq: moved.keptSeqs[i] as number },
+        subscription,
+        attempts: 1,
+        owner: this.owner,
+        createdAt: claim.createdAt,
+      };
+      await this.recordOutcome(kept, result, at);
+    }
   }
 
   /** What to ask for `subscription` in this pass, if anything: its free slots, or its probe when it is paused. */
@@ -237,23 +384,33 @@ export class EventDispatcher {
 
   /** Sends one claim in the background; its slot is freed (and refilled) once its outcome is recorded. */
   private launch(claim: DeliveryClaim): Promise<void> {
+    return this.track(claim, this.attempt(claim)).then(() => this.refill());
+  }
+
+  /** `work` holds one of the claim's subscription's slots (and one of the instance's) until it settles. */
+  private track<T>(claim: DeliveryClaim, work: Promise<T>): Promise<T> {
     let mine = this.inFlight.get(claim.subscription.id);
     if (!mine) {
       mine = new Map();
       this.inFlight.set(claim.subscription.id, mine);
     }
     const slots = mine;
-    const attempt = this.attempt(claim).finally(() => {
+    const tracked = work.finally(() => {
       slots.delete(claim);
       if (slots.size === 0) this.inFlight.delete(claim.subscription.id);
       this.inFlightCount--;
-      if (this.inFlightCount === 0) this.stopRenewing();
-      this.refill();
+      if (this.inFlightCount === 0 && this.logBatches.size === 0) this.stopRenewing();
     });
-    slots.set(claim, attempt);
+    slots.set(
+      claim,
+      tracked.then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
     this.inFlightCount++;
     this.startRenewing();
-    return attempt;
+    return tracked;
   }
 
   // Without renewal a receiver slower than the lease (a 10 s time-out, a 3 s lease) lets another instance lease
@@ -280,22 +437,30 @@ export class EventDispatcher {
   /** Extends the leases of the attempts still under way; a failure is logged, and the leases may then end. */
   private async renew(): Promise<void> {
     const sending = [...this.inFlight.values()].flatMap((m) => [...m.keys()]);
-    if (sending.length === 0) return;
+    if (sending.length === 0 && this.logBatches.size === 0) return;
+    const until = new Date(this.now().getTime() + this.leaseMs).toISOString();
     try {
-      await this.store.events.renewLeases(sending, new Date(this.now().getTime() + this.leaseMs).toISOString());
+      await this.store.events.renewLeases(sending, until);
+      await this.store.events.renewLogLeases(this.owner, [...this.logBatches.keys()], until);
     } catch (err) {
       this.settings.onError?.(`could not renew the leases of deliveries under way: ${(err as Error).message}`);
     }
   }
 
   private async attempt(claim: DeliveryClaim): Promise<void> {
-    let result: DeliveryResult;
+    await this.recordOutcome(claim, await this.send(claim), this.now());
+  }
+
+  /** One attempt at the receiver; a sender that throws is a failure to retry. */
+  private async send(claim: DeliveryClaim): Promise<DeliveryResult> {
     try {
-      result = await this.deliver(claim);
+      return await this.deliver(claim);
     } catch (err) {
-      result = { outcome: 'retry', error: (err as Error).message };
+      return { outcome: 'retry', error: (err as Error).message };
     }
-    const at = this.now();
+  }
+
+  private async recordOutcome(claim: DeliveryClaim, result: DeliveryResult, at: Date): Promise<void> {
     try {
       await this.record(claim, result, at);
     } catch (err) {
@@ -387,4 +552,9 @@ function describeMs(ms: number): string {
   if (ms >= 3600_000) return `${Math.round((ms / 3600_000) * 10) / 10} h`;
   if (ms >= 60_000) return `${Math.round(ms / 60_000)} min`;
   return `${Math.round(ms / 1000)} s`;
+}
+
+/** Whether a subscription is handed the signature.signed events read from the log (it wants that kind). */
+function readsTheLog(subscription: SubscriptionRecord): boolean {
+  return subscription.eventKinds === null || subscription.eventKinds.includes('signature.signed');
 }

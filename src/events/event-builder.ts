@@ -3,11 +3,20 @@
 // before the store method that makes the change, which writes the events in its transaction. The lookups here
 // (who an API key is) are reads; the change itself happens once.
 import { parseSbom } from '../policy/sbom/parse-sbom.js';
-import type { EventActor, EventData, EventInput } from '../store/records/event-kinds.js';
+import type { SignedEntry } from '../store/events/event-store.js';
+import type { EventActor, EventData, EventInput, EventRecord } from '../store/records/event-kinds.js';
 import { type TrustRule, type TrustRuleTerms, trustRuleTermsJson } from '../store/records/trust-rule.js';
 import type { ApiKeyRecord, ExceptionRecord, KeyRecord, PendingRequestRecord, Store } from '../store/store.js';
 
 type Json = Record<string, unknown>;
+
+/**
+ * The id of the event read from the log entry `seq`: the same on every attempt and every instance (the entry's seq
+ * is the log's, one per database), with no '.' (Standard Webhooks), never an outbox event's (those end in random hex).
+ */
+export function logEventId(seq: number): string {
+  return `evt_log${seq}`;
+}
 
 /** The CI facts of a request's inputs, under the schema's names. */
 const CI_FACTS: Array<[string, string]> = [
@@ -228,6 +237,56 @@ export class EventBuilder {
       `/tenants/${encodeURIComponent(s.tenantId)}/audit`,
     );
     return (signatureId) => ({ type: 'signature.signed', data: { ...data, signature_id: signatureId } });
+  }
+
+  /**
+   * signature.signed for a signature made at once, read from its `signed` audit entry by the dispatcher
+   * (docs/events.md, "Events read from the log"): the same data signedAtOnce made when the event was an outbox row.
+   * The entry holds every field (the policy inputs the event shows under `event_inputs`; who asked as its actor,
+   * `person` and `workload`) but the person's e-mail, which is read now. Its id is made from the entry's seq, so
+   * every attempt at it carries the same webhook-id.
+   */
+  async signedFromLog(entry: SignedEntry): Promise<EventRecord> {
+    const d = entry.details;
+    const data = this.linked(
+      {
+        tenant_id: entry.tenantId,
+        key_id: d.key_id,
+        algorithm: d.algorithm,
+        digest: d.hash,
+        rule: d.rule,
+        reason: d.reason,
+        inputs: (d.event_inputs as Json | undefined) ?? {},
+        requester: await this.requesterOfEntry(entry.actor, d),
+      },
+      `/tenants/${encodeURIComponent(entry.tenantId)}/audit`,
+    );
+    return {
+      id: logEventId(entry.seq),
+      seq: entry.seq,
+      tenantId: entry.tenantId,
+      type: 'signature.signed',
+      timestamp: entry.at,
+      data: { ...data, signature_id: d.signature_id as string },
+      orderKey: null,
+    };
+  }
+
+  /** Who asked, as actor() tells it, from the entry: its key may be gone by now (a CI job's lasts minutes). */
+  private async requesterOfEntry(actor: string, details: Json): Promise<EventActor> {
+    if (actor.startsWith('person:')) return this.actor(actor);
+    const requester: EventActor = { api_key_id: actor };
+    if (typeof details.person === 'string') requester.person = await this.person(details.person);
+    const workload = details.workload as Record<string, string> | undefined;
+    if (workload?.issuer !== undefined && workload.subject !== undefined) {
+      requester.workload = {
+        issuer: workload.issuer,
+        subject: workload.subject,
+        ...(workload.project !== undefined && { repository: workload.project }),
+        ...(workload.run_url !== undefined && { run_url: workload.run_url }),
+      };
+    }
+    return requester;
   }
 
   /** A signature the policy refused when it was asked for (no request to decide). */

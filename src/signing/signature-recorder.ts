@@ -45,7 +45,14 @@ export interface SignNowRequest {
   details: Record<string, unknown>;
   /** When the request's decision started (for /metrics); default now. */
   start?: number | undefined;
+  /** signature.signed written to the outbox with the record (a batch's signatures; `sign`'s come from the log). */
   signedEvent?: ((signatureId: string) => EventInput) | undefined;
+  /**
+   * A subscription of the tenant wants signature.signed, which the dispatcher reads from this `signed` entry
+   * (docs/events.md, "Events read from the log"): the entry carries the policy inputs the event shows
+   * (`event_inputs`, when there are any), and is never written ahead of the signature.
+   */
+  toldByLog?: { eventInputs: Record<string, unknown> } | undefined;
   completes?: CompletesRequest | undefined;
   signOptions?: SignOptions | undefined;
 }
@@ -103,9 +110,10 @@ export class SignatureRecorder {
    * loop gets them right after the signature: there the commit could not overlap an inline signature anyway, and
    * writing ahead cost 10-20% of the throughput under load (docs/benchmarks.md).
    *
-   * `signedEvent` makes the signature's signature.signed event (a signature made at once, for a tenant with a
-   * subscription that wants it); it is written in the record's transaction, which then always follows the signature:
-   * an event written ahead could be fanned out and delivered before a key store failure withdrew its signature.
+   * `signedEvent` makes the signature's signature.signed event (a signature of a batch made at once, for a tenant
+   * with a subscription that wants it); it is written in the record's transaction, which then always follows the
+   * signature: an event written ahead could be fanned out and delivered before a key store failure withdrew its
+   * signature. `toldByLog` is the same promise for the event the dispatcher reads from the `signed` entry itself.
    *
    * `completes` names the held request an approval signs for: it moves to `approved` with the signature in the
    * same transaction (so after the signature, which it holds), and its events go with it. A process killed at any
@@ -113,7 +121,9 @@ export class SignatureRecorder {
    * approved with the signature its approver's retry gets.
    */
   async signNow(request: SignNowRequest): Promise<Signed> {
-    const { key, algorithm, digest, callerId, action, details, signedEvent, completes, signOptions } = request;
+    const { key, algorithm, digest, callerId, action, signedEvent, toldByLog, completes, signOptions } = request;
+    const eventInputs = toldByLog && Object.keys(toldByLog.eventInputs).length > 0 ? toldByLog.eventInputs : undefined;
+    const details = eventInputs ? { ...request.details, event_inputs: eventInputs } : request.details;
     const start = request.start ?? performance.now();
     // `signature`: known when the record follows the signature; its lookup row then goes with the record.
     const record = (signature?: Buffer): { id: string; written: Promise<number | undefined> } => {
@@ -146,6 +156,7 @@ export class SignatureRecorder {
     const ahead =
       this.store.signatures.writesOnThread &&
       signedEvent === undefined &&
+      toldByLog === undefined &&
       completes === undefined &&
       this.keyStores.outageOf(key.keyStore) === undefined
         ? record()
@@ -171,6 +182,8 @@ export class SignatureRecorder {
       this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
       throw err;
     }
+    // Its event is read from the entry just committed: the dispatcher passes soon (as an outbox row's writer nudges it).
+    if (toldByLog) this.store.events.onWritten?.();
     // Written ahead, the record could not name the signature: its lookup row rides along with a later group
     // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
     if (ahead && seq !== undefined) {

@@ -4,7 +4,7 @@
 
 import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { ApiError } from '../errors.js';
-import type { EventBuilder } from '../events/event-builder.js';
+import { type EventBuilder, eventInputs } from '../events/event-builder.js';
 import type { KeyRecord, Store } from '../store/store.js';
 import { type DecisionDeps, decide } from './decision-step.js';
 import type { HeldRequests } from './held-requests.js';
@@ -27,7 +27,6 @@ export interface SignerDeps {
 }
 
 export class Signer {
-  private readonly events: EventBuilder;
   private readonly keys: TenantKeys;
   private readonly recorder: SignatureRecorder;
   private readonly held: HeldRequests;
@@ -35,7 +34,6 @@ export class Signer {
   private readonly decisionDeps: DecisionDeps;
 
   constructor(deps: SignerDeps) {
-    this.events = deps.events;
     this.keys = deps.keys;
     this.recorder = deps.recorder;
     this.held = deps.held;
@@ -69,7 +67,7 @@ export class Signer {
 
   private async decideAndSign(key: KeyRecord, algorithm: SigningAlgorithm, req: SignRequest): Promise<SignOutcome> {
     this.keys.requireUsable(key);
-    const { decision, about, decided, wantsSignedEvent, start } = await decide(this.decisionDeps, {
+    const { decision, about, wantsSignedEvent, start } = await decide(this.decisionDeps, {
       key,
       algorithm,
       req,
@@ -80,10 +78,9 @@ export class Signer {
     if (decision.outcome !== 'allow') {
       return this.held.holdForDecision(key, algorithm, req, decision, about, start);
     }
-    // signature.signed for every signature made at once, where a subscription of the tenant wants it (docs/events.md).
-    const signedEvent = (await wantsSignedEvent)
-      ? await this.events.signedAtOnce({ ...decided(req.digest), personId: req.personId ?? null })
-      : undefined;
+    // signature.signed for every signature made at once, where a subscription of the tenant wants it: read by the
+    // dispatcher from the `signed` entry, which then carries the inputs the event shows (docs/events.md).
+    const toldByLog = (await wantsSignedEvent) ? { eventInputs: eventInputs(req.context) } : undefined;
     return this.recorder.signNow({
       key,
       algorithm,
@@ -93,7 +90,7 @@ export class Signer {
       action: req.action ?? 'sign',
       details: about,
       start,
-      signedEvent,
+      toldByLog,
       signOptions: req.pssSaltLength === undefined ? undefined : { pssSaltLength: req.pssSaltLength },
     });
   }

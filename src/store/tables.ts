@@ -10,7 +10,7 @@ import type { TsaTables } from './tsa/tsa-store.js';
 export interface Database
   extends Omit<PeopleTables, 'api_keys' | 'cache_epoch'>,
     WorkloadTables,
-    EventTables,
+    Omit<EventTables, 'audit_log'>,
     TsaTables,
     Omit<LogTables, 'audit_log'> {
   tenants: { id: string; current_key_id: string; created_at: string };

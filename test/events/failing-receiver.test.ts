@@ -120,12 +120,16 @@ describe('a receiver that keeps failing gets the retry schedule, not every new e
     // It recovers: the retry gets through, and everything held is delivered once.
     receiver.answerAll = undefined;
     const expected = 1 + SIGNATURES + rotations.length;
-    const deliveries = await until('every event delivered', async () => {
-      const all = await svc.store.events.listDeliveries(subscriptionId, 1000);
-      return all.length === expected && all.every((d) => d.status === 'delivered') ? all : undefined;
-    });
+    // Issue 46: the signatures' events are read from the log, and only the failed one kept a delivery row.
+    await until('every event delivered', async () =>
+      receiver.delivered().size === expected && (await svc.store.events.countPendingDeliveries()) === 0
+        ? true
+        : undefined,
+    );
     const delivered = receiver.delivered();
-    expect(new Set(delivered.keys())).toEqual(new Set(deliveries.map((d) => d.eventId)));
+    const rows = await svc.store.events.listDeliveries(subscriptionId, 1000);
+    expect(rows.every((d) => d.status === 'delivered')).toBe(true);
+    expect(new Set(rows.map((d) => d.eventId)).has(first.id)).toBe(true);
     expect([...delivered.values()].every((n) => n === 1)).toBe(true);
     expect(receiver.attempts.every((a) => a.signatureValid)).toBe(true);
     const rotated = receiver.attempts

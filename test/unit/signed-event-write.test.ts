@@ -1,5 +1,5 @@
 // Issue 31: the signature.signed event of a signature made at once is written in the transaction of its record and
-// its `signed` audit entry, after the key store returned the signature, on both ways the SQLite store commits: on
+// its `signed` audit entry (since issue 46 it is read from that entry: event-log-cursors.ts), after the key store returned the signature, on both ways the SQLite store commits: on
 // the event loop (the service), and on its writer thread (the in-process daemon), where a record is otherwise
 // written ahead of its signature and withdrawn if the key store fails. With an event the record follows the
 // signature there too, so a failed signature leaves neither a record nor an event: every event names a signature
@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { EventBuilder } from '../../src/events/event-builder.js';
 import type { KeyStore } from '../../src/keys/key-store.js';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11/pkcs11-key-store.js';
 import { embeddedSoftHsmOptions } from '../../src/keys/pkcs11/softhsm.js';
@@ -80,7 +81,18 @@ describe.each(['event loop', 'writer thread'] as const)('signature.signed writte
     ]);
     expect(refused?.message).toContain('CKR_DEVICE_ERROR');
 
-    const events = (await store.events.readEvents(0, 1000)).filter((e) => e.type === 'signature.signed');
+    // Issue 46: the events are read from the `signed` entries (as the dispatcher reads them), none is an outbox row.
+    expect((await store.events.readEvents(0, 1000)).filter((e) => e.type === 'signature.signed')).toEqual([]);
+    const now = new Date().toISOString();
+    const read = await store.events.leaseLogEntries(
+      'test',
+      { id: 'wh_00000000000000aa', tenantId: 'we' },
+      now,
+      now,
+      1000,
+    );
+    const builder = new EventBuilder(store, undefined);
+    const events = await Promise.all((read?.entries ?? []).map((entry) => builder.signedFromLog(entry)));
     const records = await store.signatures.list('we', 1000);
     expect(records.map((r) => r.id).sort()).toEqual(made.map((m) => (m.kind === 'signed' ? m.signatureId : '')).sort());
     expect(events.map((e) => e.data.signature_id).sort()).toEqual(records.map((r) => r.id).sort());

@@ -93,6 +93,18 @@ export class EventDeliveries {
     return Number(row.n);
   }
 
+  /** Whether the subscription has a delivery still to make (a retry scheduled, or one held behind it). */
+  async hasPendingDeliveries(subscriptionId: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('event_deliveries')
+      .select('event_seq')
+      .where('subscription_id', '=', subscriptionId)
+      .where('status', '=', 'pending')
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   /**
    * Leases due deliveries of the subscriptions in `wants`, up to each one's limit and `limit` in all, taking the
    * subscriptions in the order given (the dispatcher rotates it, so none is always last). Within a subscription the

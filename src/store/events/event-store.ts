@@ -5,14 +5,23 @@
 // - event-outbox.ts: the outbox, written in the transaction of the change an event tells of, and its fan-out into
 //   delivery rows;
 // - event-subscriptions.ts: the subscriptions, what they want, their pause and resumption;
-// - event-deliveries.ts: the deliveries, claimed under a lease, renewed, and each attempt's outcome.
+// - event-deliveries.ts: the deliveries, claimed under a lease, renewed, and each attempt's outcome;
+// - event-log-cursors.ts: the events read from the audit log (signature.signed of a signature made at once), each
+//   subscription's cursor into it, leased, and moved past what was sent.
 // Their tables and records are in event-tables.ts.
 import type { PartContext } from '../part-context.js';
 import { EventDeliveries } from './event-deliveries.js';
+import { EventLogCursors } from './event-log-cursors.js';
 import { EventOutbox } from './event-outbox.js';
 import { EventSubscriptions } from './event-subscriptions.js';
 import type { EventTables } from './event-tables.js';
 
+export {
+  type KeptAttempt,
+  type LogLease,
+  SIGNED_AT_ONCE_ACTIONS,
+  type SignedEntry,
+} from './event-log-cursors.js';
 export { type EventsFor, eventsOf, insertEvents, outboxRows } from './event-outbox.js';
 export type {
   DeliveryClaim,
@@ -35,6 +44,7 @@ export class EventStore {
   private readonly outbox: EventOutbox;
   private readonly subscriptions: EventSubscriptions;
   private readonly deliveries: EventDeliveries;
+  private readonly logCursors: EventLogCursors;
 
   constructor(
     { db, postgres }: PartContext<EventTables>,
@@ -44,6 +54,7 @@ export class EventStore {
     this.outbox = new EventOutbox(db, postgres);
     this.subscriptions = new EventSubscriptions(db, changingSubscriptions);
     this.deliveries = new EventDeliveries(db, postgres);
+    this.logCursors = new EventLogCursors(db, postgres);
   }
 
   // The outbox and its fan-out (event-outbox.ts).
@@ -93,8 +104,16 @@ export class EventStore {
     return this.deliveries.listDeliveries(...args);
   }
 
-  countPendingDeliveries(...args: Parameters<EventDeliveries['countPendingDeliveries']>) {
-    return this.deliveries.countPendingDeliveries(...args);
+  /** Deliveries still to make: the pending rows, and the entries after the cursors of the subscriptions reading the log. */
+  async countPendingDeliveries(): Promise<number> {
+    const readingTheLog = (await this.subscriptions.listSubscriptions())
+      .filter((s) => s.eventKinds === null || s.eventKinds.includes('signature.signed'))
+      .map((s) => s.id);
+    return (await this.deliveries.countPendingDeliveries()) + (await this.logCursors.countLogBacklog(readingTheLog));
+  }
+
+  hasPendingDeliveries(...args: Parameters<EventDeliveries['hasPendingDeliveries']>) {
+    return this.deliveries.hasPendingDeliveries(...args);
   }
 
   claimDeliveries(...args: Parameters<EventDeliveries['claimDeliveries']>) {
@@ -109,8 +128,12 @@ export class EventStore {
     return this.deliveries.takeProbe(...args);
   }
 
-  renewLeases(...args: Parameters<EventDeliveries['renewLeases']>) {
-    return this.deliveries.renewLeases(...args);
+  /** Events read from the log have no delivery row to renew while they are sent: their cursor's lease is renewed. */
+  renewLeases(claims: Parameters<EventDeliveries['renewLeases']>[0], leaseUntil: string) {
+    return this.deliveries.renewLeases(
+      claims.filter((c) => !c.fromLog),
+      leaseUntil,
+    );
   }
 
   markDelivered(...args: Parameters<EventDeliveries['markDelivered']>) {
@@ -119,5 +142,26 @@ export class EventStore {
 
   markFailedAttempt(...args: Parameters<EventDeliveries['markFailedAttempt']>) {
     return this.deliveries.markFailedAttempt(...args);
+  }
+
+  // The events read from the audit log (event-log-cursors.ts).
+  leaseLogEntries(...args: Parameters<EventLogCursors['leaseLogEntries']>) {
+    return this.logCursors.leaseLogEntries(...args);
+  }
+
+  renewLogLeases(...args: Parameters<EventLogCursors['renewLogLeases']>) {
+    return this.logCursors.renewLogLeases(...args);
+  }
+
+  advanceLogCursor(...args: Parameters<EventLogCursors['advanceLogCursor']>) {
+    return this.logCursors.advanceLogCursor(...args);
+  }
+
+  explainLogRead(...args: Parameters<EventLogCursors['explainLogRead']>) {
+    return this.logCursors.explainLogRead(...args);
+  }
+
+  countLogBacklog(...args: Parameters<EventLogCursors['countLogBacklog']>) {
+    return this.logCursors.countLogBacklog(...args);
   }
 }

@@ -2,6 +2,7 @@
 // pause. A change to them raises the cache epoch, since the signing path caches what they want (subscribedKinds).
 import { type Kysely, sql } from 'kysely';
 import type { EventKind } from '../records/event-kinds.js';
+import { startCursorAtHead } from './event-log-cursors.js';
 import { type EventTables, type SubscribedKinds, type SubscriptionRecord, toSubscription } from './event-tables.js';
 
 /**
@@ -65,6 +66,8 @@ export class EventSubscriptions {
         next_probe_at: null,
       })
       .execute();
+    // Its events read from the log start after the entries written so far (event-log-cursors.ts).
+    await startCursorAtHead(tx, s.id);
   }
 
   async getSubscription(id: string): Promise<SubscriptionRecord | undefined> {
@@ -89,6 +92,7 @@ export class EventSubscriptions {
     return this.db.transaction().execute(async (tx) => {
       await raiseCacheEpoch(tx);
       await tx.deleteFrom('event_deliveries').where('subscription_id', '=', id).execute();
+      await tx.deleteFrom('event_log_cursors').where('subscription_id', '=', id).execute();
       const result = await tx.deleteFrom('webhook_subscriptions').where('id', '=', id).executeTakeFirst();
       return Number(result.numDeletedRows) === 1;
     });

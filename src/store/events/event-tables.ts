@@ -1,6 +1,7 @@
-// Events' tables (migrations 0016 and 0021), the records the event store hands out, and the mapping of a row to its
-// record, which the outbox, the subscriptions and the deliveries share.
+// Events' tables (migrations 0016, 0021 and 0028), the records the event store hands out, and the mapping of a row to
+// its record, which the outbox, the subscriptions, the deliveries and the log cursors share.
 import type { Generated, Selectable } from 'kysely';
+import type { AuditRow } from '../audit/audit-chain.js';
 import type { EventData, EventKind, EventRecord } from '../records/event-kinds.js';
 
 export const SUBSCRIPTION_FORMATS = ['standard', 'slack', 'teams', 'email'] as const;
@@ -53,6 +54,16 @@ export interface EventTables {
     created_at: string;
     delivered_at: string | null;
   };
+  /** Each subscription's cursor into the audit log (migration 0028): the events read from the log. */
+  event_log_cursors: {
+    subscription_id: string;
+    /** The seq of the last `signed` entry the subscription has been handed (or had kept as a delivery row). */
+    after_seq: number;
+    lease_owner: string | null;
+    lease_until: string | null;
+  };
+  /** Read only: the `signed` entries the cursors read (the audit store writes them). */
+  audit_log: AuditRow;
 }
 
 /**
@@ -119,7 +130,13 @@ export interface SubscribedKinds {
 
 /** A delivery this instance leased: send it, then record the outcome with the same claim. */
 export interface DeliveryClaim {
+  /** An event read from the log (`fromLog`) has the seq of its audit entry, an outbox event that of its row. */
   event: EventRecord;
+  /**
+   * Read from the audit log under the subscription's cursor (event-log-cursors.ts): no delivery row until its
+   * attempt fails (then it is kept as one, and retried from there).
+   */
+  fromLog?: true;
   subscription: SubscriptionRecord;
   /** Including this one. */
   attempts: number;

@@ -1,0 +1,151 @@
+// Migration 0028 (issue 46) on a database written by the version before it: an existing subscription's cursor into
+// the audit log starts at the log's head, after the entries whose events the old version wrote into the outbox. The
+// old version's rows are written as it wrote them (`signed` entries and their outbox row, not yet fanned out); then
+// the new store's dispatcher sends the old event from the outbox and the new signatures' from the log: each
+// signature told of once across the upgrade, none lost, none twice. On SQLite, and on PostgreSQL when the run has a
+// cluster.
+import { createHash } from 'node:crypto';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { EventDispatcher } from '../../src/events/dispatcher.js';
+import type { KyselyStore } from '../../src/store/kysely-store.js';
+import { MIGRATIONS } from '../../src/store/migrations.js';
+import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Database } from '../../src/store/tables.js';
+import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { makeTempDir } from '../helpers/service.js';
+import { subscriptionRecord } from '../helpers/subscription-record.js';
+
+const BEFORE = '0027_approval_one_commit';
+
+interface Backend {
+  old(): Kysely<Database>;
+  store(): KyselyStore;
+}
+
+function sqliteBackend(): Backend {
+  const path = `${makeTempDir()}/old.db`;
+  return {
+    old: () => new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(path) }) }),
+    store: () => openSqliteStore(path),
+  };
+}
+
+function postgresBackend(): Backend {
+  const url = createTestDatabase('migration_0028');
+  return {
+    old: () =>
+      new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }) }),
+    store: () => openPostgresStore(url),
+  };
+}
+
+const backends: [string, () => Backend][] = [
+  ['SQLite', sqliteBackend],
+  ...(testPostgresUrl() ? [['PostgreSQL', postgresBackend] as [string, () => Backend]] : []),
+];
+
+const details = (n: number) => ({
+  key_id: 'e2c1b0a9-8f7e-4d6c-b5a4-938271605f4e',
+  algorithm: 'ECDSA_SHA_256',
+  hash: createHash('sha256').update(`upgrade ${n}`).digest('base64'),
+  rule: 'default-allow',
+  reason: 'no rule objected',
+  key_store: 'pkcs11',
+  signature_id: `sig-${n}`,
+  signature_sha256: '00'.repeat(32),
+});
+
+describe.each(backends)('migration 0028 on %s', (_name, make) => {
+  it("starts an existing subscription's cursor at the log's head: each signature told of once across the upgrade", async () => {
+    const backend = make();
+    const old = backend.old();
+    const provider = { getMigrations: async () => MIGRATIONS };
+    expect((await new Migrator({ db: old, provider }).migrateTo(BEFORE)).error).toBeUndefined();
+    const sub = subscriptionRecord({ id: 'wh_upgrade00000001', tenantId: 'up' });
+    await old
+      .insertInto('webhook_subscriptions')
+      .values({
+        id: sub.id,
+        tenant_id: sub.tenantId,
+        url: sub.url,
+        format: sub.format,
+        event_kinds: null,
+        secret: sub.secret,
+        created_at: sub.createdAt,
+        created_by: sub.createdBy,
+        paused_at: null,
+        pause_reason: null,
+        last_error: null,
+        last_error_at: null,
+        last_delivered_at: null,
+        failures_in_a_row: 0,
+        failing_since: null,
+        next_probe_at: null,
+      })
+      .execute();
+    // Three signatures the old version made: their `signed` entries, and the last one's event still in its outbox.
+    let prev = '0'.repeat(64);
+    for (const n of [1, 2, 3]) {
+      const hash = createHash('sha256').update(`entry ${n}`).digest('hex');
+      await old
+        .insertInto('audit_log')
+        .values({
+          seq: n,
+          at: new Date().toISOString(),
+          tenant_id: 'up',
+          actor: 'a1b2c3d4e5f60718',
+          action: 'sign',
+          outcome: 'signed',
+          details: JSON.stringify(details(n)),
+          prev_hash: prev,
+          hash,
+        })
+        .execute();
+      prev = hash;
+    }
+    await old
+      .insertInto('event_outbox')
+      .values({
+        id: 'evt_oldversion0003',
+        tenant_id: 'up',
+        type: 'signature.signed',
+        timestamp: new Date().toISOString(),
+        data: JSON.stringify({ tenant_id: 'up', signature_id: 'sig-3' }),
+        order_key: null,
+        fanned_out: 0,
+      })
+      .execute();
+    await old.destroy();
+
+    const store = backend.store();
+    try {
+      await store.migrate();
+      // Two signatures by the new version: entries only.
+      for (const n of [4, 5]) {
+        await store.audit.append({
+          at: new Date().toISOString(),
+          tenantId: 'up',
+          actor: 'a1b2c3d4e5f60718',
+          action: 'sign',
+          outcome: 'signed',
+          details: details(n),
+        });
+      }
+      const sent: string[] = [];
+      const dispatcher = new EventDispatcher(store, async (claim) => {
+        sent.push(String((claim.event.data as Record<string, unknown>).signature_id));
+        return { outcome: 'delivered', status: 200 };
+      });
+      await dispatcher.runOnce();
+      await dispatcher.runOnce();
+      expect(sent.sort()).toEqual(['sig-3', 'sig-4', 'sig-5']);
+      expect(await store.events.countPendingDeliveries()).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+});
