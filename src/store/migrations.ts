@@ -29,6 +29,7 @@ import { migration0024AwsCredentials } from './migrations/0024_aws_credentials.j
 import { migration0025BatchRequests } from './migrations/0025_batch_requests.js';
 import { migration0026LeanerPermanentRows } from './migrations/0026_leaner_permanent_rows.js';
 import { migration0027ApprovalOneCommit } from './migrations/0027_approval_one_commit.js';
+import { migration0028BatchItems } from './migrations/0028_batch_items.js';
 
 /** Kysely runs them in the order of their names. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -59,4 +60,5 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0025_batch_requests': migration0025BatchRequests,
   '0026_leaner_permanent_rows': migration0026LeanerPermanentRows,
   '0027_approval_one_commit': migration0027ApprovalOneCommit,
+  '0028_batch_items': migration0028BatchItems,
 };
