@@ -122,8 +122,10 @@ export class SignatureStore extends StorePart {
 
   /**
    * Records several signatures, each with its `signed` entry (and lookup row), in one transaction with `events` and
-   * the held request they complete (an approved batch): all or none. Resolves to the seq of the first entry; the
-   * others follow it in order.
+   * the held request they complete: all or none. Resolves to the seq of the first entry; the others follow it in
+   * order. What an approved batch wrote before issue 46; the signing service now records a batch with recordBatch
+   * (one entry), and only test/unit/approval-commit.test.ts still writes this way, to keep the group commit's
+   * `records` path (and PostgreSQL's v4) checked while instances on the older code may share a database.
    */
   recordAll(
     signed: ReadonlyArray<{ record: SignatureRecord; audit: AuditEntryInput }>,
