@@ -7,6 +7,8 @@
 // Run alone: `npm run bench:retention` (BENCH_RETENTION_SIGNATURES, default 20000; BENCH_RETENTION_POSTGRES=0 skips
 // PostgreSQL). It prints markdown tables, then the measurements as one JSON line.
 // Each signature's own signature.signed event is in the figures; the bench fails if any is missing.
+// BENCH_RETENTION_BATCH=N signs through POST /v1/sign_batch, N digests a request (issue 46: bytes per batched
+// signature; a batch is one audit entry with its batch_items rows), instead of one POST /v1/sign each.
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -34,12 +36,15 @@ const log = (msg: string) => process.stderr.write(`[bench:retention] ${msg}\n`);
 const HOUR = 3600_000;
 const SIGNATURES = Number(process.env.BENCH_RETENTION_SIGNATURES ?? 20_000);
 const CONCURRENCY = 16;
+/** Digests per sign_batch request; 0: one POST /v1/sign a signature. */
+const BATCH = Number(process.env.BENCH_RETENTION_BATCH ?? 0);
 
 /** The tables a signature adds rows to, in the order the docs list them; the rest are summed as "other". */
 const TABLES = [
   'audit_log',
   'signatures',
   'signature_lookups',
+  'batch_items',
   'log_tiles',
   'event_outbox',
   'event_deliveries',
@@ -47,7 +52,7 @@ const TABLES = [
   'pending_requests',
 ] as const;
 /** Kept for ever: what a signature costs for good. */
-const PERMANENT = new Set(['audit_log', 'signatures', 'signature_lookups', 'log_tiles']);
+const PERMANENT = new Set(['audit_log', 'signatures', 'signature_lookups', 'batch_items', 'log_tiles']);
 
 interface Measure {
   /** Bytes per table, indexes included. */
@@ -152,21 +157,32 @@ async function runOn(kind: 'sqlite' | 'postgres', database?: string): Promise<St
       },
     );
     const eventsAtStart = await countRows(store, 'event_outbox');
-    log(`${kind}: signing ${SIGNATURES} (ECDSA P-256, an Idempotency-Key each, ${CONCURRENCY} at a time)`);
+    const how = BATCH > 0 ? `sign_batch of ${BATCH}` : 'sign';
+    log(`${kind}: signing ${SIGNATURES} (ECDSA P-256, ${how}, an Idempotency-Key each, ${CONCURRENCY} at a time)`);
     const started = Date.now();
     let next = 0;
+    const hashOf = (i: number) => Buffer.alloc(32, 0).fill(`${i}:`).toString('base64');
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
         while (next < SIGNATURES) {
-          const i = next++;
-          const hash = Buffer.alloc(32, 0).fill(`${i}:`).toString('base64');
+          const i = next;
+          const n = BATCH > 0 ? Math.min(BATCH, SIGNATURES - i) : 1;
+          next += n;
           const res = await app.inject({
             method: 'POST',
-            url: '/v1/sign',
+            url: BATCH > 0 ? '/v1/sign_batch' : '/v1/sign',
             headers: { authorization: `Bearer ${signer}`, 'idempotency-key': randomUUID() },
-            payload: { action: 'sign', tenant_id: 'bench', algorithm: 'ECDSA_SHA_256', hash },
+            payload:
+              BATCH > 0
+                ? {
+                    action: 'sign_batch',
+                    tenant_id: 'bench',
+                    algorithm: 'ECDSA_SHA_256',
+                    hashes: Array.from({ length: n }, (_, k) => hashOf(i + k)),
+                  }
+                : { action: 'sign', tenant_id: 'bench', algorithm: 'ECDSA_SHA_256', hash: hashOf(i) },
           });
-          if (res.statusCode !== 200) throw new Error(`sign: ${res.statusCode} ${res.body}`);
+          if (res.statusCode !== 200) throw new Error(`${how}: ${res.statusCode} ${res.body}`);
         }
       }),
     );
@@ -223,7 +239,7 @@ async function countRows(store: KyselyStore, table: string, where = sql`1 = 1`):
 function report(run: StoreRun): string {
   const per = (bytes: number | undefined) => (bytes === undefined ? 'n/a' : (bytes / run.signatures).toFixed(0));
   const lines = [
-    `### ${run.store === 'sqlite' ? 'SQLite' : 'PostgreSQL'} (${run.signatures} signatures, ${run.eventsPerSignature.toFixed(2)} events per signature)`,
+    `### ${run.store === 'sqlite' ? 'SQLite' : 'PostgreSQL'} (${run.signatures} signatures${BATCH > 0 ? `, sign_batch of ${BATCH}` : ''}, ${run.eventsPerSignature.toFixed(2)} events per signature)`,
     '',
     '| table (with its indexes) | B/signature before pruning | after | kept |',
     '|---|---:|---:|---|',
@@ -242,6 +258,7 @@ function report(run: StoreRun): string {
     lines.push(`| ${table} | ${per(b)} | ${per(a)} | ${PERMANENT.has(table) ? 'for ever' : 'its window'} |`);
   }
   lines.push(`| **total of these** | **${per(beforeTotal)}** | **${per(afterTotal)}** | |`);
+  lines.push(`| **kept for ever** | **${per(permanent)}** | | |`);
   if (run.after.freeBytes !== undefined) {
     lines.push(
       '',

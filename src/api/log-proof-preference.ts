@@ -6,6 +6,7 @@
 // checkpoint the log's witnesses cosigned (docs/transparency.md, "Waiting for the witnesses"). The routes that
 // sign (/v1/sign and the others with Signbridge-Log-Index, /v1/sign_batch, KMS Sign) all answer through here.
 import type { LogService } from '../transparency/log-service.js';
+import type { BatchItemJson } from '../transparency/verify/batch-item.js';
 import { encodeTlogProof } from '../transparency/verify/tlog-proof.js';
 
 export const WAIT_FOR_LOG = 'wait-for-log';
@@ -64,19 +65,24 @@ export async function logProofsOf(
   log: LogService,
   logIndexes: readonly number[],
   preference: LogPreference,
+  /** A batch's signatures (issue 46): each index's item, and where the items' paths come from. */
+  batch?: { items: readonly number[]; proof: (seq: number, item: number) => Promise<BatchItemJson | undefined> },
 ): Promise<LogProofs | undefined> {
   if (logIndexes.length === 0) return undefined;
   const found = await log.checkpointWhenLogged(Math.max(...logIndexes), preference.waitMs, preference.witnessed);
   if (!found) return undefined;
   const proofs: string[] = [];
-  for (const index of logIndexes) {
+  for (const [i, index] of logIndexes.entries()) {
     const answer = await log.inclusion(index, found.checkpoint.treeSize);
+    const item = batch?.items[i];
+    const batchItem = batch && item !== undefined ? await batch.proof(index + 1, item) : undefined;
     proofs.push(
       encodeTlogProof({
         index: answer.index,
         entry: answer.entry,
         proof: answer.proof,
         checkpoint: answer.checkpoint.note,
+        ...(batchItem && { batchItem }),
       }),
     );
   }

@@ -61,15 +61,19 @@ export function keepLogProof(
     return 1;
   }
   let entry: Record<string, unknown> | undefined;
+  let named: unknown;
   try {
-    const extra = decodeTlogProof(result.logProof).entry;
-    entry = extra && (JSON.parse(extra.toString('utf8')) as Record<string, unknown>);
+    const proof = decodeTlogProof(result.logProof);
+    entry = proof.entry && (JSON.parse(proof.entry.toString('utf8')) as Record<string, unknown>);
+    // A signature of a batch is named by its item (checked against the entry's root by `audit prove --bundle`).
+    named = proof.batchItem
+      ? proof.batchItem.signature_sha256
+      : ((entry?.details ?? {}) as Record<string, unknown>).signature_sha256;
   } catch {
     entry = undefined;
   }
-  const details = (entry?.details ?? {}) as Record<string, unknown>;
   const sha256 = createHash('sha256').update(result.signature).digest('hex');
-  if (details.signature_sha256 !== sha256) {
+  if (named !== sha256) {
     say('signbridge sign: the log proof the service answered is not about this signature; not written');
     return 1;
   }

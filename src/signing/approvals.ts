@@ -257,9 +257,9 @@ export class Approvals {
   }
 
   /**
-   * The approval of a batch held as one request: every digest is signed now, each with its own record, `signed`
-   * entry and log leaf (details.batch names the request), all recorded in one commit with the request's results for
-   * the requester's collection. A digest the key store fails leaves its error in its place; if every one failed, the
+   * The approval of a batch held as one request: every digest is signed now, and the signatures recorded as one
+   * `signed` entry and log leaf with its items (details.batch names the request and holds their Merkle root), in
+   * one commit with the request's results for the requester's collection. A digest the key store fails leaves its error in its place; if every one failed, the
    * request goes back to its stage to be approved again, as a one-digest request does.
    */
   private async signBatchRequest(
@@ -304,40 +304,26 @@ export class Approvals {
       ),
     );
     const made = items.flatMap((item, index) =>
-      'signature' in item
-        ? [
-            {
-              index,
-              digest: item.digest,
-              signature: item.signature,
-              details: {
-                ...about,
-                hash: item.digest.toString('base64'),
-                batch: {
-                  id: request.id,
-                  index,
-                  size,
-                  digests_sha256: Buffer.from(request.hash, 'base64').toString('hex'),
-                },
-              },
-            },
-          ]
-        : [],
+      'signature' in item ? [{ index, digest: item.digest, signature: item.signature }] : [],
     );
     if (made.length === 0) {
       await this.store.requests.update(request.id, 'signing', { status: stage, decisions: request.decisions });
       throw (items[0] as { error: unknown }).error;
     }
-    await this.recorder.recordBatch(
+    // The batch's one entry names no digest of its own (its items do); `about` may name the batch's digest.
+    const { hash: _batchDigest, ...details } = about;
+    await this.recorder.recordBatch({
       key,
-      request.algorithm,
-      caller.id,
-      'approve_sign',
+      algorithm: request.algorithm,
+      callerId: caller.id,
+      action: 'approve_sign',
+      details,
+      batch: { id: request.id, size, digests_sha256: Buffer.from(request.hash, 'base64').toString('hex') },
       made,
-      {
+      // One signature.signed per signature made, each naming the request and its own signature.
+      events: (signatureIds) => [approvedEvent, ...signatureIds.map((id) => signedEvent(id))],
+      completes: {
         requestId: request.id,
-        // One signature.signed per signature made, each naming the request and its own signature.
-        events: (signatureIds) => [approvedEvent, ...signatureIds.map((id) => signedEvent(id))],
         batch: (recorded) => {
           const byIndex = new Map(made.map((m, i) => [m.index, recorded[i]]));
           return {
@@ -352,7 +338,7 @@ export class Approvals {
         },
       },
       start,
-    );
+    });
     const failed = size - made.length;
     return {
       requestId: request.id,

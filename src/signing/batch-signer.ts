@@ -1,17 +1,20 @@
 // `sign_batch` (docs/api.md): many digests with one set of policy inputs, one velocity count of all of them, one
-// policy decision, then each digest signed through the one-signature path (signature-recorder.ts: its own record,
-// `signed` audit entry and transparency-log leaf), all at once, so that their records share group commits and the
-// key store's threads sign them side by side. A denied batch writes one `denied` entry (naming the batch's digests
-// by their SHA-256 and count); a batch the policy would hold for a person is one signing request for all its digests
-// (held-requests.ts, with pending_requests.batch): approved once, signed at approval (approvals.ts), collected whole
-// with sign_batch, its request_id and the same digests (collect below).
+// policy decision, then every digest signed at the key store side by side, and the batch recorded once
+// (signature-recorder.ts: recordBatch): one `signed` audit entry and one transparency-log leaf whose details.batch
+// holds the Merkle root over its items, each item (its index, digest and signature hash) a row of batch_items, so
+// that each signature proves by its path in the batch plus the entry's inclusion (docs/transparency.md, "A batch's
+// items"). A denied batch writes one `denied` entry (naming the batch's digests by their SHA-256 and count); a
+// batch the policy would hold for a person is one signing request for all its digests (held-requests.ts, with
+// pending_requests.batch): approved once, signed and recorded the same way at approval (approvals.ts), collected
+// whole with sign_batch, its request_id and the same digests (collect below).
 import { randomUUID } from 'node:crypto';
 import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { ApiError, type ErrorCode } from '../errors.js';
+import type { EventInput } from '../store/records/event-kinds.js';
 import type { KeyRecord, PendingRequestRecord } from '../store/store.js';
-import { type BatchItem, batchDigest, signEach } from './batch-items.js';
+import { type BatchItem, batchDigest, type MadeSignature, signEach } from './batch-items.js';
 import { decide } from './decision-step.js';
-import type { Pending, SignRequest } from './sign-outcome.js';
+import type { Pending, Signed, SignRequest } from './sign-outcome.js';
 import type { SignerDeps } from './signer.js';
 
 /** The most digests one batch may carry (the request schema's limit too). */
@@ -83,21 +86,37 @@ export class BatchSigner {
     }
     const wantsEvent = await wantsSignedEvent;
     const signOptions = req.pssSaltLength === undefined ? undefined : { pssSaltLength: req.pssSaltLength };
-    const items = await signEach(req.digests, async (digest, index) => {
-      const signedEvent = wantsEvent
-        ? await this.deps.events.signedAtOnce({ ...decided(digest), personId: req.personId ?? null })
-        : undefined;
-      return this.deps.recorder.signNow({
-        key,
-        algorithm,
-        digest,
-        callerId: req.callerId,
-        action: 'sign_batch',
-        details: { ...about, hash: digest.toString('base64'), batch: { id: batchId, index, size: batch.size } },
-        start,
-        signedEvent,
-        signOptions,
-      });
+    // Every digest signed at the key store first (side by side on its threads), then the batch recorded as one
+    // `signed` entry with its items: a process killed before that commit hands out nothing and logs nothing.
+    const signatures = await signEach(req.digests, (digest) =>
+      this.deps.recorder.signUnrecorded(key, algorithm, digest, req.callerId, 'sign_batch', start, signOptions),
+    );
+    const made = signatures.flatMap((s, index) =>
+      s.kind === 'made' ? [{ index, digest: req.digests[index] as Buffer, signature: s.signature }] : [],
+    );
+    const failed = (s: MadeSignature): BatchItem => ({ kind: 'failed', error: (s as { error: unknown }).error });
+    if (made.length === 0) return { kind: 'signed', batchId, keyId: key.id, algorithm, items: signatures.map(failed) };
+    const signedEvents = wantsEvent
+      ? await Promise.all(
+          made.map((m) => this.deps.events.signedAtOnce({ ...decided(m.digest), personId: req.personId ?? null })),
+        )
+      : undefined;
+    const { hash: _first, ...details } = about;
+    const recorded = await this.deps.recorder.recordBatch({
+      key,
+      algorithm,
+      callerId: req.callerId,
+      action: 'sign_batch',
+      details,
+      batch,
+      made,
+      events: signedEvents && ((ids) => ids.map((id, i) => (signedEvents[i] as (id: string) => EventInput)(id))),
+      start,
+    });
+    const byIndex = new Map(made.map((m, i) => [m.index, recorded[i] as Signed]));
+    const items = signatures.map((s, index): BatchItem => {
+      const signed = byIndex.get(index);
+      return signed ? { kind: 'signed', signed } : failed(s);
     });
     return { kind: 'signed', batchId, keyId: key.id, algorithm, items };
   }

@@ -8,6 +8,8 @@ import { type KeyStoreOutage, type KeyStores, outageOf, type SignOptions } from 
 import type { SignatureAction } from '../store/records/audit-vocabulary.js';
 import type { EventInput } from '../store/records/event-kinds.js';
 import type { AuditEntryInput, CompletedBatch, KeyRecord, SignatureRecord, Store } from '../store/store.js';
+import { BatchTree } from '../transparency/batch-tree.js';
+import { signatureSha256Of } from '../transparency/verify/batch-item.js';
 import type { Audit } from './service-audit.js';
 import type { Signed, SignOutcomeObserver } from './sign-outcome.js';
 import { timeOrderedId } from './time-ordered-id.js';
@@ -25,10 +27,36 @@ export interface CompletesRequest {
 /** The held batch an approval signs for: completed in the one commit of all its signatures (recordBatch). */
 export interface CompletesBatch {
   requestId: string;
-  /** The approval's events (signature.approved, and signature.signed for each signature), given the records' ids. */
-  events: (signatureIds: readonly string[]) => EventInput[];
   /** The batch with every digest's result, given the signatures made (entry: index among the write's entries). */
   batch: (recorded: ReadonlyArray<{ signature: string; signature_id: string; entry: number }>) => CompletedBatch;
+}
+
+/** A batch's signatures for recordBatch: one `signed` entry records them all. */
+export interface BatchToRecord {
+  key: KeyRecord;
+  algorithm: SigningAlgorithm;
+  callerId: string;
+  /** The entry's action (sign_batch, approve_sign). */
+  action: SignatureAction;
+  /** The entry's details besides `batch` (the decision's facts: key, algorithm, policy inputs, via). */
+  details: Record<string, unknown>;
+  /** What names the batch (details.batch: its id, size, digests_sha256); the root and count are added. */
+  batch: Record<string, unknown>;
+  /** The signatures made, each with its digest's index in the request (failed digests are absent). */
+  made: ReadonlyArray<{ index: number; digest: Buffer; signature: Buffer }>;
+  /** The events of the batch (signature.signed for each signature), given the signatures' ids. */
+  events?: ((signatureIds: readonly string[]) => EventInput[]) | undefined;
+  completes?: CompletesBatch | undefined;
+  /** When the request's decision started (for /metrics); default now. */
+  start?: number | undefined;
+}
+
+/**
+ * A batched signature's id: its batch entry's details.signature_id, a dot, and its index in the request (the
+ * entry is the batch's one record; docs/api.md, sign_batch).
+ */
+export function batchSignatureId(entrySignatureId: string, index: number): string {
+  return `${entrySignatureId}.${index}`;
 }
 
 /** One signature for signNow: what signs what, for whom, and what its record and `signed` entry carry. */
@@ -229,39 +257,58 @@ export class SignatureRecorder {
   }
 
   /**
-   * Records the signatures of an approved batch (signUnrecorded's), each with its record and `signed` entry, all
-   * in one transaction with the events and the completion of the request they were made for: a process killed at
-   * any moment leaves either none of them and the request in `signing`, or all of them and the request approved
-   * with every result its requester collects. Answers each signature with its log index, in `made`'s order.
+   * Records a batch's signatures (signUnrecorded's) as one `signed` entry with its items, in one transaction with
+   * their events and, for an approved held batch, the completion of its request: a process killed at any moment
+   * leaves either none of them (and the request in `signing`), or all of them (and the request approved with every
+   * result its requester collects). The entry's details.batch carries the Merkle root over the items and their
+   * count (`signed`), so that each signature proves by its path in the batch plus the entry's inclusion in the log
+   * (docs/transparency.md, "A batch's items"). Each signature's id is the entry's signature_id and its index
+   * (batchSignatureId); answers them in `made`'s order, all on the entry's log index.
    */
-  async recordBatch(
-    key: KeyRecord,
-    algorithm: SigningAlgorithm,
-    callerId: string,
-    action: SignatureAction,
-    made: ReadonlyArray<{ digest: Buffer; signature: Buffer; details: Record<string, unknown> }>,
-    completes: CompletesBatch,
-    start = performance.now(),
-  ): Promise<Signed[]> {
+  async recordBatch(batch: BatchToRecord): Promise<Signed[]> {
+    const { key, algorithm, callerId, action, made, completes } = batch;
+    const start = batch.start ?? performance.now();
     const at = this.now();
-    const entries = made.map((m) =>
-      this.signedEntry(key, algorithm, m.digest, callerId, action, m.details, at, m.signature),
-    );
-    const ids = entries.map((e) => e.record.id);
+    const id = timeOrderedId(at.getTime());
+    const items = made.map((m) => ({
+      index: m.index,
+      digest: m.digest,
+      signatureSha256: signatureSha256Of(m.signature),
+    }));
+    const root = new BatchTree(items).root();
+    const audit: AuditEntryInput = {
+      at: at.toISOString(),
+      tenantId: key.tenantId,
+      actor: callerId,
+      action,
+      outcome: 'signed',
+      details: {
+        ...batch.details,
+        batch: { ...batch.batch, signed: items.length, root: root.toString('base64') },
+        key_store: key.keyStore,
+        signature_id: id,
+      },
+    };
+    const ids = made.map((m) => batchSignatureId(id, m.index));
     const seconds = () => (performance.now() - start) / 1000;
-    let firstSeq: number | undefined;
+    let seq: number | undefined;
     try {
-      firstSeq = await this.store.signatures.recordAll(entries, completes.events(ids), {
-        id: completes.requestId,
-        updated_at: at.toISOString(),
-        batch: completes.batch(
-          made.map((m, entry) => ({
-            signature: m.signature.toString('base64'),
-            signature_id: ids[entry] as string,
-            entry,
-          })),
-        ),
-      });
+      seq = await this.store.signatures.recordBatch(
+        audit,
+        items,
+        batch.events?.(ids) ?? [],
+        completes && {
+          id: completes.requestId,
+          updated_at: at.toISOString(),
+          batch: completes.batch(
+            made.map((m, i) => ({
+              signature: m.signature.toString('base64'),
+              signature_id: ids[i] as string,
+              entry: 0,
+            })),
+          ),
+        },
+      );
     } catch (err) {
       for (const _ of made) this.observe('failed', algorithm, key.tenantId, seconds());
       throw err;
@@ -273,7 +320,7 @@ export class SignatureRecorder {
       keyId: key.id,
       algorithm,
       signatureId: ids[i] as string,
-      ...(firstSeq !== undefined && { logIndex: firstSeq - 1 + i }),
+      ...(seq !== undefined && { logIndex: seq - 1 }),
     }));
   }
 

@@ -30,6 +30,7 @@ import { migration0025BatchRequests } from './migrations/0025_batch_requests.js'
 import { migration0026LeanerPermanentRows } from './migrations/0026_leaner_permanent_rows.js';
 import { migration0027ApprovalOneCommit } from './migrations/0027_approval_one_commit.js';
 import { migration0028EventsFromLog } from './migrations/0028_events_from_log.js';
+import { migration0029BatchItems } from './migrations/0029_batch_items.js';
 
 /** Kysely runs them in the order of their names. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -61,4 +62,5 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0026_leaner_permanent_rows': migration0026LeanerPermanentRows,
   '0027_approval_one_commit': migration0027ApprovalOneCommit,
   '0028_events_from_log': migration0028EventsFromLog,
+  '0029_batch_items': migration0029BatchItems,
 };

@@ -128,4 +128,6 @@ export interface Database
   };
   /** Migration 0019: SHA-256 of a signature's raw bytes → its `signed` audit entry. */
   signature_lookups: { audit_seq: number; tenant_id: string; signature_sha256: Buffer };
+  /** Migration 0028: a batch entry's items (docs/transparency.md, "A batch's items"). */
+  batch_items: { batch_seq: number; item_index: number; digest: Buffer; signature_sha256: Buffer };
 }

@@ -20,9 +20,14 @@ import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { Role } from '../../src/store/records/roles.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { AuditEntry } from '../../src/store/store.js';
-import { resolveLogIndex } from '../../src/transparency/entry-lookup.js';
+import { type LogEntryQuery, resolveLogEntry } from '../../src/transparency/entry-lookup.js';
 import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { callAction, makeTempDir } from '../helpers/service.js';
+
+/** The index of the entry a lookup finds (its batch item, if any, is the batch tests'). */
+async function resolveLogIndex(store: Parameters<typeof resolveLogEntry>[0], tenant: string, query: LogEntryQuery) {
+  return (await resolveLogEntry(store, tenant, query))?.index;
+}
 
 const policy = () =>
   new RulesPolicyEngine(

@@ -1,6 +1,6 @@
 // POST /v1/sign_batch (issue 34; docs/api.md) over HTTP with the real rules engine and SoftHSM, on SQLite and on
-// PostgreSQL when the API tests run there: every digest signed with its own audit entry and log index (each
-// signature checked with node:crypto against the tenant's public key), the pkcs11_sign form (RSA PSS), one policy
+// PostgreSQL when the API tests run there: every digest signed, the batch recorded as one audit entry whose items
+// are batch_items rows (issue 46; each signature checked with node:crypto against the tenant's public key), the pkcs11_sign form (RSA PSS), one policy
 // decision for the batch (a denial writes one entry; a hold is one request for the batch, approved once and
 // collected whole), velocity counting every digest, the
 // validation refusals (nothing signed), and Idempotency-Key.
@@ -62,7 +62,7 @@ beforeAll(async () => {
 afterAll(async () => svc?.close());
 
 describe('POST /v1/sign_batch', () => {
-  it('signs every digest, each with its own audit entry and log index, in the order given', async () => {
+  it('signs every digest in the order given and records the batch as one entry, one leaf, with its items', async () => {
     const messages = Array.from({ length: 20 }, (_, i) => message('ec', i));
     const before = (await entries()).length;
     const res = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes: messages.map((m) => digestOf(m)) });
@@ -75,17 +75,24 @@ describe('POST /v1/sign_batch', () => {
         verify('sha256', messages[i] as Buffer, pems.get('ec') as string, Buffer.from(r.signature, 'base64')),
       ).toBe(true);
     }
-    expect(new Set(results.map((r) => r.log_index)).size).toBe(20);
+    // One entry for the batch: every item on its log index, each signature id the entry's and the item's index.
+    expect(new Set(results.map((r) => r.log_index)).size).toBe(1);
     const logged = (await entries()).slice(before);
-    expect(logged).toHaveLength(20);
-    for (const r of results) {
-      const entry = logged.find((e) => e.seq === r.log_index + 1);
-      expect(entry?.outcome).toBe('signed');
-      const details = entry?.details as { hash: string; signature_id: string; batch: { id: string; index: number } };
-      const i = results.indexOf(r);
-      expect(details.hash).toBe(digestOf(messages[i] as Buffer));
-      expect(details.signature_id).toBe(r.signature_id);
-      expect(details.batch).toEqual({ id: res.body.batch_id, index: i, size: 20 });
+    expect(logged).toHaveLength(1);
+    const entry = logged[0];
+    expect(entry?.seq).toBe((results[0]?.log_index as number) + 1);
+    expect(entry?.outcome).toBe('signed');
+    const details = entry?.details as { hash?: string; signature_id: string; batch: Record<string, unknown> };
+    expect(details.hash).toBeUndefined();
+    expect(results.map((r) => r.signature_id)).toEqual(results.map((_, i) => `${details.signature_id}.${i}`));
+    expect(details.batch).toMatchObject({ id: res.body.batch_id, size: 20, signed: 20 });
+    expect(details.batch.root).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+    const items = await svc.store.signatures.batchItems(entry?.seq as number);
+    expect(items.map((i) => i.index)).toEqual(results.map((_, i) => i));
+    for (const [i, item] of items.entries()) {
+      expect(item.digest.toString('base64')).toBe(digestOf(messages[i] as Buffer));
+      const signature = Buffer.from((results[i] as { signature: string }).signature, 'base64');
+      expect(item.signatureSha256).toEqual(createHash('sha256').update(signature).digest());
     }
   });
 
@@ -203,12 +210,16 @@ describe('POST /v1/sign_batch', () => {
       expect(
         verify('sha256', messages[i] as Buffer, pems.get('ec') as string, Buffer.from(r.signature, 'base64')),
       ).toBe(true);
-      // Each signature has its own `signed` entry, naming its digest and the request as its batch.
+      // The batch's one `signed` entry, naming the request as its batch, holds every signature as an item.
       const entry = signedEntries.get(r.log_index);
-      expect(entry?.details).toMatchObject({ hash: hashes[i], batch: { id: requestId, index: i, size: 12 } });
+      expect(entry?.details).toMatchObject({ batch: { id: requestId, size: 12, signed: 12 } });
+      expect(entry?.details.hash).toBeUndefined();
       // Made at the approval, it names the API and credential the batch came through, as the pending entry did.
       expect(entry?.details.via).toEqual(via);
+      const items = await svc.store.signatures.batchItems(r.log_index + 1);
+      expect(items[i]?.digest.toString('base64')).toBe(hashes[i]);
     }
+    expect(new Set(results.map((r) => r.log_index)).size).toBe(1);
     // Collected again: the same answer; the same batch sent anew within the retry window gets it too.
     expect((await batch('ec', { hashes, request_id: requestId })).body).toEqual(collected.body);
     const repeat = await batch('ec', { algorithm: 'ECDSA_SHA_256', hashes, environment: 'production' });
@@ -247,7 +258,9 @@ describe('POST /v1/sign_batch', () => {
     expect(over.headers['retry-after']).toBeDefined();
     const limited = (await entries()).filter((e) => e.tenantId === 'fast' && e.outcome === 'rate_limited');
     expect(limited.length).toBeGreaterThanOrEqual(1);
-    expect((await entries()).filter((e) => e.tenantId === 'fast' && e.outcome === 'signed')).toHaveLength(3);
+    // The allowed batch of 3: one `signed` entry holding its 3 signatures.
+    const signed = (await entries()).filter((e) => e.tenantId === 'fast' && e.outcome === 'signed');
+    expect(signed.map((e) => (e.details.batch as { signed: number }).signed)).toEqual([3]);
   });
 
   it('answers a repeated Idempotency-Key with the first answer, signing once', async () => {

@@ -6,8 +6,9 @@
 // retry. Now both go in one commit, so the poll never sees the entry without the request `approved` (read in one
 // statement, one snapshot), and the retry gets 200 with the first signature at once. On SQLite (the data dir's
 // database; also with two request workers, whose writes the primary commits) and on PostgreSQL. A held batch the
-// same way: its signatures, their entries and the request's results are one commit too. Every wait is for a condition, with a deadline only for a
-// hang.
+// same way: its signatures, their batch entry with its items (issue 46) and the request's results are one commit
+// too; and a sign_batch signed at once, killed the moment its entry exists, has all its items with it. Every wait is
+// for a condition, with a deadline only for a hang.
 import { createHash, createPublicKey, verify } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,22 +21,36 @@ import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 import { until, waitFor } from '../helpers/wait.js';
 
-/** What the poll reads, in one statement: the request's status and its `signed` entries, from one snapshot. */
+/**
+ * What the poll reads, in one statement: the request's status, its `signed` entries and their batch items, from one
+ * snapshot.
+ */
 const SNAPSHOT_SQL =
   'SELECT (SELECT status FROM pending_requests WHERE id = $id) AS status, ' +
   "(SELECT count(*) FROM audit_log WHERE action = 'approve_sign' AND outcome = 'signed' " +
-  'AND CAST(details AS TEXT) LIKE $pattern) AS signed';
+  'AND CAST(details AS TEXT) LIKE $pattern) AS signed, ' +
+  "(SELECT count(*) FROM batch_items b JOIN audit_log a ON a.seq = b.batch_seq WHERE a.action = 'approve_sign' " +
+  "AND a.outcome = 'signed' AND CAST(a.details AS TEXT) LIKE $pattern) AS items";
+
+/** A sign_batch signed at once, read in one statement: the tenant's batch entries and their items. */
+const AT_ONCE_SQL =
+  "SELECT (SELECT count(*) FROM audit_log WHERE action = 'sign_batch' AND outcome = 'signed') AS signed, " +
+  "(SELECT count(*) FROM batch_items b JOIN audit_log a ON a.seq = b.batch_seq WHERE a.action = 'sign_batch') AS items";
 
 interface Snapshot {
   status: string;
   signed: number;
+  items: number;
 }
 
 /** Reads the request's snapshot from the service's database, as often as the event loop lets it. */
 interface DatabasePoll {
   read(requestId: string): Promise<Snapshot>;
-  /** The signature records of a digest. */
+  /** The sign_batch entries signed at once and their items. */
+  atOnce(): Promise<{ signed: number; items: number }>;
+  /** The signature records of a digest, and the batch items of it. */
   signatures(hash: string): Promise<number>;
+  items(hash: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -45,10 +60,18 @@ function sqlitePoll(path: string): DatabasePoll {
   return {
     read: async (requestId) => {
       const row = statement.get({ id: requestId, pattern: `%${requestId}%` }) as Snapshot;
-      return { status: row.status, signed: Number(row.signed) };
+      return { status: row.status, signed: Number(row.signed), items: Number(row.items) };
+    },
+    atOnce: async () => {
+      const row = db.prepare(AT_ONCE_SQL).get() as { signed: number; items: number };
+      return { signed: Number(row.signed), items: Number(row.items) };
     },
     signatures: async (hash) =>
       Number(db.prepare('SELECT count(*) AS n FROM signatures WHERE hash = ?').pluck().get(hash)),
+    items: async (hash) =>
+      Number(
+        db.prepare('SELECT count(*) AS n FROM batch_items WHERE digest = ?').pluck().get(Buffer.from(hash, 'base64')),
+      ),
     close: async () => {
       db.close();
     },
@@ -64,7 +87,19 @@ function postgresPoll(url: string): DatabasePoll {
       await connected;
       const { rows } = await client.query<Snapshot>(text, [requestId, `%${requestId}%`]);
       const row = rows[0] as Snapshot;
-      return { status: row.status, signed: Number(row.signed) };
+      return { status: row.status, signed: Number(row.signed), items: Number(row.items) };
+    },
+    atOnce: async () => {
+      await connected;
+      const row = (await client.query<{ signed: string; items: string }>(AT_ONCE_SQL)).rows[0];
+      return { signed: Number(row?.signed), items: Number(row?.items) };
+    },
+    items: async (hash) => {
+      await connected;
+      const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM batch_items WHERE digest = $1', [
+        Buffer.from(hash, 'base64'),
+      ]);
+      return Number(rows[0]?.n);
     },
     signatures: async (hash) => {
       await connected;
@@ -188,7 +223,7 @@ describe.each(stores)('an approval killed the moment its signed entry exists ($n
 
       const seen = await approveAndKill(store, first, approver, requestId, poll);
       // The entry and the request's completion are one commit: no snapshot has one without the other.
-      expect(seen).toEqual({ status: 'approved', signed: 1 });
+      expect(seen).toEqual({ status: 'approved', signed: 1, items: 0 });
 
       const restarted = await start();
       const retried = await postAction(restarted.url, 'approve_sign', approver, {
@@ -215,7 +250,7 @@ describe.each(stores)('an approval killed the moment its signed entry exists ($n
   );
 
   it.skipIf(!store.enabled)(
-    'a held batch: all its signed entries with the request approved, or none; the requester collects each once',
+    'a held batch: its signed entry with all its items and the request approved, or none; the requester collects each once',
     async () => {
       const { first, start, storeArgs, signer, approver, pem, poll } = await standUp(store);
       const messages = Array.from({ length: 20 }, (_, i) => `batch ${store.name} ${i}`);
@@ -230,7 +265,7 @@ describe.each(stores)('an approval killed the moment its signed entry exists ($n
       const requestId = held.body.request_id as string;
 
       const seen = await approveAndKill(store, first, approver, requestId, poll);
-      expect(seen).toEqual({ status: 'approved', signed: messages.length });
+      expect(seen).toEqual({ status: 'approved', signed: 1, items: messages.length });
 
       const restarted = await start();
       const retried = await postAction(restarted.url, 'approve_sign', approver, {
@@ -250,18 +285,53 @@ describe.each(stores)('an approval killed the moment its signed entry exists ($n
       await restarted.stop();
 
       const entries = approvalEntries(storeArgs, requestId);
-      expect(entries.map((e) => e.outcome)).toEqual(messages.map(() => 'signed'));
+      expect(entries.map((e) => e.outcome)).toEqual(['signed']);
+      expect(entries[0]?.details.batch).toMatchObject({ id: requestId, signed: messages.length });
       for (const [i, r] of results.entries()) {
         const signature = Buffer.from(r.signature, 'base64');
         expect(verify('sha256', Buffer.from(messages[i] as string), createPublicKey(pem), signature)).toBe(true);
-        // Each result names its own entry, which names the signature.
-        const entry = entries.find((e) => e.seq === r.log_index + 1);
-        expect(entry?.details).toMatchObject({
-          hash: hashes[i],
-          signature_sha256: createHash('sha256').update(signature).digest('hex'),
-        });
-        expect(await poll.signatures(hashes[i] as string)).toBe(1);
+        // Each result names the batch's one entry, whose item holds its digest once.
+        expect(r.log_index + 1).toBe(entries[0]?.seq);
+        expect(await poll.items(hashes[i] as string)).toBe(1);
       }
+      await poll.close();
+    },
+    120_000,
+  );
+
+  it.skipIf(!store.enabled)(
+    'a sign_batch killed the moment its entry exists: the entry with all its items, never a part of them',
+    async () => {
+      const { first, storeArgs, signer, poll } = await standUp(store);
+      const hashes = Array.from({ length: 200 }, (_, i) => digestOf(`at once ${store.name} ${i}`));
+      if (store.workers) {
+        await until('the request workers to be ready', () => {
+          const pids = readyWorkerPids(first);
+          return pids.length >= store.workers ? pids : undefined;
+        });
+      }
+      const lost = postAction(first.url, 'sign_batch', signer, {
+        tenant_id: 'k9s',
+        algorithm: 'ECDSA_SHA_256',
+        hashes,
+      }).catch((err: Error) => err);
+      let seen: { signed: number; items: number };
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        seen = await poll.atOnce();
+        if (seen.signed > 0 || seen.items > 0) break;
+        if (Date.now() > deadline) throw new Error(`no sign_batch entry after 60 s:\n${first.output()}`);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      first.child.kill('SIGKILL');
+      await first.stop();
+      await lost;
+      // One commit: the entry and its 200 items together, in the snapshot and in the chain after the kill.
+      expect(seen).toEqual({ signed: 1, items: hashes.length });
+      const entries = exportAudit(storeArgs).filter((e) => e.action === 'sign_batch' && e.outcome === 'signed');
+      expect(entries).toHaveLength(1);
+      expect(entries[0]?.details.batch).toMatchObject({ size: hashes.length, signed: hashes.length });
+      for (const hash of hashes.slice(0, 5)) expect(await poll.items(hash)).toBe(1);
       await poll.close();
     },
     120_000,

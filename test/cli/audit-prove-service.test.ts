@@ -109,6 +109,51 @@ describe('audit prove against the service', () => {
     }
   });
 
+  it('proves each signature of a batch (one entry for the batch) by its file, online and from the kept file', async () => {
+    const files = ['a', 'b', 'c'].map((name) => {
+      const file = join(dataDir, `items-${name}.bin`);
+      writeFileSync(file, `one of a batch: ${name}\n`);
+      return file;
+    });
+    const signed = runCli(['sign', '--tenant', TENANT, ...files], env());
+    expect(signed.code, signed.stderr).toBe(0);
+    expect(signed.stderr).toMatch(/signed 3 of 3 files \(1 batch request\)/);
+    await checkpointNow();
+    const indexes = new Set<string>();
+    for (const file of files) {
+      const out = `${file}.sig.tlog-proof`;
+      const online = runCli(
+        ['audit', 'prove', '--tenant', TENANT, '--signature', `${file}.sig`, '--public-key', vkey, '--out', out],
+        env(),
+      );
+      expect(online.code, online.stderr).toBe(0);
+      expect(online.stdout).toMatch(/batch item \d \(digest /);
+      indexes.add(/index (\d+)/.exec(online.stdout)?.[1] as string);
+      const offline = runCli(
+        ['audit', 'prove', '--bundle', out, '--public-key', vkey, '--tenant', TENANT, '--signature', `${file}.sig`],
+        { ...env(), SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:9' },
+      );
+      expect(offline.code, offline.stderr).toBe(0);
+      expect(offline.stdout).toContain('verified:');
+      // Another file's signature against this file's proof: not proven.
+      const other = files.find((f) => f !== file) as string;
+      const wrong = runCli(['audit', 'prove', '--bundle', out, '--public-key', vkey, '--signature', `${other}.sig`], {
+        ...env(),
+        SIGNBRIDGE_SERVICE_URL: 'http://127.0.0.1:9',
+      });
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toMatch(/names signature/);
+    }
+    expect(indexes.size).toBe(1);
+    const [index] = [...indexes];
+    const byItem = runCli(
+      ['audit', 'prove', '--tenant', TENANT, '--index', index as string, '--item', '1', '--public-key', vkey],
+      env(),
+    );
+    expect(byItem.code, byItem.stderr).toBe(0);
+    expect(byItem.stdout).toMatch(/batch item 1 \(digest /);
+  });
+
   it('proves a signature by its file, by its digest and by the log index the signing response carried', async () => {
     const { sig, digest } = await signFile('release.bin', 'release 1.0\n');
     await checkpointNow();

@@ -34,17 +34,23 @@ async function signPreferring(prefer: string | undefined, message: string) {
   return { res, body, hash, index: Number(res.headers['signbridge-log-index']) };
 }
 
-/** The tlog-proof read as c2sp.org/tlog-proof says, checked against the vkey; its entry's fields. */
-function checkedProof(text: string, index: number): Record<string, unknown> {
+/**
+ * The tlog-proof read as c2sp.org/tlog-proof says, checked against the vkey; its entry's fields (with `batchItem`,
+ * the item a batch's signature carries in `extra` beside the entry: docs/transparency.md, "Proof files").
+ */
+function checkedProof(text: string, index: number, batchItem = false): Record<string, unknown> {
   const cut = text.indexOf('\n\n');
   const lines = text.slice(0, cut).split('\n');
   expect(lines[0]).toBe('c2sp.org/tlog-proof@v1');
   expect(lines[2]).toBe(`index ${index}`);
-  const entry = Buffer.from((lines[1] as string).replace(/^extra /, ''), 'base64');
+  const extra = Buffer.from((lines[1] as string).replace(/^extra /, ''), 'base64');
+  const item = batchItem ? (JSON.parse(extra.toString()) as { batch_item: unknown; entry: string }) : undefined;
+  const entry = item ? Buffer.from(item.entry, 'base64') : extra;
   const checkpoint = verifyCheckpoint(text.slice(cut + 2), vkey);
   const proof = lines.slice(3).map((l) => Buffer.from(l, 'base64'));
   expect(refVerifyInclusion(refLeaf(entry), index, checkpoint.size, proof, checkpoint.root)).toBe(true);
-  return JSON.parse(entry.toString()) as Record<string, unknown>;
+  const fields = JSON.parse(entry.toString()) as Record<string, unknown>;
+  return item ? { ...fields, batchItem: item.batch_item } : fields;
 }
 
 beforeAll(async () => {
@@ -97,7 +103,7 @@ describe('Prefer: wait-for-log', () => {
 });
 
 describe('Prefer: wait-for-log on sign_batch and KMS Sign', () => {
-  it('sign_batch: each signed item carries the tlog-proof of its own entry, all against one checkpoint', async () => {
+  it("sign_batch: each signed item carries the tlog-proof of its batch's entry with its item, all against one checkpoint", async () => {
     const hashes = [0, 1, 2].map((i) => createHash('sha256').update(`batch item ${i}`).digest('base64'));
     const res = await svc.app.inject({
       method: 'POST',
@@ -110,12 +116,15 @@ describe('Prefer: wait-for-log on sign_batch and KMS Sign', () => {
     const results = res.json().results as Array<{ signature: string; log_index: number; log_proof?: string }>;
     expect(results).toHaveLength(3);
     const checkpoints = new Set<string>();
-    for (const item of results) {
-      const entry = checkedProof(item.log_proof as string, item.log_index);
+    for (const [i, item] of results.entries()) {
+      const entry = checkedProof(item.log_proof as string, item.log_index, true);
       expect(entry.seq).toBe(item.log_index + 1);
-      expect((entry.details as { signature_sha256: string }).signature_sha256).toBe(
-        createHash('sha256').update(Buffer.from(item.signature, 'base64')).digest('hex'),
-      );
+      // The item names its signature (its path to the entry's root: test/transparency/batch-item-proof.test.ts).
+      expect(entry.batchItem).toMatchObject({
+        index: i,
+        digest: hashes[i],
+        signature_sha256: createHash('sha256').update(Buffer.from(item.signature, 'base64')).digest('hex'),
+      });
       checkpoints.add((item.log_proof as string).slice((item.log_proof as string).indexOf('\n\n') + 2));
     }
     expect(checkpoints.size).toBe(1);

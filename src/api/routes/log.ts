@@ -7,7 +7,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { rolesOf } from '../../auth/api-keys.js';
 import { ApiError } from '../../errors.js';
 import type { ApiKeyRecord, Store } from '../../store/store.js';
-import { resolveLogIndex } from '../../transparency/entry-lookup.js';
+import { batchItemProof } from '../../transparency/batch-item-proof.js';
+import { type LogEntryRef, resolveLogEntry } from '../../transparency/entry-lookup.js';
 import { LogNotFoundError, type LogService } from '../../transparency/log-service.js';
 import { authenticate } from '../authenticate.js';
 import { documented, errorResponse } from '../responses.js';
@@ -24,6 +25,9 @@ const Count = (description: string) => Type.String({ pattern: '^(0|[1-9][0-9]{0,
 const InclusionQuery = Type.Object(
   {
     index: Type.Optional(Count('leaf index: the audit entry seq - 1')),
+    item: Type.Optional(
+      Count("with index: a signature of the batch entry at index, by its place in the sign_batch request's hashes"),
+    ),
     signature_sha256: Type.Optional(
       Type.String({ description: "SHA-256 of the raw signature bytes, hex: that signature's `signed` entry" }),
     ),
@@ -71,6 +75,25 @@ export const InclusionProofResponse = Type.Object(
     ),
     proof: Type.Array(Type.String(), { description: 'base64 hashes, RFC 9162 §2.1.3 order' }),
     checkpoint: Type.String({ description: 'the signed checkpoint note of exactly tree_size' }),
+    batch_item: Type.Optional(
+      Type.Object(
+        {
+          index: Type.Integer({ description: "the signature's place in the sign_batch request's hashes" }),
+          position: Type.Integer({
+            description: "the item's leaf index in the batch's tree (details.batch.signed leaves)",
+          }),
+          digest: Type.String({ description: 'the digest signed, base64' }),
+          signature_sha256: Type.String({ description: 'SHA-256 of the signature bytes, hex' }),
+          proof: Type.Array(Type.String(), {
+            description: "the item's audit path to details.batch.root, base64 hashes, RFC 9162 §2.1.3 order",
+          }),
+        },
+        {
+          description:
+            "a signature of a batch (issue 46): the item and its path in the batch entry; omitted for another tenant's entry (docs/transparency.md)",
+        },
+      ),
+    ),
   },
   { $id: 'InclusionProofResponse', title: 'InclusionProofResponse' },
 );
@@ -97,13 +120,15 @@ function notFound(err: unknown): never {
  * tenant's (the key's tenant; `tenant=` only for a key of no tenant or an anonymous caller of a public log).
  * 404 when that tenant has no such entry.
  */
-async function indexOf(
+async function entryOf(
   store: Store,
   caller: ApiKeyRecord | undefined,
-  query: { index?: string; signature_sha256?: string; digest?: string; tenant?: string },
-): Promise<number> {
+  query: { index?: string; item?: string; signature_sha256?: string; digest?: string; tenant?: string },
+): Promise<LogEntryRef> {
   const byIndex = query.index !== undefined;
-  if (byIndex && query.signature_sha256 === undefined && query.digest === undefined) return Number(query.index);
+  if (byIndex && query.signature_sha256 === undefined && query.digest === undefined) {
+    return { index: Number(query.index), ...(query.item !== undefined && { item: Number(query.item) }) };
+  }
   const keyTenant = caller?.tenantId ?? null;
   if (keyTenant !== null && query.tenant !== undefined && query.tenant !== keyTenant) {
     throw new ApiError('forbidden', `this API key belongs to tenant ${keyTenant}, not ${query.tenant}`);
@@ -112,18 +137,19 @@ async function indexOf(
   if (tenant === undefined && !byIndex) {
     throw new ApiError('invalid_request', 'a lookup by signature_sha256 or digest needs a tenant: tenant=<id>');
   }
-  const index = await resolveLogIndex(store, tenant ?? '', {
+  const entry = await resolveLogEntry(store, tenant ?? '', {
     ...(byIndex && { index: Number(query.index) }),
+    ...(query.item !== undefined && { item: Number(query.item) }),
     ...(query.signature_sha256 !== undefined && { signature_sha256: query.signature_sha256 }),
     ...(query.digest !== undefined && { digest: query.digest }),
   });
-  if (index === undefined) {
+  if (entry === undefined) {
     throw new ApiError(
       'not_found',
       `tenant ${tenant} has no signed entry for this ${query.digest ? 'digest' : 'signature'}`,
     );
   }
-  return index;
+  return entry;
 }
 
 export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): Promise<void> {
@@ -200,16 +226,21 @@ export async function logRoutes(app: FastifyInstance, opts: LogRoutesOptions): P
       },
     },
     async (request) => {
-      const index = await indexOf(opts.store, request.caller, request.query);
+      const { index, item } = await entryOf(opts.store, request.caller, request.query);
       const treeSize = request.query.tree_size === undefined ? undefined : Number(request.query.tree_size);
       const answer = await log.inclusion(index, treeSize).catch(notFound);
+      const readable = mayRead(request.caller, answer.tenantId);
+      // A signature of a batch: its item and path in the batch entry, which the inclusion proof then proves.
+      const batchItem =
+        item !== undefined && readable ? await batchItemProof(opts.store, index + 1, item).catch(notFound) : undefined;
       return {
         index: answer.index,
         tree_size: answer.treeSize,
         leaf_hash: answer.leafHash.toString('base64'),
-        ...(mayRead(request.caller, answer.tenantId) && { entry: answer.entry.toString('base64') }),
+        ...(readable && { entry: answer.entry.toString('base64') }),
         proof: answer.proof.map((h) => h.toString('base64')),
         checkpoint: answer.checkpoint.note,
+        ...(batchItem && { batch_item: batchItem }),
       };
     },
   );

@@ -13,7 +13,8 @@ import { signDigest, signDigests } from '../../signing/signing-entry.js';
 import type { BatchOutcome, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
 import type { ExceptionRecord, Store } from '../../store/store.js';
-import type { LogService } from '../../transparency/log-service.js';
+import { batchItemProof } from '../../transparency/batch-item-proof.js';
+import { LogNotFoundError, type LogService } from '../../transparency/log-service.js';
 import { authenticate, authorize } from '../authenticate.js';
 import { asApiError } from '../error-handler.js';
 import { answerOnce, idempotencyKeyOf } from '../idempotency.js';
@@ -422,7 +423,8 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
           const log = app.transparencyLog;
           const preference = log ? logPreferenceOf(request.headers.prefer) : undefined;
           if (action === 'sign_batch' && log && preference && result.status === 200) {
-            return reply.code(200).send(await withBatchProofs(log, result.body as BatchBody, preference, reply));
+            const body = result.body as BatchBody;
+            return reply.code(200).send(await withBatchProofs(log, opts.store, body, preference, reply));
           }
           // Kept with an idempotent answer too: a replay carries the same index.
           if (result.logIndex === undefined) return reply.code(result.status).send(result.body);
@@ -509,12 +511,23 @@ type BatchBody = ReturnType<typeof batchBody>;
  */
 async function withBatchProofs(
   log: LogService,
+  store: Store,
   body: BatchBody,
   preference: LogPreference,
   reply: FastifyReply,
 ): Promise<BatchBody> {
   const indexes = body.results.flatMap((item) => (item.log_index !== undefined ? [item.log_index] : []));
-  const got = await logProofsOf(log, indexes, preference);
+  // Each signature is the item of its place in the batch: its proof carries its path in the batch's entry (none
+  // for a held batch approved before issue 46, whose signatures have entries of their own).
+  const items = body.results.flatMap((item, i) => (item.log_index !== undefined ? [i] : []));
+  const got = await logProofsOf(log, indexes, preference, {
+    items,
+    proof: (seq, item) =>
+      batchItemProof(store, seq, item).catch((err) => {
+        if (err instanceof LogNotFoundError) return undefined;
+        throw err;
+      }),
+  });
   if (!got) return body;
   reply.headers(logProofHeaders(preference, got));
   let next = 0;

@@ -26,7 +26,8 @@ export interface LogHttpOptions {
   timeoutMs: number;
 }
 
-export type InclusionQuery = { index: number } | { signatureSha256: string } | { digest: string };
+/** An entry by its index (and a batch's signature by its item), or a signature or digest the service looks up. */
+export type InclusionQuery = { index: number; item?: number } | { signatureSha256: string } | { digest: string };
 
 export class LogHttp {
   constructor(private readonly opts: LogHttpOptions) {}
@@ -47,7 +48,7 @@ export class LogHttp {
   async inclusion(query: InclusionQuery, treeSize?: number): Promise<unknown> {
     const params: Record<string, string> =
       'index' in query
-        ? { index: String(query.index) }
+        ? { index: String(query.index), ...(query.item !== undefined && { item: String(query.item) }) }
         : 'signatureSha256' in query
           ? { signature_sha256: query.signatureSha256 }
           : { digest: query.digest };

@@ -45,6 +45,7 @@ interface ProveFlags extends LogFlags {
   signature?: string;
   digest?: string;
   index?: string;
+  item?: string;
   out?: string;
   format: string;
   bundle?: string;
@@ -67,6 +68,10 @@ export function registerProveCommand(audit: Command): void {
       )
       .option('--digest <base64>', 'the digest that was signed, base64 (as `signbridge digest` prints it)')
       .option('--index <n>', 'the log index (the Signbridge-Log-Index header of the signing response)')
+      .option(
+        '--item <n>',
+        "with --index of a batch's entry: the signature at this place in the sign_batch request (the number after the dot of its signature_id)",
+      )
       .option(
         '--out <file>',
         'save the verified proof (entry, proof, checkpoint) here, to keep with the artifact (e.g. app.sig.tlog-proof)',
@@ -111,7 +116,7 @@ async function prove(flags: ProveFlags): Promise<number> {
     const kept = readKeptProof(flags.bundle);
     const verified = verifyInclusionBundle(kept, key);
     requireQuorum(witnessPolicyOf(flags), kept.checkpoint, verified.checkpoint);
-    checkEntryFor(verified.entry, expected);
+    checkEntryFor(verified.entry, expected, verified.item);
     if (flags.index !== undefined && verified.index !== lookupIndex(flags.index)) {
       say(`signbridge audit prove: the bundle proves index ${verified.index}, not ${flags.index}`);
       return EXIT_NOT_PROVEN;
@@ -136,9 +141,15 @@ async function prove(flags: ProveFlags): Promise<number> {
   const bundle = parseInclusionBundle(answer);
   const verified = verifyInclusionBundle(bundle, key);
   requireQuorum(witnessPolicyOf(flags), bundle.checkpoint, verified.checkpoint);
-  checkEntryFor(verified.entry, expected);
+  checkEntryFor(verified.entry, expected, verified.item);
   if ('index' in query && verified.index !== query.index) {
     say(`signbridge audit prove: asked for index ${query.index}, the service proved index ${verified.index}`);
+    return EXIT_NOT_PROVEN;
+  }
+  if ('index' in query && query.item !== undefined && verified.item?.index !== query.item) {
+    say(
+      `signbridge audit prove: asked for item ${query.item} of index ${query.index}, the service proved no such item`,
+    );
     return EXIT_NOT_PROVEN;
   }
   if (flags.out !== undefined) {
@@ -205,7 +216,7 @@ function readKeptProof(file: string): InclusionBundleJson {
   const text = readFileSync(file, 'utf8');
   if (isTlogProof(text)) {
     try {
-      return tlogProofToBundle(decodeTlogProof(text));
+      return parseInclusionBundle(tlogProofToBundle(decodeTlogProof(text)));
     } catch (err) {
       if (err instanceof TlogProofFormatError) throw new InclusionError(`--bundle ${file}: ${err.message}`);
       throw err;
@@ -234,6 +245,10 @@ function expectation(flags: ProveFlags): ArtifactExpectation {
     throw new AuditUsageError(`--digest must be standard base64 (with padding), got ${flags.digest}`);
   }
   if (flags.index !== undefined) lookupIndex(flags.index);
+  if (flags.item !== undefined) {
+    if (flags.index === undefined) throw new AuditUsageError('--item goes with --index (the batch entry)');
+    lookupIndex(flags.item, '--item');
+  }
   return {
     ...(flags.tenant !== undefined && { tenant: flags.tenant }),
     ...(flags.digest !== undefined && { digest: flags.digest }),
@@ -245,19 +260,20 @@ function expectation(flags: ProveFlags): ArtifactExpectation {
 function lookups(flags: ProveFlags, expected: ArtifactExpectation): InclusionQuery[] {
   if (expected.signatureSha256s !== undefined) return expected.signatureSha256s.map((h) => ({ signatureSha256: h }));
   if (expected.digest !== undefined) return [{ digest: expected.digest }];
-  return [{ index: lookupIndex(flags.index ?? '') }];
+  const index = lookupIndex(flags.index ?? '');
+  return [flags.item !== undefined ? { index, item: lookupIndex(flags.item, '--item') } : { index }];
 }
 
-function lookupIndex(value: string): number {
+function lookupIndex(value: string, flag = '--index'): number {
   const index = Number(value);
   if (!/^(?:0|[1-9][0-9]*)$/.test(value) || !Number.isSafeInteger(index)) {
-    throw new AuditUsageError(`--index must be a log index (0, 1, …), got ${value}`);
+    throw new AuditUsageError(`${flag} must be a whole number (0, 1, …), got ${value}`);
   }
   return index;
 }
 
 function describeQuery(q: InclusionQuery): string {
-  if ('index' in q) return `index ${q.index}`;
+  if ('index' in q) return `index ${q.index}${q.item !== undefined ? ` item ${q.item}` : ''}`;
   if ('signatureSha256' in q) return `signature (SHA-256 ${q.signatureSha256})`;
   return `digest ${q.digest}`;
 }
@@ -269,6 +285,7 @@ function report(v: VerifiedInclusion, source: string, key: VerifierKey): void {
     typeof d.key_id === 'string' ? `key ${d.key_id}` : undefined,
     typeof d.algorithm === 'string' ? d.algorithm : undefined,
     typeof d.hash === 'string' ? `digest ${d.hash}` : undefined,
+    v.item ? `batch item ${v.item.index} (digest ${v.item.digest.toString('base64')}), in the batch's root` : undefined,
   ].filter((x) => x !== undefined);
   process.stdout.write(
     `entry:      index ${v.index} (seq ${e.seq}), tenant ${e.tenantId ?? '(none)'}, ${e.action} → ${e.outcome} at ${e.at} by ${e.actor}\n` +

@@ -1,7 +1,7 @@
 // Signature records: written through the group commit with their audit entry (group-commit.ts), withdrawn when
 // the key store then failed, and the lookup rows from a signature's bytes to its audit entry (migration 0019).
 import type { SigningAlgorithm } from '../../crypto/algorithms.js';
-import type { LookupRow, RequestCompletion, SignatureWithEntry, Write } from '../commit/group-commit.js';
+import type { BatchItemRow, LookupRow, RequestCompletion, SignatureWithEntry, Write } from '../commit/group-commit.js';
 import { outboxRows } from '../events/event-store.js';
 import type { AuditEntryInput } from '../records/audit-entry.js';
 import type { EventInput } from '../records/event-kinds.js';
@@ -55,6 +55,13 @@ export function lookupRowOf(l: SignatureLookup): LookupRow {
     tenant_id: l.tenantId,
     signature_sha256: l.signatureSha256.toString('hex'),
   };
+}
+
+/** One signature of a batch entry (migration 0029): its index in the request, the digest, the signature's hash. */
+export interface BatchItemRecord {
+  index: number;
+  digest: Buffer;
+  signatureSha256: Buffer;
 }
 
 /** How the store commits signature records: the group commit on the event loop, or the SQLite writer thread. */
@@ -115,8 +122,10 @@ export class SignatureStore extends StorePart {
 
   /**
    * Records several signatures, each with its `signed` entry (and lookup row), in one transaction with `events` and
-   * the held request they complete (an approved batch): all or none. Resolves to the seq of the first entry; the
-   * others follow it in order.
+   * the held request they complete: all or none. Resolves to the seq of the first entry; the others follow it in
+   * order. What an approved batch wrote before issue 46; the signing service now records a batch with recordBatch
+   * (one entry), and only test/unit/approval-commit.test.ts still writes this way, to keep the group commit's
+   * `records` path (and PostgreSQL's v4) checked while instances on the older code may share a database.
    */
   recordAll(
     signed: ReadonlyArray<{ record: SignatureRecord; audit: AuditEntryInput }>,
@@ -138,6 +147,70 @@ export class SignatureStore extends StorePart {
       ),
       completes,
     });
+  }
+
+  /**
+   * Records a batch of signatures as one `signed` entry (`audit`, whose details carry the items' Merkle root) with
+   * its items (batch_items, on the entry's seq), the events that go with them and, for an approved held batch, the
+   * request they complete: one transaction, all or none. No signature record and no lookup row: the entry is the
+   * batch's record and the items are its signatures (docs/transparency.md, "A batch's items"). Resolves to the
+   * entry's seq.
+   */
+  recordBatch(
+    audit: AuditEntryInput,
+    items: readonly BatchItemRecord[],
+    events: readonly EventInput[],
+    completes?: RequestCompletion,
+  ): Promise<number | undefined> {
+    const told = events.length > 0 ? outboxRows(events, audit.at) : undefined;
+    if (told) this.ctx.events.onWritten?.();
+    return this.writes.enqueue({
+      ...(told && { events: told }),
+      audit,
+      batchItems: items.map(
+        (item): BatchItemRow => ({
+          item_index: item.index,
+          digest: item.digest.toString('hex'),
+          signature_sha256: item.signatureSha256.toString('hex'),
+        }),
+      ),
+      ...(completes && { completes }),
+    });
+  }
+
+  /**
+   * The batch item of the tenant's latest batch entry that holds the signature with this SHA-256 (its entry's seq
+   * and its index in the request), or undefined.
+   */
+  async batchItemOfSignature(
+    tenantId: string,
+    signatureSha256: Buffer,
+  ): Promise<{ seq: number; index: number } | undefined> {
+    const row = await this.db
+      .selectFrom('batch_items as b')
+      .innerJoin('audit_log as a', 'a.seq', 'b.batch_seq')
+      .select(['b.batch_seq', 'b.item_index'])
+      .where('b.signature_sha256', '=', signatureSha256)
+      .where('a.tenant_id', '=', tenantId)
+      .orderBy('b.batch_seq', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row && { seq: Number(row.batch_seq), index: Number(row.item_index) };
+  }
+
+  /** The items of the batch entry `seq`, in leaf order (by index); empty for an entry that is no batch's. */
+  async batchItems(seq: number): Promise<BatchItemRecord[]> {
+    const rows = await this.db
+      .selectFrom('batch_items')
+      .select(['item_index', 'digest', 'signature_sha256'])
+      .where('batch_seq', '=', seq)
+      .orderBy('item_index')
+      .execute();
+    return rows.map((r) => ({
+      index: Number(r.item_index),
+      digest: Buffer.from(r.digest),
+      signatureSha256: Buffer.from(r.signature_sha256),
+    }));
   }
 
   /** Deletes a record written ahead for a signature the key store then failed to make, appending `audit`. */

@@ -21,6 +21,19 @@ export interface LookupRow {
 export type LookupOnEntry = Omit<LookupRow, 'audit_seq'> & { audit: number };
 
 /**
+ * A batch_items row as a write carries it (migration 0029: one signature of a batch entry; bytes in hex, as for
+ * LookupRow), without its batch entry's seq.
+ */
+export interface BatchItemRow {
+  item_index: number;
+  digest: string;
+  signature_sha256: string;
+}
+
+/** A batch item on the seq of the audit entry at index `audit` of its group commit. */
+export type BatchItemOnEntry = BatchItemRow & { audit: number };
+
+/**
  * A held request that a write's signature completes (an approval): in the write's transaction it moves from
  * `signing` to `approved` with the signature and the seq of the write's `signed` entry, so that a process killed
  * after the commit leaves it approved, never `signing` with its signature in the log (migration 0027). A request no
@@ -101,6 +114,8 @@ export interface PendingWrite {
   lookup?: Omit<LookupRow, 'audit_seq'>;
   /** Lookup rows of signatures whose records were written earlier (ahead of the signature), riding along. */
   lookups?: LookupRow[];
+  /** The signatures a batch entry (`audit`) records, each on the seq of that entry (migration 0029). */
+  batchItems?: BatchItemRow[];
   /**
    * Several signatures with their entries, all or none (an approved batch); their entries follow `audit`'s, and
    * the write settles with the seq of its first entry (the others follow it in order).
@@ -126,10 +141,20 @@ export interface WriteBatch {
   lookups: Array<LookupRow | LookupOnEntry>;
   /** Held requests completed by signatures of this batch, each on the seq of one of `audits`. */
   completions: CompletionOnEntry[];
+  /** The items of batch entries among `audits`, each on the seq of its entry. */
+  batchItems: BatchItemOnEntry[];
 }
 
 export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
-  const batch: WriteBatch = { signatures: [], withdrawals: [], audits: [], events: [], lookups: [], completions: [] };
+  const batch: WriteBatch = {
+    signatures: [],
+    withdrawals: [],
+    audits: [],
+    events: [],
+    lookups: [],
+    completions: [],
+    batchItems: [],
+  };
   for (const w of writes) {
     if (w.events) batch.events.push(...w.events);
     if (w.signature) batch.signatures.push(w.signature);
@@ -138,6 +163,7 @@ export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[])
     if (w.completes && entriesOf(w) > 0) batch.completions.push({ ...w.completes, audit: batch.audits.length });
     if (w.audit) {
       if (w.lookup) batch.lookups.push({ ...w.lookup, audit: batch.audits.length });
+      for (const item of w.batchItems ?? []) batch.batchItems.push({ ...item, audit: batch.audits.length });
       batch.audits.push(w.audit);
     }
     for (const r of w.records ?? []) {

@@ -225,6 +225,7 @@ END $$`)
     events,
     lookups,
     completions,
+    batchItems,
   }: WriteBatch): Promise<number | undefined> {
     const entries: Array<Record<string, unknown>> = audits.map((e) => {
       const { columns, parts } = entryTexts(e);
@@ -251,6 +252,19 @@ END $$`)
       const first = rows[0]?.first;
       return first === null || first === undefined ? undefined : Number(first);
     };
+    if (batchItems.length > 0) {
+      // A batch entry's items go with it, on its seq (migration 0029); v5 does v4's work first.
+      return firstSeq(
+        (
+          await this.pool.query<{ first: number | null }>(GROUP_COMMIT_WITH_ITEMS_SQL, [
+            ...args,
+            JSON.stringify(events),
+            JSON.stringify(completions),
+            JSON.stringify(batchItems),
+          ])
+        ).rows,
+      );
+    }
     if (completions.length > 0) {
       // An approval's signature completes its request in the same call (migration 0027).
       return firstSeq(
@@ -285,6 +299,10 @@ const GROUP_COMMIT_WITH_EVENTS_SQL =
 /** Migration 0027's function: v3, plus the held requests the batch's signatures complete. */
 const GROUP_COMMIT_COMPLETING_SQL =
   'SELECT signbridge_group_commit_v4($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb) AS first';
+
+/** Migration 0028's function: v4, plus the items of the batch entries the call appends. */
+const GROUP_COMMIT_WITH_ITEMS_SQL =
+  'SELECT signbridge_group_commit_v5($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb, $8::jsonb) AS first';
 
 /** A pg client that knows when it began to connect, so that connecting and its first round trip share one wait. */
 class TimedClient extends pg.Client {

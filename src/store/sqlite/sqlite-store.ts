@@ -5,6 +5,7 @@ import { chainAuditRows } from '../audit/audit-chain.js';
 import { lookupRowOf, type SignatureLookup } from '../audit/signature-store.js';
 import type { CommitSink } from '../commit/commit-sink.js';
 import {
+  type BatchItemOnEntry,
   type CompletedRequestRow,
   completedRequestRow,
   type LookupRow,
@@ -208,8 +209,9 @@ class SqliteStore extends KyselyStore {
       const insertEvent = this.sqlite.prepare<OutboxRow>(INSERT_EVENT_SQL);
       const insertLookup = this.sqlite.prepare<Database['signature_lookups']>(INSERT_LOOKUP_SQL);
       const completeRequest = this.sqlite.prepare<CompletedRequestRow>(COMPLETE_REQUEST_SQL);
+      const insertBatchItem = this.sqlite.prepare<Database['batch_items']>(INSERT_BATCH_ITEM_SQL);
       const batch = this.sqlite.transaction(
-        ({ signatures, withdrawals, audits, events, lookups, completions }: WriteBatch) => {
+        ({ signatures, withdrawals, audits, events, lookups, completions, batchItems }: WriteBatch) => {
           for (const row of signatures) insertSignature.run(row);
           for (const id of withdrawals) deleteSignature.run(id);
           let firstSeq: number | undefined;
@@ -223,6 +225,7 @@ class SqliteStore extends KyselyStore {
           }
           for (const row of events) insertEvent.run(row);
           for (const c of completions) completeRequest.run(completedRequestRow(c, Number(firstSeq)));
+          for (const item of batchItems) insertBatchItem.run(batchItemRow(item, Number(firstSeq)));
           return firstSeq;
         },
       );
@@ -253,6 +256,20 @@ const INSERT_EVENT_SQL =
 const INSERT_LOOKUP_SQL =
   'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
   'VALUES (@audit_seq, @tenant_id, @signature_sha256)';
+
+/** A batch entry's item (migration 0029); sqlite-writer.cjs has the same. */
+const INSERT_BATCH_ITEM_SQL =
+  'INSERT INTO batch_items (batch_seq, item_index, digest, signature_sha256) ' +
+  'VALUES (@batch_seq, @item_index, @digest, @signature_sha256)';
+
+function batchItemRow({ audit, ...item }: BatchItemOnEntry, firstSeq: number): Database['batch_items'] {
+  return {
+    batch_seq: firstSeq + audit,
+    item_index: item.item_index,
+    digest: Buffer.from(item.digest, 'hex'),
+    signature_sha256: Buffer.from(item.signature_sha256, 'hex'),
+  };
+}
 
 /** An approval's request, completed by its signature's write (group-commit.ts: RequestCompletion); sqlite-writer.cjs has the same. */
 const COMPLETE_REQUEST_SQL =

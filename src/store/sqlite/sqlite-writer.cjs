@@ -53,6 +53,18 @@ function prepare() {
     "UPDATE pending_requests SET status = 'approved', signature = @signature, updated_at = @updated_at, " +
       "signed_seq = @signed_seq, batch = coalesce(@batch, batch) WHERE id = @id AND status = 'signing'",
   );
+  // A batch entry's item (migration 0029), on the seq of its entry.
+  const insertBatchItem = db.prepare(
+    'INSERT INTO batch_items (batch_seq, item_index, digest, signature_sha256) ' +
+      'VALUES (@batch_seq, @item_index, @digest, @signature_sha256)',
+  );
+  const batchItem = (item, seq) =>
+    insertBatchItem.run({
+      batch_seq: seq,
+      item_index: item.item_index,
+      digest: Buffer.from(item.digest, 'hex'),
+      signature_sha256: Buffer.from(item.signature_sha256, 'hex'),
+    });
   const lookup = (row, seq) =>
     insertLookup.run({ ...row, audit_seq: seq, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
   // IMMEDIATE: the write lock is taken before the chain's head is read (sqlite-store.ts says why).
@@ -84,6 +96,7 @@ function prepare() {
       const first = i;
       if (w.audit) {
         if (w.lookup) lookup(w.lookup, rows[i].seq);
+        if (w.batchItems) for (const item of w.batchItems) batchItem(item, rows[i].seq);
         i++;
       }
       for (const r of w.records ?? []) {

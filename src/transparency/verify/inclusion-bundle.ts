@@ -1,6 +1,14 @@
 // An inclusion proof as the service answers it (GET /log/proof/inclusion) and as `signbridge audit prove --out`
 // keeps it beside an artifact: the entry, its index, the proof hashes and the signed checkpoint of exactly that
-// tree size. Verifying it needs the log's public key and nothing else.
+// tree size; for a signature of a batch, the item and its path in the batch entry too (batch-item.ts). Verifying
+// it needs the log's public key and nothing else.
+import {
+  BatchItemError,
+  type BatchItemJson,
+  parseBatchItem,
+  type VerifiedBatchItem,
+  verifyBatchItem,
+} from './batch-item.js';
 import { type Checkpoint, CheckpointError, openCheckpoint } from './checkpoint.js';
 import { EntryError, type LogEntry, parseLeafEntry } from './entry.js';
 import { HASH_SIZE, leafHash, MAX_PROOF_HASHES, verifyInclusion } from './merkle.js';
@@ -17,6 +25,8 @@ export interface InclusionBundleJson {
   entry?: string;
   proof: string[];
   checkpoint: string;
+  /** A signature of a batch: the item, and its path to the batch entry's root. */
+  batch_item?: BatchItemJson;
 }
 
 export interface VerifiedInclusion {
@@ -24,6 +34,8 @@ export interface VerifiedInclusion {
   checkpoint: Checkpoint;
   entry: LogEntry;
   leafHash: Buffer;
+  /** The batch item proved in `entry`, when the proof is of a signature of a batch. */
+  item?: VerifiedBatchItem;
 }
 
 /** What a proof fails on: the log (or whoever made the bundle) does not prove the entry. */
@@ -48,6 +60,13 @@ export function parseInclusionBundle(value: unknown): InclusionBundleJson {
     throw new InclusionError('the proof has no list of hashes');
   }
   if (typeof v.checkpoint !== 'string') throw new InclusionError('the proof has no checkpoint');
+  let batchItem: BatchItemJson | undefined;
+  try {
+    batchItem = v.batch_item === undefined ? undefined : parseBatchItem(v.batch_item);
+  } catch (err) {
+    if (err instanceof BatchItemError) throw new InclusionError(err.message);
+    throw err;
+  }
   return {
     index: v.index as number,
     tree_size: v.tree_size as number,
@@ -55,6 +74,7 @@ export function parseInclusionBundle(value: unknown): InclusionBundleJson {
     ...(v.entry !== undefined && { entry: v.entry as string }),
     proof: v.proof as string[],
     checkpoint: v.checkpoint,
+    ...(batchItem && { batch_item: batchItem }),
   };
 }
 
@@ -68,7 +88,8 @@ export function hashFromBase64(value: string, what: string): Buffer {
 /**
  * Checks, in order: the checkpoint is signed by `key` and is of the proof's tree size; the entry's bytes hash to
  * the leaf hash; the proof leads from that leaf at `index` to the checkpoint's root; the entry is an audit entry
- * whose seq is index + 1. Throws InclusionError naming the first check that fails.
+ * whose seq is index + 1; and a batch item, if the bundle has one, leads by its path to the entry's batch root.
+ * Throws InclusionError naming the first check that fails.
  */
 export function verifyInclusionBundle(bundle: InclusionBundleJson, key: VerifierKey): VerifiedInclusion {
   let checkpoint: Checkpoint;
@@ -109,5 +130,12 @@ export function verifyInclusionBundle(bundle: InclusionBundleJson, key: Verifier
       `the entry's seq is ${entry.seq}, but the leaf at index ${bundle.index} is seq ${bundle.index + 1}`,
     );
   }
-  return { index: bundle.index, checkpoint, entry, leafHash: leaf };
+  let item: VerifiedBatchItem | undefined;
+  try {
+    item = bundle.batch_item === undefined ? undefined : verifyBatchItem(entry, parseBatchItem(bundle.batch_item));
+  } catch (err) {
+    if (err instanceof BatchItemError) throw new InclusionError(err.message);
+    throw err;
+  }
+  return { index: bundle.index, checkpoint, entry, leafHash: leaf, ...(item && { item }) };
 }

@@ -2,7 +2,12 @@
 // checkpoint it leads to, verifiable offline. signbridge puts the entry itself in `extra`: the audit entry's
 // canonical JSON, the exact bytes of the log leaf, so the record hash is SHA-256(0x00 || extra) (RFC 6962 §2.1)
 // and a verifier needs nothing but the file and the log's key. `extra` is not authenticated by itself; it is by
-// the proof, since its hash is the leaf the proof leads from.
+// the proof, since its hash is the leaf the proof leads from. C2SP allows one `extra` line and nothing else
+// between the header and the proof, so a signature of a batch (issue 46) carries its item in `extra` too: the
+// UTF-8 of the canonical JSON {"batch_item": {...}, "entry": "<base64 leaf bytes>"} (docs/transparency.md, "Proof
+// files"), from which the record hash is still SHA-256(0x00 || entry); an entry's own JSON never has those keys.
+import type { BatchItemJson } from './batch-item.js';
+import { canonicalJson } from './entry.js';
 import type { InclusionBundleJson } from './inclusion-bundle.js';
 import { leafHash, MAX_PROOF_HASHES } from './merkle.js';
 import { strictBase64 } from './note.js';
@@ -18,6 +23,8 @@ export interface TlogProof {
   proof: Buffer[];
   /** The checkpoint, verbatim (its signature lines included). */
   checkpoint: string;
+  /** A signature of a batch: its item in the entry (unverified; verifyInclusionBundle checks it). */
+  batchItem?: BatchItemJson;
 }
 
 export class TlogProofFormatError extends Error {}
@@ -30,7 +37,7 @@ export function encodeTlogProof(p: TlogProof): string {
   if (!p.checkpoint.endsWith('\n')) throw new TlogProofFormatError('a checkpoint ends with a newline');
   const lines = [
     TLOG_PROOF_HEADER,
-    ...(p.entry !== undefined ? [`extra ${p.entry.toString('base64')}`] : []),
+    ...(p.entry !== undefined ? [`extra ${extraOf(p.entry, p.batchItem).toString('base64')}`] : []),
     `index ${p.index}`,
     ...p.proof.map((h) => h.toString('base64')),
     '',
@@ -47,9 +54,11 @@ export function decodeTlogProof(text: string): TlogProof {
   const checkpoint = text.slice(blank + 2);
   let line = 0;
   let entry: Buffer | undefined;
+  let batchItem: BatchItemJson | undefined;
   if (head[line]?.startsWith('extra ')) {
-    entry = strictBase64((head[line] as string).slice('extra '.length));
-    if (entry === undefined) throw new TlogProofFormatError('the extra line is not standard base64');
+    const extra = strictBase64((head[line] as string).slice('extra '.length));
+    if (extra === undefined) throw new TlogProofFormatError('the extra line is not standard base64');
+    ({ entry, batchItem } = readExtra(extra));
     line++;
   }
   const indexLine = /^index (0|[1-9][0-9]*)$/.exec(head[line] ?? '');
@@ -67,7 +76,32 @@ export function decodeTlogProof(text: string): TlogProof {
     return bytes;
   });
   if (checkpoint.length === 0) throw new TlogProofFormatError('no checkpoint after the empty line');
-  return { index, ...(entry !== undefined && { entry }), proof, checkpoint };
+  return { index, ...(entry !== undefined && { entry }), proof, checkpoint, ...(batchItem && { batchItem }) };
+}
+
+/** `extra`: the entry's leaf bytes, or for a batch item the canonical JSON of the item and the entry. */
+function extraOf(entry: Buffer, batchItem: BatchItemJson | undefined): Buffer {
+  if (batchItem === undefined) return entry;
+  return Buffer.from(canonicalJson({ batch_item: batchItem, entry: entry.toString('base64') }), 'utf8');
+}
+
+/** Reads `extra` back: an item with its entry (the only JSON with a top-level batch_item), else the entry. */
+function readExtra(extra: Buffer): { entry: Buffer; batchItem?: BatchItemJson } {
+  let value: unknown;
+  try {
+    value = JSON.parse(extra.toString('utf8'));
+  } catch {
+    return { entry: extra };
+  }
+  if (value === null || typeof value !== 'object' || !('batch_item' in value)) return { entry: extra };
+  const { batch_item, entry, ...rest } = value as Record<string, unknown>;
+  if (Object.keys(rest).length > 0 || typeof entry !== 'string') {
+    throw new TlogProofFormatError('the extra line holds a batch item without its entry, or more than the two');
+  }
+  const bytes = strictBase64(entry);
+  if (bytes === undefined) throw new TlogProofFormatError("the extra line's entry is not standard base64");
+  // Shape-checked with the rest of the bundle (parseInclusionBundle); here it is only carried.
+  return { entry: bytes, batchItem: batch_item as BatchItemJson };
 }
 
 /** The tree size a checkpoint claims (its second line), before its signature is checked. */
@@ -88,6 +122,7 @@ export function tlogProofToBundle(p: TlogProof): InclusionBundleJson {
     ...(p.entry !== undefined && { entry: p.entry.toString('base64') }),
     proof: p.proof.map((h) => h.toString('base64')),
     checkpoint: p.checkpoint,
+    ...(p.batchItem && { batch_item: p.batchItem }),
   };
 }
 
@@ -98,5 +133,6 @@ export function bundleToTlogProof(b: InclusionBundleJson): TlogProof {
     ...(b.entry !== undefined && { entry: Buffer.from(b.entry, 'base64') }),
     proof: b.proof.map((h) => Buffer.from(h, 'base64')),
     checkpoint: b.checkpoint,
+    ...(b.batch_item && { batchItem: b.batch_item }),
   };
 }
