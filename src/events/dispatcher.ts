@@ -12,9 +12,10 @@
 //
 // Events read from the log (docs/events.md, "Events read from the log"): a subscription that wants signature.signed
 // is also handed the `signed` entries of signatures made at once, read after its cursor into the audit log
-// (src/store/events/event-log-cursors.ts) and turned into their events as they are sent. A batch of them holds the
-// subscription's slots like leased deliveries; once every attempt of the batch has ended, the cursor moves past it,
-// and the attempts that failed are kept as delivery rows, retried from there like any other.
+// (src/store/events/event-log-cursors.ts) and turned into their events as they are sent: one per entry, or one per
+// item of a batch entry (sign_batch), in item order. What a lease read holds the subscription's slots like leased
+// deliveries; once every attempt of it has ended, the cursor moves past the events sent (into a batch, when it
+// stopped inside one), and the attempts that failed are kept as delivery rows, retried from there like any other.
 //
 // Failing and pausing: a subscription whose attempts fail gets one attempt in flight at a time until one succeeds
 // (a struggling receiver is not hammered, and holds one slot), and while a retry is scheduled its deliveries not
@@ -25,8 +26,9 @@ import { randomBytes } from 'node:crypto';
 import type {
   DeliveryClaim,
   DeliveryWant,
+  LoggedSignature,
   LogLease,
-  SignedEntry,
+  LogPosition,
   SubscriptionRecord,
 } from '../store/events/event-store.js';
 import type { EventRecord } from '../store/records/event-kinds.js';
@@ -62,8 +64,8 @@ export interface DispatcherSettings {
   /** Attempts in flight at once for one subscription, from this instance (default 16). */
   perSubscription?: number;
   /**
-   * Entries read from the log after a subscription's cursor at once, and sent through its slots before the cursor
-   * moves (default 256): one lease, one read and one cursor write for that many events.
+   * Events read from the log after a subscription's cursor at once (an entry each, or a batch's item each), and sent
+   * through its slots before the cursor moves (default 256): one lease, one read and one cursor write for that many.
    */
   logBatch?: number;
   /**
@@ -118,8 +120,11 @@ export class EventDispatcher {
     private readonly now: () => Date = () => new Date(),
     /** Runs at the start of every pass (expiry, reminders; src/events/event-sweeps.ts). */
     private readonly sweep?: () => Promise<void>,
-    /** Turns a `signed` entry into its signature.signed event (the app's builder, with the console's links). */
-    private readonly eventOfEntry: (entry: SignedEntry) => Promise<EventRecord> = (entry) =>
+    /**
+     * Turns a `signed` entry (or one item of a batch entry) into its signature.signed event (the app's builder, with
+     * the console's links).
+     */
+    private readonly eventOfEntry: (entry: LoggedSignature) => Promise<EventRecord> = (entry) =>
       new EventBuilder(store, undefined).signedFromLog(entry),
   ) {
     this.pollMs = settings.pollMs ?? 1000;
@@ -285,25 +290,37 @@ export class EventDispatcher {
   }
 
   /**
-   * Sends a lease's entries in seq order through `slots` of the subscription's slots at a time; stops taking more at
-   * the first attempt that fails (a receiver that is down is not sent the whole batch). Once the attempts under way
-   * have ended, moves the cursor past the entries tried, in one unbroken run from the start, and keeps the failed
-   * attempts as delivery rows, whose outcome is then recorded as any other's.
+   * Sends a lease's events in log order (a batch's in item order) through `slots` of the subscription's slots at a
+   * time; stops taking more at the first attempt that fails (a receiver that is down is not sent the whole lease).
+   * Once the attempts under way have ended, moves the cursor past the events tried, in one unbroken run from the
+   * start (to an item, when that run ends inside a batch), and keeps the failed attempts as delivery rows, whose
+   * outcome is then recorded as any other's.
    */
   private async sendLogBatch(subscription: SubscriptionRecord, lease: LogLease, slots: number): Promise<void> {
+    const told = lease.entries.flatMap(
+      (entry): Array<{ signature: LoggedSignature; after: LogPosition }> =>
+        entry.items
+          ? entry.items.map((item) => ({
+              signature: { ...entry, item },
+              after: { seq: entry.seq, item: item.last ? null : item.index },
+            }))
+          : [{ signature: entry, after: { seq: entry.seq, item: null } }],
+    );
     const tried: Array<{ claim: DeliveryClaim; result: DeliveryResult } | undefined> = [];
     let next = 0;
     let stop = false;
     const sendNext = async (): Promise<void> => {
-      while (!stop && next < lease.entries.length) {
+      while (!stop && next < told.length) {
         const i = next++;
-        const entry = lease.entries[i] as SignedEntry;
+        const { signature } = told[i] as (typeof told)[number];
         let event: EventRecord;
         try {
-          event = await this.eventOfEntry(entry);
+          event = await this.eventOfEntry(signature);
         } catch (err) {
           // Not sent: the cursor stops before it, and it is read again in a later pass.
-          this.settings.onError?.(`could not read the event of log entry ${entry.seq}: ${(err as Error).message}`);
+          this.settings.onError?.(
+            `could not read the event of log entry ${signature.seq}${signature.item ? ` item ${signature.item.index}` : ''}: ${(err as Error).message}`,
+          );
           stop = true;
           return;
         }
@@ -321,8 +338,8 @@ export class EventDispatcher {
       }
     };
     await Promise.all(Array.from({ length: Math.max(1, slots) }, sendNext));
-    const firstGap = Array.from({ length: lease.entries.length }, (_, i) => tried[i]).findIndex((t) => !t);
-    const sent = tried.slice(0, firstGap === -1 ? lease.entries.length : firstGap) as Array<{
+    const firstGap = Array.from({ length: told.length }, (_, i) => tried[i]).findIndex((t) => !t);
+    const sent = tried.slice(0, firstGap === -1 ? told.length : firstGap) as Array<{
       claim: DeliveryClaim;
       result: DeliveryResult;
     }>;
@@ -332,15 +349,10 @@ export class EventDispatcher {
     const failed = sent.filter((r) => r.result.outcome !== 'delivered');
     let moved: Awaited<ReturnType<Store['events']['advanceLogCursor']>>;
     try {
-      moved = await this.store.events.advanceLogCursor(
-        this.owner,
-        lease,
-        sent[sent.length - 1]?.claim.event.seq ?? lease.afterSeq,
-        {
-          deliveredAt: failed.length < sent.length ? at.toISOString() : null,
-          kept: failed.map((r) => ({ event: r.claim.event, leaseUntil })),
-        },
-      );
+      moved = await this.store.events.advanceLogCursor(this.owner, lease, told[sent.length - 1]?.after ?? lease.after, {
+        deliveredAt: failed.length < sent.length ? at.toISOString() : null,
+        kept: failed.map((r) => ({ event: r.claim.event, leaseUntil })),
+      });
     } catch (err) {
       // Not moved: the lease ends and the entries are sent again (at least once, with the same ids).
       this.settings.onError?.(`could not move the log cursor of ${subscription.id}: ${(err as Error).message}`);

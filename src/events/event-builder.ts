@@ -3,7 +3,7 @@
 // before the store method that makes the change, which writes the events in its transaction. The lookups here
 // (who an API key is) are reads; the change itself happens once.
 import { parseSbom } from '../policy/sbom/parse-sbom.js';
-import type { SignedEntry } from '../store/events/event-store.js';
+import type { LoggedSignature } from '../store/events/event-store.js';
 import type { EventActor, EventData, EventInput, EventRecord } from '../store/records/event-kinds.js';
 import { type TrustRule, type TrustRuleTerms, trustRuleTermsJson } from '../store/records/trust-rule.js';
 import type { ApiKeyRecord, ExceptionRecord, KeyRecord, PendingRequestRecord, Store } from '../store/store.js';
@@ -11,11 +11,12 @@ import type { ApiKeyRecord, ExceptionRecord, KeyRecord, PendingRequestRecord, St
 type Json = Record<string, unknown>;
 
 /**
- * The id of the event read from the log entry `seq`: the same on every attempt and every instance (the entry's seq
- * is the log's, one per database), with no '.' (Standard Webhooks), never an outbox event's (those end in random hex).
+ * The id of the event read from the log entry `seq` (and, for a batch entry, of its item of index `item`): the same
+ * on every attempt and every instance (the entry's seq is the log's, one per database), with no '.' (Standard
+ * Webhooks), never an outbox event's (those end in random hex).
  */
-export function logEventId(seq: number): string {
-  return `evt_log${seq}`;
+export function logEventId(seq: number, item?: number): string {
+  return item === undefined ? `evt_log${seq}` : `evt_log${seq}i${item}`;
 }
 
 /** The CI facts of a request's inputs, under the schema's names. */
@@ -244,16 +245,19 @@ export class EventBuilder {
    * (docs/events.md, "Events read from the log"): the same data signedAtOnce made when the event was an outbox row.
    * The entry holds every field (the policy inputs the event shows under `event_inputs`; who asked as its actor,
    * `person` and `workload`) but the person's e-mail, which is read now. Its id is made from the entry's seq, so
-   * every attempt at it carries the same webhook-id.
+   * every attempt at it carries the same webhook-id. A signature of a batch (`entry.item`) tells its item's digest
+   * (from batch_items), and its id is the batch's signature_id and the item's index, as the signing service answers
+   * it (batchSignatureId in src/signing/signature-recorder.ts).
    */
-  async signedFromLog(entry: SignedEntry): Promise<EventRecord> {
+  async signedFromLog(entry: LoggedSignature): Promise<EventRecord> {
     const d = entry.details;
+    const item = entry.item;
     const data = this.linked(
       {
         tenant_id: entry.tenantId,
         key_id: d.key_id,
         algorithm: d.algorithm,
-        digest: d.hash,
+        digest: item ? item.digest.toString('base64') : d.hash,
         rule: d.rule,
         reason: d.reason,
         inputs: (d.event_inputs as Json | undefined) ?? {},
@@ -261,13 +265,14 @@ export class EventBuilder {
       },
       `/tenants/${encodeURIComponent(entry.tenantId)}/audit`,
     );
+    const signatureId = d.signature_id as string;
     return {
-      id: logEventId(entry.seq),
+      id: logEventId(entry.seq, item?.index),
       seq: entry.seq,
       tenantId: entry.tenantId,
       type: 'signature.signed',
       timestamp: entry.at,
-      data: { ...data, signature_id: d.signature_id as string },
+      data: { ...data, signature_id: item ? `${signatureId}.${item.index}` : signatureId },
       orderKey: null,
     };
   }

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { ApiError, type ErrorCode } from '../errors.js';
-import type { EventInput } from '../store/records/event-kinds.js';
+import { eventInputs } from '../events/event-builder.js';
 import type { KeyRecord, PendingRequestRecord } from '../store/store.js';
 import { type BatchItem, batchDigest, type MadeSignature, signEach } from './batch-items.js';
 import { decide } from './decision-step.js';
@@ -63,7 +63,7 @@ export class BatchSigner {
     };
     const first = { ...req, action: 'sign_batch' as const, digest: req.digests[0] as Buffer };
     // One decision for the batch, as for one digest; each digest's `hash` goes in its own entry below.
-    const { decision, about, decided, wantsSignedEvent, start } = await decide(this.deps, {
+    const { decision, about, wantsSignedEvent, start } = await decide(this.deps, {
       key,
       algorithm,
       req: first,
@@ -96,11 +96,6 @@ export class BatchSigner {
     );
     const failed = (s: MadeSignature): BatchItem => ({ kind: 'failed', error: (s as { error: unknown }).error });
     if (made.length === 0) return { kind: 'signed', batchId, keyId: key.id, algorithm, items: signatures.map(failed) };
-    const signedEvents = wantsEvent
-      ? await Promise.all(
-          made.map((m) => this.deps.events.signedAtOnce({ ...decided(m.digest), personId: req.personId ?? null })),
-        )
-      : undefined;
     const { hash: _first, ...details } = about;
     const recorded = await this.deps.recorder.recordBatch({
       key,
@@ -110,7 +105,9 @@ export class BatchSigner {
       details,
       batch,
       made,
-      events: signedEvents && ((ids) => ids.map((id, i) => (signedEvents[i] as (id: string) => EventInput)(id))),
+      // Each signature's signature.signed is read from the entry and its items by the dispatcher (docs/events.md,
+      // "Events read from the log"): no outbox or delivery row for a batch made at once.
+      toldByLog: wantsEvent ? { eventInputs: eventInputs(req.context) } : undefined,
       start,
     });
     const byIndex = new Map(made.map((m, i) => [m.index, recorded[i] as Signed]));

@@ -44,8 +44,17 @@ export interface BatchToRecord {
   batch: Record<string, unknown>;
   /** The signatures made, each with its digest's index in the request (failed digests are absent). */
   made: ReadonlyArray<{ index: number; digest: Buffer; signature: Buffer }>;
-  /** The events of the batch (signature.signed for each signature), given the signatures' ids. */
+  /**
+   * The outbox events of the batch, given the signatures' ids: an approved held batch's (signature.approved and each
+   * signature's signature.signed, ordered with its request's other events).
+   */
   events?: ((signatureIds: readonly string[]) => EventInput[]) | undefined;
+  /**
+   * A batch made at once (sign_batch) for a tenant with a subscription that wants signature.signed: the dispatcher
+   * reads each signature's event from the entry and its items (docs/events.md, "Events read from the log"), so the
+   * entry carries the policy inputs the events show (`event_inputs`, when there are any) and no outbox row is written.
+   */
+  toldByLog?: { eventInputs: Record<string, unknown> } | undefined;
   completes?: CompletesBatch | undefined;
   /** When the request's decision started (for /metrics); default now. */
   start?: number | undefined;
@@ -266,8 +275,9 @@ export class SignatureRecorder {
    * (batchSignatureId); answers them in `made`'s order, all on the entry's log index.
    */
   async recordBatch(batch: BatchToRecord): Promise<Signed[]> {
-    const { key, algorithm, callerId, action, made, completes } = batch;
+    const { key, algorithm, callerId, action, made, completes, toldByLog } = batch;
     const start = batch.start ?? performance.now();
+    const eventInputs = toldByLog && Object.keys(toldByLog.eventInputs).length > 0 ? toldByLog.eventInputs : undefined;
     const at = this.now();
     const id = timeOrderedId(at.getTime());
     const items = made.map((m) => ({
@@ -284,6 +294,7 @@ export class SignatureRecorder {
       outcome: 'signed',
       details: {
         ...batch.details,
+        ...(eventInputs && { event_inputs: eventInputs }),
         batch: { ...batch.batch, signed: items.length, root: root.toString('base64') },
         key_store: key.keyStore,
         signature_id: id,
@@ -313,6 +324,8 @@ export class SignatureRecorder {
       for (const _ of made) this.observe('failed', algorithm, key.tenantId, seconds());
       throw err;
     }
+    // Its events are read from the entry just committed: the dispatcher passes soon (as an outbox row's writer nudges it).
+    if (toldByLog) this.store.events.onWritten?.();
     for (const _ of made) this.observe('signed', algorithm, key.tenantId, seconds());
     return made.map((m, i) => ({
       kind: 'signed',

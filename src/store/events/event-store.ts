@@ -17,8 +17,11 @@ import { EventSubscriptions } from './event-subscriptions.js';
 import type { EventTables } from './event-tables.js';
 
 export {
+  type BatchItemToTell,
   type KeptAttempt,
+  type LoggedSignature,
   type LogLease,
+  type LogPosition,
   SIGNED_AT_ONCE_ACTIONS,
   type SignedEntry,
 } from './event-log-cursors.js';

@@ -1,4 +1,4 @@
-// Events' tables (migrations 0016, 0021 and 0028), the records the event store hands out, and the mapping of a row to
+// Events' tables (migrations 0016, 0021, 0028 and 0031), the records the event store hands out, and the mapping of a row to
 // its record, which the outbox, the subscriptions, the deliveries and the log cursors share.
 import type { Generated, Selectable } from 'kysely';
 import type { AuditRow } from '../audit/audit-chain.js';
@@ -54,16 +54,22 @@ export interface EventTables {
     created_at: string;
     delivered_at: string | null;
   };
-  /** Each subscription's cursor into the audit log (migration 0028): the events read from the log. */
+  /** Each subscription's cursor into the audit log (migrations 0028, 0031): the events read from the log. */
   event_log_cursors: {
     subscription_id: string;
     /** The seq of the last `signed` entry the subscription has been handed (or had kept as a delivery row). */
     after_seq: number;
+    /** Inside a batch: the item_index of entry after_seq's last item handed; null when the whole entry was. */
+    after_item: number | null;
+    /** `sign_batch` entries are read only after this seq (those before it told of themselves in the outbox). */
+    batches_after_seq: Generated<number>;
     lease_owner: string | null;
     lease_until: string | null;
   };
   /** Read only: the `signed` entries the cursors read (the audit store writes them). */
   audit_log: AuditRow;
+  /** Read only: a batch entry's items (migration 0029), each the source of one signature.signed. */
+  batch_items: { batch_seq: number; item_index: number; digest: Buffer; signature_sha256: Buffer };
 }
 
 /**
