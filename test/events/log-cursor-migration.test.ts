@@ -1,9 +1,9 @@
-// Migration 0028 (issue 46) on a database written by the version before it: an existing subscription's cursor into
-// the audit log starts at the log's head, after the entries whose events the old version wrote into the outbox. The
-// old version's rows are written as it wrote them (`signed` entries and their outbox row, not yet fanned out); then
-// the new store's dispatcher sends the old event from the outbox and the new signatures' from the log: each
-// signature told of once across the upgrade, none lost, none twice. On SQLite, and on PostgreSQL when the run has a
-// cluster.
+// Migrations 0028 and 0031 (issue 46) on a database written by the version before each. 0028: an existing
+// subscription's cursor into the audit log starts at the log's head, after the entries whose events the old version
+// wrote into the outbox. The old version's rows are written as it wrote them (`signed` entries and their outbox row,
+// not yet fanned out); then the new store's dispatcher sends the old event from the outbox and the new signatures'
+// from the log: each signature told of once across the upgrade, none lost, none twice. 0031: the same for batches
+// (below). On SQLite, and on PostgreSQL when the run has a cluster.
 import { createHash } from 'node:crypto';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
@@ -143,6 +143,113 @@ describe.each(backends)('migration 0028 on %s', (_name, make) => {
       await dispatcher.runOnce();
       await dispatcher.runOnce();
       expect(sent.sort()).toEqual(['sig-3', 'sig-4', 'sig-5']);
+      expect(await store.events.countPendingDeliveries()).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+// Migration 0031 (issue 46): a batch made at once is told of from the log too. The version before wrote each batched
+// signature's event into the outbox; its batch entries after a cursor (a subscription behind the head) must not be
+// told of again from the log, while a batch the new version makes is told of from the log only.
+describe.each(backends)('migration 0031 on %s', (_name, make) => {
+  it('reads only the batches made after it from the log: each batched signature told of once across the upgrade', async () => {
+    const backend = make();
+    const old = backend.old();
+    const provider = { getMigrations: async () => MIGRATIONS };
+    expect((await new Migrator({ db: old, provider }).migrateTo('0029_batch_items')).error).toBeUndefined();
+    const sub = subscriptionRecord({ id: 'wh_upgrade00000031', tenantId: 'ub' });
+    await old
+      .insertInto('webhook_subscriptions')
+      .values({
+        id: sub.id,
+        tenant_id: sub.tenantId,
+        url: sub.url,
+        format: sub.format,
+        event_kinds: null,
+        secret: sub.secret,
+        created_at: sub.createdAt,
+        created_by: sub.createdBy,
+        paused_at: null,
+        pause_reason: null,
+        last_error: null,
+        last_error_at: null,
+        last_delivered_at: null,
+        failures_in_a_row: 0,
+        failing_since: null,
+        next_probe_at: null,
+      })
+      .execute();
+    // The cursor behind the old version's batch: its entry, its two items, and their events still in the outbox.
+    await old.insertInto('event_log_cursors').values({ subscription_id: sub.id, after_seq: 0 }).execute();
+    await old
+      .insertInto('audit_log')
+      .values({
+        seq: 1,
+        at: new Date().toISOString(),
+        tenant_id: 'ub',
+        actor: 'a1b2c3d4e5f60718',
+        action: 'sign_batch',
+        outcome: 'signed',
+        details: JSON.stringify({ ...details(1), hash: undefined, signature_id: 'old', batch: { size: 2 } }),
+        prev_hash: '0'.repeat(64),
+        hash: createHash('sha256').update('old batch').digest('hex'),
+      })
+      .execute();
+    for (const index of [0, 1]) {
+      await old
+        .insertInto('batch_items')
+        .values({
+          batch_seq: 1,
+          item_index: index,
+          digest: createHash('sha256').update(`old ${index}`).digest(),
+          signature_sha256: createHash('sha256').update(`old sig ${index}`).digest(),
+        })
+        .execute();
+      await old
+        .insertInto('event_outbox')
+        .values({
+          id: `evt_oldbatch000${index}`,
+          tenant_id: 'ub',
+          type: 'signature.signed',
+          timestamp: new Date().toISOString(),
+          data: JSON.stringify({ tenant_id: 'ub', signature_id: `old.${index}` }),
+          order_key: null,
+          fanned_out: 0,
+        })
+        .execute();
+    }
+    await old.destroy();
+
+    const store = backend.store();
+    try {
+      await store.migrate();
+      // A batch by the new version: its entry and items only.
+      await store.signatures.recordBatch(
+        {
+          at: new Date().toISOString(),
+          tenantId: 'ub',
+          actor: 'a1b2c3d4e5f60718',
+          action: 'sign_batch',
+          outcome: 'signed',
+          details: { ...details(2), hash: undefined, signature_id: 'new', batch: { size: 3 } },
+        },
+        [0, 1, 2].map((index) => ({
+          index,
+          digest: createHash('sha256').update(`new ${index}`).digest(),
+          signatureSha256: createHash('sha256').update(`new sig ${index}`).digest(),
+        })),
+        [],
+      );
+      const sent: string[] = [];
+      const dispatcher = new EventDispatcher(store, async (claim) => {
+        sent.push(String((claim.event.data as Record<string, unknown>).signature_id));
+        return { outcome: 'delivered', status: 200 };
+      });
+      await dispatcher.runOnce();
+      await dispatcher.runOnce();
+      expect(sent.sort()).toEqual(['new.0', 'new.1', 'new.2', 'old.0', 'old.1']);
       expect(await store.events.countPendingDeliveries()).toBe(0);
     } finally {
       await store.close();
