@@ -358,10 +358,14 @@ describe('SQLite store', () => {
       expect(walkChain(read)).toEqual({ problems: [], verified: read.length });
       const after = openSqlite(path, { readonly: true });
       try {
-        // Only migration 0019's partial index for the lookup by digest (not unique, not on prev_hash).
-        expect(after.prepare('SELECT name, "unique" FROM pragma_index_list(\'audit_log\')').all()).toEqual([
-          { name: 'audit_log_signed_digest', unique: 0 },
-        ]);
+        // Only the partial indexes of later migrations (0019's lookup by digest, 0028's events read from the log):
+        // none unique, none on prev_hash.
+        const left = after.prepare('SELECT name, "unique" FROM pragma_index_list(\'audit_log\')').all() as {
+          name: string;
+          unique: number;
+        }[];
+        expect(left.map((i) => i.name).sort()).toEqual(['audit_log_signed_at_once', 'audit_log_signed_digest']);
+        expect(left.every((i) => i.unique === 0)).toBe(true);
       } finally {
         after.close();
       }
