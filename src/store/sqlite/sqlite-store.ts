@@ -1,7 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
-import { chainAuditRows } from '../audit/audit-chain.js';
+import { type AuditRow, chainAuditRows } from '../audit/audit-chain.js';
 import { lookupRowOf, type SignatureLookup } from '../audit/signature-store.js';
 import type { CommitSink } from '../commit/commit-sink.js';
 import {
@@ -9,7 +9,7 @@ import {
   type CompletedRequestRow,
   completedRequestRow,
   type LookupRow,
-  lookupRows,
+  signatureHashesOf,
   type Write,
   type WriteBatch,
 } from '../commit/group-commit.js';
@@ -198,30 +198,32 @@ class SqliteStore extends KyselyStore {
         'INSERT INTO signatures (id, tenant_id, key_id, algorithm, hash, caller, created_at) ' +
           'VALUES (@id, @tenant_id, @key_id, @algorithm, @hash, @caller, @created_at)',
       );
-      const deleteSignature = this.sqlite.prepare<[string]>('DELETE FROM signatures WHERE id = ?');
       const head = this.sqlite.prepare<[], { seq: number; hash: string }>(
         'SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1',
       );
-      const insertAudit = this.sqlite.prepare<Database['audit_log']>(
-        'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
-          'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
-      );
+      const insertAudit = this.sqlite.prepare<Database['audit_log']>(INSERT_AUDIT_SQL);
       const insertEvent = this.sqlite.prepare<OutboxRow>(INSERT_EVENT_SQL);
-      const insertLookup = this.sqlite.prepare<Database['signature_lookups']>(INSERT_LOOKUP_SQL);
+      const setSignatureHash = this.sqlite.prepare<{ seq: number; signature_sha256: Buffer }>(SET_SIGNATURE_HASH_SQL);
       const completeRequest = this.sqlite.prepare<CompletedRequestRow>(COMPLETE_REQUEST_SQL);
       const insertBatchItem = this.sqlite.prepare<Database['batch_items']>(INSERT_BATCH_ITEM_SQL);
       const batch = this.sqlite.transaction(
-        ({ signatures, withdrawals, audits, events, lookups, completions, batchItems }: WriteBatch) => {
+        ({ signatures, audits, events, lookups, completions, batchItems }: WriteBatch) => {
           for (const row of signatures) insertSignature.run(row);
-          for (const id of withdrawals) deleteSignature.run(id);
+          const { onEntry, later } = signatureHashesOf(lookups);
+          for (const l of later) {
+            setSignatureHash.run({ seq: l.audit_seq, signature_sha256: Buffer.from(l.signature_sha256, 'hex') });
+          }
           let firstSeq: number | undefined;
           if (audits.length > 0) {
             const rows = chainAuditRows(head.get(), audits);
             firstSeq = rows[0]?.seq;
-            for (const row of rows) insertAudit.run(row);
-          }
-          for (const row of lookupRows(lookups, firstSeq)) {
-            insertLookup.run({ ...row, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
+            for (let i = 0; i < rows.length; i++) {
+              const sha256 = onEntry.get(i);
+              insertAudit.run({
+                ...(rows[i] as AuditRow),
+                signature_sha256: sha256 === undefined ? null : Buffer.from(sha256, 'hex'),
+              });
+            }
           }
           for (const row of events) insertEvent.run(row);
           for (const c of completions) completeRequest.run(completedRequestRow(c, Number(firstSeq)));
@@ -252,10 +254,17 @@ const INSERT_EVENT_SQL =
   'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
   'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)';
 
-/** A signature's lookup row (migration 0019); sqlite-writer.cjs has the same. */
-const INSERT_LOOKUP_SQL =
-  'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
-  'VALUES (@audit_seq, @tenant_id, @signature_sha256)';
+/** An audit entry with its signature's SHA-256 (migration 0030; null when not known yet); sqlite-writer.cjs has the same. */
+const INSERT_AUDIT_SQL =
+  'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash, signature_sha256) ' +
+  'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash, @signature_sha256)';
+
+/**
+ * The SHA-256 of a signature whose entry was written ahead of it, set on that entry's row (migration 0030); a
+ * hash sent again after a failed batch that carried it changes nothing. sqlite-writer.cjs has the same.
+ */
+const SET_SIGNATURE_HASH_SQL =
+  'UPDATE audit_log SET signature_sha256 = @signature_sha256 WHERE seq = @seq AND signature_sha256 IS NULL';
 
 /** A batch entry's item (migration 0029); sqlite-writer.cjs has the same. */
 const INSERT_BATCH_ITEM_SQL =
