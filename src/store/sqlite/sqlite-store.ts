@@ -79,7 +79,7 @@ class SqliteStore extends KyselyStore {
   private apiKeyById?: BetterSqlite3.Statement<[string], ApiKeyRow>;
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
   private writeBatch?: (batch: WriteBatch) => number | undefined;
-  /** Lookup rows waiting for the next write to the writer thread (writeSignatureLookup). */
+  /** Hashes of entries written ahead, waiting for the next write to the writer thread (writeSignatureLookup). */
   private deferredLookups: LookupRow[] = [];
   private lookupTimer: NodeJS.Timeout | undefined;
   private cacheEpoch?: BetterSqlite3.Statement<[], number>;
@@ -139,12 +139,12 @@ class SqliteStore extends KyselyStore {
   protected override enqueue(write: Write): Promise<number | undefined> {
     if (!this.writer) return super.enqueue(write);
     const writer = this.writer;
-    // Lookup rows waiting ride along with this write: no message and no commit of their own under load.
+    // Hashes waiting ride along with this write (an UPDATE each): no message and no commit of their own under load.
     const lookups = this.takeDeferredLookups();
     const carrying = lookups.length > 0 ? { ...write, lookups: [...(write.lookups ?? []), ...lookups] } : write;
     const written = new Promise<number | undefined>((resolve, reject) => writer.write(carrying, resolve, reject));
-    // The batch failed (another write in it): the rows that rode along go again in a commit of their own, where
-    // they cannot fail anyone's signature (inserting one twice is a no-op).
+    // The batch failed (another write in it): the hashes that rode along go again in a commit of their own, where
+    // they cannot fail anyone's signature (setting one twice is a no-op).
     if (lookups.length > 0) written.catch(() => this.writeLookupsAlone(lookups));
     return written;
   }
@@ -158,7 +158,7 @@ class SqliteStore extends KyselyStore {
   }
 
   /**
-   * With a writer thread, the row waits for the next write (a signature's record under load, milliseconds away);
+   * With a writer thread, the hash waits for the next write (a signature's entry under load, milliseconds away);
    * alone it goes after LOOKUP_DELAY_MS. Without one, the next group commit on the event loop takes it.
    */
   protected override writeSignatureLookup(lookup: SignatureLookup): Promise<void> {
@@ -180,7 +180,7 @@ class SqliteStore extends KyselyStore {
     return this.deferredLookups.splice(0);
   }
 
-  /** Writes the lookup rows still waiting, in a commit of their own. */
+  /** Writes the hashes still waiting, in a commit of their own. */
   private flushLookups(): Promise<void> | undefined {
     const lookups = this.takeDeferredLookups();
     if (lookups.length === 0) return undefined;
@@ -286,7 +286,7 @@ const COMPLETE_REQUEST_SQL =
   "signed_seq = @signed_seq, batch = coalesce(@batch, batch) WHERE id = @id AND status = 'signing'";
 
 /**
- * How long a lookup row waits for a write to ride along with before it is written alone. Short: an approval's
+ * How long a hash of an entry written ahead waits for a write to ride along with before it is written alone. Short: an approval's
  * collector or a verifier asking right after the signature should find it; long enough that under load every row
  * rides along.
  */
