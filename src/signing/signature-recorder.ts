@@ -7,7 +7,7 @@ import type { SigningAlgorithm } from '../crypto/algorithms.js';
 import { type KeyStoreOutage, type KeyStores, outageOf, type SignOptions } from '../keys/key-store.js';
 import type { SignatureAction } from '../store/records/audit-vocabulary.js';
 import type { EventInput } from '../store/records/event-kinds.js';
-import type { AuditEntryInput, CompletedBatch, KeyRecord, SignatureRecord, Store } from '../store/store.js';
+import type { AuditEntryInput, CompletedBatch, KeyRecord, Store } from '../store/store.js';
 import { BatchTree } from '../transparency/batch-tree.js';
 import { signatureSha256Of } from '../transparency/verify/batch-item.js';
 import type { Audit } from './service-audit.js';
@@ -162,23 +162,14 @@ export class SignatureRecorder {
     const eventInputs = toldByLog && Object.keys(toldByLog.eventInputs).length > 0 ? toldByLog.eventInputs : undefined;
     const details = eventInputs ? { ...request.details, event_inputs: eventInputs } : request.details;
     const start = request.start ?? performance.now();
-    // `signature`: known when the record follows the signature; its lookup row then goes with the record.
+    // `signature`: known when the entry follows the signature; its SHA-256 then goes on the entry's row.
     const record = (signature?: Buffer): { id: string; written: Promise<number | undefined> } => {
       const at = this.now();
-      const { record: made, audit } = this.signedEntry(
-        key,
-        algorithm,
-        digest,
-        callerId,
-        action,
-        details,
-        at,
-        signature,
-      );
-      const events = [...(signedEvent ? [signedEvent(made.id)] : []), ...(completes?.events(made.id) ?? [])];
-      const written = this.store.signatures.record(
-        made,
+      const { id, audit, signatureSha256 } = this.signedEntry(key, callerId, action, details, at, signature);
+      const events = [...(signedEvent ? [signedEvent(id)] : []), ...(completes?.events(id) ?? [])];
+      const written = this.store.signatures.recordSigned(
         audit,
+        signatureSha256,
         events.length > 0 ? events : undefined,
         completes &&
           signature && {
@@ -187,7 +178,7 @@ export class SignatureRecorder {
             updated_at: at.toISOString(),
           },
       );
-      return { id: made.id, written };
+      return { id, written };
     };
     // Not ahead while the key store is known to be away: the record would only be withdrawn again.
     const ahead =
@@ -221,15 +212,12 @@ export class SignatureRecorder {
     }
     // Its event is read from the entry just committed: the dispatcher passes soon (as an outbox row's writer nudges it).
     if (toldByLog) this.store.events.onWritten?.();
-    // Written ahead, the record could not name the signature: its lookup row rides along with a later group
-    // commit, not waited for (a crash before that loses only the row; docs/api.md, "Signbridge-Log-Index").
+    // Written ahead, the entry could not name the signature: its SHA-256 is set on the entry's row by a later
+    // group commit, not waited for (a crash before that loses only the hash: the entry is still found by its
+    // digest; docs/api.md, "Signbridge-Log-Index").
     if (ahead && seq !== undefined) {
       this.store.signatures
-        .recordLookup({
-          auditSeq: seq,
-          tenantId: key.tenantId,
-          signatureSha256: createHash('sha256').update(signature).digest(),
-        })
+        .recordLookup({ auditSeq: seq, signatureSha256: createHash('sha256').update(signature).digest() })
         .catch(() => undefined);
     }
     this.observe('signed', algorithm, key.tenantId, (performance.now() - start) / 1000);
@@ -338,34 +326,25 @@ export class SignatureRecorder {
   }
 
   /**
-   * A signature's record and its `signed` entry. Which key store signed: the software store, the token and AWS KMS
-   * differ in what they guarantee. A record that follows its signature names it (SHA-256 of its bytes), so the
-   * transparency log proves which signature this entry is about (`signbridge audit prove --signature`); one
-   * written ahead cannot.
+   * A signature's `signed` entry, which is its record (issue 46: one row per signature): its id, the key, the
+   * algorithm and the digest (in `details`, the decision's facts: key_id, algorithm, hash) and which key store signed (the software store, the
+   * token and AWS KMS differ in what they guarantee). An entry that follows its signature names it (SHA-256 of its
+   * bytes, also the entry row's lookup key), so the transparency log proves which signature this entry is about
+   * (`signbridge audit prove --signature`); one written ahead cannot (its row gets the hash later: recordLookup).
    */
   private signedEntry(
     key: KeyRecord,
-    algorithm: SigningAlgorithm,
-    digest: Buffer,
     callerId: string,
     action: SignatureAction,
     details: Record<string, unknown>,
     at: Date,
     signature?: Buffer,
-  ): { record: SignatureRecord; audit: AuditEntryInput } {
+  ): { id: string; audit: AuditEntryInput; signatureSha256: Buffer | undefined } {
     const signatureSha256 = signature && createHash('sha256').update(signature).digest();
     const id = timeOrderedId(at.getTime());
     return {
-      record: {
-        id,
-        tenantId: key.tenantId,
-        keyId: key.id,
-        algorithm,
-        hash: digest.toString('base64'),
-        caller: callerId,
-        createdAt: at.toISOString(),
-        ...(signatureSha256 && { signatureSha256 }),
-      },
+      id,
+      signatureSha256,
       audit: {
         at: at.toISOString(),
         tenantId: key.tenantId,

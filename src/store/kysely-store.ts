@@ -209,12 +209,12 @@ export abstract class KyselyStore implements Store {
     return this.apiKeys.readApiKeyRow(id);
   }
 
-  /** Hands a write (a signature record, an audit entry, lookup rows) to the group commit. */
+  /** Hands a write (an audit entry, signatures' hashes, what goes with them) to the group commit. */
   protected enqueue(write: Write): Promise<number | undefined> {
     return this.groupCommit.enqueue(write);
   }
 
-  /** A signature's lookup row written ahead of it: here with the next group commit on the event loop. */
+  /** The hash of a signature whose entry was written ahead of it: set with the next group commit on the event loop. */
   protected writeSignatureLookup(lookup: SignatureLookup): Promise<void> {
     return this.enqueue({ lookups: [lookupRowOf(lookup)] }).then(() => undefined);
   }

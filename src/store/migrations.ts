@@ -31,6 +31,7 @@ import { migration0026LeanerPermanentRows } from './migrations/0026_leaner_perma
 import { migration0027ApprovalOneCommit } from './migrations/0027_approval_one_commit.js';
 import { migration0028EventsFromLog } from './migrations/0028_events_from_log.js';
 import { migration0029BatchItems } from './migrations/0029_batch_items.js';
+import { migration0030OneRowPerSignature } from './migrations/0030_one_row_per_signature.js';
 import { migration0031BatchEventsFromLog } from './migrations/0031_batch_events_from_log.js';
 
 /** Kysely runs them in the order of their names. */
@@ -64,5 +65,6 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0027_approval_one_commit': migration0027ApprovalOneCommit,
   '0028_events_from_log': migration0028EventsFromLog,
   '0029_batch_items': migration0029BatchItems,
+  '0030_one_row_per_signature': migration0030OneRowPerSignature,
   '0031_batch_events_from_log': migration0031BatchEventsFromLog,
 };

@@ -13,8 +13,11 @@ const MOVED_TABLES = [
   'api_keys',
   'people',
   'memberships',
+  // signature records from before migration 0030 (none since: a signature's `signed` entry is its record)
   'signatures',
+  // the audit log, each `signed` entry with its signature's SHA-256 (migration 0030), and a batch entry's items
   'audit_log',
+  'batch_items',
   'pending_requests',
   'policy_exceptions',
   'vulnerabilities',
@@ -30,9 +33,12 @@ const MOVED_TABLES = [
   'webhook_subscriptions',
   'event_outbox',
   'event_deliveries',
+  // how far each subscription's signature.signed events have been read from the audit log (migration 0028)
+  'event_log_cursors',
   // time-stamping identities: key references (same data dir or KMS), chains, and the serial blocks handed out
   'tsa_identities',
-  // which `signed` entry records a signature, by the SHA-256 of its bytes (the transparency log's lookups)
+  // which `signed` entry from before migration 0030 records a signature, by the SHA-256 of its bytes (the
+  // transparency log's lookups; later entries carry the hash on their own row)
   'signature_lookups',
   // the transparency log (migration 0018): its size, tiles, every checkpoint and its key's reference (the key stays
   // in the key store), so the moved log goes on as the same log, consistent with the checkpoints already published
@@ -55,6 +61,11 @@ const LEFT_BEHIND = new Set([
   'kysely_migration',
   'kysely_migration_lock',
 ]);
+
+/** Tables made WITHOUT ROWID on SQLite: paged in their primary key's order instead of the rowid's. */
+const WITHOUT_ROWID: Partial<Record<(typeof MOVED_TABLES)[number], ReturnType<typeof sql>>> = {
+  batch_items: sql`batch_seq, item_index`,
+};
 
 /** Rows inserted per statement: PostgreSQL allows 65,535 parameters; the widest table has about 15 columns. */
 const ROWS_PER_INSERT = 500;
@@ -115,7 +126,7 @@ export async function moveStore(
           const page = await read
             .selectFrom(table)
             .selectAll()
-            .orderBy(sql`rowid`)
+            .orderBy(WITHOUT_ROWID[table] ?? sql`rowid`)
             .limit(ROWS_PER_INSERT)
             .offset(offset)
             .execute();

@@ -113,10 +113,16 @@ export interface Database
     expiry_warned_at?: string | null;
   };
   vulnerabilities: { id: string; modified: string; record: string; imported_at: string };
-  audit_log: AuditRow;
+  /**
+   * Migration 0030: a `signed` entry's signature_sha256 (the SHA-256 of the signature's raw bytes) is the lookup
+   * key of `audit prove --signature`; null for other entries, for a signature not known yet (written ahead), and on
+   * entries from before 0030 (their signature_lookups rows stay). Not hashed: the chain and the log cover AuditRow.
+   */
+  audit_log: AuditRow & { signature_sha256?: Buffer | null };
   cache_epoch: { id: number; n: number };
   trial_counters: { client: string; window_start: number; count: number };
   store_heartbeat: { id: number; at: string; pad: Buffer };
+  /** Signature records before migration 0030 (kept, no longer written: a `signed` entry is its record). */
   signatures: {
     id: string;
     tenant_id: string;
@@ -126,7 +132,10 @@ export interface Database
     caller: string;
     created_at: string;
   };
-  /** Migration 0019: SHA-256 of a signature's raw bytes → its `signed` audit entry. */
+  /**
+   * Migration 0019: SHA-256 of a signature's raw bytes → its `signed` audit entry. Kept for entries from before
+   * migration 0030 (and what instances on older code write during a rolling upgrade); 0030 puts the hash on the entry.
+   */
   signature_lookups: { audit_seq: number; tenant_id: string; signature_sha256: Buffer };
   /** Migration 0028: a batch entry's items (docs/transparency.md, "A batch's items"). */
   batch_items: { batch_seq: number; item_index: number; digest: Buffer; signature_sha256: Buffer };

@@ -358,10 +358,18 @@ describe('SQLite store', () => {
       expect(walkChain(read)).toEqual({ problems: [], verified: read.length });
       const after = openSqlite(path, { readonly: true });
       try {
-        // Only migration 0019's partial index for the lookup by digest (not unique, not on prev_hash).
-        expect(after.prepare('SELECT name, "unique" FROM pragma_index_list(\'audit_log\')').all()).toEqual([
-          { name: 'audit_log_signed_digest', unique: 0 },
-        ]);
+        // Only the partial indexes of the lookups (0019: by digest, 0028: signed at once, 0030: by signature and
+        // the withdrawn): none unique, none on prev_hash.
+        const indexes = after.prepare('SELECT name, "unique" FROM pragma_index_list(\'audit_log\')').all();
+        expect(indexes).toEqual(
+          expect.arrayContaining([
+            { name: 'audit_log_signed_digest', unique: 0 },
+            { name: 'audit_log_signed_at_once', unique: 0 },
+            { name: 'audit_log_signature', unique: 0 },
+            { name: 'audit_log_withdrawn', unique: 0 },
+          ]),
+        );
+        expect(indexes).toHaveLength(4);
       } finally {
         after.close();
       }

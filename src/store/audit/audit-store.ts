@@ -74,33 +74,56 @@ export class AuditStore extends StorePart {
     return rows.map(toAuditEntry);
   }
 
-  /** The seq of the tenant's latest `signed` entry for the signature whose raw bytes hash to `signatureSha256`. */
+  /**
+   * The seq of the tenant's latest `signed` entry for the signature whose raw bytes hash to `signatureSha256`: the
+   * hash on the entry's own row (migration 0030), or an entry from before it (or written meanwhile by an instance on
+   * older code) through its signature_lookups row; the later of the two when both (RSA PKCS#1 v1.5 signs the same
+   * bytes again). Two indexed reads, the second finding nothing once the table holds only old entries.
+   */
   async seqOfSignature(tenantId: string, signatureSha256: Buffer): Promise<number | undefined> {
-    const row = await this.db
-      .selectFrom('signature_lookups')
-      .select('audit_seq')
-      .where('signature_sha256', '=', signatureSha256)
-      .where('tenant_id', '=', tenantId)
-      .orderBy('audit_seq', 'desc')
-      .limit(1)
-      .executeTakeFirst();
-    return row && Number(row.audit_seq);
+    const [onEntry, looked] = await Promise.all([
+      this.db
+        .selectFrom('audit_log')
+        .select('seq')
+        .where('signature_sha256', '=', signatureSha256)
+        .where('tenant_id', '=', tenantId)
+        .orderBy('seq', 'desc')
+        .limit(1)
+        .executeTakeFirst(),
+      this.db
+        .selectFrom('signature_lookups')
+        .select('audit_seq')
+        .where('signature_sha256', '=', signatureSha256)
+        .where('tenant_id', '=', tenantId)
+        .orderBy('audit_seq', 'desc')
+        .limit(1)
+        .executeTakeFirst(),
+    ]);
+    const seqs = [onEntry?.seq, looked?.audit_seq].filter((s) => s !== undefined && s !== null).map(Number);
+    return seqs.length > 0 ? Math.max(...seqs) : undefined;
   }
 
   /**
    * The seq of the tenant's latest `signed` entry for the digest `digestBase64` (standard base64, as signature
-   * records and audit entries hold it), leaving out signatures withdrawn after a key store failure.
+   * records and audit entries hold it), leaving out signatures withdrawn after a key store failure: an entry that
+   * a sign_failed entry names by its signature_id (migration 0030's partial index audit_log_withdrawn finds it; the
+   * absence of its signatures row said so before, and every withdrawal has named its signature_id).
    */
   async seqOfDigest(tenantId: string, digestBase64: string): Promise<number | undefined> {
     // The expressions are those of migration 0019's partial index audit_log_signed_digest, so the planner uses it.
     const postgres = this.ctx.postgres;
     const field = (name: string) =>
       postgres ? sql`((a.details)::jsonb ->> ${sql.lit(name)})` : sql`json_extract(a.details, ${sql.lit(`$.${name}`)})`;
+    // Migration 0030's audit_log_withdrawn expression, so the planner uses it.
+    const withdrawnId = postgres
+      ? sql`((f.details)::jsonb ->> 'signature_id')`
+      : sql`json_extract(f.details, '$.signature_id')`;
     const { rows } = await sql<{ seq: number }>`
       SELECT a.seq FROM audit_log a
        WHERE a.tenant_id = ${tenantId} AND a.outcome = 'signed' AND ${field('hash')} = ${digestBase64}
          AND (${field('signature_id')} IS NULL
-              OR EXISTS (SELECT 1 FROM signatures s WHERE s.id = ${field('signature_id')}))
+              OR NOT EXISTS (SELECT 1 FROM audit_log f WHERE f.outcome = 'sign_failed'
+                                AND ${withdrawnId} = ${field('signature_id')}))
        ORDER BY a.seq DESC LIMIT 1`.execute(this.db);
     return rows[0] && Number(rows[0].seq);
   }

@@ -1,5 +1,7 @@
-// Signature records: written through the group commit with their audit entry (group-commit.ts), withdrawn when
-// the key store then failed, and the lookup rows from a signature's bytes to its audit entry (migration 0019).
+// A signature's record is its `signed` audit entry (migration 0030, issue 46: one row per signature), written
+// through the group commit (group-commit.ts) with its signature's SHA-256 on the entry's row (the lookup key), and
+// a batch's items (migration 0029). The signatures and signature_lookups tables keep their rows from before 0030.
+import { sql } from 'kysely';
 import type { SigningAlgorithm } from '../../crypto/algorithms.js';
 import type { BatchItemRow, LookupRow, RequestCompletion, SignatureWithEntry, Write } from '../commit/group-commit.js';
 import { outboxRows } from '../events/event-store.js';
@@ -26,14 +28,12 @@ export interface SignatureRecord {
 }
 
 /**
- * Finds the `signed` audit entry of a signature by the SHA-256 of its raw bytes (migration 0019). Written after the
- * key store returned the signature: with the record when the record follows the signature, else in a later group
- * commit (recordLookup), so a crash can lose the row of a signature already handed out; the lookup by
- * digest (audit.seqOfDigest) reads the audit log itself and still finds the entry.
+ * The SHA-256 of a signature's raw bytes on its `signed` entry (audit_log.signature_sha256, migration 0030), for an
+ * entry written ahead of the signature: set by a later group commit (recordLookup), so a crash can lose the hash of
+ * a signature already handed out; the lookup by digest (audit.seqOfDigest) reads the entry itself and still finds it.
  */
 export interface SignatureLookup {
   auditSeq: number;
-  tenantId: string;
   signatureSha256: Buffer;
 }
 
@@ -52,7 +52,6 @@ function signatureRow(r: SignatureRecord): Database['signatures'] {
 export function lookupRowOf(l: SignatureLookup): LookupRow {
   return {
     audit_seq: l.auditSeq,
-    tenant_id: l.tenantId,
     signature_sha256: l.signatureSha256.toString('hex'),
   };
 }
@@ -68,7 +67,7 @@ export interface BatchItemRecord {
 export interface SignatureWrites {
   /** Hands a write to the group commit (or the writer thread). */
   enqueue(write: Write): Promise<number | undefined>;
-  /** Writes a lookup row with a later commit (recordLookup). */
+  /** Sets a signature's hash on its entry with a later commit (recordLookup). */
   recordLookup(lookup: SignatureLookup): Promise<void>;
   /** Whether the writes are committed on a thread of the store's own (writesOnThread). */
   onThread(): boolean;
@@ -91,14 +90,35 @@ export class SignatureStore extends StorePart {
   }
 
   /**
-   * Records a signature, with the audit entry and the events (signature.signed) that go with it in the same
-   * transaction (group-committed). Resolves to the seq the store assigned to `audit` (undefined without one).
+   * Records a signature made at once: its `signed` entry `audit` (details.signature_id, key, algorithm, digest) is
+   * its record, with the signature's SHA-256 on the entry's row when known (`signatureSha256`; else recordLookup
+   * sets it later), the events (signature.signed) and the held request it completes (`completes`: an approval), all
+   * in one transaction. Resolves to the entry's seq. Nothing else is written (issue 46: one row per signature).
    *
-   * Group commit: signature records and audit entries written in the same event-loop turn go to the database in
-   * one transaction, so concurrent signing does not pay one commit per signature. Each caller's promise settles
-   * only after the batch is durable; if the batch fails, every write in it fails (nothing is handed out
-   * unrecorded). A record and the audit entry that goes with it are written in the same transaction, and so is
-   * the completion of the held request the signature was made for (`completes`: an approval; needs `audit`).
+   * Group commit: entries written in the same event-loop turn go to the database in one transaction, so concurrent
+   * signing does not pay one commit per signature. Each caller's promise settles only after the batch is durable;
+   * if the batch fails, every write in it fails (nothing is handed out unrecorded).
+   */
+  recordSigned(
+    audit: AuditEntryInput,
+    signatureSha256?: Buffer,
+    events?: readonly EventInput[],
+    completes?: RequestCompletion,
+  ): Promise<number | undefined> {
+    const told = events && events.length > 0 ? outboxRows(events, audit.at) : undefined;
+    if (told) this.ctx.events.onWritten?.();
+    return this.writes.enqueue({
+      ...(told && { events: told }),
+      audit,
+      ...(signatureSha256 && { lookup: { signature_sha256: signatureSha256.toString('hex') } }),
+      ...(completes && { completes }),
+    });
+  }
+
+  /**
+   * A signatures row (with the audit entry, events and completion that go with it, group-committed): the shape
+   * before migration 0030, which the signing service no longer writes (recordSigned). Kept for the store's contract
+   * tests of the group commit (a row's unique id fails its batch) and for tables moved from an older database.
    */
   record(
     r: SignatureRecord,
@@ -112,10 +132,7 @@ export class SignatureStore extends StorePart {
       ...(told && { events: told }),
       signature: signatureRow(r),
       ...(audit && { audit }),
-      ...(audit &&
-        r.signatureSha256 && {
-          lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex') },
-        }),
+      ...(audit && r.signatureSha256 && { lookup: { signature_sha256: r.signatureSha256.toString('hex') } }),
       ...(audit && completes && { completes }),
     });
   }
@@ -125,7 +142,7 @@ export class SignatureStore extends StorePart {
    * the held request they complete: all or none. Resolves to the seq of the first entry; the others follow it in
    * order. What an approved batch wrote before issue 46; the signing service now records a batch with recordBatch
    * (one entry), and only test/unit/approval-commit.test.ts still writes this way, to keep the group commit's
-   * `records` path (and PostgreSQL's v4) checked while instances on the older code may share a database.
+   * `records` path checked.
    */
   recordAll(
     signed: ReadonlyArray<{ record: SignatureRecord; audit: AuditEntryInput }>,
@@ -140,9 +157,7 @@ export class SignatureStore extends StorePart {
         ({ record: r, audit }): SignatureWithEntry => ({
           signature: signatureRow(r),
           audit,
-          ...(r.signatureSha256 && {
-            lookup: { tenant_id: r.tenantId, signature_sha256: r.signatureSha256.toString('hex') },
-          }),
+          ...(r.signatureSha256 && { lookup: { signature_sha256: r.signatureSha256.toString('hex') } }),
         }),
       ),
       completes,
@@ -213,16 +228,44 @@ export class SignatureStore extends StorePart {
     }));
   }
 
-  /** Deletes a record written ahead for a signature the key store then failed to make, appending `audit`. */
-  async withdraw(id: string, audit: AuditEntryInput): Promise<void> {
-    await this.writes.enqueue({ withdraw: id, audit });
+  /**
+   * Withdraws an entry written ahead for a signature the key store then failed to make: appends `audit`, the
+   * sign_failed entry naming its signature_id, through the same queue, so it follows the entry in the log. Nothing
+   * is deleted (since migration 0030 there is no signatures row): that sign_failed entry is the withdrawal's record,
+   * and the lookups leave the `signed` entry it names out (audit.seqOfDigest, list).
+   */
+  async withdraw(_id: string, audit: AuditEntryInput): Promise<void> {
+    await this.writes.enqueue({ audit });
   }
 
   /**
-   * A tenant's newest records, for tests only: no route or command of the service reads records this way, so no
-   * index serves it (migration 0026 dropped signatures_tenant_time) and it scans the whole table.
+   * A tenant's newest signature records, for tests only: its `signed` entries of signatures made one at a time that
+   * no sign_failed entry withdrew (since migration 0030 the entry is the record), and the signatures rows from before
+   * (SignatureStore.record's). No route or command of the service reads records this way, so no index serves it.
    */
   async list(tenantId: string, limit: number): Promise<SignatureRecord[]> {
+    const postgres = this.ctx.postgres;
+    const field = (alias: string, name: string) =>
+      postgres
+        ? sql`((${sql.ref(`${alias}.details`)})::jsonb ->> ${sql.lit(name)})`
+        : sql`json_extract(${sql.ref(`${alias}.details`)}, ${sql.lit(`$.${name}`)})`;
+    const { rows: entries } = await sql<{
+      id: string;
+      key_id: string;
+      algorithm: string;
+      hash: string;
+      actor: string;
+      at: string;
+    }>`
+      SELECT ${field('a', 'signature_id')} AS id, ${field('a', 'key_id')} AS key_id,
+             ${field('a', 'algorithm')} AS algorithm, ${field('a', 'hash')} AS hash, a.actor, a.at
+        FROM audit_log a
+       WHERE a.tenant_id = ${tenantId} AND a.outcome = 'signed' AND ${field('a', 'signature_id')} IS NOT NULL
+         AND ${field('a', 'batch')} IS NULL
+         AND NOT EXISTS (SELECT 1 FROM audit_log f WHERE f.outcome = 'sign_failed'
+                            AND ${field('f', 'signature_id')} = ${field('a', 'signature_id')})
+         AND NOT EXISTS (SELECT 1 FROM signatures s WHERE s.id = ${field('a', 'signature_id')})
+       ORDER BY a.seq DESC LIMIT ${limit}`.execute(this.db);
     const rows = await this.db
       .selectFrom('signatures')
       .selectAll()
@@ -230,20 +273,33 @@ export class SignatureStore extends StorePart {
       .orderBy('created_at', 'desc')
       .limit(limit)
       .execute();
-    return rows.map((row) => ({
-      id: row.id,
-      tenantId: row.tenant_id,
-      keyId: row.key_id,
-      algorithm: row.algorithm as SigningAlgorithm,
-      hash: row.hash,
-      caller: row.caller,
-      createdAt: row.created_at,
-    }));
+    const records = [
+      ...entries.map((e) => ({
+        id: e.id,
+        tenantId,
+        keyId: e.key_id,
+        algorithm: e.algorithm as SigningAlgorithm,
+        hash: e.hash,
+        caller: e.actor,
+        createdAt: e.at,
+      })),
+      ...rows.map((row) => ({
+        id: row.id,
+        tenantId: row.tenant_id,
+        keyId: row.key_id,
+        algorithm: row.algorithm as SigningAlgorithm,
+        hash: row.hash,
+        caller: row.caller,
+        createdAt: row.created_at,
+      })),
+    ];
+    return records.sort((x, y) => (x.createdAt < y.createdAt ? 1 : x.createdAt > y.createdAt ? -1 : 0)).slice(0, limit);
   }
 
   /**
-   * The lookup row of a signature whose record was written ahead of it. Rides along with a later group commit (no
-   * commit of its own under load); callers do not wait for it. Lost if the process ends before that commit.
+   * The SHA-256 of a signature whose entry was written ahead of it, set on that entry's row by a later group commit
+   * (riding along, no commit of its own under load); callers do not wait for it. Lost if the process ends before
+   * that commit: the entry is then found by its digest only.
    */
   recordLookup(lookup: SignatureLookup): Promise<void> {
     return this.writes.recordLookup(lookup);

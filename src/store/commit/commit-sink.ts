@@ -7,7 +7,7 @@ export interface CommitSink {
   /**
    * Whether the signing path hands a signature's record and entry over ahead of the signature (true unless false):
    * the writer thread's commit then runs while the key store signs. A sink that says false gets them after it, in
-   * one write with the lookup row, so that a signature the key store fails to make leaves no entry behind (the
+   * one write with the signature's hash, so that a signature the key store fails to make leaves no entry behind (the
    * audit log reads as a single process's does).
    */
   readonly writesAhead?: boolean;

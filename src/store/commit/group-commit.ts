@@ -1,5 +1,5 @@
-// The group commit of signature records and audit entries (and what rides along with them: their events, the
-// signatures' lookup rows): writes made in the same event-loop turn share one transaction. Each dialect commits a
+// The group commit of audit entries (and what rides along with them: their events, the SHA-256 of a signature on
+// its `signed` entry, a batch's items): writes made in the same event-loop turn share one transaction. Each dialect commits a
 // batch its own way (commitWrites: SQLite with prepared statements, PostgreSQL in one function call); the SQLite
 // store may hand writes to a thread of its own instead (sqlite-writer.ts).
 import type { OutboxRow } from '../events/event-store.js';
@@ -8,12 +8,14 @@ import { isUniqueViolation } from '../store-context.js';
 import type { Database } from '../tables.js';
 
 /**
- * A signature_lookups row as a write carries it (the digest in hex: writes cross to the SQLite writer thread, where
- * a Buffer would arrive as a plain Uint8Array).
+ * The SHA-256 of a signature set on its `signed` entry's row (audit_log.signature_sha256, migration 0030; before
+ * it, a signature_lookups row): in the entry's INSERT when the signature is known, else by a later UPDATE of the
+ * row (an entry written ahead of its signature). The hash in hex: writes cross to the SQLite writer thread, where a
+ * Buffer would arrive as a plain Uint8Array. The column is not hashed: the entry's chain hash and log leaf cover
+ * its canonical JSON (audit-hash.cjs: hashedFields), so setting it later changes nothing proven.
  */
 export interface LookupRow {
   audit_seq: number;
-  tenant_id: string;
   signature_sha256: string;
 }
 
@@ -90,9 +92,12 @@ export function completedRequestRow({ audit, ...c }: CompletionOnEntry, firstSeq
   };
 }
 
-/** A signature record with its `signed` entry (and lookup row), one of several a write commits together. */
+/**
+ * A `signed` entry (with its signature's SHA-256), one of several a write commits together; `signature`: a
+ * signatures row, only from SignatureStore.recordRecords (the pre-0030 shape; the signing service writes none).
+ */
 export interface SignatureWithEntry {
-  signature: Database['signatures'];
+  signature?: Database['signatures'];
   audit: AuditEntryInput;
   lookup?: Omit<LookupRow, 'audit_seq'>;
 }
@@ -102,17 +107,19 @@ export const WRITE_BATCH_MAX = 64;
 /** Tries of a batch whose chain head another connection took meanwhile. */
 export const CHAIN_RACE_ATTEMPTS = 5;
 
-/** One caller's part of a group commit: a signature record to add or withdraw, and/or an audit entry. */
+/** One caller's part of a group commit: an audit entry, and what goes with it. */
 export interface PendingWrite {
+  /**
+   * A signatures row: only SignatureStore.record's (the store's contract tests; the signing service writes none
+   * since migration 0030: a signature's `signed` entry is its record).
+   */
   signature?: Database['signatures'];
-  /** Id of a signature record to delete (the key store failed after the record was written ahead). */
-  withdraw?: string;
   audit?: AuditEntryInput;
   /** Events told of by this write (signature.denied with its audit entry), in the same transaction. */
   events?: OutboxRow[];
-  /** The signature's lookup row, on the seq of this write's audit entry (migration 0019). */
+  /** The signature's SHA-256, set on this write's audit entry as it is inserted (migration 0030). */
   lookup?: Omit<LookupRow, 'audit_seq'>;
-  /** Lookup rows of signatures whose records were written earlier (ahead of the signature), riding along. */
+  /** SHA-256s of signatures whose entries were committed earlier (ahead of the signature), riding along. */
   lookups?: LookupRow[];
   /** The signatures a batch entry (`audit`) records, each on the seq of that entry (migration 0029). */
   batchItems?: BatchItemRow[];
@@ -129,15 +136,15 @@ export interface PendingWrite {
 }
 
 /**
- * What one group commit writes, in this order: records, withdrawals, then the audit entries chained on, with the
- * lookup rows, events and request completions that go with them.
+ * What one group commit writes, in this order: signatures rows (tests only), then the audit entries chained on,
+ * each with its signature's SHA-256 when known, the hashes set on entries committed earlier, and the events and
+ * request completions that go with them.
  */
 export interface WriteBatch {
   signatures: Database['signatures'][];
-  withdrawals: string[];
   audits: AuditEntryInput[];
   events: OutboxRow[];
-  /** Lookup rows with their seq (written ahead), and rows on the seq of one of `audits`. */
+  /** Hashes of entries committed earlier (written ahead), and hashes of one of `audits`. */
   lookups: Array<LookupRow | LookupOnEntry>;
   /** Held requests completed by signatures of this batch, each on the seq of one of `audits`. */
   completions: CompletionOnEntry[];
@@ -148,7 +155,6 @@ export interface WriteBatch {
 export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
   const batch: WriteBatch = {
     signatures: [],
-    withdrawals: [],
     audits: [],
     events: [],
     lookups: [],
@@ -158,7 +164,6 @@ export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[])
   for (const w of writes) {
     if (w.events) batch.events.push(...w.events);
     if (w.signature) batch.signatures.push(w.signature);
-    if (w.withdraw !== undefined) batch.withdrawals.push(w.withdraw);
     if (w.lookups) batch.lookups.push(...w.lookups);
     if (w.completes && entriesOf(w) > 0) batch.completions.push({ ...w.completes, audit: batch.audits.length });
     if (w.audit) {
@@ -167,7 +172,7 @@ export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[])
       batch.audits.push(w.audit);
     }
     for (const r of w.records ?? []) {
-      batch.signatures.push(r.signature);
+      if (r.signature) batch.signatures.push(r.signature);
       if (r.lookup) batch.lookups.push({ ...r.lookup, audit: batch.audits.length });
       batch.audits.push(r.audit);
     }
@@ -175,13 +180,21 @@ export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[])
   return batch;
 }
 
-/** The rows of `lookups`, each with its seq: its own, or its entry's (entries get first, first + 1, ...). */
-export function lookupRows(lookups: WriteBatch['lookups'], firstSeq: number | undefined): LookupRow[] {
-  return lookups.map((l) => {
-    if (!('audit' in l)) return l;
-    const { audit, ...row } = l;
-    return { ...row, audit_seq: Number(firstSeq) + audit };
-  });
+/**
+ * `lookups` split by when their entry was committed: in this batch (by the entry's index among `audits`: set in its
+ * INSERT) or earlier (by seq: set by an UPDATE of its row).
+ */
+export function signatureHashesOf(lookups: WriteBatch['lookups']): {
+  onEntry: Map<number, string>;
+  later: LookupRow[];
+} {
+  const onEntry = new Map<number, string>();
+  const later: LookupRow[] = [];
+  for (const l of lookups) {
+    if ('audit' in l) onEntry.set(l.audit, l.signature_sha256);
+    else later.push(l);
+  }
+  return { onEntry, later };
 }
 
 /** How many audit entries a write appends: its own and those of its records. */
@@ -214,8 +227,8 @@ function isChainRace(err: unknown): boolean {
 
 export class GroupCommit {
   /**
-   * `commitWrites` commits one batch in one transaction: the signature records, then the audit entries chained on
-   * the log's head; it resolves to the seq of the batch's first entry.
+   * `commitWrites` commits one batch in one transaction: the audit entries chained on the log's head, with what
+   * goes with them; it resolves to the seq of the batch's first entry.
    */
   constructor(
     private readonly commitWrites: (writes: WriteBatch) => Promise<number | undefined>,

@@ -4,7 +4,7 @@
 import { Kysely, PostgresAdapter, PostgresDialect, type PostgresPool, type PostgresPoolClient } from 'kysely';
 import pg from 'pg';
 import { entryTexts } from '../audit/audit-chain.js';
-import type { WriteBatch } from '../commit/group-commit.js';
+import { signatureHashesOf, type WriteBatch } from '../commit/group-commit.js';
 import { KyselyStore } from '../kysely-store.js';
 import { MIGRATIONS } from '../migrations.js';
 import type { Database } from '../tables.js';
@@ -77,7 +77,8 @@ class TransactionLockPostgresDialect extends PostgresDialect {
  * signature in the batch; a crashed instance's lock dies with its connection, and the entries are hashed in the
  * same transaction as their records, so there is never a record without its entry or a gap to fill. Migration 0019's
  * version of the function also answers the seq of the batch's first entry (the others follow it in order: the lock
- * is held for the whole batch), which the signing path hands out as Signbridge-Log-Index. One call is
+ * is held for the whole batch), which the signing path hands out as Signbridge-Log-Index; migration 0030's (v6)
+ * writes the entries with their signatures' hashes and no signature records. One call is
  * one round trip, commit included: under load every round trip also waits for a turn of this process's event
  * loop, so the six that a transaction built statement by statement needs made the batch, not the database, the
  * limit (docs/benchmarks.md).
@@ -220,89 +221,41 @@ END $$`)
 
   protected override async commitWrites({
     signatures,
-    withdrawals,
     audits,
     events,
     lookups,
     completions,
     batchItems,
   }: WriteBatch): Promise<number | undefined> {
-    const entries: Array<Record<string, unknown>> = audits.map((e) => {
+    const { onEntry, later } = signatureHashesOf(lookups);
+    // Each entry carries its signature's hash (migration 0030): the function inserts it with the entry's row.
+    const entries: Array<Record<string, unknown>> = audits.map((e, i) => {
       const { columns, parts } = entryTexts(e);
-      return { ...columns, ...parts };
+      const signatureSha256 = onEntry.get(i);
+      return { ...columns, ...parts, ...(signatureSha256 !== undefined && { signature_sha256: signatureSha256 }) };
     });
-    // A lookup row on an entry of this batch goes with the entry: the function learns its seq with the lock.
-    const withSeq = [];
-    for (const l of lookups) {
-      if (!('audit' in l)) {
-        withSeq.push(l);
-        continue;
-      }
-      const entry = entries[l.audit];
-      if (entry) Object.assign(entry, { lookup_sha256: l.signature_sha256 });
-    }
-    const args = [
+    const { rows } = await this.pool.query<{ first: number | null }>(GROUP_COMMIT_SQL, [
       AUDIT_CHAIN_LOCK,
       JSON.stringify(signatures),
-      withdrawals,
       JSON.stringify(entries),
-      JSON.stringify(withSeq),
-    ];
-    const firstSeq = (rows: Array<{ first: number | null }>) => {
-      const first = rows[0]?.first;
-      return first === null || first === undefined ? undefined : Number(first);
-    };
-    if (batchItems.length > 0) {
-      // A batch entry's items go with it, on its seq (migration 0029); v5 does v4's work first.
-      return firstSeq(
-        (
-          await this.pool.query<{ first: number | null }>(GROUP_COMMIT_WITH_ITEMS_SQL, [
-            ...args,
-            JSON.stringify(events),
-            JSON.stringify(completions),
-            JSON.stringify(batchItems),
-          ])
-        ).rows,
-      );
-    }
-    if (completions.length > 0) {
-      // An approval's signature completes its request in the same call (migration 0027).
-      return firstSeq(
-        (
-          await this.pool.query<{ first: number | null }>(GROUP_COMMIT_COMPLETING_SQL, [
-            ...args,
-            JSON.stringify(events),
-            JSON.stringify(completions),
-          ])
-        ).rows,
-      );
-    }
-    if (events.length === 0) {
-      return firstSeq((await this.pool.query<{ first: number | null }>(GROUP_COMMIT_SQL, args)).rows);
-    }
-    // A batch that tells of events (signature.signed, a denial) writes them in the same call: still one round trip.
-    return firstSeq(
-      (await this.pool.query<{ first: number | null }>(GROUP_COMMIT_WITH_EVENTS_SQL, [...args, JSON.stringify(events)]))
-        .rows,
-    );
+      JSON.stringify(later),
+      JSON.stringify(events),
+      JSON.stringify(completions),
+      JSON.stringify(batchItems),
+    ]);
+    const first = rows[0]?.first;
+    return first === null || first === undefined ? undefined : Number(first);
   }
 }
 
 const CACHE_EPOCH_SQL = 'SELECT n FROM cache_epoch WHERE id = 1';
-/** Migration 0019's function: v1's work, plus the signatures' lookup rows, and it answers the first entry's seq. */
+/**
+ * Migration 0030's function, one round trip for everything a group commit writes: the entries with their
+ * signatures' hashes, the hashes of entries written ahead, events, completed requests, batch items. v2 to v5 stay
+ * for instances on older code during a rolling upgrade.
+ */
 const GROUP_COMMIT_SQL =
-  'SELECT signbridge_group_commit_v2($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb) AS first';
-/** Migration 0022's function: v2, plus the outbox rows of the batch's events. */
-const GROUP_COMMIT_WITH_EVENTS_SQL =
-  'SELECT signbridge_group_commit_v3($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb, $6::jsonb) AS first';
-
-/** Migration 0027's function: v3, plus the held requests the batch's signatures complete. */
-const GROUP_COMMIT_COMPLETING_SQL =
-  'SELECT signbridge_group_commit_v4($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb) AS first';
-
-/** Migration 0028's function: v4, plus the items of the batch entries the call appends. */
-const GROUP_COMMIT_WITH_ITEMS_SQL =
-  'SELECT signbridge_group_commit_v5($1::bigint, $2::jsonb, $3::text[], $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb, $8::jsonb) AS first';
+  'SELECT signbridge_group_commit_v6($1::bigint, $2::jsonb, $3::jsonb, $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb) AS first';
 
 /** A pg client that knows when it began to connect, so that connecting and its first round trip share one wait. */
 class TimedClient extends pg.Client {

@@ -1,7 +1,8 @@
 // Deletes what the contract lets go (docs/deployment.md, "Retention"): finished event deliveries and the events
 // whose deliveries are all finished, finished signing requests, and idempotency records past their lifetime. Never
-// the audit log, the transparency log's tables, signature records or signature lookups: proofs and the chain need
-// them for ever.
+// the audit log (since migration 0030 a signature's `signed` entry is its record, its hash on the entry's row), the
+// transparency log's tables, batch items, or the signatures and signature_lookups rows from before 0030 (no longer
+// written; a lookup row is how an older entry is found by its signature): proofs and the chain need them for ever.
 //
 // Every statement deletes at most `limit` rows (src/retention/pruner.ts runs them in small batches), so SQLite's one
 // writer is never held for long and PostgreSQL locks few rows. On PostgreSQL the rows a statement picks are taken

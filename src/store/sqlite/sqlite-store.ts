@@ -1,7 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
-import { chainAuditRows } from '../audit/audit-chain.js';
+import { type AuditRow, chainAuditRows } from '../audit/audit-chain.js';
 import { lookupRowOf, type SignatureLookup } from '../audit/signature-store.js';
 import type { CommitSink } from '../commit/commit-sink.js';
 import {
@@ -9,7 +9,7 @@ import {
   type CompletedRequestRow,
   completedRequestRow,
   type LookupRow,
-  lookupRows,
+  signatureHashesOf,
   type Write,
   type WriteBatch,
 } from '../commit/group-commit.js';
@@ -79,7 +79,7 @@ class SqliteStore extends KyselyStore {
   private apiKeyById?: BetterSqlite3.Statement<[string], ApiKeyRow>;
   private currentKeyByTenant?: BetterSqlite3.Statement<[string], Database['keys']>;
   private writeBatch?: (batch: WriteBatch) => number | undefined;
-  /** Lookup rows waiting for the next write to the writer thread (writeSignatureLookup). */
+  /** Hashes of entries written ahead, waiting for the next write to the writer thread (writeSignatureLookup). */
   private deferredLookups: LookupRow[] = [];
   private lookupTimer: NodeJS.Timeout | undefined;
   private cacheEpoch?: BetterSqlite3.Statement<[], number>;
@@ -139,12 +139,12 @@ class SqliteStore extends KyselyStore {
   protected override enqueue(write: Write): Promise<number | undefined> {
     if (!this.writer) return super.enqueue(write);
     const writer = this.writer;
-    // Lookup rows waiting ride along with this write: no message and no commit of their own under load.
+    // Hashes waiting ride along with this write (an UPDATE each): no message and no commit of their own under load.
     const lookups = this.takeDeferredLookups();
     const carrying = lookups.length > 0 ? { ...write, lookups: [...(write.lookups ?? []), ...lookups] } : write;
     const written = new Promise<number | undefined>((resolve, reject) => writer.write(carrying, resolve, reject));
-    // The batch failed (another write in it): the rows that rode along go again in a commit of their own, where
-    // they cannot fail anyone's signature (inserting one twice is a no-op).
+    // The batch failed (another write in it): the hashes that rode along go again in a commit of their own, where
+    // they cannot fail anyone's signature (setting one twice is a no-op).
     if (lookups.length > 0) written.catch(() => this.writeLookupsAlone(lookups));
     return written;
   }
@@ -158,7 +158,7 @@ class SqliteStore extends KyselyStore {
   }
 
   /**
-   * With a writer thread, the row waits for the next write (a signature's record under load, milliseconds away);
+   * With a writer thread, the hash waits for the next write (a signature's entry under load, milliseconds away);
    * alone it goes after LOOKUP_DELAY_MS. Without one, the next group commit on the event loop takes it.
    */
   protected override writeSignatureLookup(lookup: SignatureLookup): Promise<void> {
@@ -180,7 +180,7 @@ class SqliteStore extends KyselyStore {
     return this.deferredLookups.splice(0);
   }
 
-  /** Writes the lookup rows still waiting, in a commit of their own. */
+  /** Writes the hashes still waiting, in a commit of their own. */
   private flushLookups(): Promise<void> | undefined {
     const lookups = this.takeDeferredLookups();
     if (lookups.length === 0) return undefined;
@@ -198,30 +198,32 @@ class SqliteStore extends KyselyStore {
         'INSERT INTO signatures (id, tenant_id, key_id, algorithm, hash, caller, created_at) ' +
           'VALUES (@id, @tenant_id, @key_id, @algorithm, @hash, @caller, @created_at)',
       );
-      const deleteSignature = this.sqlite.prepare<[string]>('DELETE FROM signatures WHERE id = ?');
       const head = this.sqlite.prepare<[], { seq: number; hash: string }>(
         'SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1',
       );
-      const insertAudit = this.sqlite.prepare<Database['audit_log']>(
-        'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
-          'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
-      );
+      const insertAudit = this.sqlite.prepare<Database['audit_log']>(INSERT_AUDIT_SQL);
       const insertEvent = this.sqlite.prepare<OutboxRow>(INSERT_EVENT_SQL);
-      const insertLookup = this.sqlite.prepare<Database['signature_lookups']>(INSERT_LOOKUP_SQL);
+      const setSignatureHash = this.sqlite.prepare<{ seq: number; signature_sha256: Buffer }>(SET_SIGNATURE_HASH_SQL);
       const completeRequest = this.sqlite.prepare<CompletedRequestRow>(COMPLETE_REQUEST_SQL);
       const insertBatchItem = this.sqlite.prepare<Database['batch_items']>(INSERT_BATCH_ITEM_SQL);
       const batch = this.sqlite.transaction(
-        ({ signatures, withdrawals, audits, events, lookups, completions, batchItems }: WriteBatch) => {
+        ({ signatures, audits, events, lookups, completions, batchItems }: WriteBatch) => {
           for (const row of signatures) insertSignature.run(row);
-          for (const id of withdrawals) deleteSignature.run(id);
+          const { onEntry, later } = signatureHashesOf(lookups);
+          for (const l of later) {
+            setSignatureHash.run({ seq: l.audit_seq, signature_sha256: Buffer.from(l.signature_sha256, 'hex') });
+          }
           let firstSeq: number | undefined;
           if (audits.length > 0) {
             const rows = chainAuditRows(head.get(), audits);
             firstSeq = rows[0]?.seq;
-            for (const row of rows) insertAudit.run(row);
-          }
-          for (const row of lookupRows(lookups, firstSeq)) {
-            insertLookup.run({ ...row, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
+            for (let i = 0; i < rows.length; i++) {
+              const sha256 = onEntry.get(i);
+              insertAudit.run({
+                ...(rows[i] as AuditRow),
+                signature_sha256: sha256 === undefined ? null : Buffer.from(sha256, 'hex'),
+              });
+            }
           }
           for (const row of events) insertEvent.run(row);
           for (const c of completions) completeRequest.run(completedRequestRow(c, Number(firstSeq)));
@@ -252,10 +254,17 @@ const INSERT_EVENT_SQL =
   'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
   'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)';
 
-/** A signature's lookup row (migration 0019); sqlite-writer.cjs has the same. */
-const INSERT_LOOKUP_SQL =
-  'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
-  'VALUES (@audit_seq, @tenant_id, @signature_sha256)';
+/** An audit entry with its signature's SHA-256 (migration 0030; null when not known yet); sqlite-writer.cjs has the same. */
+const INSERT_AUDIT_SQL =
+  'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash, signature_sha256) ' +
+  'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash, @signature_sha256)';
+
+/**
+ * The SHA-256 of a signature whose entry was written ahead of it, set on that entry's row (migration 0030); a
+ * hash sent again after a failed batch that carried it changes nothing. sqlite-writer.cjs has the same.
+ */
+const SET_SIGNATURE_HASH_SQL =
+  'UPDATE audit_log SET signature_sha256 = @signature_sha256 WHERE seq = @seq AND signature_sha256 IS NULL';
 
 /** A batch entry's item (migration 0029); sqlite-writer.cjs has the same. */
 const INSERT_BATCH_ITEM_SQL =
@@ -277,7 +286,7 @@ const COMPLETE_REQUEST_SQL =
   "signed_seq = @signed_seq, batch = coalesce(@batch, batch) WHERE id = @id AND status = 'signing'";
 
 /**
- * How long a lookup row waits for a write to ride along with before it is written alone. Short: an approval's
+ * How long a hash of an entry written ahead waits for a write to ride along with before it is written alone. Short: an approval's
  * collector or a verifier asking right after the signature should find it; long enough that under load every row
  * rides along.
  */

@@ -33,20 +33,20 @@ function prepare() {
     'INSERT INTO signatures (id, tenant_id, key_id, algorithm, hash, caller, created_at) ' +
       'VALUES (@id, @tenant_id, @key_id, @algorithm, @hash, @caller, @created_at)',
   );
-  const deleteSignature = db.prepare('DELETE FROM signatures WHERE id = ?');
   const head = db.prepare('SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1');
+  // An entry with its signature's SHA-256 (migration 0030; null when not known yet).
   const insertAudit = db.prepare(
-    'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash) ' +
-      'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash)',
+    'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash, signature_sha256) ' +
+      'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash, @signature_sha256)',
   );
   const insertEvent = db.prepare(
     'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
       'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)',
   );
-  const insertLookup = db.prepare(
-    // OR IGNORE: a row sent again after a failed batch that carried it (sqlite-store.ts) is there once.
-    'INSERT OR IGNORE INTO signature_lookups (audit_seq, tenant_id, signature_sha256) ' +
-      'VALUES (@audit_seq, @tenant_id, @signature_sha256)',
+  // The hash of a signature whose entry was written ahead of it, set on that entry's row; a hash sent again after a
+  // failed batch that carried it (sqlite-store.ts) changes nothing.
+  const setSignatureHash = db.prepare(
+    'UPDATE audit_log SET signature_sha256 = @signature_sha256 WHERE seq = @seq AND signature_sha256 IS NULL',
   );
   // An approval's request, completed by its signature's write (group-commit.ts: RequestCompletion).
   const completeRequest = db.prepare(
@@ -65,44 +65,45 @@ function prepare() {
       digest: Buffer.from(item.digest, 'hex'),
       signature_sha256: Buffer.from(item.signature_sha256, 'hex'),
     });
-  const lookup = (row, seq) =>
-    insertLookup.run({ ...row, audit_seq: seq, signature_sha256: Buffer.from(row.signature_sha256, 'hex') });
+  const hashOf = (lookup) => (lookup ? Buffer.from(lookup.signature_sha256, 'hex') : null);
   // IMMEDIATE: the write lock is taken before the chain's head is read (sqlite-store.ts says why).
   // Returns the seq of the batch's first audit entry; the others follow in the writes' order.
   return db.transaction((writes) => {
     const audits = [];
+    const hashes = [];
     for (const w of writes) {
       if (w.signature) insertSignature.run(w.signature);
-      if (w.withdraw !== undefined) deleteSignature.run(w.withdraw);
-      if (w.audit) audits.push(w.audit);
-      // Several signatures with their entries, all or none (an approved batch; group-commit.ts: records).
+      if (w.audit) {
+        audits.push(w.audit);
+        hashes.push(hashOf(w.lookup));
+      }
+      // Several signatures with their entries, all or none (group-commit.ts: records).
       if (w.records) {
         for (const r of w.records) {
-          insertSignature.run(r.signature);
+          if (r.signature) insertSignature.run(r.signature);
           audits.push(r.audit);
+          hashes.push(hashOf(r.lookup));
         }
       }
-      // Rows of signatures recorded ahead earlier, riding along (sqlite-store.ts: writeSignatureLookup).
-      if (w.lookups) for (const row of w.lookups) lookup(row, row.audit_seq);
+      // Hashes of signatures whose entries were committed ahead earlier, riding along (sqlite-store.ts).
+      if (w.lookups) {
+        for (const row of w.lookups) setSignatureHash.run({ seq: row.audit_seq, signature_sha256: hashOf(row) });
+      }
     }
     if (audits.length === 0) {
       for (const w of writes) if (w.events) for (const row of w.events) insertEvent.run(row);
       return undefined;
     }
     const rows = chainAuditRows(head.get(), audits);
-    for (const row of rows) insertAudit.run(row);
+    for (let n = 0; n < rows.length; n++) insertAudit.run({ ...rows[n], signature_sha256: hashes[n] });
     let i = 0;
     for (const w of writes) {
       const first = i;
       if (w.audit) {
-        if (w.lookup) lookup(w.lookup, rows[i].seq);
         if (w.batchItems) for (const item of w.batchItems) batchItem(item, rows[i].seq);
         i++;
       }
-      for (const r of w.records ?? []) {
-        if (r.lookup) lookup(r.lookup, rows[i].seq);
-        i++;
-      }
+      i += w.records?.length ?? 0;
       if (w.completes && i > first) completeRequest.run(completedRequestRow(w.completes, rows[first].seq));
     }
     // Events told of by these writes (signature.denied): in the same transaction as their audit entries.
