@@ -218,31 +218,9 @@ export class EventBuilder {
   }
 
   /**
-   * signature.signed for a signature the policy allowed at once: no request, so no request_id and no order key (a
-   * tenant's signatures are not ordered among themselves; one order key would send them one at a time). Made
-   * before the signature, with the lookups it needs; the function adds the signature record's id, which is known
-   * only when the store writes the record (in the same transaction as the event).
-   */
-  async signedAtOnce(s: PolicyDecided): Promise<(signatureId: string) => EventInput> {
-    const data = this.linked(
-      {
-        tenant_id: s.tenantId,
-        key_id: s.keyId,
-        algorithm: s.algorithm,
-        digest: s.digest,
-        rule: s.rule,
-        reason: s.reason,
-        inputs: eventInputs(s.inputs),
-        requester: await this.actor(s.requester, s.personId),
-      },
-      `/tenants/${encodeURIComponent(s.tenantId)}/audit`,
-    );
-    return (signatureId) => ({ type: 'signature.signed', data: { ...data, signature_id: signatureId } });
-  }
-
-  /**
    * signature.signed for a signature made at once, read from its `signed` audit entry by the dispatcher
-   * (docs/events.md, "Events read from the log"): the same data signedAtOnce made when the event was an outbox row.
+   * (docs/events.md, "Events read from the log"): the data the outbox row held before issue 46 (no request, so no
+   * request_id and no order key: one order key per tenant would send its signatures one at a time).
    * The entry holds every field (the policy inputs the event shows under `event_inputs`; who asked as its actor,
    * `person` and `workload`) but the person's e-mail, which is read now. Its id is made from the entry's seq, so
    * every attempt at it carries the same webhook-id. A signature of a batch (`entry.item`) tells its item's digest
