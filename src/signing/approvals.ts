@@ -52,25 +52,7 @@ export interface ApprovalsDeps {
 }
 
 export class Approvals {
-  private readonly store: Store;
-  private readonly events: EventBuilder;
-  private readonly now: () => Date;
-  private readonly audit: Audit;
-  private readonly keys: TenantKeys;
-  private readonly policy: PolicyCheck;
-  private readonly recorder: SignatureRecorder;
-  private readonly held: HeldRequests;
-
-  constructor(deps: ApprovalsDeps) {
-    this.store = deps.store;
-    this.events = deps.events;
-    this.now = deps.now;
-    this.audit = deps.audit;
-    this.keys = deps.keys;
-    this.policy = deps.policy;
-    this.recorder = deps.recorder;
-    this.held = deps.held;
-  }
+  constructor(private readonly deps: ApprovalsDeps) {}
 
   /**
    * approve_sign. The stage decides the role (approver / security_reviewer); the requester never approves
@@ -85,7 +67,7 @@ export class Approvals {
     decision: 'approve' | 'reject',
     reason?: string,
   ): Promise<ApprovalResult> {
-    const request = await this.held.pendingRequest(tenantId, requestId);
+    const request = await this.deps.held.pendingRequest(tenantId, requestId);
     const repeated = await this.repeatedDecision(request, caller, decision);
     if (repeated) return repeated;
     const stage = request.status;
@@ -103,7 +85,7 @@ export class Approvals {
       throw new ApiError('self_approval', `the requester of ${requestId} may not decide it`);
     }
     // Four eyes between people: another key of the requesting person is still the same person.
-    const requesterKey = await this.store.apiKeys.get(request.requester);
+    const requesterKey = await this.deps.store.apiKeys.get(request.requester);
     const requesterPerson = requesterKey?.personId ?? null;
     if (caller.personId && caller.personId === requesterPerson) {
       throw new ApiError(
@@ -111,7 +93,7 @@ export class Approvals {
         `the person who requested ${requestId} may not decide it, with any of their keys`,
       );
     }
-    const at = this.now().toISOString();
+    const at = this.deps.now().toISOString();
     const decisions = [
       ...request.decisions,
       {
@@ -141,29 +123,29 @@ export class Approvals {
       ...(reason !== undefined && { reason }),
     };
     if (decision === 'reject') {
-      const rejected = await this.events.request('signature.rejected', request, {
+      const rejected = await this.deps.events.request('signature.rejected', request, {
         decision: decided,
         status: 'rejected',
       });
       if (
-        !(await this.store.requests.update(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
+        !(await this.deps.store.requests.update(requestId, stage, { status: 'rejected', decisions, updatedAt: at }, [
           rejected,
         ]))
       ) {
         throw this.lostRace(requestId);
       }
-      await this.audit(tenantId, caller.id, 'approve_sign', 'rejected', about);
+      await this.deps.audit(tenantId, caller.id, 'approve_sign', 'rejected', about);
       return { requestId, status: 'rejected', message: `request ${requestId} rejected` };
     }
 
     const context = JSON.parse(request.inputs) as PolicyContext;
-    const key = await this.store.tenants.getKey(tenantId, request.keyId);
+    const key = await this.deps.store.tenants.getKey(tenantId, request.keyId);
     if (!key) throw new ApiError('key_not_found', `key ${request.keyId} of request ${requestId} no longer exists`);
-    this.keys.requireUsable(key);
-    const recheck = await this.policy.evaluate(key, request.algorithm, request.requester, tenantId, context);
+    this.deps.keys.requireUsable(key);
+    const recheck = await this.deps.policy.evaluate(key, request.algorithm, request.requester, tenantId, context);
     if (recheck.outcome === 'deny') {
-      await this.store.requests.update(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
-        await this.events.request('signature.denied', request, {
+      await this.deps.store.requests.update(requestId, stage, { status: 'denied', decisions, updatedAt: at }, [
+        await this.deps.events.request('signature.denied', request, {
           denial: {
             rule: recheck.rule,
             reason: recheck.reason,
@@ -172,7 +154,7 @@ export class Approvals {
           },
         }),
       ]);
-      await this.audit(tenantId, caller.id, 'approve_sign', 'denied', {
+      await this.deps.audit(tenantId, caller.id, 'approve_sign', 'denied', {
         ...about,
         rule: recheck.rule,
         reason: recheck.reason,
@@ -185,30 +167,30 @@ export class Approvals {
       // This stage is passed; the next one's deciders are told like the first one's were.
       const moved = { ...request, status: next, nextStages: rest, decisions };
       if (
-        !(await this.store.requests.update(
+        !(await this.deps.store.requests.update(
           requestId,
           stage,
           { status: next, nextStages: rest, decisions, updatedAt: at },
           [
-            await this.events.request('signature.approved', request, {
+            await this.deps.events.request('signature.approved', request, {
               decision: decided,
               status: next,
               nextStages: rest,
             }),
-            await this.events.request('signature.pending', moved),
+            await this.deps.events.request('signature.pending', moved),
           ],
         ))
       ) {
         throw this.lostRace(requestId);
       }
-      await this.audit(tenantId, caller.id, 'approve_sign', 'stage_approved', { ...about, next_stage: next });
+      await this.deps.audit(tenantId, caller.id, 'approve_sign', 'stage_approved', { ...about, next_stage: next });
       return {
         requestId,
         status: next,
         message: `stage ${stage} approved; request ${requestId} now waits for ${next}`,
       };
     }
-    if (!(await this.store.requests.update(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
+    if (!(await this.deps.store.requests.update(requestId, stage, { status: 'signing', decisions, updatedAt: at }))) {
       throw this.lostRace(requestId);
     }
     const signedAbout = {
@@ -223,17 +205,17 @@ export class Approvals {
     };
     if (request.batch) return this.signBatchRequest(request, key, caller, stage, decided, signedAbout);
     // Told with the signature, in its commit: a failed signature puts the request back, to be approved again.
-    const approvedEvent = await this.events.request('signature.approved', request, {
+    const approvedEvent = await this.deps.events.request('signature.approved', request, {
       decision: decided,
       status: 'approved',
       nextStages: [],
     });
-    const signedEvent = await this.events.signedOnApproval(request);
+    const signedEvent = await this.deps.events.signedOnApproval(request);
     let signed: Signed;
     try {
       // The request moves to `approved` with its signature in the commit of the signature's `signed` entry: a crash
       // leaves either both or neither (docs/api.md, "Retries of approve_sign").
-      signed = await this.recorder.signNow({
+      signed = await this.deps.recorder.signNow({
         key,
         algorithm: request.algorithm,
         digest: Buffer.from(request.hash, 'base64'),
@@ -245,7 +227,7 @@ export class Approvals {
       });
     } catch (err) {
       // Not signed: put the request back so it can be approved again.
-      await this.store.requests.update(requestId, 'signing', { status: stage, decisions: request.decisions });
+      await this.deps.store.requests.update(requestId, 'signing', { status: stage, decisions: request.decisions });
       throw err;
     }
     return {
@@ -274,19 +256,19 @@ export class Approvals {
     const digests = batch.hashes.map((h) => Buffer.from(h, 'base64'));
     const size = digests.length;
     const start = performance.now();
-    const approvedEvent = await this.events.request('signature.approved', request, {
+    const approvedEvent = await this.deps.events.request('signature.approved', request, {
       decision: decided,
       status: 'approved',
       nextStages: [],
     });
-    const signedEvent = await this.events.signedOnApproval(request);
+    const signedEvent = await this.deps.events.signedOnApproval(request);
     // Signed at the key store first, recorded together after: a crash in between leaves nothing in the log and the
     // request in `signing` (back to its stage after SIGNING_STUCK_MS, to be approved again).
     const items = await Promise.all(
       digests.map(
         async (digest): Promise<{ digest: Buffer; signature: Buffer } | { digest: Buffer; error: unknown }> => {
           try {
-            const signature = await this.recorder.signUnrecorded(
+            const signature = await this.deps.recorder.signUnrecorded(
               key,
               request.algorithm,
               digest,
@@ -307,12 +289,12 @@ export class Approvals {
       'signature' in item ? [{ index, digest: item.digest, signature: item.signature }] : [],
     );
     if (made.length === 0) {
-      await this.store.requests.update(request.id, 'signing', { status: stage, decisions: request.decisions });
+      await this.deps.store.requests.update(request.id, 'signing', { status: stage, decisions: request.decisions });
       throw (items[0] as { error: unknown }).error;
     }
     // The batch's one entry names no digest of its own (its items do); `about` may name the batch's digest.
     const { hash: _batchDigest, ...details } = about;
-    await this.recorder.recordBatch({
+    await this.deps.recorder.recordBatch({
       key,
       algorithm: request.algorithm,
       callerId: caller.id,
@@ -392,7 +374,7 @@ export class Approvals {
           requestId,
           status: 'approved',
           message: `request ${requestId} approved and signed`,
-          signed: await this.held.approvedSignature(request),
+          signed: await this.deps.held.approvedSignature(request),
         };
       case 'signing':
         // The first attempt is still signing, or its process died before the signature's commit (which approves the

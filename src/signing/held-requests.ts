@@ -49,25 +49,7 @@ export interface HeldRequestsDeps {
 }
 
 export class HeldRequests {
-  private readonly store: Store;
-  private readonly events: EventBuilder;
-  private readonly now: () => Date;
-  private readonly observe: SignOutcomeObserver;
-  private readonly audit: Audit;
-  private readonly keys: TenantKeys;
-  private readonly approvalLifetimeMs: number;
-  private readonly approvalRetryWindowMs: number;
-
-  constructor(deps: HeldRequestsDeps) {
-    this.store = deps.store;
-    this.events = deps.events;
-    this.now = deps.now;
-    this.observe = deps.observe;
-    this.audit = deps.audit;
-    this.keys = deps.keys;
-    this.approvalLifetimeMs = deps.approvalLifetimeMs;
-    this.approvalRetryWindowMs = deps.approvalRetryWindowMs;
-  }
+  constructor(private readonly deps: HeldRequestsDeps) {}
 
   /**
    * The policy wants a person's decision. A retry (same continuation key: caller, tenant, key, algorithm, digest,
@@ -98,7 +80,7 @@ export class HeldRequests {
     for (let attempt = 1; ; attempt++) {
       const earlier = await this.continuableRequest(req.tenantId, matching);
       if (earlier) return this.continueRequest(earlier, req, action, about, start);
-      const now = this.now();
+      const now = this.deps.now();
       const status = decision.outcome;
       const stages = decision.stages ?? [status];
       const requestId = randomUUID();
@@ -117,7 +99,7 @@ export class HeldRequests {
         decisions: [],
         signature: null,
         createdAt: now.toISOString(),
-        expiresAt: new Date(now.getTime() + this.approvalLifetimeMs).toISOString(),
+        expiresAt: new Date(now.getTime() + this.deps.approvalLifetimeMs).toISOString(),
         updatedAt: now.toISOString(),
         continuationKey: matching,
         ...(batch && { batch }),
@@ -127,14 +109,14 @@ export class HeldRequests {
         ...(req.pssSaltLength !== undefined && { pssSaltLength: req.pssSaltLength }),
       };
       try {
-        await this.store.requests.create(record, [await this.events.request('signature.pending', record)]);
+        await this.deps.store.requests.create(record, [await this.deps.events.request('signature.pending', record)]);
       } catch (err) {
         // A concurrent identical request opened it first: the next attempt finds and continues it.
         if (err instanceof ConflictError && attempt < OPEN_REQUEST_ATTEMPTS) continue;
         throw err;
       }
-      await this.audit(req.tenantId, req.callerId, action, status, { ...about, request_id: requestId });
-      this.observe('pending', algorithm, req.tenantId, (performance.now() - start) / 1000);
+      await this.deps.audit(req.tenantId, req.callerId, action, status, { ...about, request_id: requestId });
+      this.deps.observe('pending', algorithm, req.tenantId, (performance.now() - start) / 1000);
       const collect = batch
         ? `one request for all ${batch.hashes.length} digests; collect the signatures with sign_batch, request_id ${requestId} and the same hashes`
         : `collect the signature with request_id ${requestId}`;
@@ -154,8 +136,10 @@ export class HeldRequests {
    */
   private async continuableRequest(tenantId: string, matching: string): Promise<PendingRequestRecord | undefined> {
     const decidedSince =
-      this.approvalRetryWindowMs > 0 ? new Date(this.now().getTime() - this.approvalRetryWindowMs).toISOString() : null;
-    const found = await this.store.requests.findContinuable(tenantId, matching, decidedSince);
+      this.deps.approvalRetryWindowMs > 0
+        ? new Date(this.deps.now().getTime() - this.deps.approvalRetryWindowMs).toISOString()
+        : null;
+    const found = await this.deps.store.requests.findContinuable(tenantId, matching, decidedSince);
     if (!found) return undefined;
     const request = isWaiting(found.status) ? await this.pendingRequest(tenantId, found.id) : found;
     if (isWaiting(request.status)) return request;
@@ -172,7 +156,7 @@ export class HeldRequests {
     about: Record<string, unknown>,
     start: number,
   ): Promise<SignOutcome> {
-    await this.audit(req.tenantId, req.callerId, action, 'continued', {
+    await this.deps.audit(req.tenantId, req.callerId, action, 'continued', {
       request_id: request.id,
       request_status: request.status,
       key_id: about.key_id,
@@ -184,20 +168,20 @@ export class HeldRequests {
     });
     const seconds = () => (performance.now() - start) / 1000;
     if (request.status === 'rejected') {
-      this.observe('denied', request.algorithm, req.tenantId, seconds());
+      this.deps.observe('denied', request.algorithm, req.tenantId, seconds());
       throw new ApiError(
         'request_rejected',
         `request ${request.id} for this hash was rejected at ${request.updatedAt}${lastReason(request)}; a retry ` +
-          `within ${this.approvalRetryWindowMs / 60_000} min of the rejection gets this answer (approvals.retryWindowMinutes)`,
+          `within ${this.deps.approvalRetryWindowMs / 60_000} min of the rejection gets this answer (approvals.retryWindowMinutes)`,
         { request_id: request.id },
       );
     }
     if (request.status === 'approved') {
-      this.observe('signed', request.algorithm, req.tenantId, seconds());
+      this.deps.observe('signed', request.algorithm, req.tenantId, seconds());
       return this.approvedSignature(request);
     }
     const status = request.status === 'signing' ? 'pending_approval' : (request.status as PendingStatus);
-    this.observe('pending', request.algorithm, req.tenantId, seconds());
+    this.deps.observe('pending', request.algorithm, req.tenantId, seconds());
     return {
       kind: 'pending',
       requestId: request.id,
@@ -262,7 +246,10 @@ export class HeldRequests {
     const seq = request.batch
       ? undefined
       : (request.signedSeq ??
-        (await this.store.audit.seqOfSignature(request.tenantId, createHash('sha256').update(signature).digest())));
+        (await this.deps.store.audit.seqOfSignature(
+          request.tenantId,
+          createHash('sha256').update(signature).digest(),
+        )));
     return {
       kind: 'signed',
       signature,
@@ -274,13 +261,13 @@ export class HeldRequests {
   }
 
   async pendingRequest(tenantId: string, requestId: string): Promise<PendingRequestRecord> {
-    await this.keys.requireTenant(tenantId);
-    const request = await this.store.requests.get(tenantId, requestId);
+    await this.deps.keys.requireTenant(tenantId);
+    const request = await this.deps.store.requests.get(tenantId, requestId);
     if (!request) throw new ApiError('request_not_found', `tenant ${tenantId} has no signing request ${requestId}`);
     const recovered = await this.recoverStuckSigning(request);
     if (recovered) return this.pendingRequest(tenantId, requestId);
-    if (isPending(request.status) && Date.parse(request.expiresAt) <= this.now().getTime()) {
-      await expireRequest(this.store, this.events, request, this.now().toISOString());
+    if (isPending(request.status) && Date.parse(request.expiresAt) <= this.deps.now().getTime()) {
+      await expireRequest(this.deps.store, this.deps.events, request, this.deps.now().toISOString());
       return { ...request, status: 'expired' };
     }
     return request;
@@ -296,16 +283,16 @@ export class HeldRequests {
    */
   private async recoverStuckSigning(request: PendingRequestRecord): Promise<boolean> {
     if (request.status !== 'signing') return false;
-    if (this.now().getTime() - Date.parse(request.updatedAt) < SIGNING_STUCK_MS) return false;
+    if (this.deps.now().getTime() - Date.parse(request.updatedAt) < SIGNING_STUCK_MS) return false;
     const last = request.decisions.at(-1);
     if (!last) return false;
-    const back = await this.store.requests.update(request.id, 'signing', {
+    const back = await this.deps.store.requests.update(request.id, 'signing', {
       status: last.stage,
       decisions: request.decisions.slice(0, -1),
-      updatedAt: this.now().toISOString(),
+      updatedAt: this.deps.now().toISOString(),
     });
     if (back) {
-      await this.audit(request.tenantId, 'service', 'approve_sign', 'signing_abandoned', {
+      await this.deps.audit(request.tenantId, 'service', 'approve_sign', 'signing_abandoned', {
         request_id: request.id,
         back_to: last.stage,
         approved_by: last.by,
