@@ -3,6 +3,7 @@
 // routes while the pages take their context from here (no import circle between the console and its pages).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ActiveSession, SessionSettings } from '../auth/oidc/sessions.js';
+import { ApiError } from '../errors.js';
 import type { EventBuilder } from '../events/event-builder.js';
 import type { WebhookSendSettings } from '../events/webhook-sender.js';
 import type { ExceptionService } from '../signing/exception-service.js';
@@ -60,3 +61,25 @@ the members page of this console).</p>`;
 export const canSeeExceptions = (roles: readonly Role[]) =>
   roles.some((r) => r === 'admin' || r === 'approver' || r === 'security_reviewer');
 export const canSeeAudit = canSeeExceptions;
+
+/**
+ * The tenant of the page's `:tenant` when the visitor is its admin; else undefined, the 404 (no role there) or 403
+ * page already sent. `what` names what was asked for, in the 403's message.
+ */
+export function tenantAdminOf(
+  ctx: ConsoleContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  what: string,
+): string | undefined {
+  const tenant = (request.params as { tenant: string }).tenant;
+  const roles = ctx.rolesIn(request, reply, tenant);
+  if (!roles) return undefined;
+  if (roles.includes('admin')) return tenant;
+  ctx.fail(
+    reply,
+    new ApiError('forbidden', `${what} of ${tenant} needs the admin role; you have ${roles.join(', ')}`),
+    request,
+  );
+  return undefined;
+}

@@ -19,10 +19,8 @@ import {
   trustRuleWarnings,
 } from '../auth/workload/trust-rules-service.js';
 import { ApiError } from '../errors.js';
-import type { ConsoleContext } from './console-context.js';
+import { type ConsoleContext, tenantAdminOf } from './console-context.js';
 import { csrfInput, type Html, html, time } from './layout.js';
-
-type Params = { tenant: string };
 
 /** What the add form carries, kept to fill the form again when the rule is refused. */
 interface RuleForm {
@@ -76,19 +74,8 @@ function ruleRow(rule: TrustRule, tenant: string, csrf: string): Html {
 }
 
 export async function trustRoutes(app: FastifyInstance, ctx: ConsoleContext): Promise<void> {
-  /** The tenant when the visitor is its admin; else the 404 (no role there) or 403 page was sent. */
-  const adminOf = (request: FastifyRequest, reply: FastifyReply, what: string): string | undefined => {
-    const tenant = (request.params as Params).tenant;
-    const roles = ctx.rolesIn(request, reply, tenant);
-    if (!roles) return undefined;
-    if (roles.includes('admin')) return tenant;
-    ctx.fail(
-      reply,
-      new ApiError('forbidden', `${what} of ${tenant} needs the admin role; you have ${roles.join(', ')}`),
-      request,
-    );
-    return undefined;
-  };
+  const adminOf = (request: FastifyRequest, reply: FastifyReply, what: string) =>
+    tenantAdminOf(ctx, request, reply, what);
   const actor = (request: FastifyRequest) => `person:${ctx.visitor(request).person.id}`;
 
   const page = async (

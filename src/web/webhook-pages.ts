@@ -16,10 +16,8 @@ import {
 import { checkSubscriptionUrl } from '../events/webhook-sender.js';
 import { type DeliveryRecord, SUBSCRIPTION_FORMATS, type SubscriptionRecord } from '../store/events/event-store.js';
 import { EVENT_KINDS } from '../store/records/event-kinds.js';
-import type { ConsoleContext } from './console-context.js';
+import { type ConsoleContext, tenantAdminOf } from './console-context.js';
 import { csrfInput, type Html, html, time } from './layout.js';
-
-type Params = { tenant: string };
 
 /** Kinds a subscription may ask for: webhook.test is sent on request to one subscription, never subscribed to. */
 export const SUBSCRIBABLE_KINDS = EVENT_KINDS.filter((k) => k !== 'webhook.test');
@@ -74,19 +72,8 @@ function deliveriesTable(s: SubscriptionRecord, deliveries: readonly DeliveryRec
 }
 
 export async function webhookRoutes(app: FastifyInstance, ctx: ConsoleContext): Promise<void> {
-  /** The tenant when the visitor is its admin; else the 404 (no role there) or 403 page was sent. */
-  const adminOf = (request: FastifyRequest, reply: FastifyReply, what: string): string | undefined => {
-    const tenant = (request.params as Params).tenant;
-    const roles = ctx.rolesIn(request, reply, tenant);
-    if (!roles) return undefined;
-    if (roles.includes('admin')) return tenant;
-    ctx.fail(
-      reply,
-      new ApiError('forbidden', `${what} of ${tenant} needs the admin role; you have ${roles.join(', ')}`),
-      request,
-    );
-    return undefined;
-  };
+  const adminOf = (request: FastifyRequest, reply: FastifyReply, what: string) =>
+    tenantAdminOf(ctx, request, reply, what);
   const by = (request: FastifyRequest, tenantId: string) => ({
     actor: `person:${ctx.visitor(request).person.id}`,
     via: 'console' as const,
