@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import { type KeySpec, SIGNING_ALGORITHMS, type SigningAlgorithm } from '../../src/crypto/algorithms.js';
+import { consolePageFor } from '../../src/signing/held-description.js';
 import { WireStatus } from '../../wire/wire.js';
 import type { ApiKeySource } from '../credentials.js';
 import {
@@ -309,9 +310,9 @@ export class RemoteUpstream implements Upstream {
     await this.pool.destroy();
   }
 
-  /** The console lists pending requests on /console/requests, each at the anchor req-<id> (src/web/request-pages.ts). */
+  /** The service's console page for the request, as the service itself names it (its 202's approve_url). */
   consoleUrlFor(requestId: string): string {
-    return `${this.description}/console/requests#req-${encodeURIComponent(requestId)}`;
+    return consolePageFor(this.description, requestId);
   }
 
   /**
