@@ -268,16 +268,16 @@ export class Approvals {
       digests.map(
         async (digest): Promise<{ digest: Buffer; signature: Buffer } | { digest: Buffer; error: unknown }> => {
           try {
-            const signature = await this.deps.recorder.signUnrecorded(
+            const signature = await this.deps.recorder.signUnrecorded({
               key,
-              request.algorithm,
+              algorithm: request.algorithm,
               digest,
-              caller.id,
-              'approve_sign',
+              callerId: caller.id,
+              action: 'approve_sign',
               start,
               // The salt the batch's client asked for (Vault transit's salt_length), as for one held digest.
-              request.pssSaltLength == null ? undefined : { pssSaltLength: request.pssSaltLength },
-            );
+              signOptions: request.pssSaltLength == null ? undefined : { pssSaltLength: request.pssSaltLength },
+            });
             return { digest, signature };
           } catch (error) {
             return { digest, error };

@@ -89,7 +89,15 @@ export class BatchSigner {
     // Every digest signed at the key store first (side by side on its threads), then the batch recorded as one
     // `signed` entry with its items: a process killed before that commit hands out nothing and logs nothing.
     const signatures = await signEach(req.digests, (digest) =>
-      this.deps.recorder.signUnrecorded(key, algorithm, digest, req.callerId, 'sign_batch', start, signOptions),
+      this.deps.recorder.signUnrecorded({
+        key,
+        algorithm,
+        digest,
+        callerId: req.callerId,
+        action: 'sign_batch',
+        start,
+        signOptions,
+      }),
     );
     const made = signatures.flatMap((s, index) =>
       s.kind === 'made' ? [{ index, digest: req.digests[index] as Buffer, signature: s.signature }] : [],

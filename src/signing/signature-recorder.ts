@@ -94,6 +94,12 @@ export interface SignNowRequest {
   signOptions?: SignOptions | undefined;
 }
 
+/** One signature for signUnrecorded: signNow's request less what only its record carries (a batch records its own). */
+export type UnrecordedSignRequest = Pick<
+  SignNowRequest,
+  'key' | 'algorithm' | 'digest' | 'callerId' | 'action' | 'start' | 'signOptions'
+>;
+
 export interface SignatureRecorderDeps {
   store: Store;
   keyStores: KeyStores;
@@ -235,15 +241,9 @@ export class SignatureRecorder {
    * Signs at the key store and hands the signature back unrecorded, for recordBatch to record with the others of
    * its batch. A failure is recorded as signNow records it (a sign_failed entry, or the outage's count).
    */
-  async signUnrecorded(
-    key: KeyRecord,
-    algorithm: SigningAlgorithm,
-    digest: Buffer,
-    callerId: string,
-    action: SignatureAction,
-    start = performance.now(),
-    signOptions?: SignOptions,
-  ): Promise<Buffer> {
+  async signUnrecorded(request: UnrecordedSignRequest): Promise<Buffer> {
+    const { key, algorithm, digest, callerId, action, signOptions } = request;
+    const start = request.start ?? performance.now();
     try {
       return await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest, signOptions);
     } catch (err) {
