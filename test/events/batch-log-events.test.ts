@@ -8,56 +8,22 @@
 // recovering gets every item, in order, the failed one again under the same id; an instance that dies before the
 // cursor's move has the items sent again with the same ids; two instances on PostgreSQL deliver each item once.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import {
-  type Deliver,
-  type DeliveryResult,
-  type DispatcherSettings,
-  EventDispatcher,
-} from '../../src/events/dispatcher.js';
+import { describe, expect, it } from 'vitest';
 import { eventDataProblem } from '../../src/events/event-schemas.js';
-import type { DeliveryClaim } from '../../src/store/events/event-store.js';
-import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import {
+  attemptsPerId,
+  countingDispatcher,
+  dyingBeforeCursorMoves,
+  FAST,
+  receiver,
+  storePairs,
+} from '../helpers/log-events-stand.js';
+import { testPostgresUrl } from '../helpers/postgres.js';
 import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { until } from '../helpers/wait.js';
 
-const dirs: string[] = [];
-const stores: Store[] = [];
-afterAll(async () => {
-  for (const s of stores) await s.close();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-
-/** Two handles on one database (two instances' stores on PostgreSQL). */
-async function sqlitePair(): Promise<[Store, Store]> {
-  const dir = mkdtempSync(join(tmpdir(), 'sb-batch-log-events-'));
-  dirs.push(dir);
-  const a = openSqliteStore(join(dir, 'state.db'));
-  await a.migrate();
-  const b = openSqliteStore(join(dir, 'state.db'));
-  stores.push(a, b);
-  return [a, b];
-}
-
-async function postgresPair(): Promise<[Store, Store]> {
-  const url = createTestDatabase('batch_log_events');
-  const a = openPostgresStore(url);
-  await a.migrate();
-  const b = openPostgresStore(url);
-  stores.push(a, b);
-  return [a, b];
-}
-
-const backends: Array<[string, () => Promise<[Store, Store]>, boolean]> = [
-  ['SQLite', sqlitePair, true],
-  ['PostgreSQL', postgresPair, testPostgresUrl() !== undefined],
-];
+const { backends, postgresPair } = storePairs('batch_log_events');
 
 /** One event the test expects: its id, its signature_id and its digest. */
 interface Told {
@@ -139,37 +105,6 @@ async function signOne(store: Store, tenantId: string, name: string): Promise<To
   return { id: `evt_log${seq}`, signatureId: `one-${name}`, digest };
 }
 
-/** A receiver: every attempt it got, answering with `answer`. */
-function receiver(answer: (claim: DeliveryClaim) => DeliveryResult = () => ({ outcome: 'delivered', status: 200 })) {
-  const attempts: Array<{ id: string; to: string; data: Record<string, unknown>; delivered: boolean }> = [];
-  return {
-    attempts,
-    deliver: async (claim: DeliveryClaim): Promise<DeliveryResult> => {
-      const result = answer(claim);
-      attempts.push({
-        id: claim.event.id,
-        to: claim.subscription.id,
-        data: claim.event.data as Record<string, unknown>,
-        delivered: result.outcome === 'delivered',
-      });
-      return result;
-    },
-  };
-}
-
-const FAST: DispatcherSettings = { pollMs: 10, idlePollMaxMs: 50, retryBaseMs: 20, retryMaxMs: 100, leaseMs: 2000 };
-
-function dispatcher(store: Store, deliver: Deliver, settings: DispatcherSettings = FAST) {
-  const delivered = new Map<string, number>();
-  const d = new EventDispatcher(store, deliver, {
-    ...settings,
-    onOutcome: (claim, result) => {
-      if (result.outcome === 'delivered') delivered.set(claim.event.id, (delivered.get(claim.event.id) ?? 0) + 1);
-    },
-  });
-  return { d, delivered };
-}
-
 /** Each id once, in the order of its first appearance. */
 const firstsOf = (ids: string[]) => ids.filter((id, i) => ids.indexOf(id) === i);
 
@@ -196,7 +131,7 @@ describe.each(backends)('batches read from the log on %s', (_name, open, enabled
       await signBatch(store, 'other', 'x', 5); // another tenant's
       const r = receiver();
       // Seven events a lease: the cursor stops inside batch a, then inside batch b.
-      const { d, delivered } = dispatcher(store, r.deliver, { ...FAST, logBatch: 7, perSubscription: 1 });
+      const { d, delivered } = countingDispatcher(store, r.deliver, { ...FAST, logBatch: 7, perSubscription: 1 });
       d.start();
       await until('every event delivered', () => (told.every((t) => delivered.has(t.id)) ? true : undefined));
       await d.stop();
@@ -231,7 +166,7 @@ describe.each(backends)('batches read from the log on %s', (_name, open, enabled
           ? { outcome: 'retry', status: 503, error: 'busy' }
           : { outcome: 'delivered', status: 200 },
       );
-      const { d, delivered } = dispatcher(store, r.deliver, { ...FAST, perSubscription: 1 });
+      const { d, delivered } = countingDispatcher(store, r.deliver, { ...FAST, perSubscription: 1 });
       d.start();
       await until('item 37 tried three times', () =>
         r.attempts.filter((a) => a.id === failing).length >= 3 ? true : undefined,
@@ -257,30 +192,19 @@ describe.each(backends)('batches read from the log on %s', (_name, open, enabled
       const [store, other] = await open();
       await store.events.addSubscription(subscriptionRecord({ id: 'wh_blg0000000000003', tenantId: 'kd' }));
       const told = await signBatch(store, 'kd', 'dies', 12);
-      const dying = Object.create(store) as Store;
-      Object.defineProperty(dying, 'events', {
-        value: new Proxy(store.events, {
-          get(target, prop, recv) {
-            if (prop === 'advanceLogCursor') return () => Promise.reject(new Error('killed'));
-            const value = Reflect.get(target, prop, recv);
-            return typeof value === 'function' ? value.bind(target) : value;
-          },
-        }),
-      });
+      const dying = dyingBeforeCursorMoves(store);
       const r = receiver();
-      const first = dispatcher(dying, r.deliver, { ...FAST, leaseMs: 300, logBatch: 5 });
+      const first = countingDispatcher(dying, r.deliver, { ...FAST, leaseMs: 300, logBatch: 5 });
       await first.d.runOnce();
       await first.d.stop();
       expect(r.attempts.map((a) => a.id)).toEqual(told.slice(0, 5).map((t) => t.id));
-      const second = dispatcher(other, r.deliver, { ...FAST, leaseMs: 300, logBatch: 5 });
+      const second = countingDispatcher(other, r.deliver, { ...FAST, leaseMs: 300, logBatch: 5 });
       second.d.start();
       await until('every item delivered by the replacement', () =>
         told.every((t) => second.delivered.has(t.id)) ? true : undefined,
       );
       await second.d.stop();
-      const times = new Map<string, number>();
-      for (const a of r.attempts) times.set(a.id, (times.get(a.id) ?? 0) + 1);
-      expect([...times.entries()]).toEqual(told.map((t, i) => [t.id, i < 5 ? 2 : 1]));
+      expect(attemptsPerId(r.attempts)).toEqual(told.map((t, i) => [t.id, i < 5 ? 2 : 1]));
     },
   );
 });
@@ -292,8 +216,8 @@ describe.skipIf(testPostgresUrl() === undefined)('batches read from the log, two
     await a.events.addSubscription(subscriptionRecord({ id: 'wh_blg0000000000005', tenantId: 'two' }));
     const r = receiver();
     const settings = { ...FAST, logBatch: 16 };
-    const one = dispatcher(a, r.deliver, settings);
-    const two = dispatcher(b, r.deliver, settings);
+    const one = countingDispatcher(a, r.deliver, settings);
+    const two = countingDispatcher(b, r.deliver, settings);
     one.d.start();
     two.d.start();
     const told: Told[] = [];

@@ -7,56 +7,22 @@
 // cursor's move (its store's write refused, then the instance replaced by another) has the entries sent again, with
 // the same ids, and none lost.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import {
-  type Deliver,
-  type DeliveryResult,
-  type DispatcherSettings,
-  EventDispatcher,
-} from '../../src/events/dispatcher.js';
+import { describe, expect, it } from 'vitest';
 import { eventDataProblem } from '../../src/events/event-schemas.js';
-import type { DeliveryClaim } from '../../src/store/events/event-store.js';
-import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import {
+  attemptsPerId,
+  countingDispatcher,
+  dyingBeforeCursorMoves,
+  FAST,
+  receiver,
+  storePairs,
+} from '../helpers/log-events-stand.js';
+import { testPostgresUrl } from '../helpers/postgres.js';
 import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { until } from '../helpers/wait.js';
 
-const dirs: string[] = [];
-const stores: Store[] = [];
-afterAll(async () => {
-  for (const s of stores) await s.close();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-
-/** Two handles on one database (two instances' stores on PostgreSQL). */
-async function sqlitePair(): Promise<[Store, Store]> {
-  const dir = mkdtempSync(join(tmpdir(), 'sb-log-events-'));
-  dirs.push(dir);
-  const a = openSqliteStore(join(dir, 'state.db'));
-  await a.migrate();
-  const b = openSqliteStore(join(dir, 'state.db'));
-  stores.push(a, b);
-  return [a, b];
-}
-
-async function postgresPair(): Promise<[Store, Store]> {
-  const url = createTestDatabase('log_events');
-  const a = openPostgresStore(url);
-  await a.migrate();
-  const b = openPostgresStore(url);
-  stores.push(a, b);
-  return [a, b];
-}
-
-const backends: Array<[string, () => Promise<[Store, Store]>, boolean]> = [
-  ['SQLite', sqlitePair, true],
-  ['PostgreSQL', postgresPair, testPostgresUrl() !== undefined],
-];
+const { backends, postgresPair } = storePairs('log_events');
 
 /** `n` signatures made at once for `tenantId`, as the recorder writes their `signed` entries; their seqs. */
 async function signAtOnce(store: Store, tenantId: string, n: number, from = 0): Promise<number[]> {
@@ -82,39 +48,6 @@ async function signAtOnce(store: Store, tenantId: string, n: number, from = 0): 
   }
   const all = await store.audit.read(0, 1_000_000);
   return all.slice(before).map((e) => e.seq);
-}
-
-/** A receiver: every attempt it got (event id, attempt), answering with `answer`. */
-function receiver(answer: (claim: DeliveryClaim) => DeliveryResult = () => ({ outcome: 'delivered', status: 200 })) {
-  const attempts: Array<{ id: string; seq: number; to: string; type: string; data: Record<string, unknown> }> = [];
-  return {
-    attempts,
-    deliver: async (claim: DeliveryClaim): Promise<DeliveryResult> => {
-      const result = answer(claim);
-      attempts.push({
-        id: claim.event.id,
-        seq: claim.event.seq,
-        to: claim.subscription.id,
-        type: claim.event.type,
-        data: claim.event.data as Record<string, unknown>,
-      });
-      return result;
-    },
-  };
-}
-
-const FAST: DispatcherSettings = { pollMs: 10, idlePollMaxMs: 50, retryBaseMs: 20, retryMaxMs: 100, leaseMs: 2000 };
-
-/** A dispatcher that counts each event id delivered (onOutcome), started; stopped with the stores. */
-function dispatcher(store: Store, deliver: Deliver, settings = FAST) {
-  const delivered = new Map<string, number>();
-  const d = new EventDispatcher(store, deliver, {
-    ...settings,
-    onOutcome: (claim, result) => {
-      if (result.outcome === 'delivered') delivered.set(claim.event.id, (delivered.get(claim.event.id) ?? 0) + 1);
-    },
-  });
-  return { d, delivered };
 }
 
 const idOf = (seq: number) => `evt_log${seq}`;
@@ -146,7 +79,7 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
       }
       return { outcome: 'delivered', status: 200 };
     });
-    const { d, delivered } = dispatcher(store, r.deliver);
+    const { d, delivered } = countingDispatcher(store, r.deliver);
     d.start();
     await until('every entry delivered', () => (seqs.every((s) => delivered.has(idOf(s))) ? true : undefined));
     await d.stop();
@@ -175,7 +108,7 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
     const r = receiver(() =>
       up ? { outcome: 'delivered', status: 200 } : { outcome: 'retry', status: 500, error: 'down' },
     );
-    const { d, delivered } = dispatcher(store, r.deliver);
+    const { d, delivered } = countingDispatcher(store, r.deliver);
     d.start();
     const first = await signAtOnce(store, 'rc', 5);
     await until('the receiver failing', () => (r.attempts.length >= 3 ? true : undefined));
@@ -196,7 +129,7 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
     const [store] = await open();
     await store.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000004', tenantId: 'ps' }));
     const r = receiver();
-    const { d, delivered } = dispatcher(store, r.deliver);
+    const { d, delivered } = countingDispatcher(store, r.deliver);
     const sent = await signAtOnce(store, 'ps', 3);
     await d.runOnce();
     expect([...delivered.keys()]).toEqual(sent.map(idOf));
@@ -218,32 +151,21 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
       await store.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000005', tenantId: 'kd' }));
       const seqs = await signAtOnce(store, 'kd', 6);
       // The first instance "dies" after the receiver's answers and before the cursor's move: its write is refused.
-      const dying = Object.create(store) as Store;
-      Object.defineProperty(dying, 'events', {
-        value: new Proxy(store.events, {
-          get(target, prop, recv) {
-            if (prop === 'advanceLogCursor') return () => Promise.reject(new Error('killed'));
-            const value = Reflect.get(target, prop, recv);
-            return typeof value === 'function' ? value.bind(target) : value;
-          },
-        }),
-      });
+      const dying = dyingBeforeCursorMoves(store);
       const r = receiver();
-      const first = dispatcher(dying, r.deliver, { ...FAST, leaseMs: 300 });
+      const first = countingDispatcher(dying, r.deliver, { ...FAST, leaseMs: 300 });
       await first.d.runOnce();
       await first.d.stop();
       expect(r.attempts.map((a) => a.id)).toEqual(seqs.map(idOf));
       // Its replacement (another owner) takes the cursor over once the dead one's lease ran out.
-      const second = dispatcher(other, r.deliver, { ...FAST, leaseMs: 300 });
+      const second = countingDispatcher(other, r.deliver, { ...FAST, leaseMs: 300 });
       second.d.start();
       await until('every entry delivered by the replacement', () =>
         seqs.every((s) => second.delivered.has(idOf(s))) ? true : undefined,
       );
       await second.d.stop();
       // At least once: each twice, under the same id; none lost, none a third time.
-      const times = new Map<string, number>();
-      for (const a of r.attempts) times.set(a.id, (times.get(a.id) ?? 0) + 1);
-      expect([...times.entries()]).toEqual(seqs.map((s) => [idOf(s), 2]));
+      expect(attemptsPerId(r.attempts)).toEqual(seqs.map((s) => [idOf(s), 2]));
     },
   );
 });
@@ -254,8 +176,8 @@ describe.skipIf(testPostgresUrl() === undefined)('events read from the log, two 
     await a.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000006', tenantId: 'two' }));
     await a.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000007', tenantId: 'two' }));
     const r = receiver();
-    const one = dispatcher(a, r.deliver);
-    const two = dispatcher(b, r.deliver);
+    const one = countingDispatcher(a, r.deliver);
+    const two = countingDispatcher(b, r.deliver);
     one.d.start();
     two.d.start();
     const seqs = [...(await signAtOnce(a, 'two', 60)), ...(await signAtOnce(b, 'two', 60, 60))];
