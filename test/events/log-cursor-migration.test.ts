@@ -5,48 +5,18 @@
 // from the log: each signature told of once across the upgrade, none lost, none twice. 0031: the same for batches
 // (below). On SQLite, and on PostgreSQL when the run has a cluster.
 import { createHash } from 'node:crypto';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
-import pg from 'pg';
+import type { Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { EventDispatcher } from '../../src/events/dispatcher.js';
+import type { SubscriptionRecord } from '../../src/store/events/event-store.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { MIGRATIONS } from '../../src/store/migrations.js';
-import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Database } from '../../src/store/tables.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/service.js';
+import { migrateTo, type OldVersionDatabase, oldVersionBackends } from '../helpers/old-version-database.js';
 import { subscriptionRecord } from '../helpers/subscription-record.js';
 
 const BEFORE = '0027_approval_one_commit';
 
-interface Backend {
-  old(): Kysely<Database>;
-  store(): KyselyStore;
-}
-
-function sqliteBackend(): Backend {
-  const path = `${makeTempDir()}/old.db`;
-  return {
-    old: () => new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(path) }) }),
-    store: () => openSqliteStore(path),
-  };
-}
-
-function postgresBackend(): Backend {
-  const url = createTestDatabase('migration_0028');
-  return {
-    old: () =>
-      new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }) }),
-    store: () => openPostgresStore(url),
-  };
-}
-
-const backends: [string, () => Backend][] = [
-  ['SQLite', sqliteBackend],
-  ...(testPostgresUrl() ? [['PostgreSQL', postgresBackend] as [string, () => Backend]] : []),
-];
+const backends = oldVersionBackends('migration_0028');
 
 const details = (n: number) => ({
   key_id: 'e2c1b0a9-8f7e-4d6c-b5a4-938271605f4e',
@@ -59,34 +29,55 @@ const details = (n: number) => ({
   signature_sha256: '00'.repeat(32),
 });
 
+/** The database as the version that ends at `migration` left it, holding `sub`: a handle on it, to write more. */
+async function oldVersionWith(
+  backend: OldVersionDatabase,
+  migration: string,
+  sub: SubscriptionRecord,
+): Promise<Kysely<Database>> {
+  const old = backend.raw();
+  await migrateTo(old, migration);
+  await old
+    .insertInto('webhook_subscriptions')
+    .values({
+      id: sub.id,
+      tenant_id: sub.tenantId,
+      url: sub.url,
+      format: sub.format,
+      event_kinds: null,
+      secret: sub.secret,
+      created_at: sub.createdAt,
+      created_by: sub.createdBy,
+      paused_at: null,
+      pause_reason: null,
+      last_error: null,
+      last_error_at: null,
+      last_delivered_at: null,
+      failures_in_a_row: 0,
+      failing_since: null,
+      next_probe_at: null,
+    })
+    .execute();
+  return old;
+}
+
+/** The signature_id of each event a dispatcher sends from `store` (two passes: the outbox, then the log), sorted. */
+async function signatureIdsTold(store: KyselyStore): Promise<string[]> {
+  const sent: string[] = [];
+  const dispatcher = new EventDispatcher(store, async (claim) => {
+    sent.push(String((claim.event.data as Record<string, unknown>).signature_id));
+    return { outcome: 'delivered', status: 200 };
+  });
+  await dispatcher.runOnce();
+  await dispatcher.runOnce();
+  return sent.sort();
+}
+
 describe.each(backends)('migration 0028 on %s', (_name, make) => {
   it("starts an existing subscription's cursor at the log's head: each signature told of once across the upgrade", async () => {
     const backend = make();
-    const old = backend.old();
-    const provider = { getMigrations: async () => MIGRATIONS };
-    expect((await new Migrator({ db: old, provider }).migrateTo(BEFORE)).error).toBeUndefined();
     const sub = subscriptionRecord({ id: 'wh_upgrade00000001', tenantId: 'up' });
-    await old
-      .insertInto('webhook_subscriptions')
-      .values({
-        id: sub.id,
-        tenant_id: sub.tenantId,
-        url: sub.url,
-        format: sub.format,
-        event_kinds: null,
-        secret: sub.secret,
-        created_at: sub.createdAt,
-        created_by: sub.createdBy,
-        paused_at: null,
-        pause_reason: null,
-        last_error: null,
-        last_error_at: null,
-        last_delivered_at: null,
-        failures_in_a_row: 0,
-        failing_since: null,
-        next_probe_at: null,
-      })
-      .execute();
+    const old = await oldVersionWith(backend, BEFORE, sub);
     // Three signatures the old version made: their `signed` entries, and the last one's event still in its outbox.
     let prev = '0'.repeat(64);
     for (const n of [1, 2, 3]) {
@@ -135,14 +126,7 @@ describe.each(backends)('migration 0028 on %s', (_name, make) => {
           details: details(n),
         });
       }
-      const sent: string[] = [];
-      const dispatcher = new EventDispatcher(store, async (claim) => {
-        sent.push(String((claim.event.data as Record<string, unknown>).signature_id));
-        return { outcome: 'delivered', status: 200 };
-      });
-      await dispatcher.runOnce();
-      await dispatcher.runOnce();
-      expect(sent.sort()).toEqual(['sig-3', 'sig-4', 'sig-5']);
+      expect(await signatureIdsTold(store)).toEqual(['sig-3', 'sig-4', 'sig-5']);
       expect(await store.events.countPendingDeliveries()).toBe(0);
     } finally {
       await store.close();
@@ -156,31 +140,8 @@ describe.each(backends)('migration 0028 on %s', (_name, make) => {
 describe.each(backends)('migration 0031 on %s', (_name, make) => {
   it('reads only the batches made after it from the log: each batched signature told of once across the upgrade', async () => {
     const backend = make();
-    const old = backend.old();
-    const provider = { getMigrations: async () => MIGRATIONS };
-    expect((await new Migrator({ db: old, provider }).migrateTo('0029_batch_items')).error).toBeUndefined();
     const sub = subscriptionRecord({ id: 'wh_upgrade00000031', tenantId: 'ub' });
-    await old
-      .insertInto('webhook_subscriptions')
-      .values({
-        id: sub.id,
-        tenant_id: sub.tenantId,
-        url: sub.url,
-        format: sub.format,
-        event_kinds: null,
-        secret: sub.secret,
-        created_at: sub.createdAt,
-        created_by: sub.createdBy,
-        paused_at: null,
-        pause_reason: null,
-        last_error: null,
-        last_error_at: null,
-        last_delivered_at: null,
-        failures_in_a_row: 0,
-        failing_since: null,
-        next_probe_at: null,
-      })
-      .execute();
+    const old = await oldVersionWith(backend, '0029_batch_items', sub);
     // The cursor behind the old version's batch: its entry, its two items, and their events still in the outbox.
     await old.insertInto('event_log_cursors').values({ subscription_id: sub.id, after_seq: 0 }).execute();
     await old
@@ -242,14 +203,7 @@ describe.each(backends)('migration 0031 on %s', (_name, make) => {
         })),
         [],
       );
-      const sent: string[] = [];
-      const dispatcher = new EventDispatcher(store, async (claim) => {
-        sent.push(String((claim.event.data as Record<string, unknown>).signature_id));
-        return { outcome: 'delivered', status: 200 };
-      });
-      await dispatcher.runOnce();
-      await dispatcher.runOnce();
-      expect(sent.sort()).toEqual(['new.0', 'new.1', 'new.2', 'old.0', 'old.1']);
+      expect(await signatureIdsTold(store)).toEqual(['new.0', 'new.1', 'new.2', 'old.0', 'old.1']);
       expect(await store.events.countPendingDeliveries()).toBe(0);
     } finally {
       await store.close();

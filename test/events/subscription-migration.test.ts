@@ -3,45 +3,12 @@
 // once, and its failing streak starts where its errors did), while one paused for another reason (410 Gone, a
 // person) stays paused until a person resumes it. The rows are written as the old dispatcher wrote them (its pause
 // reasons, word for word from the old code); on SQLite, and on PostgreSQL when the run has a cluster.
-import { Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { MIGRATIONS } from '../../src/store/migrations.js';
-import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { Database } from '../../src/store/tables.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/service.js';
+import { migrateTo, oldVersionBackends } from '../helpers/old-version-database.js';
 
 const BEFORE = '0020_workload_token_rules';
 const PAUSED_AT = '2026-11-20T10:00:00.000Z';
 const FIRST_ERROR_AT = '2026-11-20T09:00:00.000Z';
-
-interface Backend {
-  /** The database at migration 0020, as the old version left it. */
-  old(): Kysely<Database>;
-  /** The new version's store on the same database. */
-  store(): KyselyStore;
-}
-
-function sqliteBackend(): Backend {
-  const path = `${makeTempDir()}/old.db`;
-  return {
-    old: () => new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(path) }) }),
-    store: () => openSqliteStore(path),
-  };
-}
-
-function postgresBackend(): Backend {
-  const url = createTestDatabase('migration_0021');
-  return {
-    old: () =>
-      new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }) }),
-    store: () => openPostgresStore(url),
-  };
-}
 
 const subscription = (id: string, pauseReason: string | null, failures: number) => ({
   id,
@@ -60,17 +27,13 @@ const subscription = (id: string, pauseReason: string | null, failures: number) 
   failures_in_a_row: failures,
 });
 
-const backends: [string, () => Backend][] = [
-  ['SQLite', sqliteBackend],
-  ...(testPostgresUrl() ? [['PostgreSQL', postgresBackend] as [string, () => Backend]] : []),
-];
+const backends = oldVersionBackends('migration_0021');
 
 describe.each(backends)('migration 0021 on %s', (_name, make) => {
   it('probes the subscriptions the old dispatcher paused for failures in a row; the others wait for a person', async () => {
     const backend = make();
-    const old = backend.old();
-    const provider = { getMigrations: async () => MIGRATIONS };
-    expect((await new Migrator({ db: old, provider }).migrateTo(BEFORE)).error).toBeUndefined();
+    const old = backend.raw();
+    await migrateTo(old, BEFORE);
     await old
       .insertInto('webhook_subscriptions' as never)
       .values([

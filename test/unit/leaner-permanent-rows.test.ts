@@ -5,72 +5,27 @@
 // instance still running the previous code also calls: its signature_id is ignored). On SQLite, and on PostgreSQL
 // when the run has a cluster.
 import { createHash } from 'node:crypto';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
-import pg from 'pg';
+import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { MIGRATIONS } from '../../src/store/migrations.js';
-import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { Database } from '../../src/store/tables.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/service.js';
+import { migrateTo, oldVersionBackends } from '../helpers/old-version-database.js';
 
 const BEFORE = '0025_batch_requests';
 const sha = (text: string) => createHash('sha256').update(text).digest();
 
-interface Backend {
-  old(): Kysely<Database>;
-  store(): KyselyStore;
-  postgres: boolean;
-}
-
-const backends: [string, () => Backend][] = [
-  [
-    'SQLite',
-    () => {
-      const path = `${makeTempDir()}/old.db`;
-      return {
-        old: () => new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(path) }) }),
-        store: () => openSqliteStore(path),
-        postgres: false,
-      };
-    },
-  ],
-  ...(testPostgresUrl()
-    ? [
-        [
-          'PostgreSQL',
-          () => {
-            const url = createTestDatabase('migration_0026');
-            return {
-              old: () =>
-                new Kysely<Database>({
-                  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }),
-                }),
-              store: () => openPostgresStore(url),
-              postgres: true,
-            };
-          },
-        ] as [string, () => Backend],
-      ]
-    : []),
-];
+const backends = oldVersionBackends('migration_0026');
 
 describe.each(backends)('migration 0026 on %s', (_name, make) => {
   it('drops the lookup rows’ signature_id; old rows are still found, new ones still written', async () => {
     const backend = make();
-    const old = backend.old();
-    const provider = { getMigrations: async () => MIGRATIONS };
-    expect((await new Migrator({ db: old, provider }).migrateTo(BEFORE)).error).toBeUndefined();
+    const old = backend.raw();
+    await migrateTo(old, BEFORE);
     // A lookup row as the previous version wrote it, with its signature_id.
     await sql`INSERT INTO signature_lookups (audit_seq, tenant_id, signature_sha256, signature_id)
               VALUES (7, 'acme', ${sha('old signature')}, 'sig-old')`.execute(old);
     await old.destroy();
 
     const store = backend.store();
-    const raw = backend.old();
+    const raw = backend.raw();
     try {
       await store.migrate();
       const columns = await sql<{ name: string }>`${

@@ -5,62 +5,19 @@
 // new signature is found by the hash on its entry. On PostgreSQL, an instance still on the previous code (v5) keeps
 // writing, and what it writes is found too. On SQLite, and on PostgreSQL when the run has a cluster.
 import { createHash } from 'node:crypto';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
-import pg from 'pg';
+import { type Kysely, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { type AuditRow, chainAuditRows, entryTexts } from '../../src/store/audit/audit-chain.js';
 import { verifyAuditChain } from '../../src/store/audit/verify-chain.js';
-import type { KyselyStore } from '../../src/store/kysely-store.js';
-import { MIGRATIONS } from '../../src/store/migrations.js';
-import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { openSqlite } from '../../src/store/sqlite/sqlite-driver.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { AuditEntryInput } from '../../src/store/store.js';
 import type { Database } from '../../src/store/tables.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
-import { makeTempDir } from '../helpers/service.js';
+import { migrateTo, oldVersionBackends } from '../helpers/old-version-database.js';
 
 const BEFORE = '0029_batch_items';
 const sha = (text: string) => createHash('sha256').update(text).digest();
 const digestOf = (text: string) => sha(text).toString('base64');
 
-interface Backend {
-  raw(): Kysely<Database>;
-  store(): KyselyStore;
-  postgres: boolean;
-}
-
-const backends: [string, () => Backend][] = [
-  [
-    'SQLite',
-    () => {
-      const path = `${makeTempDir()}/old.db`;
-      return {
-        raw: () => new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(path) }) }),
-        store: () => openSqliteStore(path),
-        postgres: false,
-      };
-    },
-  ],
-  ...(testPostgresUrl()
-    ? [
-        [
-          'PostgreSQL',
-          () => {
-            const url = createTestDatabase('migration_0030');
-            return {
-              raw: () =>
-                new Kysely<Database>({
-                  dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }),
-                }),
-              store: () => openPostgresStore(url),
-              postgres: true,
-            };
-          },
-        ] as [string, () => Backend],
-      ]
-    : []),
-];
+const backends = oldVersionBackends('migration_0030');
 
 const entry = (outcome: 'signed' | 'sign_failed', details: Record<string, unknown>): AuditEntryInput => ({
   at: new Date().toISOString(),
@@ -80,10 +37,9 @@ describe.each(backends)('migration 0030 on %s', (_name, make) => {
   it('finds entries from before it by their lookup rows, new ones by the hash on the entry; nothing else written', async () => {
     const backend = make();
     // The database as 0029's code left it: entries chained, with their records and lookup rows.
-    const provider = { getMigrations: async () => MIGRATIONS };
     const old = backend.raw();
     try {
-      expect((await new Migrator({ db: old, provider }).migrateTo(BEFORE)).error).toBeUndefined();
+      await migrateTo(old, BEFORE);
       await writeOld(old, [
         { id: 'sig-old', digest: digestOf('old artifact'), signature: 'old signature' },
         // Withdrawn after a key store failure: 0029's code deleted its record (its sign_failed entry follows).
