@@ -1,11 +1,14 @@
 import type { FastifyRequest } from 'fastify';
 import { checkApiKey } from '../auth/api-keys.js';
 import { ApiError } from '../errors.js';
+import type { Authorization } from '../signing/caller-authorization.js';
 import type { ApiKeyRecord, Store } from '../store/store.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     caller?: ApiKeyRecord;
+    /** What the /v1 door checked for the caller (its preHandler), handed to the signing entry point. */
+    authorization?: Authorization;
   }
 }
 
@@ -28,5 +31,5 @@ export function authenticate(store: Store, now: () => Date = () => new Date()) {
   };
 }
 
-/** The role and tenant check, which the signing entry point makes too (src/signing/caller-authorization.ts). */
+/** The role and tenant check; what it checked goes on to the signing entry point (src/signing/caller-authorization.ts). */
 export { authorize } from '../signing/caller-authorization.js';

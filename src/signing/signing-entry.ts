@@ -1,15 +1,15 @@
 // The one signing entry point: every door that asks for a signature (POST /v1/sign, pkcs11_sign and sign_batch, KMS
 // Sign, Vault transit sign with `input` or `batch_input`, the daemon in process) turns its protocol's fields into a
 // `SigningAsk` and calls signDigest or signDigests here; what comes back it words in its protocol's answer. Here,
-// once: the caller authorized for the tenant, the `SignRequest` built from the caller (who, person, workload) and
+// once: the caller's authorization (what its door checked) matched to the tenant and action asked for
+// (caller-authorization.ts), the `SignRequest` built from the caller (who, person, workload) and
 // the ask (tenant, pinned key version, policy inputs, via), one decision for one digest or many (signer.ts,
 // batch-signer.ts), and the held wait for the doors whose clients know no 202 (held-wait.ts), ended when the
 // client goes away. A held request is described once, in held-description.ts.
 import { createHash } from 'node:crypto';
 import type { KeySpec, SigningAlgorithm } from '../crypto/algorithms.js';
-import type { ApiKeyRecord } from '../store/store.js';
 import type { BatchOutcome, BatchSignRequest } from './batch-signer.js';
-import { authorize } from './caller-authorization.js';
+import { type Authorization, authorizedKey } from './caller-authorization.js';
 import { type HeldWaitOptions, waitForDecision } from './held-wait.js';
 import type { PolicyContext } from './policy-context.js';
 import type { Pending, SignOutcome, SignRequest } from './sign-outcome.js';
@@ -17,10 +17,11 @@ import type { SigningService } from './signing-service.js';
 
 /**
  * Who asks: the API key a door authenticated (the /v1 bearer key, the key behind a SigV4 credential or a Vault
- * token), authorized here for the tenant; or the daemon in process, which holds the data dir itself and so no
- * API key (its caller id is what its configuration names).
+ * token) with what the door checked for it (authorize's Authorization, matched here to the request); or the
+ * daemon in process, which holds the data dir itself and so no API key (its caller id is what its configuration
+ * names).
  */
-export type SigningCaller = { apiKey: ApiKeyRecord } | { inProcess: string };
+export type SigningCaller = { authorized: Authorization } | { inProcess: string };
 
 /** What a door asks for, besides the digest(s) and how to sign them. */
 export interface SigningAsk {
@@ -51,14 +52,14 @@ export function inputFields(input: SigningInput): { digest: Buffer; message?: Bu
   return { digest: input.digest };
 }
 
-/** The caller's part of every SignRequest, after its authorization for the tenant. */
+/** The caller's part of every SignRequest, once its authorization is found to cover this tenant and action. */
 function requestFor(caller: SigningCaller, ask: SigningAsk, action: NonNullable<SignRequest['action']>) {
   if ('inProcess' in caller) return { callerId: caller.inProcess };
-  authorize(caller.apiKey, action, ask.tenantId);
+  const apiKey = authorizedKey(caller.authorized, action, ask.tenantId);
   return {
-    callerId: caller.apiKey.id,
-    personId: caller.apiKey.personId ?? null,
-    workload: caller.apiKey.workload ?? null,
+    callerId: apiKey.id,
+    personId: apiKey.personId ?? null,
+    workload: apiKey.workload ?? null,
   };
 }
 

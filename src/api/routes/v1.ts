@@ -162,6 +162,13 @@ function callerOf(request: FastifyRequest) {
   return caller;
 }
 
+/** What the preHandler checked for this request's caller, action and tenant. */
+function authorizationOf(request: FastifyRequest) {
+  const authorization = request.authorization;
+  if (!authorization) throw new ApiError('forbidden', 'not authorized');
+  return authorization;
+}
+
 export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<void> {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
   const { signing, exceptions, keyImports } = opts;
@@ -177,7 +184,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       const caller = callerOf(request);
       const outcome = await signDigest(
         signing,
-        { apiKey: caller },
+        { authorized: authorizationOf(request) },
         {
           action: 'sign',
           tenantId,
@@ -201,7 +208,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         // Pure Ed25519 over the message, recorded under its SHA-512 (the signer refuses any other key spec).
         const signed = await signDigest(
           signing,
-          { apiKey: caller },
+          { authorized: authorizationOf(request) },
           {
             action: 'pkcs11_sign',
             tenantId,
@@ -216,7 +223,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       }
       const outcome = await signDigest(
         signing,
-        { apiKey: caller },
+        { authorized: authorizationOf(request) },
         {
           action: 'pkcs11_sign',
           tenantId,
@@ -241,7 +248,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
       }
       const outcome = await signDigests(
         signing,
-        { apiKey: caller },
+        { authorized: authorizationOf(request) },
         {
           tenantId,
           digests,
@@ -406,7 +413,7 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
           if (body.action !== action) {
             throw new ApiError('action_mismatch', `body.action is ${body.action} but the path is /v1/${action}`);
           }
-          authorize(callerOf(request), action, body.tenant_id);
+          request.authorization = authorize(callerOf(request), action, body.tenant_id);
         },
       },
       async (request, reply) => {

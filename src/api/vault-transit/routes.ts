@@ -166,8 +166,8 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     reply: FastifyReply,
   ) => {
     const { name, hash_algorithm } = request.params;
-    const caller = callerOf(request);
-    authorize(caller, 'sign', name);
+    // Checked before the request's fields are read; what was checked goes on to the signing entry point.
+    const authorized = authorize(callerOf(request), 'sign', name);
     const body = request.body;
     const scheme = schemeOf(body, hash_algorithm);
     const batch = body.batch_input;
@@ -180,14 +180,14 @@ export async function vaultTransitRoutes(app: FastifyInstance, opts: VaultTransi
     const signal = clientGoneSignal(reply.raw);
     // A batch is one sign_batch request (one policy decision); one input is one sign request.
     if (batch) {
-      const results = await signBatchInputs(deps, caller, name, scheme, body.key_version, inputs, signal);
+      const results = await signBatchInputs(deps, authorized, scheme, body.key_version, inputs, signal);
       const batchResults = results.map((r, i) => ({
         ...(r instanceof VaultError ? { error: r.message } : r),
         ...(batch[i]?.reference !== undefined && { reference: batch[i]?.reference }),
       }));
       return reply.send({ data: { batch_results: batchResults } });
     }
-    const only = await signInput(deps, caller, name, scheme, body.key_version, inputs[0] as Buffer, signal);
+    const only = await signInput(deps, authorized, scheme, body.key_version, inputs[0] as Buffer, signal);
     if (only instanceof VaultError) throw only;
     if (only.log_index !== undefined) reply.header(LOG_INDEX_HEADER, String(only.log_index));
     return reply.send({ data: { signature: only.signature, key_version: only.key_version } });

@@ -7,8 +7,9 @@
 // signs each message with a sign request of its own (sign_batch carries digests, pure Ed25519 the message).
 import { checkSigningRequest, keyInfo } from '../../crypto/algorithms.js';
 import { ApiError } from '../../errors.js';
+import type { Authorization } from '../../signing/caller-authorization.js';
 import { signDigests } from '../../signing/signing-entry.js';
-import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
+import type { KeyRecord } from '../../store/store.js';
 import { VaultError, vaultErrorOf } from './errors.js';
 import { representativeOf, type Scheme } from './request-fields.js';
 import {
@@ -23,15 +24,15 @@ import {
 
 export async function signBatchInputs(
   deps: TransitSigning,
-  caller: ApiKeyRecord,
-  tenantId: string,
+  authorized: Authorization,
   scheme: Scheme,
   keyVersion: number | string | undefined,
   inputs: Array<Buffer | VaultError>,
   signal: AbortSignal,
 ): Promise<InputOutcome[]> {
   const { signing } = deps;
-  const signingKey = await transitSigningKey(signing, caller, tenantId, scheme, keyVersion);
+  const { tenantId } = authorized;
+  const signingKey = await transitSigningKey(signing, authorized, scheme, keyVersion);
   const { current, algorithm, ask } = signingKey;
   if (keyInfo(current.keySpec).family === 'ed25519') {
     // Pure Ed25519 signs each message, and sign_batch carries digests: each item is a sign request of its own, as
@@ -39,7 +40,7 @@ export async function signBatchInputs(
     const results: InputOutcome[] = [];
     for (const input of inputs) {
       results.push(
-        input instanceof VaultError ? input : await signOneInput(deps, caller, signingKey, scheme, input, signal),
+        input instanceof VaultError ? input : await signOneInput(deps, authorized, signingKey, scheme, input, signal),
       );
     }
     return results;
@@ -64,7 +65,7 @@ export async function signBatchInputs(
       ? undefined
       : await signDigests(
           signing,
-          { apiKey: caller },
+          { authorized },
           { ...ask, algorithm, digests: signable.map((i) => digests[i] as Buffer) },
           { waitMs: deps.heldWaitMs, signal },
         ).catch(itemError);

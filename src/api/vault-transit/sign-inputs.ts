@@ -4,10 +4,11 @@
 // person's decision is waited on up to heldWaitMs (Vault's clients know no 202); still waiting, it is an error that
 // names the request and where to decide it, and the same call sent again continues it.
 import { ApiError } from '../../errors.js';
+import type { Authorization } from '../../signing/caller-authorization.js';
 import { describeHeld } from '../../signing/held-description.js';
 import { type SigningAsk, signDigest } from '../../signing/signing-entry.js';
 import type { Pending, SigningService, SignOutcome } from '../../signing/signing-service.js';
-import type { ApiKeyRecord, KeyRecord } from '../../store/store.js';
+import type { KeyRecord } from '../../store/store.js';
 import { storeFault } from '../../store/store-errors.js';
 import { signingContext } from '../signing-inputs.js';
 import { VaultError, vaultErrorOf } from './errors.js';
@@ -56,11 +57,11 @@ export function itemError(err: unknown): VaultError {
  */
 export async function transitSigningKey(
   signing: SigningService,
-  caller: ApiKeyRecord,
-  tenantId: string,
+  authorized: Authorization,
   scheme: Scheme,
   keyVersion: number | string | undefined,
 ) {
+  const { tenantId, apiKey: caller } = authorized;
   const current = await signing.getKey(tenantId);
   checkKeyVersion(keyVersion, current);
   const algorithm = algorithmFor(current.keySpec, scheme);
@@ -82,21 +83,20 @@ export async function transitSigningKey(
  */
 export async function signInput(
   deps: TransitSigning,
-  caller: ApiKeyRecord,
-  tenantId: string,
+  authorized: Authorization,
   scheme: Scheme,
   keyVersion: number | string | undefined,
   input: Buffer,
   signal: AbortSignal,
 ): Promise<InputOutcome> {
-  const signingKey = await transitSigningKey(deps.signing, caller, tenantId, scheme, keyVersion);
-  return signOneInput(deps, caller, signingKey, scheme, input, signal);
+  const signingKey = await transitSigningKey(deps.signing, authorized, scheme, keyVersion);
+  return signOneInput(deps, authorized, signingKey, scheme, input, signal);
 }
 
 /** One input through one sign request, with the key transitSigningKey chose. */
 export async function signOneInput(
   deps: TransitSigning,
-  caller: ApiKeyRecord,
+  authorized: Authorization,
   { current, algorithm, ask }: Awaited<ReturnType<typeof transitSigningKey>>,
   scheme: Scheme,
   input: Buffer,
@@ -105,7 +105,7 @@ export async function signOneInput(
   const { signing } = deps;
   const outcome = await signDigest(
     signing,
-    { apiKey: caller },
+    { authorized },
     { ...ask, algorithm, ...signingInputOf(current, scheme, input) },
     { waitMs: deps.heldWaitMs, signal },
   ).catch(itemError);

@@ -6,6 +6,7 @@
 
 import { ApiError } from '../../../errors.js';
 import { aliasArn, aliasExists, keyArn, parseKeyName } from '../../../kms-api/key-ids.js';
+import type { Authorization } from '../../../signing/caller-authorization.js';
 import type { SigningService } from '../../../signing/signing-service.js';
 import type { Action } from '../../../store/records/roles.js';
 import type { ApiKeyRecord, KeyRecord } from '../../../store/store.js';
@@ -16,6 +17,8 @@ export interface ResolvedKey {
   key: KeyRecord;
   /** The tenant's current version: the only one that signs. */
   current: boolean;
+  /** What was checked for the caller on the key's tenant, which Sign hands to the signing entry point. */
+  authorization: Authorization;
 }
 
 /** The operation's permission in IAM's words, for AccessDeniedException messages. */
@@ -55,9 +58,9 @@ function authorizeFor(
   tenantId: string,
   accessKeyId: string,
   resource: string,
-): void {
+): Authorization {
   try {
-    authorize(caller, ACTION_OF[permission], tenantId);
+    return authorize(caller, ACTION_OF[permission], tenantId);
   } catch (err) {
     if (!(err instanceof ApiError)) throw err;
     throw new AwsJsonError(
@@ -89,15 +92,15 @@ export async function resolveKey(
     );
   }
   const resource = name.kind === 'alias' ? aliasArn(region, tenantId) : keyArn(region, tenantId, name.keyId);
-  authorizeFor(caller, permission, tenantId, accessKeyId, resource);
+  const authorization = authorizeFor(caller, permission, tenantId, accessKeyId, resource);
   try {
     const current = await signing.getKey(tenantId);
     if (name.kind === 'alias') {
       if (!aliasExists(name)) throw aliasNotFound(keyIdText, region, tenantId);
-      return { key: current, current: true };
+      return { key: current, current: true, authorization };
     }
-    if (name.keyId === current.id) return { key: current, current: true };
-    return { key: await signing.getKey(tenantId, name.keyId), current: false };
+    if (name.keyId === current.id) return { key: current, current: true, authorization };
+    return { key: await signing.getKey(tenantId, name.keyId), current: false, authorization };
   } catch (err) {
     if (err instanceof ApiError && (err.code === 'tenant_not_found' || err.code === 'key_not_found')) {
       throw name.kind === 'alias'

@@ -93,7 +93,7 @@ export function signOperations(opts: SignOperationsOptions): { Sign: KmsOperatio
     if (optionalBoolean(input, 'DryRun')) dryRun();
     const outcome = await signDigest(
       signing,
-      { apiKey: caller },
+      { authorized: resolved.authorization },
       {
         action: 'sign',
         tenantId: resolved.key.tenantId,
