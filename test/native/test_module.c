@@ -1967,6 +1967,19 @@ static CK_OBJECT_HANDLE find_ed25519(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls) {
   return o;
 }
 
+/* The module initialised against a daemon that also lists the Ed25519 key (DSETs made before stay), and a session
+ * on the Ed25519 token; *nslots (when not NULL): how many slots with a token the module shows. */
+static CK_SESSION_HANDLE open_ed25519_session(CK_ULONG *nslots) {
+  DSET(ed25519, 1);
+  init();
+  CK_ULONG n = 0;
+  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &n), CKR_OK);
+  if (nslots) *nslots = n;
+  CK_SESSION_HANDLE h = 0;
+  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  return h;
+}
+
 /* Pure Ed25519 verification with libcrypto, against the fake daemon's key. */
 static int ed25519_verifies(const uint8_t *msg, size_t len, const uint8_t *sig, size_t siglen) {
   EVP_MD_CTX *c = EVP_MD_CTX_new();
@@ -1977,13 +1990,9 @@ static int ed25519_verifies(const uint8_t *msg, size_t len, const uint8_t *sig, 
 }
 
 static void t_ed25519_objects(void) {
-  DSET(ed25519, 1);
-  init();
   CK_ULONG nslots = 0;
-  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
+  CK_SESSION_HANDLE h = open_ed25519_session(&nslots);
   CHECK(nslots == FD_NKEYS + 1);
-  CK_SESSION_HANDLE h = 0;
-  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
   CK_OBJECT_HANDLE priv = find_ed25519(h, CKO_PRIVATE_KEY), pub = find_ed25519(h, CKO_PUBLIC_KEY);
   uint8_t params[16], point[40], spki[64], raw[32];
   CK_MECHANISM_TYPE allowed[4];
@@ -2031,12 +2040,7 @@ static void t_ed25519_objects(void) {
 }
 
 static void t_ed25519_sign(void) {
-  DSET(ed25519, 1);
-  init();
-  CK_ULONG nslots = 0;
-  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
-  CK_SESSION_HANDLE h = 0;
-  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_SESSION_HANDLE h = open_ed25519_session(NULL);
   CK_OBJECT_HANDLE key = find_ed25519(h, CKO_PRIVATE_KEY);
   static const char msg[] = "signbridge: pure Ed25519 through PKCS#11";
   size_t len = sizeof(msg) - 1;
@@ -2078,12 +2082,7 @@ static void t_ed25519_sign(void) {
 }
 
 static void t_ed25519_refusals(void) {
-  DSET(ed25519, 1);
-  init();
-  CK_ULONG nslots = 0;
-  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
-  CK_SESSION_HANDLE h = 0;
-  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_SESSION_HANDLE h = open_ed25519_session(NULL);
   CK_OBJECT_HANDLE key = find_ed25519(h, CKO_PRIVATE_KEY);
   int signs = dcount(&D->signs);
   /* Ed25519ph (phFlag) and Ed25519ctx (a context) are not what the service signs. */
@@ -2122,13 +2121,9 @@ static void t_ed25519_refusals(void) {
 /* A daemon that speaks only version 1 (older than DATA): the module never sends it a message to sign, and says
  * why; the other keys sign as before. */
 static void t_ed25519_old_daemon(void) {
-  DSET(ed25519, 1); /* as if a version 2 daemon had listed the key before an older one took its place */
+  /* The Ed25519 key listed as if a version 2 daemon had listed it before an older one took its place. */
   DSET(hello_version, 1);
-  init();
-  CK_ULONG nslots = 0;
-  CHECK_RV(F->C_GetSlotList(CK_TRUE, NULL, &nslots), CKR_OK);
-  CK_SESSION_HANDLE h = 0;
-  CHECK_RV(F->C_OpenSession(ed25519_slot(), CKF_SERIAL_SESSION, NULL, NULL, &h), CKR_OK);
+  CK_SESSION_HANDLE h = open_ed25519_session(NULL);
   CK_OBJECT_HANDLE key = find_ed25519(h, CKO_PRIVATE_KEY);
   CK_MECHANISM plain = {CKM_EDDSA, NULL, 0};
   uint8_t sig[64];
