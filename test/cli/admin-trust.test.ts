@@ -243,44 +243,30 @@ describe('admin trust', () => {
     },
   );
 
-  // Nineteen CLI runs one after another: the time-out only catches a hang, whatever the machine's load.
+  // Thirteen CLI runs one after another: the time-out only catches a hang, whatever the machine's load.
   it('bad input: a clear message, exit 1, nothing saved or audited', { timeout: 300_000 }, async () => {
     const rulesBefore = await listed();
     const auditBefore = auditLog().length;
     const base = ['--tenant', 'acme', '--issuer', GITHUB];
     const pin = ['--claim', 'repository_id=123456'];
+    // One refusal of each source, each shown as the CLI shows it (exit 1, the reason, nothing saved): the flags'
+    // parsing, the rule's validation (its every refusal: test/unit/workload-trust-rules.test.ts), the store's tenant.
     for (const [args, message] of [
       [[...base], /a rule needs at least one claim condition/],
       [[...base, '--claim', 'repository_id'], /--claim wants NAME=PATTERN/],
-      [[...base, '--claim', '=acme/app'], /--claim wants NAME=PATTERN/],
-      [[...base, '--claim', 'repository=**'], /the pattern for repository has only wildcards and separators/],
-      [[...base, '--claim', 'sub=**/**'], /the pattern for sub has only wildcards and separators/],
-      [[...base, '--claim', 'repository='], /the pattern for repository is empty/],
       [[...base, '--claim', 'ref=refs/heads/main'], /a rule must pin the workload/],
       [[...base, ...pin, '--claim', 'repository_id=7'], /--claim repository_id is given twice/],
       [[...base, ...pin, '--role', 'admin'], /role admin cannot come from a workload identity/],
       [[...base, ...pin, '--key-minutes', '90'], /key minutes must be a whole number from 1 to 60/],
-      [[...base, ...pin, '--key-minutes', '0'], /key minutes must be a whole number from 1 to 60/],
       [[...base, ...pin, '--key-minutes', 'ten'], /--key-minutes must be a whole number/],
       [['--tenant', 'nope', '--issuer', GITHUB, ...pin], /no tenant nope/],
-      [['--tenant', 'acme', '--issuer', 'http://issuer.example', ...pin], /issuer must be an https URL/],
-      [[...base, ...pin, '--claim', 'iss=https://evil.example'], /claim iss is checked by the exchange itself/],
       // Issue 31: the bound on a token's life (exp - iat), and the claims of the stable identity.
-      [[...base, ...pin, '--max-token-lifetime', '0'], /max token lifetime must be from 1m to 3650d/],
       [[...base, ...pin, '--max-token-lifetime', '30s'], /max token lifetime must be from 1m to 3650d/],
-      [[...base, ...pin, '--max-token-lifetime', '3651d'], /max token lifetime must be from 1m to 3650d/],
       [
         [...base, ...pin, '--max-token-lifetime', '-5h'],
         /max token lifetime must be a whole number with an optional unit/,
       ],
-      [
-        [...base, ...pin, '--max-token-lifetime', '1.5h'],
-        /max token lifetime must be a whole number with an optional unit/,
-      ],
-      [[...base, ...pin, '--max-token-lifetime', '24 hours'], /max token lifetime must be a whole number/],
       [[...base, ...pin, '--identity-claim', 'jti'], /identity claim jti differs from token to token/],
-      [[...base, ...pin, '--identity-claim', 'a b'], /identity claim "a b" is not a valid name/],
-      [[...base, ...pin, '--identity-claim', 'repository_id', '--identity-claim', 'repository_id'], /named twice/],
     ] as const) {
       const res = await trust('add', ...args);
       expect(res.code, args.join(' ')).toBe(1);

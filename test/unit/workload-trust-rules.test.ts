@@ -80,12 +80,14 @@ describe('trust rules', () => {
     [{ conditions: {} }, /at least one claim condition/],
     [{ conditions: { ref: 'refs/heads/main' } }, /must pin the workload/],
     [{ conditions: { repository: '**' } }, /pins nothing/],
+    [{ conditions: { sub: '**/**' } }, /only wildcards and separators/],
     [{ conditions: { repository: '' } }, /is empty/],
     [{ conditions: { repository: 'a/b' }, role: 'admin' }, /cannot come from a workload/],
     [{ conditions: { repository: 'a/b' }, role: 'approver' }, /cannot come from a workload/],
     [{ conditions: { repository: 'a/b' }, keyMinutes: 61 }, /1 to 60/],
     [{ conditions: { repository: 'a/b' }, keyMinutes: 0 }, /1 to 60/],
     [{ conditions: { repository: 'a/b', aud: 'x' } }, /checked by the exchange/],
+    [{ conditions: { repository: 'a/b', iss: 'https://evil.example' } }, /checked by the exchange/],
     [{ conditions: { repository: 'a/b' }, issuer: 'http://token.example' }, /https/],
     [{ conditions: { repository: 'a/b' }, issuer: 'https://x.example/?a=1' }, /no query/],
   ])('refuses %j', (change, message) => {
@@ -266,5 +268,9 @@ describe('issue 31: a workload’s stable identity (what velocity.perIdentity co
     }
     expect(() => validateTrustRule({ ...base, identityClaims: [] })).toThrow(/1 to 8 claim names/);
     expect(() => validateTrustRule({ ...base, identityClaims: ['iat'] })).toThrow(/differs from token to token/);
+    expect(() => validateTrustRule({ ...base, identityClaims: ['a b'] })).toThrow(/"a b" is not a valid name/);
+    expect(() => validateTrustRule({ ...base, identityClaims: ['repository_id', 'repository_id'] })).toThrow(
+      /named twice/,
+    );
   });
 });
