@@ -11,14 +11,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { eventDataProblem } from '../../src/events/event-schemas.js';
 import type { Store } from '../../src/store/store.js';
-import {
-  attemptsPerId,
-  countingDispatcher,
-  dyingBeforeCursorMoves,
-  FAST,
-  receiver,
-  storePairs,
-} from '../helpers/log-events-stand.js';
+import { attemptsPerId, dispatcher, dyingBeforeCursorMoves, receiver, storePairs } from '../helpers/event-stand.js';
 import { testPostgresUrl } from '../helpers/postgres.js';
 import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { until } from '../helpers/wait.js';
@@ -131,7 +124,7 @@ describe.each(backends)('batches read from the log on %s', (_name, open, enabled
       await signBatch(store, 'other', 'x', 5); // another tenant's
       const r = receiver();
       // Seven events a lease: the cursor stops inside batch a, then inside batch b.
-      const { d, delivered } = countingDispatcher(store, r.deliver, { ...FAST, logBatch: 7, perSubscription: 1 });
+      const { d, delivered } = dispatcher(store, r.deliver, { logBatch: 7, perSubscription: 1 });
       d.start();
       await until('every event delivered', () => (told.every((t) => delivered.has(t.id)) ? true : undefined));
       await d.stop();
@@ -166,7 +159,7 @@ describe.each(backends)('batches read from the log on %s', (_name, open, enabled
           ? { outcome: 'retry', status: 503, error: 'busy' }
           : { outcome: 'delivered', status: 200 },
       );
-      const { d, delivered } = countingDispatcher(store, r.deliver, { ...FAST, perSubscription: 1 });
+      const { d, delivered } = dispatcher(store, r.deliver, { perSubscription: 1 });
       d.start();
       await until('item 37 tried three times', () =>
         r.attempts.filter((a) => a.id === failing).length >= 3 ? true : undefined,
@@ -194,11 +187,11 @@ describe.each(backends)('batches read from the log on %s', (_name, open, enabled
       const told = await signBatch(store, 'kd', 'dies', 12);
       const dying = dyingBeforeCursorMoves(store);
       const r = receiver();
-      const first = countingDispatcher(dying, r.deliver, { ...FAST, leaseMs: 300, logBatch: 5 });
+      const first = dispatcher(dying, r.deliver, { leaseMs: 300, logBatch: 5 });
       await first.d.runOnce();
       await first.d.stop();
       expect(r.attempts.map((a) => a.id)).toEqual(told.slice(0, 5).map((t) => t.id));
-      const second = countingDispatcher(other, r.deliver, { ...FAST, leaseMs: 300, logBatch: 5 });
+      const second = dispatcher(other, r.deliver, { leaseMs: 300, logBatch: 5 });
       second.d.start();
       await until('every item delivered by the replacement', () =>
         told.every((t) => second.delivered.has(t.id)) ? true : undefined,
@@ -215,9 +208,9 @@ describe.skipIf(testPostgresUrl() === undefined)('batches read from the log, two
     await a.events.addSubscription(subscriptionRecord({ id: 'wh_blg0000000000004', tenantId: 'two' }));
     await a.events.addSubscription(subscriptionRecord({ id: 'wh_blg0000000000005', tenantId: 'two' }));
     const r = receiver();
-    const settings = { ...FAST, logBatch: 16 };
-    const one = countingDispatcher(a, r.deliver, settings);
-    const two = countingDispatcher(b, r.deliver, settings);
+    const settings = { logBatch: 16 };
+    const one = dispatcher(a, r.deliver, settings);
+    const two = dispatcher(b, r.deliver, settings);
     one.d.start();
     two.d.start();
     const told: Told[] = [];

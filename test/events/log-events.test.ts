@@ -10,14 +10,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { eventDataProblem } from '../../src/events/event-schemas.js';
 import type { Store } from '../../src/store/store.js';
-import {
-  attemptsPerId,
-  countingDispatcher,
-  dyingBeforeCursorMoves,
-  FAST,
-  receiver,
-  storePairs,
-} from '../helpers/log-events-stand.js';
+import { attemptsPerId, dispatcher, dyingBeforeCursorMoves, receiver, storePairs } from '../helpers/event-stand.js';
 import { testPostgresUrl } from '../helpers/postgres.js';
 import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { until } from '../helpers/wait.js';
@@ -79,7 +72,7 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
       }
       return { outcome: 'delivered', status: 200 };
     });
-    const { d, delivered } = countingDispatcher(store, r.deliver);
+    const { d, delivered } = dispatcher(store, r.deliver);
     d.start();
     await until('every entry delivered', () => (seqs.every((s) => delivered.has(idOf(s))) ? true : undefined));
     await d.stop();
@@ -108,7 +101,7 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
     const r = receiver(() =>
       up ? { outcome: 'delivered', status: 200 } : { outcome: 'retry', status: 500, error: 'down' },
     );
-    const { d, delivered } = countingDispatcher(store, r.deliver);
+    const { d, delivered } = dispatcher(store, r.deliver);
     d.start();
     const first = await signAtOnce(store, 'rc', 5);
     await until('the receiver failing', () => (r.attempts.length >= 3 ? true : undefined));
@@ -129,7 +122,7 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
     const [store] = await open();
     await store.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000004', tenantId: 'ps' }));
     const r = receiver();
-    const { d, delivered } = countingDispatcher(store, r.deliver);
+    const { d, delivered } = dispatcher(store, r.deliver);
     const sent = await signAtOnce(store, 'ps', 3);
     await d.runOnce();
     expect([...delivered.keys()]).toEqual(sent.map(idOf));
@@ -153,12 +146,12 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
       // The first instance "dies" after the receiver's answers and before the cursor's move: its write is refused.
       const dying = dyingBeforeCursorMoves(store);
       const r = receiver();
-      const first = countingDispatcher(dying, r.deliver, { ...FAST, leaseMs: 300 });
+      const first = dispatcher(dying, r.deliver, { leaseMs: 300 });
       await first.d.runOnce();
       await first.d.stop();
       expect(r.attempts.map((a) => a.id)).toEqual(seqs.map(idOf));
       // Its replacement (another owner) takes the cursor over once the dead one's lease ran out.
-      const second = countingDispatcher(other, r.deliver, { ...FAST, leaseMs: 300 });
+      const second = dispatcher(other, r.deliver, { leaseMs: 300 });
       second.d.start();
       await until('every entry delivered by the replacement', () =>
         seqs.every((s) => second.delivered.has(idOf(s))) ? true : undefined,
@@ -176,8 +169,8 @@ describe.skipIf(testPostgresUrl() === undefined)('events read from the log, two 
     await a.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000006', tenantId: 'two' }));
     await a.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000007', tenantId: 'two' }));
     const r = receiver();
-    const one = countingDispatcher(a, r.deliver);
-    const two = countingDispatcher(b, r.deliver);
+    const one = dispatcher(a, r.deliver);
+    const two = dispatcher(b, r.deliver);
     one.d.start();
     two.d.start();
     const seqs = [...(await signAtOnce(a, 'two', 60)), ...(await signAtOnce(b, 'two', 60, 60))];

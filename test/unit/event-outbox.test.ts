@@ -1,69 +1,26 @@
 // The outbox and its deliveries (src/store/events/event-store.ts) on SQLite and PostgreSQL: an event is written with its
 // change and not without it; fan-out follows subscriptions; a lease makes a delivery one sender's; a dead sender's
 // lease is taken over and its late outcome changes nothing; a request's events go out in order.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EventDispatcher } from '../../src/events/dispatcher.js';
 import type { SubscriptionRecord } from '../../src/store/events/event-store.js';
-import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { EventInput } from '../../src/store/records/event-kinds.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { ConflictError, type PendingRequestRecord, type Store } from '../../src/store/store.js';
-import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
+import { type StorePairBackend, storePairs } from '../helpers/event-stand.js';
 import { keyRecord } from '../helpers/store-records.js';
 import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { until, waitFor } from '../helpers/wait.js';
 
-const dirs: string[] = [];
-const stores: Store[] = [];
 const clients: pg.Client[] = [];
 afterAll(async () => {
   for (const c of clients) await c.end();
-  for (const s of stores) await s.close();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-/** Two handles on one database: one store on SQLite; two instances' stores on PostgreSQL. */
-async function sqlitePair(): Promise<[Store, Store]> {
-  const dir = mkdtempSync(join(tmpdir(), 'sb-outbox-'));
-  dirs.push(dir);
-  const a = openSqliteStore(join(dir, 'state.db'));
-  await a.migrate();
-  const b = openSqliteStore(join(dir, 'state.db'));
-  stores.push(a, b);
-  return [a, b];
-}
-
-/** The database of the last postgresPair(), for a test that plays another instance's open transaction. */
-let postgresUrl = '';
-
-async function postgresPair(): Promise<[Store, Store]> {
-  const url = createTestDatabase('outbox');
-  postgresUrl = url;
-  const a = openPostgresStore(url);
-  await a.migrate();
-  const b = openPostgresStore(url);
-  stores.push(a, b);
-  return [a, b];
-}
-
-/** SQLite with its writer thread (the in-process daemon's store): group commits run in sqlite-writer.cjs. */
-async function sqliteWriterThreadPair(): Promise<[Store, Store]> {
-  const dir = mkdtempSync(join(tmpdir(), 'sb-outbox-writer-'));
-  dirs.push(dir);
-  const a = openSqliteStore(join(dir, 'state.db'), { writerThread: { spinMs: 0 } });
-  await a.migrate();
-  stores.push(a);
-  return [a, a];
-}
-
-const backends: Array<[string, () => Promise<[Store, Store]>, boolean]> = [
-  ['SQLite with a writer thread', sqliteWriterThreadPair, true],
-  ['SQLite', sqlitePair, true],
-  ['PostgreSQL', postgresPair, testPostgresUrl() !== undefined],
+const pairs = storePairs('outbox');
+const backends = [
+  ['SQLite with a writer thread', pairs.sqliteWriterThreadPair, true] as StorePairBackend,
+  ...pairs.backends,
 ];
 
 const event = (type: EventInput['type'], tenantId: string, orderKey?: string, n = 0): EventInput => ({
@@ -280,7 +237,7 @@ describe.each(backends)('event outbox on %s', (_name, open, enabled) => {
       await a.events.appendEvents([event('key.rotated', 't1', 'tenant:t1', 1)], iso(t0));
       await a.events.appendEvents([event('key.rotated', 't1', 'tenant:t1', 2)], iso(t0));
       // Instance A's fan-out has taken the first event (its transaction's first statement) and not committed yet.
-      const instanceA = new pg.Client({ connectionString: postgresUrl });
+      const instanceA = new pg.Client({ connectionString: pairs.postgresUrl() });
       clients.push(instanceA);
       await instanceA.connect();
       await instanceA.query('BEGIN');

@@ -1,7 +1,7 @@
-// The stand of the tests of events read from the audit log (test/events/log-events.test.ts,
-// test/events/batch-log-events.test.ts): per backend, two handles on one database (two instances' stores), closed
-// after the file; a receiver standing in for the sender (a function that answers as a webhook's answer is
-// classified); and the real dispatcher, polling fast, counting each event id it delivered.
+// The stand of the event tests that run the real store and dispatcher (test/unit/event-outbox.test.ts,
+// test/events/log-events.test.ts, test/events/batch-log-events.test.ts): per backend, two handles on one database
+// (two instances' stores), closed after the file; a receiver standing in for the sender (a function that answers as
+// a webhook's answer is classified); and the real dispatcher, polling fast, counting each event id it delivered.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,43 +22,51 @@ import { createTestDatabase, testPostgresUrl } from './postgres.js';
 export type StorePairBackend = [string, () => Promise<[Store, Store]>, boolean];
 
 /**
- * SQLite and PostgreSQL (where the suite has one) as `describe.each`'s table, and PostgreSQL's alone for the tests of
- * two instances; each database named after `name`, every store closed after the file.
+ * SQLite and PostgreSQL (where the suite has one) as `describe.each`'s table, each pair on a fresh database named
+ * after `name`, every store closed after the file; the pairs also one by one, SQLite with its writer thread (the
+ * in-process daemon's store: one store, its group commits in sqlite-writer.cjs) among them, and the URL of the last
+ * PostgreSQL pair's database, for a test that plays another instance's connection.
  */
-export function storePairs(name: string): {
-  backends: StorePairBackend[];
-  postgresPair: () => Promise<[Store, Store]>;
-} {
+export function storePairs(name: string) {
   const dirs: string[] = [];
   const stores: Store[] = [];
+  let lastPostgresUrl = '';
   afterAll(async () => {
     for (const s of stores) await s.close();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
-  const sqlitePair = async (): Promise<[Store, Store]> => {
-    const dir = mkdtempSync(join(tmpdir(), `sb-${name.replaceAll('_', '-')}-`));
+  const freshDir = (kind: string) => {
+    const dir = mkdtempSync(join(tmpdir(), `sb-${name.replaceAll('_', '-')}-${kind}`));
     dirs.push(dir);
-    const a = openSqliteStore(join(dir, 'state.db'));
+    return dir;
+  };
+  const sqlitePair = async (): Promise<[Store, Store]> => {
+    const path = join(freshDir(''), 'state.db');
+    const a = openSqliteStore(path);
     await a.migrate();
-    const b = openSqliteStore(join(dir, 'state.db'));
+    const b = openSqliteStore(path);
     stores.push(a, b);
     return [a, b];
+  };
+  const sqliteWriterThreadPair = async (): Promise<[Store, Store]> => {
+    const a = openSqliteStore(join(freshDir('writer-'), 'state.db'), { writerThread: { spinMs: 0 } });
+    await a.migrate();
+    stores.push(a);
+    return [a, a];
   };
   const postgresPair = async (): Promise<[Store, Store]> => {
-    const url = createTestDatabase(name);
-    const a = openPostgresStore(url);
+    lastPostgresUrl = createTestDatabase(name);
+    const a = openPostgresStore(lastPostgresUrl);
     await a.migrate();
-    const b = openPostgresStore(url);
+    const b = openPostgresStore(lastPostgresUrl);
     stores.push(a, b);
     return [a, b];
   };
-  return {
-    backends: [
-      ['SQLite', sqlitePair, true],
-      ['PostgreSQL', postgresPair, testPostgresUrl() !== undefined],
-    ],
-    postgresPair,
-  };
+  const backends: StorePairBackend[] = [
+    ['SQLite', sqlitePair, true],
+    ['PostgreSQL', postgresPair, testPostgresUrl() !== undefined],
+  ];
+  return { backends, sqlitePair, sqliteWriterThreadPair, postgresPair, postgresUrl: () => lastPostgresUrl };
 }
 
 /** One attempt the receiver got. */
@@ -94,7 +102,7 @@ export function receiver(
 }
 
 /** Polls and retries within tens of milliseconds, so that a test waits for its conditions, not for the dispatcher. */
-export const FAST: DispatcherSettings = {
+const FAST: DispatcherSettings = {
   pollMs: 10,
   idlePollMaxMs: 50,
   retryBaseMs: 20,
@@ -102,10 +110,11 @@ export const FAST: DispatcherSettings = {
   leaseMs: 2000,
 };
 
-/** A dispatcher (not started) that counts each event id delivered (its onOutcome). */
-export function countingDispatcher(store: Store, deliver: Deliver, settings: DispatcherSettings = FAST) {
+/** A dispatcher (not started), fast but for `settings`, that counts each event id delivered (its onOutcome). */
+export function dispatcher(store: Store, deliver: Deliver, settings: Partial<DispatcherSettings> = {}) {
   const delivered = new Map<string, number>();
   const d = new EventDispatcher(store, deliver, {
+    ...FAST,
     ...settings,
     onOutcome: (claim, result) => {
       if (result.outcome === 'delivered') delivered.set(claim.event.id, (delivered.get(claim.event.id) ?? 0) + 1);
