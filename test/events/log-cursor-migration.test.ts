@@ -37,25 +37,19 @@ async function oldVersionWith(
 ): Promise<Kysely<Database>> {
   const old = backend.raw();
   await migrateTo(old, migration);
+  // A fresh, active subscription: the columns it sets, no failures yet; the others keep their default (null).
+  const { id, tenantId, url, format, secret, createdAt, createdBy } = sub;
   await old
     .insertInto('webhook_subscriptions')
     .values({
-      id: sub.id,
-      tenant_id: sub.tenantId,
-      url: sub.url,
-      format: sub.format,
-      event_kinds: null,
-      secret: sub.secret,
-      created_at: sub.createdAt,
-      created_by: sub.createdBy,
-      paused_at: null,
-      pause_reason: null,
-      last_error: null,
-      last_error_at: null,
-      last_delivered_at: null,
+      id,
+      tenant_id: tenantId,
+      url,
+      format,
+      secret,
+      created_at: createdAt,
+      created_by: createdBy,
       failures_in_a_row: 0,
-      failing_since: null,
-      next_probe_at: null,
     })
     .execute();
   return old;
