@@ -1694,8 +1694,8 @@ static void unhex(const char *hex, uint8_t *out, size_t n) {
 /* The fake daemon lists the ML-DSA tokens after the FD_NKEYS others. */
 static CK_SLOT_ID ml_dsa_slot(int i) { return (CK_SLOT_ID)(FD_NKEYS + i); }
 
-static CK_OBJECT_HANDLE find_class_in(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls) {
-  CK_KEY_TYPE kt = CKK_ML_DSA;
+/* The one object of class `cls` and key type `kt` in the session's token (a test fails unless there is one). */
+static CK_OBJECT_HANDLE find_one_key_object(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls, CK_KEY_TYPE kt) {
   CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}, {CKA_KEY_TYPE, &kt, sizeof(kt)}};
   CK_OBJECT_HANDLE o = 0;
   CK_ULONG n = 0;
@@ -1704,6 +1704,10 @@ static CK_OBJECT_HANDLE find_class_in(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls) 
   CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
   CHECK(n == 1);
   return o;
+}
+
+static CK_OBJECT_HANDLE find_class_in(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls) {
+  return find_one_key_object(h, cls, CKK_ML_DSA);
 }
 
 /* Signs msg with CKM_ML_DSA (mech), in parts of `part` bytes when part > 0; returns the signature's length. */
@@ -1956,15 +1960,7 @@ static void t_ml_dsa_refusals(void) {
 static CK_SLOT_ID ed25519_slot(void) { return (CK_SLOT_ID)FD_NKEYS; }
 
 static CK_OBJECT_HANDLE find_ed25519(CK_SESSION_HANDLE h, CK_OBJECT_CLASS cls) {
-  CK_KEY_TYPE kt = CKK_EC_EDWARDS;
-  CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}, {CKA_KEY_TYPE, &kt, sizeof(kt)}};
-  CK_OBJECT_HANDLE o = 0;
-  CK_ULONG n = 0;
-  CHECK_RV(F->C_FindObjectsInit(h, t, 2), CKR_OK);
-  CHECK_RV(F->C_FindObjects(h, &o, 1, &n), CKR_OK);
-  CHECK_RV(F->C_FindObjectsFinal(h), CKR_OK);
-  CHECK(n == 1);
-  return o;
+  return find_one_key_object(h, cls, CKK_EC_EDWARDS);
 }
 
 /* The module initialised against a daemon that also lists the Ed25519 key (DSETs made before stay), and a session
