@@ -187,6 +187,26 @@ describe("a batch's digests go to the threads as slices", () => {
     }
   });
 
+  it('a signing thread that dies with its slice: the slice is signed again through sign, every digest is signed', async () => {
+    const key = await ks.createKey('ECC_NIST_P256', 'batch-thread-dies');
+    const messages = messagesOf(100);
+    await ks.signMany(key.keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', messages.map(sha256)); // the handle cached
+    const pool = poolOf(ks);
+    const sent = pool.messages.sent;
+    const made = ks.signMany(key.keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', messages.map(sha256));
+    // The slices were posted in that call (the handle is cached): the threads die with them.
+    expect(pool.messages.sent).toBe(sent + 2);
+    const dying = threadsOf(ks).map((t) => t.worker);
+    await Promise.all(dying.map((w) => w.terminate()));
+    const results = await made;
+    const publicKey = { key: createPublicKey(key.publicKeyPem), dsaEncoding: 'der' as const };
+    results.forEach((m, i) => {
+      expect(m.kind, `digest ${i}`).toBe('made');
+      expect(verify('sha256', messages[i] as Buffer, publicKey, (m as { signature: Buffer }).signature)).toBe(true);
+    });
+    await waitFor('both threads to be replaced', () => threadsOf(ks).every((t, i) => t.worker !== dying[i]));
+  });
+
   it('a digest of the wrong length fails alone, in its place, as `sign` refuses it; the others are signed', async () => {
     const key = await ks.createKey('ECC_NIST_P256', 'batch-one-bad');
     const digests = messagesOf(20).map(sha256);

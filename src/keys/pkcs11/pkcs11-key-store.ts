@@ -236,8 +236,9 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
    * A batch's digests on the signing threads, a slice per thread (sign-thread-pool.ts), under one pass of the
    * recovery gate and one lease. A digest the token failed goes the way a failed `sign` goes (a fault re-opens the
    * token and signs it once more, a key not found re-reads the token's objects), so each digest ends as `sign`
-   * would have ended it. Without signing threads, or when the batch cannot start (the token away, the key not
-   * found), every digest goes through `sign`.
+   * would have ended it. Without signing threads, or when the batch cannot start or finish as one (the token away,
+   * the key not found, a signing thread that died with its slice: nothing of it was handed out), every digest goes
+   * through `sign`.
    */
   async signMany(
     keyRef: string,
