@@ -36,7 +36,7 @@ const MAX_DIGEST_BYTES = 255;
 
 /**
  * SHA-256 in one call where Node has crypto.hash (20.12+, 21.7+): a batch hashes each of its signatures and item
- * leaves, and one call costs about half of createHash's three (a measured share of a batched signature's CPU).
+ * leaves, and the one call saves ~10-20% of createHash's three (4.0-5.0 against 4.3-6.3 µs an item, both hashes).
  */
 const sha256: (data: Uint8Array) => Buffer =
   typeof crypto.hash === 'function'
