@@ -113,6 +113,9 @@ export interface SignOptions {
   pssSaltLength?: number;
 }
 
+/** One digest's outcome in a batch: its signature, or why that digest alone failed. */
+export type MadeSignature = { kind: 'made'; signature: Buffer } | { kind: 'failed'; error: unknown };
+
 /**
  * Where private keys live. Implementations: any PKCS#11 token (SoftHSM by default), AWS KMS, and the software
  * store for key specs the token cannot hold (ML-DSA, SM2; sealed under a key that stays in the token).
@@ -136,6 +139,19 @@ export interface KeyStore {
     digest: Buffer,
     options?: SignOptions,
   ): Promise<Buffer>;
+  /**
+   * Signs a batch's digests with one key and algorithm, as `sign` signs each (the same checks, errors and recovery
+   * from faults), answered in their order: a digest that fails fails alone. For a key store with a batch path (the
+   * PKCS#11 token's signing threads take a slice of digests in one message). Callers use the `signMany` function
+   * below, which serves the key stores without one (software, AWS KMS) with `sign` for each digest.
+   */
+  signMany?(
+    keyRef: string,
+    spec: KeySpec,
+    algorithm: SigningAlgorithm,
+    digests: readonly Buffer[],
+    options?: SignOptions,
+  ): Promise<MadeSignature[]>;
   /** Removes a key made by createKey (used to undo a half-finished tenant creation or rotation). */
   destroyKey(keyRef: string): Promise<void>;
   /** Signatures under way on this process's own threads, if it signs on threads (busy-poll.ts yields to them). */
@@ -165,6 +181,40 @@ export interface KeyStore {
   /** ImportKeyMaterial: the client's blob, untouched. Resolves with the key's public half. */
   importKeyMaterial?(request: KeyMaterialImport): Promise<CreatedKey>;
   close(): Promise<void>;
+}
+
+/** A batch's digests signed by `store`: its own batch path, or `sign` for each digest side by side. */
+export function signMany(
+  store: KeyStore,
+  keyRef: string,
+  spec: KeySpec,
+  algorithm: SigningAlgorithm,
+  digests: readonly Buffer[],
+  options?: SignOptions,
+): Promise<MadeSignature[]> {
+  return store.signMany
+    ? store.signMany(keyRef, spec, algorithm, digests, options)
+    : signEachDigest(store, keyRef, spec, algorithm, digests, options);
+}
+
+/** Every digest through `store.sign`, side by side; one that fails is its own `failed` outcome. */
+export function signEachDigest(
+  store: KeyStore,
+  keyRef: string,
+  spec: KeySpec,
+  algorithm: SigningAlgorithm,
+  digests: readonly Buffer[],
+  options?: SignOptions,
+): Promise<MadeSignature[]> {
+  return Promise.all(
+    digests.map(async (digest): Promise<MadeSignature> => {
+      try {
+        return { kind: 'made', signature: await store.sign(keyRef, spec, algorithm, digest, options) };
+      } catch (error) {
+        return { kind: 'failed', error };
+      }
+    }),
+  );
 }
 
 /**

@@ -264,29 +264,18 @@ export class Approvals {
     const signedEvent = await this.deps.events.signedOnApproval(request);
     // Signed at the key store first, recorded together after: a crash in between leaves nothing in the log and the
     // request in `signing` (back to its stage after SIGNING_STUCK_MS, to be approved again).
-    const items = await Promise.all(
-      digests.map(
-        async (digest): Promise<{ digest: Buffer; signature: Buffer } | { digest: Buffer; error: unknown }> => {
-          try {
-            const signature = await this.deps.recorder.signUnrecorded({
-              key,
-              algorithm: request.algorithm,
-              digest,
-              callerId: caller.id,
-              action: 'approve_sign',
-              start,
-              // The salt the batch's client asked for (Vault transit's salt_length), as for one held digest.
-              signOptions: request.pssSaltLength == null ? undefined : { pssSaltLength: request.pssSaltLength },
-            });
-            return { digest, signature };
-          } catch (error) {
-            return { digest, error };
-          }
-        },
-      ),
-    );
+    const items = await this.deps.recorder.signManyUnrecorded({
+      key,
+      algorithm: request.algorithm,
+      digests,
+      callerId: caller.id,
+      action: 'approve_sign',
+      start,
+      // The salt the batch's client asked for (Vault transit's salt_length), as for one held digest.
+      signOptions: request.pssSaltLength == null ? undefined : { pssSaltLength: request.pssSaltLength },
+    });
     const made = items.flatMap((item, index) =>
-      'signature' in item ? [{ index, digest: item.digest, signature: item.signature }] : [],
+      item.kind === 'made' ? [{ index, digest: digests[index] as Buffer, signature: item.signature }] : [],
     );
     if (made.length === 0) {
       await this.deps.store.requests.update(request.id, 'signing', { status: stage, decisions: request.decisions });

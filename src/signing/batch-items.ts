@@ -15,25 +15,3 @@ export function batchDigest(digests: readonly Buffer[]): Buffer {
   for (const digest of digests) hash.update(digest);
   return hash.digest();
 }
-
-/** One digest's signature from the key store, not yet recorded, or why it alone failed. */
-export type MadeSignature = { kind: 'made'; signature: Buffer } | { kind: 'failed'; error: unknown };
-
-/**
- * Signs every digest at once. One that fails (the signature recorder recorded why: a sign_failed entry or the
- * outage's count) is answered with its error; the others are signed regardless, and recorded together after.
- */
-export function signEach(
-  digests: readonly Buffer[],
-  sign: (digest: Buffer, index: number) => Promise<Buffer>,
-): Promise<MadeSignature[]> {
-  return Promise.all(
-    digests.map(async (digest, index): Promise<MadeSignature> => {
-      try {
-        return { kind: 'made', signature: await sign(digest, index) };
-      } catch (error) {
-        return { kind: 'failed', error };
-      }
-    }),
-  );
-}

@@ -11,8 +11,9 @@ import { randomUUID } from 'node:crypto';
 import { algorithmForPkcs11, checkSigningRequest, type KeySpec, type SigningAlgorithm } from '../crypto/algorithms.js';
 import { ApiError, type ErrorCode } from '../errors.js';
 import { eventInputs } from '../events/event-builder.js';
+import type { MadeSignature } from '../keys/key-store.js';
 import type { KeyRecord, PendingRequestRecord } from '../store/store.js';
-import { type BatchItem, batchDigest, type MadeSignature, signEach } from './batch-items.js';
+import { type BatchItem, batchDigest } from './batch-items.js';
 import { decide } from './decision-step.js';
 import type { Pending, Signed, SignRequest } from './sign-outcome.js';
 import type { SignerDeps } from './signer.js';
@@ -86,19 +87,17 @@ export class BatchSigner {
     }
     const wantsEvent = await wantsSignedEvent;
     const signOptions = req.pssSaltLength === undefined ? undefined : { pssSaltLength: req.pssSaltLength };
-    // Every digest signed at the key store first (side by side on its threads), then the batch recorded as one
+    // Every digest signed at the key store first (a slice per signing thread), then the batch recorded as one
     // `signed` entry with its items: a process killed before that commit hands out nothing and logs nothing.
-    const signatures = await signEach(req.digests, (digest) =>
-      this.deps.recorder.signUnrecorded({
-        key,
-        algorithm,
-        digest,
-        callerId: req.callerId,
-        action: 'sign_batch',
-        start,
-        signOptions,
-      }),
-    );
+    const signatures = await this.deps.recorder.signManyUnrecorded({
+      key,
+      algorithm,
+      digests: req.digests,
+      callerId: req.callerId,
+      action: 'sign_batch',
+      start,
+      signOptions,
+    });
     const made = signatures.flatMap((s, index) =>
       s.kind === 'made' ? [{ index, digest: req.digests[index] as Buffer, signature: s.signature }] : [],
     );

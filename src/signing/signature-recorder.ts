@@ -4,7 +4,14 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { SigningAlgorithm } from '../crypto/algorithms.js';
-import { type KeyStoreOutage, type KeyStores, outageOf, type SignOptions } from '../keys/key-store.js';
+import {
+  type KeyStoreOutage,
+  type KeyStores,
+  type MadeSignature,
+  outageOf,
+  type SignOptions,
+  signMany,
+} from '../keys/key-store.js';
 import type { SignatureAction } from '../store/records/audit-vocabulary.js';
 import type { EventInput } from '../store/records/event-kinds.js';
 import type { AuditEntryInput, CompletedBatch, KeyRecord, Store } from '../store/store.js';
@@ -94,11 +101,13 @@ export interface SignNowRequest {
   signOptions?: SignOptions | undefined;
 }
 
-/** One signature for signUnrecorded: signNow's request less what only its record carries (a batch records its own). */
+/** A batch's digests for signManyUnrecorded: signNow's request for many digests, less what only a record carries. */
 export type UnrecordedSignRequest = Pick<
   SignNowRequest,
-  'key' | 'algorithm' | 'digest' | 'callerId' | 'action' | 'start' | 'signOptions'
->;
+  'key' | 'algorithm' | 'callerId' | 'action' | 'start' | 'signOptions'
+> & {
+  digests: readonly Buffer[];
+};
 
 export interface SignatureRecorderDeps {
   store: Store;
@@ -238,23 +247,33 @@ export class SignatureRecorder {
   }
 
   /**
-   * Signs at the key store and hands the signature back unrecorded, for recordBatch to record with the others of
-   * its batch. A failure is recorded as signNow records it (a sign_failed entry, or the outage's count).
+   * Signs a batch's digests at the key store (its batch path: a slice per signing thread) and hands the signatures
+   * back unrecorded, in the digests' order, for recordBatch to record together. A digest that failed is recorded as
+   * signNow records a failure (a sign_failed entry, or the outage's count) and stays failed in its place.
    */
-  async signUnrecorded(request: UnrecordedSignRequest): Promise<Buffer> {
-    const { key, algorithm, digest, callerId, action, signOptions } = request;
+  async signManyUnrecorded(request: UnrecordedSignRequest): Promise<MadeSignature[]> {
+    const { key, algorithm, digests, callerId, action, signOptions } = request;
     const start = request.start ?? performance.now();
+    let made: MadeSignature[];
     try {
-      return await this.keyStores.forKey(key.keyStore).sign(key.keyRef, key.keySpec, algorithm, digest, signOptions);
-    } catch (err) {
-      await this.recordFailure(key, algorithm, digest, callerId, action, err);
-      this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
-      throw err;
+      const store = this.keyStores.forKey(key.keyStore);
+      made = await signMany(store, key.keyRef, key.keySpec, algorithm, digests, signOptions);
+    } catch (error) {
+      // No key store to ask (not configured here): every digest fails with that error.
+      made = digests.map(() => ({ kind: 'failed', error }));
     }
+    await Promise.all(
+      made.map(async (m, i) => {
+        if (m.kind === 'made') return;
+        await this.recordFailure(key, algorithm, digests[i] as Buffer, callerId, action, m.error);
+        this.observe('failed', algorithm, key.tenantId, (performance.now() - start) / 1000);
+      }),
+    );
+    return made;
   }
 
   /**
-   * Records a batch's signatures (signUnrecorded's) as one `signed` entry with its items, in one transaction with
+   * Records a batch's signatures (signManyUnrecorded's) as one `signed` entry with its items, in one transaction with
    * their events and, for an approved held batch, the completion of its request: a process killed at any moment
    * leaves either none of them (and the request in `signing`), or all of them (and the request approved with every
    * result its requester collects). The entry's details.batch carries the Merkle root over the items and their

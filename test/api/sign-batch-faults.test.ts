@@ -126,6 +126,29 @@ describe('sign_batch with a real token fault', () => {
     expect(verifies('now', batch[at] as Buffer, (again.body.results as Result[])[0]?.signature as string)).toBe(true);
   });
 
+  it('a token fault under every signature of a batch (the token re-opened, still failing): each digest fails retryable, the batch signs once the token does', async () => {
+    const batch = messages('now-device', 12);
+    const hashes = batch.map(digestOf);
+    const before = (await store.stats()).auditEntries;
+    const seen = keyStore.faults.seen;
+    fault('-1 0x30 C_SignInit');
+    const res = await signBatch('now', { algorithm: 'ECDSA_SHA_256', hashes });
+    fault('');
+    // As 12 `sign` requests would each end: the fault re-opens the token, the retry fails too, key_store_unavailable.
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const results = res.body.results as Result[];
+    expect(results).toHaveLength(12);
+    for (const r of results) expect(r.error).toMatchObject({ code: 'key_store_unavailable', retryable: true });
+    expect(keyStore.faults.seen).toBeGreaterThan(seen);
+    const entries = await auditSince(before);
+    expect(entries.filter((e) => e.outcome === 'signed')).toEqual([]);
+    const again = await signBatch('now', { algorithm: 'ECDSA_SHA_256', hashes });
+    expect(again.status).toBe(200);
+    for (const [i, r] of (again.body.results as Result[]).entries()) {
+      expect(verifies('now', batch[i] as Buffer, r.signature as string), `hashes[${i}]`).toBe(true);
+    }
+  });
+
   it('the approval of a held batch signs every digest but the one the token fails, which keeps its error', async () => {
     const batch = messages('held-one', 8);
     const hashes = batch.map(digestOf);

@@ -1,5 +1,5 @@
 // The key store's signing threads: they sign for real, report PKCS#11 errors, and a dead thread is replaced.
-import { createHash, createPublicKey, verify } from 'node:crypto';
+import { constants, createHash, createPublicKey, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11/pkcs11-key-store.js';
 import type { SignThreadPool } from '../../src/keys/pkcs11/sign-thread-pool.js';
@@ -139,4 +139,81 @@ it('a turn of jobs that cannot be sent to the thread fails its callers, and the 
     createHash('sha256').update(message).digest(),
   );
   expect(verify('sha256', message, createPublicKey(key.publicKeyPem), sig)).toBe(true);
+});
+
+describe("a batch's digests go to the threads as slices", () => {
+  const poolOf = (store: Pkcs11KeyStore) => (store as unknown as { threads: SignThreadPool }).threads;
+  const messagesOf = (n: number) => Array.from({ length: n }, (_, i) => Buffer.from(`batched ${i}`));
+  const sha256 = (m: Buffer) => createHash('sha256').update(m).digest();
+
+  it('100 digests cost one message to each of the two threads and one answer from each, and every signature verifies', async () => {
+    const key = await ks.createKey('ECC_NIST_P256', 'batch');
+    const messages = messagesOf(100);
+    const pool = poolOf(ks);
+    const before = { ...pool.messages };
+    const threadsBefore = ks.signedOn.threads;
+    const made = await ks.signMany(key.keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', messages.map(sha256));
+    expect(pool.messages.sent - before.sent).toBe(2);
+    expect(pool.messages.answered - before.answered).toBe(2);
+    expect(ks.signedOn.threads - threadsBefore).toBe(100);
+    expect(pool.inFlight).toBe(0);
+    const publicKey = { key: createPublicKey(key.publicKeyPem), dsaEncoding: 'der' as const };
+    expect(made.map((m) => m.kind)).toEqual(messages.map(() => 'made'));
+    // In their digests' order: each signature verifies its own message and not its neighbour's.
+    made.forEach((m, i) => {
+      const signature = (m as { signature: Buffer }).signature;
+      expect(verify('sha256', messages[i] as Buffer, publicKey, signature)).toBe(true);
+      expect(verify('sha256', messages[(i + 1) % 100] as Buffer, publicKey, signature)).toBe(false);
+    });
+  });
+
+  it('a small batch is one slice (one message, one answer); RSA PKCS #1 v1.5 and PSS sign in slices too', async () => {
+    const rsa = await ks.createKey('RSA_2048', 'batch-rsa');
+    const messages = messagesOf(5);
+    const pool = poolOf(ks);
+    const publicKey = createPublicKey(rsa.publicKeyPem);
+    for (const [algorithm, padding] of [
+      ['RSASSA_PKCS1_V1_5_SHA_256', constants.RSA_PKCS1_PADDING],
+      ['RSASSA_PSS_SHA_256', constants.RSA_PKCS1_PSS_PADDING],
+    ] as const) {
+      const before = { ...pool.messages };
+      const made = await ks.signMany(rsa.keyRef, 'RSA_2048', algorithm, messages.map(sha256));
+      expect(pool.messages.sent - before.sent).toBe(1);
+      expect(pool.messages.answered - before.answered).toBe(1);
+      made.forEach((m, i) => {
+        const signature = (m as { signature: Buffer }).signature;
+        expect(verify('sha256', messages[i] as Buffer, { key: publicKey, padding }, signature)).toBe(true);
+      });
+    }
+  });
+
+  it('a signing thread that dies with its slice: the slice is signed again through sign, every digest is signed', async () => {
+    const key = await ks.createKey('ECC_NIST_P256', 'batch-thread-dies');
+    const messages = messagesOf(100);
+    await ks.signMany(key.keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', messages.map(sha256)); // the handle cached
+    const pool = poolOf(ks);
+    const sent = pool.messages.sent;
+    const made = ks.signMany(key.keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', messages.map(sha256));
+    // The slices were posted in that call (the handle is cached): the threads die with them.
+    expect(pool.messages.sent).toBe(sent + 2);
+    const dying = threadsOf(ks).map((t) => t.worker);
+    await Promise.all(dying.map((w) => w.terminate()));
+    const results = await made;
+    const publicKey = { key: createPublicKey(key.publicKeyPem), dsaEncoding: 'der' as const };
+    results.forEach((m, i) => {
+      expect(m.kind, `digest ${i}`).toBe('made');
+      expect(verify('sha256', messages[i] as Buffer, publicKey, (m as { signature: Buffer }).signature)).toBe(true);
+    });
+    await waitFor('both threads to be replaced', () => threadsOf(ks).every((t, i) => t.worker !== dying[i]));
+  });
+
+  it('a digest of the wrong length fails alone, in its place, as `sign` refuses it; the others are signed', async () => {
+    const key = await ks.createKey('ECC_NIST_P256', 'batch-one-bad');
+    const digests = messagesOf(20).map(sha256);
+    digests[7] = Buffer.alloc(31); // not a SHA-256: refused as `sign` refuses it
+    const made = await ks.signMany(key.keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', digests);
+    expect(made.filter((m) => m.kind === 'failed').length).toBe(1);
+    expect(made[7]).toMatchObject({ kind: 'failed', error: expect.any(Error) });
+    expect(poolOf(ks).inFlight).toBe(0);
+  });
 });

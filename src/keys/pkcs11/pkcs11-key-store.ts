@@ -16,7 +16,14 @@ import {
 import { ecdsaRawToDer } from '../../crypto/der.js';
 import { ApiError } from '../../errors.js';
 import { withLockFile } from '../../fs-private.js';
-import type { CreatedKey, KeyStore, KeyStoreOutage, SignOptions } from '../key-store.js';
+import {
+  type CreatedKey,
+  type KeyStore,
+  type KeyStoreOutage,
+  type MadeSignature,
+  type SignOptions,
+  signEachDigest,
+} from '../key-store.js';
 import type { Sealer } from '../sealer.js';
 import { findPrivateKeyHandle, generateKeyPair, keyIdOf, keyRefOf } from './key-objects.js';
 import type { Pkcs11KeyStoreOptions } from './options.js';
@@ -37,6 +44,17 @@ import {
 } from './token.js';
 
 export type { Pkcs11KeyStoreOptions } from './options.js';
+
+/** The signature as the KeyStore contract gives it: ECDSA's raw r || s from the token as DER (as KMS returns it). */
+function asKmsSignature(padding: string, spec: KeySpec, signature: Buffer): Buffer {
+  if (padding !== 'ecdsa') return signature;
+  const info = keyInfo(spec);
+  if (info.family !== 'ec' || signature.length !== 2 * EC_FIELD_BYTES[info.curve]) {
+    throw new Error(`token returned an ECDSA signature of unexpected length ${signature.length}`);
+  }
+  return ecdsaRawToDer(signature);
+}
+
 export { REOPEN_BACKOFF } from './recovery.js';
 
 /** How often a key not found makes the module read the token's objects again (mayRescanFor). */
@@ -209,17 +227,89 @@ export class Pkcs11KeyStore implements KeyStore, Sealer {
     try {
       signature = await recovery.leased(this.signOnce(keyRef, spec, mechanism, input));
     } catch (err) {
-      const again = () => recovery.guarded(() => this.signOnce(keyRef, spec, mechanism, input));
-      signature = this.mayRescanFor(err, keyRef)
-        ? await recovery.rescan(generation).then(again)
-        : await recovery.afterFault(err, generation, again);
+      signature = await this.afterSignFailed(err, generation, keyRef, spec, mechanism, input);
     }
-    if (alg.padding !== 'ecdsa') return signature;
-    const info = keyInfo(spec);
-    if (info.family !== 'ec' || signature.length !== 2 * EC_FIELD_BYTES[info.curve]) {
-      throw new Error(`token returned an ECDSA signature of unexpected length ${signature.length}`);
+    return asKmsSignature(alg.padding, spec, signature);
+  }
+
+  /**
+   * A batch's digests on the signing threads, a slice per thread (sign-thread-pool.ts), under one pass of the
+   * recovery gate and one lease. A digest the token failed goes the way a failed `sign` goes (a fault re-opens the
+   * token and signs it once more, a key not found re-reads the token's objects), so each digest ends as `sign`
+   * would have ended it. Without signing threads, or when the batch cannot start or finish as one (the token away,
+   * the key not found, a signing thread that died with its slice: nothing of it was handed out), every digest goes
+   * through `sign`.
+   */
+  async signMany(
+    keyRef: string,
+    spec: KeySpec,
+    algorithm: SigningAlgorithm,
+    digests: readonly Buffer[],
+    options: SignOptions = {},
+  ): Promise<MadeSignature[]> {
+    const recovery = this.recovery;
+    const alg = algorithmInfo(algorithm);
+    const threads = this.threads;
+    if (!threads || recovery.closed || digests.length < 2 || (alg.family !== 'rsa' && alg.family !== 'ec')) {
+      return signEachDigest(this, keyRef, spec, algorithm, digests, options);
     }
-    return ecdsaRawToDer(signature);
+    const digestLength = DIGEST_LENGTH[alg.hash];
+    if (digests.some((digest) => digest.length !== digestLength)) {
+      return signEachDigest(this, keyRef, spec, algorithm, digests, options);
+    }
+    const mechanism = signMechanism(alg, options.pssSaltLength);
+    const inputs = digests.map((digest) => signInput(alg, digest));
+    let generation: number;
+    let made: Awaited<ReturnType<SignThreadPool['signMany']>>;
+    try {
+      while (recovery.gateShut) await recovery.reopen(recovery.generation);
+      generation = recovery.generation;
+      made = await recovery.leased(this.signManyOnce(keyRef, spec, threads, mechanism, inputs));
+    } catch {
+      return signEachDigest(this, keyRef, spec, algorithm, digests, options);
+    }
+    return Promise.all(
+      made.results.map(async (result, i): Promise<MadeSignature> => {
+        try {
+          const signature =
+            result instanceof Error
+              ? await this.afterSignFailed(result, generation, keyRef, spec, mechanism, inputs[i] as Buffer)
+              : result;
+          return { kind: 'made', signature: asKmsSignature(alg.padding, spec, signature) };
+        } catch (error) {
+          return { kind: 'failed', error };
+        }
+      }),
+    );
+  }
+
+  /** What `sign` does when the token failed a signature: re-reads the objects or recovers from a fault, or throws. */
+  private afterSignFailed(
+    err: unknown,
+    generation: number,
+    keyRef: string,
+    spec: KeySpec,
+    mechanism: SignJob['mechanism'],
+    input: Buffer,
+  ): Promise<Buffer> {
+    const recovery = this.recovery;
+    const again = () => recovery.guarded(() => this.signOnce(keyRef, spec, mechanism, input));
+    return this.mayRescanFor(err, keyRef)
+      ? recovery.rescan(generation).then(again)
+      : recovery.afterFault(err, generation, again);
+  }
+
+  private async signManyOnce(
+    keyRef: string,
+    spec: KeySpec,
+    threads: SignThreadPool,
+    mechanism: SignJob['mechanism'],
+    inputs: Buffer[],
+  ) {
+    const handle = this.handles.get(keyRef) ?? (await this.pool.use(async (s) => this.findPrivateKey(s, keyRef)));
+    const made = await threads.signMany(mechanism, handle, inputs);
+    this.placement.noteThreadSignatures(spec, made.results.length, made.tokenMs);
+    return made;
   }
 
   private async signOnce(keyRef: string, spec: KeySpec, mechanism: SignJob['mechanism'], input: Buffer) {

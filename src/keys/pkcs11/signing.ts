@@ -114,6 +114,12 @@ export class SignPlacement {
     return signature;
   }
 
+  /** A batch's `count` signatures made on the threads, `tokenMs` each on average. */
+  noteThreadSignatures(spec: KeySpec, count: number, tokenMs: number): void {
+    this.noteCost(spec, tokenMs);
+    this.signedOn.threads += count;
+  }
+
   private noteCost(spec: KeySpec, ms: number): void {
     const previous = this.signCost.get(spec);
     this.signCost.set(spec, previous === undefined ? ms : previous + SIGN_COST_WEIGHT * (ms - previous));

@@ -5,7 +5,7 @@
 // entry (inclusion-bundle.ts).
 import * as crypto from 'node:crypto';
 import type { LogEntry } from './entry.js';
-import { HASH_SIZE, leafHash, MAX_PROOF_HASHES, verifyInclusion } from './merkle.js';
+import { HASH_SIZE, MAX_PROOF_HASHES, verifyInclusion } from './merkle.js';
 import { strictBase64 } from './note.js';
 
 /** An item as the proof answer carries it (GET /log/proof/inclusion's `batch_item`). */
@@ -34,25 +34,43 @@ export class BatchItemError extends Error {}
 /** The most digests a batch may carry (the batch signer's BATCH_MAX): 4 bytes of index are plenty. */
 const MAX_DIGEST_BYTES = 255;
 
+/**
+ * SHA-256 in one call where Node has crypto.hash (20.12+, 21.7+): a batch hashes each of its signatures and item
+ * leaves, and the one call saves ~10-20% of createHash's three (4.0-5.0 against 4.3-6.3 µs an item, both hashes).
+ */
+const sha256: (data: Uint8Array) => Buffer =
+  typeof crypto.hash === 'function'
+    ? (data) => crypto.hash('sha256', data, 'buffer')
+    : (data) => crypto.createHash('sha256').update(data).digest();
+
 /** An item's leaf bytes: u32 big-endian index ‖ u8 digest length ‖ digest ‖ SHA-256(signature) (32 bytes). */
 export function batchItemLeafBytes(index: number, digest: Uint8Array, signatureSha256: Uint8Array): Buffer {
+  return leafBytesAfter(0, index, digest, signatureSha256);
+}
+
+/** SHA-256(0x00 ‖ item leaf bytes): RFC 9162's leaf hash (leafHash), the prefix and the bytes in one buffer. */
+export function batchItemLeafHash(index: number, digest: Uint8Array, signatureSha256: Uint8Array): Buffer {
+  const prefixed = leafBytesAfter(1, index, digest, signatureSha256);
+  prefixed[0] = 0x00;
+  return sha256(prefixed);
+}
+
+/** The leaf bytes, after `room` bytes left for a prefix. */
+function leafBytesAfter(room: number, index: number, digest: Uint8Array, signatureSha256: Uint8Array): Buffer {
   if (!Number.isInteger(index) || index < 0 || index > 0xffffffff) throw new RangeError(`item index ${index}`);
   if (digest.length > MAX_DIGEST_BYTES) throw new RangeError(`a digest of ${digest.length} bytes`);
   if (signatureSha256.length !== HASH_SIZE) throw new RangeError('a signature hash is 32 bytes');
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(index, 0);
-  head.writeUInt8(digest.length, 4);
-  return Buffer.concat([head, digest, signatureSha256]);
-}
-
-/** SHA-256(0x00 ‖ item leaf bytes): RFC 9162's leaf hash, as the log hashes its own leaves. */
-export function batchItemLeafHash(index: number, digest: Uint8Array, signatureSha256: Uint8Array): Buffer {
-  return leafHash(batchItemLeafBytes(index, digest, signatureSha256));
+  const bytes = Buffer.alloc(room + 5 + digest.length + HASH_SIZE);
+  bytes.writeUInt32BE(index, room);
+  bytes.writeUInt8(digest.length, room + 4);
+  bytes.set(digest, room + 5);
+  bytes.set(signatureSha256, room + 5 + digest.length);
+  return bytes;
 }
 
 /** SHA-256 of a signature's bytes, as items name it. */
 export function signatureSha256Of(signature: Uint8Array): Buffer {
-  return crypto.createHash('sha256').update(signature).digest();
+  return sha256(signature);
 }
 
 /** Reads the JSON shape without trusting anything in it yet. */
