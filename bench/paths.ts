@@ -51,9 +51,9 @@ export function measure(
       env: { ...process.env, ...env },
       encoding: 'utf8',
     });
-    const r = JSON.parse(out) as { perSecond: number; p50Ms: number; p99Ms: number };
+    const r = JSON.parse(out) as { perSecond: number; p50Ms: number; p99Ms: number; count?: number };
     const key = kind === 'rsa' ? 'RSA_2048' : 'ECC_NIST_P256';
-    rows.push({ path, key, threads, ...r, ...(cpu && { cpu: cpu(r.perSecond * seconds) }) });
+    rows.push({ path, key, threads, ...r, ...(cpu && { cpu: cpu(r.count ?? r.perSecond * seconds) }) });
   }
   return rows;
 }
