@@ -169,8 +169,11 @@ export class SignatureRecorder {
       const { id, audit, signatureSha256 } = this.signedEntry(key, callerId, action, details, at, signature);
       const events = [...(signedEvent ? [signedEvent(id)] : []), ...(completes?.events(id) ?? [])];
       // A request with an Idempotency-Key: its record rides in this commit (never ahead: it holds the signature).
+      // Not for a held request's signature, whose answer names the request: the door keeps that one itself.
       const idempotency =
-        signature && idempotencyRecordOf([{ kind: 'signed', signature, keyId: key.id, algorithm, signatureId: id }]);
+        signature && completes === undefined
+          ? idempotencyRecordOf([{ kind: 'signed', signature, keyId: key.id, algorithm, signatureId: id }])
+          : undefined;
       const written = this.store.signatures.recordSigned(
         audit,
         signatureSha256,
@@ -298,8 +301,9 @@ export class SignatureRecorder {
     const signed = made.map(
       (m, i): Signed => ({ kind: 'signed', signature: m.signature, keyId: key.id, algorithm, signatureId: ids[i] }),
     );
-    // A sign_batch with an Idempotency-Key: its record rides in this commit.
-    const idempotency = idempotencyRecordOf(signed, typeof batch.batch.id === 'string' ? batch.batch.id : undefined);
+    // A sign_batch with an Idempotency-Key: its record rides in this commit (not an approved held batch's).
+    const batchId = typeof batch.batch.id === 'string' ? batch.batch.id : undefined;
+    const idempotency = completes === undefined ? idempotencyRecordOf(signed, batchId) : undefined;
     const seconds = () => (performance.now() - start) / 1000;
     let seq: number | undefined;
     try {
