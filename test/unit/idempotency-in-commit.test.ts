@@ -1,11 +1,14 @@
 // Issue 46 (migration 0033): the idempotency record of a request that signs at once rides in the group commit of
-// its `signed` entry, on both ways the SQLite store commits (the event loop; the writer thread, sqlite-writer.cjs,
-// which repeats the statement): on the entry's seq, a live record of the key kept, an expired one replaced.
-// PostgreSQL's signbridge_group_commit_v8 is driven by test/api/idempotency.test.ts with SIGNBRIDGE_TEST_STORE=postgres.
+// its `signed` entry, on every way a store commits (SQLite on the event loop; SQLite's writer thread,
+// sqlite-writer.cjs, which repeats the statement; PostgreSQL's signbridge_group_commit_v8): on the entry's seq, a
+// live record of the key kept (another instance answered it first), an expired one replaced.
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { IdempotencyRecordRow } from '../../src/store/commit/group-commit.js';
+import type { KyselyStore } from '../../src/store/kysely-store.js';
+import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { createTestDatabase, testPostgresUrl } from '../helpers/postgres.js';
 import { makeTempDir } from '../helpers/service.js';
 
 let close: (() => Promise<void>) | undefined;
@@ -32,14 +35,23 @@ const record = (reply: string, createdAt: string): IdempotencyRecordRow => ({
   stale_before: new Date(Date.parse(createdAt) - 120_000).toISOString(),
 });
 
-describe.each(['event loop', 'writer thread'] as const)('idempotency record in the group commit (%s)', (variant) => {
+const variants: Array<[string, () => KyselyStore]> = [
+  ['SQLite, event loop', () => openSqliteStore(join(makeTempDir(), 'signbridge.db'))],
+  [
+    'SQLite, writer thread',
+    () => openSqliteStore(join(makeTempDir(), 'signbridge.db'), { writerThread: { spinMs: 0 } }),
+  ],
+  ...(testPostgresUrl()
+    ? [['PostgreSQL', () => openPostgresStore(createTestDatabase('idem_commit'))] as [string, () => KyselyStore]]
+    : []),
+];
+
+describe.each(variants)('idempotency record in the group commit (%s)', (variant, open) => {
   it('is written on its entry seq; a live record is kept, an expired one replaced', async () => {
-    const store = openSqliteStore(join(makeTempDir(), 'signbridge.db'), {
-      ...(variant === 'writer thread' && { writerThread: { spinMs: 0 } }),
-    });
+    const store = open();
     close = () => store.close();
     await store.migrate();
-    expect(store.signatures.writesOnThread).toBe(variant === 'writer thread');
+    expect(store.signatures.writesOnThread).toBe(variant.includes('writer thread'));
     const lookup = (at: string) => ({
       callerId: 'k',
       key: 'build-1',
