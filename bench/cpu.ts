@@ -67,3 +67,33 @@ export function countCpu(servicePids: number[]): (requests: number, seconds: num
     };
   };
 }
+
+/**
+ * CPU of the children this process has run to their end (`execFileSync`'s C client), in ms: cutime + cstime of
+ * /proc/self/stat, which count a child once it has been waited for.
+ */
+function waitedChildrenCpuMs(): number {
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ').at(-1)?.split(' ') ?? [];
+  return (Number(fields[13]) + Number(fields[14])) * 10;
+}
+
+/**
+ * Starts counting the CPU of a path's processes (`pids`, by name: the daemon, the service) and of the client run to
+ * its end meanwhile; the returned function gives each one's CPU microseconds per signature over `requests`
+ * (`<name>Us`, `clientUs`). Their sum over the cores is the bound on signatures per second (docs/benchmarks.md,
+ * "Less per request").
+ */
+export function countPathCpu(pids: Record<string, number>): (requests: number) => Record<string, number> {
+  const names = Object.keys(pids);
+  const before = names.map((name) => processCpuMs(pids[name] as number));
+  const client0 = waitedChildrenCpuMs();
+  return (requests) => {
+    const per = (ms: number) => Math.round((ms * 1000) / Math.max(requests, 1));
+    const out: Record<string, number> = {};
+    names.forEach((name, i) => {
+      out[`${name}Us`] = per(processCpuMs(pids[name] as number) - (before[i] ?? 0));
+    });
+    out.clientUs = per(waitedChildrenCpuMs() - client0);
+    return out;
+  };
+}

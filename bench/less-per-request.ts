@@ -1,6 +1,7 @@
 // Issue 46's "less per request" figures, one round: raw SoftHSM (P-256 and RSA-2048, 2 threads, the C client), the
 // service's `sign` at concurrency 32 (autocannon, with the service's CPU per signature), and the full path (module ->
-// daemon -> service over HTTP) at 1 and 2 client threads. Each line of stdout is one JSON row. Run it from two
+// daemon -> service over HTTP) at 1 and 2 client threads, with the CPU per signature of the daemon, the service and
+// the client on each full-path row. Each line of stdout is one JSON row. Run it from two
 // builds (the tree before and after) alternately to compare them on a shared machine:
 //   node dist/bench/less-per-request.js
 // BENCH_SECONDS (default 6) per row, BENCH_WARMUP_SECONDS (default 3) unrecorded per stack; BENCH_PROFILE_DIR
@@ -77,8 +78,10 @@ try {
       dir,
       server.url,
       process.env.BENCH_DAEMON_YAML ?? '',
-      (socket) => {
-        for (const row of measureModule(REMOTE_PATH, socket, seconds, warmUpSeconds, [1, 2])) {
+      (socket, daemonPid) => {
+        // CPU per signature of the daemon, the service and the C client: their sum over 2 cores bounds the rate.
+        const cpuOf = { daemon: daemonPid, service: server.child.pid as number };
+        for (const row of measureModule(REMOTE_PATH, socket, seconds, warmUpSeconds, [1, 2], cpuOf)) {
           if (row.key === 'ECC_NIST_P256') emit(row);
         }
       },

@@ -11,6 +11,7 @@ import { findSoftHsmModule } from '../src/keys/pkcs11/softhsm.js';
 import { packagePath } from '../src/paths.js';
 import { CLI, createApiKeyCli, postAction, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
+import { countPathCpu } from './cpu.js';
 
 export interface PathRow {
   path: string;
@@ -19,6 +20,8 @@ export interface PathRow {
   perSecond: number;
   p50Ms: number;
   p99Ms: number;
+  /** With `cpuOf`: CPU microseconds per signature of each process of the path and of the client (bench/cpu.ts). */
+  cpu?: Record<string, number>;
 }
 
 const BENCH = packagePath('build', 'native', 'sbp11_bench');
@@ -38,16 +41,19 @@ export function measure(
   seconds: number,
   env: NodeJS.ProcessEnv,
   threadCounts: readonly number[] = [1, 2, 4],
+  cpuOf?: Record<string, number>,
 ): PathRow[] {
   const rows: PathRow[] = [];
   for (const threads of threadCounts) {
     log(`${path}: ${kind}, ${threads} thread(s)`);
+    const cpu = cpuOf && countPathCpu(cpuOf);
     const out = execFileSync(BENCH, [module, token, pin, kind, String(seconds), String(threads)], {
       env: { ...process.env, ...env },
       encoding: 'utf8',
     });
-    const r = JSON.parse(out) as { perSecond: number; p50Ms: number; p99Ms: number };
-    rows.push({ path, key: kind === 'rsa' ? 'RSA_2048' : 'ECC_NIST_P256', threads, ...r });
+    const r = JSON.parse(out) as { perSecond: number; p50Ms: number; p99Ms: number; count?: number };
+    const key = kind === 'rsa' ? 'RSA_2048' : 'ECC_NIST_P256';
+    rows.push({ path, key, threads, ...r, ...(cpu && { cpu: cpu(r.count ?? r.perSecond * seconds) }) });
   }
   return rows;
 }
@@ -154,7 +160,7 @@ export async function withRemoteDaemon<T>(
   dir: string,
   serviceUrl: string,
   extraYaml: string,
-  fn: (socket: string) => T | Promise<T>,
+  fn: (socket: string, daemonPid: number) => T | Promise<T>,
   nodeArgs: string[] = [],
 ): Promise<T> {
   const socket = join(makeTempDir('sbp-'), 'run', 'd.sock');
@@ -166,24 +172,28 @@ export async function withRemoteDaemon<T>(
   const daemon = spawn(process.execPath, [...nodeArgs, CLI, 'daemon', '--config', configFile], { stdio: 'ignore' });
   try {
     await waitForFile(socket);
-    return await fn(socket);
+    return await fn(socket, daemon.pid as number);
   } finally {
     await stop(daemon);
   }
 }
 
-/** Both keys through the module at each thread count, after the stack's warm-up. */
+/**
+ * Both keys through the module at each thread count, after the stack's warm-up; with `cpuOf` (the daemon's and the
+ * service's pids), each row's CPU per signature of each.
+ */
 export function measureModule(
   path: string,
   socket: string,
   seconds: number,
   warmUpSeconds: number,
   threadCounts?: readonly number[],
+  cpuOf?: Record<string, number>,
 ): PathRow[] {
   const env = { SIGNBRIDGE_SOCKET: socket };
   warmUp(path, MODULE_PATH, BENCH_TENANTS, warmUpSeconds, env);
   return (['rsa', 'ec'] as const).flatMap((kind) =>
-    measure(path, MODULE_PATH, BENCH_TENANTS[kind], '0000', kind, seconds, env, threadCounts),
+    measure(path, MODULE_PATH, BENCH_TENANTS[kind], '0000', kind, seconds, env, threadCounts, cpuOf),
   );
 }
 

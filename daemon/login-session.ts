@@ -31,7 +31,9 @@ export class LoginSession {
     this.files = files;
     this.now = opts.now ?? Date.now;
     this.checkEveryMs = opts.checkEveryMs ?? CHECK_EVERY_MS;
-    this.fileKey = apiKeyFromFile(files.keyFile); // fails at start on a bad mode or owner, as a configured file does
+    // Fails at start on a bad mode or owner, as a configured file does. Looked at on every call, as the metadata
+    // beside it is (a login replaces both, and the two must match): not yet the once-a-second look of a key file.
+    this.fileKey = apiKeyFromFile(files.keyFile, undefined, { recheckMs: 0 });
   }
 
   /** The key as an ApiKeySource: a missing or expired key is a CredentialError that names the fix. */

@@ -118,9 +118,24 @@ function decodeValue(spec: FieldSpec, raw: Buffer): unknown {
   }
 }
 
+/**
+ * Each message's field specs by tag, built once per spec list (the lists are the protocol's constants): a map per
+ * frame was most of decodeFields' own time in the daemon's profile under the full path (issue 46).
+ */
+const specsByTag = new WeakMap<readonly FieldSpec[], Map<number, FieldSpec>>();
+
+function byTagOf(specs: readonly FieldSpec[]): Map<number, FieldSpec> {
+  let byTag = specsByTag.get(specs);
+  if (!byTag) {
+    byTag = new Map(specs.map((s) => [s.tag, s]));
+    specsByTag.set(specs, byTag);
+  }
+  return byTag;
+}
+
 /** Decodes a `field*` sequence against `specs`; unknown tags are skipped, as the protocol requires. */
 export function decodeFields(specs: readonly FieldSpec[], body: Buffer, where: string): Record<string, unknown> {
-  const byTag = new Map(specs.map((s) => [s.tag, s]));
+  const byTag = byTagOf(specs);
   const out: Record<string, unknown> = {};
   const seen = new Set<number>();
   let offset = 0;

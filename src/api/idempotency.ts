@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.js';
-import type { Store } from '../store/store.js';
+import { answerIdempotently, type IdempotentRequest } from '../signing/idempotent-request.js';
+import type { KeptReply, Store } from '../store/store.js';
 
 export interface IdempotentReply {
   status: number;
@@ -32,10 +33,20 @@ export function idempotencyKeyOf(request: FastifyRequest): string | undefined {
   return key;
 }
 
+/** The keys this process is answering, per store: a concurrent duplicate on the same instance gets 409. */
+const inFlight = new WeakMap<Store, Set<string>>();
+
 /**
  * Runs `answer` once per (caller, key): a replay of a request already answered gets the stored answer. Only
- * answers that hand something out (200 and 202) are kept; an error releases the key, so the retry runs afresh (a
+ * answers that hand something out (200 and 202) are kept; an error keeps nothing, so the retry runs afresh (a
  * denial is evaluated again and signs nothing).
+ *
+ * Issue 46: nothing is written before the answer. A signature made at once writes the record in the commit of its
+ * `signed` entry (`replyOf` words the reply from the signatures: src/signing/idempotent-request.ts), so a process
+ * killed before that commit leaves neither; any other answer to keep (a 202, a batch with a failed digest) is
+ * written after it, on its own. A duplicate while the first is answered gets 409 from this instance; one that
+ * reaches another instance meanwhile signs too, and the record keeps the answer committed first, which every later
+ * retry gets (docs/api.md).
  */
 export async function answerOnce(
   store: Store,
@@ -44,39 +55,76 @@ export async function answerOnce(
   request: { action: string; body: unknown },
   now: Date,
   answer: () => Promise<IdempotentReply>,
+  replyOf: IdempotentRequest['replyOf'],
 ): Promise<IdempotentReply> {
   const fingerprint = createHash('sha256')
     .update(JSON.stringify([request.action, request.body]))
     .digest('hex');
-  const claim = await store.idempotency.claim({
+  const lookup = {
     callerId,
     key,
     fingerprint,
-    at: now.toISOString(),
     staleBefore: new Date(now.getTime() - IDEMPOTENCY_STALE_MS).toISOString(),
     expiredBefore: new Date(now.getTime() - IDEMPOTENCY_LIFETIME_MS).toISOString(),
-  });
-  if (claim.state === 'done') return JSON.parse(claim.reply) as IdempotentReply;
-  if (claim.state === 'mismatch') {
+  };
+  const answering = inFlight.get(store) ?? new Set<string>();
+  inFlight.set(store, answering);
+  const id = `${callerId}\n${key}`;
+  if (answering.has(id)) throw inUse();
+  const kept = await store.idempotency.look(lookup);
+  if (kept.state === 'done') return replayOf(kept);
+  if (kept.state === 'mismatch') {
     throw new ApiError(
       'idempotency_key_reused',
       'this Idempotency-Key was used with a different request; use a new key',
     );
   }
-  if (claim.state === 'in_progress') {
-    throw new ApiError('idempotency_key_in_use', 'the first request with this Idempotency-Key is still being answered');
-  }
+  if (kept.state === 'in_progress' || answering.has(id)) throw inUse();
+  const pending: IdempotentRequest = {
+    record: {
+      caller_id: callerId,
+      idem_key: key,
+      fingerprint,
+      created_at: now.toISOString(),
+      expired_before: lookup.expiredBefore,
+      stale_before: lookup.staleBefore,
+    },
+    replyOf,
+  };
+  answering.add(id);
   let reply: IdempotentReply;
   try {
-    reply = await answer();
-  } catch (err) {
-    await store.idempotency.release(callerId, key).catch(() => undefined);
-    throw err;
+    reply = await answerIdempotently(pending, answer);
+  } finally {
+    answering.delete(id);
   }
-  // The answer exists (a signature is already recorded): hand it out even if remembering it fails. A retry then
-  // finds the key in progress (409) until it goes stale, rather than losing this answer now.
-  await store.idempotency
-    .complete(callerId, key, JSON.stringify(reply), new Date().toISOString())
-    .catch(() => undefined);
+  if (pending.taken === undefined) {
+    // The answer exists (a pending request is already open): hand it out even if remembering it fails. A retry
+    // then opens no second request either (the service finds the open one by its digest).
+    await store.idempotency.remember({ ...pending.record, reply: JSON.stringify(reply) }).catch(() => undefined);
+  }
   return reply;
+}
+
+function inUse(): ApiError {
+  return new ApiError('idempotency_key_in_use', 'the first request with this Idempotency-Key is still being answered');
+}
+
+/**
+ * A kept answer as it was first sent: a reply written in its `signed` entry's commit gets the entry's log index
+ * back (the Signbridge-Log-Index of a signature, each signed item's log_index in a batch).
+ */
+function replayOf({ reply, logSeq }: KeptReply): IdempotentReply {
+  const kept = JSON.parse(reply) as IdempotentReply;
+  if (logSeq === null) return kept;
+  const logIndex = logSeq - 1;
+  const results = (kept.body as { results?: unknown } | null)?.results;
+  if (!Array.isArray(results)) return { ...kept, logIndex };
+  return {
+    ...kept,
+    body: {
+      ...(kept.body as object),
+      results: results.map((r: object) => ('signature' in r ? { ...r, log_index: logIndex } : r)),
+    },
+  };
 }

@@ -17,6 +17,7 @@ import type { EventInput } from '../store/records/event-kinds.js';
 import type { AuditEntryInput, CompletedBatch, KeyRecord, Store } from '../store/store.js';
 import { BatchTree } from '../transparency/batch-tree.js';
 import { signatureSha256Of } from '../transparency/verify/batch-item.js';
+import { answeringIdempotently, idempotencyRecordOf } from './idempotent-request.js';
 import type { Audit } from './service-audit.js';
 import type { Signed, SignOutcomeObserver } from './sign-outcome.js';
 import { timeOrderedId } from './time-ordered-id.js';
@@ -182,6 +183,12 @@ export class SignatureRecorder {
       const at = this.now();
       const { id, audit, signatureSha256 } = this.signedEntry(key, callerId, action, details, at, signature);
       const events = [...(signedEvent ? [signedEvent(id)] : []), ...(completes?.events(id) ?? [])];
+      // A request with an Idempotency-Key: its record rides in this commit (never ahead: it holds the signature).
+      // Not for a held request's signature, whose answer names the request: the door keeps that one itself.
+      const idempotency =
+        signature && completes === undefined
+          ? idempotencyRecordOf([{ kind: 'signed', signature, keyId: key.id, algorithm, signatureId: id }])
+          : undefined;
       const written = this.store.signatures.recordSigned(
         audit,
         signatureSha256,
@@ -192,6 +199,7 @@ export class SignatureRecorder {
             signature: signature.toString('base64'),
             updated_at: at.toISOString(),
           },
+        idempotency,
       );
       return { id, written };
     };
@@ -201,6 +209,7 @@ export class SignatureRecorder {
       signedEvent === undefined &&
       toldByLog === undefined &&
       completes === undefined &&
+      !answeringIdempotently() &&
       this.keyStores.outageOf(key.keyStore) === undefined
         ? record()
         : undefined;
@@ -308,6 +317,12 @@ export class SignatureRecorder {
       },
     };
     const ids = made.map((m) => batchSignatureId(id, m.index));
+    const signed = made.map(
+      (m, i): Signed => ({ kind: 'signed', signature: m.signature, keyId: key.id, algorithm, signatureId: ids[i] }),
+    );
+    // A sign_batch with an Idempotency-Key: its record rides in this commit (not an approved held batch's).
+    const batchId = typeof batch.batch.id === 'string' ? batch.batch.id : undefined;
+    const idempotency = completes === undefined ? idempotencyRecordOf(signed, batchId) : undefined;
     const seconds = () => (performance.now() - start) / 1000;
     let seq: number | undefined;
     try {
@@ -326,6 +341,7 @@ export class SignatureRecorder {
             })),
           ),
         },
+        idempotency,
       );
     } catch (err) {
       for (const _ of made) this.observe('failed', algorithm, key.tenantId, seconds());
@@ -334,14 +350,7 @@ export class SignatureRecorder {
     // Its events are read from the entry just committed: the dispatcher passes soon (as an outbox row's writer nudges it).
     if (toldByLog) this.store.events.onWritten?.();
     for (const _ of made) this.observe('signed', algorithm, key.tenantId, seconds());
-    return made.map((m, i) => ({
-      kind: 'signed',
-      signature: m.signature,
-      keyId: key.id,
-      algorithm,
-      signatureId: ids[i] as string,
-      ...(seq !== undefined && { logIndex: seq - 1 }),
-    }));
+    return signed.map((one) => (seq !== undefined ? { ...one, logIndex: seq - 1 } : one));
   }
 
   /**

@@ -22,7 +22,7 @@ import type { ExceptionStore } from './vulnerabilities/exception-store.js';
 import type { VulnerabilityStore } from './vulnerabilities/vulnerability-store.js';
 
 export type { SignatureLookup, SignatureRecord } from './audit/signature-store.js';
-export type { CompletedBatch } from './commit/group-commit.js';
+export type { CompletedBatch, IdempotencyRecordRow } from './commit/group-commit.js';
 export type { RequestCount } from './counters/request-count-store.js';
 export type { ApiKeyRecord } from './records/api-key.js';
 export type { AuditContent, AuditEntry, AuditEntryInput, AuditEntryInputOf } from './records/audit-entry.js';
@@ -36,7 +36,7 @@ export {
   WAITING_STATUSES,
 } from './records/signing-request.js';
 export type { KeyImportRecord, KeyRecord, TenantRecord } from './records/tenant-key.js';
-export type { IdempotencyClaim, IdempotencyState } from './requests/idempotency-store.js';
+export type { IdempotencyLookup, IdempotencyState, KeptReply } from './requests/idempotency-store.js';
 export { ConflictError } from './store-errors.js';
 export type { ExceptionRecord } from './vulnerabilities/exception-store.js';
 export type { StoredVulnerability } from './vulnerabilities/vulnerability-store.js';

@@ -48,6 +48,8 @@ export interface Database
     reply: string | null;
     created_at: string;
     updated_at: string;
+    /** Migration 0033: the seq of the `signed` entry whose commit wrote the record (its answer's log index + 1). */
+    log_seq: number | null;
   };
   api_keys: {
     id: string;

@@ -1,9 +1,12 @@
 // Idempotency-Key on sign and pkcs11_sign: a retried request gets the first answer again (the same signature, the
 // same pending request) and nothing is signed or recorded twice; another request under the same key is refused.
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 import { RulesPolicyEngine } from '../../src/policy/rules-engine.js';
+import type { WriteBatch } from '../../src/store/commit/group-commit.js';
+import type { Database } from '../../src/store/tables.js';
 import { startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
@@ -114,22 +117,79 @@ describe('Idempotency-Key', () => {
     expect(res.body.reason).toMatch(/Idempotency-Key must be 1 to 255 printable ASCII/);
   });
 
-  it('lets a retry take over a claim left in progress by a process that died', async () => {
-    const at = new Date('2026-01-01T00:00:00Z');
-    const claim = { callerId: 'c', key: 'k', fingerprint: 'f', at: at.toISOString() };
-    const old = { staleBefore: '2025-12-31T23:58:00.000Z', expiredBefore: '2025-12-31T00:00:00.000Z' };
-    expect(await svc.store.idempotency.claim({ ...claim, ...old })).toEqual({ state: 'claimed' });
-    expect(await svc.store.idempotency.claim({ ...claim, ...old })).toEqual({ state: 'in_progress' });
-    const later = {
-      at: '2026-01-01T00:03:00.000Z',
-      staleBefore: '2026-01-01T00:01:00.000Z',
-      expiredBefore: old.expiredBefore,
-    };
-    expect(await svc.store.idempotency.claim({ ...claim, ...later })).toEqual({ state: 'claimed' });
-    await svc.store.idempotency.complete('c', 'k', '{"status":200,"body":{}}', later.at);
-    expect(await svc.store.idempotency.claim({ ...claim, ...later })).toEqual({
-      state: 'done',
-      reply: '{"status":200,"body":{}}',
+  it('lets a retry take over a claim left in progress by a process that died (an older release claimed first)', async () => {
+    const db = (svc.store as unknown as { db: Kysely<Database> }).db;
+    const at = '2026-01-01T00:00:00.000Z';
+    await db
+      .insertInto('sign_idempotency')
+      .values({
+        caller_id: 'c',
+        idem_key: 'k',
+        fingerprint: 'f',
+        reply: null,
+        created_at: at,
+        updated_at: at,
+        log_seq: null,
+      })
+      .execute();
+    const lookup = { callerId: 'c', key: 'k', fingerprint: 'f', expiredBefore: '2025-12-31T00:00:00.000Z' };
+    expect(await svc.store.idempotency.look({ ...lookup, staleBefore: '2025-12-31T23:58:00.000Z' })).toEqual({
+      state: 'in_progress',
     });
+    const later = { ...lookup, staleBefore: '2026-01-01T00:01:00.000Z' };
+    expect(await svc.store.idempotency.look(later)).toEqual({ state: 'absent' });
+    const reply = '{"status":200,"body":{}}';
+    const record = { caller_id: 'c', idem_key: 'k', fingerprint: 'f', reply, created_at: '2026-01-01T00:03:00.000Z' };
+    await svc.store.idempotency.remember({
+      ...record,
+      expired_before: lookup.expiredBefore,
+      stale_before: later.staleBefore,
+    });
+    expect(await svc.store.idempotency.look(later)).toEqual({ state: 'done', reply, logSeq: null });
+  });
+
+  // Issue 46: the claim's INSERT and the answer's UPDATE are gone; the record rides in the `signed` entry's commit.
+  it('writes one transaction per signature with a key: its record in the group commit of its entry', async () => {
+    const store = svc.store as unknown as { db: Kysely<Database>; commitWrites: (w: WriteBatch) => Promise<unknown> };
+    const commits = vi.spyOn(store, 'commitWrites');
+    const statements = vi.spyOn(store.db.getExecutor(), 'executeQuery');
+    try {
+      const first: Array<{ body: Record<string, unknown>; headers: Record<string, unknown> }> = [];
+      for (const n of [1, 2, 3]) {
+        const res = await sign(`one-commit-${n}`, {
+          action: 'pkcs11_sign',
+          hash: hashOf(`one-commit-${n}`),
+          algorithm: undefined,
+        });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        first.push(res);
+      }
+      const writesOfTheirOwn = statements.mock.calls.filter(([query]) => !/^\s*select/i.test(query.sql));
+      expect(writesOfTheirOwn.map(([query]) => query.sql)).toEqual([]);
+      expect(commits.mock.calls.map(([w]) => w.idempotency.length)).toEqual([1, 1, 1]);
+      // And a replay still answers with the first signature and its log index.
+      for (const n of [1, 2, 3]) {
+        const again = await sign(`one-commit-${n}`, {
+          action: 'pkcs11_sign',
+          hash: hashOf(`one-commit-${n}`),
+          algorithm: undefined,
+        });
+        expect(again.body).toEqual(first[n - 1]?.body);
+        expect(again.headers['signbridge-log-index']).toBe(first[n - 1]?.headers['signbridge-log-index']);
+        expect(again.headers['signbridge-log-index']).toBeDefined();
+      }
+    } finally {
+      commits.mockRestore();
+      statements.mockRestore();
+    }
+  });
+
+  it('keeps a sign_batch answer in the commit of its entry and replays it with each log_index', async () => {
+    const body = { action: 'sign_batch', hashes: [hashOf('b1'), hashOf('b2')], algorithm: 'ECDSA_SHA_256' };
+    const first = await sign('batch-1', body);
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    const again = await sign('batch-1', body);
+    expect(again.body).toEqual(first.body);
+    expect((first.body.results as Array<{ log_index: number }>)[0]?.log_index).toBeTypeOf('number');
   });
 });

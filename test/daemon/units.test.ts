@@ -5,7 +5,7 @@ import { createPrivateKey, generateKeyPairSync, sign as nodeSign, randomBytes } 
 import { chmodSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { CertificateStore } from '../../daemon/certificate-store.js';
 import { DaemonConfigError, resolveDaemonConfig } from '../../daemon/config.js';
 import { apiKeyFromEnv, apiKeyFromFile, CredentialError } from '../../daemon/credentials.js';
@@ -119,7 +119,7 @@ describe('status mapping', () => {
 });
 
 describe('credentials', () => {
-  it('reads a 0600 key file, re-reads it when it changes, refuses wider modes', () => {
+  it('reads a 0600 key file, re-reads it when it changes, refuses wider modes', async () => {
     const dir = tmp();
     const path = join(dir, 'key');
     writeFileSync(path, 'sbk_first\n', { mode: 0o600 });
@@ -128,10 +128,11 @@ describe('credentials', () => {
     expect(source.description).toBe(`file ${path}`);
     writeFileSync(path, 'sbk_second_longer\n');
     utimesSync(path, new Date(), new Date(Date.now() + 5000));
-    expect(source.get()).toBe('sbk_second_longer');
+    // Seen when the watch on its folder tells (or within a second: daemon/credentials.ts).
+    await vi.waitFor(() => expect(source.get()).toBe('sbk_second_longer'), { timeout: 5000 });
     chmodSync(path, 0o640);
     utimesSync(path, new Date(), new Date(Date.now() + 10_000));
-    expect(() => source.get()).toThrow(/mode 640/);
+    await vi.waitFor(() => expect(() => source.get()).toThrow(/mode 640/), { timeout: 5000 });
     expect(() => apiKeyFromFile(join(dir, 'absent'))).toThrow(CredentialError);
     writeFileSync(join(dir, 'empty'), '\n', { mode: 0o600 });
     expect(() => apiKeyFromFile(join(dir, 'empty'))).toThrow(/empty/);

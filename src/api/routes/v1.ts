@@ -10,7 +10,7 @@ import type { ExceptionService, ExceptionStatus } from '../../signing/exception-
 import { describeHeld } from '../../signing/held-description.js';
 import type { KeyImportService } from '../../signing/key-import-service.js';
 import { signDigest, signDigests } from '../../signing/signing-entry.js';
-import type { BatchOutcome, SigningService, SignOutcome } from '../../signing/signing-service.js';
+import type { BatchItem, BatchOutcome, Signed, SigningService, SignOutcome } from '../../signing/signing-service.js';
 import { ACTION_ROLES, ACTIONS, type Action } from '../../store/records/roles.js';
 import type { ExceptionRecord, Store } from '../../store/store.js';
 import { batchItemProof } from '../../transparency/batch-item-proof.js';
@@ -421,10 +421,18 @@ export async function v1Routes(app: FastifyInstance, opts: V1Options): Promise<v
         const key =
           IDEMPOTENT_ACTIONS.has(action) && body.request_id === undefined ? idempotencyKeyOf(request) : undefined;
         const result = key
-          ? await answerOnce(opts.store, callerOf(request).id, key, { action, body }, now(), async () => {
-              const answered = await handlers[action](body, request);
-              return isReply(answered) ? answered : { status: SUCCESS_STATUS[action] ?? 200, body: answered };
-            })
+          ? await answerOnce(
+              opts.store,
+              callerOf(request).id,
+              key,
+              { action, body },
+              now(),
+              async () => {
+                const answered = await handlers[action](body, request);
+                return isReply(answered) ? answered : { status: SUCCESS_STATUS[action] ?? 200, body: answered };
+              },
+              (signed, batchId) => keptReplyOf(action, body, request, signed, batchId, opts.publicUrl),
+            )
           : await handlers[action](body, request);
         if (isReply(result)) {
           const log = app.transparencyLog;
@@ -484,6 +492,30 @@ export function signOutcome(outcome: SignOutcome, publicUrl: string | undefined)
     },
     ...(outcome.logIndex !== undefined && { logIndex: outcome.logIndex }),
   };
+}
+
+/**
+ * The reply an idempotent request keeps when a `signed` entry records its signatures (src/api/idempotency.ts),
+ * worded as the handler words it, without the log index the entry's commit assigns: `sign` and `pkcs11_sign`'s one
+ * signature; a `sign_batch` whose every digest was signed (one that failed somewhere is kept after its answer).
+ */
+function keptReplyOf(
+  action: Action,
+  body: Record<string, unknown>,
+  request: FastifyRequest,
+  signed: readonly Signed[],
+  batchId: string | undefined,
+  publicUrl: string | undefined,
+): string | undefined {
+  if (action !== 'sign_batch') {
+    const [one] = signed;
+    return signed.length === 1 && one ? JSON.stringify(signOutcome(one, publicUrl)) : undefined;
+  }
+  const [first] = signed;
+  if (batchId === undefined || !first || signed.length !== (body.hashes as unknown[]).length) return undefined;
+  const items = signed.map((one): BatchItem => ({ kind: 'signed', signed: one }));
+  const outcome = { kind: 'signed' as const, batchId, keyId: first.keyId, algorithm: first.algorithm, items };
+  return JSON.stringify({ status: 200, body: batchBody(body.tenant_id as string, outcome, request) });
 }
 
 /** SignBatchResponse: each item's signature, or its own error (logged here as the error handler would). */

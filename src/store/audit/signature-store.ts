@@ -3,7 +3,14 @@
 // a batch's items (migration 0029). The signatures and signature_lookups tables keep their rows from before 0030.
 import { sql } from 'kysely';
 import type { SigningAlgorithm } from '../../crypto/algorithms.js';
-import type { BatchItemRow, LookupRow, RequestCompletion, SignatureWithEntry, Write } from '../commit/group-commit.js';
+import type {
+  BatchItemRow,
+  IdempotencyRecordRow,
+  LookupRow,
+  RequestCompletion,
+  SignatureWithEntry,
+  Write,
+} from '../commit/group-commit.js';
 import { outboxRows } from '../events/event-store.js';
 import type { AuditEntryInput } from '../records/audit-entry.js';
 import type { EventInput } from '../records/event-kinds.js';
@@ -92,7 +99,8 @@ export class SignatureStore extends StorePart {
   /**
    * Records a signature made at once: its `signed` entry `audit` (details.signature_id, key, algorithm, digest) is
    * its record, with the signature's SHA-256 on the entry's row when known (`signatureSha256`; else recordLookup
-   * sets it later), the events (signature.signed) and the held request it completes (`completes`: an approval), all
+   * sets it later), the events (signature.signed), the held request it completes (`completes`: an approval) and the
+   * idempotency record of the request it answers (`idempotency`, src/api/idempotency.ts), all
    * in one transaction. Resolves to the entry's seq. Nothing else is written (issue 46: one row per signature).
    *
    * Group commit: entries written in the same event-loop turn go to the database in one transaction, so concurrent
@@ -104,6 +112,7 @@ export class SignatureStore extends StorePart {
     signatureSha256?: Buffer,
     events?: readonly EventInput[],
     completes?: RequestCompletion,
+    idempotency?: IdempotencyRecordRow,
   ): Promise<number | undefined> {
     const told = events && events.length > 0 ? outboxRows(events, audit.at) : undefined;
     if (told) this.ctx.events.onWritten?.();
@@ -112,6 +121,7 @@ export class SignatureStore extends StorePart {
       audit,
       ...(signatureSha256 && { lookup: { signature_sha256: signatureSha256.toString('hex') } }),
       ...(completes && { completes }),
+      ...(idempotency && { idempotency }),
     });
   }
 
@@ -176,6 +186,7 @@ export class SignatureStore extends StorePart {
     items: readonly BatchItemRecord[],
     events: readonly EventInput[],
     completes?: RequestCompletion,
+    idempotency?: IdempotencyRecordRow,
   ): Promise<number | undefined> {
     const told = events.length > 0 ? outboxRows(events, audit.at) : undefined;
     if (told) this.ctx.events.onWritten?.();
@@ -190,6 +201,7 @@ export class SignatureStore extends StorePart {
         }),
       ),
       ...(completes && { completes }),
+      ...(idempotency && { idempotency }),
     });
   }
 

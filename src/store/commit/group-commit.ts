@@ -62,6 +62,28 @@ export interface CompletedBatch {
   >;
 }
 
+/**
+ * The idempotency record of a request with an `Idempotency-Key` that signed at once (src/api/idempotency.ts),
+ * written in the commit of its `signed` entry (migration 0033): no claim or answer of its own (issue 46). `reply`
+ * is the answer without its log index, which is the entry's seq - 1 (`log_seq`, set by the commit). A live record of
+ * the same key (another instance answered it meanwhile) is left as it is; an expired one, or a claim left in
+ * progress by a process that died (`stale_before`, an older release's), is replaced.
+ */
+export interface IdempotencyRecordRow {
+  caller_id: string;
+  idem_key: string;
+  fingerprint: string;
+  reply: string;
+  created_at: string;
+  /** A record created before this has expired. */
+  expired_before: string;
+  /** A claim in progress last touched before this was left by a process that died. */
+  stale_before: string;
+}
+
+/** An idempotency record on the seq of the audit entry at index `audit` of its group commit. */
+export type IdempotencyOnEntry = IdempotencyRecordRow & { audit: number };
+
 /** A completion on the seq of the audit entry at index `audit` of its batch: the first of its write's entries. */
 export type CompletionOnEntry = RequestCompletion & { audit: number };
 
@@ -130,6 +152,8 @@ export interface PendingWrite {
   records?: SignatureWithEntry[];
   /** The held request this write's signatures complete, on the seqs of this write's audit entries. */
   completes?: RequestCompletion;
+  /** The idempotency record of the request this write's `audit` entry answers, on that entry's seq (migration 0033). */
+  idempotency?: IdempotencyRecordRow;
   /** Settles with the seq assigned to this write's audit entry (undefined without one). */
   resolve: (seq: number | undefined) => void;
   reject: (err: unknown) => void;
@@ -150,6 +174,8 @@ export interface WriteBatch {
   completions: CompletionOnEntry[];
   /** The items of batch entries among `audits`, each on the seq of its entry. */
   batchItems: BatchItemOnEntry[];
+  /** The idempotency records of requests answered by entries among `audits`, each on the seq of its entry. */
+  idempotency: IdempotencyOnEntry[];
 }
 
 export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[]): WriteBatch {
@@ -160,6 +186,7 @@ export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[])
     lookups: [],
     completions: [],
     batchItems: [],
+    idempotency: [],
   };
   for (const w of writes) {
     if (w.events) batch.events.push(...w.events);
@@ -169,6 +196,7 @@ export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[])
     if (w.audit) {
       if (w.lookup) batch.lookups.push({ ...w.lookup, audit: batch.audits.length });
       for (const item of w.batchItems ?? []) batch.batchItems.push({ ...item, audit: batch.audits.length });
+      if (w.idempotency) batch.idempotency.push({ ...w.idempotency, audit: batch.audits.length });
       batch.audits.push(w.audit);
     }
     for (const r of w.records ?? []) {
@@ -184,6 +212,23 @@ export function toWriteBatch(writes: Omit<PendingWrite, 'resolve' | 'reject'>[])
  * `lookups` split by when their entry was committed: in this batch (by the entry's index among `audits`: set in its
  * INSERT) or earlier (by seq: set by an UPDATE of its row).
  */
+/**
+ * Writes an idempotency record in its entry's commit (both dialects, sqlite-writer.cjs has the same): a live record
+ * of the key is kept, an expired one or a dead claim replaced (IdempotencyRecordRow).
+ */
+export const UPSERT_IDEMPOTENCY_SQL =
+  'INSERT INTO sign_idempotency (caller_id, idem_key, fingerprint, reply, created_at, updated_at, log_seq) ' +
+  'VALUES (@caller_id, @idem_key, @fingerprint, @reply, @created_at, @created_at, @log_seq) ' +
+  'ON CONFLICT (caller_id, idem_key) DO UPDATE SET fingerprint = excluded.fingerprint, reply = excluded.reply, ' +
+  'created_at = excluded.created_at, updated_at = excluded.updated_at, log_seq = excluded.log_seq ' +
+  'WHERE sign_idempotency.created_at < @expired_before ' +
+  'OR (sign_idempotency.reply IS NULL AND sign_idempotency.updated_at < @stale_before)';
+
+/** The parameters of UPSERT_IDEMPOTENCY_SQL for a record on the entry with seq `firstSeq + audit`. */
+export function idempotencyRow({ audit, ...row }: IdempotencyOnEntry, firstSeq: number) {
+  return { ...row, log_seq: firstSeq + audit };
+}
+
 export function signatureHashesOf(lookups: WriteBatch['lookups']): {
   onEntry: Map<number, string>;
   later: LookupRow[];

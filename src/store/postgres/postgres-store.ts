@@ -226,6 +226,7 @@ END $$`)
     lookups,
     completions,
     batchItems,
+    idempotency,
   }: WriteBatch): Promise<number | undefined> {
     const { onEntry, later } = signatureHashesOf(lookups);
     // Each entry carries its signature's hash (migration 0030): the function inserts it with the entry's row.
@@ -242,6 +243,7 @@ END $$`)
       JSON.stringify(events),
       JSON.stringify(completions),
       JSON.stringify(batchItems),
+      JSON.stringify(idempotency),
     ]);
     const first = rows[0]?.first;
     return first === null || first === undefined ? undefined : Number(first);
@@ -250,12 +252,14 @@ END $$`)
 
 const CACHE_EPOCH_SQL = 'SELECT n FROM cache_epoch WHERE id = 1';
 /**
- * Migration 0030's function, one round trip for everything a group commit writes: the entries with their
- * signatures' hashes, the hashes of entries written ahead, events, completed requests, batch items. v2 to v5 stay
- * for instances on older code during a rolling upgrade.
+ * Migration 0033's function, one round trip for everything a group commit writes: the entries with their
+ * signatures' hashes, the hashes of entries written ahead, events, completed requests, batch items (v6, which it
+ * calls), and the idempotency records of the requests the entries answer. v2 to v6 stay for instances on older code
+ * during a rolling upgrade.
  */
 const GROUP_COMMIT_SQL =
-  'SELECT signbridge_group_commit_v6($1::bigint, $2::jsonb, $3::jsonb, $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb) AS first';
+  'SELECT signbridge_group_commit_v8($1::bigint, $2::jsonb, $3::jsonb, $4::jsonb, $5::jsonb, $6::jsonb, $7::jsonb, ' +
+  '$8::jsonb) AS first';
 
 /** A pg client that knows when it began to connect, so that connecting and its first round trip share one wait. */
 class TimedClient extends pg.Client {

@@ -110,7 +110,7 @@ export class RetentionStore {
 
   /**
    * Deletes up to `limit` idempotency records created before `before` (oldest first); returns how many. A record
-   * that old already counts as absent (idempotency.claim's expiredBefore), so deleting it changes no answer.
+   * that old already counts as absent (idempotency.look's expiredBefore), so deleting it changes no answer.
    */
   async pruneIdempotencyKeys(before: string, limit: number): Promise<number> {
     const deleted = await sql`

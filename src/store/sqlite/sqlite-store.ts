@@ -8,8 +8,10 @@ import {
   type BatchItemOnEntry,
   type CompletedRequestRow,
   completedRequestRow,
+  idempotencyRow,
   type LookupRow,
   signatureHashesOf,
+  UPSERT_IDEMPOTENCY_SQL,
   type Write,
   type WriteBatch,
 } from '../commit/group-commit.js';
@@ -206,8 +208,9 @@ class SqliteStore extends KyselyStore {
       const setSignatureHash = this.sqlite.prepare<{ seq: number; signature_sha256: Buffer }>(SET_SIGNATURE_HASH_SQL);
       const completeRequest = this.sqlite.prepare<CompletedRequestRow>(COMPLETE_REQUEST_SQL);
       const insertBatchItem = this.sqlite.prepare<Database['batch_items']>(INSERT_BATCH_ITEM_SQL);
+      const upsertIdempotency = this.sqlite.prepare<ReturnType<typeof idempotencyRow>>(UPSERT_IDEMPOTENCY_SQL);
       const batch = this.sqlite.transaction(
-        ({ signatures, audits, events, lookups, completions, batchItems }: WriteBatch) => {
+        ({ signatures, audits, events, lookups, completions, batchItems, idempotency }: WriteBatch) => {
           for (const row of signatures) insertSignature.run(row);
           const { onEntry, later } = signatureHashesOf(lookups);
           for (const l of later) {
@@ -228,6 +231,7 @@ class SqliteStore extends KyselyStore {
           for (const row of events) insertEvent.run(row);
           for (const c of completions) completeRequest.run(completedRequestRow(c, Number(firstSeq)));
           for (const item of batchItems) insertBatchItem.run(batchItemRow(item, Number(firstSeq)));
+          for (const record of idempotency) upsertIdempotency.run(idempotencyRow(record, Number(firstSeq)));
           return firstSeq;
         },
       );

@@ -65,6 +65,16 @@ function prepare() {
       digest: Buffer.from(item.digest, 'hex'),
       signature_sha256: Buffer.from(item.signature_sha256, 'hex'),
     });
+  // The idempotency record of the request an entry answers (migration 0033): group-commit.ts's
+  // UPSERT_IDEMPOTENCY_SQL, which this CommonJS thread cannot import.
+  const upsertIdempotency = db.prepare(
+    'INSERT INTO sign_idempotency (caller_id, idem_key, fingerprint, reply, created_at, updated_at, log_seq) ' +
+      'VALUES (@caller_id, @idem_key, @fingerprint, @reply, @created_at, @created_at, @log_seq) ' +
+      'ON CONFLICT (caller_id, idem_key) DO UPDATE SET fingerprint = excluded.fingerprint, reply = excluded.reply, ' +
+      'created_at = excluded.created_at, updated_at = excluded.updated_at, log_seq = excluded.log_seq ' +
+      'WHERE sign_idempotency.created_at < @expired_before ' +
+      'OR (sign_idempotency.reply IS NULL AND sign_idempotency.updated_at < @stale_before)',
+  );
   const hashOf = (lookup) => (lookup ? Buffer.from(lookup.signature_sha256, 'hex') : null);
   // IMMEDIATE: the write lock is taken before the chain's head is read (sqlite-store.ts says why).
   // Returns the seq of the batch's first audit entry; the others follow in the writes' order.
@@ -101,6 +111,7 @@ function prepare() {
       const first = i;
       if (w.audit) {
         if (w.batchItems) for (const item of w.batchItems) batchItem(item, rows[i].seq);
+        if (w.idempotency) upsertIdempotency.run({ ...w.idempotency, log_seq: rows[i].seq });
         i++;
       }
       i += w.records?.length ?? 0;
