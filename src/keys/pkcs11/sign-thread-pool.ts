@@ -149,11 +149,16 @@ export class SignThreadPool {
     const sliceCount = Math.max(1, Math.min(this.threads.length, Math.floor(inputs.length / MIN_SLICE)));
     const threads = [...this.threads].sort((a, b) => a.load - b.load).slice(0, sliceCount);
     const perSlice = Math.ceil(inputs.length / sliceCount);
-    const answers = await Promise.all(
+    // Every slice settles before a failure is thrown: a caller that signs again at once then finds each thread
+    // that died with its slice already replaced, not one still on its way out.
+    const settled = await Promise.allSettled(
       threads.map((thread, i) =>
         this.signSlice(thread, mechanism, handle, inputs.slice(i * perSlice, (i + 1) * perSlice), inputLength),
       ),
     );
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    const answers = settled.map((s) => (s as PromiseFulfilledResult<ThreadSignatures>).value);
     const results = answers.flatMap((a) => a.results);
     const tokenMs = answers.reduce((sum, a) => sum + a.tokenMs * a.results.length, 0) / Math.max(results.length, 1);
     return { results, tokenMs };
