@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { until } from '../test/helpers/wait.js';
+import { countCpu } from './cpu.js';
 import { signLoad } from './sign-load.js';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 60);
@@ -58,13 +59,19 @@ try {
   if (added.code !== 0) throw new Error(`webhook add: ${added.stderr}`);
   log(`signing at c=32 for ${seconds} s, one subscription to every kind, workers: ${workers ?? 'none'}`);
   const start = Date.now();
+  const signing = countCpu([server.child.pid as number]);
   const result = await signLoad({ url: server.url, signer, tenantId: 'lag', connections: 32, duration: seconds });
   const stopped = Date.now();
   const signed = result.requests.total - result.non2xx - result.errors;
   const duringLoad = arrivals.filter((a) => a.at <= stopped);
   const backlog = signed - duringLoad.length;
+  // CPU while signing, per signature (the service's, and this process's: autocannon and the receiver).
+  const cpuSigning = signing((stopped - start) / 1000 > 0 ? signed : 0, (stopped - start) / 1000);
+  const draining = countCpu([server.child.pid as number]);
   await until(`${signed} events received`, () => (arrivals.length >= signed ? true : undefined), 600_000);
   const drainMs = Date.now() - stopped;
+  // The service's CPU per event once signing stopped: what delivering one event costs on its own.
+  const cpuDraining = draining(Math.max(1, arrivals.length - duringLoad.length), drainMs / 1000);
   const lags = arrivals.map((a) => a.lagMs);
   const last10 = arrivals.filter((a) => a.at > stopped - 10_000 && a.at <= stopped).map((a) => a.lagMs);
   const row = {
@@ -78,6 +85,9 @@ try {
     backlogAtStop: backlog,
     drainMs,
     errors: result.non2xx + result.errors,
+    serviceUsPerSignatureWhileSigning: cpuSigning.serviceUs,
+    benchUsPerSignatureWhileSigning: cpuSigning.loadUs,
+    serviceUsPerEventDraining: cpuDraining.serviceUs,
   };
   log(JSON.stringify(row));
   process.stdout.write(

@@ -43,7 +43,13 @@ export type DeliveryResult =
   | { outcome: 'failed'; status?: number; error: string };
 
 /** Sends one claimed delivery to its destination (webhook, chat, mail). Must not throw. */
-export type Deliver = (claim: DeliveryClaim) => Promise<DeliveryResult>;
+export type Deliver = ((claim: DeliveryClaim) => Promise<DeliveryResult>) & {
+  /**
+   * Closes the kept-alive connections of every subscription not in `active` (removed or paused); every one with
+   * none. Called with each pass's list of subscriptions, and with none once the dispatcher stops.
+   */
+  keepConnections?: (active: ReadonlySet<string>) => void;
+};
 
 export interface DispatcherSettings {
   /** Sleep between passes when idle (default 1000 ms). */
@@ -163,6 +169,7 @@ export class EventDispatcher {
     await this.running;
     await this.settled();
     await this.renewing;
+    this.deliver.keepConnections?.(new Set());
   }
 
   /** One pass now (tests, `admin webhook test`); resolves when the attempts it started are recorded. */
@@ -235,6 +242,7 @@ export class EventDispatcher {
     const iso = at.toISOString();
     const leaseUntil = new Date(at.getTime() + this.leaseMs).toISOString();
     const subscriptions = await this.store.events.listSubscriptions();
+    this.deliver.keepConnections?.(new Set(subscriptions.filter((s) => s.pausedAt === null).map((s) => s.id)));
     if (subscriptions.length === 0) return [];
     const start = this.turn++ % subscriptions.length;
     const wants: DeliveryWant[] = [];
