@@ -6,8 +6,10 @@
 // p50, p99 and max over the run and its p99 over the last 10 s of it (a backlog that grows shows there), how many
 // events were still to come when the load stopped (the backlog), and how long they took to drain. BENCH_WORKERS=N
 // runs the server with `--workers N`: the dispatcher then runs in the primary, a process of its own.
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { until } from '../test/helpers/wait.js';
@@ -39,8 +41,12 @@ const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port
 
 const dataDir = makeTempDir('sb-bench-event-lag-');
 const env = { SIGNBRIDGE_WEBHOOK_ALLOW: '127.0.0.1' };
+// BENCH_PER_SUBSCRIPTION: events.concurrencyPerSubscription (attempts in flight per subscription), else the default.
+const perSubscription = process.env.BENCH_PER_SUBSCRIPTION;
+const config = join(dataDir, 'config.yaml');
+writeFileSync(config, perSubscription ? `events:\n  concurrencyPerSubscription: ${perSubscription}\n` : '{}\n');
 const server: ServerProcess = await startServerProcess(
-  ['--data-dir', dataDir, ...(workers ? ['--workers', workers] : [])],
+  ['--config', config, '--data-dir', dataDir, ...(workers ? ['--workers', workers] : [])],
   env,
 );
 const percentile = (xs: number[], p: number) => {
@@ -57,7 +63,9 @@ try {
     env,
   );
   if (added.code !== 0) throw new Error(`webhook add: ${added.stderr}`);
-  log(`signing at c=32 for ${seconds} s, one subscription to every kind, workers: ${workers ?? 'none'}`);
+  log(
+    `signing at c=32 for ${seconds} s, one subscription to every kind, workers: ${workers ?? 'none'}, in flight per subscription: ${perSubscription ?? 'default'}`,
+  );
   const start = Date.now();
   const signing = countCpu([server.child.pid as number]);
   const result = await signLoad({ url: server.url, signer, tenantId: 'lag', connections: 32, duration: seconds });
