@@ -5,11 +5,15 @@
 // signature was recorded) to its arrival. Printed: signatures/s, events received per second while signing, the lag's
 // p50, p99 and max over the run and its p99 over the last 10 s of it (a backlog that grows shows there), how many
 // events were still to come when the load stopped (the backlog), and how long they took to drain. BENCH_WORKERS=N
-// runs the server with `--workers N`: the dispatcher then runs in the primary, a process of its own.
+// runs the server with `--workers N`: the dispatcher then runs in the primary, a process of its own. BENCH_BATCH=N
+// signs with `sign_batch` of N digests at 4 connections instead (as bench/batch-signing.ts): one event per item.
+// CPU per signature (the service's, and this process's: the load generator and the receiver) while signing, and the
+// service's per event while the backlog drains (bench/cpu.ts).
 import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import autocannon from 'autocannon';
 import { createApiKeyCli, postAction, runCli, type ServerProcess, startServerProcess } from '../test/helpers/cli.js';
 import { makeTempDir } from '../test/helpers/service.js';
 import { until } from '../test/helpers/wait.js';
@@ -18,6 +22,7 @@ import { signLoad } from './sign-load.js';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 60);
 const workers = process.env.BENCH_WORKERS;
+const batch = process.env.BENCH_BATCH ? Number(process.env.BENCH_BATCH) : undefined;
 const log = (msg: string) => process.stderr.write(`[bench:event-lag] ${msg}\n`);
 
 /** Each signature.signed received: when, and how late. */
@@ -64,13 +69,27 @@ try {
   );
   if (added.code !== 0) throw new Error(`webhook add: ${added.stderr}`);
   log(
-    `signing at c=32 for ${seconds} s, one subscription to every kind, workers: ${workers ?? 'none'}, in flight per subscription: ${perSubscription ?? 'default'}`,
+    `signing ${batch ? `sign_batch of ${batch} at c=4` : 'at c=32'} for ${seconds} s, one subscription to every kind, workers: ${workers ?? 'none'}, in flight per subscription: ${perSubscription ?? 'default'}`,
   );
   const start = Date.now();
   const signing = countCpu([server.child.pid as number]);
-  const result = await signLoad({ url: server.url, signer, tenantId: 'lag', connections: 32, duration: seconds });
+  const result = batch
+    ? await autocannon({
+        url: `${server.url}/v1/sign_batch`,
+        method: 'POST',
+        headers: { authorization: `Bearer ${signer}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          action: 'sign_batch',
+          tenant_id: 'lag',
+          algorithm: 'ECDSA_SHA_256',
+          hashes: Array.from({ length: batch }, () => Buffer.alloc(32, 7).toString('base64')),
+        }),
+        connections: 4,
+        duration: seconds,
+      })
+    : await signLoad({ url: server.url, signer, tenantId: 'lag', connections: 32, duration: seconds });
   const stopped = Date.now();
-  const signed = result.requests.total - result.non2xx - result.errors;
+  const signed = (result.requests.total - result.non2xx - result.errors) * (batch ?? 1);
   const duringLoad = arrivals.filter((a) => a.at <= stopped);
   const backlog = signed - duringLoad.length;
   // CPU while signing, per signature (the service's, and this process's: autocannon and the receiver).
