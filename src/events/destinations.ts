@@ -9,7 +9,7 @@
 import type { DeliveryClaim, SubscriptionRecord } from '../store/events/event-store.js';
 import type { EventRecord } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
-import type { Deliver, DeliveryResult } from './dispatcher.js';
+import { type Deliver, type DeliveryResult, perSubscriptionFromLog } from './dispatcher.js';
 import { mailMessage } from './formats/mail-message.js';
 import { slackMessage } from './formats/slack.js';
 import { standardWebhookRequest } from './formats/standard-webhooks.js';
@@ -47,7 +47,7 @@ export interface DestinationSettings {
   /** Absent: no SMTP server configured; mail subscriptions fail with a message that says so. */
   mailer?: Mailer;
   now?: () => Date;
-  /** Each subscription's kept-alive connections to its receiver (defaults: 16, closed after 4 s unused). */
+  /** Each subscription's kept-alive connections to its receiver (defaults: 64, closed after 4 s unused). */
   connections?: ReceiverConnectionBounds;
 }
 
@@ -59,8 +59,10 @@ export function destinationsFor(
   return destinations(store, {
     webhooks: config.webhooks,
     ...(config.smtp && { mailer: createMailer(config.smtp) }),
-    // As many connections per subscription as it has attempts in flight.
-    ...(config.events && { connections: { maxSockets: config.events.concurrencyPerSubscription } }),
+    // As many connections per subscription as it may have attempts in flight.
+    ...(config.events && {
+      connections: { maxSockets: perSubscriptionFromLog(config.events.concurrencyPerSubscription) },
+    }),
   });
 }
 

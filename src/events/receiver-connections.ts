@@ -9,7 +9,7 @@ import type { SubscriptionRecord } from '../store/events/event-store.js';
 import { type WebhookSendSettings, webhookConnections } from './webhook-sender.js';
 
 export interface ReceiverConnectionBounds {
-  /** Connections per subscription (default 16, the dispatcher's attempts in flight per subscription). */
+  /** Connections per subscription (default 64: its attempts in flight while the dispatcher reads a backlog). */
   maxSockets?: number;
   /** A connection unused this long is closed (default 4 s: below Node's 5 s keep-alive, a common receiver's). */
   idleMs?: number;
@@ -24,7 +24,7 @@ export class ReceiverConnections {
     private readonly settings: WebhookSendSettings,
     bounds: ReceiverConnectionBounds = {},
   ) {
-    this.maxSockets = Math.max(1, bounds.maxSockets ?? 16);
+    this.maxSockets = Math.max(1, bounds.maxSockets ?? 64);
     this.idleMs = Math.max(1, bounds.idleMs ?? 4000);
   }
 

@@ -248,6 +248,51 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
   );
 });
 
+describe('attempts in flight for a backlog read from the log', () => {
+  it('a subscription whose last read was delivered in full gets 4 x perSubscription in flight for the next', async () => {
+    const [store] = await sqlitePair();
+    await store.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000010', tenantId: 'fl' }));
+    // A receiver that holds every attempt until the test lets it go: how many are in flight at once is then the
+    // dispatcher's limit, not a race with the answers.
+    let inFlight = 0;
+    let most = 0;
+    const waiting: Array<() => void> = [];
+    const deliver: Deliver = async () => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise<void>((resolve) => waiting.push(resolve));
+      inFlight--;
+      return { outcome: 'delivered', status: 200 };
+    };
+    const releaseAll = () => {
+      for (const release of waiting.splice(0)) release();
+    };
+    const { d, delivered } = dispatcher(store, deliver, { ...FAST, perSubscription: 2, logBatch: 8 });
+    const first = await signAtOnce(store, 'fl', 8);
+    d.start();
+    try {
+      // The first read: 2 at a time (released one by one, so each slot is refilled from the same read).
+      await until('2 attempts in flight', () => (inFlight === 2 ? true : undefined));
+      while (!first.every((seq) => delivered.has(idOf(seq)))) {
+        waiting.shift()?.();
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(most).toBe(2);
+      // Delivered in full: the next read has 8 (4 x 2) in flight at once.
+      const second = await signAtOnce(store, 'fl', 16, 8);
+      await until('8 attempts in flight', () => (inFlight === 8 ? true : undefined));
+      while (!second.every((seq) => delivered.has(idOf(seq)))) {
+        releaseAll();
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(most).toBe(8);
+    } finally {
+      releaseAll();
+      await d.stop();
+    }
+  });
+});
+
 describe.skipIf(testPostgresUrl() === undefined)('events read from the log, two instances on PostgreSQL', () => {
   it('delivers each entry once between them', async () => {
     const [a, b] = await postgresPair();
