@@ -158,6 +158,20 @@ describe("a subscription's kept-alive connections", () => {
     expect(receiver.connections).toBe(2);
   });
 
+  it('an answer slower than the idle time-out still arrives: that time-out is for unused connections only', async () => {
+    const receiver = await countingReceiver((_req, res) => {
+      setTimeout(() => res.writeHead(204).end(), 300);
+    });
+    opened.push(receiver);
+    const settings: WebhookSendSettings = { allow: ['127.0.0.1'], timeoutMs: 5000 };
+    const connections = new ReceiverConnections(settings, { idleMs: 20 });
+    opened.push(connections);
+    const sub = subscription('sub_a', `http://127.0.0.1:${receiver.port}/hook`);
+    expect((await sendWebhook(sub.url, REQUEST, settings, connections.for(sub))).outcome).toBe('delivered');
+    // And, unused past it, the connection is closed.
+    await waitFor('the idle connection closed', () => receiver.closed === 1);
+  });
+
   it("closes a subscription's connections once it is removed or paused, and a paused one connects afresh", async () => {
     const receiver = await countingReceiver();
     opened.push(receiver);
