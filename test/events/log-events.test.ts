@@ -256,9 +256,11 @@ describe('attempts in flight for a backlog read from the log', () => {
     // dispatcher's limit, not a race with the answers.
     let inFlight = 0;
     let most = 0;
+    let started = 0;
     const waiting: Array<() => void> = [];
     const deliver: Deliver = async () => {
       inFlight++;
+      started++;
       most = Math.max(most, inFlight);
       await new Promise<void>((resolve) => waiting.push(resolve));
       inFlight--;
@@ -267,23 +269,31 @@ describe('attempts in flight for a backlog read from the log', () => {
     const releaseAll = () => {
       for (const release of waiting.splice(0)) release();
     };
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
     const { d, delivered } = dispatcher(store, deliver, { ...FAST, perSubscription: 2, logBatch: 8 });
     const first = await signAtOnce(store, 'fl', 8);
     d.start();
     try {
-      // The first read: 2 at a time (released one by one, so each slot is refilled from the same read).
+      // The first read: 2 at a time, released one by one (each slot refilled from the same read), up to its 8th
+      // attempt, which is held while the next entries are written: the next read then finds all of them.
       await until('2 attempts in flight', () => (inFlight === 2 ? true : undefined));
-      while (!first.every((seq) => delivered.has(idOf(seq)))) {
-        waiting.shift()?.();
-        await new Promise((resolve) => setImmediate(resolve));
+      while (started < 8) {
+        if (waiting.length === 2) waiting.shift()?.();
+        await turn();
       }
-      expect(most).toBe(2);
-      // Delivered in full: the next read has 8 (4 x 2) in flight at once.
+      // Every attempt of the first read has started: the most it had in flight at once.
+      const mostInFirstRead = most;
       const second = await signAtOnce(store, 'fl', 16, 8);
+      releaseAll();
+      await until('the first read delivered', () =>
+        first.every((seq) => delivered.has(idOf(seq))) ? true : undefined,
+      );
+      expect(mostInFirstRead).toBe(2);
+      // Delivered in full: the next read has 8 (4 x 2) in flight at once.
       await until('8 attempts in flight', () => (inFlight === 8 ? true : undefined));
       while (!second.every((seq) => delivered.has(idOf(seq)))) {
         releaseAll();
-        await new Promise((resolve) => setImmediate(resolve));
+        await turn();
       }
       expect(most).toBe(8);
     } finally {
