@@ -1,6 +1,7 @@
 // Sends one claimed delivery where its subscription points: a Standard Webhooks receiver (signed), a Slack or Teams
 // incoming webhook (a readable message with the console link), or mail. Every HTTP destination goes through the
-// same SSRF-safe sender (webhook-sender.ts); mail goes to the operator's SMTP server (mailer.ts).
+// same SSRF-safe sender (webhook-sender.ts), on the subscription's kept-alive connections (receiver-connections.ts);
+// mail goes to the operator's SMTP server (mailer.ts).
 //
 // Mail recipients: a signature waiting for a decision (signature.pending, signature.reminder) goes to the people
 // who can decide it, the tenant's approvers (or security reviewers for that stage) with an e-mail address the IdP
@@ -8,12 +9,13 @@
 import type { DeliveryClaim, SubscriptionRecord } from '../store/events/event-store.js';
 import type { EventRecord } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
-import type { Deliver, DeliveryResult } from './dispatcher.js';
+import { type Deliver, type DeliveryResult, perSubscriptionFromLog } from './dispatcher.js';
 import { mailMessage } from './formats/mail-message.js';
 import { slackMessage } from './formats/slack.js';
 import { standardWebhookRequest } from './formats/standard-webhooks.js';
 import { teamsMessage } from './formats/teams.js';
 import { createMailer, type Mailer } from './mailer.js';
+import { type ReceiverConnectionBounds, ReceiverConnections } from './receiver-connections.js';
 import type { SmtpSettings } from './smtp-settings.js';
 import { sendWebhook, type WebhookSendSettings } from './webhook-sender.js';
 import type { WebhookSettings } from './webhook-settings.js';
@@ -45,20 +47,31 @@ export interface DestinationSettings {
   /** Absent: no SMTP server configured; mail subscriptions fail with a message that says so. */
   mailer?: Mailer;
   now?: () => Date;
+  /** Each subscription's kept-alive connections to its receiver (defaults: 64, closed after 4 s unused). */
+  connections?: ReceiverConnectionBounds;
 }
 
 /** The dispatcher's Deliver for this service's configuration. */
-export function destinationsFor(store: Store, config: { webhooks: WebhookSettings; smtp?: SmtpSettings }): Deliver {
+export function destinationsFor(
+  store: Store,
+  config: { webhooks: WebhookSettings; smtp?: SmtpSettings; events?: { concurrencyPerSubscription: number } },
+): Deliver {
   return destinations(store, {
     webhooks: config.webhooks,
     ...(config.smtp && { mailer: createMailer(config.smtp) }),
+    // As many connections per subscription as it may have attempts in flight.
+    ...(config.events && {
+      connections: { maxSockets: perSubscriptionFromLog(config.events.concurrencyPerSubscription) },
+    }),
   });
 }
 
 export function destinations(store: Store, settings: DestinationSettings): Deliver {
   const now = settings.now ?? (() => new Date());
-  return async (claim: DeliveryClaim): Promise<DeliveryResult> => {
+  const receivers = new ReceiverConnections(settings.webhooks, settings.connections);
+  const deliver: Deliver = async (claim: DeliveryClaim): Promise<DeliveryResult> => {
     const { subscription, event } = claim;
+    const connections = receivers.for(subscription);
     try {
       switch (subscription.format) {
         case 'standard': {
@@ -67,12 +80,23 @@ export function destinations(store: Store, settings: DestinationSettings): Deliv
             subscription.url,
             standardWebhookRequest(event, subscription.secret, now()),
             settings.webhooks,
+            connections,
           );
         }
         case 'slack':
-          return await sendWebhook(subscription.url, chatRequest(event, slackMessage(event)), settings.webhooks);
+          return await sendWebhook(
+            subscription.url,
+            chatRequest(event, slackMessage(event)),
+            settings.webhooks,
+            connections,
+          );
         case 'teams':
-          return await sendWebhook(subscription.url, chatRequest(event, teamsMessage(event)), settings.webhooks);
+          return await sendWebhook(
+            subscription.url,
+            chatRequest(event, teamsMessage(event)),
+            settings.webhooks,
+            connections,
+          );
         case 'email': {
           if (!settings.mailer) {
             return {
@@ -89,6 +113,8 @@ export function destinations(store: Store, settings: DestinationSettings): Deliv
       return { outcome: 'retry', error: `could not send: ${(err as Error).message}` };
     }
   };
+  deliver.keepConnections = (active) => receivers.keepOnly(active);
+  return deliver;
 }
 
 /** Chat services take plain JSON; the event id still travels for whoever reads the receiver's logs. */

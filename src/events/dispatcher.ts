@@ -16,6 +16,10 @@
 // item of a batch entry (sign_batch), in item order. What a lease read holds the subscription's slots like leased
 // deliveries; once every attempt of it has ended, the cursor moves past the events sent (into a batch, when it
 // stopped inside one), and the attempts that failed are kept as delivery rows, retried from there like any other.
+// A subscription whose last read was delivered in full gets more attempts in flight for the next
+// (perSubscriptionFromLog, issue 46): under signing load an attempt waits mostly for turns of the two event loops,
+// not for the CPU, so a backlog drains only with more of them under way; a receiver that hangs or fails never got
+// there, or drops back.
 //
 // Failing and pausing: a subscription whose attempts fail gets one attempt in flight at a time until one succeeds
 // (a struggling receiver is not hammered, and holds one slot), and while a retry is scheduled its deliveries not
@@ -43,7 +47,13 @@ export type DeliveryResult =
   | { outcome: 'failed'; status?: number; error: string };
 
 /** Sends one claimed delivery to its destination (webhook, chat, mail). Must not throw. */
-export type Deliver = (claim: DeliveryClaim) => Promise<DeliveryResult>;
+export type Deliver = ((claim: DeliveryClaim) => Promise<DeliveryResult>) & {
+  /**
+   * Closes the kept-alive connections of every subscription not in `active` (removed or paused); every one with
+   * none. Called with each pass's list of subscriptions, and with none once the dispatcher stops.
+   */
+  keepConnections?: (active: ReadonlySet<string>) => void;
+};
 
 export interface DispatcherSettings {
   /** Sleep between passes when idle (default 1000 ms). */
@@ -63,6 +73,12 @@ export interface DispatcherSettings {
   leaseMs?: number;
   /** Attempts in flight at once for one subscription, from this instance (default 16). */
   perSubscription?: number;
+  /**
+   * Attempts in flight at once for the events read from the log of a subscription whose last read was delivered
+   * in full (default 4 x perSubscription): a healthy receiver with a backlog. Its connections are bounded by the
+   * same number (destinations.ts).
+   */
+  perSubscriptionFromLog?: number;
   /**
    * Events read from the log after a subscription's cursor at once (an entry each, or a batch's item each), and sent
    * through its slots before the cursor moves (default 256): one lease, one read and one cursor write for that many.
@@ -95,6 +111,7 @@ export class EventDispatcher {
   private readonly pollMs: number;
   private readonly leaseMs: number;
   private readonly perSubscription: number;
+  private readonly perSubscriptionFromLog: number;
   private readonly logBatch: number;
   private readonly concurrency: number;
   private timer: NodeJS.Timeout | undefined;
@@ -112,6 +129,8 @@ export class EventDispatcher {
   private turn = 0;
   /** The subscriptions whose cursor into the log this instance holds, with a batch of its entries being sent. */
   private readonly logBatches = new Map<string, Promise<void>>();
+  /** The subscriptions whose last read from the log was delivered in full: they get perSubscriptionFromLog. */
+  private readonly deliveredInFull = new Set<string>();
 
   constructor(
     private readonly store: Store,
@@ -131,6 +150,10 @@ export class EventDispatcher {
     this.idleMs = this.pollMs;
     this.leaseMs = settings.leaseMs ?? 60_000;
     this.perSubscription = Math.max(1, settings.perSubscription ?? 16);
+    this.perSubscriptionFromLog = Math.max(
+      this.perSubscription,
+      settings.perSubscriptionFromLog ?? perSubscriptionFromLog(this.perSubscription),
+    );
     this.logBatch = Math.max(1, settings.logBatch ?? 256);
     this.concurrency = Math.max(1, settings.concurrency ?? 256);
   }
@@ -163,6 +186,7 @@ export class EventDispatcher {
     await this.running;
     await this.settled();
     await this.renewing;
+    this.deliver.keepConnections?.(new Set());
   }
 
   /** One pass now (tests, `admin webhook test`); resolves when the attempts it started are recorded. */
@@ -235,6 +259,7 @@ export class EventDispatcher {
     const iso = at.toISOString();
     const leaseUntil = new Date(at.getTime() + this.leaseMs).toISOString();
     const subscriptions = await this.store.events.listSubscriptions();
+    this.deliver.keepConnections?.(new Set(subscriptions.filter((s) => s.pausedAt === null).map((s) => s.id)));
     if (subscriptions.length === 0) return [];
     const start = this.turn++ % subscriptions.length;
     const wants: DeliveryWant[] = [];
@@ -269,7 +294,8 @@ export class EventDispatcher {
   ): Promise<Promise<void> | undefined> {
     if (!readsTheLog(subscription) || subscription.pausedAt !== null || this.logBatches.has(subscription.id)) return;
     const busy = this.inFlight.get(subscription.id)?.size ?? 0;
-    let slots = Math.min(this.concurrency - this.inFlightCount, this.perSubscription - busy);
+    const own = this.deliveredInFull.has(subscription.id) ? this.perSubscriptionFromLog : this.perSubscription;
+    let slots = Math.min(this.concurrency - this.inFlightCount, own - busy);
     let limit = this.logBatch;
     if (subscription.failingSince) {
       if (busy > 0 || (await this.store.events.hasPendingDeliveries(subscription.id))) return;
@@ -343,6 +369,9 @@ export class EventDispatcher {
       claim: DeliveryClaim;
       result: DeliveryResult;
     }>;
+    const inFull = sent.length === told.length && sent.every((r) => r.result.outcome === 'delivered');
+    if (inFull) this.deliveredInFull.add(subscription.id);
+    else this.deliveredInFull.delete(subscription.id);
     if (sent.length === 0) return;
     const at = this.now();
     const leaseUntil = new Date(at.getTime() + this.leaseMs).toISOString();
@@ -557,6 +586,11 @@ export class EventDispatcher {
     if (next - Date.parse(claim.createdAt) > (this.settings.retryForMs ?? 24 * 3600_000)) return null;
     return new Date(next).toISOString();
   }
+}
+
+/** perSubscriptionFromLog's default for a given perSubscription (destinations.ts bounds the connections by it). */
+export function perSubscriptionFromLog(perSubscription: number): number {
+  return 4 * perSubscription;
 }
 
 /** A duration in words for a pause reason: "1 h", "12 min", "40 s". */

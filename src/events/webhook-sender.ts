@@ -6,10 +6,12 @@
 // webhook rule on top: https only, unless the operator's webhooks.allow names the host (or a CIDR holding its
 // addresses); then http is accepted as well, and so are special-use addresses (an internal receiver).
 // Subscription time and send time apply the same checks: a name that later resolves to an internal address is
-// refused when sent.
+// refused when sent; with a subscription's kept-alive connections (receiver-connections.ts), when each connection
+// is made.
 //
 // Nothing here logs, and no result carries the request's headers (they hold the signature) or the URL's userinfo,
 // path or query (Slack and Teams put their secret in the path): messages name scheme://host:port only.
+import type { CheckedConnections } from '../net/checked-connections.js';
 import {
   DestinationRefused,
   DestinationUnreachable,
@@ -100,11 +102,29 @@ export async function checkSubscriptionUrl(
   }
 }
 
-/** POSTs `request.body` to `url` once (the same checks as checkSubscriptionUrl first) and says what happened. */
+/**
+ * Kept-alive connections for one subscription's receiver, checked as sendWebhook checks a URL, each time one is
+ * made; the caller closes them.
+ */
+export function webhookConnections(
+  settings: WebhookSendSettings,
+  bounds: { maxSockets: number; idleMs: number },
+): CheckedConnections {
+  return policyFor(settings).connectionsFor({
+    ...bounds,
+    resolveTimeoutMs: settings.timeoutMs ?? DEFAULT_WEBHOOK_TIMEOUT_MS,
+  });
+}
+
+/**
+ * POSTs `request.body` to `url` once (the same checks as checkSubscriptionUrl first, or when `connections` makes a
+ * connection) and says what happened.
+ */
 export async function sendWebhook(
   url: string,
   request: WebhookRequest,
   settings: WebhookSendSettings,
+  connections?: CheckedConnections,
 ): Promise<DeliveryResult> {
   const parsed = parseWebhookUrl(url);
   if (typeof parsed === 'string') return { outcome: 'failed', error: parsed };
@@ -127,6 +147,7 @@ export async function sendWebhook(
       truncate: true,
       // A 2xx says all there is to say: its body is not waited for.
       readBody: (status) => status < 200 || status > 299,
+      ...(connections && { connections }),
     });
   } catch (err) {
     const error = describe(err, parsed, settings);

@@ -10,12 +10,21 @@
 // - the connection goes to a checked address (a custom `lookup`), so a second DNS answer cannot switch it (DNS
 //   rebinding); the Host header and the TLS name stay the URL's host;
 // - no redirects (a 3xx is handed back, never followed: it could lead where the checks would refuse), no proxy
-//   from the environment, a whole-request deadline as well as the socket's idle time-out, and a size limit.
+//   from the environment, a whole-request deadline as well as the socket's idle time-out, and a size limit;
+// - a request either connects afresh (the default) or, given a caller's CheckedConnections (checked-connections.ts,
+//   issue 46), reuses a kept-alive connection whose address was checked, by the same rules, when it connected.
 import { lookup as dnsLookup } from 'node:dns/promises';
-import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import {
+  type Agent,
+  type ClientRequest,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+} from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
+import { CheckedConnections, type CheckedConnectionsOptions } from './checked-connections.js';
 import { specialUseRange } from './special-addresses.js';
 
 /** Adds an IP address or CIDR to `list`; false when `entry` is neither. */
@@ -90,6 +99,11 @@ export class DestinationUnreachable extends OutboundError {
     readonly why: string,
     /** 'answer': the failure came after the status line, while the body was read. */
     readonly phase: 'request' | 'answer' = 'request',
+    /**
+     * A kept-alive connection was reset before any answer (the receiver closed it as it was reused): the request
+     * may go again at once on a fresh connection.
+     */
+    readonly staleConnection = false,
   ) {
     super(message);
   }
@@ -170,6 +184,11 @@ export interface OutboundRequestOptions extends CheckOptions {
   truncate?: boolean;
   /** Whether the body of an answer with this status is read at all; when not, the connection is closed at once. */
   readBody?: (status: number) => boolean;
+  /**
+   * Reuse this caller's kept-alive connections (connectionsFor) instead of connecting afresh: the host is then
+   * resolved and checked when a connection is made, not per request.
+   */
+  connections?: CheckedConnections;
 }
 
 export interface OutboundAnswer {
@@ -199,20 +218,7 @@ export class OutboundPolicy {
 
   /** Parses, resolves and checks `input`; throws DestinationRefused or DestinationUnreachable. */
   async checkUrl(input: URL | string, options: CheckOptions = {}): Promise<CheckedDestination> {
-    let url: URL;
-    try {
-      url = typeof input === 'string' ? new URL(input) : input;
-    } catch {
-      throw new DestinationRefused('url', 'not a URL');
-    }
-    const host = url.hostname;
-    const literal = host.replace(/^\[|\]$/g, '');
-    const listedHost = this.allowHosts.has(literal.toLowerCase());
-    const http = url.protocol === 'http:' && options.allowHttp === true;
-    // Only a listed destination takes http; without ranges to look an address up in, only its name can list it.
-    if ((url.protocol !== 'https:' && !http) || (http && !listedHost && !this.hasRanges)) {
-      throw new DestinationRefused('scheme', `${originOf(url)} is not https`, host);
-    }
+    const { url, host, literal, listedHost } = this.checkScheme(input, options);
     let addresses: ResolvedAddress[];
     if (isIP(literal)) addresses = [{ address: literal, family: isIP(literal) }];
     else {
@@ -256,15 +262,65 @@ export class OutboundPolicy {
     return { url, addresses, listed };
   }
 
+  /**
+   * Keep-alive connections for one caller (one webhook subscription: one receiver's hang holds no other's sockets),
+   * each resolved and checked by checkUrl when it connects; close() them when the caller is done.
+   */
+  connectionsFor(options: CheckedConnectionsOptions): CheckedConnections {
+    return new CheckedConnections(
+      (url) => this.checkUrl(url, { allowHttp: true, resolveTimeoutMs: options.resolveTimeoutMs }),
+      options,
+    );
+  }
+
+  /** The checks of a URL that need no DNS: it parses, and its scheme is https, or http where allowed and listed. */
+  private checkScheme(
+    input: URL | string,
+    options: CheckOptions,
+  ): { url: URL; host: string; literal: string; listedHost: boolean } {
+    let url: URL;
+    try {
+      url = typeof input === 'string' ? new URL(input) : input;
+    } catch {
+      throw new DestinationRefused('url', 'not a URL');
+    }
+    const host = url.hostname;
+    const literal = host.replace(/^\[|\]$/g, '');
+    const listedHost = this.allowHosts.has(literal.toLowerCase());
+    const http = url.protocol === 'http:' && options.allowHttp === true;
+    // Only a listed destination takes http; without ranges to look an address up in, only its name can list it.
+    if ((url.protocol !== 'https:' && !http) || (http && !listedHost && !this.hasRanges)) {
+      throw new DestinationRefused('scheme', `${originOf(url)} is not https`, host);
+    }
+    return { url, host, literal, listedHost };
+  }
+
   /** Checks `url` (checkUrl) and sends one request to a checked address; a 3xx is returned, never followed. */
   async request(url: URL | string, options: OutboundRequestOptions): Promise<OutboundAnswer> {
     // One deadline for the whole request: resolving the name takes from the same time-out.
     const startedMs = Date.now();
-    const target = await this.checkUrl(url, { ...options, resolveTimeoutMs: options.timeoutMs });
-    return this.send(target, options, Math.max(1, options.timeoutMs - (Date.now() - startedMs)));
+    const remaining = () => Math.max(1, options.timeoutMs - (Date.now() - startedMs));
+    const { connections } = options;
+    if (!connections) {
+      const target = await this.checkUrl(url, { ...options, resolveTimeoutMs: options.timeoutMs });
+      return this.send(target, options, remaining());
+    }
+    // Kept-alive connections: a host name is resolved and checked when a connection is made (the agent's lookup);
+    // an address literal, which Node connects to without a lookup, is checked here.
+    const { url: parsed, literal } = this.checkScheme(url, options);
+    if (isIP(literal)) await this.checkUrl(parsed, options);
+    const agent = connections.agentFor(parsed.protocol);
+    try {
+      return await this.exchange(parsed, { agent }, options, remaining());
+    } catch (err) {
+      // The receiver closed a kept-alive connection as it was reused (its idle time-out raced ours): once more, on
+      // a fresh one. Nothing was answered, so at most the receiver saw the request twice (webhooks are at least once).
+      if (!(err instanceof DestinationUnreachable && err.staleConnection)) throw err;
+      return this.exchange(parsed, { agent }, options, remaining());
+    }
   }
 
-  /** One request to an already checked destination. */
+  /** One request to an already checked destination, on a fresh connection to one of its checked addresses. */
   send(
     target: CheckedDestination,
     options: OutboundRequestOptions,
@@ -277,6 +333,21 @@ export class OutboundPolicy {
       if ((lookupOptions as { all?: boolean }).all) callback(null, addresses);
       else callback(null, first.address, first.family);
     };
+    // A fresh agent per request: no pooled socket to an address checked for another request, and none of the
+    // global agent's settings (Node 24 can route it through *_PROXY variables).
+    return this.exchange(url, { lookup: pinned, agent: false }, options, remainingMs);
+  }
+
+  /**
+   * Sends the request and reads the answer: on a fresh connection through `lookup` (checked addresses), or on a
+   * connection of a caller's agent, whose lookup checks each address it connects to.
+   */
+  private exchange(
+    url: URL,
+    connect: { lookup: LookupFunction; agent: false } | { agent: Agent },
+    options: OutboundRequestOptions,
+    remainingMs: number,
+  ): Promise<OutboundAnswer> {
     const { timeoutMs, maxBytes } = options;
     const origin = originOf(url);
     return new Promise<OutboundAnswer>((resolve, reject) => {
@@ -317,12 +388,9 @@ export class OutboundPolicy {
           {
             method: options.method ?? 'GET',
             headers: options.headers ?? {},
-            lookup: pinned,
+            ...connect,
             // Only an IP literal skips lookup; then the TLS name is the address itself, as in the certificate.
             ...(url.protocol === 'https:' && { secureContext }),
-            // A fresh agent per request: no pooled socket to an address checked for another request, and none of
-            // the global agent's settings (Node 24 can route it through *_PROXY variables).
-            agent: false,
             timeout: timeoutMs,
           },
           (res) => {
@@ -330,7 +398,10 @@ export class OutboundPolicy {
             const status = res.statusCode ?? 0;
             if (options.readBody && !options.readBody(status)) {
               answer(false);
-              req.destroy();
+              // A kept-alive connection goes back to its pool once the unread body has passed (a short one; a long
+              // or slow one ends the connection instead); a fresh one is closed at once.
+              if (connect.agent) drainForReuse(req, res, maxBytes, remainingMs);
+              else req.destroy();
               return;
             }
             res.on('data', (chunk: Buffer) => {
@@ -387,8 +458,16 @@ export class OutboundPolicy {
       deadline = setTimeout(timedOut, remainingMs);
       req.on('timeout', timedOut);
       req.on('error', (err: NodeJS.ErrnoException) => {
+        // A connection's lookup refused the address it resolved to, or could not resolve it (CheckedConnections).
+        if (err instanceof OutboundError) {
+          fail(err);
+          return;
+        }
         const why = err.code ?? err.message;
-        if (err.code?.startsWith('ERR_TLS') || /certificate|self.signed/i.test(err.message)) {
+        const stale = !response && req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE');
+        if (stale) {
+          fail(new DestinationUnreachable('connect', `${origin} cannot be reached (${why})`, why, 'request', true));
+        } else if (err.code?.startsWith('ERR_TLS') || /certificate|self.signed/i.test(err.message)) {
           fail(new TlsFailed(`${origin}: TLS failed (${why})`, why));
         } else if (response) {
           fail(new DestinationUnreachable('connect', `${url.href}: ${err.message}`, err.message, 'answer'));
@@ -408,6 +487,17 @@ export class OutboundPolicy {
     });
     return this.secureContext;
   }
+}
+
+/** Reads and drops the rest of `res` so that its connection can be reused; ends it past `maxBytes` or `ms`. */
+function drainForReuse(req: ClientRequest, res: IncomingMessage, maxBytes: number, ms: number): void {
+  let size = 0;
+  const timer = setTimeout(() => req.destroy(), ms);
+  res.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > maxBytes) req.destroy();
+  });
+  res.on('close', () => clearTimeout(timer));
 }
 
 /** `promise`, or a rejection with `error()` after `ms` (no limit when ms is undefined). */

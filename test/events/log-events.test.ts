@@ -163,6 +163,61 @@ describe.each(backends)('events read from the log on %s', (_name, open, enabled)
   );
 });
 
+describe('attempts in flight for a backlog read from the log', () => {
+  it('a subscription whose last read was delivered in full gets 4 x perSubscription in flight for the next', async () => {
+    const [store] = await sqlitePair();
+    await store.events.addSubscription(subscriptionRecord({ id: 'wh_log0000000000010', tenantId: 'fl' }));
+    // A receiver that holds every attempt until the test lets it go: how many are in flight at once is then the
+    // dispatcher's limit, not a race with the answers.
+    let inFlight = 0;
+    let most = 0;
+    let started = 0;
+    const waiting: Array<() => void> = [];
+    const deliver: Deliver = async () => {
+      inFlight++;
+      started++;
+      most = Math.max(most, inFlight);
+      await new Promise<void>((resolve) => waiting.push(resolve));
+      inFlight--;
+      return { outcome: 'delivered', status: 200 };
+    };
+    const releaseAll = () => {
+      for (const release of waiting.splice(0)) release();
+    };
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+    const { d, delivered } = dispatcher(store, deliver, { ...FAST, perSubscription: 2, logBatch: 8 });
+    const first = await signAtOnce(store, 'fl', 8);
+    d.start();
+    try {
+      // The first read: 2 at a time, released one by one (each slot refilled from the same read), up to its 8th
+      // attempt, which is held while the next entries are written: the next read then finds all of them.
+      await until('2 attempts in flight', () => (inFlight === 2 ? true : undefined));
+      while (started < 8) {
+        if (waiting.length === 2) waiting.shift()?.();
+        await turn();
+      }
+      // Every attempt of the first read has started: the most it had in flight at once.
+      const mostInFirstRead = most;
+      const second = await signAtOnce(store, 'fl', 16, 8);
+      releaseAll();
+      await until('the first read delivered', () =>
+        first.every((seq) => delivered.has(idOf(seq))) ? true : undefined,
+      );
+      expect(mostInFirstRead).toBe(2);
+      // Delivered in full: the next read has 8 (4 x 2) in flight at once.
+      await until('8 attempts in flight', () => (inFlight === 8 ? true : undefined));
+      while (!second.every((seq) => delivered.has(idOf(seq)))) {
+        releaseAll();
+        await turn();
+      }
+      expect(most).toBe(8);
+    } finally {
+      releaseAll();
+      await d.stop();
+    }
+  });
+});
+
 describe.skipIf(testPostgresUrl() === undefined)('events read from the log, two instances on PostgreSQL', () => {
   it('delivers each entry once between them', async () => {
     const [a, b] = await postgresPair();
