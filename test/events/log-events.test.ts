@@ -8,6 +8,7 @@
 // the same ids, and none lost.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import type { Deliver } from '../../src/events/dispatcher.js';
 import { eventDataProblem } from '../../src/events/event-schemas.js';
 import type { Store } from '../../src/store/store.js';
 import { attemptsPerId, dispatcher, dyingBeforeCursorMoves, receiver, storePairs } from '../helpers/event-stand.js';
@@ -15,7 +16,7 @@ import { testPostgresUrl } from '../helpers/postgres.js';
 import { subscriptionRecord } from '../helpers/subscription-record.js';
 import { until } from '../helpers/wait.js';
 
-const { backends, postgresPair } = storePairs('log_events');
+const { backends, postgresPair, sqlitePair } = storePairs('log_events');
 
 /** `n` signatures made at once for `tenantId`, as the recorder writes their `signed` entries; their seqs. */
 async function signAtOnce(store: Store, tenantId: string, n: number, from = 0): Promise<number[]> {
@@ -185,7 +186,7 @@ describe('attempts in flight for a backlog read from the log', () => {
       for (const release of waiting.splice(0)) release();
     };
     const turn = () => new Promise((resolve) => setImmediate(resolve));
-    const { d, delivered } = dispatcher(store, deliver, { ...FAST, perSubscription: 2, logBatch: 8 });
+    const { d, delivered } = dispatcher(store, deliver, { perSubscription: 2, logBatch: 8 });
     const first = await signAtOnce(store, 'fl', 8);
     d.start();
     try {
