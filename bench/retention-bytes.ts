@@ -44,6 +44,8 @@ const BATCH = Number(process.env.BENCH_RETENTION_BATCH ?? 0);
 /** The tables a signature adds rows to, in the order the docs list them; the rest are summed as "other". */
 const TABLES = [
   'audit_log',
+  // the words of packed entries (migration 0032): a few rows for all signatures
+  'audit_words',
   'signatures',
   'signature_lookups',
   'batch_items',
@@ -54,7 +56,7 @@ const TABLES = [
   'pending_requests',
 ] as const;
 /** Kept for ever: what a signature costs for good. */
-const PERMANENT = new Set(['audit_log', 'signatures', 'signature_lookups', 'batch_items', 'log_tiles']);
+const PERMANENT = new Set(['audit_log', 'audit_words', 'signatures', 'signature_lookups', 'batch_items', 'log_tiles']);
 
 interface Measure {
   /** Bytes per table, indexes included. */

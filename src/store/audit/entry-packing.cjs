@@ -1,0 +1,238 @@
+// How an audit entry is stored apart from what is hashed and exported (issue 46, migration 0032). The entry every
+// verifier sees (its canonical JSON, its chain hash, its log leaf) does not change; the row written for it on SQLite
+// holds it compactly, and the readers rebuild the canonical row from it (expandRow), byte for byte:
+// - `hash` as its 32 bytes instead of 64 hex characters, and `prev_hash` empty: it is the previous row's hash (by
+//   seq), which the reader takes from there.
+// - a `signed` entry's details packed (`packed`, with `details` '0', a JSON text that the SQL expressions over
+//   details read as holding nothing): the details' canonical JSON split into its shape (the text with every string
+//   literal emptied) and its strings; the shape and the words (keys, key ids, algorithms, rules, reasons, via) as
+//   ids into the audit_words dictionary, hex, base64 and UUIDs as their bytes, the digest (details.hash) in the
+//   row's `digest` column (indexed for the lookup by digest) and the signature's SHA-256 in its `signature_sha256`
+//   column, each named, not repeated.
+// A row is packed only when unpacking gives back its exact canonical JSON (packDetails checks it), so what is hashed
+// and what is rebuilt cannot differ. Plain CommonJS: the store's writer thread (sqlite-writer.cjs) packs with it.
+'use strict';
+
+/** A slot's kind, in the low 3 bits of its first varint (the rest: a word's id or a length). */
+const WORD = 0;
+const HEX = 1;
+const BASE64 = 2;
+const UUID = 3;
+const TEXT = 4;
+const SIGNATURE_COLUMN = 5;
+const DIGEST_COLUMN = 6;
+
+/** What `details` holds on a packed row: valid JSON (SQLite's json_extract reads it as holding no member), 1 byte. */
+const PACKED_DETAILS = '0';
+
+const HEX_RE = /^(?:[0-9a-f]{2})+$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+function pushVarint(out, n) {
+  while (n >= 0x80) {
+    out.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+}
+
+function readVarint(buf, at) {
+  let n = 0;
+  let scale = 1;
+  for (;;) {
+    const b = buf[at.pos++];
+    if (b === undefined) throw new Error('packed details end early');
+    n += (b & 0x7f) * scale;
+    if (b < 0x80) return n;
+    scale *= 128;
+  }
+}
+
+/**
+ * Canonical JSON split into its shape (each string literal left as a lone `"`, which appears nowhere else outside
+ * strings) and the raw texts between each literal's quotes, escapes as written: shape.split('"') put back together
+ * with them is the text again.
+ */
+function splitStrings(json) {
+  const strings = [];
+  let shape = '';
+  let i = 0;
+  for (;;) {
+    const open = json.indexOf('"', i);
+    if (open < 0) return { shape: shape + json.slice(i), strings };
+    shape += json.slice(i, open + 1);
+    let j = open + 1;
+    for (;;) {
+      const c = json.charCodeAt(j);
+      if (Number.isNaN(c)) throw new Error('unterminated string in JSON');
+      if (c === 92) j += 2;
+      else if (c === 34) break;
+      else j++;
+    }
+    strings.push(json.slice(open + 1, j));
+    i = j + 1;
+  }
+}
+
+/**
+ * Packs a `signed` entry's details (their canonical JSON). `wordId(text)` gives a word's dictionary id (adding it);
+ * `wordOf(id)` its text back; `signatureHex` and `digestBase64` are what the row's columns hold (undefined: none).
+ * Returns undefined when the packed form would not rebuild `detailsJson` exactly (then the row keeps the JSON).
+ */
+function packDetails(detailsJson, wordId, wordOf, signatureHex, digestBase64) {
+  const { shape, strings } = splitStrings(detailsJson);
+  const out = [];
+  pushVarint(out, wordId(shape));
+  for (const s of strings) {
+    let bytes;
+    if (signatureHex !== undefined && s === signatureHex) pushVarint(out, SIGNATURE_COLUMN);
+    else if (digestBase64 !== undefined && s === digestBase64) pushVarint(out, DIGEST_COLUMN);
+    else if (s.length === 36 && UUID_RE.test(s)) {
+      pushVarint(out, UUID);
+      bytes = Buffer.from(s.replaceAll('-', ''), 'hex');
+    } else if (s.length >= 16 && HEX_RE.test(s)) {
+      bytes = Buffer.from(s, 'hex');
+      pushVarint(out, bytes.length * 8 + HEX);
+    } else if (s.length >= 16 && BASE64_RE.test(s)) {
+      bytes = Buffer.from(s, 'base64');
+      pushVarint(out, bytes.length * 8 + BASE64);
+    } else if (s.length <= 512) pushVarint(out, wordId(s) * 8 + WORD);
+    else {
+      bytes = Buffer.from(s, 'utf8');
+      pushVarint(out, bytes.length * 8 + TEXT);
+    }
+    if (bytes) for (const b of bytes) out.push(b);
+  }
+  const packed = Buffer.from(out);
+  const columns = {
+    signature_sha256: signatureHex === undefined ? null : Buffer.from(signatureHex, 'hex'),
+    digest: digestBase64 === undefined ? null : Buffer.from(digestBase64, 'base64'),
+  };
+  return unpackDetails(packed, wordOf, columns) === detailsJson ? packed : undefined;
+}
+
+/** The canonical JSON of packed details; `columns`: the row's signature_sha256 and digest (Buffers or null). */
+function unpackDetails(packed, wordOf, columns) {
+  const buf = Buffer.from(packed);
+  const at = { pos: 0 };
+  const parts = wordOf(readVarint(buf, at)).split('"');
+  let json = parts[0];
+  for (let n = 1; n < parts.length; n++) {
+    const x = readVarint(buf, at);
+    const kind = x % 8;
+    const value = Math.floor(x / 8);
+    const take = (length) => {
+      const bytes = buf.subarray(at.pos, at.pos + length);
+      at.pos += length;
+      return bytes;
+    };
+    let s;
+    if (kind === WORD) s = wordOf(value);
+    else if (kind === HEX) s = take(value).toString('hex');
+    else if (kind === BASE64) s = take(value).toString('base64');
+    else if (kind === TEXT) s = take(value).toString('utf8');
+    else if (kind === UUID) {
+      const h = take(16).toString('hex');
+      s = `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    } else if (kind === SIGNATURE_COLUMN) s = Buffer.from(columns.signature_sha256).toString('hex');
+    else if (kind === DIGEST_COLUMN) s = Buffer.from(columns.digest).toString('base64');
+    else throw new Error(`packed details: unknown slot kind ${kind}`);
+    json += `"${s}"${parts[n]}`;
+  }
+  if (at.pos !== buf.length) throw new Error('packed details: bytes left over');
+  return json;
+}
+
+/** A stored hash as hex: 32 bytes on compact rows, hex text on rows from before migration 0032. */
+function hashHex(hash) {
+  return typeof hash === 'string' ? hash : Buffer.from(hash).toString('hex');
+}
+
+/**
+ * Whether the row stores its entry packed (migration 0032): `details` says so, so that a row whose details were
+ * overwritten with JSON is read as that JSON (and fails its hash), never from the packed bytes beside it.
+ */
+function isPacked(row) {
+  return row.details === PACKED_DETAILS && row.packed !== null && row.packed !== undefined;
+}
+
+/**
+ * A chained row (audit-hash.cjs: chainAuditRows) as SQLite stores it since migration 0032: hash as bytes, no
+ * prev_hash, a `signed` entry's details packed when they rebuild exactly (a batch's entry is left as JSON: it is one
+ * row for many signatures, and its readers read details.batch in SQL). `details`: the entry's details object;
+ * `signatureHex`: the signature's SHA-256 on the row (undefined: not known yet); `words`: the dictionary
+ * (audit-words.cjs).
+ */
+function compactRow(row, details, signatureHex, words) {
+  const compact = {
+    ...row,
+    prev_hash: '',
+    hash: Buffer.from(row.hash, 'hex'),
+    signature_sha256: signatureHex === undefined ? null : Buffer.from(signatureHex, 'hex'),
+    packed: null,
+    digest: null,
+  };
+  if (row.outcome !== 'signed' || details.batch !== undefined) return compact;
+  const digest = details.hash;
+  const digestBase64 = typeof digest === 'string' && BASE64_RE.test(digest) ? digest : undefined;
+  const packed = packDetails(
+    row.details,
+    (text) => words.idOf(text),
+    (id) => words.textOf(id),
+    signatureHex,
+    digestBase64,
+  );
+  if (!packed) return compact;
+  return {
+    ...compact,
+    details: PACKED_DETAILS,
+    packed,
+    digest: digestBase64 === undefined ? null : Buffer.from(digestBase64, 'base64'),
+  };
+}
+
+/**
+ * A stored row as every reader sees it (AuditRow: hash and prev_hash in hex, details as their canonical JSON), given
+ * the previous row's hash in hex (`prevHash`, used where the row stores none) and the dictionary's `wordOf`.
+ */
+function expandRow(row, prevHash, wordOf) {
+  const { packed, digest, ...rest } = row;
+  return {
+    ...rest,
+    prev_hash: row.prev_hash === '' ? prevHash : row.prev_hash,
+    hash: hashHex(row.hash),
+    details: isPacked(row)
+      ? unpackDetails(packed, wordOf, { signature_sha256: row.signature_sha256, digest })
+      : row.details,
+  };
+}
+
+/** The word ids a packed row's details name (to fetch the unknown ones from audit_words before expanding). */
+function wordIdsOf(row) {
+  if (!isPacked(row)) return [];
+  const buf = Buffer.from(row.packed);
+  const at = { pos: 0 };
+  const ids = [readVarint(buf, at)];
+  while (at.pos < buf.length) {
+    const x = readVarint(buf, at);
+    const kind = x % 8;
+    const value = Math.floor(x / 8);
+    if (kind === WORD) ids.push(value);
+    else if (kind === UUID) at.pos += 16;
+    else if (kind === HEX || kind === BASE64 || kind === TEXT) at.pos += value;
+  }
+  return ids;
+}
+
+module.exports = {
+  PACKED_DETAILS,
+  splitStrings,
+  packDetails,
+  unpackDetails,
+  hashHex,
+  isPacked,
+  compactRow,
+  expandRow,
+  wordIdsOf,
+};
