@@ -230,7 +230,9 @@ async function runOn(kind: 'sqlite' | 'postgres', database?: string): Promise<St
     await keyStores.close();
     await store.close();
     await new Promise((r) => receiver.close(r));
-    rmSync(dir, { recursive: true, force: true });
+    // BENCH_RETENTION_KEEP=1 keeps the database for a closer look (sqlite3's dbstat per index).
+    if (process.env.BENCH_RETENTION_KEEP === '1') log(`kept ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -33,7 +33,7 @@ const base = {
   hash: digest,
   rule: 'default-allow',
   reason: 'no rule denied the request',
-  inputs_digest: Buffer.alloc(32, 3).toString('hex'),
+  inputs_digest: `sha256:${Buffer.alloc(32, 3).toString('hex')}`,
   signature_id: '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b',
 };
 
@@ -60,6 +60,9 @@ const DETAILS: Record<string, Record<string, unknown>> = {
     hexlike: 'ABCDEF0123456789abcdef', // upper case: not lowercase hex, kept as a word
     odd_base64: 'YWJj', // too short for bytes
     not_uuid: '0190A1B2-C3D4-7E5F-8A9B-0C1D2E3F4A5B',
+    plain_hex: Buffer.alloc(20, 5).toString('hex'),
+    named_odd: 'sha256:abc', // odd hex: kept as a word
+    long_word: 'w'.repeat(129),
   },
   'no strings at all': { n: 1, list: [1, 2, [3, {}]] },
   'empty details': {},
@@ -86,7 +89,7 @@ describe('packed details', () => {
     const json = canonicalJson(details);
     const packed = entryPacking.packDetails(json, words.idOf, words.textOf, signatureHex, digest) as Buffer;
     // The inputs digest (32 bytes) and the signature id (16) are the entry's own; the rest are words' ids.
-    expect(packed.length).toBeLessThan(80);
+    expect(packed.length).toBeLessThan(100);
     expect(json.length).toBeGreaterThan(400);
     const wordsAfterFirst = words.texts.length;
     const again = entryPacking.packDetails(

@@ -6,7 +6,7 @@
 // - a `signed` entry's details packed (`packed`, with `details` '0', a JSON text that the SQL expressions over
 //   details read as holding nothing): the details' canonical JSON split into its shape (the text with every string
 //   literal emptied) and its strings; the shape and the words (keys, key ids, algorithms, rules, reasons, via) as
-//   ids into the audit_words dictionary, hex, base64 and UUIDs as their bytes, the digest (details.hash) in the
+//   ids into the audit_words dictionary, hex (also `sha256:`-named), base64 and UUIDs as their bytes, the digest (details.hash) in the
 //   row's `digest` column (indexed for the lookup by digest) and the signature's SHA-256 in its `signature_sha256`
 //   column, each named, not repeated.
 // A row is packed only when unpacking gives back its exact canonical JSON (packDetails checks it), so what is hashed
@@ -21,12 +21,17 @@ const UUID = 3;
 const TEXT = 4;
 const SIGNATURE_COLUMN = 5;
 const DIGEST_COLUMN = 6;
+/** `name:hex` (a digest named by its algorithm, as `sha256:...`): the name a word, the hex its bytes. */
+const NAMED_HEX = 7;
+/** Longer strings are stored as they are, not as words: a word is worth keeping only if it comes again. */
+const MAX_WORD_LENGTH = 128;
 
 /** What `details` holds on a packed row: valid JSON (SQLite's json_extract reads it as holding no member), 1 byte. */
 const PACKED_DETAILS = '0';
 
 const HEX_RE = /^(?:[0-9a-f]{2})+$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const NAMED_HEX_RE = /^([a-z0-9_-]{1,16}):((?:[0-9a-f]{2}){8,})$/;
 const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 function pushVarint(out, n) {
@@ -97,7 +102,12 @@ function packDetails(detailsJson, wordId, wordOf, signatureHex, digestBase64) {
     } else if (s.length >= 16 && BASE64_RE.test(s)) {
       bytes = Buffer.from(s, 'base64');
       pushVarint(out, bytes.length * 8 + BASE64);
-    } else if (s.length <= 512) pushVarint(out, wordId(s) * 8 + WORD);
+    } else if (NAMED_HEX_RE.test(s)) {
+      const [, name, hex] = NAMED_HEX_RE.exec(s);
+      bytes = Buffer.from(hex, 'hex');
+      pushVarint(out, bytes.length * 8 + NAMED_HEX);
+      pushVarint(out, wordId(name));
+    } else if (s.length <= MAX_WORD_LENGTH) pushVarint(out, wordId(s) * 8 + WORD);
     else {
       bytes = Buffer.from(s, 'utf8');
       pushVarint(out, bytes.length * 8 + TEXT);
@@ -135,6 +145,9 @@ function unpackDetails(packed, wordOf, columns) {
     else if (kind === UUID) {
       const h = take(16).toString('hex');
       s = `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    } else if (kind === NAMED_HEX) {
+      const name = wordOf(readVarint(buf, at));
+      s = `${name}:${take(value).toString('hex')}`;
     } else if (kind === SIGNATURE_COLUMN) s = Buffer.from(columns.signature_sha256).toString('hex');
     else if (kind === DIGEST_COLUMN) s = Buffer.from(columns.digest).toString('base64');
     else throw new Error(`packed details: unknown slot kind ${kind}`);
@@ -219,7 +232,10 @@ function wordIdsOf(row) {
     const kind = x % 8;
     const value = Math.floor(x / 8);
     if (kind === WORD) ids.push(value);
-    else if (kind === UUID) at.pos += 16;
+    else if (kind === NAMED_HEX) {
+      ids.push(readVarint(buf, at));
+      at.pos += value;
+    } else if (kind === UUID) at.pos += 16;
     else if (kind === HEX || kind === BASE64 || kind === TEXT) at.pos += value;
   }
   return ids;
