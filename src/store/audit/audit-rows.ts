@@ -21,10 +21,9 @@ interface EntryPacking {
   packDetails(
     detailsJson: string,
     wordId: (text: string) => number,
-    wordOf: (id: number) => string,
     signatureHex?: string,
     digestBase64?: string,
-  ): Buffer | undefined;
+  ): Buffer;
   unpackDetails(
     packed: Uint8Array,
     wordOf: (id: number) => string,

@@ -9,8 +9,9 @@
 //   ids into the audit_words dictionary, hex (also `sha256:`-named), base64 and UUIDs as their bytes, the digest (details.hash) in the
 //   row's `digest` column (indexed for the lookup by digest) and the signature's SHA-256 in its `signature_sha256`
 //   column, each named, not repeated.
-// A row is packed only when unpacking gives back its exact canonical JSON (packDetails checks it), so what is hashed
-// and what is rebuilt cannot differ. Plain CommonJS: the store's writer thread (sqlite-writer.cjs) packs with it.
+// Packing is exact by construction (packDetails says how), so what is hashed and what is rebuilt cannot differ;
+// test/unit/entry-packing.test.ts round-trips every kind of `signed` entry's details. Plain CommonJS: the store's
+// writer thread (sqlite-writer.cjs) packs with it.
 'use strict';
 
 /** A slot's kind, in the low 3 bits of its first varint (the rest: a word's id or a length). */
@@ -33,14 +34,6 @@ const HEX_RE = /^(?:[0-9a-f]{2})+$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const NAMED_HEX_RE = /^([a-z0-9_-]{1,16}):((?:[0-9a-f]{2}){8,})$/;
 const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-
-function pushVarint(out, n) {
-  while (n >= 0x80) {
-    out.push((n & 0x7f) | 0x80);
-    n = Math.floor(n / 128);
-  }
-  out.push(n);
-}
 
 function readVarint(buf, at) {
   let n = 0;
@@ -67,90 +60,120 @@ function splitStrings(json) {
     const open = json.indexOf('"', i);
     if (open < 0) return { shape: shape + json.slice(i), strings };
     shape += json.slice(i, open + 1);
-    let j = open + 1;
+    // The closing quote: the next one not escaped (after an even number of backslashes). Found by indexOf, not a
+    // walk over every character: this runs for every entry packed.
+    let close = json.indexOf('"', open + 1);
     for (;;) {
-      const c = json.charCodeAt(j);
-      if (Number.isNaN(c)) throw new Error('unterminated string in JSON');
-      if (c === 92) j += 2;
-      else if (c === 34) break;
-      else j++;
+      if (close < 0) throw new Error('unterminated string in JSON');
+      let backslashes = 0;
+      while (json.charCodeAt(close - 1 - backslashes) === 92) backslashes++;
+      if (backslashes % 2 === 0) break;
+      close = json.indexOf('"', close + 1);
     }
-    strings.push(json.slice(open + 1, j));
-    i = j + 1;
+    strings.push(json.slice(open + 1, close));
+    i = close + 1;
   }
+}
+
+/** Writes `n` as a varint into `buf` at `pos`; returns the position after it. */
+function writeVarint(buf, pos, n) {
+  while (n >= 0x80) {
+    buf[pos++] = (n & 0x7f) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  buf[pos++] = n;
+  return pos;
+}
+
+/** Whether `s` is base64 that its bytes encode back to exactly (no stray bits in its last character). */
+function isCanonicalBase64(s) {
+  return s.length >= 16 && BASE64_RE.test(s) && Buffer.from(s, 'base64').toString('base64') === s;
 }
 
 /**
  * Packs a `signed` entry's details (their canonical JSON). `wordId(text)` gives a word's dictionary id (adding it);
- * `wordOf(id)` its text back; `signatureHex` and `digestBase64` are what the row's columns hold (undefined: none).
- * Returns undefined when the packed form would not rebuild `detailsJson` exactly (then the row keeps the JSON).
+ * `signatureHex` and `digestBase64` are what the row's columns hold (undefined: none; each must encode back to
+ * itself, as compactRow checks). Exact by construction: each kind of slot is taken only for strings it gives back
+ * character for character (lowercase hex, canonical base64, lowercase UUIDs, words and texts as they are), and the
+ * shape puts the strings back where they were; test/unit/entry-packing.test.ts round-trips every kind.
  */
-function packDetails(detailsJson, wordId, wordOf, signatureHex, digestBase64) {
+function packDetails(detailsJson, wordId, signatureHex, digestBase64) {
   const { shape, strings } = splitStrings(detailsJson);
-  const out = [];
-  pushVarint(out, wordId(shape));
+  // At most: a varint per slot and each string's bytes as UTF-8 (3 per UTF-16 unit).
+  const buf = Buffer.allocUnsafe(16 + 8 * strings.length + 3 * detailsJson.length);
+  let pos = writeVarint(buf, 0, wordId(shape));
   for (const s of strings) {
-    let bytes;
-    if (signatureHex !== undefined && s === signatureHex) pushVarint(out, SIGNATURE_COLUMN);
-    else if (digestBase64 !== undefined && s === digestBase64) pushVarint(out, DIGEST_COLUMN);
+    if (signatureHex !== undefined && s === signatureHex) pos = writeVarint(buf, pos, SIGNATURE_COLUMN);
+    else if (digestBase64 !== undefined && s === digestBase64) pos = writeVarint(buf, pos, DIGEST_COLUMN);
     else if (s.length === 36 && UUID_RE.test(s)) {
-      pushVarint(out, UUID);
-      bytes = Buffer.from(s.replaceAll('-', ''), 'hex');
+      pos = writeVarint(buf, pos, UUID);
+      pos += buf.write(s.replaceAll('-', ''), pos, 'hex');
     } else if (s.length >= 16 && HEX_RE.test(s)) {
-      bytes = Buffer.from(s, 'hex');
-      pushVarint(out, bytes.length * 8 + HEX);
-    } else if (s.length >= 16 && BASE64_RE.test(s)) {
-      bytes = Buffer.from(s, 'base64');
-      pushVarint(out, bytes.length * 8 + BASE64);
-    } else if (NAMED_HEX_RE.test(s)) {
-      const [, name, hex] = NAMED_HEX_RE.exec(s);
-      bytes = Buffer.from(hex, 'hex');
-      pushVarint(out, bytes.length * 8 + NAMED_HEX);
-      pushVarint(out, wordId(name));
-    } else if (s.length <= MAX_WORD_LENGTH) pushVarint(out, wordId(s) * 8 + WORD);
+      pos = writeVarint(buf, pos, (s.length / 2) * 8 + HEX);
+      pos += buf.write(s, pos, 'hex');
+    } else if (isCanonicalBase64(s)) {
+      const length = Buffer.byteLength(s, 'base64');
+      pos = writeVarint(buf, pos, length * 8 + BASE64);
+      pos += buf.write(s, pos, 'base64');
+    } else if (s.length >= 20 && NAMED_HEX_RE.test(s)) {
+      const colon = s.indexOf(':');
+      pos = writeVarint(buf, pos, ((s.length - colon - 1) / 2) * 8 + NAMED_HEX);
+      pos = writeVarint(buf, pos, wordId(s.slice(0, colon)));
+      pos += buf.write(s.slice(colon + 1), pos, 'hex');
+    } else if (s.length <= MAX_WORD_LENGTH) pos = writeVarint(buf, pos, wordId(s) * 8 + WORD);
     else {
-      bytes = Buffer.from(s, 'utf8');
-      pushVarint(out, bytes.length * 8 + TEXT);
+      pos = writeVarint(buf, pos, Buffer.byteLength(s, 'utf8') * 8 + TEXT);
+      pos += buf.write(s, pos, 'utf8');
     }
-    if (bytes) for (const b of bytes) out.push(b);
   }
-  const packed = Buffer.from(out);
-  const columns = {
-    signature_sha256: signatureHex === undefined ? null : Buffer.from(signatureHex, 'hex'),
-    digest: digestBase64 === undefined ? null : Buffer.from(digestBase64, 'base64'),
-  };
-  return unpackDetails(packed, wordOf, columns) === detailsJson ? packed : undefined;
+  return Buffer.from(buf.subarray(0, pos));
+}
+
+/** A shape's texts between its strings, by shape: shapes are few, and a read splits each only once. */
+const shapePartsCache = new Map();
+const SHAPES_KEPT = 1024;
+
+function shapeParts(shape) {
+  let parts = shapePartsCache.get(shape);
+  if (parts === undefined) {
+    if (shapePartsCache.size >= SHAPES_KEPT) shapePartsCache.clear();
+    parts = shape.split('"');
+    shapePartsCache.set(shape, parts);
+  }
+  return parts;
 }
 
 /** The canonical JSON of packed details; `columns`: the row's signature_sha256 and digest (Buffers or null). */
 function unpackDetails(packed, wordOf, columns) {
-  const buf = Buffer.from(packed);
+  const buf = Buffer.isBuffer(packed) ? packed : Buffer.from(packed);
   const at = { pos: 0 };
-  const parts = wordOf(readVarint(buf, at)).split('"');
+  const parts = shapeParts(wordOf(readVarint(buf, at)));
+  /** The next `length` bytes as text in `encoding`. */
+  const next = (encoding, length) => {
+    const start = at.pos;
+    at.pos += length;
+    return buf.toString(encoding, start, at.pos);
+  };
   let json = parts[0];
   for (let n = 1; n < parts.length; n++) {
     const x = readVarint(buf, at);
     const kind = x % 8;
     const value = Math.floor(x / 8);
-    const take = (length) => {
-      const bytes = buf.subarray(at.pos, at.pos + length);
-      at.pos += length;
-      return bytes;
-    };
     let s;
     if (kind === WORD) s = wordOf(value);
-    else if (kind === HEX) s = take(value).toString('hex');
-    else if (kind === BASE64) s = take(value).toString('base64');
-    else if (kind === TEXT) s = take(value).toString('utf8');
+    else if (kind === HEX) s = next('hex', value);
+    else if (kind === BASE64) s = next('base64', value);
+    else if (kind === TEXT) s = next('utf8', value);
     else if (kind === UUID) {
-      const h = take(16).toString('hex');
+      const h = next('hex', 16);
       s = `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
     } else if (kind === NAMED_HEX) {
       const name = wordOf(readVarint(buf, at));
-      s = `${name}:${take(value).toString('hex')}`;
+      s = `${name}:${next('hex', value)}`;
     } else if (kind === SIGNATURE_COLUMN) s = Buffer.from(columns.signature_sha256).toString('hex');
     else if (kind === DIGEST_COLUMN) s = Buffer.from(columns.digest).toString('base64');
     else throw new Error(`packed details: unknown slot kind ${kind}`);
+    if (at.pos > buf.length) throw new Error('packed details end early');
     json += `"${s}"${parts[n]}`;
   }
   if (at.pos !== buf.length) throw new Error('packed details: bytes left over');
@@ -188,15 +211,10 @@ function compactRow(row, details, signatureHex, words) {
   };
   if (row.outcome !== 'signed' || details.batch !== undefined) return compact;
   const digest = details.hash;
-  const digestBase64 = typeof digest === 'string' && BASE64_RE.test(digest) ? digest : undefined;
-  const packed = packDetails(
-    row.details,
-    (text) => words.idOf(text),
-    (id) => words.textOf(id),
-    signatureHex,
-    digestBase64,
-  );
-  if (!packed) return compact;
+  // The columns are bytes: a slot may name them only if they encode back to the very text.
+  const digestBase64 = typeof digest === 'string' && isCanonicalBase64(digest) ? digest : undefined;
+  const namedSignature = signatureHex !== undefined && HEX_RE.test(signatureHex) ? signatureHex : undefined;
+  const packed = packDetails(row.details, (text) => words.idOf(text), namedSignature, digestBase64);
   return {
     ...compact,
     details: PACKED_DETAILS,
