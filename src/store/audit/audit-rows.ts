@@ -54,7 +54,10 @@ interface WordTables {
   audit_log: StoredAuditRow;
 }
 
-/** Words read per database (ids are never reused: a word once read stays right). */
+/**
+ * Words read per database (ids are never reused: a word once read stays right), keyed by the Kysely instance's
+ * adapter, which its transactions share: a reader in a transaction (the log's integrator) keeps its words.
+ */
 const wordCache = new WeakMap<object, Map<number, string>>();
 
 /**
@@ -108,10 +111,11 @@ async function wordsFor<DB>(
   db: Kysely<DB>,
   rows: ReadonlyArray<Pick<StoredAuditRow, 'details' | 'packed'>>,
 ): Promise<(id: number) => string> {
-  let words = wordCache.get(db);
+  const key = db.getExecutor().adapter;
+  let words = wordCache.get(key);
   if (!words) {
     words = new Map();
-    wordCache.set(db, words);
+    wordCache.set(key, words);
   }
   const unknown = new Set<number>();
   for (const r of rows) for (const id of entryPacking.wordIdsOf(r)) if (!words.has(id)) unknown.add(id);
