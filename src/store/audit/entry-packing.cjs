@@ -27,6 +27,13 @@ const NAMED_HEX = 7;
 /** Longer strings are stored as they are, not as words: a word is worth keeping only if it comes again. */
 const MAX_WORD_LENGTH = 128;
 
+/**
+ * The entries packed: those of signatures made at once, one each (the bulk of the log). An approval's entry
+ * (`approve_sign`, at a person's pace) and a batch's (one for many signatures) stay JSON, which tools and tests
+ * read in SQL (details.request_id, details.batch).
+ */
+const PACKED_ACTIONS = new Set(['sign', 'pkcs11_sign']);
+
 /** What `details` holds on a packed row: valid JSON (SQLite's json_extract reads it as holding no member), 1 byte. */
 const PACKED_DETAILS = '0';
 
@@ -195,8 +202,7 @@ function isPacked(row) {
 
 /**
  * A chained row (audit-hash.cjs: chainAuditRows) as SQLite stores it since migration 0032: hash as bytes, no
- * prev_hash, a `signed` entry's details packed when they rebuild exactly (a batch's entry is left as JSON: it is one
- * row for many signatures, and its readers read details.batch in SQL). `details`: the entry's details object;
+ * prev_hash, the details of a signature made at once packed (PACKED_ACTIONS). `details`: the entry's details object;
  * `signatureHex`: the signature's SHA-256 on the row (undefined: not known yet); `words`: the dictionary
  * (audit-words.cjs).
  */
@@ -209,7 +215,7 @@ function compactRow(row, details, signatureHex, words) {
     packed: null,
     digest: null,
   };
-  if (row.outcome !== 'signed' || details.batch !== undefined) return compact;
+  if (!PACKED_ACTIONS.has(row.action) || row.outcome !== 'signed' || details.batch !== undefined) return compact;
   const digest = details.hash;
   // The columns are bytes: a slot may name them only if they encode back to the very text.
   const digestBase64 = typeof digest === 'string' && isCanonicalBase64(digest) ? digest : undefined;
