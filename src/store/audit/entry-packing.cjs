@@ -3,7 +3,7 @@
 // holds it compactly, and the readers rebuild the canonical row from it (expandRow), byte for byte:
 // - `hash` as its 32 bytes instead of 64 hex characters, and `prev_hash` empty: it is the previous row's hash (by
 //   seq), which the reader takes from there.
-// - a `signed` entry's details packed (`packed`, with `details` '0', a JSON text that the SQL expressions over
+// - the details of a signature made at once packed (`packed`, with `details` '0', a JSON text that the SQL expressions over
 //   details read as holding nothing): the details' canonical JSON split into its shape (the text with every string
 //   literal emptied) and its strings; the shape and the words (keys, key ids, algorithms, rules, reasons, via) as
 //   ids into the audit_words dictionary, hex (also `sha256:`-named), base64 and UUIDs as their bytes, the digest (details.hash) in the

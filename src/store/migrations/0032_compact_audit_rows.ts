@@ -4,7 +4,8 @@ import { binaryType } from './column-types.js';
 // Issue 46, bytes kept for ever per signature: how an audit entry is stored is separated from what is hashed and
 // exported (src/store/audit/entry-packing.cjs; docs/transparency.md, "How entries are stored"). The canonical
 // entry, its chain hash, its leaf, `audit export` and every proof stay byte for byte what they were.
-// - audit_log.packed: a `signed` entry's details packed (details is then '0'); null on every other row.
+// - audit_log.packed: the details of a signature made at once (its `signed` entry of `sign` or `pkcs11_sign`)
+//   packed (details is then '0'); null on every other row.
 // - audit_log.digest: a packed entry's digest (details.hash) as bytes, read back into the details and the key of the
 //   lookup by digest through audit_log_packed_digest, an index on its first 8 bytes (each lookup then checks the
 //   whole digest and the tenant on the row).
