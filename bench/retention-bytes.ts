@@ -44,6 +44,8 @@ const BATCH = Number(process.env.BENCH_RETENTION_BATCH ?? 0);
 /** The tables a signature adds rows to, in the order the docs list them; the rest are summed as "other". */
 const TABLES = [
   'audit_log',
+  // the words of packed entries (migration 0032): a few rows for all signatures
+  'audit_words',
   'signatures',
   'signature_lookups',
   'batch_items',
@@ -54,7 +56,7 @@ const TABLES = [
   'pending_requests',
 ] as const;
 /** Kept for ever: what a signature costs for good. */
-const PERMANENT = new Set(['audit_log', 'signatures', 'signature_lookups', 'batch_items', 'log_tiles']);
+const PERMANENT = new Set(['audit_log', 'audit_words', 'signatures', 'signature_lookups', 'batch_items', 'log_tiles']);
 
 interface Measure {
   /** Bytes per table, indexes included. */
@@ -228,7 +230,9 @@ async function runOn(kind: 'sqlite' | 'postgres', database?: string): Promise<St
     await keyStores.close();
     await store.close();
     await new Promise((r) => receiver.close(r));
-    rmSync(dir, { recursive: true, force: true });
+    // BENCH_RETENTION_KEEP=1 keeps the database for a closer look (sqlite3's dbstat per index).
+    if (process.env.BENCH_RETENTION_KEEP === '1') log(`kept ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -90,8 +90,6 @@ export interface SignNowRequest {
   details: Record<string, unknown>;
   /** When the request's decision started (for /metrics); default now. */
   start?: number | undefined;
-  /** signature.signed written to the outbox with the record (a batch's signatures; `sign`'s come from the log). */
-  signedEvent?: ((signatureId: string) => EventInput) | undefined;
   /**
    * A subscription of the tenant wants signature.signed, which the dispatcher reads from this `signed` entry
    * (docs/events.md, "Events read from the log"): the entry carries the policy inputs the event shows
@@ -163,10 +161,9 @@ export class SignatureRecorder {
    * loop gets them right after the signature: there the commit could not overlap an inline signature anyway, and
    * writing ahead cost 10-20% of the throughput under load (docs/benchmarks.md).
    *
-   * `signedEvent` makes the signature's signature.signed event (a signature of a batch made at once, for a tenant
-   * with a subscription that wants it); it is written in the record's transaction, which then always follows the
-   * signature: an event written ahead could be fanned out and delivered before a key store failure withdrew its
-   * signature. `toldByLog` is the same promise for the event the dispatcher reads from the `signed` entry itself.
+   * `toldByLog`: a subscription reads the signature's signature.signed event from the `signed` entry itself, so
+   * the entry always follows the signature: an event read from an entry written ahead could be delivered before a
+   * key store failure withdrew its signature.
    *
    * `completes` names the held request an approval signs for: it moves to `approved` with the signature in the
    * same transaction (so after the signature, which it holds), and its events go with it. A process killed at any
@@ -174,7 +171,7 @@ export class SignatureRecorder {
    * approved with the signature its approver's retry gets.
    */
   async signNow(request: SignNowRequest): Promise<Signed> {
-    const { key, algorithm, digest, callerId, action, signedEvent, toldByLog, completes, signOptions } = request;
+    const { key, algorithm, digest, callerId, action, toldByLog, completes, signOptions } = request;
     const eventInputs = toldByLog && Object.keys(toldByLog.eventInputs).length > 0 ? toldByLog.eventInputs : undefined;
     const details = eventInputs ? { ...request.details, event_inputs: eventInputs } : request.details;
     const start = request.start ?? performance.now();
@@ -182,7 +179,7 @@ export class SignatureRecorder {
     const record = (signature?: Buffer): { id: string; written: Promise<number | undefined> } => {
       const at = this.now();
       const { id, audit, signatureSha256 } = this.signedEntry(key, callerId, action, details, at, signature);
-      const events = [...(signedEvent ? [signedEvent(id)] : []), ...(completes?.events(id) ?? [])];
+      const events = completes?.events(id) ?? [];
       // A request with an Idempotency-Key: its record rides in this commit (never ahead: it holds the signature).
       // Not for a held request's signature, whose answer names the request: the door keeps that one itself.
       const idempotency =
@@ -206,7 +203,6 @@ export class SignatureRecorder {
     // Not ahead while the key store is known to be away: the record would only be withdrawn again.
     const ahead =
       this.store.signatures.writesOnThread &&
-      signedEvent === undefined &&
       toldByLog === undefined &&
       completes === undefined &&
       !answeringIdempotently() &&

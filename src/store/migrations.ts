@@ -33,6 +33,7 @@ import { migration0028EventsFromLog } from './migrations/0028_events_from_log.js
 import { migration0029BatchItems } from './migrations/0029_batch_items.js';
 import { migration0030OneRowPerSignature } from './migrations/0030_one_row_per_signature.js';
 import { migration0031BatchEventsFromLog } from './migrations/0031_batch_events_from_log.js';
+import { migration0032CompactAuditRows } from './migrations/0032_compact_audit_rows.js';
 import { migration0033IdempotencyInGroupCommit } from './migrations/0033_idempotency_in_group_commit.js';
 
 /** Kysely runs them in the order of their names. */
@@ -68,5 +69,6 @@ export const MIGRATIONS: Record<string, Migration> = {
   '0029_batch_items': migration0029BatchItems,
   '0030_one_row_per_signature': migration0030OneRowPerSignature,
   '0031_batch_events_from_log': migration0031BatchEventsFromLog,
+  '0032_compact_audit_rows': migration0032CompactAuditRows,
   '0033_idempotency_in_group_commit': migration0033IdempotencyInGroupCommit,
 };

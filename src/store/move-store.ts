@@ -2,6 +2,7 @@
 // row (the audit chain verbatim, so its hashes still verify), in one transaction on the target, which must be empty.
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
+import { expandAuditRows, type StoredAuditRow } from './audit/audit-rows.js';
 import { verifyAuditChain } from './audit/verify-chain.js';
 import type { KyselyStore } from './kysely-store.js';
 import type { Store } from './store.js';
@@ -15,7 +16,8 @@ const MOVED_TABLES = [
   'memberships',
   // signature records from before migration 0030 (none since: a signature's `signed` entry is its record)
   'signatures',
-  // the audit log, each `signed` entry with its signature's SHA-256 (migration 0030), and a batch entry's items
+  // the audit log, each `signed` entry with its signature's SHA-256 (migration 0030), rebuilt where SQLite stores it
+  // compactly (migration 0032), and a batch entry's items
   'audit_log',
   'batch_items',
   'pending_requests',
@@ -49,10 +51,21 @@ const MOVED_TABLES = [
 ] as const;
 
 /**
+ * Audit rows as the target stores them: rows stored compactly on SQLite (migration 0032) rebuilt into the canonical
+ * row (hashes in hex, prev_hash, details as JSON), which PostgreSQL's appender continues and its readers read.
+ */
+async function canonicalAuditRows<DB>(read: Kysely<DB>, page: unknown[]): Promise<unknown[]> {
+  const rows = await expandAuditRows(read, page as StoredAuditRow[]);
+  return rows.map((r) => ({ ...r, packed: null, digest: null }));
+}
+
+/**
  * State that is not moved: sign-in attempts, browser sessions and device codes live minutes (people sign in again),
  * the heartbeat and cache epoch are per database, and Kysely's own tables are made by the target's migrations.
  */
 const LEFT_BEHIND = new Set([
+  // the dictionary of packed audit entries (migration 0032): the entries are moved rebuilt, so none is packed there
+  'audit_words',
   'oauth_attempts',
   'browser_sessions',
   'device_codes',
@@ -131,7 +144,10 @@ export async function moveStore(
             .offset(offset)
             .execute();
           if (page.length === 0) break;
-          await write.insertInto(table).values(page).execute();
+          await write
+            .insertInto(table)
+            .values(table === 'audit_log' ? await canonicalAuditRows(read, page) : page)
+            .execute();
           copied += page.length;
           offset += page.length;
           if (copied % 10_000 < ROWS_PER_INSERT) progress(`${table}: ${copied} rows`);

@@ -1,6 +1,6 @@
 // The database's tables as Kysely sees them, for every part of the store (kysely-store.ts composes them). The
 // tables of people, workload identity, events, the TSA and the transparency log are declared next to their stores.
-import type { AuditRow } from './audit/audit-chain.js';
+import type { StoredAuditRow } from './audit/audit-rows.js';
 import type { EventTables } from './events/event-store.js';
 import type { LogTables } from './log/log-store.js';
 import type { PeopleTables } from './people/people-store.js';
@@ -120,7 +120,9 @@ export interface Database
    * key of `audit prove --signature`; null for other entries, for a signature not known yet (written ahead), and on
    * entries from before 0030 (their signature_lookups rows stay). Not hashed: the chain and the log cover AuditRow.
    */
-  audit_log: AuditRow & { signature_sha256?: Buffer | null };
+  audit_log: StoredAuditRow;
+  /** Migration 0032: the words of packed `signed` entries (entry-packing.cjs), never deleted or reused. */
+  audit_words: { id: number; text: string };
   cache_epoch: { id: number; n: number };
   trial_counters: { client: string; window_start: number; count: number };
   store_heartbeat: { id: number; at: string; pad: Buffer };

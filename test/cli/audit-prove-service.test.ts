@@ -232,9 +232,12 @@ describe('audit prove against the service', () => {
     );
     const db = openSqlite(join(dataDir, 'signbridge.db'));
     try {
+      // The entry by its digest: in its details' JSON, or in its digest column when it is packed (migration 0032).
       const row = db
-        .prepare("SELECT seq, actor FROM audit_log WHERE outcome = 'signed' AND json_extract(details, '$.hash') = ?")
-        .get(digest) as { seq: number; actor: string };
+        .prepare(
+          "SELECT seq, actor FROM audit_log WHERE outcome = 'signed' AND (json_extract(details, '$.hash') = ? OR digest = ?)",
+        )
+        .get(digest, Buffer.from(digest, 'base64')) as { seq: number; actor: string };
       db.prepare('UPDATE audit_log SET actor = ? WHERE seq = ?').run('someone-else', row.seq);
     } finally {
       db.close();

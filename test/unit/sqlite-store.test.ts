@@ -359,7 +359,7 @@ describe('SQLite store', () => {
       const after = openSqlite(path, { readonly: true });
       try {
         // Only the partial indexes of the lookups (0019: by digest, 0028: signed at once, 0030: by signature and
-        // the withdrawn): none unique, none on prev_hash.
+        // the withdrawn, 0032: by a packed entry's digest): none unique, none on prev_hash.
         const indexes = after.prepare('SELECT name, "unique" FROM pragma_index_list(\'audit_log\')').all();
         expect(indexes).toEqual(
           expect.arrayContaining([
@@ -367,9 +367,10 @@ describe('SQLite store', () => {
             { name: 'audit_log_signed_at_once', unique: 0 },
             { name: 'audit_log_signature', unique: 0 },
             { name: 'audit_log_withdrawn', unique: 0 },
+            { name: 'audit_log_packed_digest', unique: 0 },
           ]),
         );
-        expect(indexes).toHaveLength(4);
+        expect(indexes).toHaveLength(5);
       } finally {
         after.close();
       }

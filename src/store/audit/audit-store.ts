@@ -7,9 +7,10 @@ import type { AuditEntry, AuditEntryInputOf } from '../records/audit-entry.js';
 import type { AuditAction, AuditOutcome } from '../records/audit-vocabulary.js';
 import type { EventInput } from '../records/event-kinds.js';
 import { type StoreContext, StorePart } from '../store-context.js';
-import type { Database } from '../tables.js';
+import type { AuditRow } from './audit-chain.js';
+import { detailsOfRows, expandAuditRows } from './audit-rows.js';
 
-function toAuditEntry(r: Database['audit_log']): AuditEntry {
+function toAuditEntry(r: AuditRow): AuditEntry {
   return {
     seq: Number(r.seq),
     at: r.at,
@@ -59,7 +60,7 @@ export class AuditStore extends StorePart {
       .orderBy('seq')
       .limit(limit)
       .execute();
-    return rows.map(toAuditEntry);
+    return (await expandAuditRows(this.db, rows)).map(toAuditEntry);
   }
 
   /** The tenant's `limit` most recent entries, newest first (the web console). */
@@ -71,7 +72,7 @@ export class AuditStore extends StorePart {
       .orderBy('seq', 'desc')
       .limit(limit)
       .execute();
-    return rows.map(toAuditEntry);
+    return (await expandAuditRows(this.db, rows)).map(toAuditEntry);
   }
 
   /**
@@ -110,21 +111,64 @@ export class AuditStore extends StorePart {
    * absence of its signatures row said so before, and every withdrawal has named its signature_id).
    */
   async seqOfDigest(tenantId: string, digestBase64: string): Promise<number | undefined> {
+    const [json, packed] = await Promise.all([
+      this.seqOfDigestInJson(tenantId, digestBase64),
+      this.seqOfDigestPacked(tenantId, digestBase64),
+    ]);
+    const seqs = [json, packed].filter((s) => s !== undefined);
+    return seqs.length > 0 ? Math.max(...seqs) : undefined;
+  }
+
+  /** seqOfDigest among entries whose details are JSON (written before migration 0032, or not packed). */
+  private async seqOfDigestInJson(tenantId: string, digestBase64: string): Promise<number | undefined> {
     // The expressions are those of migration 0019's partial index audit_log_signed_digest, so the planner uses it.
     const postgres = this.ctx.postgres;
     const field = (name: string) =>
       postgres ? sql`((a.details)::jsonb ->> ${sql.lit(name)})` : sql`json_extract(a.details, ${sql.lit(`$.${name}`)})`;
-    // Migration 0030's audit_log_withdrawn expression, so the planner uses it.
-    const withdrawnId = postgres
-      ? sql`((f.details)::jsonb ->> 'signature_id')`
-      : sql`json_extract(f.details, '$.signature_id')`;
     const { rows } = await sql<{ seq: number }>`
       SELECT a.seq FROM audit_log a
        WHERE a.tenant_id = ${tenantId} AND a.outcome = 'signed' AND ${field('hash')} = ${digestBase64}
          AND (${field('signature_id')} IS NULL
               OR NOT EXISTS (SELECT 1 FROM audit_log f WHERE f.outcome = 'sign_failed'
-                                AND ${withdrawnId} = ${field('signature_id')}))
+                                AND ${this.withdrawnId()} = ${field('signature_id')}))
        ORDER BY a.seq DESC LIMIT 1`.execute(this.db);
     return rows[0] && Number(rows[0].seq);
+  }
+
+  /**
+   * seqOfDigest among packed entries (migration 0032): found by the first 8 bytes of their digest column
+   * (audit_log_packed_digest), the whole digest and the tenant checked on the row, newest first; an entry that a
+   * sign_failed entry withdrew is passed over (its signature_id read from its unpacked details).
+   */
+  private async seqOfDigestPacked(tenantId: string, digestBase64: string): Promise<number | undefined> {
+    const digest = Buffer.from(digestBase64, 'base64');
+    if (digest.toString('base64') !== digestBase64) return undefined;
+    const rows = await this.db
+      .selectFrom('audit_log')
+      .select(['seq', 'details', 'packed', 'digest', 'signature_sha256'])
+      .where(sql`substr(digest, 1, 8)`, '=', digest.subarray(0, 8))
+      .where('digest', 'is not', null)
+      .where('digest', '=', digest)
+      .where('tenant_id', '=', tenantId)
+      .where('outcome', '=', 'signed')
+      .orderBy('seq', 'desc')
+      .execute();
+    const details = await detailsOfRows(this.db, rows);
+    for (const [n, row] of rows.entries()) {
+      const signatureId = (JSON.parse(details[n] as string) as { signature_id?: unknown }).signature_id;
+      if (typeof signatureId !== 'string') return Number(row.seq);
+      const { rows: withdrawn } = await sql`
+        SELECT 1 FROM audit_log f WHERE f.outcome = 'sign_failed' AND ${this.withdrawnId()} = ${signatureId}
+         LIMIT 1`.execute(this.db);
+      if (withdrawn.length === 0) return Number(row.seq);
+    }
+    return undefined;
+  }
+
+  /** Migration 0030's audit_log_withdrawn expression over `f`, so the planner uses it. */
+  private withdrawnId() {
+    return this.ctx.postgres
+      ? sql`((f.details)::jsonb ->> 'signature_id')`
+      : sql`json_extract(f.details, '$.signature_id')`;
   }
 }

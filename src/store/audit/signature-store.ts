@@ -16,6 +16,7 @@ import type { AuditEntryInput } from '../records/audit-entry.js';
 import type { EventInput } from '../records/event-kinds.js';
 import { type StoreContext, StorePart } from '../store-context.js';
 import type { Database } from '../tables.js';
+import { detailsOfRows } from './audit-rows.js';
 
 export interface SignatureRecord {
   id: string;
@@ -278,6 +279,7 @@ export class SignatureStore extends StorePart {
                             AND ${field('f', 'signature_id')} = ${field('a', 'signature_id')})
          AND NOT EXISTS (SELECT 1 FROM signatures s WHERE s.id = ${field('a', 'signature_id')})
        ORDER BY a.seq DESC LIMIT ${limit}`.execute(this.db);
+    const packed = await this.packedRecords(tenantId, limit);
     const rows = await this.db
       .selectFrom('signatures')
       .selectAll()
@@ -295,6 +297,7 @@ export class SignatureStore extends StorePart {
         caller: e.actor,
         createdAt: e.at,
       })),
+      ...packed,
       ...rows.map((row) => ({
         id: row.id,
         tenantId: row.tenant_id,
@@ -306,6 +309,45 @@ export class SignatureStore extends StorePart {
       })),
     ];
     return records.sort((x, y) => (x.createdAt < y.createdAt ? 1 : x.createdAt > y.createdAt ? -1 : 0)).slice(0, limit);
+  }
+
+  /**
+   * list's records among packed entries (migration 0032: their details are not JSON in the row): the newest `limit`
+   * of the tenant's packed `signed` entries of one signature, unpacked, less those withdrawn or with a signatures row.
+   */
+  private async packedRecords(tenantId: string, limit: number): Promise<SignatureRecord[]> {
+    const rows = await this.db
+      .selectFrom('audit_log')
+      .select(['seq', 'at', 'actor', 'details', 'packed', 'digest', 'signature_sha256'])
+      .where('tenant_id', '=', tenantId)
+      .where('outcome', '=', 'signed')
+      .where('packed', 'is not', null)
+      .orderBy('seq', 'desc')
+      .execute();
+    const details = await detailsOfRows(this.db, rows);
+    const withdrawnId = this.ctx.postgres
+      ? sql`((details)::jsonb ->> 'signature_id')`
+      : sql`json_extract(details, '$.signature_id')`;
+    const records: SignatureRecord[] = [];
+    for (const [n, row] of rows.entries()) {
+      if (records.length >= limit) break;
+      const d = JSON.parse(details[n] as string) as Record<string, unknown>;
+      if (typeof d.signature_id !== 'string' || d.batch !== undefined) continue;
+      const { rows: withdrawn } = await sql`
+        SELECT 1 FROM audit_log WHERE outcome = 'sign_failed' AND ${withdrawnId} = ${d.signature_id}
+        UNION ALL SELECT 1 FROM signatures WHERE id = ${d.signature_id}`.execute(this.db);
+      if (withdrawn.length > 0) continue;
+      records.push({
+        id: d.signature_id,
+        tenantId,
+        keyId: d.key_id as string,
+        algorithm: d.algorithm as SigningAlgorithm,
+        hash: d.hash as string,
+        caller: row.actor,
+        createdAt: row.at,
+      });
+    }
+    return records;
   }
 
   /**

@@ -14,6 +14,7 @@
 //   deliveries have a row, and a retry, the failing receiver's wait and the pause and probe work on them as
 //   documented.
 import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { detailsOfRows } from '../audit/audit-rows.js';
 import type { EventRecord } from '../records/event-kinds.js';
 import { releaseHeld } from './event-holds.js';
 import type { EventTables } from './event-tables.js';
@@ -119,16 +120,18 @@ export class EventLogCursors {
       Number(cursor.batches_after_seq),
       limit,
     ).execute();
+    // Packed entries (migration 0032) rebuilt into their details' canonical JSON.
+    const details = await detailsOfRows(this.db, rows);
     const entries: SignedEntry[] = [];
     let room = limit;
-    for (const r of rows) {
+    for (const [n, r] of rows.entries()) {
       if (room <= 0) break;
       const entry: SignedEntry = {
         seq: Number(r.seq),
         at: r.at,
         tenantId: r.tenant_id as string,
         actor: r.actor,
-        details: JSON.parse(r.details) as Record<string, unknown>,
+        details: JSON.parse(details[n] as string) as Record<string, unknown>,
       };
       if (r.action === BATCH_ACTION) {
         const afterItem = entry.seq === after.seq ? (after.item ?? -1) : -1;
@@ -304,7 +307,7 @@ export class EventLogCursors {
   private signedAfter(tenantId: string, afterSeq: number, batchesAfterSeq: number, limit: number) {
     return this.db
       .selectFrom('audit_log')
-      .select(['seq', 'at', 'tenant_id', 'actor', 'action', 'details'])
+      .select(['seq', 'at', 'tenant_id', 'actor', 'action', 'details', 'packed', 'digest', 'signature_sha256'])
       .where('tenant_id', '=', tenantId)
       .where(AT_ONCE_SIGNED)
       .where('seq', '>', afterSeq)

@@ -10,13 +10,14 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { KeySpec } from '../../crypto/algorithms.js';
 import type { KeyStoreKind } from '../../keys/key-store.js';
 import type { AuditRow } from '../audit/audit-chain.js';
+import { expandAuditRows, type StoredAuditRow } from '../audit/audit-rows.js';
 import type { PartContext } from '../part-context.js';
 import { advisoryLockKey } from '../postgres/advisory-lock.js';
 import type { Tile, TileKey } from '../records/tiles.js';
 import { tileId } from '../records/tiles.js';
 
 export interface LogTables {
-  audit_log: AuditRow;
+  audit_log: StoredAuditRow;
   log_state: { id: number; tree_size: number | string; chain_hash: string; updated_at: string };
   log_tiles: { level: number; idx: number | string; hashes: Buffer };
   log_checkpoints: { tree_size: number | string; root_hash: string; note: string; created_at: string };
@@ -128,7 +129,7 @@ class Reader implements LogReader {
       .orderBy('seq')
       .limit(limit)
       .execute();
-    return rows.map((r) => ({ ...r, seq: Number(r.seq) }));
+    return (await expandAuditRows(this.db, rows)).map((r) => ({ ...r, seq: Number(r.seq) }));
   }
 
   async latestCheckpoint(): Promise<StoredCheckpoint | undefined> {
@@ -200,7 +201,9 @@ export class LogStore extends Reader {
   /** One audit entry by seq (the leaf at index seq - 1). */
   async auditRow(seq: number): Promise<AuditRow | undefined> {
     const r = await this.db.selectFrom('audit_log').selectAll().where('seq', '=', seq).executeTakeFirst();
-    return r && { ...r, seq: Number(r.seq) };
+    if (!r) return undefined;
+    const [row] = await expandAuditRows(this.db, [r]);
+    return row && { ...row, seq: Number(row.seq) };
   }
 
   async getKey(role: LogKeyRole = 'ecdsa'): Promise<LogKeyRecord | undefined> {

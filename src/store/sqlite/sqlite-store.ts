@@ -1,7 +1,10 @@
 import { closeSync, openSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, type SqliteDatabase, SqliteDialect, type SqliteStatement } from 'kysely';
+import { packagePath } from '../../paths.js';
 import { type AuditRow, chainAuditRows } from '../audit/audit-chain.js';
+import { entryPacking } from '../audit/audit-rows.js';
 import { lookupRowOf, type SignatureLookup } from '../audit/signature-store.js';
 import type { CommitSink } from '../commit/commit-sink.js';
 import {
@@ -19,6 +22,7 @@ import type { OutboxRow } from '../events/event-store.js';
 import { KyselyStore } from '../kysely-store.js';
 import { API_KEY_WITH_OWNER, type ApiKeyRow, toApiKey } from '../people/api-key-store.js';
 import type { ApiKeyRecord } from '../records/api-key.js';
+import type { AuditEntryInput } from '../records/audit-entry.js';
 import type { KeyRecord } from '../records/tenant-key.js';
 import type { Database } from '../tables.js';
 import { toKey } from '../tenants/tenant-store.js';
@@ -28,6 +32,17 @@ import { BUSY_TIMEOUT_MS, COMMITS_PER_PASS } from './sqlite-threads.js';
 import { StoreWriter } from './writer-thread.js';
 
 const STATEMENT_CACHE_SIZE = 256;
+
+/** The packed entries' dictionary on a connection (audit-words.cjs, shared with the writer thread). */
+interface AuditWords {
+  idOf(text: string): number;
+  textOf(id: number): string;
+  committed(): void;
+  rolledBack(): void;
+}
+const { sqliteWords } = createRequire(import.meta.url)(packagePath('src', 'store', 'sqlite', 'audit-words.cjs')) as {
+  sqliteWords(db: BetterSqlite3.Database): AuditWords;
+};
 
 /**
  * Kysely prepares every query anew; on the signing path that was the largest single cost. The store's queries are
@@ -200,9 +215,14 @@ class SqliteStore extends KyselyStore {
         'INSERT INTO signatures (id, tenant_id, key_id, algorithm, hash, caller, created_at) ' +
           'VALUES (@id, @tenant_id, @key_id, @algorithm, @hash, @caller, @created_at)',
       );
-      const head = this.sqlite.prepare<[], { seq: number; hash: string }>(
+      const headRow = this.sqlite.prepare<[], { seq: number; hash: string | Buffer }>(
         'SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1',
       );
+      const head = () => {
+        const row = headRow.get();
+        return row && { seq: row.seq, hash: entryPacking.hashHex(row.hash) };
+      };
+      const words = sqliteWords(this.sqlite);
       const insertAudit = this.sqlite.prepare<Database['audit_log']>(INSERT_AUDIT_SQL);
       const insertEvent = this.sqlite.prepare<OutboxRow>(INSERT_EVENT_SQL);
       const setSignatureHash = this.sqlite.prepare<{ seq: number; signature_sha256: Buffer }>(SET_SIGNATURE_HASH_SQL);
@@ -218,14 +238,11 @@ class SqliteStore extends KyselyStore {
           }
           let firstSeq: number | undefined;
           if (audits.length > 0) {
-            const rows = chainAuditRows(head.get(), audits);
+            const rows = chainAuditRows(head(), audits);
             firstSeq = rows[0]?.seq;
             for (let i = 0; i < rows.length; i++) {
-              const sha256 = onEntry.get(i);
-              insertAudit.run({
-                ...(rows[i] as AuditRow),
-                signature_sha256: sha256 === undefined ? null : Buffer.from(sha256, 'hex'),
-              });
+              const details = (audits[i] as AuditEntryInput).details;
+              insertAudit.run(entryPacking.compactRow(rows[i] as AuditRow, details, onEntry.get(i), words));
             }
           }
           for (const row of events) insertEvent.run(row);
@@ -237,7 +254,16 @@ class SqliteStore extends KyselyStore {
       );
       // IMMEDIATE: take the write lock before reading the chain's head, so another process cannot append between
       // the read and the write (a deferred transaction would fail to upgrade with SQLITE_BUSY instead).
-      this.writeBatch = (writes) => batch.immediate(writes);
+      this.writeBatch = (writes) => {
+        try {
+          const firstSeq = batch.immediate(writes);
+          words.committed();
+          return firstSeq;
+        } catch (err) {
+          words.rolledBack();
+          throw err;
+        }
+      };
     }
     const gate = this.checkpointer?.gate;
     // At most `commitsPerPass` commits between two checkpoint passes (CommitGate says why).
@@ -258,10 +284,14 @@ const INSERT_EVENT_SQL =
   'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
   'VALUES (@id, @tenant_id, @type, @timestamp, @data, @order_key, @fanned_out)';
 
-/** An audit entry with its signature's SHA-256 (migration 0030; null when not known yet); sqlite-writer.cjs has the same. */
+/**
+ * An audit entry with its signature's SHA-256 (migration 0030; null when not known yet), stored compactly
+ * (migration 0032: entry-packing.cjs); sqlite-writer.cjs has the same.
+ */
 const INSERT_AUDIT_SQL =
-  'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash, signature_sha256) ' +
-  'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash, @signature_sha256)';
+  'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash, signature_sha256, ' +
+  'packed, digest) VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash, ' +
+  '@signature_sha256, @packed, @digest)';
 
 /**
  * The SHA-256 of a signature whose entry was written ahead of it, set on that entry's row (migration 0030); a

@@ -14,6 +14,8 @@ const { performance } = require('node:perf_hooks');
 const { parentPort, receiveMessageOnPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.betterSqlite3Path);
 const { chainAuditRows } = require(workerData.auditHashPath);
+const { compactRow, hashHex } = require(workerData.entryPackingPath);
+const { sqliteWords } = require(workerData.auditWordsPath);
 
 const { path, busyTimeoutMs, spinMs, batchMax, chainRaceAttempts, gateStates } = workerData;
 const { OPEN, COMMITTING, WORD_GATE, WORD_COMMITS, WORD_WAKE, WORD_GONE, WORD_COMMITS_PER_PASS } = gateStates;
@@ -28,16 +30,24 @@ if (workerData.noAutoCheckpoint) db.pragma('wal_autocheckpoint = 0');
 
 // Prepared on the first commit: the store migrates the database after this thread started.
 let writeBatch;
+/** The packed entries' dictionary (audit-words.cjs), on this thread's connection. */
+let words;
 function prepare() {
+  words = sqliteWords(db);
   const insertSignature = db.prepare(
     'INSERT INTO signatures (id, tenant_id, key_id, algorithm, hash, caller, created_at) ' +
       'VALUES (@id, @tenant_id, @key_id, @algorithm, @hash, @caller, @created_at)',
   );
-  const head = db.prepare('SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1');
-  // An entry with its signature's SHA-256 (migration 0030; null when not known yet).
+  const headRow = db.prepare('SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1');
+  const head = () => {
+    const row = headRow.get();
+    return row && { seq: row.seq, hash: hashHex(row.hash) };
+  };
+  // An entry with its signature's SHA-256 (migration 0030; null when not known yet), stored compactly (0032).
   const insertAudit = db.prepare(
-    'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash, signature_sha256) ' +
-      'VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash, @signature_sha256)',
+    'INSERT INTO audit_log (seq, at, tenant_id, actor, action, outcome, details, prev_hash, hash, signature_sha256, ' +
+      'packed, digest) VALUES (@seq, @at, @tenant_id, @actor, @action, @outcome, @details, @prev_hash, @hash, ' +
+      '@signature_sha256, @packed, @digest)',
   );
   const insertEvent = db.prepare(
     'INSERT INTO event_outbox (id, tenant_id, type, timestamp, data, order_key, fanned_out) ' +
@@ -85,14 +95,14 @@ function prepare() {
       if (w.signature) insertSignature.run(w.signature);
       if (w.audit) {
         audits.push(w.audit);
-        hashes.push(hashOf(w.lookup));
+        hashes.push(w.lookup?.signature_sha256);
       }
       // Several signatures with their entries, all or none (group-commit.ts: records).
       if (w.records) {
         for (const r of w.records) {
           if (r.signature) insertSignature.run(r.signature);
           audits.push(r.audit);
-          hashes.push(hashOf(r.lookup));
+          hashes.push(r.lookup?.signature_sha256);
         }
       }
       // Hashes of signatures whose entries were committed ahead earlier, riding along (sqlite-store.ts).
@@ -104,8 +114,10 @@ function prepare() {
       for (const w of writes) if (w.events) for (const row of w.events) insertEvent.run(row);
       return undefined;
     }
-    const rows = chainAuditRows(head.get(), audits);
-    for (let n = 0; n < rows.length; n++) insertAudit.run({ ...rows[n], signature_sha256: hashes[n] });
+    const rows = chainAuditRows(head(), audits);
+    for (let n = 0; n < rows.length; n++) {
+      insertAudit.run(compactRow(rows[n], audits[n].details, hashes[n], words));
+    }
     let i = 0;
     for (const w of writes) {
       const first = i;
@@ -179,6 +191,10 @@ function commit(writes) {
       let firstSeq;
       try {
         firstSeq = writeBatch(writes);
+        words.committed();
+      } catch (err) {
+        words.rolledBack();
+        throw err;
       } finally {
         if (gate) {
           Atomics.add(gate, WORD_COMMITS, 1);

@@ -1,6 +1,7 @@
 // The writer thread of a SQLite store with `writerThread` (sqlite-writer.cjs says why).
 import { Worker } from 'node:worker_threads';
 import { packagePath } from '../../paths.js';
+import { ENTRY_PACKING_PATH } from '../audit/audit-rows.js';
 import type { CommitSink } from '../commit/commit-sink.js';
 import {
   CHAIN_RACE_ATTEMPTS,
@@ -15,6 +16,7 @@ import { BUSY_TIMEOUT_MS, type CommitGate, GATE, stopThread } from './sqlite-thr
 
 const WRITER_PATH = packagePath('src', 'store', 'sqlite', 'sqlite-writer.cjs');
 const AUDIT_HASH_PATH = packagePath('src', 'store', 'audit', 'audit-hash.cjs');
+const AUDIT_WORDS_PATH = packagePath('src', 'store', 'sqlite', 'audit-words.cjs');
 
 /** `entries`: how many audit entries the write appends (group-commit.ts: entriesOf). */
 type Settle = Pick<PendingWrite, 'resolve' | 'reject'> & { entries: number };
@@ -45,6 +47,8 @@ export class StoreWriter implements CommitSink {
         noAutoCheckpoint: gate !== undefined,
         betterSqlite3Path: SQLITE_DRIVER_PATH,
         auditHashPath: AUDIT_HASH_PATH,
+        entryPackingPath: ENTRY_PACKING_PATH,
+        auditWordsPath: AUDIT_WORDS_PATH,
         gate: gate?.word.buffer,
         gateStates: GATE,
       },
