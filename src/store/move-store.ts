@@ -2,7 +2,7 @@
 // row (the audit chain verbatim, so its hashes still verify), in one transaction on the target, which must be empty.
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import { expandAuditRows, type StoredAuditRow } from './audit/audit-rows.js';
+import { expandAuditRows, type StoredAuditRow, type WordTables } from './audit/audit-rows.js';
 import { verifyAuditChain } from './audit/verify-chain.js';
 import type { KyselyStore } from './kysely-store.js';
 import type { Store } from './store.js';
@@ -54,7 +54,7 @@ const MOVED_TABLES = [
  * Audit rows as the target stores them: rows stored compactly on SQLite (migration 0032) rebuilt into the canonical
  * row (hashes in hex, prev_hash, details as JSON), which PostgreSQL's appender continues and its readers read.
  */
-async function canonicalAuditRows<DB>(read: Kysely<DB>, page: unknown[]): Promise<unknown[]> {
+async function canonicalAuditRows<DB extends WordTables>(read: Kysely<DB>, page: unknown[]): Promise<unknown[]> {
   const rows = await expandAuditRows(read, page as StoredAuditRow[]);
   return rows.map((r) => ({ ...r, packed: null, digest: null }));
 }

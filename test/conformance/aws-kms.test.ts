@@ -14,7 +14,6 @@ import { join } from 'node:path';
 import { DescribeKeyCommand, GetPublicKeyCommand, KMSClient, SignCommand } from '@aws-sdk/client-kms';
 import { shake256 } from '@noble/hashes/sha3.js';
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAwsApiKey } from '../../src/auth/aws-credentials/aws-credentials.js';
 import { sharedCredentialsSection } from '../../src/auth/aws-credentials/credential-format.js';
@@ -382,10 +381,11 @@ describe.skipIf(sigstoreMissing)(
       });
       expect(signed.publicKeyPem).toBe(publicPem['cosign-ec']);
       expect(cryptoVerify('sha256', message, publicPem['cosign-ec']!, signed.signature)).toBe(true);
-      const [entry] = await svc.run<{ details: string }>(
-        sql`SELECT details FROM audit_log WHERE tenant_id = 'cosign-ec' AND outcome = 'signed'`,
+      // Read through the store: on SQLite a signature's row holds its details packed (migration 0032).
+      const [entry] = (await svc.store.audit.read(0, 1_000_000)).filter(
+        (e) => e.tenantId === 'cosign-ec' && e.outcome === 'signed',
       );
-      expect(JSON.parse(entry!.details).via).toMatchObject({ api: 'aws-kms', region: '', message_type: 'DIGEST' });
+      expect(entry?.details.via).toMatchObject({ api: 'aws-kms', region: '', message_type: 'DIGEST' });
     });
 
     it('signs with an RSA key by its key id with PKCS#1 v1.5 SHA-256, the first algorithm signbridge lists', async () => {

@@ -4,6 +4,7 @@
 import { createRequire } from 'node:module';
 import type { Kysely } from 'kysely';
 import { packagePath } from '../../paths.js';
+import { narrowTables } from '../part-context.js';
 import { type AuditRow, GENESIS_HASH } from './audit-chain.js';
 
 /** An audit_log row as stored: old rows as AuditRow, compact ones with hash as bytes and details packed. */
@@ -49,7 +50,7 @@ interface EntryPacking {
 export const ENTRY_PACKING_PATH = packagePath('src', 'store', 'audit', 'entry-packing.cjs');
 export const entryPacking = createRequire(import.meta.url)(ENTRY_PACKING_PATH) as EntryPacking;
 
-interface WordTables {
+export interface WordTables {
   audit_words: { id: number; text: string };
   audit_log: StoredAuditRow;
 }
@@ -65,11 +66,11 @@ const wordCache = new WeakMap<object, Map<number, string>>();
  * through audit_words, and prev_hash where the row stores none taken from the previous row by seq (from `rows`, or
  * read: the log's first entry follows the genesis hash).
  */
-export async function expandAuditRows<DB, R extends StoredAuditRow>(
+export async function expandAuditRows<DB extends WordTables, R extends StoredAuditRow>(
   db: Kysely<DB>,
   rows: readonly R[],
 ): Promise<Array<Omit<R, 'packed' | 'digest' | 'hash'> & { hash: string }>> {
-  const tables = db as unknown as Kysely<WordTables>;
+  const tables = narrowTables<WordTables, DB>(db);
   const hashes = new Map<number, string>();
   for (const r of rows) hashes.set(Number(r.seq), entryPacking.hashHex(r.hash));
   const missingPrev = new Set<number>();
@@ -94,7 +95,7 @@ export async function expandAuditRows<DB, R extends StoredAuditRow>(
 }
 
 /** The details of `rows` as their canonical JSON text, packed ones unpacked (for readers that need no hashes). */
-export async function detailsOfRows<DB>(
+export async function detailsOfRows<DB extends WordTables>(
   db: Kysely<DB>,
   rows: ReadonlyArray<Pick<StoredAuditRow, 'details' | 'packed' | 'digest' | 'signature_sha256'>>,
 ): Promise<string[]> {
@@ -107,7 +108,7 @@ export async function detailsOfRows<DB>(
 }
 
 /** The dictionary lookup for `rows`: their unknown words read from audit_words in one query. */
-async function wordsFor<DB>(
+async function wordsFor<DB extends WordTables>(
   db: Kysely<DB>,
   rows: ReadonlyArray<Pick<StoredAuditRow, 'details' | 'packed'>>,
 ): Promise<(id: number) => string> {
@@ -120,7 +121,7 @@ async function wordsFor<DB>(
   const unknown = new Set<number>();
   for (const r of rows) for (const id of entryPacking.wordIdsOf(r)) if (!words.has(id)) unknown.add(id);
   if (unknown.size > 0) {
-    const read = await (db as unknown as Kysely<WordTables>)
+    const read = await narrowTables<WordTables, DB>(db)
       .selectFrom('audit_words')
       .select(['id', 'text'])
       .where('id', 'in', [...unknown])

@@ -1,7 +1,7 @@
 // Events' tables (migrations 0016, 0021, 0028 and 0031), the records the event store hands out, and the mapping of a row to
 // its record, which the outbox, the subscriptions, the deliveries and the log cursors share.
 import type { Generated, Selectable } from 'kysely';
-import type { StoredAuditRow } from '../audit/audit-rows.js';
+import type { StoredAuditRow, WordTables } from '../audit/audit-rows.js';
 import type { EventData, EventKind, EventRecord } from '../records/event-kinds.js';
 
 export const SUBSCRIPTION_FORMATS = ['standard', 'slack', 'teams', 'email'] as const;
@@ -68,6 +68,8 @@ export interface EventTables {
   };
   /** Read only: the `signed` entries the cursors read (the audit store writes them). */
   audit_log: StoredAuditRow;
+  /** Read only: the words of packed entries (migration 0032), to rebuild them. */
+  audit_words: WordTables['audit_words'];
   /** Read only: a batch entry's items (migration 0029), each the source of one signature.signed. */
   batch_items: { batch_seq: number; item_index: number; digest: Buffer; signature_sha256: Buffer };
 }

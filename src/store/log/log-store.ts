@@ -10,7 +10,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { KeySpec } from '../../crypto/algorithms.js';
 import type { KeyStoreKind } from '../../keys/key-store.js';
 import type { AuditRow } from '../audit/audit-chain.js';
-import { expandAuditRows, type StoredAuditRow } from '../audit/audit-rows.js';
+import { expandAuditRows, type StoredAuditRow, type WordTables } from '../audit/audit-rows.js';
 import type { PartContext } from '../part-context.js';
 import { advisoryLockKey } from '../postgres/advisory-lock.js';
 import type { Tile, TileKey } from '../records/tiles.js';
@@ -18,6 +18,8 @@ import { tileId } from '../records/tiles.js';
 
 export interface LogTables {
   audit_log: StoredAuditRow;
+  /** Read only: the words of packed entries (migration 0032), to rebuild them. */
+  audit_words: WordTables['audit_words'];
   log_state: { id: number; tree_size: number | string; chain_hash: string; updated_at: string };
   log_tiles: { level: number; idx: number | string; hashes: Buffer };
   log_checkpoints: { tree_size: number | string; root_hash: string; note: string; created_at: string };
