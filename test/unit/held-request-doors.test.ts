@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { heldMessage } from '../../src/api/aws/kms/sign-operations.js';
 import { type ClosingResponse, clientGoneSignal } from '../../src/api/client-gone.js';
-import { signOutcome } from '../../src/api/routes/v1.js';
+import { signOutcome } from '../../src/api/routes/v1-replies.js';
 import { heldError } from '../../src/api/vault-transit/sign-inputs.js';
 import { consolePageFor, describeHeld } from '../../src/signing/held-description.js';
 import { waitForDecision } from '../../src/signing/held-wait.js';
