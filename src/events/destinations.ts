@@ -9,7 +9,8 @@
 import type { DeliveryClaim, SubscriptionRecord } from '../store/events/event-store.js';
 import type { EventRecord } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
-import { type Deliver, type DeliveryResult, perSubscriptionFromLog } from './dispatcher.js';
+import type { DeliveryResult } from './delivery-outcome.js';
+import { type Deliver, perSubscriptionFromLog } from './dispatcher.js';
 import { mailMessage } from './formats/mail-message.js';
 import { slackMessage } from './formats/slack.js';
 import { standardWebhookRequest } from './formats/standard-webhooks.js';

@@ -37,14 +37,8 @@ import type {
 } from '../store/events/event-store.js';
 import type { EventRecord } from '../store/records/event-kinds.js';
 import type { Store } from '../store/store.js';
+import { type DeliveryResult, type RetrySchedule, recordOutcome } from './delivery-outcome.js';
 import { EventBuilder } from './event-builder.js';
-
-/** What happened to one attempt (src/events/webhook-sender.ts and the mailer classify their answers so). */
-export type DeliveryResult =
-  | { outcome: 'delivered'; status?: number }
-  | { outcome: 'retry'; status?: number; retryAfterMs?: number; error: string }
-  | { outcome: 'gone'; status?: number; error: string }
-  | { outcome: 'failed'; status?: number; error: string };
 
 /** Sends one claimed delivery to its destination (webhook, chat, mail). Must not throw. */
 export type Deliver = ((claim: DeliveryClaim) => Promise<DeliveryResult>) & {
@@ -55,7 +49,7 @@ export type Deliver = ((claim: DeliveryClaim) => Promise<DeliveryResult>) & {
   keepConnections?: (active: ReadonlySet<string>) => void;
 };
 
-export interface DispatcherSettings {
+export interface DispatcherSettings extends RetrySchedule {
   /** Sleep between passes when idle (default 1000 ms). */
   pollMs?: number;
   /**
@@ -89,16 +83,6 @@ export interface DispatcherSettings {
    * and memory. Each hanging receiver holds at most perSubscription of them (one once its attempts time out).
    */
   concurrency?: number;
-  /** First retry delay; doubled each attempt (default 5 s). */
-  retryBaseMs?: number;
-  /** Longest retry delay, and longest wait between a paused subscription's probes (default 1 h). */
-  retryMaxMs?: number;
-  /** Retries stop this long after the event (default 24 h); the delivery is then failed. */
-  retryForMs?: number;
-  /** A subscription whose attempts failed for this long with no success in between is paused (default 1 h). */
-  pauseAfterFailingMs?: number;
-  /** Longest Retry-After honoured (default 1 h). */
-  maxRetryAfterMs?: number;
   /** Called with each problem worth a log line (never with secrets). */
   onError?: (message: string) => void;
   /** Called after each recorded outcome (metrics, tests). */
@@ -503,101 +487,18 @@ export class EventDispatcher {
 
   private async recordOutcome(claim: DeliveryClaim, result: DeliveryResult, at: Date): Promise<void> {
     try {
-      await this.record(claim, result, at);
+      await recordOutcome(this.store, this.settings, claim, result, at);
     } catch (err) {
       // Not recorded: the lease ends and the delivery is tried again (at least once).
       this.settings.onError?.(`could not record the delivery of ${claim.event.id}: ${(err as Error).message}`);
     }
     this.settings.onOutcome?.(claim, result);
   }
-
-  private async record(claim: DeliveryClaim, result: DeliveryResult, at: Date): Promise<void> {
-    const events = this.store.events;
-    const iso = at.toISOString();
-    if (result.outcome === 'delivered') {
-      await events.markDelivered(claim, result.status ?? null, iso);
-      return;
-    }
-    const status = result.status ?? null;
-    const error = result.error.slice(0, 1000);
-    if (result.outcome === 'gone') {
-      // Gone for good (Standard Webhooks: disable the endpoint): paused without probes, until a person resumes it.
-      await events.markFailedAttempt(
-        claim,
-        { status, error, retryAt: null, pauseReason: `the receiver answered ${status ?? 410} Gone: ${error}` },
-        iso,
-      );
-      return;
-    }
-    const retryAt = result.outcome === 'retry' ? this.retryTime(claim, result.retryAfterMs, at) : null;
-    const retryForMs = this.settings.retryForMs ?? 24 * 3600_000;
-    const failingSince = claim.subscription.failingSince ?? iso;
-    const probeAt = this.probeTime(failingSince, at);
-    const state = await events.markFailedAttempt(
-      claim,
-      {
-        status,
-        error,
-        retryAt,
-        // A paused subscription's probe failed: the next one on the back-off schedule.
-        ...(claim.subscription.pausedAt !== null && { probeAt }),
-        ...(retryAt === null &&
-          result.outcome === 'retry' && {
-            pauseReason: `deliveries kept failing for ${Math.round(retryForMs / 3600_000)} h: ${error}`,
-            probeAt,
-          }),
-      },
-      iso,
-    );
-    if (!state || state.pausedAt !== null) return;
-    const failingMs = at.getTime() - Date.parse(state.failingSince);
-    const pauseAfterMs = this.settings.pauseAfterFailingMs ?? 3600_000;
-    if (failingMs >= pauseAfterMs) {
-      await events.pauseSubscription(
-        claim.subscription.id,
-        `attempts failed for ${describeMs(failingMs)} without a delivery (${state.failuresInARow} in a row): ${error}`,
-        iso,
-        this.probeTime(state.failingSince, at),
-      );
-    }
-  }
-
-  /**
-   * When a paused subscription is probed next: after a wait as long as it has been failing, from retryBaseMs up
-   * to retryMaxMs (what the doubling back-off comes to), with the same equal jitter as retries.
-   */
-  private probeTime(failingSince: string, at: Date): string {
-    const base = this.settings.retryBaseMs ?? 5000;
-    const max = this.settings.retryMaxMs ?? 3600_000;
-    const step = Math.min(max, Math.max(base, at.getTime() - Date.parse(failingSince)));
-    return new Date(at.getTime() + step / 2 + Math.random() * (step / 2)).toISOString();
-  }
-
-  /** Exponential backoff with jitter, or the receiver's Retry-After; null once retries would go past retryForMs. */
-  private retryTime(claim: DeliveryClaim, retryAfterMs: number | undefined, at: Date): string | null {
-    const base = this.settings.retryBaseMs ?? 5000;
-    const max = this.settings.retryMaxMs ?? 3600_000;
-    const exponential = Math.min(max, base * 2 ** Math.min(30, claim.attempts - 1));
-    // "Equal jitter": at least half the delay, so retries of many deliveries spread out but never come early.
-    const jittered = exponential / 2 + Math.random() * (exponential / 2);
-    const honoured = retryAfterMs === undefined ? 0 : Math.min(retryAfterMs, this.settings.maxRetryAfterMs ?? 3600_000);
-    const delay = Math.max(jittered, honoured);
-    const next = at.getTime() + delay;
-    if (next - Date.parse(claim.createdAt) > (this.settings.retryForMs ?? 24 * 3600_000)) return null;
-    return new Date(next).toISOString();
-  }
 }
 
 /** perSubscriptionFromLog's default for a given perSubscription (destinations.ts bounds the connections by it). */
 export function perSubscriptionFromLog(perSubscription: number): number {
   return 4 * perSubscription;
-}
-
-/** A duration in words for a pause reason: "1 h", "12 min", "40 s". */
-function describeMs(ms: number): string {
-  if (ms >= 3600_000) return `${Math.round((ms / 3600_000) * 10) / 10} h`;
-  if (ms >= 60_000) return `${Math.round(ms / 60_000)} min`;
-  return `${Math.round(ms / 1000)} s`;
 }
 
 /** Whether a subscription is handed the signature.signed events read from the log (it wants that kind). */

@@ -6,12 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
-import {
-  type Deliver,
-  type DeliveryResult,
-  type DispatcherSettings,
-  EventDispatcher,
-} from '../../src/events/dispatcher.js';
+import type { DeliveryResult } from '../../src/events/delivery-outcome.js';
+import { type Deliver, type DispatcherSettings, EventDispatcher } from '../../src/events/dispatcher.js';
 import type { DeliveryClaim } from '../../src/store/events/event-store.js';
 import { openPostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
