@@ -1,5 +1,6 @@
 // The key store's signing threads: they sign for real, report PKCS#11 errors, and a dead thread is replaced.
 import { constants, createHash, createPublicKey, verify } from 'node:crypto';
+import type { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Pkcs11KeyStore } from '../../src/keys/pkcs11/pkcs11-key-store.js';
 import type { SignThreadPool } from '../../src/keys/pkcs11/sign-thread-pool.js';
@@ -17,6 +18,8 @@ beforeAll(() => {
 afterAll(async () => ks?.close());
 
 const digest = Buffer.alloc(32, 4);
+const p256Of = (store: Pkcs11KeyStore, keyRef: string, text: string) =>
+  store.sign(keyRef, 'ECC_NIST_P256', 'ECDSA_SHA_256', createHash('sha256').update(text).digest());
 /** Reaches into the pool to kill a thread, as a crash would. */
 const threadsOf = (store: Pkcs11KeyStore) =>
   (store as unknown as { threads: { threads: Array<{ worker: { terminate(): Promise<number> } }> } }).threads.threads;
@@ -118,6 +121,38 @@ describe('where signatures are made', () => {
     expect(ks.signedOn.eventLoop).toBe(before + 1);
     expect(ks.signedOn.threads).toBe(threadsBefore);
   });
+});
+
+it('a signature whose thread dies before answering goes once more, to the replacement; one that outlives two threads fails', async () => {
+  const key = await ks.createKey('ECC_NIST_P256', 'thread-dies-with-one');
+  await p256Of(ks, key.keyRef, 'warm'); // the handle cached
+  const pool = (ks as unknown as { threads: SignThreadPool }).threads;
+  const handle = (ks as unknown as { handles: Map<string, Buffer> }).handles.get(key.keyRef) as Buffer;
+  const message = Buffer.from('outlives its thread');
+  const job = { mechanism: { mechanism: 0x1041 }, handle, input: createHash('sha256').update(message).digest() };
+  const publicKey = { key: createPublicKey(key.publicKeyPem), dsaEncoding: 'der' as const };
+
+  // The thread holding the job (it is on one the moment sign returns) dies before it can answer.
+  const holder = () =>
+    (pool as unknown as { threads: Array<{ worker: Worker; load: number }> }).threads.find((t) => t.load > 0);
+  const once = pool.sign(job);
+  await holder()?.worker.terminate();
+  const made = await once;
+  // The token's own form (r || s); the key store turns it into DER.
+  expect(verify('sha256', message, { ...publicKey, dsaEncoding: 'ieee-p1363' }, made.signature)).toBe(true);
+  expect(pool.inFlight).toBe(0);
+
+  // Its second thread dies too (before the job is even posted to it: the test goes on in the turn of the death).
+  const twice = pool.sign(job);
+  await holder()?.worker.terminate();
+  const second = holder();
+  expect(second).toBeDefined();
+  await second?.worker.terminate();
+  await expect(twice).rejects.toThrow(/signing thread exited with code/);
+  expect(pool.inFlight).toBe(0);
+  const after = await p256Of(ks, key.keyRef, 'after');
+  expect(verify('sha256', createHash('sha256').update('after').digest(), publicKey, after)).toBe(false);
+  expect(verify('sha256', Buffer.from('after'), publicKey, after)).toBe(true);
 });
 
 it('a turn of jobs that cannot be sent to the thread fails its callers, and the pool signs on', async () => {

@@ -69,6 +69,8 @@ interface Pending {
   /** Takes the thread's answer to this message. */
   settle: (msg: AnswerMessage) => void;
   reject: (err: Error) => void;
+  /** For a signature not yet sent again: what to do when its thread dies before answering (send it once more). */
+  lost?: (err: Error) => void;
   /** Signatures the message asked for: the thread's load and inFlight count signatures, not messages. */
   weight: number;
 }
@@ -115,22 +117,36 @@ export class SignThreadPool {
 
   sign(job: SignJob): Promise<ThreadSignature> {
     if (this.closed) return Promise.reject(new Error('the signing threads are stopped'));
+    return new Promise<ThreadSignature>((resolve, reject) => this.post(job, resolve, reject, true));
+  }
+
+  /**
+   * Queues one signature on the least-loaded thread. A thread that dies before answering takes its job with it;
+   * `mayResend`: the job then goes once more, to the threads as they are after the dead one was replaced (a
+   * signature the dead thread made is never seen, so signing again is harmless). A job that outlives two threads
+   * fails.
+   */
+  private post(
+    job: SignJob,
+    resolve: (signature: ThreadSignature) => void,
+    reject: (err: Error) => void,
+    mayResend: boolean,
+  ): void {
     // Least-loaded thread; ties go round-robin so both cores fill up under load.
     let thread = this.threads[this.next % this.threads.length] as Thread;
     this.next++;
     for (const t of this.threads) if (t.load < thread.load) thread = t;
     const id = this.nextId++;
-    return new Promise<ThreadSignature>((resolve, reject) => {
-      const settle = (msg: AnswerMessage) => {
-        if (msg.signature) resolve({ signature: Buffer.from(msg.signature), tokenMs: msg.tokenMs ?? 0 });
-        else reject(new Error(msg.error ?? 'signing thread failed'));
-      };
-      this.track(thread, id, { settle, reject, weight: 1 });
-      // Node Buffers are usually views into a shared 8 KiB pool, and structured clone copies the whole backing
-      // store; exact-size copies, transferred, keep the message small.
-      if (thread.queued.length === 0) setImmediate(() => this.flush(thread));
-      thread.queued.push({ id, mechanism: job.mechanism, handle: exactCopy(job.handle), input: exactCopy(job.input) });
-    });
+    const settle = (msg: AnswerMessage) => {
+      if (msg.signature) resolve({ signature: Buffer.from(msg.signature), tokenMs: msg.tokenMs ?? 0 });
+      else reject(new Error(msg.error ?? 'signing thread failed'));
+    };
+    const lost = mayResend ? () => this.post(job, resolve, reject, false) : undefined;
+    this.track(thread, id, { settle, reject, lost, weight: 1 });
+    // Node Buffers are usually views into a shared 8 KiB pool, and structured clone copies the whole backing
+    // store; exact-size copies, transferred, keep the message small.
+    if (thread.queued.length === 0) setImmediate(() => this.flush(thread));
+    thread.queued.push({ id, mechanism: job.mechanism, handle: exactCopy(job.handle), input: exactCopy(job.input) });
   }
 
   /**
@@ -265,11 +281,17 @@ export class SignThreadPool {
     for (const thread of this.threads) this.failAll(thread, new Error('the signing threads are stopped'));
   }
 
-  private failAll(thread: Thread, err: Error): void {
-    for (const p of thread.pending.values()) p.reject(err);
+  /** Takes every message off `thread` and returns them (its load and the pool's in-flight count drop with them). */
+  private takeAll(thread: Thread): Pending[] {
+    const pending = [...thread.pending.values()];
     this.busy -= thread.load;
     thread.load = 0;
     thread.pending.clear();
+    return pending;
+  }
+
+  private failAll(thread: Thread, err: Error): void {
+    for (const p of this.takeAll(thread)) p.reject(err);
   }
 
   private spawn(): Thread {
@@ -283,13 +305,17 @@ export class SignThreadPool {
       if ('answers' in msg) for (const one of msg.answers) answer(one);
       else answer(msg);
     });
-    // A thread that dies fails its jobs (nothing is signed twice) and is replaced.
+    // A thread that dies is replaced. Its slices and re-opens fail (a batch then signs each digest through `sign`);
+    // its single signatures go once more, to the threads as they are once it is replaced (see post).
     const fail = (err: Error) => {
-      this.failAll(thread, err);
+      const lost = this.takeAll(thread);
       thread.queued = [];
-      if (this.closed) return;
       const index = this.threads.indexOf(thread);
-      if (index >= 0) this.threads[index] = this.spawn();
+      if (!this.closed && index >= 0) this.threads[index] = this.spawn();
+      for (const p of lost) {
+        if (p.lost && !this.closed) p.lost(err);
+        else p.reject(err);
+      }
     };
     worker.on('error', fail);
     worker.on('exit', (code) => {
