@@ -5,9 +5,9 @@
 // heap, memory V8 knows of outside it (external, array buffers) and the rest (native: signing threads' isolates,
 // SQLite, SoftHSM, malloc's arenas). Nothing in the service imports it; without the file variable it does nothing.
 import cluster from 'node:cluster';
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
-import { isMainThread } from 'node:worker_threads';
+import { isMainThread, threadId } from 'node:worker_threads';
 
 /** One sample of one process, in bytes. */
 export interface MemorySample {
@@ -15,6 +15,8 @@ export interface MemorySample {
   role: string;
   at: number;
   rss: number;
+  /** The resident set less the pages of files (the node binary, libraries): RssAnon of /proc/self/status. */
+  rssAnon: number;
   heapTotal: number;
   heapUsed: number;
   external: number;
@@ -26,10 +28,19 @@ export interface MemorySample {
 }
 
 const file = process.env.SIGNBRIDGE_MEMORY_PROBE_FILE;
+
+/** RssAnon in bytes: what of the resident set is the process's own, not a file's pages shared with other processes. */
+function anonymousRss(): number {
+  const kb = /RssAnon:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+  return kb === undefined ? 0 : Number(kb) * 1024;
+}
 const everyMs = Number(process.env.SIGNBRIDGE_MEMORY_PROBE_MS ?? 10_000);
-// Signing threads inherit --import too: their isolates show in the process's RSS, not as samples of their own.
-if (file && isMainThread) {
-  const role = cluster.isPrimary ? 'primary' : `worker ${cluster.worker?.id ?? '?'}`;
+// Threads (signing, SQLite's writer and checkpointer) inherit --import too: each samples its own isolate's heap, as
+// `thread <id>` (its rss is its process's, which the report finds by pid), so the report can take their heaps out of
+// the native rest.
+if (file) {
+  const processRole = cluster.isPrimary ? 'primary' : `worker ${cluster.worker?.id ?? '?'}`;
+  const role = isMainThread ? processRole : `thread ${threadId}`;
   const space = (name: string) => getHeapSpaceStatistics().find((s) => s.space_name === name)?.space_size ?? 0;
   setInterval(() => {
     const m = process.memoryUsage();
@@ -38,6 +49,7 @@ if (file && isMainThread) {
       role,
       at: Date.now(),
       rss: m.rss,
+      rssAnon: anonymousRss(),
       heapTotal: m.heapTotal,
       heapUsed: m.heapUsed,
       external: m.external,

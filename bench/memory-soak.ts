@@ -155,14 +155,23 @@ const probes: MemorySample[] = existsSync(probeFile)
   : [];
 const mb = (bytes: number) => bytes / 2 ** 20;
 const byProcess = new Map<string, MemorySample[]>();
+// Each thread's last sample, by its process: the heaps of its isolates, taken out of the process's native rest.
+const lastOfThread = new Map<string, MemorySample>();
 for (const p of probes) {
+  if (p.role.startsWith('thread ')) {
+    lastOfThread.set(`${p.pid} ${p.role}`, p);
+    continue;
+  }
   const key = `${p.role} (pid ${p.pid})`;
   byProcess.set(key, [...(byProcess.get(key) ?? []), p]);
 }
+const threadsOf = (pid: number) => [...lastOfThread.values()].filter((t) => t.pid === pid);
 const perProcess = [...byProcess].map(([name, list]) => {
   const rss = list.map((p) => mb(p.rss));
   const n = Math.max(1, Math.floor(rss.length / 3));
   const end = list.at(-1) as MemorySample;
+  const threads = threadsOf(end.pid);
+  const threadHeaps = threads.reduce((sum, t) => sum + t.heapTotal + t.external, 0);
   return {
     name,
     samples: rss.length,
@@ -170,6 +179,7 @@ const perProcess = [...byProcess].map(([name, list]) => {
     middleMb: mean(rss.slice(n, 2 * n)),
     lastMb: mean(rss.slice(-n)),
     peakMb: Math.max(...rss),
+    privatePeakMb: Math.max(...list.map((p) => mb(p.rssAnon))),
     end: {
       rss: mb(end.rss),
       young: mb(end.newSpace),
@@ -177,22 +187,28 @@ const perProcess = [...byProcess].map(([name, list]) => {
       heapTotal: mb(end.heapTotal),
       heapUsed: mb(end.heapUsed),
       external: mb(end.external),
-      native: mb(end.rss - end.heapTotal - end.external),
+      threads: threads.length,
+      threadHeaps: mb(threadHeaps),
+      threadYoung: mb(threads.reduce((sum, t) => sum + t.newSpace, 0)),
+      native: mb(end.rss - end.heapTotal - end.external - threadHeaps),
     },
   };
 });
 const f = (x: number) => x.toFixed(0);
 process.stdout.write(
   [
-    'Per process: resident set (MB) over the run, and where it went at the last sample (V8 heap = young + old +',
-    "V8's other spaces; native = RSS - heap - external: signing threads' isolates, SQLite, SoftHSM, malloc):",
+    "Per process: resident set (MB) over the run, its private part's peak (RssAnon: less the node binary's and the",
+    "libraries' pages, which every process of the host shares), and where it went at the last sample (V8 heap = young + old +",
+    "V8's other spaces; threads: the heaps and external memory of its threads' isolates (signing, SQLite), their",
+    'young generations in brackets; native = RSS - heap - external - threads: Node, SQLite, SoftHSM, malloc):',
     '',
-    '| process | first | middle third | last third | peak | last: heap (young / old) | heap used | external | native |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| process | first | middle third | last third | peak | private peak | last: heap (young / old) | heap used | external | threads (young) | native |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...perProcess.map(
       (p) =>
-        `| ${p.name} | ${f(p.firstMb)} | ${f(p.middleMb)} | ${f(p.lastMb)} | ${f(p.peakMb)} | ` +
-        `${f(p.end.heapTotal)} (${f(p.end.young)} / ${f(p.end.old)}) | ${f(p.end.heapUsed)} | ${f(p.end.external)} | ${f(p.end.native)} |`,
+        `| ${p.name} | ${f(p.firstMb)} | ${f(p.middleMb)} | ${f(p.lastMb)} | ${f(p.peakMb)} | ${f(p.privatePeakMb)} | ` +
+        `${f(p.end.heapTotal)} (${f(p.end.young)} / ${f(p.end.old)}) | ${f(p.end.heapUsed)} | ${f(p.end.external)} | ` +
+        `${f(p.end.threadHeaps)} in ${p.end.threads} (${f(p.end.threadYoung)}) | ${f(p.end.native)} |`,
     ),
     '',
   ].join('\n'),

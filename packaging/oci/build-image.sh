@@ -84,10 +84,13 @@ rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cac
   "$rootfs/opt/signbridge/systemd"
 : >"$rootfs/etc/machine-id"
 
+# NODE_OPTIONS: V8 would size the primary's young generation for the host's memory (128 MB on a 23 GB host) and fill
+# it under load; 16 MB, as workerMemory.semiSpaceMb gives each request worker (docs/deployment.md "Memory").
 buildah config \
   --entrypoint '["/opt/signbridge/bin/signbridge"]' \
   --cmd '["server", "--data-dir", "/var/lib/signbridge"]' \
   --env SIGNBRIDGE_LISTEN=0.0.0.0:8080 \
+  --env NODE_OPTIONS=--max-semi-space-size=8 \
   --port 8080/tcp \
   --volume /var/lib/signbridge \
   --workingdir /var/lib/signbridge \

@@ -201,7 +201,9 @@ export function workersSetting(flag: string | undefined, env: NodeJS.ProcessEnv,
 /**
  * What each request worker may hold. `semiSpaceMb`: V8's young generation (its semi-spaces) of each worker, given as
  * --max-semi-space-size; V8 sizes it for the machine's memory (64 MB semi-spaces, 128 MB of young generation, on a
- * 23 GB test host), which a worker fills under load and keeps. 0 leaves it to V8. `restartAboveMb`: a
+ * 23 GB test host), which a worker fills under load and keeps. 8 (16 MB of young generation) because a young
+ * generation of 32 MB left each worker ~70 MB more of malloc's memory under load at the same signing rate
+ * (docs/benchmarks.md, "Memory under sustained load"). 0 leaves it to V8. `restartAboveMb`: a
  * worker whose resident set stays above this is replaced by a fresh one (src/workers/memory-bounds.ts); SoftHSM
  * keeps a few bytes of every signature (docs/benchmarks.md), so only a new process gives them back. 0: never.
  */
@@ -210,7 +212,7 @@ export type WorkerMemorySettings = {
   restartAboveMb: number;
 };
 
-export const WORKER_MEMORY_DEFAULTS: WorkerMemorySettings = { semiSpaceMb: 16, restartAboveMb: 0 };
+export const WORKER_MEMORY_DEFAULTS: WorkerMemorySettings = { semiSpaceMb: 8, restartAboveMb: 0 };
 
 /** SIGNBRIDGE_WORKER_SEMI_SPACE_MB / SIGNBRIDGE_WORKER_RESTART_ABOVE_MB over the file's workerMemory over the defaults. */
 export function workerMemorySetting(env: NodeJS.ProcessEnv, file: ServerConfigFile): WorkerMemorySettings {

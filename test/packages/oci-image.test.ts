@@ -143,6 +143,9 @@ describe.skipIf(!available)('the OCI archive', () => {
     expect(uid).not.toBe(0);
     expect(gid).not.toBe(0);
     expect(c.Env).toContain('SIGNBRIDGE_LISTEN=0.0.0.0:8080');
+    // The primary's young generation capped as the workers' is (docs/deployment.md "Memory"); the server run below
+    // starts under it.
+    expect(c.Env).toContain('NODE_OPTIONS=--max-semi-space-size=8');
     expect(Object.keys(c.ExposedPorts ?? {})).toEqual(['8080/tcp']);
     expect(Object.keys(c.Volumes ?? {})).toEqual(['/var/lib/signbridge']);
     expect(c.WorkingDir).toBe('/var/lib/signbridge');

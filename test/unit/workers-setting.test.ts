@@ -41,9 +41,9 @@ describe('workers', () => {
 });
 
 describe('workerMemory', () => {
-  it('defaults to 16 MB semi-spaces and no restart', () => {
+  it('defaults to 8 MB semi-spaces and no restart', () => {
     expect(workerMemorySetting({}, {})).toEqual(WORKER_MEMORY_DEFAULTS);
-    expect(WORKER_MEMORY_DEFAULTS).toEqual({ semiSpaceMb: 16, restartAboveMb: 0 });
+    expect(WORKER_MEMORY_DEFAULTS).toEqual({ semiSpaceMb: 8, restartAboveMb: 0 });
   });
 
   it('takes the environment over the file', () => {
