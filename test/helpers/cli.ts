@@ -93,12 +93,19 @@ export async function startServerProcess(
   ]);
   const child = spawn(command, argv, { env: { ...process.env, ...env } });
   let out = '';
+  let listening = false;
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
     const onData = (chunk: Buffer) => {
+      // Only the new text (and the line it may finish) is searched, and nothing once the line was seen: the output
+      // of a server logging every request grows by MBs a minute, and searching all of it on each chunk made this
+      // process the bound of a 5-minute bench (docs/benchmarks.md, issue 46's events row).
+      const from = Math.max(0, out.length - 200);
       out += chunk.toString();
-      const match = /signbridge server listening on (http:\/\/\S+)/.exec(out);
+      if (listening) return;
+      const match = /signbridge server listening on (http:\/\/\S+)/.exec(out.slice(from));
       if (match) {
+        listening = true;
         clearTimeout(timer);
         resolve(match[1] as string);
       }
