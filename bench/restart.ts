@@ -12,7 +12,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import { CLI, runCli } from '../test/helpers/cli.js';
+import { CLI, listeningUrlIn, runCli } from '../test/helpers/cli.js';
 import { freePort, startPostgresCluster } from '../test/helpers/postgres.js';
 import { makeTempDir } from '../test/helpers/service.js';
 
@@ -72,7 +72,7 @@ function startInstance(args: string[]): Instance {
         const timing = /start timing: (.*) \(clock (\d+)\)/.exec(line);
         if (timing) log(`  +${Number(timing[2]) - spawnedClock} ms: ${timing[1]}`);
       }
-      if (/signbridge server listening on /.test(out)) resolve(performance.now());
+      if (listeningUrlIn(out)) resolve(performance.now());
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);

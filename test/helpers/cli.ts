@@ -62,6 +62,14 @@ function asUser(user: RunAs['runAs'], command: string[]): [string, string[]] {
   return ['setpriv', [...ids, '--', ...command]];
 }
 
+/**
+ * The URL of `signbridge server`'s "listening on" line in `text`, once the whole URL is there: the line ends after it
+ * (a space or the newline), so a chunk that stops inside the port does not give a truncated URL.
+ */
+export function listeningUrlIn(text: string): string | undefined {
+  return /signbridge server listening on (http:\/\/\S+)\s/.exec(text)?.[1];
+}
+
 export interface ServerProcess {
   child: ChildProcessWithoutNullStreams;
   url: string;
@@ -103,11 +111,11 @@ export async function startServerProcess(
       const from = Math.max(0, out.length - 200);
       out += chunk.toString();
       if (listening) return;
-      const match = /signbridge server listening on (http:\/\/\S+)/.exec(out.slice(from));
-      if (match) {
+      const found = listeningUrlIn(out.slice(from));
+      if (found) {
         listening = true;
         clearTimeout(timer);
-        resolve(match[1] as string);
+        resolve(found);
       }
     };
     child.stdout.on('data', onData);
